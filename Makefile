@@ -1,0 +1,37 @@
+# Node 24 comes from the `node` devDependency: node_modules/.bin goes first so npm scripts, tsc and mocha
+# run on it rather than on the machine's older /usr/bin/node.
+SHELL := /bin/bash
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+
+.PHONY: install build services migrate run test bench lint clean
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+install: node_modules/.installed
+
+build: install
+	npm run build
+
+lint: install
+	tsc -p tsconfig.json --noEmit
+
+services:
+	bash scripts/services.sh
+
+migrate: build services
+	node dist/cli.js migrate
+
+# One command from a fresh machine to a running service with a demo tenant, key and events.
+run: build services
+	bash scripts/run-local.sh
+
+test: install services lint
+	mocha
+
+bench: build services
+	node bench/run.ts
+
+clean:
+	rm -rf dist node_modules

@@ -1,0 +1,98 @@
+import type { Queryable } from '../db/database.ts';
+import type { KeyEnvironment } from './apiKeyFormat.ts';
+
+/** api_keys as the domain sees it; the hash never leaves the auth module. */
+export interface ApiKeyRecord {
+  readonly lookupId: string;
+  readonly environment: KeyEnvironment;
+  readonly secretHash: Buffer;
+  readonly tenantId: string;
+  readonly scopes: readonly string[];
+  readonly allowedCidrs: readonly string[];
+  readonly description: string;
+  readonly managedBy: string | null;
+  readonly createdAt: Date;
+  readonly revokedAt: Date | null;
+}
+
+interface ApiKeyRow {
+  lookup_id: string;
+  environment: KeyEnvironment;
+  secret_hash: Buffer;
+  tenant_id: string;
+  scopes: string[];
+  allowed_cidrs: string[];
+  description: string;
+  managed_by: string | null;
+  created_at: Date;
+  revoked_at: Date | null;
+  [column: string]: unknown;
+}
+
+const COLUMNS = `lookup_id, environment, secret_hash, tenant_id, scopes, allowed_cidrs, description, managed_by,
+                 created_at, revoked_at`;
+
+function toRecord(row: ApiKeyRow): ApiKeyRecord {
+  return {
+    lookupId: row.lookup_id,
+    environment: row.environment,
+    secretHash: row.secret_hash,
+    tenantId: row.tenant_id,
+    scopes: row.scopes,
+    allowedCidrs: row.allowed_cidrs,
+    description: row.description,
+    managedBy: row.managed_by,
+    createdAt: row.created_at,
+    revokedAt: row.revoked_at,
+  };
+}
+
+export type NewApiKey = Omit<ApiKeyRecord, 'createdAt' | 'revokedAt'>;
+
+/** Inserts a key; false when the lookup id is taken (the caller draws another). */
+export async function insertApiKey(db: Queryable, key: NewApiKey): Promise<ApiKeyRecord | undefined> {
+  const { rows } = await db.query<ApiKeyRow>(
+    `INSERT INTO api_keys (lookup_id, environment, secret_hash, tenant_id, scopes, allowed_cidrs, description, managed_by)
+     VALUES ($1, $2, $3, $4, $5::text[], $6::text[], $7, $8)
+     ON CONFLICT (lookup_id) DO NOTHING
+     RETURNING ${COLUMNS}`,
+    [key.lookupId, key.environment, key.secretHash, key.tenantId, key.scopes, key.allowedCidrs, key.description, key.managedBy],
+  );
+  return rows[0] && toRecord(rows[0]);
+}
+
+export async function findApiKey(db: Queryable, lookupId: string): Promise<ApiKeyRecord | undefined> {
+  const { rows } = await db.query<ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE lookup_id = $1`, [lookupId]);
+  return rows[0] && toRecord(rows[0]);
+}
+
+/** Marks the key revoked; returns it only if it was active until now. */
+export async function revokeApiKey(db: Queryable, lookupId: string): Promise<ApiKeyRecord | undefined> {
+  const { rows } = await db.query<ApiKeyRow>(
+    `UPDATE api_keys SET revoked_at = now() WHERE lookup_id = $1 AND revoked_at IS NULL RETURNING ${COLUMNS}`,
+    [lookupId],
+  );
+  return rows[0] && toRecord(rows[0]);
+}
+
+/** Changes scopes, allow-list and description in place (the ApiKey resource's spec edits). */
+export async function updateApiKeyGrants(
+  db: Queryable,
+  lookupId: string,
+  grants: { scopes: readonly string[]; allowedCidrs: readonly string[]; description: string },
+): Promise<ApiKeyRecord | undefined> {
+  const { rows } = await db.query<ApiKeyRow>(
+    `UPDATE api_keys SET scopes = $2::text[], allowed_cidrs = $3::text[], description = $4
+      WHERE lookup_id = $1 RETURNING ${COLUMNS}`,
+    [lookupId, grants.scopes, grants.allowedCidrs, grants.description],
+  );
+  return rows[0] && toRecord(rows[0]);
+}
+
+export async function listApiKeys(db: Queryable, tenantId?: string): Promise<ApiKeyRecord[]> {
+  const { rows } = await db.query<ApiKeyRow>(
+    `SELECT ${COLUMNS} FROM api_keys WHERE $1::text IS NULL OR tenant_id = $1 ORDER BY tenant_id, created_at`,
+    [tenantId ?? null],
+  );
+  return rows.map(toRecord);
+}

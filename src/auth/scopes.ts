@@ -1,0 +1,8 @@
+/** The opt-in scopes of SPEC.md "Authentication"; a call lacking its endpoint's scope gets 403. */
+export const SCOPES = ['audit:read', 'audit:export', 'webhooks:write'] as const;
+
+export type Scope = (typeof SCOPES)[number];
+
+export function isScope(value: string): value is Scope {
+  return (SCOPES as readonly string[]).includes(value);
+}

@@ -1,0 +1,150 @@
+import { z } from 'zod';
+import { parseCidrList } from '../platform/cidr.ts';
+
+/**
+ * The service's whole configuration comes from the environment (DESIGN.md §4), validated once at start.
+ * Defaults live here and nowhere else. Secrets have no defaults: a placeholder pepper would make every
+ * stored key hash guessable.
+ */
+
+const commaList = z
+  .string()
+  .transform((value) => value.split(',').map((item) => item.trim()).filter((item) => item.length > 0));
+
+const booleanFlag = z
+  .enum(['true', 'false', '1', '0', ''], { message: 'must be true or false' })
+  .transform((value) => value === 'true' || value === '1');
+
+const port = z.coerce.number().int().min(0, 'must be a port number').max(65535, 'must be a port number');
+
+const urlWithScheme = (schemes: string[]) =>
+  z.string().refine((value) => {
+    try {
+      return schemes.includes(new URL(value).protocol.replace(/:$/, ''));
+    } catch {
+      return false;
+    }
+  }, `must be a URL with scheme ${schemes.join(' or ')}`);
+
+const deliverySchedule = z.string().transform((value, ctx) => {
+  const delays = value.split(',').map((item) => parseDuration(item.trim()));
+  if (delays.some((delay) => delay === undefined)) {
+    ctx.addIssue({ code: 'custom', message: 'must be a comma-separated list of durations such as 1m,5m,30m,2h' });
+    return z.NEVER;
+  }
+  return delays as number[];
+});
+
+const environmentSchema = z.object({
+  DATABASE_URL: urlWithScheme(['postgres', 'postgresql']).default('postgres://postgres@127.0.0.1:5432/audit_trail'),
+  DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
+  REDIS_URL: urlWithScheme(['redis', 'rediss']).default('redis://127.0.0.1:6379'),
+  NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
+  // Prefix for subjects and stream names, so deployments can share one NATS account without colliding.
+  NATS_NAMESPACE: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]*$/, 'must contain only letters, digits, _ and -')
+    .default(''),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  PORT: port.default(8080),
+  INTERNAL_PORT: port.default(8081),
+  INGEST_TOKENS: commaList
+    .refine((tokens) => tokens.every((token) => token.length >= 24), 'each token must be at least 24 characters')
+    .optional(),
+  KEY_PEPPER: z.string().min(32, 'must be at least 32 characters of random data').optional(),
+  SECRET_ENCRYPTION_KEY: z
+    .string()
+    .regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hex characters (a 256-bit AES key)')
+    .optional(),
+  KEY_ENVIRONMENT: z.enum(['live', 'test'], { message: 'must be live or test' }).default('live'),
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
+      message: 'must be one of fatal, error, warn, info, debug, trace, silent',
+    })
+    .default('info'),
+  TRUSTED_PROXIES: commaList
+    .transform((items, ctx) => {
+      try {
+        return parseCidrList(items);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: (error as Error).message });
+        return z.NEVER;
+      }
+    })
+    .default([]),
+  WEBHOOK_ALLOW_HTTP: booleanFlag.default(false),
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: booleanFlag.default(false),
+  DELIVERY_SCHEDULE: deliverySchedule.default([60_000, 300_000, 1_800_000, 7_200_000]),
+  RATE_LIMIT_READ_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
+  RATE_LIMIT_WRITE_PER_MINUTE: z.coerce.number().int().min(1).default(200),
+  CONTROLLER_NAMESPACES: commaList.default([]),
+  POD_NAME: z.string().optional(),
+  POD_NAMESPACE: z.string().optional(),
+  SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(10_000),
+});
+
+export type Config = Readonly<ReturnType<typeof toConfig>>;
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+  readonly variable: string;
+
+  constructor(variable: string, problem: string) {
+    super(`${variable}: ${problem}`);
+    this.variable = variable;
+  }
+}
+
+/** Parses the environment; throws ConfigError naming the first bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  // An empty variable means "not set", as in most deployment tooling.
+  const present = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== undefined && value !== ''));
+  const result = environmentSchema.safeParse(present);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    throw new ConfigError(String(issue.path[0] ?? 'environment'), issue.message);
+  }
+  return Object.freeze(toConfig(result.data));
+}
+
+function toConfig(env: z.output<typeof environmentSchema>) {
+  return {
+    databaseUrl: env.DATABASE_URL,
+    databasePoolSize: env.DATABASE_POOL_SIZE,
+    redisUrl: env.REDIS_URL,
+    natsUrl: env.NATS_URL,
+    natsNamespace: env.NATS_NAMESPACE,
+    host: env.HOST,
+    port: env.PORT,
+    internalPort: env.INTERNAL_PORT,
+    ingestTokens: env.INGEST_TOKENS,
+    keyPepper: env.KEY_PEPPER,
+    secretEncryptionKey: env.SECRET_ENCRYPTION_KEY,
+    keyEnvironment: env.KEY_ENVIRONMENT,
+    logLevel: env.LOG_LEVEL,
+    trustedProxies: env.TRUSTED_PROXIES,
+    webhookAllowHttp: env.WEBHOOK_ALLOW_HTTP,
+    webhookAllowPrivateTargets: env.WEBHOOK_ALLOW_PRIVATE_TARGETS,
+    deliveryScheduleMs: env.DELIVERY_SCHEDULE,
+    rateLimits: { readPerMinute: env.RATE_LIMIT_READ_PER_MINUTE, writePerMinute: env.RATE_LIMIT_WRITE_PER_MINUTE },
+    controllerNamespaces: env.CONTROLLER_NAMESPACES,
+    podName: env.POD_NAME,
+    podNamespace: env.POD_NAMESPACE,
+    shutdownGraceMs: env.SHUTDOWN_GRACE_MS,
+  };
+}
+
+/** Returns a secret the caller cannot run without, or fails naming the variable and who needs it. */
+export function requireSetting<T>(value: T | undefined, variable: string, neededBy: string): T {
+  if (value === undefined) throw new ConfigError(variable, `is required by ${neededBy}`);
+  return value;
+}
+
+const durationUnits: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** "250ms", "5s", "1m", "2h" → milliseconds; undefined when malformed. */
+export function parseDuration(text: string): number | undefined {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(text);
+  if (!match) return undefined;
+  return Math.round(Number(match[1]) * durationUnits[match[2]!]!);
+}

@@ -1,0 +1,103 @@
+import pg from 'pg';
+import type { Logger } from '../platform/logger.ts';
+import { ServiceUnavailableError, coerceError } from '../platform/errors.ts';
+import { isDatabaseUnavailable } from './sqlstate.ts';
+
+export type Row = Record<string, unknown>;
+
+export interface Queryable {
+  query<R extends Row = Row>(text: string, values?: readonly unknown[]): Promise<pg.QueryResult<R>>;
+}
+
+export interface DatabaseOptions {
+  readonly url: string;
+  readonly poolSize: number;
+  readonly applicationName: string;
+  readonly log: Logger;
+  /** Upper bound for one statement, so a stuck query cannot hold a request or a connection forever. */
+  readonly statementTimeoutMs?: number;
+}
+
+// timestamptz and timestamp arrive as Date by default; the store reads and writes them as text or Date
+// explicitly, and int8 counts fit in a double for anything this service counts.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+
+/**
+ * The pool plus the one place where "Postgres is unreachable" becomes a 503 for callers. Every query and
+ * transaction of the store goes through it.
+ */
+export class Database implements Queryable {
+  readonly pool: pg.Pool;
+  private readonly log: Logger;
+
+  constructor(options: DatabaseOptions) {
+    this.log = options.log;
+    this.pool = new pg.Pool({
+      connectionString: options.url,
+      max: options.poolSize,
+      application_name: options.applicationName,
+      // Fail fast while Postgres is down instead of queueing requests behind a dead connection.
+      connectionTimeoutMillis: 3_000,
+      idleTimeoutMillis: 30_000,
+      statement_timeout: options.statementTimeoutMs ?? 30_000,
+      keepAlive: true,
+    });
+    // An idle client losing its server (restart, failover) emits here; without a listener it would crash
+    // the process. The pool discards the client and the next checkout reconnects.
+    this.pool.on('error', (error) => this.log.warn({ err: error }, 'idle Postgres connection lost'));
+  }
+
+  async query<R extends Row = Row>(text: string, values?: readonly unknown[]): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.pool.query<R>(text, values as unknown[]);
+    } catch (thrown) {
+      throw translateUnavailable(thrown);
+    }
+  }
+
+  /** Runs fn inside BEGIN/COMMIT on one connection; rolls back on any error. */
+  async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      const result = await fn(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (thrown) {
+      const error = coerceError(thrown);
+      if (isDatabaseUnavailable(error)) broken = error;
+      else await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
+      throw translateUnavailable(error);
+    } finally {
+      // A connection that failed mid-transaction is destroyed rather than returned in an unknown state.
+      client.release(broken);
+    }
+  }
+
+  async connect(): Promise<pg.PoolClient> {
+    try {
+      return await this.pool.connect();
+    } catch (thrown) {
+      throw translateUnavailable(thrown);
+    }
+  }
+
+  /** Readiness: a round trip within the connect timeout. */
+  async ping(): Promise<void> {
+    await this.query('SELECT 1');
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+export function translateUnavailable(thrown: unknown): Error {
+  const error = coerceError(thrown);
+  if (error instanceof ServiceUnavailableError) return error;
+  if (isDatabaseUnavailable(error)) {
+    return new ServiceUnavailableError('The event store is temporarily unavailable; retry shortly.', { cause: error });
+  }
+  return error;
+}

@@ -1,0 +1,147 @@
+import type { Queryable } from '../db/database.ts';
+import type { CursorPosition } from './cursor.ts';
+import type { EventFilters } from './eventFilters.ts';
+
+/** An event as the write path stores it (row shape; the API shape is rendered by Postgres below). */
+export interface NewEvent {
+  readonly tenantId: string;
+  readonly occurredAtMs: number;
+  readonly eventId: string;
+  readonly action: string;
+  readonly userId: string;
+  readonly userRole: string;
+  readonly resourceType: string;
+  readonly resourceId: string;
+  /** A JSON array as text, or "" for non-PHI events. */
+  readonly fieldsAccessed: string;
+  readonly phiInvolved: boolean;
+  readonly sourceIp: string;
+  readonly userAgent: string;
+  readonly justification: string;
+  readonly success: boolean;
+  /** A JSON object as text. */
+  readonly details: string;
+}
+
+export interface StoredEventKey {
+  readonly tenantId: string;
+  readonly eventId: string;
+  readonly occurredAtMs: number;
+}
+
+/** One event as the API returns it, already serialised, plus its position for the cursor. */
+export interface EventDocument extends CursorPosition {
+  readonly json: string;
+}
+
+/**
+ * The API representation is built by Postgres: Node then only concatenates text, instead of parsing rows
+ * into objects and serialising them again (the list benchmark's bottleneck). Field order is the SPEC's.
+ */
+const EVENT_JSON = `row_to_json(ROW(
+    e.event_id,
+    to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+    e.action, e.user_id, e.user_role, e.resource_type, e.resource_id, e.fields_accessed, e.phi_involved,
+    e.tenant_id, e.source_ip, e.user_agent, e.justification, e.success, e.details
+  )::audit_event_v2)::text`;
+
+const EPOCH_MS = `(extract(epoch FROM e.occurred_at) * 1000)::int8`;
+
+/**
+ * Inserts a batch in one statement (arrays unnested server-side). Rows that already exist, same tenant,
+ * timestamp and id, are a producer's retry and are skipped; the returned keys are the rows actually stored.
+ */
+export async function insertEvents(db: Queryable, events: readonly NewEvent[]): Promise<StoredEventKey[]> {
+  if (events.length === 0) return [];
+  const { rows } = await db.query<{ tenant_id: string; event_id: string; occurred_at_ms: number }>(
+    `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
+                         fields_accessed, phi_involved, source_ip, user_agent, justification, success, details)
+     SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
+                          $8::text[], $9::text[], $10::boolean[], $11::text[], $12::text[], $13::text[],
+                          $14::boolean[], $15::text[])
+     ON CONFLICT DO NOTHING
+     RETURNING tenant_id, event_id, (extract(epoch FROM occurred_at) * 1000)::int8 AS occurred_at_ms`,
+    [
+      events.map((event) => event.tenantId),
+      events.map((event) => new Date(event.occurredAtMs).toISOString()),
+      events.map((event) => event.eventId),
+      events.map((event) => event.action),
+      events.map((event) => event.userId),
+      events.map((event) => event.userRole),
+      events.map((event) => event.resourceType),
+      events.map((event) => event.resourceId),
+      events.map((event) => event.fieldsAccessed),
+      events.map((event) => event.phiInvolved),
+      events.map((event) => event.sourceIp),
+      events.map((event) => event.userAgent),
+      events.map((event) => event.justification),
+      events.map((event) => event.success),
+      events.map((event) => event.details),
+    ],
+  );
+  return rows.map((row) => ({ tenantId: row.tenant_id, eventId: row.event_id, occurredAtMs: row.occurred_at_ms }));
+}
+
+/** Creates the monthly partitions holding these instants, where missing. */
+export async function ensureEventPartitions(db: Queryable, instantsMs: readonly number[]): Promise<void> {
+  if (instantsMs.length === 0) return;
+  await db.query('SELECT audit_ensure_event_partition(at) FROM unnest($1::timestamptz[]) AS at', [
+    instantsMs.map((ms) => new Date(ms).toISOString()),
+  ]);
+}
+
+/**
+ * One page in list order, (timestamp DESC, event_id DESC): a total order, so pages never skip or repeat an
+ * event even when thousands share a millisecond. Each filter is an equality on the leading columns of an
+ * index, and the cursor a row comparison on the trailing ones.
+ */
+export async function listEventDocuments(
+  db: Queryable,
+  tenantId: string,
+  filters: EventFilters,
+  after: CursorPosition | undefined,
+  limit: number,
+): Promise<EventDocument[]> {
+  const { where, values } = filterConditions(tenantId, filters);
+  if (after) {
+    values.push(new Date(after.occurredAtMs).toISOString(), after.eventId);
+    where.push(`(e.occurred_at, e.event_id) < ($${values.length - 1}::timestamptz, $${values.length}::uuid)`);
+  }
+  values.push(limit);
+  const { rows } = await db.query<{ json: string; occurred_at_ms: number; event_id: string }>(
+    `SELECT ${EVENT_JSON} AS json, ${EPOCH_MS} AS occurred_at_ms, e.event_id
+       FROM events e
+      WHERE ${where.join(' AND ')}
+      ORDER BY e.occurred_at DESC, e.event_id DESC
+      LIMIT $${values.length}`,
+    values,
+  );
+  return rows.map((row) => ({ json: row.json, occurredAtMs: row.occurred_at_ms, eventId: row.event_id }));
+}
+
+/** The serialised event, or undefined when it does not exist in this tenant. */
+export async function findEventDocument(db: Queryable, tenantId: string, eventId: string): Promise<string | undefined> {
+  const { rows } = await db.query<{ json: string }>(
+    `SELECT ${EVENT_JSON} AS json FROM events e WHERE e.tenant_id = $1 AND e.event_id = $2::uuid LIMIT 1`,
+    [tenantId, eventId],
+  );
+  return rows[0]?.json;
+}
+
+/** WHERE fragments and their parameters for the shared list/export filters. */
+export function filterConditions(tenantId: string, filters: EventFilters): { where: string[]; values: unknown[] } {
+  const where = ['e.tenant_id = $1'];
+  const values: unknown[] = [tenantId];
+  const add = (fragment: (param: string) => string, value: unknown) => {
+    values.push(value);
+    where.push(fragment(`$${values.length}`));
+  };
+  if (filters.action !== undefined) add((p) => `e.action = ${p}`, filters.action);
+  if (filters.resourceType !== undefined) add((p) => `e.resource_type = ${p}`, filters.resourceType);
+  if (filters.phiInvolved !== undefined) add((p) => `e.phi_involved = ${p}`, filters.phiInvolved);
+  if (filters.sinceMs !== undefined) add((p) => `e.occurred_at >= ${p}::timestamptz`, new Date(filters.sinceMs).toISOString());
+  if (filters.untilMs !== undefined) add((p) => `e.occurred_at < ${p}::timestamptz`, new Date(filters.untilMs).toISOString());
+  return { where, values };
+}
+
+export { EVENT_JSON, EPOCH_MS };

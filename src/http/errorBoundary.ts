@@ -1,0 +1,83 @@
+import type { Middleware } from 'koa';
+import { AppError, RateLimitedError, UnauthorizedError, coerceError } from '../platform/errors.ts';
+import type { ServiceMetrics } from '../platform/metrics.ts';
+import type { RequestState } from './state.ts';
+
+/** Byte-identical for every cause (SPEC.md Authentication rule 1): missing, malformed, unknown, revoked. */
+export const UNAUTHORIZED_BODY = '{"error":"unauthorized"}';
+
+/**
+ * The one place errors become responses. AppErrors carry their status and code; Koa's own HTTP errors
+ * (unknown route, wrong method) keep their status; anything else is a generic 500 that reveals nothing
+ * but the request id, and is logged with its stack.
+ */
+export function errorBoundary(metrics?: ServiceMetrics): Middleware<RequestState> {
+  return async (ctx, next) => {
+    try {
+      await next();
+      if (ctx.status === 404 && ctx.body === undefined) {
+        respond(ctx, 404, { error: 'not_found', message: 'No such route.' });
+      }
+    } catch (thrown) {
+      const error = coerceError(thrown);
+      if (error instanceof UnauthorizedError) {
+        ctx.state.log.info({ reason: error.message }, 'authentication failed');
+        ctx.status = 401;
+        ctx.set('WWW-Authenticate', 'Bearer');
+        ctx.type = 'application/json';
+        ctx.body = UNAUTHORIZED_BODY;
+        return;
+      }
+      if (error instanceof RateLimitedError) {
+        ctx.set('Retry-After', String(error.retryAfterSeconds));
+        respond(ctx, 429, { error: error.code, scope: error.scope, retry_after_s: error.retryAfterSeconds });
+        return;
+      }
+      if (error instanceof AppError) {
+        if (error.status >= 500) {
+          ctx.state.log.warn({ err: error.cause ?? error }, error.message);
+          metrics?.errors.inc({ kind: 'dependency_unavailable' });
+        }
+        respond(ctx, error.status, { error: error.code, message: error.message, ...error.bodyExtras() });
+        return;
+      }
+      const status = httpErrorStatus(error);
+      if (status !== undefined && status < 500) {
+        respond(ctx, status, { error: codeForStatus(status), message: error.message });
+        return;
+      }
+      ctx.state.log.error({ err: error }, 'unhandled error');
+      metrics?.errors.inc({ kind: 'http_5xx' });
+      respond(ctx, 500, {
+        error: 'internal_error',
+        message: 'Internal server error. Quote the request id when reporting it.',
+        request_id: ctx.state.requestId,
+      });
+    }
+  };
+}
+
+function respond(ctx: { status: number; type: string; body: unknown }, status: number, body: Record<string, unknown>): void {
+  ctx.status = status;
+  ctx.type = 'application/json';
+  ctx.body = JSON.stringify(body);
+}
+
+/** Koa and its middleware throw http-errors objects that carry a numeric status and an expose flag. */
+function httpErrorStatus(error: Error): number | undefined {
+  const candidate = error as Error & { status?: unknown; expose?: unknown };
+  return typeof candidate.status === 'number' && candidate.expose === true ? candidate.status : undefined;
+}
+
+function codeForStatus(status: number): string {
+  switch (status) {
+    case 404:
+      return 'not_found';
+    case 405:
+      return 'method_not_allowed';
+    case 413:
+      return 'payload_too_large';
+    default:
+      return 'bad_request';
+  }
+}

@@ -1,0 +1,78 @@
+import Koa from 'koa';
+import Router from '@koa/router';
+import type { Cidr } from '../platform/cidr.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { ServiceMetrics } from '../platform/metrics.ts';
+import { errorBoundary } from './errorBoundary.ts';
+import { requestContext } from './requestContext.ts';
+import type { RequestState } from './state.ts';
+
+export interface ReadinessCheck {
+  readonly name: string;
+  readonly check: () => Promise<void>;
+}
+
+export interface InternalAppOptions {
+  readonly log: Logger;
+  readonly metrics: ServiceMetrics;
+  readonly trustedProxies: readonly Cidr[];
+  readonly readiness: readonly ReadinessCheck[];
+  readonly features: readonly Router<RequestState>[];
+  /** False while shutting down, so the load balancer stops sending traffic before the server closes. */
+  readonly accepting: () => boolean;
+}
+
+const CHECK_TIMEOUT_MS = 2_000;
+
+/** The internal port: ingestion, health, readiness and metrics; never exposed to customers. */
+export function buildInternalApp(options: InternalAppOptions): Koa<RequestState> {
+  const app = new Koa<RequestState>();
+  app.use(requestContext(options.log.child({ port: 'internal' }), options.metrics, options.trustedProxies));
+  app.use(errorBoundary(options.metrics));
+  const router = new Router<RequestState>();
+
+  router.get('/healthz', (ctx) => {
+    ctx.body = { status: 'ok' };
+  });
+
+  router.get('/readyz', async (ctx) => {
+    const results = await Promise.all(
+      options.readiness.map(async ({ name, check }) => {
+        try {
+          await withTimeout(check(), CHECK_TIMEOUT_MS, `${name} did not answer within ${CHECK_TIMEOUT_MS} ms`);
+          options.metrics.dependencyUp.set({ dependency: name }, 1);
+          return [name, { ok: true }] as const;
+        } catch (error) {
+          options.metrics.dependencyUp.set({ dependency: name }, 0);
+          return [name, { ok: false, error: (error as Error).message }] as const;
+        }
+      }),
+    );
+    const ready = options.accepting() && results.every(([, result]) => result.ok);
+    ctx.status = ready ? 200 : 503;
+    ctx.body = { status: ready ? 'ready' : 'not_ready', accepting: options.accepting(), checks: Object.fromEntries(results) };
+  });
+
+  router.get('/metrics', async (ctx) => {
+    ctx.type = options.metrics.registry.contentType;
+    ctx.body = await options.metrics.registry.metrics();
+  });
+
+  app.use(router.routes());
+  for (const feature of options.features) app.use(feature.routes()).use(feature.allowedMethods());
+  return app;
+}
+
+async function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(message)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,54 @@
+import Koa from 'koa';
+import Router from '@koa/router';
+import type { ApiKeyVerifier } from '../auth/apiKeyVerifier.ts';
+import type { Cidr } from '../platform/cidr.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { ServiceMetrics } from '../platform/metrics.ts';
+import { authenticate } from './authenticate.ts';
+import { errorBoundary } from './errorBoundary.ts';
+import { buildOpenApiDocument, type OpenApiContribution } from './openapi.ts';
+import { requestContext } from './requestContext.ts';
+import type { RequestState } from './state.ts';
+import type { Middleware } from 'koa';
+
+export const PUBLIC_PREFIX = '/api/v2/public';
+
+export interface PublicAppOptions {
+  readonly log: Logger;
+  readonly metrics: ServiceMetrics;
+  readonly trustedProxies: readonly Cidr[];
+  readonly verifier: ApiKeyVerifier;
+  readonly version: string;
+  /** Runs after authentication and before the routes (the per-key rate limiter). */
+  readonly afterAuthentication?: readonly Middleware<RequestState>[];
+  /** Feature routers mounted under the public prefix, each with its OpenAPI contribution. */
+  readonly features: ReadonlyArray<{ readonly router: Router<RequestState>; readonly openapi?: OpenApiContribution }>;
+}
+
+/** The customer-facing API. Returns the app without listening, so tests and benchmarks can mount it. */
+export function buildPublicApp(options: PublicAppOptions): Koa<RequestState> {
+  const app = new Koa<RequestState>();
+  app.use(requestContext(options.log, options.metrics, options.trustedProxies));
+  app.use(errorBoundary(options.metrics));
+
+  const openapi = JSON.stringify(
+    buildOpenApiDocument(
+      options.version,
+      options.features.flatMap((feature) => (feature.openapi ? [feature.openapi] : [])),
+    ),
+  );
+  const documentation = new Router<RequestState>({ prefix: PUBLIC_PREFIX });
+  documentation.get('/openapi.json', (ctx) => {
+    ctx.type = 'application/json';
+    ctx.body = openapi;
+  });
+  app.use(documentation.routes());
+
+  const api = new Router<RequestState>({ prefix: PUBLIC_PREFIX });
+  api.use(authenticate(options.verifier));
+  for (const middleware of options.afterAuthentication ?? []) api.use(middleware);
+  for (const feature of options.features) api.use(feature.router.routes(), feature.router.allowedMethods());
+  app.use(api.routes());
+  app.use(api.allowedMethods());
+  return app;
+}

@@ -1,0 +1,46 @@
+import { randomUUID } from 'node:crypto';
+import type { Middleware } from 'koa';
+import { clientAddress } from '../auth/clientAddress.ts';
+import type { Cidr } from '../platform/cidr.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { ServiceMetrics } from '../platform/metrics.ts';
+import type { RequestState } from './state.ts';
+
+const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * First middleware of every app: a request id (the caller's if it is sane), a logger scoped to it, the
+ * client address, duration metrics labelled by route template (never by raw path, which would explode
+ * the label set), and one access log line without headers or bodies.
+ */
+export function requestContext(log: Logger, metrics: ServiceMetrics, trustedProxies: readonly Cidr[]): Middleware<RequestState> {
+  return async (ctx, next) => {
+    const started = process.hrtime.bigint();
+    const incoming = ctx.get('X-Request-Id');
+    const requestId = REQUEST_ID_PATTERN.test(incoming) ? incoming : randomUUID();
+    ctx.state.requestId = requestId;
+    ctx.state.clientAddress = clientAddress(ctx.req.socket.remoteAddress, ctx.get('X-Forwarded-For') || undefined, trustedProxies);
+    ctx.state.log = log.child({ request_id: requestId });
+    ctx.set('X-Request-Id', requestId);
+    try {
+      await next();
+    } finally {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const route = (ctx as unknown as { _matchedRoute?: string | RegExp })._matchedRoute;
+      const routeLabel = route === undefined ? 'unmatched' : String(route);
+      metrics.httpRequestDuration.observe({ route: routeLabel, method: ctx.method, status: String(ctx.status) }, seconds);
+      const principal = ctx.state.principal;
+      ctx.state.log.info(
+        {
+          method: ctx.method,
+          route: routeLabel,
+          status: ctx.status,
+          duration_ms: Math.round(seconds * 1000 * 10) / 10,
+          tenant_id: principal?.tenantId,
+          key_lookup_id: principal?.lookupId,
+        },
+        'request',
+      );
+    }
+  };
+}

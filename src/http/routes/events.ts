@@ -1,0 +1,63 @@
+import Router from '@koa/router';
+import { z } from 'zod';
+import type { EventReader } from '../../events/eventReader.ts';
+import { filterFieldsSchema, toEventFilters } from '../../events/eventFilters.ts';
+import { requireScope } from '../authenticate.ts';
+import { parseQuery } from '../requestInput.ts';
+import { principalOf, type RequestState } from '../state.ts';
+
+export const DEFAULT_PAGE_SIZE = 100;
+export const MAX_PAGE_SIZE = 1000;
+
+/** Query parameters of GET /audit/events: validate requests, type the handler, document the API. */
+export const listEventsQuerySchema = z.strictObject({
+  action: filterFieldsSchema.action.optional(),
+  resource_type: filterFieldsSchema.resource_type.optional(),
+  phi_involved: z
+    .enum(['true', 'false'], { message: 'must be true or false' })
+    .optional()
+    .meta({ description: 'true: only PHI events; false: only non-PHI events.' }),
+  since: filterFieldsSchema.since.optional(),
+  until: filterFieldsSchema.until.optional(),
+  limit: z
+    .string()
+    .regex(/^\d{1,4}$/, `must be an integer from 1 to ${MAX_PAGE_SIZE}`)
+    .refine((value) => Number(value) >= 1 && Number(value) <= MAX_PAGE_SIZE, `must be an integer from 1 to ${MAX_PAGE_SIZE}`)
+    .optional()
+    .meta({ description: `Page size, 1 to ${MAX_PAGE_SIZE}; default ${DEFAULT_PAGE_SIZE}.` }),
+  cursor: z
+    .string()
+    .max(200)
+    .optional()
+    .meta({ description: "The previous page's next_cursor, passed back unchanged. Opaque." }),
+});
+
+/** Endpoints without parameters still refuse unknown ones rather than ignore them. */
+export const noQuerySchema = z.strictObject({});
+
+export function eventRoutes(reader: EventReader): Router<RequestState> {
+  const router = new Router<RequestState>();
+
+  router.get('/audit/events', requireScope('audit:read'), async (ctx) => {
+    const query = parseQuery(listEventsQuerySchema, ctx.query);
+    const filters = toEventFilters({
+      ...query,
+      phi_involved: query.phi_involved === undefined ? undefined : query.phi_involved === 'true',
+    });
+    ctx.type = 'application/json';
+    ctx.body = await reader.listPage({
+      tenantId: principalOf(ctx).tenantId,
+      filters,
+      limit: query.limit === undefined ? DEFAULT_PAGE_SIZE : Number(query.limit),
+      cursor: query.cursor,
+    });
+  });
+
+  router.get('/audit/events/:event_id', requireScope('audit:read'), async (ctx) => {
+    parseQuery(noQuerySchema, ctx.query);
+    ctx.type = 'application/json';
+    ctx.body = await reader.findOne(principalOf(ctx).tenantId, ctx.params.event_id!);
+  });
+
+  return router;
+}

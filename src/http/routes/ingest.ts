@@ -1,0 +1,49 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import Router from '@koa/router';
+import { z } from 'zod';
+import type { EventWriter } from '../../ingestion/eventWriter.ts';
+import { UnauthorizedError } from '../../platform/errors.ts';
+import { jsonBody, parseBody } from '../requestInput.ts';
+import type { RequestState } from '../state.ts';
+
+const ingestBodySchema = z.strictObject({
+  events: z.array(z.unknown()).min(1, 'must hold at least one event'),
+});
+
+/** 1,000 events of up to 16 KiB of details each, with room for the other fields. */
+const INGEST_BODY_LIMIT = '24mb';
+
+/**
+ * POST /internal/v1/events on the internal port: producers' batch input. A batch is all-or-nothing, with
+ * one error per invalid field of each invalid item.
+ */
+export function ingestRoutes(writer: EventWriter, ingestTokens: readonly string[]): Router<RequestState> {
+  const tokenDigests = ingestTokens.map(digest);
+  const router = new Router<RequestState>();
+
+  router.post(
+    '/internal/v1/events',
+    async (ctx, next) => {
+      const match = /^Bearer (\S+)$/.exec(ctx.get('Authorization'));
+      const presented = digest(match?.[1] ?? '');
+      // Compare against every token so the time taken does not depend on which one matched.
+      const allowed = tokenDigests.reduce((found, token) => timingSafeEqual(token, presented) || found, false);
+      if (!match || !allowed) throw new UnauthorizedError('ingest token missing or unknown');
+      await next();
+    },
+    jsonBody(INGEST_BODY_LIMIT),
+    async (ctx) => {
+      const body = parseBody(ingestBodySchema, ctx.request.body);
+      const events = writer.parseBatch(body.events);
+      const results = await writer.write(events, 'http');
+      const stored = results.filter((result) => result.status === 'stored').length;
+      ctx.body = { stored, duplicates: results.length - stored, events: results };
+    },
+  );
+
+  return router;
+}
+
+function digest(token: string): Buffer {
+  return createHash('sha256').update(token).digest();
+}

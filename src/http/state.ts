@@ -1,0 +1,20 @@
+import type { RouterContext } from '@koa/router';
+import type { Principal } from '../auth/apiKeyVerifier.ts';
+import type { Logger } from '../platform/logger.ts';
+
+/** What the middleware chain learns about a request, in order: id and logger, then the caller. */
+export interface RequestState {
+  requestId: string;
+  log: Logger;
+  clientAddress: string;
+  principal?: Principal;
+}
+
+export type AppContext = RouterContext<RequestState>;
+
+/** The authenticated caller; routes mounted behind `authenticate` may rely on it. */
+export function principalOf(ctx: { state: RequestState }): Principal {
+  const principal = ctx.state.principal;
+  if (!principal) throw new Error('Route mounted without authentication');
+  return principal;
+}

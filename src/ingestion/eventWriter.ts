@@ -1,0 +1,134 @@
+import type pg from 'pg';
+import type { Database } from '../db/database.ts';
+import { validationErrorFrom } from '../events/eventFilters.ts';
+import { ensureEventPartitions, insertEvents, type NewEvent, type StoredEventKey } from '../events/eventStore.ts';
+import { ValidationError } from '../platform/errors.ts';
+import type { ServiceMetrics } from '../platform/metrics.ts';
+import { eventInputSchema, toNewEvent } from './eventInput.ts';
+
+export const MAX_BATCH_SIZE = 1000;
+
+/**
+ * Work that must commit atomically with the events themselves, such as recording webhook deliveries for
+ * matching endpoints (SPEC.md: matched "at the time the audit event is written").
+ */
+export type AfterInsertHook = (client: pg.PoolClient, stored: readonly NewEvent[]) => Promise<void>;
+
+export interface WriteResult {
+  readonly event_id: string;
+  readonly timestamp: string;
+  readonly status: 'stored' | 'duplicate';
+}
+
+/**
+ * The one write path into the trail: HTTP batches, JetStream messages and the service's own admin events
+ * all end here, so validation, idempotency and fan-out behave the same whatever the input.
+ */
+export class EventWriter {
+  private readonly db: Database;
+  private readonly metrics: ServiceMetrics | undefined;
+  private readonly afterInsertHooks: AfterInsertHook[] = [];
+  // Month starts (epoch ms) whose partition is known to exist; saves a round trip per batch.
+  private readonly knownPartitions = new Set<number>();
+
+  constructor(db: Database, metrics?: ServiceMetrics) {
+    this.db = db;
+    this.metrics = metrics;
+  }
+
+  /** The database the writer stores into, for reads that belong with its writes. */
+  get database(): Database {
+    return this.db;
+  }
+
+  onAfterInsert(hook: AfterInsertHook): void {
+    this.afterInsertHooks.push(hook);
+  }
+
+  /**
+   * Validates every item first; any invalid item rejects the whole batch with per-item errors
+   * (`events.3.action`), and nothing is stored.
+   */
+  parseBatch(items: readonly unknown[], fieldPrefix = 'events'): NewEvent[] {
+    if (items.length > MAX_BATCH_SIZE) {
+      throw ValidationError.single(fieldPrefix, `must hold at most ${MAX_BATCH_SIZE} events`);
+    }
+    const now = Date.now();
+    const problems: ValidationError[] = [];
+    const events: NewEvent[] = [];
+    items.forEach((item, index) => {
+      const parsed = eventInputSchema.safeParse(item);
+      if (parsed.success) events.push(toNewEvent(parsed.data, now));
+      else problems.push(validationErrorFrom(parsed.error, `${fieldPrefix}.${index}`));
+    });
+    if (problems.length > 0) {
+      const details = problems.flatMap((problem) => problem.details);
+      throw new ValidationError(details, `${problems.length} of ${items.length} events are invalid; none were stored`);
+    }
+    return events;
+  }
+
+  /** Stores validated events in one transaction; repeats of stored events are reported as duplicates. */
+  async write(events: readonly NewEvent[], source: string): Promise<WriteResult[]> {
+    if (events.length === 0) return [];
+    await this.ensurePartitions(events.map((event) => event.occurredAtMs));
+    const stored = await this.db.transaction((client) => this.insertWithin(client, events));
+    this.metrics?.eventsIngested.inc({ source }, stored.length);
+    const storedIds = new Set(stored.map(keyOf));
+    return events.map((event) => ({
+      event_id: event.eventId,
+      timestamp: new Date(event.occurredAtMs).toISOString(),
+      status: storedIds.has(keyOf(event)) ? 'stored' : 'duplicate',
+    }));
+  }
+
+  /**
+   * Runs a change and records the events describing it in the same transaction, so that the trail holds
+   * an admin action exactly when the action happened (`admin.key.create`, `admin.webhook.disable`, ...).
+   * The events must be dated now.
+   */
+  async recordWith<T>(source: string, change: (client: pg.PoolClient) => Promise<{ result: T; events: NewEvent[] }>): Promise<T> {
+    await this.ensurePartitions([Date.now()]);
+    const { result, stored } = await this.db.transaction(async (client) => {
+      const { result, events } = await change(client);
+      return { result, stored: await this.insertWithin(client, events) };
+    });
+    this.metrics?.eventsIngested.inc({ source }, stored.length);
+    return result;
+  }
+
+  private async insertWithin(client: pg.PoolClient, events: readonly NewEvent[]): Promise<StoredEventKey[]> {
+    const keys = await insertEvents(client, events);
+    const storedEvents = selectStored(events, keys);
+    for (const hook of this.afterInsertHooks) await hook(client, storedEvents);
+    return keys;
+  }
+
+  private async ensurePartitions(instantsMs: readonly number[]): Promise<void> {
+    const missing = new Set<number>();
+    for (const instant of instantsMs) {
+      const month = monthStart(instant);
+      if (!this.knownPartitions.has(month)) missing.add(month);
+    }
+    if (missing.size === 0) return;
+    // Outside the insert transaction: creating a partition briefly locks the parent table, and that lock
+    // must not be held for the rest of a batch.
+    await ensureEventPartitions(this.db, [...missing]);
+    for (const month of missing) this.knownPartitions.add(month);
+  }
+}
+
+function keyOf(event: StoredEventKey): string {
+  return `${event.tenantId}/${event.eventId}@${event.occurredAtMs}`;
+}
+
+function selectStored(events: readonly NewEvent[], keys: readonly StoredEventKey[]): NewEvent[] {
+  const wanted = new Set(keys.map(keyOf));
+  // A batch may repeat one event; fan-out must see it once, like the table does.
+  return events.filter((event) => wanted.delete(keyOf(event)));
+}
+
+function monthStart(epochMs: number): number {
+  const date = new Date(epochMs);
+  return Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), 1);
+}

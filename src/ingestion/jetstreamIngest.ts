@@ -1,0 +1,145 @@
+import { createHash } from 'node:crypto';
+import { jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
+import type { BusConnection } from '../bus/natsConnection.ts';
+import { ensureConsumer, ingestConsumerDefinition, type BusNames } from '../bus/streams.ts';
+import type { NewEvent } from '../events/eventStore.ts';
+import { validationErrorFrom } from '../events/eventFilters.ts';
+import { ServiceUnavailableError, coerceError } from '../platform/errors.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { ServiceMetrics } from '../platform/metrics.ts';
+import { eventInputSchema, toNewEvent } from './eventInput.ts';
+import type { EventWriter } from './eventWriter.ts';
+
+export interface JetStreamIngestOptions {
+  readonly bus: BusConnection;
+  readonly names: BusNames;
+  readonly writer: EventWriter;
+  readonly log: Logger;
+  readonly metrics: ServiceMetrics;
+  /** Most messages written in one transaction. */
+  readonly batchSize?: number;
+  /** How long a partial batch waits for more messages before it is written anyway. */
+  readonly lingerMs?: number;
+}
+
+// A store outage makes every message of the batch come back after this long.
+const RETRY_DELAY_MS = 5_000;
+
+/**
+ * Consumes `audit.ingest.<tenant_id>`: one event per message, micro-batched into single-statement writes.
+ * A message is acknowledged only after its transaction committed, so a crash means redelivery, and
+ * redelivery is harmless: a message without event_id and timestamp gets both derived from its stream
+ * sequence and stored time, which makes the write idempotent.
+ */
+export class JetStreamIngest {
+  private readonly options: JetStreamIngestOptions;
+  private messages: ConsumerMessages | undefined;
+  private buffer: JsMsg[] = [];
+  private flushTimer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> = Promise.resolve();
+  private running: Promise<void> | undefined;
+  private stopping = false;
+
+  constructor(options: JetStreamIngestOptions) {
+    this.options = options;
+  }
+
+  async start(): Promise<void> {
+    const definition = ingestConsumerDefinition(this.options.names);
+    await ensureConsumer(await jetstreamManager(this.options.bus.nc), definition);
+    const consumer = await jetstream(this.options.bus.nc).consumers.get(definition.stream.name, definition.consumer.durable_name);
+    const batchSize = this.options.batchSize ?? 500;
+    this.messages = await consumer.consume({ max_messages: batchSize * 2 });
+    this.running = this.consumeLoop(this.messages, batchSize);
+  }
+
+  /** Stops pulling, writes what is buffered, and waits for the last write to settle. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.messages?.close().catch(() => undefined);
+    await this.running;
+    await this.flush();
+  }
+
+  private async consumeLoop(messages: ConsumerMessages, batchSize: number): Promise<void> {
+    for await (const message of messages) {
+      this.buffer.push(message);
+      if (this.buffer.length >= batchSize) await this.flush();
+      else this.flushTimer ??= setTimeout(() => void this.flush(), this.options.lingerMs ?? 10);
+    }
+  }
+
+  /** Writes are serialised: one batch at a time, in arrival order. */
+  private flush(): Promise<void> {
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    const batch = this.buffer;
+    this.buffer = [];
+    this.flushing = this.flushing.then(() => (batch.length > 0 ? this.writeBatch(batch) : undefined));
+    return this.flushing;
+  }
+
+  private async writeBatch(batch: JsMsg[]): Promise<void> {
+    const valid: Array<{ message: JsMsg; event: NewEvent }> = [];
+    for (const message of batch) {
+      const event = this.decode(message);
+      if (event) valid.push({ message, event });
+    }
+    if (valid.length === 0) return;
+    try {
+      await this.options.writer.write(
+        valid.map((item) => item.event),
+        'jetstream',
+      );
+      for (const { message } of valid) message.ack();
+    } catch (thrown) {
+      const error = coerceError(thrown);
+      if (error instanceof ServiceUnavailableError) {
+        this.options.log.warn({ err: error.cause ?? error, messages: valid.length }, 'event store unavailable; ingest messages will be redelivered');
+      } else {
+        this.options.log.error({ err: error, messages: valid.length }, 'ingest batch failed; messages will be redelivered');
+      }
+      this.options.metrics.errors.inc({ kind: 'ingest_write_failed' });
+      for (const { message } of valid) message.nak(RETRY_DELAY_MS);
+    }
+  }
+
+  /** The event in a message, or undefined after terminating a message that can never be stored. */
+  private decode(message: JsMsg): NewEvent | undefined {
+    const reject = (reason: string, details?: unknown) => {
+      this.options.log.warn({ subject: message.subject, stream_seq: message.info.streamSequence, reason, details }, 'ingest message rejected');
+      this.options.metrics.errors.inc({ kind: 'ingest_rejected' });
+      // Plain term(): the NATS server here ignores term(reason).
+      message.term();
+      return undefined;
+    };
+    const tenantId = this.options.names.tenantOfIngestSubject(message.subject);
+    if (!tenantId) return reject('subject is not audit.ingest.<tenant_id>');
+    let body: unknown;
+    try {
+      body = message.json();
+    } catch {
+      return reject('body is not JSON');
+    }
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) return reject('body is not a JSON object');
+    const input = { ...(body as Record<string, unknown>) };
+    if (input.tenant_id === undefined) input.tenant_id = tenantId;
+    if (input.tenant_id !== tenantId) return reject('tenant_id differs from the subject tenant');
+    if (input.event_id === undefined && input.timestamp === undefined) {
+      input.event_id = idFromSequence(message.info.stream, message.info.streamSequence);
+      input.timestamp = new Date(Math.floor(Number(message.info.timestampNanos) / 1_000_000)).toISOString();
+    }
+    const parsed = eventInputSchema.safeParse(input);
+    if (!parsed.success) return reject('invalid event', validationErrorFrom(parsed.error).details);
+    return toNewEvent(parsed.data);
+  }
+}
+
+/** A stable UUID (version 8, RFC 9562 custom) for a stream message, so its redeliveries share one id. */
+function idFromSequence(stream: string, sequence: number): string {
+  const hash = createHash('sha256').update(`${stream}:${sequence}`).digest();
+  hash[6] = (hash[6]! & 0x0f) | 0x80;
+  hash[8] = (hash[8]! & 0x3f) | 0x80;
+  const hex = hash.subarray(0, 16).toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}

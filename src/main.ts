@@ -1,0 +1,184 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type Router from '@koa/router';
+import { ApiKeyVerifier } from './auth/apiKeyVerifier.ts';
+import { connectBus, type BusConnection } from './bus/natsConnection.ts';
+import { BusNames } from './bus/streams.ts';
+import { requireSetting, type Config } from './config/config.ts';
+import { Database } from './db/database.ts';
+import { CursorCodec } from './events/cursor.ts';
+import { EventReader } from './events/eventReader.ts';
+import { ensureEventPartitions } from './events/eventStore.ts';
+import { buildInternalApp, type ReadinessCheck } from './http/internalApp.ts';
+import { buildPublicApp } from './http/publicApp.ts';
+import { eventRoutes } from './http/routes/events.ts';
+import { ingestRoutes } from './http/routes/ingest.ts';
+import type { RequestState } from './http/state.ts';
+import { EventWriter } from './ingestion/eventWriter.ts';
+import { JetStreamIngest } from './ingestion/jetstreamIngest.ts';
+import { Releasers } from './platform/lifecycle.ts';
+import type { Logger } from './platform/logger.ts';
+import { ServiceMetrics } from './platform/metrics.ts';
+import { SERVICE_VERSION } from './platform/version.ts';
+
+export const ROLES = ['api', 'ingest', 'relay', 'worker', 'controller'] as const;
+export type Role = (typeof ROLES)[number];
+
+export interface RunningService {
+  /** The public API's port, when the api role runs. */
+  readonly publicPort: number | undefined;
+  readonly internalPort: number;
+  readonly metrics: ServiceMetrics;
+  /** Graceful stop: refuse new work, drain in-flight requests and messages, close clients in reverse order. */
+  stop(): Promise<void>;
+}
+
+export interface ServiceOptions {
+  readonly config: Config;
+  readonly roles: readonly Role[];
+  readonly log: Logger;
+  /** JetStream namespace (tests isolate themselves with a unique one). */
+  readonly busNamespace?: string;
+}
+
+// Future months whose partitions the ingest role keeps ready, re-checked every few hours.
+const PARTITION_MONTHS_AHEAD = 3;
+const PARTITION_CHECK_INTERVAL_MS = 6 * 3_600_000;
+
+/**
+ * The composition root: opens each client the selected roles need, starts the roles, serves the public
+ * and internal ports, and returns a stop() that undoes it all in reverse order.
+ */
+export async function startService(options: ServiceOptions): Promise<RunningService> {
+  const { config, roles, log } = options;
+  const has = (role: Role) => roles.includes(role);
+  const releasers = new Releasers();
+  const metrics = new ServiceMetrics();
+  const readiness: ReadinessCheck[] = [];
+  const internalRoutes: Router<RequestState>[] = [];
+  let accepting = true;
+  let publicServer: Server | undefined;
+  let internalServer: Server | undefined;
+
+  try {
+    const db = new Database({
+      url: config.databaseUrl,
+      poolSize: config.databasePoolSize,
+      applicationName: `audit-trail ${roles.join(',')}`,
+      log,
+    });
+    releasers.add('postgres pool', () => db.close());
+    readiness.push({ name: 'postgres', check: () => db.ping() });
+    const writer = new EventWriter(db, metrics);
+
+    let bus: BusConnection | undefined;
+    const busNames = new BusNames(options.busNamespace ?? config.natsNamespace);
+    if (has('ingest') || has('relay') || has('worker')) {
+      bus = await connectBus(config.natsUrl, `audit-trail ${roles.join(',')}`, log);
+      releasers.add('nats connection', () => bus!.close());
+      readiness.push({ name: 'nats', check: () => bus!.ping() });
+    }
+
+    if (has('ingest')) {
+      const tokens = requireSetting(config.ingestTokens, 'INGEST_TOKENS', 'the ingest role');
+      internalRoutes.push(ingestRoutes(writer, tokens));
+      const ingest = new JetStreamIngest({ bus: bus!, names: busNames, writer, log: log.child({ role: 'ingest' }), metrics });
+      await ingest.start();
+      releasers.add('jetstream ingest', () => ingest.stop());
+      const keepPartitionsAhead = () =>
+        ensureEventPartitions(db, monthsAhead(PARTITION_MONTHS_AHEAD)).catch((error: Error) =>
+          log.warn({ err: error }, 'could not create upcoming event partitions; will retry'),
+        );
+      await keepPartitionsAhead();
+      const timer = setInterval(keepPartitionsAhead, PARTITION_CHECK_INTERVAL_MS).unref();
+      releasers.add('partition maintenance', () => clearInterval(timer));
+    }
+
+    if (has('api')) {
+      const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'the api role');
+      const verifier = new ApiKeyVerifier({
+        db,
+        databaseUrl: config.databaseUrl,
+        pepper,
+        environment: config.keyEnvironment,
+        log: log.child({ component: 'key-verifier' }),
+      });
+      await verifier.start();
+      releasers.add('key verifier', () => verifier.stop());
+      const reader = new EventReader(db, new CursorCodec(pepper));
+      const app = buildPublicApp({
+        log,
+        metrics,
+        trustedProxies: config.trustedProxies,
+        verifier,
+        version: SERVICE_VERSION,
+        features: [{ router: eventRoutes(reader) }],
+      });
+      publicServer = await listen(createServer(app.callback()), config.host, config.port);
+      releasers.add('public server', () => closeServer(publicServer!, config.shutdownGraceMs));
+    }
+
+    const internalApp = buildInternalApp({
+      log,
+      metrics,
+      trustedProxies: config.trustedProxies,
+      readiness,
+      features: internalRoutes,
+      accepting: () => accepting,
+    });
+    internalServer = await listen(createServer(internalApp.callback()), config.host, config.internalPort);
+    releasers.add('internal server', () => closeServer(internalServer!, config.shutdownGraceMs));
+  } catch (error) {
+    await releasers.releaseAll(log);
+    throw error;
+  }
+
+  log.info(
+    { roles, public_port: portOf(publicServer), internal_port: portOf(internalServer), version: SERVICE_VERSION },
+    'audit-trail started',
+  );
+  return {
+    publicPort: portOf(publicServer),
+    internalPort: portOf(internalServer)!,
+    metrics,
+    async stop() {
+      accepting = false;
+      await releasers.releaseAll(log);
+      log.info('audit-trail stopped');
+    },
+  };
+}
+
+function listen(server: Server, host: string, port: number): Promise<Server> {
+  // Keep-alive longer than typical load balancer idle timeouts, so the balancer closes first.
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve(server);
+    });
+  });
+}
+
+/** Stops accepting connections, lets in-flight requests finish within the grace period, then cuts the rest. */
+function closeServer(server: Server, graceMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const deadline = setTimeout(() => server.closeAllConnections(), graceMs).unref();
+    server.close(() => {
+      clearTimeout(deadline);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
+}
+
+function portOf(server: Server | undefined): number | undefined {
+  return server ? (server.address() as AddressInfo).port : undefined;
+}
+
+function monthsAhead(count: number): number[] {
+  const now = new Date();
+  return Array.from({ length: count + 1 }, (_, index) => Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + index, 1));
+}

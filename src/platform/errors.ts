@@ -1,0 +1,134 @@
+/**
+ * Named errors that carry their HTTP meaning. The HTTP boundary maps any AppError to its status and
+ * body; only errors with `expose` show their message to clients (DESIGN.md §2 "Errors").
+ */
+
+export interface FieldProblem {
+  readonly field: string;
+  readonly message: string;
+}
+
+export abstract class AppError extends Error {
+  abstract readonly status: number;
+  abstract readonly code: string;
+  readonly expose: boolean = true;
+
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+
+  /** Extra members of the JSON error body beside `error` and `message`. */
+  bodyExtras(): Record<string, unknown> {
+    return {};
+  }
+}
+
+export class ValidationError extends AppError {
+  readonly status = 422;
+  readonly code = 'validation_failed';
+  readonly details: readonly FieldProblem[];
+
+  constructor(details: readonly FieldProblem[], message = 'The request is invalid.') {
+    super(message);
+    this.details = details;
+  }
+
+  static single(field: string, message: string): ValidationError {
+    return new ValidationError([{ field, message }], `${field}: ${message}`);
+  }
+
+  override bodyExtras(): Record<string, unknown> {
+    return { details: this.details };
+  }
+}
+
+export class InvalidJsonError extends AppError {
+  readonly status = 400;
+  readonly code = 'invalid_json';
+}
+
+export class UnsupportedMediaTypeError extends AppError {
+  readonly status = 415;
+  readonly code = 'unsupported_media_type';
+}
+
+export class UnauthorizedError extends AppError {
+  readonly status = 401;
+  readonly code = 'unauthorized';
+
+  constructor(cause?: string) {
+    // The cause is for logs only; every 401 body is byte-identical (SPEC.md Authentication rule 1).
+    super(cause ?? 'unauthorized');
+  }
+}
+
+export class ForbiddenError extends AppError {
+  readonly status = 403;
+  readonly code = 'forbidden';
+  readonly requiredScope: string | undefined;
+
+  constructor(message: string, requiredScope?: string) {
+    super(message);
+    this.requiredScope = requiredScope;
+  }
+
+  override bodyExtras(): Record<string, unknown> {
+    return this.requiredScope ? { required_scope: this.requiredScope } : {};
+  }
+}
+
+export class NotFoundError extends AppError {
+  readonly status = 404;
+  readonly code = 'not_found';
+}
+
+export class ConflictError extends AppError {
+  readonly status = 409;
+  readonly code: string;
+
+  constructor(code: string, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+export class PayloadTooLargeError extends AppError {
+  readonly status = 413;
+  readonly code = 'payload_too_large';
+}
+
+export class RateLimitedError extends AppError {
+  readonly status = 429;
+  readonly code = 'rate_limit_exceeded';
+  readonly scope: string;
+  readonly retryAfterSeconds: number;
+
+  constructor(scope: string, retryAfterSeconds: number) {
+    super('Rate limit exceeded.');
+    this.scope = scope;
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}
+
+/** A dependency (Postgres, NATS) is unreachable; clients may retry. */
+export class ServiceUnavailableError extends AppError {
+  readonly status = 503;
+  readonly code = 'service_unavailable';
+}
+
+/** Anything thrown that is not an Error becomes one, so logging and mapping can rely on the shape. */
+export function coerceError(thrown: unknown): Error {
+  if (thrown instanceof Error) return thrown;
+  const error = new Error(typeof thrown === 'string' ? thrown : `Non-error thrown: ${safeDescribe(thrown)}`);
+  error.name = 'NonErrorThrown';
+  return error;
+}
+
+function safeDescribe(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}

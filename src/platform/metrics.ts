@@ -1,0 +1,42 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * One registry per service instance (not prom-client's global one), so that two instances in one process,
+ * as in tests, do not share or clash over metrics.
+ */
+export class ServiceMetrics {
+  readonly registry = new Registry();
+
+  readonly httpRequestDuration = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'HTTP request duration by route, method and status',
+    labelNames: ['route', 'method', 'status'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+
+  readonly eventsIngested = new Counter({
+    name: 'audit_events_ingested_total',
+    help: 'Audit events stored, by input (http, jetstream, internal)',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+
+  readonly errors = new Counter({
+    name: 'audit_errors_total',
+    help: 'Errors by kind (http_5xx, dependency_unavailable, ingest_rejected, ...)',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
+  readonly dependencyUp = new Gauge({
+    name: 'audit_dependency_up',
+    help: '1 when the dependency answered the last readiness check, else 0',
+    labelNames: ['dependency'] as const,
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+  }
+}

@@ -1,0 +1,101 @@
+import { randomBytes } from 'node:crypto';
+import { ApiKeyService, type KeyGrants } from '../../src/auth/apiKeyService.ts';
+import { loadConfig, type Config } from '../../src/config/config.ts';
+import { Database } from '../../src/db/database.ts';
+import { EventWriter } from '../../src/ingestion/eventWriter.ts';
+import { startService, type Role, type RunningService } from '../../src/main.ts';
+import { createLogger, type Logger } from '../../src/platform/logger.ts';
+
+export const TEST_PEPPER = 'test-pepper-0123456789abcdef0123456789abcdef';
+export const TEST_INGEST_TOKEN = 'test-ingest-token-0123456789abcdef';
+export const TEST_ENCRYPTION_KEY = '0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0';
+
+/** Test logs are silent unless TEST_LOG_LEVEL asks for them. */
+export function testLogger(): Logger {
+  return createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+}
+
+/** A configuration for a service on ephemeral ports against the given database. */
+export function testConfig(databaseUrl: string, overrides: Record<string, string> = {}): Config {
+  return loadConfig({
+    DATABASE_URL: databaseUrl,
+    HOST: '127.0.0.1',
+    PORT: '0',
+    INTERNAL_PORT: '0',
+    KEY_PEPPER: TEST_PEPPER,
+    INGEST_TOKENS: TEST_INGEST_TOKEN,
+    SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+    LOG_LEVEL: 'silent',
+    SHUTDOWN_GRACE_MS: '2000',
+    ...overrides,
+  });
+}
+
+export interface TestService {
+  readonly service: RunningService;
+  readonly baseUrl: string;
+  readonly internalUrl: string;
+  readonly busNamespace: string;
+  stop(): Promise<void>;
+}
+
+/** Starts the real service in this process, with a JetStream namespace of its own unless one is given. */
+export async function startTestService(options: {
+  databaseUrl: string;
+  roles: Role[];
+  env?: Record<string, string>;
+  busNamespace?: string;
+  log?: Logger;
+}): Promise<TestService> {
+  const busNamespace = options.busNamespace ?? `t${randomBytes(4).toString('hex')}`;
+  const service = await startService({
+    config: testConfig(options.databaseUrl, options.env),
+    roles: options.roles,
+    log: options.log ?? testLogger(),
+    busNamespace,
+  });
+  return {
+    service,
+    baseUrl: `http://127.0.0.1:${service.publicPort}/api/v2/public`,
+    internalUrl: `http://127.0.0.1:${service.internalPort}`,
+    busNamespace,
+    stop: () => service.stop(),
+  };
+}
+
+/** Mints keys straight through the domain service, as the operator CLI does. */
+export async function mintKey(databaseUrl: string, grants: KeyGrants, environment: 'live' | 'test' = 'live'): Promise<{ key: string; lookupId: string }> {
+  const db = new Database({ url: databaseUrl, poolSize: 1, applicationName: 'test mint', log: testLogger() });
+  try {
+    const minted = await new ApiKeyService(new EventWriter(db), TEST_PEPPER, environment).mint(grants, {
+      userId: 'test-operator',
+      userRole: 'operator',
+    });
+    return { key: minted.key, lookupId: minted.record.lookupId };
+  } finally {
+    await db.close();
+  }
+}
+
+/** GET with a bearer key; returns status, headers and the raw body text plus its JSON when it is JSON. */
+export async function call(
+  url: string,
+  options: { key?: string; method?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<{ status: number; headers: Headers; text: string; json: any }> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.key !== undefined) headers.authorization = `Bearer ${options.key}`;
+  let body: string | undefined;
+  if (options.body !== undefined) {
+    body = typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  const response = await fetch(url, { method: options.method ?? (body === undefined ? 'GET' : 'POST'), headers, body });
+  const text = await response.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, headers: response.headers, text, json };
+}

@@ -81,7 +81,7 @@ export class ApiKeyVerifier {
   }
 
   async verify(authorization: string | undefined, clientAddress: string): Promise<Principal> {
-    const match = authorization === undefined ? null : /^Bearer ([^\s]+)$/.exec(authorization);
+    const match = authorization === undefined ? null : /^Bearer ([^\s]+)$/i.exec(authorization);
     const parsed = match ? parseApiKey(match[1]!) : undefined;
     if (!parsed) throw new UnauthorizedError('malformed or missing Authorization header');
     const key = await this.lookup(parsed.lookupId);

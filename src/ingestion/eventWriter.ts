@@ -74,11 +74,12 @@ export class EventWriter {
     await this.ensurePartitions(events.map((event) => event.occurredAtMs));
     const stored = await this.db.transaction((client) => this.insertWithin(client, events));
     this.metrics?.eventsIngested.inc({ source }, stored.length);
-    const storedIds = new Set(stored.map(keyOf));
+    // Each stored row answers for one item; a repeat of it later in the batch is a duplicate.
+    const storedKeys = new Set(stored.map(keyOf));
     return events.map((event) => ({
       event_id: event.eventId,
       timestamp: new Date(event.occurredAtMs).toISOString(),
-      status: storedIds.has(keyOf(event)) ? 'stored' : 'duplicate',
+      status: storedKeys.delete(keyOf(event)) ? 'stored' : 'duplicate',
     }));
   }
 

@@ -1,0 +1,96 @@
+import { expect } from 'chai';
+import { createHash, randomUUID } from 'node:crypto';
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { producerEvent } from '../support/events.ts';
+import { startTestService, type TestService } from '../support/service.ts';
+import { waitFor } from '../support/wait.ts';
+
+describe('JetStream ingestion (audit.ingest.<tenant_id>)', () => {
+  let db: TestDatabase;
+  let service: TestService;
+  let nc: NatsConnection;
+  let js: JetStreamClient;
+  let jsm: JetStreamManager;
+  let streamName: string;
+
+  const subject = (tenant: string) => `${service.busNamespace}.audit.ingest.${tenant}`;
+  const publish = (tenant: string, body: unknown) =>
+    js.publish(subject(tenant), typeof body === 'string' ? body : JSON.stringify(body));
+  const rowsOf = async (tenant: string) =>
+    (await db.pool.query('SELECT event_id, action, occurred_at FROM events WHERE tenant_id = $1 ORDER BY occurred_at', [tenant])).rows;
+
+  before(async () => {
+    db = await createTestDatabase();
+    service = await startTestService({ databaseUrl: db.url, roles: ['ingest'] });
+    nc = await connect({ servers: '127.0.0.1:4222' });
+    js = jetstream(nc);
+    jsm = await jetstreamManager(nc);
+    streamName = `${service.busNamespace.toUpperCase()}_AUDIT_INGEST`;
+  });
+
+  after(async () => {
+    await service?.stop();
+    await jsm?.streams.delete(streamName).catch(() => undefined);
+    await nc?.close();
+    await db?.drop();
+  });
+
+  it('stores published events and acknowledges them only once stored', async () => {
+    for (let i = 0; i < 25; i += 1) await publish('js-a', producerEvent({ tenant_id: 'js-a', action: 'phi.read' }));
+    await waitFor(async () => (await rowsOf('js-a')).length === 25, 'all 25 events stored');
+    await waitFor(async () => {
+      const info = await jsm.consumers.info(streamName, 'audit-ingest');
+      return info.num_ack_pending === 0 && info.num_pending === 0;
+    }, 'every message acknowledged');
+    // Work-queue retention: acknowledged messages leave the stream.
+    expect((await jsm.streams.info(streamName)).state.messages).to.equal(0);
+  });
+
+  it('takes the tenant from the subject when the body omits it', async () => {
+    const event = producerEvent();
+    delete event.tenant_id;
+    await publish('js-subject', event);
+    await waitFor(async () => (await rowsOf('js-subject')).length === 1, 'event stored under the subject tenant');
+  });
+
+  it('derives id and timestamp from the stream position, so a redelivery is the same event', async () => {
+    const event = producerEvent({ tenant_id: 'js-derived' });
+    const ack = await publish('js-derived', event);
+    await waitFor(async () => (await rowsOf('js-derived')).length === 1, 'event stored');
+    const [row] = await rowsOf('js-derived');
+    const hash = createHash('sha256').update(`${ack.stream}:${ack.seq}`).digest('hex');
+    const expectedId = `${hash.slice(0, 8)}-${hash.slice(8, 12)}-8${hash.slice(13, 16)}`;
+    expect(row.event_id.slice(0, 18)).to.equal(expectedId);
+  });
+
+  it('stores a producer-identified event once however often it is published', async () => {
+    const event = producerEvent({ tenant_id: 'js-idem', event_id: randomUUID(), timestamp: new Date().toISOString() });
+    await publish('js-idem', event);
+    await publish('js-idem', event);
+    await publish('js-idem', producerEvent({ tenant_id: 'js-idem' }));
+    await waitFor(async () => {
+      const info = await jsm.consumers.info(streamName, 'audit-ingest');
+      return info.num_ack_pending === 0 && info.num_pending === 0;
+    }, 'all three messages processed');
+    expect(await rowsOf('js-idem')).to.have.length(2);
+  });
+
+  it('terminates messages that can never be stored, without holding up valid ones', async () => {
+    await publish('js-poison', 'not json');
+    await publish('js-poison', producerEvent({ tenant_id: 'js-poison', action: 'BAD ACTION' }));
+    await publish('js-poison', producerEvent({ tenant_id: 'someone-else' }));
+    await publish('js-poison', [producerEvent({ tenant_id: 'js-poison' })]);
+    await publish('js-poison', producerEvent({ tenant_id: 'js-poison', action: 'phi.query' }));
+    await waitFor(async () => (await rowsOf('js-poison')).length === 1, 'the valid event stored');
+    await waitFor(async () => {
+      const info = await jsm.consumers.info(streamName, 'audit-ingest');
+      return info.num_ack_pending === 0 && info.num_pending === 0;
+    }, 'poison messages terminated rather than redelivered');
+    expect((await rowsOf('js-poison'))[0].action).to.equal('phi.query');
+    expect(await rowsOf('someone-else')).to.have.length(0);
+    const metrics = await (await fetch(`${service.internalUrl}/metrics`)).text();
+    expect(metrics).to.match(/audit_errors_total\{kind="ingest_rejected"\} [4-9]/);
+  });
+});

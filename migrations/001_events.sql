@@ -54,11 +54,14 @@ BEGIN
     RETURN;
   END IF;
   PERFORM pg_advisory_xact_lock(hashtext('audit_trail.event_partitions'));
-  IF to_regclass(partition) IS NOT NULL THEN
+  -- Another session may have created it while we waited. An advisory lock does not refresh this session's
+  -- catalog cache, so to_regclass can still miss it: the duplicate_table handler is the real guard.
+  BEGIN
+    EXECUTE format('CREATE TABLE %I PARTITION OF events FOR VALUES FROM (%L) TO (%L)',
+                   partition, month_start, month_end);
+  EXCEPTION WHEN duplicate_table OR unique_violation THEN
     RETURN;
-  END IF;
-  EXECUTE format('CREATE TABLE %I PARTITION OF events FOR VALUES FROM (%L) TO (%L)',
-                 partition, month_start, month_end);
+  END;
   EXECUTE format('CREATE TRIGGER events_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON %I '
                  'FOR EACH STATEMENT EXECUTE FUNCTION audit_reject_event_mutation()', partition);
 END;

@@ -1,0 +1,79 @@
+import { expect } from 'chai';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { ConfigError, loadConfig } from '../../src/config/config.ts';
+
+const run = promisify(execFile);
+
+describe('configuration', () => {
+  it('applies the documented defaults', () => {
+    const config = loadConfig({});
+    expect(config).to.deep.include({
+      databaseUrl: 'postgres://postgres@127.0.0.1:5432/audit_trail',
+      redisUrl: 'redis://127.0.0.1:6379',
+      natsUrl: 'nats://127.0.0.1:4222',
+      port: 8080,
+      internalPort: 8081,
+      keyEnvironment: 'live',
+      logLevel: 'info',
+      keyPepper: undefined,
+    });
+    expect(config.deliveryScheduleMs).to.deep.equal([60_000, 300_000, 1_800_000, 7_200_000]);
+    expect(Object.isFrozen(config)).to.equal(true);
+  });
+
+  it('parses lists, flags and durations', () => {
+    const config = loadConfig({
+      TRUSTED_PROXIES: '10.0.0.0/8, 192.168.1.1',
+      WEBHOOK_ALLOW_HTTP: 'true',
+      DELIVERY_SCHEDULE: '1s,250ms,2m',
+      INGEST_TOKENS: 'a'.repeat(24) + ',' + 'b'.repeat(30),
+    });
+    expect(config.trustedProxies.map((cidr) => cidr.text)).to.deep.equal(['10.0.0.0/8', '192.168.1.1/32']);
+    expect(config.webhookAllowHttp).to.equal(true);
+    expect(config.deliveryScheduleMs).to.deep.equal([1000, 250, 120_000]);
+    expect(config.ingestTokens).to.have.length(2);
+  });
+
+  const bad: Array<[string, string, RegExp]> = [
+    ['PORT', 'eighty', /PORT/],
+    ['PORT', '70000', /PORT: must be a port number/],
+    ['DATABASE_URL', 'mysql://localhost/db', /DATABASE_URL: must be a URL with scheme postgres or postgresql/],
+    ['KEY_PEPPER', 'short', /KEY_PEPPER: must be at least 32 characters/],
+    ['SECRET_ENCRYPTION_KEY', 'abc', /SECRET_ENCRYPTION_KEY: must be 64 hex characters/],
+    ['KEY_ENVIRONMENT', 'prod', /KEY_ENVIRONMENT: must be live or test/],
+    ['LOG_LEVEL', 'loud', /LOG_LEVEL: must be one of/],
+    ['TRUSTED_PROXIES', '10.0.0.0/40', /TRUSTED_PROXIES: "10.0.0.0\/40" is not an IP address or CIDR range/],
+    ['WEBHOOK_ALLOW_HTTP', 'maybe', /WEBHOOK_ALLOW_HTTP: must be true or false/],
+    ['DELIVERY_SCHEDULE', '1m,soon', /DELIVERY_SCHEDULE: must be a comma-separated list of durations/],
+    ['INGEST_TOKENS', 'short', /INGEST_TOKENS: each token must be at least 24 characters/],
+  ];
+  for (const [variable, value, message] of bad) {
+    it(`refuses ${variable}=${value} naming the variable`, () => {
+      expect(() => loadConfig({ [variable]: value }))
+        .to.throw(ConfigError)
+        .with.property('message')
+        .that.matches(message);
+    });
+  }
+
+  it('stops the process with one line naming the variable', async () => {
+    const failure = await run(process.execPath, ['src/cli.ts', 'serve'], { env: { ...process.env, PORT: 'eighty' } }).catch(
+      (error: { code: number; stderr: string; stdout: string }) => error,
+    );
+    expect((failure as { code: number }).code).to.equal(1);
+    const stderr = (failure as { stderr: string }).stderr;
+    expect(stderr.trim().split('\n')).to.have.length(1);
+    expect(stderr).to.match(/^audit-trail: configuration error: PORT: /);
+  });
+
+  it('names a secret a role needs when it is missing', async () => {
+    const failure = await run(process.execPath, ['src/cli.ts', 'serve', '--roles', 'api'], {
+      env: { ...process.env, KEY_PEPPER: '', PORT: '0', INTERNAL_PORT: '0', LOG_LEVEL: 'silent' },
+    }).catch((error: { code: number; stderr: string }) => error);
+    expect((failure as { code: number }).code).to.equal(1);
+    expect((failure as { stderr: string }).stderr.trim()).to.equal(
+      'audit-trail: configuration error: KEY_PEPPER: is required by the api role',
+    );
+  });
+});

@@ -1,0 +1,111 @@
+import { expect } from 'chai';
+import { jetstream } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { producerEvent } from '../support/events.ts';
+import { startNats, startPostgres, stopNats, stopPostgres } from '../support/local-services.ts';
+import { TEST_INGEST_TOKEN, call, mintKey, startTestService, type TestService } from '../support/service.ts';
+import { waitFor } from '../support/wait.ts';
+
+/**
+ * Stops the real Postgres and NATS under a running service. Runs alone: nothing else may use the
+ * machine's services meanwhile (mocha runs files one after another).
+ */
+describe('outages of Postgres and NATS', function () {
+  this.timeout(90_000);
+  let db: TestDatabase;
+  let service: TestService;
+  let key: string;
+
+  const ready = () => call(`${service.internalUrl}/readyz`);
+  const list = () => call(`${service.baseUrl}/audit/events`, { key });
+  const countStored = async (tenant: string) =>
+    Number((await db.pool.query('SELECT count(*) FROM events WHERE tenant_id = $1', [tenant])).rows[0].count);
+
+  before(async () => {
+    db = await createTestDatabase();
+    service = await startTestService({ databaseUrl: db.url, roles: ['api', 'ingest'] });
+    key = (await mintKey(db.url, { tenantId: 'outage', scopes: ['audit:read'] })).key;
+    expect((await ready()).status).to.equal(200);
+  });
+
+  after(async () => {
+    await startPostgres();
+    await startNats();
+    await service?.stop();
+    await db?.drop();
+  });
+
+  it('answers 503 with a clear body while Postgres is down, then recovers by itself', async () => {
+    expect((await list()).status).to.equal(200);
+    await stopPostgres();
+    try {
+      const readiness = await ready();
+      expect(readiness.status).to.equal(503);
+      expect(readiness.json.checks.postgres.ok).to.equal(false);
+      expect(readiness.json.checks.nats.ok).to.equal(true);
+
+      const started = Date.now();
+      // The key may still be cached for a few seconds; past that the lookup itself needs Postgres.
+      for (const attempt of [list, list, () => new Promise((resolve) => setTimeout(resolve, 4_500)).then(list)]) {
+        const response = (await attempt()) as Awaited<ReturnType<typeof list>>;
+        if (response.status === 200) continue;
+        expect(response.status).to.equal(503);
+        expect(response.json).to.deep.include({ error: 'service_unavailable' });
+        expect(response.json.message).to.be.a('string').and.not.include(' at ');
+      }
+      expect((await list()).status).to.equal(503);
+      expect(Date.now() - started).to.be.below(20_000);
+
+      const ingest = await call(`${service.internalUrl}/internal/v1/events`, {
+        body: { events: [producerEvent({ tenant_id: 'outage' })] },
+        headers: { authorization: `Bearer ${TEST_INGEST_TOKEN}` },
+      });
+      expect(ingest.status).to.equal(503);
+    } finally {
+      await startPostgres();
+    }
+    await waitFor(async () => (await ready()).status === 200, 'readiness after Postgres returned', 20_000, 250);
+    await waitFor(async () => (await list()).status === 200, 'reads after Postgres returned', 20_000, 250);
+  });
+
+  it('keeps JetStream events published during a Postgres outage and stores them afterwards', async () => {
+    const nc: NatsConnection = await connect({ servers: '127.0.0.1:4222' });
+    try {
+      await stopPostgres();
+      try {
+        const js = jetstream(nc);
+        for (let i = 0; i < 5; i += 1) {
+          await js.publish(`${service.busNamespace}.audit.ingest.outage-js`, JSON.stringify(producerEvent({ tenant_id: 'outage-js' })));
+        }
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      } finally {
+        await startPostgres();
+      }
+      await waitFor(async () => (await countStored('outage-js').catch(() => 0)) === 5, 'events stored after the outage', 30_000, 250);
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it('fails readiness while NATS is down and resumes JetStream ingestion when it returns', async () => {
+    await stopNats();
+    try {
+      await waitFor(async () => (await ready()).status === 503, 'readiness to fail without NATS', 10_000, 200);
+      const readiness = await ready();
+      expect(readiness.json.checks.nats.ok).to.equal(false);
+      // Reads do not need NATS and keep working.
+      expect((await list()).status).to.equal(200);
+    } finally {
+      await startNats();
+    }
+    await waitFor(async () => (await ready()).status === 200, 'readiness after NATS returned', 30_000, 250);
+    const nc = await connect({ servers: '127.0.0.1:4222' });
+    try {
+      await jetstream(nc).publish(`${service.busNamespace}.audit.ingest.after-nats`, JSON.stringify(producerEvent({ tenant_id: 'after-nats' })));
+      await waitFor(async () => (await countStored('after-nats')) === 1, 'ingestion to resume after the NATS restart', 30_000, 250);
+    } finally {
+      await nc.close();
+    }
+  });
+});

@@ -29,16 +29,9 @@ export function requestContext(log: Logger, metrics: ServiceMetrics, trustedProx
       const route = (ctx as unknown as { _matchedRoute?: string | RegExp })._matchedRoute;
       const routeLabel = route === undefined ? 'unmatched' : String(route);
       metrics.httpRequestDuration.observe({ route: routeLabel, method: ctx.method, status: String(ctx.status) }, seconds);
-      const principal = ctx.state.principal;
+      // After authentication the scoped logger already carries tenant_id and key_lookup_id.
       ctx.state.log.info(
-        {
-          method: ctx.method,
-          route: routeLabel,
-          status: ctx.status,
-          duration_ms: Math.round(seconds * 1000 * 10) / 10,
-          tenant_id: principal?.tenantId,
-          key_lookup_id: principal?.lookupId,
-        },
+        { method: ctx.method, route: routeLabel, status: ctx.status, duration_ms: Math.round(seconds * 10_000) / 10 },
         'request',
       );
     }

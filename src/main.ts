@@ -2,16 +2,21 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
 import { ApiKeyVerifier } from './auth/apiKeyVerifier.ts';
+import { KeyRateLimiter } from './auth/rateLimiter.ts';
+import { connectRedis } from './auth/redisConnection.ts';
 import { connectBus, type BusConnection } from './bus/natsConnection.ts';
 import { BusNames } from './bus/streams.ts';
 import { requireSetting, type Config } from './config/config.ts';
 import { Database } from './db/database.ts';
 import { CursorCodec } from './events/cursor.ts';
+import { EventExporter } from './events/eventExport.ts';
 import { EventReader } from './events/eventReader.ts';
 import { ensureEventPartitions } from './events/eventStore.ts';
 import { buildInternalApp, type ReadinessCheck } from './http/internalApp.ts';
 import { buildPublicApp } from './http/publicApp.ts';
-import { eventRoutes } from './http/routes/events.ts';
+import { eventRoutes, eventsOpenApi } from './http/routes/events.ts';
+import { exportOpenApi, exportRoutes } from './http/routes/export.ts';
+import { rateLimit } from './http/rateLimit.ts';
 import { ingestRoutes } from './http/routes/ingest.ts';
 import type { RequestState } from './http/state.ts';
 import { EventWriter } from './ingestion/eventWriter.ts';
@@ -105,14 +110,33 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       });
       await verifier.start();
       releasers.add('key verifier', () => verifier.stop());
+      const redis = connectRedis(config.redisUrl, log.child({ component: 'redis' }));
+      releasers.add('redis connection', () => void redis.disconnect());
+      const limiter = new KeyRateLimiter({
+        redis,
+        limits: { read: config.rateLimits.readPerMinute, write: config.rateLimits.writePerMinute, auth: config.rateLimits.authFailuresPerMinute },
+        log: log.child({ component: 'rate-limiter' }),
+        metrics,
+        keyPrefix: config.rateLimits.keyPrefix,
+        windowSeconds: config.rateLimits.windowSeconds,
+      });
+      readiness.push({
+        name: 'redis',
+        critical: false,
+        check: async () => {
+          await redis.ping();
+        },
+      });
       const reader = new EventReader(db, new CursorCodec(pepper));
       const app = buildPublicApp({
         log,
         metrics,
         trustedProxies: config.trustedProxies,
         verifier,
+        failureLimiter: limiter,
+        afterAuthentication: [rateLimit(limiter)],
         version: SERVICE_VERSION,
-        features: [{ router: eventRoutes(reader) }],
+        features: [{ router: eventRoutes(reader), openapi: eventsOpenApi }, { router: exportRoutes(new EventExporter(db), writer), openapi: exportOpenApi }],
       });
       publicServer = await listen(createServer(app.callback()), config.host, config.port);
       releasers.add('public server', () => closeServer(publicServer!, config.shutdownGraceMs));

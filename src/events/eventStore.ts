@@ -128,6 +128,59 @@ export async function findEventDocument(db: Queryable, tenantId: string, eventId
   return rows[0]?.json;
 }
 
+export interface ExportWindow {
+  /** Rows the filters match, counted up to cap + 1. */
+  readonly matched: number;
+  readonly newestMs: number | undefined;
+  /** The timestamp of row cap + 1, when there is one: the export must stop short of its millisecond. */
+  readonly boundaryMs: number | undefined;
+}
+
+/** Sizes an export: whether it exceeds the cap, and where the last whole millisecond ends. */
+export async function measureExportWindow(db: Queryable, tenantId: string, filters: EventFilters, cap: number): Promise<ExportWindow> {
+  const { where, values } = filterConditions(tenantId, filters);
+  values.push(cap + 1);
+  const { rows } = await db.query<{ matched: number; newest_ms: number | null; oldest_ms: number | null }>(
+    `SELECT count(*)::int AS matched, max(ms) AS newest_ms, min(ms) AS oldest_ms
+       FROM (SELECT ${EPOCH_MS} AS ms
+               FROM events e
+              WHERE ${where.join(' AND ')}
+              ORDER BY e.occurred_at DESC, e.event_id DESC
+              LIMIT $${values.length}) window_rows`,
+    values,
+  );
+  const row = rows[0]!;
+  return {
+    matched: row.matched,
+    newestMs: row.newest_ms ?? undefined,
+    boundaryMs: row.matched > cap ? (row.oldest_ms ?? undefined) : undefined,
+  };
+}
+
+/**
+ * The export query in list order. `newerThanMs` keeps the rows strictly newer than a millisecond,
+ * `onlyMs` the rows of exactly one millisecond.
+ */
+export function exportQuery(
+  tenantId: string,
+  filters: EventFilters,
+  bound: { newerThanMs?: number; onlyMs?: number },
+): { text: string; values: unknown[] } {
+  const { where, values } = filterConditions(tenantId, filters);
+  if (bound.newerThanMs !== undefined) {
+    values.push(new Date(bound.newerThanMs).toISOString());
+    where.push(`e.occurred_at > $${values.length}::timestamptz`);
+  }
+  if (bound.onlyMs !== undefined) {
+    values.push(new Date(bound.onlyMs).toISOString());
+    where.push(`e.occurred_at = $${values.length}::timestamptz`);
+  }
+  return {
+    text: `SELECT ${EVENT_JSON} AS json FROM events e WHERE ${where.join(' AND ')} ORDER BY e.occurred_at DESC, e.event_id DESC`,
+    values,
+  };
+}
+
 /** WHERE fragments and their parameters for the shared list/export filters. */
 export function filterConditions(tenantId: string, filters: EventFilters): { where: string[]; values: unknown[] } {
   const where = ['e.tenant_id = $1'];
@@ -144,4 +197,3 @@ export function filterConditions(tenantId: string, filters: EventFilters): { whe
   return { where, values };
 }
 
-export { EVENT_JSON, EPOCH_MS };

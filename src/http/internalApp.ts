@@ -10,6 +10,11 @@ import type { RequestState } from './state.ts';
 export interface ReadinessCheck {
   readonly name: string;
   readonly check: () => Promise<void>;
+  /**
+   * False for a dependency the service can run without (Redis: limits fall back to per-instance): its
+   * failure shows on /readyz as degraded but keeps the instance in rotation.
+   */
+  readonly critical?: boolean;
 }
 
 export interface InternalAppOptions {
@@ -37,20 +42,25 @@ export function buildInternalApp(options: InternalAppOptions): Koa<RequestState>
 
   router.get('/readyz', async (ctx) => {
     const results = await Promise.all(
-      options.readiness.map(async ({ name, check }) => {
+      options.readiness.map(async ({ name, check, critical = true }) => {
         try {
           await withTimeout(check(), CHECK_TIMEOUT_MS, `${name} did not answer within ${CHECK_TIMEOUT_MS} ms`);
           options.metrics.dependencyUp.set({ dependency: name }, 1);
-          return [name, { ok: true }] as const;
+          return [name, { ok: true, critical }] as const;
         } catch (error) {
           options.metrics.dependencyUp.set({ dependency: name }, 0);
-          return [name, { ok: false, error: (error as Error).message }] as const;
+          return [name, { ok: false, critical, error: (error as Error).message }] as const;
         }
       }),
     );
-    const ready = options.accepting() && results.every(([, result]) => result.ok);
+    const ready = options.accepting() && results.every(([, result]) => result.ok || !result.critical);
+    const degraded = results.some(([, result]) => !result.ok);
     ctx.status = ready ? 200 : 503;
-    ctx.body = { status: ready ? 'ready' : 'not_ready', accepting: options.accepting(), checks: Object.fromEntries(results) };
+    ctx.body = {
+      status: !ready ? 'not_ready' : degraded ? 'degraded' : 'ready',
+      accepting: options.accepting(),
+      checks: Object.fromEntries(results),
+    };
   });
 
   router.get('/metrics', async (ctx) => {

@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { auditEventSchema, errorSchema, eventListSchema, pageSchema, rateLimitedSchema } from './apiSchemas.ts';
-import { listEventsQuerySchema } from './routes/events.ts';
+import { errorSchema, rateLimitedSchema } from './apiSchemas.ts';
 
 export interface OpenApiContribution {
   /** Paths relative to the public base, e.g. `/audit/events`. */
@@ -9,8 +8,8 @@ export interface OpenApiContribution {
   readonly schemas?: readonly z.ZodType[];
 }
 
-const ref = (id: string) => ({ $ref: `#/components/schemas/${id}` });
-const json = (schema: object) => ({ 'application/json': { schema } });
+export const ref = (id: string) => ({ $ref: `#/components/schemas/${id}` });
+export const json = (schema: object) => ({ 'application/json': { schema } });
 
 /** Responses every authenticated endpoint can give. */
 export function standardErrorResponses(scope: string): Record<string, unknown> {
@@ -39,37 +38,10 @@ export function queryParameters(schema: z.ZodObject): object[] {
   });
 }
 
-const eventsContribution: OpenApiContribution = {
-  schemas: [auditEventSchema, pageSchema, eventListSchema, errorSchema, rateLimitedSchema],
-  paths: {
-    '/audit/events': {
-      get: {
-        operationId: 'listEvents',
-        summary: "List the tenant's audit events, newest first.",
-        security: [{ apiKey: [] }],
-        parameters: queryParameters(listEventsQuerySchema),
-        responses: { '200': { description: 'One page of events.', content: json(ref('EventList')) }, ...standardErrorResponses('audit:read') },
-      },
-    },
-    '/audit/events/{event_id}': {
-      get: {
-        operationId: 'getEvent',
-        summary: 'Look up one event by id.',
-        security: [{ apiKey: [] }],
-        parameters: [{ name: 'event_id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } }],
-        responses: {
-          '200': { description: 'The event.', content: json(ref('AuditEvent')) },
-          '404': { description: "Unknown id, or another tenant's event (indistinguishable).", content: json(ref('Error')) },
-          ...standardErrorResponses('audit:read'),
-        },
-      },
-    },
-  },
-};
-
 /** The OpenAPI 3.1 document of the public API, built from the same zod schemas that validate requests. */
 export function buildOpenApiDocument(version: string, contributions: readonly OpenApiContribution[] = []): object {
-  const all = [eventsContribution, ...contributions];
+  const shared: OpenApiContribution = { paths: {}, schemas: [errorSchema, rateLimitedSchema] };
+  const all = [shared, ...contributions];
   const registry = z.registry<{ id: string }>();
   for (const schema of all.flatMap((contribution) => contribution.schemas ?? [])) {
     const id = (schema.meta() as { id?: string } | undefined)?.id;

@@ -1,6 +1,7 @@
 import Koa from 'koa';
 import Router from '@koa/router';
 import type { ApiKeyVerifier } from '../auth/apiKeyVerifier.ts';
+import type { KeyRateLimiter } from '../auth/rateLimiter.ts';
 import type { Cidr } from '../platform/cidr.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
@@ -18,6 +19,8 @@ export interface PublicAppOptions {
   readonly metrics: ServiceMetrics;
   readonly trustedProxies: readonly Cidr[];
   readonly verifier: ApiKeyVerifier;
+  /** Counts failed authentications per client address (429 `auth` past the limit). */
+  readonly failureLimiter?: KeyRateLimiter;
   readonly version: string;
   /** Runs after authentication and before the routes (the per-key rate limiter). */
   readonly afterAuthentication?: readonly Middleware<RequestState>[];
@@ -45,7 +48,7 @@ export function buildPublicApp(options: PublicAppOptions): Koa<RequestState> {
   app.use(documentation.routes());
 
   const api = new Router<RequestState>({ prefix: PUBLIC_PREFIX });
-  api.use(authenticate(options.verifier));
+  api.use(authenticate(options.verifier, options.failureLimiter));
   for (const middleware of options.afterAuthentication ?? []) api.use(middleware);
   for (const feature of options.features) api.use(feature.router.routes(), feature.router.allowedMethods());
   app.use(api.routes());

@@ -36,6 +36,12 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  readonly rateLimiterFallback = new Gauge({
+    name: 'rate_limiter_fallback_active',
+    help: '1 while Redis is unreachable and rate limits are enforced per instance in memory',
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }

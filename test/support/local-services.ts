@@ -50,3 +50,17 @@ export async function startNats(): Promise<void> {
   ]);
   await waitFor(() => portOpen(4222), 'NATS to accept connections', 30_000);
 }
+
+export async function stopRedis(): Promise<void> {
+  await run('redis-cli', ['-h', '127.0.0.1', '-p', '6379', 'shutdown', 'nosave']).catch(() => undefined);
+  await waitFor(async () => !(await portOpen(6379)), 'Redis to stop');
+}
+
+export async function startRedis(): Promise<void> {
+  if (await portOpen(6379)) return;
+  await run('redis-server', [
+    '--daemonize', 'yes', '--bind', '127.0.0.1', '-::1', '--port', '6379', '--save', '', '--appendonly', 'no',
+    '--dir', '/var/lib/redis', '--logfile', '/var/log/redis/audit-trail.log',
+  ]);
+  await waitFor(() => portOpen(6379), 'Redis to accept connections', 30_000);
+}

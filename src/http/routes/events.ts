@@ -5,6 +5,8 @@ import { filterFieldsSchema, toEventFilters } from '../../events/eventFilters.ts
 import { requireScope } from '../authenticate.ts';
 import { parseQuery } from '../requestInput.ts';
 import { principalOf, type RequestState } from '../state.ts';
+import { auditEventSchema, eventListSchema, pageSchema } from '../apiSchemas.ts';
+import { json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
 
 export const DEFAULT_PAGE_SIZE = 100;
 export const MAX_PAGE_SIZE = 1000;
@@ -61,3 +63,32 @@ export function eventRoutes(reader: EventReader): Router<RequestState> {
 
   return router;
 }
+
+export const eventsOpenApi: OpenApiContribution = {
+  schemas: [auditEventSchema, pageSchema, eventListSchema],
+  paths: {
+    '/audit/events': {
+      get: {
+        operationId: 'listEvents',
+        summary: "List the tenant's audit events, newest first.",
+        security: [{ apiKey: [] }],
+        parameters: queryParameters(listEventsQuerySchema),
+        responses: { '200': { description: 'One page of events.', content: json(ref('EventList')) }, ...standardErrorResponses('audit:read') },
+      },
+    },
+    '/audit/events/{event_id}': {
+      get: {
+        operationId: 'getEvent',
+        summary: 'Look up one event by id.',
+        security: [{ apiKey: [] }],
+        parameters: [{ name: 'event_id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } }],
+        responses: {
+          '200': { description: 'The event.', content: json(ref('AuditEvent')) },
+          '404': { description: "Unknown id, or another tenant's event (indistinguishable).", content: json(ref('Error')) },
+          ...standardErrorResponses('audit:read'),
+        },
+      },
+    },
+  },
+};
+

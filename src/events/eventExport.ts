@@ -1,0 +1,98 @@
+import type pg from 'pg';
+import QueryStream from 'pg-query-stream';
+import type { Database } from '../db/database.ts';
+import { translateUnavailable } from '../db/database.ts';
+import type { EventFilters } from './eventFilters.ts';
+import { exportQuery, measureExportWindow } from './eventStore.ts';
+
+export const EXPORT_ROW_CAP = 10_000;
+
+/** One export in progress: known truncation, rows as JSON text, and one connection held until close(). */
+export interface ExportSession {
+  readonly truncated: boolean;
+  rows(): AsyncIterable<string>;
+  close(): Promise<void>;
+}
+
+/**
+ * Synchronous bulk export (SPEC.md "POST /audit/export"). Both queries run in one REPEATABLE READ snapshot:
+ * the first sizes the window (so X-Service-Truncated is known before the first byte), the second streams
+ * rows with backpressure through a server-side cursor, so memory does not grow with the export.
+ *
+ * At the cap the export ends on a millisecond boundary: every event of the last returned millisecond is
+ * included, and none of the next, so repeating with `until` = last timestamp visits every event once.
+ * Should more than the cap share one millisecond, that whole millisecond is returned, beyond the cap:
+ * otherwise the walk could never get past it.
+ */
+export class EventExporter {
+  private readonly db: Database;
+  private readonly cap: number;
+
+  constructor(db: Database, cap = EXPORT_ROW_CAP) {
+    this.db = db;
+    this.cap = cap;
+  }
+
+  async open(tenantId: string, filters: EventFilters): Promise<ExportSession> {
+    const client = await this.db.connect();
+    try {
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      const window = await measureExportWindow(client, tenantId, filters, this.cap);
+      const truncated = window.boundaryMs !== undefined;
+      const everyRowInBoundary = truncated && window.newestMs === window.boundaryMs;
+      const query = exportQuery(
+        tenantId,
+        filters,
+        !truncated ? {} : everyRowInBoundary ? { onlyMs: window.boundaryMs } : { newerThanMs: window.boundaryMs },
+      );
+      return new StreamingExport(client, truncated, query);
+    } catch (error) {
+      client.release(error as Error);
+      throw translateUnavailable(error);
+    }
+  }
+}
+
+class StreamingExport implements ExportSession {
+  readonly truncated: boolean;
+  private readonly client: pg.PoolClient;
+  private readonly query: { text: string; values: unknown[] };
+  private stream: QueryStream | undefined;
+  private closed = false;
+
+  constructor(client: pg.PoolClient, truncated: boolean, query: { text: string; values: unknown[] }) {
+    this.client = client;
+    this.truncated = truncated;
+    this.query = query;
+  }
+
+  async *rows(): AsyncIterable<string> {
+    this.stream = this.client.query(new QueryStream(this.query.text, this.query.values, { batchSize: 500, highWaterMark: 1000 }));
+    try {
+      for await (const row of this.stream as AsyncIterable<{ json: string }>) yield row.json;
+    } catch (error) {
+      throw translateUnavailable(error);
+    }
+  }
+
+  /**
+   * Returns the connection to the pool at once, also when the client went away mid-stream: the cursor is
+   * closed and the read-only transaction ended. A connection in an unknown state is discarded instead.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      if (this.stream && !this.stream.destroyed) {
+        await new Promise<void>((resolve) => {
+          this.stream!.once('close', resolve);
+          this.stream!.destroy();
+        });
+      }
+      await this.client.query('ROLLBACK');
+      this.client.release();
+    } catch (error) {
+      this.client.release(error as Error);
+    }
+  }
+}

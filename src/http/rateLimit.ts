@@ -1,0 +1,29 @@
+import type { Middleware } from 'koa';
+import type { Bucket, KeyRateLimiter, LimitDecision } from '../auth/rateLimiter.ts';
+import { RateLimitedError } from '../platform/errors.ts';
+import { principalOf, type RequestState } from './state.ts';
+
+/** GET (and HEAD) spend the read budget; POST and DELETE, export included, the write budget. */
+export function bucketFor(method: string): Bucket {
+  return method === 'GET' || method === 'HEAD' ? 'read' : 'write';
+}
+
+/**
+ * Per-key limits (never per tenant: two keys of one tenant have independent budgets). Every
+ * authenticated response carries the RateLimit-* headers; a refused one also Retry-After.
+ */
+export function rateLimit(limiter: KeyRateLimiter): Middleware<RequestState> {
+  return async (ctx, next) => {
+    const bucket = bucketFor(ctx.method);
+    const decision = await limiter.consume(bucket, principalOf(ctx).lookupId);
+    setRateLimitHeaders(ctx, decision);
+    if (!decision.allowed) throw new RateLimitedError(bucket, decision.resetSeconds);
+    await next();
+  };
+}
+
+export function setRateLimitHeaders(ctx: { set(field: string, value: string): void }, decision: LimitDecision): void {
+  ctx.set('RateLimit-Limit', String(decision.limit));
+  ctx.set('RateLimit-Remaining', String(decision.remaining));
+  ctx.set('RateLimit-Reset', String(decision.resetSeconds));
+}

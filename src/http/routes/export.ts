@@ -1,0 +1,189 @@
+import { Readable } from 'node:stream';
+import Router from '@koa/router';
+import { z } from 'zod';
+import { EXPORT_ROW_CAP, type EventExporter, type ExportSession } from '../../events/eventExport.ts';
+import { filterFieldsSchema, toEventFilters, type EventFilters } from '../../events/eventFilters.ts';
+import type { NewEvent } from '../../events/eventStore.ts';
+import { uuidv7 } from '../../events/uuidv7.ts';
+import type { EventWriter } from '../../ingestion/eventWriter.ts';
+import { requireScope } from '../authenticate.ts';
+import { jsonBody, parseBody, parseQuery } from '../requestInput.ts';
+import { ValidationError } from '../../platform/errors.ts';
+import { principalOf, type AppContext, type RequestState } from '../state.ts';
+import { json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
+import { auditEventSchema } from '../apiSchemas.ts';
+
+/** The export body: the list filters, in JSON (phi_involved is a JSON boolean here). */
+export const exportBodySchema = z
+  .strictObject({
+    action: filterFieldsSchema.action.optional(),
+    resource_type: filterFieldsSchema.resource_type.optional(),
+    phi_involved: z.boolean().optional().meta({ description: 'true: only PHI events; false: only non-PHI events.' }),
+    since: filterFieldsSchema.since.optional(),
+    until: filterFieldsSchema.until.optional(),
+  })
+  .meta({ id: 'ExportRequest' });
+
+export const exportQuerySchema = z.strictObject({
+  format: z
+    .enum(['json', 'ndjson'], { message: 'must be json or ndjson' })
+    .optional()
+    .meta({ description: 'json (default): one object; ndjson: one event per line.' }),
+});
+
+type ExportFormat = 'json' | 'ndjson';
+
+/** limit and cursor belong to the list endpoint; say so rather than just "unknown field". */
+function refusePaging(body: unknown): void {
+  if (typeof body !== 'object' || body === null) return;
+  const given = ['limit', 'cursor'].filter((field) => field in body);
+  if (given.length === 0) return;
+  throw new ValidationError(
+    given.map((field) => ({
+      field,
+      message: `is not accepted by export, which returns up to ${EXPORT_ROW_CAP} events; continue a truncated export with until`,
+    })),
+    `${given.join(' and ')} do not apply to export`,
+  );
+}
+
+// Rows are sent in chunks of about this many characters: fewer writes than one per row, bounded memory.
+const CHUNK_CHARS = 64 * 1024;
+
+export function exportRoutes(exporter: EventExporter, writer: EventWriter): Router<RequestState> {
+  const router = new Router<RequestState>();
+
+  router.post('/audit/export', requireScope('audit:export'), jsonBody('64kb'), async (ctx) => {
+    const { format = 'json' } = parseQuery(exportQuerySchema, ctx.query);
+    refusePaging(ctx.request.body);
+    const body = parseBody(exportBodySchema, ctx.request.body ?? {});
+    const filters = toEventFilters(body);
+    const session = await exporter.open(principalOf(ctx).tenantId, filters);
+    ctx.status = 200;
+    // Known before the first byte: the window was sized in the export's snapshot.
+    ctx.set('X-Service-Truncated', String(session.truncated));
+    ctx.set('Cache-Control', 'no-store');
+    ctx.type = format === 'ndjson' ? 'application/x-ndjson' : 'application/json';
+    ctx.body = Readable.from(renderExport(session, format, (count, completed) => recordExport(ctx, writer, filters, format, session.truncated, count, completed)), {
+      objectMode: false,
+    });
+  });
+
+  return router;
+}
+
+/**
+ * Streams the rows. The export is recorded in the caller's trail before the closing bytes are sent, so
+ * no client holds a complete export that the trail does not show; if recording fails the response is
+ * cut short instead. An export abandoned midway is recorded as incomplete.
+ */
+async function* renderExport(
+  session: ExportSession,
+  format: ExportFormat,
+  record: (count: number, completed: boolean) => Promise<void>,
+): AsyncGenerator<string> {
+  let count = 0;
+  let recorded = false;
+  let pending = format === 'json' ? '{"events":[' : '';
+  try {
+    for await (const json of session.rows()) {
+      pending += format === 'json' ? (count === 0 ? json : `,${json}`) : `${json}\n`;
+      count += 1;
+      if (pending.length >= CHUNK_CHARS) {
+        yield pending;
+        pending = '';
+      }
+    }
+    await session.close();
+    recorded = true;
+    await record(count, true);
+    if (format === 'json') pending += `],"count":${count},"truncated":${session.truncated}}`;
+    yield pending;
+  } finally {
+    await session.close();
+    if (!recorded) await record(count, false).catch(() => undefined);
+  }
+}
+
+async function recordExport(
+  ctx: AppContext,
+  writer: EventWriter,
+  filters: EventFilters,
+  format: ExportFormat,
+  truncated: boolean,
+  count: number,
+  completed: boolean,
+): Promise<void> {
+  const principal = principalOf(ctx);
+  const now = Date.now();
+  const event: NewEvent = {
+    tenantId: principal.tenantId,
+    occurredAtMs: now,
+    eventId: uuidv7(now),
+    action: 'audit.export',
+    userId: `api_key:${principal.lookupId}`,
+    userRole: 'api_key',
+    resourceType: 'audit_export',
+    resourceId: ctx.state.requestId,
+    fieldsAccessed: '',
+    phiInvolved: false,
+    sourceIp: ctx.state.clientAddress,
+    userAgent: ctx.get('User-Agent').slice(0, 1024),
+    justification: '',
+    success: completed,
+    details: JSON.stringify({
+      filters: {
+        action: filters.action,
+        resource_type: filters.resourceType,
+        phi_involved: filters.phiInvolved,
+        since: filters.sinceMs === undefined ? undefined : new Date(filters.sinceMs).toISOString(),
+        until: filters.untilMs === undefined ? undefined : new Date(filters.untilMs).toISOString(),
+      },
+      format,
+      count,
+      truncated,
+      completed,
+    }),
+  };
+  try {
+    await writer.write([event], 'internal');
+  } catch (error) {
+    ctx.state.log.error({ err: error }, 'could not record audit.export');
+    throw error;
+  }
+}
+
+export const exportResultSchema = z
+  .looseObject({ events: z.array(auditEventSchema), count: z.int(), truncated: z.boolean() })
+  .meta({ id: 'ExportResult' });
+
+export const exportOpenApi: OpenApiContribution = {
+  schemas: [exportBodySchema, exportResultSchema],
+  paths: {
+    '/audit/export': {
+      post: {
+        operationId: 'exportEvents',
+        summary: `Export up to ${EXPORT_ROW_CAP} events matching the filters, newest first, as JSON or NDJSON.`,
+        description:
+          'When X-Service-Truncated is true, repeat with until set to the timestamp of the last returned event: ' +
+          'the export ends on a millisecond boundary, so this walk visits every event exactly once.',
+        security: [{ apiKey: [] }],
+        parameters: queryParameters(exportQuerySchema),
+        requestBody: { required: true, content: json(ref('ExportRequest')) },
+        responses: {
+          '200': {
+            description: 'The events.',
+            headers: { 'X-Service-Truncated': { schema: { type: 'string', enum: ['true', 'false'] } } },
+            content: {
+              ...json(ref('ExportResult')),
+              'application/x-ndjson': { schema: { type: 'string', description: 'One AuditEvent JSON object per line.' } },
+            },
+          },
+          '400': { description: 'The body is not valid JSON.', content: json(ref('Error')) },
+          '415': { description: 'The body is not application/json.', content: json(ref('Error')) },
+          ...standardErrorResponses('audit:export'),
+        },
+      },
+    },
+  },
+};

@@ -45,6 +45,11 @@ export class Database implements Queryable {
     // An idle client losing its server (restart, failover) emits here; without a listener it would crash
     // the process. The pool discards the client and the next checkout reconnects.
     this.pool.on('error', (error) => this.log.warn({ err: error }, 'idle Postgres connection lost'));
+    // A checked-out connection that dies can emit 'error' on its client as well as failing the query; with
+    // no listener that event would crash the process.
+    this.pool.on('connect', (client) => {
+      client.on('error', (error) => this.log.warn({ err: error }, 'Postgres connection lost'));
+    });
   }
 
   async query<R extends Row = Row>(text: string, values?: readonly unknown[]): Promise<pg.QueryResult<R>> {

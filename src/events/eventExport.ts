@@ -58,6 +58,7 @@ class StreamingExport implements ExportSession {
   private readonly client: pg.PoolClient;
   private readonly query: { text: string; values: unknown[] };
   private stream: QueryStream | undefined;
+  private connectionLost: Error | undefined;
   private closed = false;
 
   constructor(client: pg.PoolClient, truncated: boolean, query: { text: string; values: unknown[] }) {
@@ -67,27 +68,57 @@ class StreamingExport implements ExportSession {
   }
 
   async *rows(): AsyncIterable<string> {
-    this.stream = this.client.query(new QueryStream(this.query.text, this.query.values, { batchSize: 500, highWaterMark: 1000 }));
+    const stream = this.client.query(new QueryStream(this.query.text, this.query.values, { batchSize: 500 }));
+    this.stream = stream;
+    // pg-cursor leaves a pending read unanswered when its connection dies between fetches (and its close
+    // then never completes), so the connection's own error or end is raced against every read.
+    let onLost!: (error?: Error) => void;
+    const lost = new Promise<never>((_, reject) => {
+      onLost = (error?: Error) => {
+        this.connectionLost = error ?? new Error('Postgres connection ended during the export');
+        reject(this.connectionLost);
+      };
+    });
+    lost.catch(() => undefined);
+    this.client.once('error', onLost);
+    this.client.once('end', onLost);
+    const iterator = (stream as AsyncIterable<{ json: string }>)[Symbol.asyncIterator]();
     try {
-      for await (const row of this.stream as AsyncIterable<{ json: string }>) yield row.json;
+      for (;;) {
+        const next = await Promise.race([iterator.next(), lost]);
+        if (next.done) return;
+        yield next.value.json;
+      }
     } catch (error) {
       throw translateUnavailable(error);
+    } finally {
+      this.client.off('error', onLost);
+      this.client.off('end', onLost);
     }
   }
 
   /**
    * Returns the connection to the pool at once, also when the client went away mid-stream: the cursor is
-   * closed and the read-only transaction ended. A connection in an unknown state is discarded instead.
+   * closed and the read-only transaction ended. A connection that died, or does not close its cursor in
+   * time, is discarded instead.
    */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.connectionLost) {
+      this.client.release(this.connectionLost);
+      return;
+    }
     try {
-      if (this.stream && !this.stream.destroyed) {
-        await new Promise<void>((resolve) => {
-          this.stream!.once('close', resolve);
-          this.stream!.destroy();
-        });
+      const stream = this.stream;
+      if (stream && !stream.destroyed) {
+        await withDeadline(
+          new Promise<void>((resolve) => {
+            stream.once('close', resolve);
+            stream.destroy();
+          }),
+          CURSOR_CLOSE_TIMEOUT_MS,
+        );
       }
       await this.client.query('ROLLBACK');
       this.client.release();
@@ -95,4 +126,16 @@ class StreamingExport implements ExportSession {
       this.client.release(error as Error);
     }
   }
+}
+
+const CURSOR_CLOSE_TIMEOUT_MS = 2_000;
+
+function withDeadline(promise: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<void>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`cursor did not close within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
 }

@@ -1,5 +1,6 @@
 import type { Middleware } from 'koa';
 import { AppError, RateLimitedError, UnauthorizedError, coerceError } from '../platform/errors.ts';
+import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { RequestState } from './state.ts';
 
@@ -53,6 +54,22 @@ export function errorBoundary(metrics?: ServiceMetrics): Middleware<RequestState
         message: 'Internal server error. Quote the request id when reporting it.',
         request_id: ctx.state.requestId,
       });
+    }
+  };
+}
+
+/**
+ * Koa emits 'error' for what happens after the headers went out: a streamed export whose client hung up
+ * (expected, debug) or whose source failed (the response was cut short on purpose, warn). Without a
+ * listener Koa would print these to stderr.
+ */
+export function reportStreamError(log: Logger): (error: Error) => void {
+  return (error) => {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'ERR_STREAM_PREMATURE_CLOSE') {
+      log.debug({ code }, 'client went away during a streamed response');
+    } else {
+      log.warn({ err: error }, 'streamed response aborted');
     }
   };
 }

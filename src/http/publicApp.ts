@@ -9,6 +9,7 @@ import { authenticate } from './authenticate.ts';
 import { errorBoundary } from './errorBoundary.ts';
 import { buildOpenApiDocument, type OpenApiContribution } from './openapi.ts';
 import { requestContext } from './requestContext.ts';
+import { reportStreamError } from './errorBoundary.ts';
 import type { RequestState } from './state.ts';
 import type { Middleware } from 'koa';
 
@@ -31,6 +32,7 @@ export interface PublicAppOptions {
 /** The customer-facing API. Returns the app without listening, so tests and benchmarks can mount it. */
 export function buildPublicApp(options: PublicAppOptions): Koa<RequestState> {
   const app = new Koa<RequestState>();
+  app.on('error', reportStreamError(options.log));
   app.use(requestContext(options.log, options.metrics, options.trustedProxies));
   app.use(errorBoundary(options.metrics));
 

@@ -1,0 +1,232 @@
+/**
+ * A typed client for the public API (`/api/v2/public`), for customers' TypeScript and JavaScript code.
+ * It depends on nothing but the platform's fetch, retries 429 (and 503) with exponential backoff and full
+ * jitter while honouring Retry-After, and turns the cursor and export walks into async iterators.
+ */
+
+export interface AuditEvent {
+  event_id: string;
+  timestamp: string;
+  action: string;
+  user_id: string;
+  user_role: string;
+  resource_type: string;
+  resource_id: string;
+  /** A JSON array in a string; "" for non-PHI events. */
+  fields_accessed: string;
+  phi_involved: boolean;
+  tenant_id: string;
+  source_ip: string;
+  user_agent: string;
+  justification: string;
+  success: boolean;
+  /** A JSON object in a string. */
+  details: string;
+  [extra: string]: unknown;
+}
+
+export interface EventFilters {
+  action?: string;
+  resource_type?: string;
+  phi_involved?: boolean;
+  /** Inclusive lower bound: a Date or an RFC 3339 string. */
+  since?: Date | string;
+  /** Exclusive upper bound: a Date or an RFC 3339 string. */
+  until?: Date | string;
+}
+
+export interface EventPage {
+  events: AuditEvent[];
+  page: { limit: number; returned: number; next_cursor: string | null; has_more: boolean };
+}
+
+export interface WebhookEndpoint {
+  id: string;
+  url: string;
+  event_filter: string[];
+  description: string;
+  active: boolean;
+  created_at: string;
+  consecutive_failures?: number;
+  last_delivery_at?: string | null;
+  [extra: string]: unknown;
+}
+
+export interface ClientOptions {
+  /** e.g. `https://audit.example.com/api/v2/public` */
+  baseUrl: string;
+  apiKey: string;
+  /** Retries of one call after 429 or 503 before giving up (default 5). */
+  maxRetries?: number;
+  /** First backoff step; each retry doubles it up to maxDelayMs (defaults 500 ms and 30 s). */
+  baseDelayMs?: number;
+  maxDelayMs?: number;
+  userAgent?: string;
+  fetch?: typeof fetch;
+}
+
+/** A non-success answer of the API, with its status and documented error body. */
+export class AuditTrailApiError extends Error {
+  override name = 'AuditTrailApiError';
+  readonly status: number;
+  readonly code: string;
+  readonly body: unknown;
+  readonly requestId: string | null;
+
+  constructor(status: number, body: unknown, requestId: string | null) {
+    const code = typeof body === 'object' && body !== null && 'error' in body ? String((body as { error: unknown }).error) : 'http_error';
+    const message = typeof body === 'object' && body !== null && 'message' in body ? String((body as { message: unknown }).message) : '';
+    super(`HTTP ${status} ${code}${message ? `: ${message}` : ''}`);
+    this.status = status;
+    this.code = code;
+    this.body = body;
+    this.requestId = requestId;
+  }
+}
+
+const RETRYABLE = new Set([429, 503]);
+
+export class AuditTrailClient {
+  private readonly options: Required<Omit<ClientOptions, 'userAgent' | 'fetch'>> & Pick<ClientOptions, 'userAgent'>;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(options: ClientOptions) {
+    this.options = { maxRetries: 5, baseDelayMs: 500, maxDelayMs: 30_000, ...options, baseUrl: options.baseUrl.replace(/\/+$/, '') };
+    this.fetchImpl = options.fetch ?? fetch;
+  }
+
+  /** One page of events, newest first. */
+  async listPage(filters: EventFilters & { limit?: number; cursor?: string } = {}): Promise<EventPage> {
+    const { limit, cursor, ...rest } = filters;
+    const query = toQuery({ ...filterValues(rest), limit: limit?.toString(), cursor });
+    return (await this.request('GET', `/audit/events${query}`)).json() as Promise<EventPage>;
+  }
+
+  /** Every page of the window, following next_cursor until has_more is false. */
+  async *listPages(filters: EventFilters & { limit?: number } = {}): AsyncGenerator<EventPage> {
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await this.listPage({ ...filters, cursor });
+      yield page;
+      if (!page.page.has_more || !page.page.next_cursor) return;
+      cursor = page.page.next_cursor;
+    }
+  }
+
+  /** Every event of the window, one at a time. */
+  async *listEvents(filters: EventFilters & { limit?: number } = {}): AsyncGenerator<AuditEvent> {
+    for await (const page of this.listPages(filters)) yield* page.events;
+  }
+
+  /** One event; an unknown id (or another tenant's) rejects with status 404. */
+  async getEvent(eventId: string): Promise<AuditEvent> {
+    return (await this.request('GET', `/audit/events/${encodeURIComponent(eventId)}`)).json() as Promise<AuditEvent>;
+  }
+
+  /**
+   * Every event matching the filters, streamed as NDJSON and walking past the 10,000-row cap: each
+   * truncated export is repeated with `until` = the last returned timestamp, which the service guarantees
+   * visits every event exactly once.
+   */
+  async *exportEvents(filters: EventFilters = {}): AsyncGenerator<AuditEvent> {
+    let window = filterValues(filters);
+    for (;;) {
+      const response = await this.request('POST', '/audit/export?format=ndjson', window);
+      const truncated = response.headers.get('x-service-truncated') === 'true';
+      let last: AuditEvent | undefined;
+      for await (const line of ndjsonLines(response)) {
+        last = JSON.parse(line) as AuditEvent;
+        yield last;
+      }
+      if (!truncated || !last) return;
+      window = { ...window, until: last.timestamp };
+    }
+  }
+
+  /** Registers an endpoint; the secret is returned this once only. */
+  async registerWebhook(registration: { url: string; event_filter?: string[]; description?: string }): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
+    const body = { event_filter: [], description: '', ...registration };
+    return (await this.request('POST', '/audit/webhooks', body)).json() as Promise<{ endpoint: WebhookEndpoint; secret: string }>;
+  }
+
+  async listWebhooks(): Promise<WebhookEndpoint[]> {
+    const body = (await (await this.request('GET', '/audit/webhooks')).json()) as { endpoints: WebhookEndpoint[] };
+    return body.endpoints;
+  }
+
+  async disableWebhook(id: string): Promise<WebhookEndpoint> {
+    const body = (await (await this.request('POST', `/audit/webhooks/${encodeURIComponent(id)}/disable`)).json()) as { endpoint: WebhookEndpoint };
+    return body.endpoint;
+  }
+
+  async deleteWebhook(id: string): Promise<void> {
+    await this.request('DELETE', `/audit/webhooks/${encodeURIComponent(id)}`);
+  }
+
+  private async request(method: string, path: string, body?: unknown): Promise<Response> {
+    const headers: Record<string, string> = { authorization: `Bearer ${this.options.apiKey}`, accept: 'application/json' };
+    if (this.options.userAgent) headers['user-agent'] = this.options.userAgent;
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    for (let attempt = 0; ; attempt += 1) {
+      const response = await this.fetchImpl(`${this.options.baseUrl}${path}`, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      if (response.ok) return response;
+      const errorBody = await response.json().catch(() => undefined);
+      if (!RETRYABLE.has(response.status) || attempt >= this.options.maxRetries) {
+        throw new AuditTrailApiError(response.status, errorBody, response.headers.get('x-request-id'));
+      }
+      await sleep(this.backoffMs(attempt, response.headers.get('retry-after')));
+    }
+  }
+
+  /** Full jitter over an exponential ceiling, but never sooner than the server's Retry-After. */
+  private backoffMs(attempt: number, retryAfter: string | null): number {
+    const ceiling = Math.min(this.options.maxDelayMs, this.options.baseDelayMs * 2 ** attempt);
+    const jittered = Math.random() * ceiling;
+    const serverSays = retryAfter !== null && /^\d+$/.test(retryAfter) ? Number(retryAfter) * 1000 : 0;
+    return Math.max(jittered, serverSays);
+  }
+}
+
+function filterValues(filters: EventFilters): Record<string, string | boolean | undefined> {
+  const time = (value: Date | string | undefined) => (value instanceof Date ? value.toISOString() : value);
+  return {
+    action: filters.action,
+    resource_type: filters.resource_type,
+    phi_involved: filters.phi_involved,
+    since: time(filters.since),
+    until: time(filters.until),
+  };
+}
+
+function toQuery(values: Record<string, string | boolean | undefined>): string {
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(values)) if (value !== undefined) params.set(name, String(value));
+  const text = params.toString();
+  return text ? `?${text}` : '';
+}
+
+async function* ndjsonLines(response: Response): AsyncGenerator<string> {
+  if (!response.body) return;
+  const decoder = new TextDecoder();
+  let buffered = '';
+  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+    buffered += decoder.decode(chunk, { stream: true });
+    let newline = buffered.indexOf('\n');
+    while (newline >= 0) {
+      const line = buffered.slice(0, newline);
+      buffered = buffered.slice(newline + 1);
+      if (line.length > 0) yield line;
+      newline = buffered.indexOf('\n');
+    }
+  }
+  buffered += decoder.decode();
+  if (buffered.trim().length > 0) yield buffered;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

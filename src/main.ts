@@ -190,8 +190,12 @@ function listen(server: Server, host: string, port: number): Promise<Server> {
 function closeServer(server: Server, graceMs: number): Promise<void> {
   return new Promise((resolve) => {
     const deadline = setTimeout(() => server.closeAllConnections(), graceMs).unref();
+    // Keep-alive connections turn idle as their last response completes; close each one as it does,
+    // rather than waiting for the client or the grace period.
+    const sweeper = setInterval(() => server.closeIdleConnections(), 50).unref();
     server.close(() => {
       clearTimeout(deadline);
+      clearInterval(sweeper);
       resolve();
     });
     server.closeIdleConnections();

@@ -2,12 +2,9 @@ import { expect } from 'chai';
 import { execFile } from 'node:child_process';
 import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
-import { ApiKeyService } from '../../src/auth/apiKeyService.ts';
-import { Database } from '../../src/db/database.ts';
-import { EventWriter } from '../../src/ingestion/eventWriter.ts';
 import { createLogger } from '../../src/platform/logger.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { TEST_PEPPER, call, mintKey, startTestService, testLogger, type TestService } from '../support/service.ts';
+import { TEST_PEPPER, call, mintKey, revokeKey, startTestService, type TestService } from '../support/service.ts';
 
 const run = promisify(execFile);
 
@@ -46,9 +43,7 @@ describe('API key authentication', () => {
       revoked = await mintKey(db.url, { tenantId: 'acme', scopes: ['audit:read'] });
       stagingKey = await mintKey(db.url, { tenantId: 'acme', scopes: ['audit:read'] }, 'test');
       boundElsewhere = await mintKey(db.url, { tenantId: 'acme', scopes: ['audit:read'], allowedCidrs: ['10.0.0.0/8'] });
-      const service = new ApiKeyService(new EventWriter(new Database({ url: db.url, poolSize: 1, applicationName: 't', log: testLogger() })), TEST_PEPPER, 'live');
-      await service.revoke(revoked.lookupId, { userId: 'test', userRole: 'operator' });
-      await (service as unknown as { writer: EventWriter }).writer.database.close();
+      await revokeKey(db.url, revoked.lookupId);
     });
 
     it('accepts the valid key (the control case)', async () => {
@@ -138,10 +133,8 @@ describe('API key authentication', () => {
         // Both instances have verified (and cached) the key.
         for (const url of urls) expect((await call(url, { key: minted.key })).status).to.equal(200);
 
-        const service = new ApiKeyService(new EventWriter(new Database({ url: db.url, poolSize: 1, applicationName: 't', log: testLogger() })), TEST_PEPPER, 'live');
         const revokedAt = Date.now();
-        await service.revoke(minted.lookupId, { userId: 'test', userRole: 'operator' });
-        await service['writer'].database.close();
+        await revokeKey(db.url, minted.lookupId);
 
         for (const url of urls) {
           let status = 200;

@@ -63,18 +63,26 @@ export async function startTestService(options: {
   };
 }
 
-/** Mints keys straight through the domain service, as the operator CLI does. */
-export async function mintKey(databaseUrl: string, grants: KeyGrants, environment: 'live' | 'test' = 'live'): Promise<{ key: string; lookupId: string }> {
-  const db = new Database({ url: databaseUrl, poolSize: 1, applicationName: 'test mint', log: testLogger() });
+/** Runs fn with the operator's key service on its own short-lived pool. */
+async function withKeyService<T>(databaseUrl: string, environment: 'live' | 'test', fn: (service: ApiKeyService) => Promise<T>): Promise<T> {
+  const db = new Database({ url: databaseUrl, poolSize: 1, applicationName: 'test keys', log: testLogger() });
   try {
-    const minted = await new ApiKeyService(new EventWriter(db), TEST_PEPPER, environment).mint(grants, {
-      userId: 'test-operator',
-      userRole: 'operator',
-    });
-    return { key: minted.key, lookupId: minted.record.lookupId };
+    return await fn(new ApiKeyService(new EventWriter(db), TEST_PEPPER, environment));
   } finally {
     await db.close();
   }
+}
+
+const TEST_OPERATOR = { userId: 'test-operator', userRole: 'operator' };
+
+/** Mints keys straight through the domain service, as the operator CLI does. */
+export async function mintKey(databaseUrl: string, grants: KeyGrants, environment: 'live' | 'test' = 'live'): Promise<{ key: string; lookupId: string }> {
+  const minted = await withKeyService(databaseUrl, environment, (service) => service.mint(grants, TEST_OPERATOR));
+  return { key: minted.key, lookupId: minted.record.lookupId };
+}
+
+export async function revokeKey(databaseUrl: string, lookupId: string): Promise<void> {
+  await withKeyService(databaseUrl, 'live', (service) => service.revoke(lookupId, TEST_OPERATOR));
 }
 
 /** GET with a bearer key; returns status, headers and the raw body text plus its JSON when it is JSON. */

@@ -38,7 +38,8 @@ if [ -z "$demo_key" ]; then
   echo "$demo_key" > .local/demo-key
 fi
 
-node dist/cli.js serve &
+# Every role but the controller, which needs a Kubernetes API server.
+node dist/cli.js serve --roles api,ingest,relay,worker &
 server=$!
 trap 'kill -TERM $server 2>/dev/null; wait $server' INT TERM
 
@@ -55,7 +56,7 @@ fi
 base="http://127.0.0.1:$PORT/api/v2/public"
 cat <<TXT
 
-audit-trail is running (all roles). Demo tenant: demo
+audit-trail is running (api, ingest, relay, worker). Demo tenant: demo
   API key:  $demo_key
 
 Try:

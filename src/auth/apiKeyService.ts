@@ -12,6 +12,9 @@ import { SCOPES, isScope } from './scopes.ts';
 export interface Actor {
   readonly userId: string;
   readonly userRole: string;
+  /** Where the request came from, when an API call made the change. */
+  readonly sourceIp?: string;
+  readonly userAgent?: string;
 }
 
 export interface KeyGrants {

@@ -1,0 +1,200 @@
+import type pg from 'pg';
+import { z } from 'zod';
+import type { Actor } from '../auth/apiKeyService.ts';
+import { validationErrorFrom } from '../events/eventFilters.ts';
+import type { NewEvent } from '../events/eventStore.ts';
+import { uuidv7 } from '../events/uuidv7.ts';
+import type { EventWriter } from '../ingestion/eventWriter.ts';
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../platform/errors.ts';
+import { SecretBox, generateWebhookId, generateWebhookSecret } from './secretBox.ts';
+import { targetProblem, type TargetPolicy } from './targetGuard.ts';
+import {
+  WEBHOOKS_PER_TENANT,
+  eventFilterSchema,
+  webhookDescriptionSchema,
+  webhookRegistrationSchema,
+  webhookUrlSchema,
+  type WebhookUrlPolicy,
+} from './webhookRules.ts';
+import {
+  deleteEndpoint,
+  disableEndpoint,
+  findEndpoint,
+  insertEndpointWithinLimit,
+  listEndpoints,
+  updateEndpoint,
+  type EndpointChanges,
+  type WebhookEndpoint,
+} from './webhookStore.ts';
+
+export interface RegisteredEndpoint {
+  readonly endpoint: WebhookEndpoint;
+  /** Shown once to whoever registered the endpoint; only its ciphertext is stored. */
+  readonly secret: string;
+}
+
+export interface WebhookRegistryOptions {
+  readonly writer: EventWriter;
+  readonly secrets: SecretBox;
+  readonly policy: WebhookUrlPolicy & TargetPolicy;
+}
+
+/** Who may change a row that a Kubernetes resource owns: only the controller, naming that resource. */
+export interface Ownership {
+  readonly managedBy?: string | null;
+}
+
+/**
+ * The webhook registry (SPEC.md "Webhook endpoint"): register, list, disable, delete, and in-place updates
+ * for the Kubernetes controller. Every change writes its `admin.webhook.*` event in the same transaction.
+ */
+export class WebhookRegistry {
+  private readonly writer: EventWriter;
+  private readonly secrets: SecretBox;
+  private readonly policy: WebhookUrlPolicy & TargetPolicy;
+  private readonly registrationSchema: ReturnType<typeof webhookRegistrationSchema>;
+  private readonly changesSchema;
+
+  constructor(options: WebhookRegistryOptions) {
+    this.writer = options.writer;
+    this.secrets = options.secrets;
+    this.policy = options.policy;
+    this.registrationSchema = webhookRegistrationSchema(options.policy);
+    this.changesSchema = z.object({
+      url: webhookUrlSchema(options.policy).optional(),
+      event_filter: eventFilterSchema.optional(),
+      description: webhookDescriptionSchema.optional(),
+    });
+  }
+
+  /** Validates `input` (the public request body shape) as the API does; 422 with field details otherwise. */
+  async register(tenantId: string, input: unknown, actor: Actor, managedBy: string | null = null): Promise<RegisteredEndpoint> {
+    const parsed = this.registrationSchema.safeParse(input);
+    if (!parsed.success) throw validationErrorFrom(parsed.error);
+    const registration = parsed.data;
+    await this.checkTarget(registration.url);
+    const secret = generateWebhookSecret();
+    const endpoint = await this.writer.recordWith('internal', async (client) => {
+      const inserted = await insertEndpointWithinLimit(
+        client,
+        {
+          id: generateWebhookId(),
+          tenantId,
+          url: registration.url,
+          eventFilter: registration.event_filter,
+          description: registration.description,
+          secretCiphertext: this.secrets.seal(secret),
+          managedBy,
+        },
+        WEBHOOKS_PER_TENANT,
+      );
+      if (!inserted) {
+        throw ValidationError.single('url', `the tenant already has ${WEBHOOKS_PER_TENANT} endpoints; delete one first`);
+      }
+      return { result: inserted, events: [webhookEvent('admin.webhook.create', inserted, actor)] };
+    });
+    return { endpoint, secret };
+  }
+
+  list(tenantId: string): Promise<WebhookEndpoint[]> {
+    return listEndpoints(this.writer.database, tenantId);
+  }
+
+  /** Any tenant's endpoint, for the controller (which owns rows across tenants). */
+  find(id: string): Promise<WebhookEndpoint | undefined> {
+    return findEndpoint(this.writer.database, id);
+  }
+
+  /** Idempotent: disabling an inactive endpoint returns it unchanged and records nothing. */
+  disable(tenantId: string, id: string, actor: Actor, ownership: Ownership = {}): Promise<WebhookEndpoint> {
+    return this.writer.recordWith('internal', async (client) => {
+      const endpoint = await this.lockOwned(client, tenantId, id, ownership);
+      if (!endpoint.active) return { result: endpoint, events: [] };
+      const disabled = await disableEndpoint(client, id, 'manual');
+      return { result: disabled, events: [webhookEvent('admin.webhook.disable', disabled, actor)] };
+    });
+  }
+
+  async delete(tenantId: string, id: string, actor: Actor, ownership: Ownership = {}): Promise<void> {
+    await this.writer.recordWith('internal', async (client) => {
+      const endpoint = await this.lockOwned(client, tenantId, id, ownership);
+      await deleteEndpoint(client, id);
+      return { result: undefined, events: [webhookEvent('admin.webhook.delete', endpoint, actor)] };
+    });
+  }
+
+  /**
+   * In-place changes of url, filter or description: only for an endpoint owned by `managedBy` (the
+   * controller applying a WebhookEndpoint's spec). Validated exactly as a registration.
+   */
+  async update(id: string, changes: EndpointChanges, actor: Actor, managedBy: string): Promise<WebhookEndpoint> {
+    const checked = this.validateChanges(changes);
+    if (checked.url !== undefined) await this.checkTarget(checked.url);
+    return this.writer.recordWith('internal', async (client) => {
+      const endpoint = await findEndpoint(client, id, { lock: true });
+      if (!endpoint || endpoint.managedBy !== managedBy) throw new NotFoundError('No such webhook endpoint.');
+      const updated = await updateEndpoint(client, id, checked);
+      return { result: updated, events: [webhookEvent('admin.webhook.update', updated, actor, { previous: describe(endpoint) })] };
+    });
+  }
+
+  private validateChanges(changes: EndpointChanges): EndpointChanges {
+    const parsed = this.changesSchema.safeParse({ url: changes.url, event_filter: changes.eventFilter, description: changes.description });
+    if (!parsed.success) throw validationErrorFrom(parsed.error);
+    return { url: parsed.data.url, eventFilter: parsed.data.event_filter, description: parsed.data.description };
+  }
+
+  private async checkTarget(url: string): Promise<void> {
+    const problem = await targetProblem(new URL(url), this.policy);
+    if (problem) throw ValidationError.single('url', `${problem}; webhook targets must be public addresses`);
+  }
+
+  /**
+   * The rules of DESIGN.md §2 for disable and delete: unknown id → 404; another tenant's → 403 (SPEC.md);
+   * owned by a WebhookEndpoint resource and not called by its controller → 409.
+   */
+  private async lockOwned(client: pg.PoolClient, tenantId: string, id: string, ownership: Ownership): Promise<WebhookEndpoint> {
+    const endpoint = await findEndpoint(client, id, { lock: true });
+    if (!endpoint) throw new NotFoundError('No such webhook endpoint.');
+    if (endpoint.tenantId !== tenantId) throw new ForbiddenError('The webhook endpoint belongs to another tenant.');
+    if (endpoint.managedBy !== null && endpoint.managedBy !== (ownership.managedBy ?? null)) {
+      throw new ConflictError(
+        'managed_by_kubernetes',
+        'This endpoint is managed by a Kubernetes WebhookEndpoint resource; change or delete that resource instead.',
+      );
+    }
+    return endpoint;
+  }
+}
+
+function describe(endpoint: WebhookEndpoint) {
+  return { url: endpoint.url, event_filter: endpoint.eventFilter, description: endpoint.description };
+}
+
+/** An `admin.webhook.*` event; never the secret. */
+export function webhookEvent(action: string, endpoint: WebhookEndpoint, actor: Actor, extra: Record<string, unknown> = {}): NewEvent {
+  const now = Date.now();
+  return {
+    tenantId: endpoint.tenantId,
+    occurredAtMs: now,
+    eventId: uuidv7(now),
+    action,
+    userId: actor.userId,
+    userRole: actor.userRole,
+    resourceType: 'webhook_endpoint',
+    resourceId: endpoint.id,
+    fieldsAccessed: '',
+    phiInvolved: false,
+    sourceIp: actor.sourceIp ?? '',
+    userAgent: actor.userAgent ?? 'audit-trail',
+    justification: '',
+    success: true,
+    details: JSON.stringify({
+      ...describe(endpoint),
+      active: endpoint.active,
+      consecutive_failures: endpoint.consecutiveFailures,
+      managed_by: endpoint.managedBy,
+      ...extra,
+    }),
+  };
+}

@@ -1,0 +1,83 @@
+import { z } from 'zod';
+import { ACTION_MAX_LENGTH } from '../events/eventFields.ts';
+
+/**
+ * What a webhook endpoint may be (DESIGN.md §2 "Webhooks"). The public API and the WebhookEndpoint custom
+ * resource validate with these same rules, and the CRD schema is generated from the constants here.
+ */
+
+export const WEBHOOK_URL_MAX_LENGTH = 2048;
+export const WEBHOOK_DESCRIPTION_MAX_LENGTH = 500;
+export const WEBHOOK_FILTER_MAX_ENTRIES = 50;
+export const WEBHOOK_FILTER_ENTRY_MAX_LENGTH = ACTION_MAX_LENGTH;
+export const WEBHOOKS_PER_TENANT = 100;
+
+/** An action (`phi.read`) or a family prefix ending in a dot (`phi.`). */
+export const WEBHOOK_FILTER_ENTRY_PATTERN = /^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*\.?$/;
+
+/** `wh_` + 32 lowercase hex. */
+export const WEBHOOK_ID_PATTERN = /^wh_[0-9a-f]{32}$/;
+
+export interface WebhookUrlPolicy {
+  /** WEBHOOK_ALLOW_HTTP: plain http targets, for development and tests only. */
+  readonly allowHttp: boolean;
+}
+
+/** Why a URL is not an acceptable delivery target (before any address check), or undefined when it is. */
+export function webhookUrlProblem(value: string, policy: WebhookUrlPolicy): string | undefined {
+  if (value.length > WEBHOOK_URL_MAX_LENGTH) return `must be at most ${WEBHOOK_URL_MAX_LENGTH} characters`;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'must be an absolute URL';
+  }
+  const schemes = policy.allowHttp ? ['https:', 'http:'] : ['https:'];
+  if (!schemes.includes(url.protocol)) return policy.allowHttp ? 'must use https or http' : 'must use https';
+  // Credentials in a URL end up in logs and proxies; receivers authenticate us by the signature instead.
+  if (url.username !== '' || url.password !== '') return 'must not contain credentials';
+  if (url.hash !== '') return 'must not contain a fragment';
+  return undefined;
+}
+
+export function webhookUrlSchema(policy: WebhookUrlPolicy) {
+  return z.string().superRefine((value, ctx) => {
+    const problem = webhookUrlProblem(value, policy);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  });
+}
+
+export const eventFilterSchema = z
+  .array(
+    z
+      .string()
+      .max(WEBHOOK_FILTER_ENTRY_MAX_LENGTH, `must be at most ${WEBHOOK_FILTER_ENTRY_MAX_LENGTH} characters`)
+      .regex(WEBHOOK_FILTER_ENTRY_PATTERN, 'must be a dotted lowercase action such as phi.read or a prefix such as phi.'),
+  )
+  .max(WEBHOOK_FILTER_MAX_ENTRIES, `must have at most ${WEBHOOK_FILTER_MAX_ENTRIES} entries`)
+  .transform((entries) => [...new Set(entries)]);
+
+export const webhookDescriptionSchema = z
+  .string()
+  .max(WEBHOOK_DESCRIPTION_MAX_LENGTH, `must be at most ${WEBHOOK_DESCRIPTION_MAX_LENGTH} characters`);
+
+/** POST /audit/webhooks body. Unknown fields are refused: a misspelt `event_filters` must not mean "all events". */
+export function webhookRegistrationSchema(policy: WebhookUrlPolicy) {
+  return z.strictObject({
+    url: webhookUrlSchema(policy),
+    event_filter: eventFilterSchema.default([]),
+    description: webhookDescriptionSchema.default(''),
+  });
+}
+
+export type WebhookRegistration = z.output<ReturnType<typeof webhookRegistrationSchema>>;
+
+/**
+ * SPEC.md "Filtering": each entry is a prefix of the action, by dotted segments. `phi.` matches every
+ * `phi.*` action; `phi.read` matches `phi.read` (and would match a deeper `phi.read.x`), never `phi.reader`.
+ * The SQL fan-out (deliveryStore) implements the same rule; tests hold the two together.
+ */
+export function filterMatches(filter: readonly string[], action: string): boolean {
+  if (filter.length === 0) return true;
+  return filter.some((entry) => action === entry || action.startsWith(entry.endsWith('.') ? entry : `${entry}.`));
+}

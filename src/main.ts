@@ -8,6 +8,10 @@ import { connectBus, type BusConnection } from './bus/natsConnection.ts';
 import { BusNames } from './bus/streams.ts';
 import { requireSetting, type Config } from './config/config.ts';
 import { Database } from './db/database.ts';
+import { DeliveryRelay } from './delivery/deliveryRelay.ts';
+import { DeliveryWorker } from './delivery/deliveryWorker.ts';
+import { RetryPolicy } from './delivery/retryPolicy.ts';
+import { WebhookSender } from './delivery/webhookSender.ts';
 import { CursorCodec } from './events/cursor.ts';
 import { EventExporter } from './events/eventExport.ts';
 import { EventReader } from './events/eventReader.ts';
@@ -18,10 +22,13 @@ import { eventRoutes, eventsOpenApi } from './http/routes/events.ts';
 import { exportOpenApi, exportRoutes } from './http/routes/export.ts';
 import { rateLimit } from './http/rateLimit.ts';
 import { ingestRoutes } from './http/routes/ingest.ts';
+import { webhookRoutes, webhooksOpenApi } from './http/routes/webhooks.ts';
 import type { RequestState } from './http/state.ts';
 import { EventWriter } from './ingestion/eventWriter.ts';
 import { JetStreamIngest } from './ingestion/jetstreamIngest.ts';
 import { Releasers } from './platform/lifecycle.ts';
+import { SecretBox } from './webhooks/secretBox.ts';
+import { WebhookRegistry } from './webhooks/webhookRegistry.ts';
 import type { Logger } from './platform/logger.ts';
 import { ServiceMetrics } from './platform/metrics.ts';
 import { SERVICE_VERSION } from './platform/version.ts';
@@ -99,6 +106,45 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       releasers.add('partition maintenance', () => clearInterval(timer));
     }
 
+    if (has('relay')) {
+      const relay = new DeliveryRelay({
+        db,
+        databaseUrl: config.databaseUrl,
+        bus: bus!,
+        names: busNames,
+        ackWaitMs: config.delivery.ackWaitMs,
+        pollMs: config.delivery.relayPollMs,
+        log: log.child({ role: 'relay' }),
+        metrics,
+      });
+      await relay.start();
+      releasers.add('delivery relay', () => relay.stop());
+    }
+
+    if (has('worker')) {
+      const secretKey = requireSetting(config.secretEncryptionKey, 'SECRET_ENCRYPTION_KEY', 'the worker role');
+      const sender = new WebhookSender({
+        timeoutMs: config.delivery.timeoutMs,
+        connectionsPerOrigin: config.delivery.endpointConcurrency,
+        allowPrivateTargets: config.webhookAllowPrivateTargets,
+      });
+      releasers.add('webhook sender', () => sender.close());
+      const worker = new DeliveryWorker({
+        bus: bus!,
+        names: busNames,
+        writer,
+        secrets: new SecretBox(secretKey),
+        sender,
+        retryPolicy: new RetryPolicy(config.delivery.scheduleMs),
+        ackWaitMs: config.delivery.ackWaitMs,
+        endpointConcurrency: config.delivery.endpointConcurrency,
+        log: log.child({ role: 'worker' }),
+        metrics,
+      });
+      await worker.start();
+      releasers.add('delivery worker', () => worker.stop());
+    }
+
     if (has('api')) {
       const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'the api role');
       const verifier = new ApiKeyVerifier({
@@ -136,7 +182,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         failureLimiter: limiter,
         afterAuthentication: [rateLimit(limiter)],
         version: SERVICE_VERSION,
-        features: [{ router: eventRoutes(reader), openapi: eventsOpenApi }, { router: exportRoutes(new EventExporter(db), writer), openapi: exportOpenApi }],
+        features: [
+          { router: eventRoutes(reader), openapi: eventsOpenApi },
+          { router: exportRoutes(new EventExporter(db), writer), openapi: exportOpenApi },
+          { router: webhookRoutes(webhookRegistry(config, writer, 'the api role')), openapi: webhooksOpenApi({ allowHttp: config.webhookAllowHttp }) },
+        ],
       });
       publicServer = await listen(createServer(app.callback()), config.host, config.port);
       releasers.add('public server', () => closeServer(publicServer!, config.shutdownGraceMs));
@@ -171,6 +221,14 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       log.info('audit-trail stopped');
     },
   };
+}
+
+export function webhookRegistry(config: Config, writer: EventWriter, neededBy: string): WebhookRegistry {
+  return new WebhookRegistry({
+    writer,
+    secrets: new SecretBox(requireSetting(config.secretEncryptionKey, 'SECRET_ENCRYPTION_KEY', neededBy)),
+    policy: { allowHttp: config.webhookAllowHttp, allowPrivateTargets: config.webhookAllowPrivateTargets },
+  });
 }
 
 function listen(server: Server, host: string, port: number): Promise<Server> {

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
-import pg from 'pg';
 import type { Queryable } from '../db/database.ts';
+import { NotificationListener } from '../db/notificationListener.ts';
 import { addressInRanges, parseAddress, parseCidr, type Cidr } from '../platform/cidr.ts';
 import { UnauthorizedError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -55,29 +55,31 @@ export class ApiKeyVerifier {
   private readonly ttlMs: number;
   private readonly maxEntries: number;
   private readonly decoyHash: Buffer;
-  private listener: pg.Client | undefined;
-  private reconnectTimer: NodeJS.Timeout | undefined;
-  private stopped = false;
+  private readonly listener: NotificationListener;
 
   constructor(options: ApiKeyVerifierOptions) {
     this.options = options;
     this.ttlMs = options.cacheTtlMs ?? 4_000;
     this.maxEntries = options.cacheMaxEntries ?? 50_000;
     this.decoyHash = hashKeySecret(options.pepper, 'decoy-secret-that-matches-no-key');
-  }
-
-  /** Subscribes to key changes; failures to connect are retried in the background, never fatal. */
-  async start(): Promise<void> {
-    await this.listen().catch((error: Error) => {
-      this.options.log.warn({ err: error }, 'key change notifications unavailable; relying on cache expiry');
-      this.scheduleReconnect();
+    this.listener = new NotificationListener({
+      databaseUrl: options.databaseUrl,
+      channel: NOTIFY_CHANNEL,
+      name: 'audit-trail key-listener',
+      log: options.log,
+      onNotification: (lookupId) => this.invalidate(lookupId),
+      // Changes made while nobody listened are unknown: start again from an empty cache.
+      onGap: () => this.invalidate(),
     });
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.reconnectTimer);
-    await this.listener?.end().catch(() => undefined);
+  /** Subscribes to key changes; failures to connect are retried in the background, never fatal. */
+  start(): Promise<void> {
+    return this.listener.start();
+  }
+
+  stop(): Promise<void> {
+    return this.listener.stop();
   }
 
   async verify(authorization: string | undefined, clientAddress: string): Promise<Principal> {
@@ -116,38 +118,6 @@ export class ApiKeyVerifier {
     if (this.cache.size >= this.maxEntries) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(lookupId, { key, expiresAt: now + this.ttlMs });
     return key;
-  }
-
-  private async listen(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.options.databaseUrl, application_name: 'audit-trail key-listener' });
-    client.on('notification', (message) => this.invalidate(message.payload));
-    client.on('error', (error) => {
-      this.options.log.warn({ err: error }, 'key change listener lost its connection');
-      this.dropListener(client);
-    });
-    client.on('end', () => this.dropListener(client));
-    await client.connect();
-    await client.query(`LISTEN ${NOTIFY_CHANNEL}`);
-    this.listener = client;
-    // Changes made while nobody listened are unknown: start from an empty cache.
-    this.invalidate();
-  }
-
-  private dropListener(client: pg.Client): void {
-    if (this.listener !== client) return;
-    this.listener = undefined;
-    this.invalidate();
-    this.scheduleReconnect();
-  }
-
-  private scheduleReconnect(): void {
-    if (this.stopped || this.reconnectTimer) return;
-    this.reconnectTimer = setTimeout(() => {
-      this.reconnectTimer = undefined;
-      if (this.stopped) return;
-      this.listen().catch(() => this.scheduleReconnect());
-    }, 1_000);
-    this.reconnectTimer.unref();
   }
 }
 

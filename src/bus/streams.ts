@@ -29,6 +29,10 @@ export class BusNames {
     return `${this.subjectPrefix}audit.ingest.${tenantId}`;
   }
 
+  deliverySubject(): string {
+    return `${this.subjectPrefix}audit.deliveries`;
+  }
+
   /** The tenant of an ingest subject, or undefined for any other subject. */
   tenantOfIngestSubject(subject: string): string | undefined {
     const prefix = `${this.subjectPrefix}audit.ingest.`;
@@ -90,4 +94,34 @@ export async function ensureConsumer(jsm: JetStreamManager, definition: Consumer
 
 function isNotFound(error: unknown): boolean {
   return error instanceof JetStreamApiError && error.status === 404;
+}
+
+/**
+ * Webhook deliveries out: a work queue on a single subject (NATS consumes a work queue spread over many
+ * subjects several times slower). A message says "make attempt N of delivery D now"; Postgres holds the
+ * schedule, so nothing waits in JetStream for a retry's delay: a nak with a delay would keep counting
+ * against max_ack_pending, and a few hundred waiting retries would stop every new delivery. Redelivery is
+ * unlimited because it only ever means a worker died or lost its connection mid-attempt.
+ */
+export function deliveryConsumerDefinition(names: BusNames, ackWaitMs: number): ConsumerDefinition {
+  return {
+    stream: {
+      name: `${names.streamPrefix}AUDIT_DELIVERIES`,
+      subjects: [names.deliverySubject()],
+      retention: RetentionPolicy.Workqueue,
+      storage: StorageType.File,
+      max_age: nanos(7 * 24 * 3_600_000),
+      // The relay publishes with Nats-Msg-Id "<delivery>.<attempt>": a relay that dies between publishing
+      // and committing republishes the same ids, and JetStream drops them.
+      duplicate_window: nanos(10 * 60_000),
+    },
+    consumer: {
+      durable_name: 'audit-delivery-workers',
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      ack_wait: nanos(ackWaitMs),
+      max_deliver: -1,
+      max_ack_pending: 20_000,
+    },
+  };
 }

@@ -75,6 +75,14 @@ const environmentSchema = z.object({
   WEBHOOK_ALLOW_HTTP: booleanFlag.default(false),
   WEBHOOK_ALLOW_PRIVATE_TARGETS: booleanFlag.default(false),
   DELIVERY_SCHEDULE: deliverySchedule.default([60_000, 300_000, 1_800_000, 7_200_000]),
+  // How long a worker may hold a delivery message before JetStream hands it to another worker; a worker
+  // extends it while the message waits, so this only bounds how fast a crashed worker's work moves on.
+  DELIVERY_ACK_WAIT_MS: z.coerce.number().int().min(1000).default(30_000),
+  // Concurrent requests to one endpoint from one worker; a slow receiver cannot take more than this.
+  DELIVERY_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(16),
+  // SPEC.md: a 2xx within 10 seconds. Shorter only in tests.
+  DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
+  DELIVERY_RELAY_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(500),
   RATE_LIMIT_READ_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
   RATE_LIMIT_WRITE_PER_MINUTE: z.coerce.number().int().min(1).default(200),
   RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(30),
@@ -129,7 +137,13 @@ function toConfig(env: z.output<typeof environmentSchema>) {
     trustedProxies: env.TRUSTED_PROXIES,
     webhookAllowHttp: env.WEBHOOK_ALLOW_HTTP,
     webhookAllowPrivateTargets: env.WEBHOOK_ALLOW_PRIVATE_TARGETS,
-    deliveryScheduleMs: env.DELIVERY_SCHEDULE,
+    delivery: {
+      scheduleMs: env.DELIVERY_SCHEDULE,
+      ackWaitMs: env.DELIVERY_ACK_WAIT_MS,
+      endpointConcurrency: env.DELIVERY_ENDPOINT_CONCURRENCY,
+      timeoutMs: env.DELIVERY_TIMEOUT_MS,
+      relayPollMs: env.DELIVERY_RELAY_POLL_MS,
+    },
     rateLimits: {
       readPerMinute: env.RATE_LIMIT_READ_PER_MINUTE,
       writePerMinute: env.RATE_LIMIT_WRITE_PER_MINUTE,

@@ -3,16 +3,11 @@ import type { Database } from '../db/database.ts';
 import { validationErrorFrom } from '../events/eventFilters.ts';
 import { ensureEventPartitions, insertEvents, type NewEvent, type StoredEventKey } from '../events/eventStore.ts';
 import { ValidationError } from '../platform/errors.ts';
+import { recordDeliveries } from '../webhooks/fanOut.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { eventInputSchema, toNewEvent } from './eventInput.ts';
 
 export const MAX_BATCH_SIZE = 1000;
-
-/**
- * Work that must commit atomically with the events themselves, such as recording webhook deliveries for
- * matching endpoints (SPEC.md: matched "at the time the audit event is written").
- */
-export type AfterInsertHook = (client: pg.PoolClient, stored: readonly NewEvent[]) => Promise<void>;
 
 export interface WriteResult {
   readonly event_id: string;
@@ -27,7 +22,6 @@ export interface WriteResult {
 export class EventWriter {
   private readonly db: Database;
   private readonly metrics: ServiceMetrics | undefined;
-  private readonly afterInsertHooks: AfterInsertHook[] = [];
   // Month starts (epoch ms) whose partition is known to exist; saves a round trip per batch.
   private readonly knownPartitions = new Set<number>();
 
@@ -39,10 +33,6 @@ export class EventWriter {
   /** The database the writer stores into, for reads that belong with its writes. */
   get database(): Database {
     return this.db;
-  }
-
-  onAfterInsert(hook: AfterInsertHook): void {
-    this.afterInsertHooks.push(hook);
   }
 
   /**
@@ -100,8 +90,9 @@ export class EventWriter {
 
   private async insertWithin(client: pg.PoolClient, events: readonly NewEvent[]): Promise<StoredEventKey[]> {
     const keys = await insertEvents(client, events);
-    const storedEvents = selectStored(events, keys);
-    for (const hook of this.afterInsertHooks) await hook(client, storedEvents);
+    // Webhook fan-out belongs to the write itself, whatever the input (SPEC.md: endpoints are matched
+    // "at the time the audit event is written"), so no path can store an event and skip its deliveries.
+    await recordDeliveries(client, selectStored(events, keys));
     return keys;
   }
 

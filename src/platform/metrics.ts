@@ -42,6 +42,38 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  readonly webhookAttempts = new Counter({
+    name: 'webhook_delivery_attempts_total',
+    help: 'Webhook delivery attempts by result: success, retry (failed, will retry) or failed (terminal)',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
+
+  readonly webhookAttemptDuration = new Histogram({
+    name: 'webhook_delivery_attempt_duration_seconds',
+    help: 'Time from sending a delivery to the end of the receiver response',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+
+  readonly webhookDeferred = new Counter({
+    name: 'webhook_deliveries_deferred_total',
+    help: 'Deliveries put back for later because their endpoint already had a full queue in this worker',
+    registers: [this.registry],
+  });
+
+  readonly webhookAutoDisabled = new Counter({
+    name: 'webhook_endpoints_auto_disabled_total',
+    help: 'Endpoints disabled after 10 consecutive failed deliveries',
+    registers: [this.registry],
+  });
+
+  readonly relayPublished = new Counter({
+    name: 'webhook_relay_published_total',
+    help: 'Delivery attempts handed to JetStream by the outbox relay',
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }

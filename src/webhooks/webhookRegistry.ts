@@ -11,6 +11,7 @@ import { targetProblem, type TargetPolicy } from './targetGuard.ts';
 import {
   WEBHOOKS_PER_TENANT,
   eventFilterSchema,
+  normaliseEventFilter,
   webhookDescriptionSchema,
   webhookRegistrationSchema,
   webhookUrlSchema,
@@ -81,7 +82,7 @@ export class WebhookRegistry {
           id: generateWebhookId(),
           tenantId,
           url: registration.url,
-          eventFilter: registration.event_filter,
+          eventFilter: normaliseEventFilter(registration.event_filter),
           description: registration.description,
           secretCiphertext: this.secrets.seal(secret),
           managedBy,
@@ -141,7 +142,8 @@ export class WebhookRegistry {
   private validateChanges(changes: EndpointChanges): EndpointChanges {
     const parsed = this.changesSchema.safeParse({ url: changes.url, event_filter: changes.eventFilter, description: changes.description });
     if (!parsed.success) throw validationErrorFrom(parsed.error);
-    return { url: parsed.data.url, eventFilter: parsed.data.event_filter, description: parsed.data.description };
+    const { url, event_filter, description } = parsed.data;
+    return { url, eventFilter: event_filter && normaliseEventFilter(event_filter), description };
   }
 
   private async checkTarget(url: string): Promise<void> {

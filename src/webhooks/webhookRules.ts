@@ -54,8 +54,12 @@ export const eventFilterSchema = z
       .max(WEBHOOK_FILTER_ENTRY_MAX_LENGTH, `must be at most ${WEBHOOK_FILTER_ENTRY_MAX_LENGTH} characters`)
       .regex(WEBHOOK_FILTER_ENTRY_PATTERN, 'must be a dotted lowercase action such as phi.read or a prefix such as phi.'),
   )
-  .max(WEBHOOK_FILTER_MAX_ENTRIES, `must have at most ${WEBHOOK_FILTER_MAX_ENTRIES} entries`)
-  .transform((entries) => [...new Set(entries)]);
+  .max(WEBHOOK_FILTER_MAX_ENTRIES, `must have at most ${WEBHOOK_FILTER_MAX_ENTRIES} entries`);
+
+/** Repeated entries mean nothing more; the stored filter holds each once, in first-seen order. */
+export function normaliseEventFilter(entries: readonly string[]): string[] {
+  return [...new Set(entries)];
+}
 
 export const webhookDescriptionSchema = z
   .string()

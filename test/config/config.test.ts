@@ -18,7 +18,7 @@ describe('configuration', () => {
       logLevel: 'info',
       keyPepper: undefined,
     });
-    expect(config.deliveryScheduleMs).to.deep.equal([60_000, 300_000, 1_800_000, 7_200_000]);
+    expect(config.delivery.scheduleMs).to.deep.equal([60_000, 300_000, 1_800_000, 7_200_000]);
     expect(Object.isFrozen(config)).to.equal(true);
   });
 
@@ -31,7 +31,7 @@ describe('configuration', () => {
     });
     expect(config.trustedProxies.map((cidr) => cidr.text)).to.deep.equal(['10.0.0.0/8', '192.168.1.1/32']);
     expect(config.webhookAllowHttp).to.equal(true);
-    expect(config.deliveryScheduleMs).to.deep.equal([1000, 250, 120_000]);
+    expect(config.delivery.scheduleMs).to.deep.equal([1000, 250, 120_000]);
     expect(config.ingestTokens).to.have.length(2);
   });
 

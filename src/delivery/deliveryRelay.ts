@@ -1,0 +1,139 @@
+import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
+import type { BusConnection } from '../bus/natsConnection.ts';
+import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/streams.ts';
+import type { Database } from '../db/database.ts';
+import { NotificationListener } from '../db/notificationListener.ts';
+import { coerceError } from '../platform/errors.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { ServiceMetrics } from '../platform/metrics.ts';
+import { DELIVERIES_PENDING_CHANNEL } from '../webhooks/fanOut.ts';
+import { deliveryMessageId, encodeDeliveryMessage } from './deliveryMessage.ts';
+import { releaseStalePublications, takeDueDeliveries, unmarkPublished } from './deliveryStore.ts';
+
+export interface DeliveryRelayOptions {
+  readonly db: Database;
+  readonly databaseUrl: string;
+  readonly bus: BusConnection;
+  readonly names: BusNames;
+  readonly ackWaitMs: number;
+  /** How often due retries are looked for; new deliveries also wake the relay through NOTIFY. */
+  readonly pollMs: number;
+  readonly log: Logger;
+  readonly metrics: ServiceMetrics;
+}
+
+const BATCH_SIZE = 500;
+/** A delivery published this long ago and still pending lost its message (see releaseStalePublications). */
+const REPUBLISH_AFTER_MS = 5 * 60_000;
+const STALE_SWEEP_INTERVAL_MS = 60_000;
+const ERROR_BACKOFF_MS = 1_000;
+
+/**
+ * The outbox relay: publishes due deliveries (new ones and retries whose time has come) to the
+ * AUDIT_DELIVERIES work queue. Several relays may run at once; they share the outbox through SKIP LOCKED,
+ * and a republished attempt keeps its Nats-Msg-Id, so JetStream drops the copy.
+ */
+export class DeliveryRelay {
+  private readonly options: DeliveryRelayOptions;
+  private readonly listener: NotificationListener;
+  private js: JetStreamClient | undefined;
+  private subject = '';
+  private running: Promise<void> | undefined;
+  private stopped = false;
+  private wake: (() => void) | undefined;
+  private pendingWake = false;
+  private lastSweep = 0;
+
+  constructor(options: DeliveryRelayOptions) {
+    this.options = options;
+    this.listener = new NotificationListener({
+      databaseUrl: options.databaseUrl,
+      channel: DELIVERIES_PENDING_CHANNEL,
+      name: 'audit-trail delivery-relay',
+      log: options.log,
+      onNotification: () => this.nudge(),
+      onGap: () => this.nudge(),
+    });
+  }
+
+  async start(): Promise<void> {
+    const definition = deliveryConsumerDefinition(this.options.names, this.options.ackWaitMs);
+    await ensureConsumer(await jetstreamManager(this.options.bus.nc), definition);
+    this.js = jetstream(this.options.bus.nc);
+    this.subject = this.options.names.deliverySubject();
+    await this.listener.start();
+    this.running = this.loop();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.nudge();
+    await this.running;
+    await this.listener.stop();
+  }
+
+  private nudge(): void {
+    this.pendingWake = true;
+    this.wake?.();
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      let published = 0;
+      try {
+        this.pendingWake = false;
+        await this.sweepIfDue();
+        published = await this.publishDue();
+      } catch (thrown) {
+        this.options.log.warn({ err: coerceError(thrown) }, 'delivery relay pass failed; retrying');
+        this.options.metrics.errors.inc({ kind: 'relay_failed' });
+        await this.sleep(ERROR_BACKOFF_MS);
+        continue;
+      }
+      // A full batch means more are probably due: go again at once.
+      if (published < BATCH_SIZE && !this.pendingWake) await this.sleep(this.options.pollMs);
+    }
+  }
+
+  /** One pass: take due deliveries, publish them, put back those JetStream did not accept. */
+  private async publishDue(): Promise<number> {
+    const due = await takeDueDeliveries(this.options.db, BATCH_SIZE);
+    if (due.length === 0) return 0;
+    const results = await Promise.allSettled(
+      due.map((delivery) =>
+        this.js!.publish(this.subject, encodeDeliveryMessage({ deliveryId: delivery.id, attempt: delivery.attempt }), {
+          msgID: deliveryMessageId({ deliveryId: delivery.id, attempt: delivery.attempt }),
+        }),
+      ),
+    );
+    const failed = due.filter((_, index) => results[index]!.status === 'rejected');
+    if (failed.length > 0) {
+      const reason = (results.find((result) => result.status === 'rejected') as PromiseRejectedResult).reason;
+      this.options.log.warn({ err: coerceError(reason), failed: failed.length }, 'could not publish deliveries; they stay due');
+      await unmarkPublished(this.options.db, failed.map((delivery) => delivery.id));
+      await this.sleep(ERROR_BACKOFF_MS);
+    }
+    this.options.metrics.relayPublished.inc(due.length - failed.length);
+    return due.length - failed.length;
+  }
+
+  private async sweepIfDue(): Promise<void> {
+    if (Date.now() - this.lastSweep < STALE_SWEEP_INTERVAL_MS) return;
+    this.lastSweep = Date.now();
+    const released = await releaseStalePublications(this.options.db, REPUBLISH_AFTER_MS);
+    if (released > 0) this.options.log.warn({ released }, 'republishing deliveries whose messages were not consumed');
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      const self = this;
+      function done() {
+        clearTimeout(timer);
+        self.wake = undefined;
+        resolve();
+      }
+      this.wake = done;
+    });
+  }
+}

@@ -1,0 +1,235 @@
+import type { Queryable } from '../db/database.ts';
+import type { EnvelopeSource } from '../webhooks/envelope.ts';
+
+/**
+ * SQL of the delivery path: the relay's outbox claims, the worker's batched reads of what to send, and its
+ * batched writes of what happened. Each function is one statement over arrays, whatever the batch size.
+ */
+
+// Ids are bigint; they travel as text (the pool parses int8 as a number, which is exact only to 2^53).
+export interface DueDelivery {
+  readonly id: string;
+  /** The attempt the published message asks for (attempts made so far + 1). */
+  readonly attempt: number;
+}
+
+/**
+ * Takes up to `limit` due, unpublished deliveries, oldest due first, and marks them published. Marking
+ * comes before publishing, and commits first, so a worker that receives the message at once never finds
+ * the row still unmarked; a relay that dies before publishing leaves rows that releaseStalePublications
+ * makes due again. SKIP LOCKED lets several relays share the outbox.
+ */
+export async function takeDueDeliveries(db: Queryable, limit: number): Promise<DueDelivery[]> {
+  const { rows } = await db.query<{ id: string; attempt: number }>(
+    `UPDATE deliveries SET published_at = now()
+     WHERE id IN (SELECT id FROM deliveries
+                  WHERE state = 'pending' AND published_at IS NULL AND due_at <= now()
+                  ORDER BY due_at, id
+                  LIMIT $1
+                  FOR UPDATE SKIP LOCKED)
+     RETURNING id::text AS id, attempts + 1 AS attempt`,
+    [limit],
+  );
+  return rows;
+}
+
+/** Puts back deliveries whose publication failed, to be taken again at the next pass. */
+export async function unmarkPublished(db: Queryable, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await db.query(`UPDATE deliveries SET published_at = NULL WHERE id = ANY($1::bigint[]) AND state = 'pending'`, [ids]);
+}
+
+/**
+ * Makes deliveries published long ago due again. Their message should have been consumed by now; if it
+ * never reached the stream (a relay died between marking and publishing) or the stream lost it, this is
+ * how the delivery still happens. A republished attempt keeps its message id, so JetStream drops it when
+ * the original is still in the duplicate window; past that, the worker's attempt check makes a late
+ * duplicate harmless.
+ */
+export async function releaseStalePublications(db: Queryable, olderThanMs: number): Promise<number> {
+  const result = await db.query(
+    `UPDATE deliveries SET published_at = NULL
+     WHERE state = 'pending' AND published_at < now() - make_interval(secs => $1::double precision / 1000)`,
+    [olderThanMs],
+  );
+  return result.rowCount ?? 0;
+}
+
+/** Everything a worker needs for one attempt. `envelope` fields come from the stored event. */
+export interface DeliveryWork {
+  readonly deliveryId: string;
+  readonly state: string;
+  readonly attempts: number;
+  readonly published: boolean;
+  readonly endpointId: string;
+  readonly endpointActive: boolean;
+  readonly url: string;
+  readonly secretCiphertext: Buffer;
+  readonly event: EnvelopeSource;
+}
+
+interface WorkRow {
+  delivery_id: string;
+  state: string;
+  attempts: number;
+  published: boolean;
+  endpoint_id: string;
+  active: boolean;
+  url: string;
+  secret_ciphertext: Buffer;
+  event_id: string;
+  timestamp: string;
+  action: string;
+  tenant_id: string;
+  user_id: string;
+  user_role: string;
+  resource_type: string;
+  resource_id: string;
+  phi_involved: boolean;
+  success: boolean;
+  details: string;
+  [column: string]: unknown;
+}
+
+/** Loads a batch of deliveries with their endpoint and event; ids of deleted deliveries are absent. */
+export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): Promise<Map<string, DeliveryWork>> {
+  const { rows } = await db.query<WorkRow>(
+    `SELECT d.id::text AS delivery_id, d.state, d.attempts, d.published_at IS NOT NULL AS published,
+            w.id AS endpoint_id, w.active, w.url, w.secret_ciphertext,
+            e.event_id, to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS timestamp,
+            e.action, e.tenant_id, e.user_id, e.user_role, e.resource_type, e.resource_id, e.phi_involved, e.success, e.details
+     FROM deliveries d
+     JOIN webhook_endpoints w ON w.id = d.endpoint_id
+     JOIN events e ON e.tenant_id = d.tenant_id AND e.occurred_at = d.event_occurred_at AND e.event_id = d.event_id
+     WHERE d.id = ANY($1::bigint[])`,
+    [ids],
+  );
+  return new Map(
+    rows.map((row) => [
+      row.delivery_id,
+      {
+        deliveryId: row.delivery_id,
+        state: row.state,
+        attempts: row.attempts,
+        published: row.published,
+        endpointId: row.endpoint_id,
+        endpointActive: row.active,
+        url: row.url,
+        secretCiphertext: row.secret_ciphertext,
+        event: {
+          eventId: row.event_id,
+          timestamp: row.timestamp,
+          action: row.action,
+          tenantId: row.tenant_id,
+          userId: row.user_id,
+          userRole: row.user_role,
+          resourceType: row.resource_type,
+          resourceId: row.resource_id,
+          phiInvolved: row.phi_involved,
+          success: row.success,
+          details: row.details,
+        },
+      },
+    ]),
+  );
+}
+
+export interface AttemptRecord {
+  readonly deliveryId: string;
+  readonly attempt: number;
+  readonly attemptedAt: Date;
+  readonly durationMs: number;
+  readonly statusCode: number | null;
+  readonly error: string | null;
+  readonly responseExcerpt: string;
+}
+
+export async function insertAttempts(db: Queryable, attempts: readonly AttemptRecord[]): Promise<void> {
+  if (attempts.length === 0) return;
+  // A redelivered message repeats an attempt whose record may already exist: the first record stands.
+  await db.query(
+    `INSERT INTO delivery_attempts (delivery_id, attempt, attempted_at, duration_ms, status_code, error, response_excerpt)
+     SELECT * FROM unnest($1::bigint[], $2::int[], $3::timestamptz[], $4::int[], $5::int[], $6::text[], $7::text[])
+     ON CONFLICT (delivery_id, attempt) DO NOTHING`,
+    [
+      attempts.map((attempt) => attempt.deliveryId),
+      attempts.map((attempt) => attempt.attempt),
+      attempts.map((attempt) => attempt.attemptedAt.toISOString()),
+      attempts.map((attempt) => attempt.durationMs),
+      attempts.map((attempt) => attempt.statusCode),
+      attempts.map((attempt) => attempt.error),
+      attempts.map((attempt) => attempt.responseExcerpt),
+    ],
+  );
+}
+
+export type DeliveryTransition =
+  /** The attempt was made; the delivery is done (succeeded or failed for good) or due again at dueAt. */
+  | { readonly kind: 'attempted'; readonly deliveryId: string; readonly attempt: number; readonly state: 'succeeded' | 'failed' | 'pending'; readonly dueAt: Date | null }
+  /** No attempt was made (the endpoint was saturated); the same attempt is due again at dueAt. */
+  | { readonly kind: 'deferred'; readonly deliveryId: string; readonly attempt: number; readonly dueAt: Date }
+  /** The endpoint is inactive: nothing more will be attempted. */
+  | { readonly kind: 'cancelled'; readonly deliveryId: string; readonly attempt: number };
+
+/**
+ * Applies transitions, each only if the delivery still waits for exactly that attempt, so a duplicate
+ * message cannot count an attempt twice. Returns the ids that changed.
+ */
+export async function applyTransitions(db: Queryable, transitions: readonly DeliveryTransition[]): Promise<Set<string>> {
+  if (transitions.length === 0) return new Set();
+  const { rows } = await db.query<{ id: string }>(
+    `UPDATE deliveries AS d
+     SET state = t.state,
+         attempts = t.attempts,
+         due_at = COALESCE(t.due_at, d.due_at),
+         published_at = NULL,
+         completed_at = CASE WHEN t.state = 'pending' THEN NULL ELSE now() END
+     FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::timestamptz[])
+          AS t(id, expected_attempts, state, attempts, due_at)
+     WHERE d.id = t.id AND d.state = 'pending' AND d.attempts = t.expected_attempts
+     RETURNING d.id::text AS id`,
+    [
+      transitions.map((transition) => transition.deliveryId),
+      transitions.map((transition) => transition.attempt - 1),
+      transitions.map((transition) => (transition.kind === 'attempted' ? transition.state : transition.kind === 'deferred' ? 'pending' : 'cancelled')),
+      transitions.map((transition) => (transition.kind === 'attempted' ? transition.attempt : transition.attempt - 1)),
+      transitions.map((transition) => (transition.kind === 'cancelled' ? null : transition.dueAt?.toISOString() ?? null)),
+    ],
+  );
+  return new Set(rows.map((row) => row.id));
+}
+
+export interface EndpointTally {
+  readonly endpointId: string;
+  /** A success happened in this batch: the count restarts from `failuresAfterLastSuccess`. */
+  readonly reset: boolean;
+  /** Failed deliveries (terminal) after the batch's last success, or in the whole batch when no success. */
+  readonly failuresAfterLastSuccess: number;
+  readonly lastAttemptAt: Date;
+}
+
+export interface TalliedEndpoint {
+  readonly id: string;
+  readonly consecutiveFailures: number;
+  readonly active: boolean;
+}
+
+/** Updates `consecutive_failures` and `last_delivery_at` for the endpoints a batch touched. */
+export async function applyEndpointTallies(db: Queryable, tallies: readonly EndpointTally[]): Promise<TalliedEndpoint[]> {
+  if (tallies.length === 0) return [];
+  const { rows } = await db.query<{ id: string; consecutive_failures: number; active: boolean }>(
+    `UPDATE webhook_endpoints AS w
+     SET consecutive_failures = CASE WHEN t.reset THEN t.failures ELSE w.consecutive_failures + t.failures END,
+         last_delivery_at = GREATEST(w.last_delivery_at, t.last_attempt_at)
+     FROM unnest($1::text[], $2::boolean[], $3::int[], $4::timestamptz[]) AS t(id, reset, failures, last_attempt_at)
+     WHERE w.id = t.id
+     RETURNING w.id, w.consecutive_failures, w.active`,
+    [
+      tallies.map((tally) => tally.endpointId),
+      tallies.map((tally) => tally.reset),
+      tallies.map((tally) => tally.failuresAfterLastSuccess),
+      tallies.map((tally) => tally.lastAttemptAt.toISOString()),
+    ],
+  );
+  return rows.map((row) => ({ id: row.id, consecutiveFailures: row.consecutive_failures, active: row.active }));
+}

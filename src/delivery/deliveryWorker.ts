@@ -1,0 +1,332 @@
+import { jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
+import type { Actor } from '../auth/apiKeyService.ts';
+import type { BusConnection } from '../bus/natsConnection.ts';
+import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/streams.ts';
+import type { EventWriter } from '../ingestion/eventWriter.ts';
+import { coerceError } from '../platform/errors.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { ServiceMetrics } from '../platform/metrics.ts';
+import { SERVICE_VERSION } from '../platform/version.ts';
+import { buildEnvelope } from '../webhooks/envelope.ts';
+import type { SecretBox } from '../webhooks/secretBox.ts';
+import { signDelivery } from '../webhooks/signature.ts';
+import { webhookEvent } from '../webhooks/webhookRegistry.ts';
+import { disableEndpoint } from '../webhooks/webhookStore.ts';
+import {
+  applyEndpointTallies,
+  applyTransitions,
+  insertAttempts,
+  loadDeliveryWork,
+  type AttemptRecord,
+  type DeliveryTransition,
+  type DeliveryWork,
+  type EndpointTally,
+} from './deliveryStore.ts';
+import { decodeDeliveryMessage } from './deliveryMessage.ts';
+import { AUTO_DISABLE_AFTER_FAILED_DELIVERIES, type RetryPolicy } from './retryPolicy.ts';
+import type { WebhookSender } from './webhookSender.ts';
+
+export interface DeliveryWorkerOptions {
+  readonly bus: BusConnection;
+  readonly names: BusNames;
+  /** Attempt records and admin.webhook.auto_disable events go through the one write path. */
+  readonly writer: EventWriter;
+  readonly secrets: SecretBox;
+  readonly sender: WebhookSender;
+  readonly retryPolicy: RetryPolicy;
+  readonly ackWaitMs: number;
+  /** Requests in flight to one endpoint from this worker. */
+  readonly endpointConcurrency: number;
+  readonly log: Logger;
+  readonly metrics: ServiceMetrics;
+}
+
+/** Messages waiting for one endpoint beyond its concurrency, before the rest are deferred to Postgres. */
+const QUEUE_PER_CONCURRENCY_SLOT = 4;
+/** A deferred delivery comes back after about this long (no attempt is counted). */
+const DEFER_MS = 5_000;
+const LOAD_BATCH = 256;
+const LOAD_LINGER_MS = 2;
+const FLUSH_BATCH = 512;
+const FLUSH_LINGER_MS = 5;
+const FLUSH_FAILURE_REDELIVERY_MS = 5_000;
+
+const SYSTEM_ACTOR: Actor = { userId: 'audit-trail', userRole: 'system' };
+
+interface Held {
+  readonly message: JsMsg;
+  readonly deliveryId: string;
+  readonly attempt: number;
+}
+
+interface Outcome {
+  readonly held: Held;
+  readonly transition: DeliveryTransition;
+  readonly endpointId?: string;
+  readonly record?: AttemptRecord;
+}
+
+interface EndpointLane {
+  inFlight: number;
+  readonly waiting: Array<{ held: Held; work: DeliveryWork }>;
+}
+
+/**
+ * A delivery worker: one member of the durable pull consumer. Messages are loaded from Postgres in
+ * batches, sent with bounded concurrency per endpoint (a hung receiver holds at most its own slots; its
+ * overflow goes back to Postgres, never blocking the consumer), and every outcome is written, in batches,
+ * before its message is acknowledged, so a worker killed at any point loses nothing: the message comes
+ * back and the attempt is made again (at least once).
+ */
+export class DeliveryWorker {
+  private readonly options: DeliveryWorkerOptions;
+  private messages: ConsumerMessages | undefined;
+  private running: Promise<void> | undefined;
+  private readonly held = new Map<string, Held>();
+  private readonly lanes = new Map<string, EndpointLane>();
+  private readonly secretCache = new Map<string, { sealed: Buffer; secret: string }>();
+  private loadBuffer: Held[] = [];
+  private loadTimer: NodeJS.Timeout | undefined;
+  private outcomes: Outcome[] = [];
+  private flushTimer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> = Promise.resolve();
+  private readonly sending = new Set<Promise<void>>();
+  private keepAliveTimer: NodeJS.Timeout | undefined;
+  private stopping = false;
+
+  constructor(options: DeliveryWorkerOptions) {
+    this.options = options;
+  }
+
+  async start(): Promise<void> {
+    const definition = deliveryConsumerDefinition(this.options.names, this.options.ackWaitMs);
+    await ensureConsumer(await jetstreamManager(this.options.bus.nc), definition);
+    const consumer = await jetstream(this.options.bus.nc).consumers.get(definition.stream.name, definition.consumer.durable_name);
+    this.messages = await consumer.consume({ max_messages: 1_000 });
+    // Held messages (queued, in flight, or waiting for their outcome to commit) must not be redelivered
+    // to another worker meanwhile: tell JetStream we are still working on them.
+    this.keepAliveTimer = setInterval(() => {
+      for (const held of this.held.values()) held.message.working();
+    }, Math.max(500, Math.floor(this.options.ackWaitMs / 3))).unref();
+    this.running = this.consumeLoop(this.messages);
+  }
+
+  /** Stops pulling, finishes requests in flight, writes their outcomes; queued messages go back unacked. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.messages?.close().catch(() => undefined);
+    await this.running;
+    clearTimeout(this.loadTimer);
+    for (const lane of this.lanes.values()) {
+      for (const { held } of lane.waiting.splice(0)) this.release(held, () => held.message.nak());
+    }
+    for (const held of this.loadBuffer.splice(0)) this.release(held, () => held.message.nak());
+    await Promise.allSettled([...this.sending]);
+    await this.flush();
+    clearInterval(this.keepAliveTimer);
+  }
+
+  private async consumeLoop(messages: ConsumerMessages): Promise<void> {
+    for await (const message of messages) {
+      const decoded = decodeDeliveryMessage(message.data);
+      if (!decoded) {
+        this.options.log.warn({ stream_seq: message.info.streamSequence }, 'undecodable delivery message dropped');
+        message.term();
+        continue;
+      }
+      const key = `${decoded.deliveryId}.${decoded.attempt}`;
+      // A redelivery of a message we still hold (our keep-alive came late): the original will be acked.
+      if (this.held.has(key)) continue;
+      const held = { message, ...decoded };
+      this.held.set(key, held);
+      this.loadBuffer.push(held);
+      if (this.loadBuffer.length >= LOAD_BATCH) this.loadBatch();
+      else this.loadTimer ??= setTimeout(() => this.loadBatch(), LOAD_LINGER_MS);
+    }
+  }
+
+  private loadBatch(): void {
+    clearTimeout(this.loadTimer);
+    this.loadTimer = undefined;
+    const batch = this.loadBuffer;
+    this.loadBuffer = [];
+    if (batch.length === 0) return;
+    const task = loadDeliveryWork(this.options.writer.database, [...new Set(batch.map((held) => held.deliveryId))])
+      .then((work) => {
+        for (const held of batch) this.route(held, work.get(held.deliveryId));
+      })
+      .catch((thrown: unknown) => {
+        this.options.log.warn({ err: coerceError(thrown), messages: batch.length }, 'could not load deliveries; they will be redelivered');
+        for (const held of batch) this.release(held, () => held.message.nak(FLUSH_FAILURE_REDELIVERY_MS));
+      });
+    this.track(task);
+  }
+
+  /** Decides what a loaded message needs: nothing (stale), cancellation, an attempt, or deferral. */
+  private route(held: Held, work: DeliveryWork | undefined): void {
+    // Deleted with its endpoint, already finished, or a message for an attempt already made.
+    if (!work || work.state !== 'pending' || !work.published || work.attempts !== held.attempt - 1) {
+      this.release(held, () => held.message.ack());
+      return;
+    }
+    if (!work.endpointActive) {
+      this.addOutcome({ held, transition: { kind: 'cancelled', deliveryId: held.deliveryId, attempt: held.attempt } });
+      return;
+    }
+    const lane = this.laneOf(work.endpointId);
+    if (lane.inFlight < this.options.endpointConcurrency && !this.stopping) {
+      this.dispatch(lane, held, work);
+    } else if (lane.waiting.length < this.options.endpointConcurrency * QUEUE_PER_CONCURRENCY_SLOT && !this.stopping) {
+      lane.waiting.push({ held, work });
+    } else {
+      this.options.metrics.webhookDeferred.inc();
+      const dueAt = new Date(Date.now() + DEFER_MS * (0.5 + Math.random()));
+      this.addOutcome({ held, transition: { kind: 'deferred', deliveryId: held.deliveryId, attempt: held.attempt, dueAt } });
+    }
+  }
+
+  private dispatch(lane: EndpointLane, held: Held, work: DeliveryWork): void {
+    lane.inFlight += 1;
+    const task = this.attempt(held, work).finally(() => {
+      lane.inFlight -= 1;
+      const next = lane.waiting.shift();
+      if (next) this.dispatch(lane, next.held, next.work);
+      else if (lane.inFlight === 0) this.lanes.delete(work.endpointId);
+    });
+    this.track(task);
+  }
+
+  private async attempt(held: Held, work: DeliveryWork): Promise<void> {
+    const body = buildEnvelope(work.event);
+    const attemptedAt = new Date();
+    const result = await this.options.sender.send(work.url, body, {
+      'content-type': 'application/json',
+      'user-agent': `audit-trail-webhooks/${SERVICE_VERSION}`,
+      'x-service-signature': signDelivery(this.secretOf(work), body),
+      'x-service-event-id': work.event.eventId,
+      'x-service-delivery-attempt': String(held.attempt),
+    });
+    const retryDelay = result.ok ? undefined : this.options.retryPolicy.delayAfter(held.attempt);
+    const state = result.ok ? 'succeeded' : retryDelay === undefined ? 'failed' : 'pending';
+    this.options.metrics.webhookAttempts.inc({ result: state === 'succeeded' ? 'success' : state === 'failed' ? 'failed' : 'retry' });
+    this.options.metrics.webhookAttemptDuration.observe(result.durationMs / 1000);
+    this.addOutcome({
+      held,
+      endpointId: work.endpointId,
+      transition: {
+        kind: 'attempted',
+        deliveryId: held.deliveryId,
+        attempt: held.attempt,
+        state,
+        dueAt: retryDelay === undefined ? null : new Date(Date.now() + retryDelay),
+      },
+      record: {
+        deliveryId: held.deliveryId,
+        attempt: held.attempt,
+        attemptedAt,
+        durationMs: result.durationMs,
+        statusCode: result.statusCode,
+        error: result.error,
+        responseExcerpt: result.responseExcerpt,
+      },
+    });
+  }
+
+  private secretOf(work: DeliveryWork): string {
+    const cached = this.secretCache.get(work.endpointId);
+    if (cached && cached.sealed.equals(work.secretCiphertext)) return cached.secret;
+    const secret = this.options.secrets.open(work.secretCiphertext);
+    this.secretCache.set(work.endpointId, { sealed: work.secretCiphertext, secret });
+    return secret;
+  }
+
+  private addOutcome(outcome: Outcome): void {
+    this.outcomes.push(outcome);
+    if (this.outcomes.length >= FLUSH_BATCH) void this.flush();
+    else this.flushTimer ??= setTimeout(() => void this.flush(), FLUSH_LINGER_MS);
+  }
+
+  /** Outcome writes are serialised, one transaction per batch; messages are acked after the commit. */
+  private flush(): Promise<void> {
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    const batch = this.outcomes;
+    this.outcomes = [];
+    this.flushing = this.flushing.then(() => (batch.length > 0 ? this.writeOutcomes(batch) : undefined));
+    return this.flushing;
+  }
+
+  private async writeOutcomes(batch: Outcome[]): Promise<void> {
+    try {
+      await this.options.writer.recordWith('internal', async (client) => {
+        // A fixed lock order (delivery id, then endpoint id) keeps concurrent workers from deadlocking.
+        const sorted = [...batch].sort((a, b) => compareIds(a.held.deliveryId, b.held.deliveryId));
+        await insertAttempts(client, sorted.flatMap((outcome) => (outcome.record ? [outcome.record] : [])));
+        const changed = await applyTransitions(client, sorted.map((outcome) => outcome.transition));
+        const tallies = tallyEndpoints(sorted.filter((outcome) => changed.has(outcome.held.deliveryId)));
+        const endpoints = await applyEndpointTallies(client, tallies);
+        const events = [];
+        for (const endpoint of endpoints) {
+          if (!endpoint.active || endpoint.consecutiveFailures < AUTO_DISABLE_AFTER_FAILED_DELIVERIES) continue;
+          const disabled = await disableEndpoint(client, endpoint.id, 'auto');
+          this.options.metrics.webhookAutoDisabled.inc();
+          this.options.log.warn({ endpoint_id: endpoint.id, tenant_id: disabled.tenantId }, 'webhook endpoint disabled after consecutive failed deliveries');
+          events.push(webhookEvent('admin.webhook.auto_disable', disabled, SYSTEM_ACTOR, { reason: `${endpoint.consecutiveFailures} consecutive failed deliveries` }));
+        }
+        return { result: undefined, events };
+      });
+      for (const { held } of batch) this.release(held, () => held.message.ack());
+    } catch (thrown) {
+      this.options.log.warn({ err: coerceError(thrown), outcomes: batch.length }, 'could not record delivery outcomes; the messages will be redelivered');
+      this.options.metrics.errors.inc({ kind: 'delivery_record_failed' });
+      for (const { held } of batch) this.release(held, () => held.message.nak(FLUSH_FAILURE_REDELIVERY_MS));
+    }
+  }
+
+  private release(held: Held, settle: () => void): void {
+    this.held.delete(`${held.deliveryId}.${held.attempt}`);
+    settle();
+  }
+
+  private laneOf(endpointId: string): EndpointLane {
+    let lane = this.lanes.get(endpointId);
+    if (!lane) {
+      lane = { inFlight: 0, waiting: [] };
+      this.lanes.set(endpointId, lane);
+    }
+    return lane;
+  }
+
+  private track(task: Promise<void>): void {
+    this.sending.add(task);
+    void task.finally(() => this.sending.delete(task));
+  }
+}
+
+/**
+ * Folds a batch's attempts into one counter update per endpoint, in delivery order: a success resets
+ * `consecutive_failures`, each delivery that went terminal adds one; every attempt moves last_delivery_at.
+ */
+export function tallyEndpoints(outcomes: readonly Outcome[]): EndpointTally[] {
+  const tallies = new Map<string, { reset: boolean; failures: number; last: Date }>();
+  for (const outcome of outcomes) {
+    const { transition, endpointId, record } = outcome;
+    if (transition.kind !== 'attempted' || !endpointId || !record) continue;
+    const tally = tallies.get(endpointId) ?? { reset: false, failures: 0, last: record.attemptedAt };
+    if (transition.state === 'succeeded') {
+      tally.reset = true;
+      tally.failures = 0;
+    } else if (transition.state === 'failed') {
+      tally.failures += 1;
+    }
+    if (record.attemptedAt > tally.last) tally.last = record.attemptedAt;
+    tallies.set(endpointId, tally);
+  }
+  return [...tallies.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([endpointId, tally]) => ({ endpointId, reset: tally.reset, failuresAfterLastSuccess: tally.failures, lastAttemptAt: tally.last }));
+}
+
+function compareIds(a: string, b: string): number {
+  return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
+}

@@ -1,0 +1,28 @@
+/**
+ * When the next attempt of a failed delivery happens (SPEC.md "Retry and failure rules"; DESIGN.md §2):
+ * attempt 1 at once, then the configured delays (1 m, 5 m, 30 m, 2 h), each varied uniformly by ±20 %.
+ * A delivery has one attempt more than the schedule has delays.
+ */
+export const AUTO_DISABLE_AFTER_FAILED_DELIVERIES = 10;
+const JITTER = 0.2;
+
+export class RetryPolicy {
+  private readonly delaysMs: readonly number[];
+  private readonly random: () => number;
+
+  constructor(delaysMs: readonly number[], random: () => number = Math.random) {
+    this.delaysMs = delaysMs;
+    this.random = random;
+  }
+
+  get maxAttempts(): number {
+    return this.delaysMs.length + 1;
+  }
+
+  /** Delay before the attempt after `attempt`, or undefined when `attempt` was the last. */
+  delayAfter(attempt: number): number | undefined {
+    const base = this.delaysMs[attempt - 1];
+    if (base === undefined) return undefined;
+    return Math.round(base * (1 - JITTER + 2 * JITTER * this.random()));
+  }
+}

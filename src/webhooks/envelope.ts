@@ -1,0 +1,48 @@
+/** The stored event fields a delivery envelope is built from. */
+export interface EnvelopeSource {
+  readonly eventId: string;
+  /** Already in the API's form, `YYYY-MM-DDTHH:mm:ss.SSSZ`. */
+  readonly timestamp: string;
+  readonly action: string;
+  readonly tenantId: string;
+  readonly userId: string;
+  readonly userRole: string;
+  readonly resourceType: string;
+  readonly resourceId: string;
+  readonly phiInvolved: boolean;
+  readonly success: boolean;
+  /** The stored JSON object text. */
+  readonly details: string;
+}
+
+export const ENVELOPE_SCHEMA_VERSION = '1';
+
+/**
+ * The delivery body of SPEC.md ("Delivery request"). Built only from the stored event with a fixed key
+ * order, so every redelivery carries the same bytes; only the signature's timestamp changes. `details`
+ * is an object here, unlike the JSON string of the read API.
+ */
+export function buildEnvelope(event: EnvelopeSource): string {
+  return JSON.stringify({
+    type: event.action,
+    id: event.eventId,
+    timestamp: event.timestamp,
+    tenant_id: event.tenantId,
+    actor: { user_id: event.userId, user_role: event.userRole },
+    resource: { type: event.resourceType, id: event.resourceId },
+    phi_involved: event.phiInvolved,
+    success: event.success,
+    details: parseDetails(event.details),
+    schema_version: ENVELOPE_SCHEMA_VERSION,
+  });
+}
+
+function parseDetails(text: string): Record<string, unknown> {
+  try {
+    const value: unknown = JSON.parse(text);
+    if (value !== null && typeof value === 'object' && !Array.isArray(value)) return value as Record<string, unknown>;
+  } catch {
+    // Ingestion only stores objects; anything else would be a row written around the service.
+  }
+  return {};
+}

@@ -8,3 +8,10 @@ export {
   type EventPage,
   type WebhookEndpoint,
 } from './client/auditTrailClient.ts';
+export {
+  DEFAULT_SIGNATURE_TOLERANCE_S,
+  verifyWebhookSignature,
+  type VerificationFailure,
+  type VerificationResult,
+  type VerifyOptions,
+} from './webhooks/signature.ts';

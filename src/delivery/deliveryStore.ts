@@ -134,6 +134,16 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
   );
 }
 
+/**
+ * Locks the endpoints a batch of outcomes touches, in id order, before any of their deliveries. Disable
+ * and delete lock the endpoint first and its deliveries second; taking locks in the same order here is
+ * what keeps a worker's outcome write and an API call from deadlocking.
+ */
+export async function lockEndpoints(db: Queryable, endpointIds: readonly string[]): Promise<void> {
+  if (endpointIds.length === 0) return;
+  await db.query('SELECT 1 FROM webhook_endpoints WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE', [[...new Set(endpointIds)].sort()]);
+}
+
 export interface AttemptRecord {
   readonly deliveryId: string;
   readonly attempt: number;

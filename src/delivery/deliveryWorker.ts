@@ -17,6 +17,7 @@ import {
   applyTransitions,
   insertAttempts,
   loadDeliveryWork,
+  lockEndpoints,
   type AttemptRecord,
   type DeliveryTransition,
   type DeliveryWork,
@@ -61,8 +62,8 @@ interface Held {
 
 interface Outcome {
   readonly held: Held;
+  readonly endpointId: string;
   readonly transition: DeliveryTransition;
-  readonly endpointId?: string;
   readonly record?: AttemptRecord;
 }
 
@@ -170,7 +171,7 @@ export class DeliveryWorker {
       return;
     }
     if (!work.endpointActive) {
-      this.addOutcome({ held, transition: { kind: 'cancelled', deliveryId: held.deliveryId, attempt: held.attempt } });
+      this.addOutcome({ held, endpointId: work.endpointId, transition: { kind: 'cancelled', deliveryId: held.deliveryId, attempt: held.attempt } });
       return;
     }
     const lane = this.laneOf(work.endpointId);
@@ -181,7 +182,7 @@ export class DeliveryWorker {
     } else {
       this.options.metrics.webhookDeferred.inc();
       const dueAt = new Date(Date.now() + DEFER_MS * (0.5 + Math.random()));
-      this.addOutcome({ held, transition: { kind: 'deferred', deliveryId: held.deliveryId, attempt: held.attempt, dueAt } });
+      this.addOutcome({ held, endpointId: work.endpointId, transition: { kind: 'deferred', deliveryId: held.deliveryId, attempt: held.attempt, dueAt } });
     }
   }
 
@@ -259,7 +260,9 @@ export class DeliveryWorker {
   private async writeOutcomes(batch: Outcome[]): Promise<void> {
     try {
       await this.options.writer.recordWith('internal', async (client) => {
-        // A fixed lock order (delivery id, then endpoint id) keeps concurrent workers from deadlocking.
+        // One lock order everywhere (endpoints by id, then deliveries by id) keeps concurrent workers and
+        // API calls from deadlocking.
+        await lockEndpoints(client, batch.map((outcome) => outcome.endpointId));
         const sorted = [...batch].sort((a, b) => compareIds(a.held.deliveryId, b.held.deliveryId));
         await insertAttempts(client, sorted.flatMap((outcome) => (outcome.record ? [outcome.record] : [])));
         const changed = await applyTransitions(client, sorted.map((outcome) => outcome.transition));
@@ -311,7 +314,7 @@ export function tallyEndpoints(outcomes: readonly Outcome[]): EndpointTally[] {
   const tallies = new Map<string, { reset: boolean; failures: number; last: Date }>();
   for (const outcome of outcomes) {
     const { transition, endpointId, record } = outcome;
-    if (transition.kind !== 'attempted' || !endpointId || !record) continue;
+    if (transition.kind !== 'attempted' || !record) continue;
     const tally = tallies.get(endpointId) ?? { reset: false, failures: 0, last: record.attemptedAt };
     if (transition.state === 'succeeded') {
       tally.reset = true;

@@ -1,0 +1,316 @@
+import { expect } from 'chai';
+import { createHmac } from 'node:crypto';
+import { verifyWebhookSignature } from '../../src/index.ts';
+import { SecretBox } from '../../src/webhooks/secretBox.ts';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { newEvent, seedEvents } from '../support/events.ts';
+import { startReceiver, type TestReceiver } from '../support/receiver.ts';
+import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';
+import { waitFor } from '../support/wait.ts';
+
+// Retries a few hundred milliseconds apart instead of minutes apart; everything else as in production.
+const FAST_RETRIES = { DELIVERY_SCHEDULE: '200ms,200ms,200ms,200ms', DELIVERY_RELAY_POLL_MS: '50' };
+
+describe('webhook delivery', function () {
+  this.timeout(60_000);
+  let db: TestDatabase;
+  let service: TestService;
+  const receivers: TestReceiver[] = [];
+  let tenantCounter = 0;
+
+  before(async () => {
+    db = await createTestDatabase();
+    service = await startTestService({
+      databaseUrl: db.url,
+      roles: ['api', 'relay', 'worker'],
+      env: { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', ...FAST_RETRIES },
+    });
+  });
+
+  after(async () => {
+    await service?.stop();
+    await Promise.all(receivers.map((receiver) => receiver.close()));
+    await db?.drop();
+  });
+
+  /** A tenant of its own for each test, so counters and trails never mix. */
+  async function freshTenant() {
+    tenantCounter += 1;
+    const tenantId = `hooks-${tenantCounter}`;
+    const { key } = await mintKey(db.url, { tenantId, scopes: ['audit:read', 'webhooks:write'] });
+    return { tenantId, key };
+  }
+
+  async function receiver(reply: Parameters<typeof startReceiver>[0] = 204): Promise<TestReceiver> {
+    const started = await startReceiver(reply);
+    receivers.push(started);
+    return started;
+  }
+
+  async function register(key: string, url: string, eventFilter: string[] = []): Promise<{ id: string; secret: string }> {
+    const response = await call(`${service.baseUrl}/audit/webhooks`, { key, body: { url, event_filter: eventFilter } });
+    expect(response.status, response.text).to.equal(201);
+    return { id: response.json.endpoint.id, secret: response.json.secret };
+  }
+
+  async function endpointRow(id: string) {
+    const { rows } = await db.pool.query('SELECT active, disabled_reason, consecutive_failures, last_delivery_at FROM webhook_endpoints WHERE id = $1', [id]);
+    return rows[0];
+  }
+
+  async function deliveryStates(endpointId: string): Promise<string[]> {
+    const { rows } = await db.pool.query('SELECT state FROM deliveries WHERE endpoint_id = $1 ORDER BY id', [endpointId]);
+    return rows.map((row) => row.state);
+  }
+
+  const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  it('signs the envelope of SPEC.md so that an independent HMAC and verifyWebhookSignature both accept it', async () => {
+    const { tenantId, key } = await freshTenant();
+    const target = await receiver();
+    const { secret } = await register(key, target.url, ['phi.']);
+    const event = newEvent({ tenantId, action: 'phi.read', details: '{"reason":"chart review","nested":{"ids":[1,2]}}', resourceType: 'claim', resourceId: 'c-7' });
+    await seedEvents(db.url, [event]);
+    await waitFor(() => target.received.length === 1, 'the delivery');
+    const delivery = target.received[0]!;
+
+    const header = String(delivery.headers['x-service-signature']);
+    const match = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(header);
+    expect(match, header).not.to.equal(null);
+    const independent = createHmac('sha256', secret).update(`t=${match![1]}.`).update(delivery.rawBody).digest('hex');
+    expect(match![2]).to.equal(independent);
+    expect(Math.abs(Number(match![1]) - Date.now() / 1000)).to.be.below(10);
+    expect(verifyWebhookSignature(secret, header, delivery.rawBody)).to.deep.include({ valid: true });
+    expect(verifyWebhookSignature('0'.repeat(64), header, delivery.rawBody)).to.deep.equal({ valid: false, reason: 'signature_mismatch' });
+
+    expect(delivery.headers['content-type']).to.equal('application/json');
+    expect(delivery.headers['x-service-event-id']).to.equal(event.eventId);
+    expect(delivery.headers['x-service-delivery-attempt']).to.equal('1');
+    expect(delivery.headers['user-agent']).to.match(/^audit-trail-webhooks\/\d+\.\d+\.\d+/);
+
+    const envelope = delivery.json();
+    expect(envelope).to.deep.equal({
+      type: 'phi.read',
+      id: event.eventId,
+      timestamp: new Date(event.occurredAtMs).toISOString(),
+      tenant_id: tenantId,
+      actor: { user_id: event.userId, user_role: event.userRole },
+      resource: { type: 'claim', id: 'c-7' },
+      phi_involved: true,
+      success: true,
+      details: { reason: 'chart review', nested: { ids: [1, 2] } },
+      schema_version: '1',
+    });
+    await waitFor(async () => (await deliveryStates((await endpointRowsOf(tenantId))[0]!))[0] === 'succeeded', 'the delivery recorded as succeeded');
+  });
+
+  async function endpointRowsOf(tenantId: string): Promise<string[]> {
+    const { rows } = await db.pool.query('SELECT id FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at', [tenantId]);
+    return rows.map((row) => row.id);
+  }
+
+  it('matches every filter example of SPEC.md, at the time the event is written', async () => {
+    const { tenantId, key } = await freshTenant();
+    const target = await receiver();
+    // The empty filter also matches the admin.webhook.create events of its own and later registrations.
+    const everything = await register(key, `${target.url}?all`, []);
+    const phiFamily = await register(key, `${target.url}?phi`, ['phi.']);
+    const phiReadOnly = await register(key, `${target.url}?phi-read`, ['phi.read']);
+    const phiAndAdmin = await register(key, `${target.url}?phi-admin`, ['phi.', 'admin.']);
+    const actions = ['phi.read', 'phi.query', 'phi.export', 'phi.decrypt', 'phi.reader', 'admin.key.create', 'auth.login'];
+    await seedEvents(db.url, actions.map((action) => newEvent({ tenantId, action })));
+
+    const expected: Record<string, string[]> = {
+      [everything.id]: [...actions, ...Array(4).fill('admin.webhook.create')],
+      [phiFamily.id]: ['phi.read', 'phi.query', 'phi.export', 'phi.decrypt', 'phi.reader'],
+      [phiReadOnly.id]: ['phi.read'],
+      [phiAndAdmin.id]: ['phi.read', 'phi.query', 'phi.export', 'phi.decrypt', 'phi.reader', 'admin.key.create', 'admin.webhook.create'],
+    };
+    const total = Object.values(expected).reduce((sum, list) => sum + list.length, 0);
+    await waitFor(() => target.received.length >= total, `${total} deliveries`);
+    await pause(300);
+    expect(target.received).to.have.length(total);
+    const { rows } = await db.pool.query(
+      `SELECT d.endpoint_id, e.action FROM deliveries d JOIN events e ON e.event_id = d.event_id WHERE d.tenant_id = $1`,
+      [tenantId],
+    );
+    for (const [endpointId, wanted] of Object.entries(expected)) {
+      const got = rows.filter((row) => row.endpoint_id === endpointId).map((row) => row.action);
+      expect(got.sort(), endpointId).to.deep.equal([...wanted].sort());
+    }
+  });
+
+  it('does not deliver events written before the endpoint existed', async () => {
+    const { tenantId, key } = await freshTenant();
+    const target = await receiver();
+    await seedEvents(db.url, [newEvent({ tenantId })]);
+    await register(key, target.url, ['phi.']);
+    await pause(500);
+    expect(target.received).to.have.length(0);
+  });
+
+  it('makes exactly 5 attempts for an always-failing receiver, then none, and counts one failed delivery', async () => {
+    const { tenantId, key } = await freshTenant();
+    const target = await receiver(500);
+    const { id } = await register(key, target.url, ['phi.']);
+    await seedEvents(db.url, [newEvent({ tenantId })]);
+    await waitFor(async () => (await deliveryStates(id))[0] === 'failed', 'the delivery to go terminal');
+    await pause(1_000);
+    expect(target.received).to.have.length(5);
+    expect(target.received.map((delivery) => delivery.headers['x-service-delivery-attempt'])).to.deep.equal(['1', '2', '3', '4', '5']);
+    // Byte-stable across redeliveries: only the signature changes.
+    expect(new Set(target.received.map((delivery) => delivery.rawBody.toString())).size).to.equal(1);
+    const attempts = await db.pool.query(
+      `SELECT a.attempt, a.status_code, a.duration_ms FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = $1 ORDER BY a.attempt`,
+      [id],
+    );
+    expect(attempts.rows.map((row) => [row.attempt, row.status_code])).to.deep.equal([[1, 500], [2, 500], [3, 500], [4, 500], [5, 500]]);
+    const endpoint = await endpointRow(id);
+    expect(endpoint.consecutive_failures).to.equal(1);
+    expect(endpoint.active).to.equal(true);
+    expect(endpoint.last_delivery_at).to.be.an.instanceOf(Date);
+    const listed = await call(`${service.baseUrl}/audit/webhooks`, { key });
+    expect(listed.json.endpoints[0]).to.include({ consecutive_failures: 1 });
+    expect(Date.parse(listed.json.endpoints[0].last_delivery_at)).to.be.closeTo(Date.now(), 10_000);
+  });
+
+  it('succeeds on a later attempt, and a success resets consecutive_failures', async () => {
+    const { tenantId, key } = await freshTenant();
+    const target = await receiver(503);
+    const { id } = await register(key, target.url, ['phi.']);
+    await seedEvents(db.url, [newEvent({ tenantId }), newEvent({ tenantId })]);
+    await waitFor(async () => (await endpointRow(id)).consecutive_failures === 2, 'two failed deliveries');
+    // Third delivery: fails twice, then the receiver recovers.
+    target.reply((delivery) => (delivery.headers['x-service-delivery-attempt'] === '3' ? 204 : 503));
+    await seedEvents(db.url, [newEvent({ tenantId })]);
+    await waitFor(async () => (await deliveryStates(id)).includes('succeeded'), 'the third delivery to succeed');
+    expect((await endpointRow(id)).consecutive_failures).to.equal(0);
+  });
+
+  it('treats a redirect as a failure without following it, and keeps at most 1 KiB of the response', async () => {
+    const { tenantId, key } = await freshTenant();
+    const elsewhere = await receiver(204);
+    const target = await receiver({ status: 307, headers: { location: elsewhere.url }, body: 'x'.repeat(10_000) });
+    const { id } = await register(key, target.url, ['phi.']);
+    await seedEvents(db.url, [newEvent({ tenantId })]);
+    await waitFor(async () => (await deliveryStates(id))[0] === 'failed', 'the delivery to fail');
+    expect(elsewhere.received).to.have.length(0);
+    const attempts = await db.pool.query(
+      `SELECT a.status_code, length(a.response_excerpt) AS excerpt FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = $1`,
+      [id],
+    );
+    expect(attempts.rows).to.have.length(5);
+    for (const row of attempts.rows) expect(row).to.deep.equal({ status_code: 307, excerpt: 1024 });
+  });
+
+  it('disables an endpoint at its 10th consecutive failed delivery, records why, and delivers nothing after', async () => {
+    const { tenantId, key } = await freshTenant();
+    const target = await receiver(500);
+    const { id } = await register(key, target.url, ['phi.']);
+    await seedEvents(db.url, Array.from({ length: 10 }, () => newEvent({ tenantId, action: 'phi.read' })));
+    await waitFor(async () => (await endpointRow(id)).active === false, 'auto-disable', 30_000);
+    const endpoint = await endpointRow(id);
+    expect(endpoint).to.include({ disabled_reason: 'auto', consecutive_failures: 10 });
+    expect(target.received).to.have.length(50);
+    const trail = await call(`${service.baseUrl}/audit/events?action=admin.webhook.auto_disable`, { key });
+    expect(trail.json.events).to.have.length(1);
+    expect(trail.json.events[0]).to.include({ resource_id: id, user_role: 'system' });
+
+    await seedEvents(db.url, [newEvent({ tenantId, action: 'phi.read' })]);
+    await pause(800);
+    expect(target.received).to.have.length(50);
+    expect(await deliveryStates(id)).to.have.length(10);
+  });
+
+  it('stops pending retries when the endpoint is disabled', async () => {
+    const { tenantId, key } = await freshTenant();
+    const target = await receiver(500);
+    const { id } = await register(key, target.url, ['phi.']);
+    await seedEvents(db.url, [newEvent({ tenantId })]);
+    await waitFor(() => target.received.length >= 1, 'the first attempt');
+    const disabled = await call(`${service.baseUrl}/audit/webhooks/${id}/disable`, { key, method: 'POST' });
+    expect(disabled.status).to.equal(200);
+    const attemptsAtDisable = target.received.length;
+    await pause(1_200);
+    expect(target.received.length).to.be.at.most(attemptsAtDisable + 1); // one attempt may already be on the wire
+    expect(await deliveryStates(id)).to.deep.equal(['cancelled']);
+  });
+
+  it('stops pending retries when the endpoint is deleted, and deletes its history', async () => {
+    const { tenantId, key } = await freshTenant();
+    const target = await receiver(500);
+    const { id } = await register(key, target.url, ['phi.']);
+    await seedEvents(db.url, [newEvent({ tenantId })]);
+    await waitFor(() => target.received.length >= 1, 'the first attempt');
+    expect((await call(`${service.baseUrl}/audit/webhooks/${id}`, { key, method: 'DELETE' })).status).to.equal(204);
+    const attemptsAtDelete = target.received.length;
+    await pause(1_200);
+    expect(target.received.length).to.be.at.most(attemptsAtDelete + 1);
+    const left = await db.pool.query(
+      `SELECT (SELECT count(*) FROM deliveries WHERE endpoint_id = $1)::int AS deliveries,
+              (SELECT count(*) FROM delivery_attempts a WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.id = a.delivery_id))::int AS orphans`,
+      [id],
+    );
+    expect(left.rows[0]).to.deep.equal({ deliveries: 0, orphans: 0 });
+  });
+
+  it('keeps delivering to a healthy endpoint within 1 s while a hung one has 2,000 deliveries pending', async function () {
+    this.timeout(60_000);
+    const hungTenant = await freshTenant();
+    const hung = await receiver('hang');
+    await register(hungTenant.key, hung.url, ['phi.']);
+    await seedEvents(db.url, Array.from({ length: 2_000 }, () => newEvent({ tenantId: hungTenant.tenantId })));
+    await waitFor(() => hung.received.length >= 16, 'the hung receiver to hold its connections');
+
+    const healthyTenant = await freshTenant();
+    const healthy = await receiver(204);
+    await register(healthyTenant.key, healthy.url, ['phi.']);
+    const latencies: number[] = [];
+    for (let round = 0; round < 5; round += 1) {
+      const written = Date.now();
+      await seedEvents(db.url, [newEvent({ tenantId: healthyTenant.tenantId })]);
+      await waitFor(() => healthy.received.length === round + 1, 'the healthy delivery', 5_000, 5);
+      latencies.push(healthy.received[round]!.receivedAt - written);
+    }
+    expect(Math.max(...latencies), `latencies ${latencies.join(', ')} ms`).to.be.below(1_000);
+    const { rows } = await db.pool.query(`SELECT count(*)::int AS pending FROM deliveries WHERE tenant_id = $1 AND state = 'pending'`, [hungTenant.tenantId]);
+    expect(rows[0].pending).to.be.greaterThan(1_900);
+  });
+});
+
+describe('webhook delivery with the SSRF guard on', function () {
+  this.timeout(30_000);
+  let db: TestDatabase;
+  let service: TestService;
+  let target: TestReceiver;
+
+  before(async () => {
+    db = await createTestDatabase();
+    service = await startTestService({ databaseUrl: db.url, roles: ['relay', 'worker'], env: { WEBHOOK_ALLOW_HTTP: 'true', ...FAST_RETRIES } });
+    target = await startReceiver(204);
+  });
+
+  after(async () => {
+    await service?.stop();
+    await target?.close();
+    await db?.drop();
+  });
+
+  it('refuses to connect to a private address at delivery time, even for a row that got past registration', async () => {
+    // As if the name had resolved to a public address at registration and to loopback now.
+    const id = `wh_${'a'.repeat(32)}`;
+    await db.pool.query(
+      `INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, 'ssrf', $2, $3)`,
+      [id, target.url.replace('127.0.0.1', 'localhost'), new SecretBox(TEST_ENCRYPTION_KEY).seal('f'.repeat(64))],
+    );
+    await seedEvents(db.url, [newEvent({ tenantId: 'ssrf' })]);
+    await waitFor(async () => {
+      const { rows } = await db.pool.query(`SELECT state FROM deliveries WHERE endpoint_id = $1`, [id]);
+      return rows[0]?.state === 'failed';
+    }, 'the delivery to fail');
+    expect(target.received).to.have.length(0);
+    const { rows } = await db.pool.query(`SELECT DISTINCT error FROM delivery_attempts`);
+    expect(rows.map((row) => row.error)).to.have.length(1);
+    expect(rows[0].error).to.match(/target refused.*loopback/);
+  });
+});

@@ -21,9 +21,24 @@ describe('AuditTrailClient against the running service', function () {
   before(async () => {
     db = await createTestDatabase();
     await seedEvents(db.url, events);
-    api = await startTestService({ databaseUrl: db.url, roles: ['api'] });
-    const { key } = await mintKey(db.url, { tenantId: 'client', scopes: ['audit:read', 'audit:export'] });
+    api = await startTestService({ databaseUrl: db.url, roles: ['api'], env: { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' } });
+    const { key } = await mintKey(db.url, { tenantId: 'client', scopes: ['audit:read', 'audit:export', 'webhooks:write'] });
     client = new AuditTrailClient({ baseUrl: api.baseUrl, apiKey: key });
+  });
+
+  it('registers, lists, disables and deletes webhooks', async () => {
+    const { endpoint, secret } = await client.registerWebhook({ url: 'https://hooks.example.com/client', event_filter: ['phi.'] });
+    expect(endpoint.id).to.match(/^wh_/);
+    expect(secret).to.match(/^[0-9a-f]{64}$/);
+    const listed = await client.listWebhooks();
+    expect(listed.map((item) => item.id)).to.include(endpoint.id);
+    expect(listed.find((item) => item.id === endpoint.id)).to.include({ consecutive_failures: 0, active: true });
+    expect((await client.disableWebhook(endpoint.id)).active).to.equal(false);
+    await client.deleteWebhook(endpoint.id);
+    expect((await client.listWebhooks()).map((item) => item.id)).not.to.include(endpoint.id);
+    const refused = await client.registerWebhook({ url: 'ftp://nope' }).then(() => undefined, (error: unknown) => error);
+    expect(refused).to.be.instanceOf(AuditTrailApiError);
+    expect((refused as AuditTrailApiError).status).to.equal(422);
   });
 
   after(async () => {

@@ -1,19 +1,11 @@
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
-import { TEST_PEPPER, call, mintKey } from '../support/service.ts';
+import { freePort } from '../support/ports.ts';
+import { TEST_ENCRYPTION_KEY, TEST_PEPPER, call, mintKey } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
-
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  return port;
-}
 
 describe('graceful shutdown on SIGTERM', function () {
   this.timeout(30_000);
@@ -33,7 +25,7 @@ describe('graceful shutdown on SIGTERM', function () {
   it('finishes the requests in flight, then exits 0', async () => {
     const [port, internalPort] = [await freePort(), await freePort()];
     child = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', 'api'], {
-      env: { ...process.env, DATABASE_URL: db.url, KEY_PEPPER: TEST_PEPPER, PORT: String(port), INTERNAL_PORT: String(internalPort), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
+      env: { ...process.env, DATABASE_URL: db.url, KEY_PEPPER: TEST_PEPPER, SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, PORT: String(port), INTERNAL_PORT: String(internalPort), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'inherit', 'inherit'],
     });
     const exited = once(child, 'exit');

@@ -125,7 +125,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       const secretKey = requireSetting(config.secretEncryptionKey, 'SECRET_ENCRYPTION_KEY', 'the worker role');
       const sender = new WebhookSender({
         timeoutMs: config.delivery.timeoutMs,
-        connectionsPerOrigin: config.delivery.endpointConcurrency,
+        connectionsPerEndpoint: config.delivery.endpointConcurrency,
         allowPrivateTargets: config.webhookAllowPrivateTargets,
       });
       releasers.add('webhook sender', () => sender.close());

@@ -111,9 +111,8 @@ export function deliveryConsumerDefinition(names: BusNames, ackWaitMs: number): 
       retention: RetentionPolicy.Workqueue,
       storage: StorageType.File,
       max_age: nanos(7 * 24 * 3_600_000),
-      // The relay publishes with Nats-Msg-Id "<delivery>.<attempt>": a relay that dies between publishing
-      // and committing republishes the same ids, and JetStream drops them.
-      duplicate_window: nanos(10 * 60_000),
+      // Nats-Msg-Id is "<delivery>.<attempt>.<publication>": a publish retried by the client is dropped.
+      duplicate_window: nanos(2 * 60_000),
     },
     consumer: {
       durable_name: 'audit-delivery-workers',

@@ -24,7 +24,10 @@ export function decodeDeliveryMessage(data: Uint8Array): DeliveryMessage | undef
   }
 }
 
-/** Nats-Msg-Id: JetStream drops a republished attempt within its duplicate window. */
-export function deliveryMessageId(message: DeliveryMessage): string {
-  return `${message.deliveryId}.${message.attempt}`;
+/**
+ * Nats-Msg-Id: unique per publication of an attempt, so JetStream drops only true copies (a publish the
+ * client retried), never an attempt that was deferred and is due again.
+ */
+export function deliveryMessageId(message: DeliveryMessage, publication: number): string {
+  return `${message.deliveryId}.${message.attempt}.${publication}`;
 }

@@ -30,8 +30,7 @@ const ERROR_BACKOFF_MS = 1_000;
 
 /**
  * The outbox relay: publishes due deliveries (new ones and retries whose time has come) to the
- * AUDIT_DELIVERIES work queue. Several relays may run at once; they share the outbox through SKIP LOCKED,
- * and a republished attempt keeps its Nats-Msg-Id, so JetStream drops the copy.
+ * AUDIT_DELIVERIES work queue. Several relays may run at once; they share the outbox through SKIP LOCKED.
  */
 export class DeliveryRelay {
   private readonly options: DeliveryRelayOptions;
@@ -102,7 +101,7 @@ export class DeliveryRelay {
     const results = await Promise.allSettled(
       due.map((delivery) =>
         this.js!.publish(this.subject, encodeDeliveryMessage({ deliveryId: delivery.id, attempt: delivery.attempt }), {
-          msgID: deliveryMessageId({ deliveryId: delivery.id, attempt: delivery.attempt }),
+          msgID: deliveryMessageId({ deliveryId: delivery.id, attempt: delivery.attempt }, delivery.publication),
         }),
       ),
     );

@@ -11,6 +11,8 @@ export interface DueDelivery {
   readonly id: string;
   /** The attempt the published message asks for (attempts made so far + 1). */
   readonly attempt: number;
+  /** How many times the row has been published, this time included. */
+  readonly publication: number;
 }
 
 /**
@@ -20,14 +22,14 @@ export interface DueDelivery {
  * makes due again. SKIP LOCKED lets several relays share the outbox.
  */
 export async function takeDueDeliveries(db: Queryable, limit: number): Promise<DueDelivery[]> {
-  const { rows } = await db.query<{ id: string; attempt: number }>(
-    `UPDATE deliveries SET published_at = now()
+  const { rows } = await db.query<{ id: string; attempt: number; publication: number }>(
+    `UPDATE deliveries SET published_at = now(), publications = publications + 1
      WHERE id IN (SELECT id FROM deliveries
                   WHERE state = 'pending' AND published_at IS NULL AND due_at <= now()
                   ORDER BY due_at, id
                   LIMIT $1
                   FOR UPDATE SKIP LOCKED)
-     RETURNING id::text AS id, attempts + 1 AS attempt`,
+     RETURNING id::text AS id, attempts + 1 AS attempt, publications AS publication`,
     [limit],
   );
   return rows;
@@ -42,9 +44,8 @@ export async function unmarkPublished(db: Queryable, ids: readonly string[]): Pr
 /**
  * Makes deliveries published long ago due again. Their message should have been consumed by now; if it
  * never reached the stream (a relay died between marking and publishing) or the stream lost it, this is
- * how the delivery still happens. A republished attempt keeps its message id, so JetStream drops it when
- * the original is still in the duplicate window; past that, the worker's attempt check makes a late
- * duplicate harmless.
+ * how the delivery still happens. Should the first message turn up after all, the worker's attempt check
+ * makes whichever copy comes second harmless.
  */
 export async function releaseStalePublications(db: Queryable, olderThanMs: number): Promise<number> {
   const result = await db.query(

@@ -42,13 +42,27 @@ export interface DeliveryWorkerOptions {
   readonly metrics: ServiceMetrics;
 }
 
-/** Messages waiting for one endpoint beyond its concurrency, before the rest are deferred to Postgres. */
-const QUEUE_PER_CONCURRENCY_SLOT = 4;
+/**
+ * Messages a slow endpoint may have waiting in this worker beyond its concurrency before the rest are
+ * deferred to Postgres. An endpoint is slow when all its slots are busy and none finished for a while; a
+ * fast endpoint's queue drains as it fills and may grow to the hard cap.
+ */
+const SLOW_ENDPOINT_QUEUE_PER_SLOT = 4;
+const ENDPOINT_QUEUE_HARD_CAP = 5_000;
+const SLOW_AFTER_MS = 1_000;
+/**
+ * Backpressure: while this many messages are held for endpoints that are keeping up (loading, queued, in
+ * flight or being recorded), the worker stops pulling; JetStream keeps the rest for other workers. Slow
+ * endpoints do not count: their overflow is deferred, so hung receivers never stop the worker from
+ * pulling work for healthy ones.
+ */
+const MAX_HELD_FOR_FAST_ENDPOINTS = 2_000;
 /** A deferred delivery comes back after about this long (no attempt is counted). */
 const DEFER_MS = 5_000;
 const LOAD_BATCH = 256;
 const LOAD_LINGER_MS = 2;
-const FLUSH_BATCH = 512;
+const FLUSH_BATCH = 256;
+const MAX_FLUSH_BATCH = 2_000;
 const FLUSH_LINGER_MS = 5;
 const FLUSH_FAILURE_REDELIVERY_MS = 5_000;
 
@@ -69,6 +83,8 @@ interface Outcome {
 
 interface EndpointLane {
   inFlight: number;
+  /** Last time a request to the endpoint finished (or the lane opened). */
+  lastFinishedAt: number;
   readonly waiting: Array<{ held: Held; work: DeliveryWork }>;
 }
 
@@ -91,9 +107,12 @@ export class DeliveryWorker {
   private outcomes: Outcome[] = [];
   private flushTimer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
+  private flushQueued = false;
   private readonly sending = new Set<Promise<void>>();
   private keepAliveTimer: NodeJS.Timeout | undefined;
   private stopping = false;
+  private resumePulling: (() => void) | undefined;
+  private resumeTimer: NodeJS.Timeout | undefined;
 
   constructor(options: DeliveryWorkerOptions) {
     this.options = options;
@@ -109,6 +128,9 @@ export class DeliveryWorker {
     this.keepAliveTimer = setInterval(() => {
       for (const held of this.held.values()) held.message.working();
     }, Math.max(500, Math.floor(this.options.ackWaitMs / 3))).unref();
+    // A lane turning slow (a receiver that stopped answering) frees the backpressure without any request
+    // finishing, so the pause is re-checked on a timer too.
+    this.resumeTimer = setInterval(() => this.maybeResumePulling(), 250).unref();
     this.running = this.consumeLoop(this.messages);
   }
 
@@ -116,6 +138,7 @@ export class DeliveryWorker {
   async stop(): Promise<void> {
     this.stopping = true;
     await this.messages?.close().catch(() => undefined);
+    this.resumePulling?.();
     await this.running;
     clearTimeout(this.loadTimer);
     for (const lane of this.lanes.values()) {
@@ -125,6 +148,7 @@ export class DeliveryWorker {
     await Promise.allSettled([...this.sending]);
     await this.flush();
     clearInterval(this.keepAliveTimer);
+    clearInterval(this.resumeTimer);
   }
 
   private async consumeLoop(messages: ConsumerMessages): Promise<void> {
@@ -143,7 +167,23 @@ export class DeliveryWorker {
       this.loadBuffer.push(held);
       if (this.loadBuffer.length >= LOAD_BATCH) this.loadBatch();
       else this.loadTimer ??= setTimeout(() => this.loadBatch(), LOAD_LINGER_MS);
+      if (this.heldForFastEndpoints() >= MAX_HELD_FOR_FAST_ENDPOINTS) {
+        await new Promise<void>((resolve) => (this.resumePulling = resolve));
+      }
     }
+  }
+
+  private heldForFastEndpoints(): number {
+    let heldBySlow = 0;
+    for (const lane of this.lanes.values()) if (this.isSlow(lane)) heldBySlow += lane.waiting.length + lane.inFlight;
+    return this.held.size - heldBySlow;
+  }
+
+  private maybeResumePulling(): void {
+    if (!this.resumePulling || this.heldForFastEndpoints() >= MAX_HELD_FOR_FAST_ENDPOINTS / 2) return;
+    const resume = this.resumePulling;
+    this.resumePulling = undefined;
+    resume();
   }
 
   private loadBatch(): void {
@@ -177,7 +217,7 @@ export class DeliveryWorker {
     const lane = this.laneOf(work.endpointId);
     if (lane.inFlight < this.options.endpointConcurrency && !this.stopping) {
       this.dispatch(lane, held, work);
-    } else if (lane.waiting.length < this.options.endpointConcurrency * QUEUE_PER_CONCURRENCY_SLOT && !this.stopping) {
+    } else if (lane.waiting.length < this.queueCapOf(lane) && !this.stopping) {
       lane.waiting.push({ held, work });
     } else {
       this.options.metrics.webhookDeferred.inc();
@@ -186,13 +226,23 @@ export class DeliveryWorker {
     }
   }
 
+  private isSlow(lane: EndpointLane): boolean {
+    return lane.inFlight >= this.options.endpointConcurrency && Date.now() - lane.lastFinishedAt > SLOW_AFTER_MS;
+  }
+
+  private queueCapOf(lane: EndpointLane): number {
+    return this.isSlow(lane) ? this.options.endpointConcurrency * SLOW_ENDPOINT_QUEUE_PER_SLOT : ENDPOINT_QUEUE_HARD_CAP;
+  }
+
   private dispatch(lane: EndpointLane, held: Held, work: DeliveryWork): void {
     lane.inFlight += 1;
     const task = this.attempt(held, work).finally(() => {
       lane.inFlight -= 1;
+      lane.lastFinishedAt = Date.now();
       const next = lane.waiting.shift();
       if (next) this.dispatch(lane, next.held, next.work);
       else if (lane.inFlight === 0) this.lanes.delete(work.endpointId);
+      this.maybeResumePulling();
     });
     this.track(task);
   }
@@ -200,7 +250,7 @@ export class DeliveryWorker {
   private async attempt(held: Held, work: DeliveryWork): Promise<void> {
     const body = buildEnvelope(work.event);
     const attemptedAt = new Date();
-    const result = await this.options.sender.send(work.url, body, {
+    const result = await this.options.sender.send(work.endpointId, work.url, body, {
       'content-type': 'application/json',
       'user-agent': `audit-trail-webhooks/${SERVICE_VERSION}`,
       'x-service-signature': signDelivery(this.secretOf(work), body),
@@ -247,13 +297,20 @@ export class DeliveryWorker {
     else this.flushTimer ??= setTimeout(() => void this.flush(), FLUSH_LINGER_MS);
   }
 
-  /** Outcome writes are serialised, one transaction per batch; messages are acked after the commit. */
+  /**
+   * Outcome writes are serialised, one transaction per batch; messages are acked after the commit. A batch
+   * is taken when its write starts, not when it was asked for, so under load the batches grow instead of
+   * queueing up as many small transactions.
+   */
   private flush(): Promise<void> {
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
-    const batch = this.outcomes;
-    this.outcomes = [];
-    this.flushing = this.flushing.then(() => (batch.length > 0 ? this.writeOutcomes(batch) : undefined));
+    if (this.flushQueued) return this.flushing;
+    this.flushQueued = true;
+    this.flushing = this.flushing.then(async () => {
+      this.flushQueued = false;
+      while (this.outcomes.length > 0) await this.writeOutcomes(this.outcomes.splice(0, MAX_FLUSH_BATCH));
+    });
     return this.flushing;
   }
 
@@ -279,6 +336,7 @@ export class DeliveryWorker {
         return { result: undefined, events };
       });
       for (const { held } of batch) this.release(held, () => held.message.ack());
+      this.maybeResumePulling();
     } catch (thrown) {
       this.options.log.warn({ err: coerceError(thrown), outcomes: batch.length }, 'could not record delivery outcomes; the messages will be redelivered');
       this.options.metrics.errors.inc({ kind: 'delivery_record_failed' });
@@ -294,7 +352,7 @@ export class DeliveryWorker {
   private laneOf(endpointId: string): EndpointLane {
     let lane = this.lanes.get(endpointId);
     if (!lane) {
-      lane = { inFlight: 0, waiting: [] };
+      lane = { inFlight: 0, lastFinishedAt: Date.now(), waiting: [] };
       this.lanes.set(endpointId, lane);
     }
     return lane;

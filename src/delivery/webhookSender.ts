@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import { Agent, request } from 'undici';
+import { Pool, request } from 'undici';
 import { blockedAddressReason, guardedLookup } from '../webhooks/targetGuard.ts';
 
 /** At most this much of a receiver's response is read and kept (DESIGN.md §2). */
@@ -18,40 +18,39 @@ export interface SendResult {
 export interface WebhookSenderOptions {
   /** SPEC.md: success is a 2xx within 10 s, measured from connect to the end of the response. */
   readonly timeoutMs: number;
-  /** Keep-alive connections per receiver origin: also the most concurrent requests one receiver gets. */
-  readonly connectionsPerOrigin: number;
+  /** Keep-alive connections per endpoint: also the most concurrent requests one endpoint gets. */
+  readonly connectionsPerEndpoint: number;
   /** WEBHOOK_ALLOW_PRIVATE_TARGETS: when false, every connection goes through the SSRF guard. */
   readonly allowPrivateTargets: boolean;
 }
 
+/** A pool unused for this long is closed; the endpoint gets a new one when it is next delivered to. */
+const IDLE_POOL_MS = 5 * 60_000;
+
 /**
- * POSTs signed bodies with undici (one pool per receiver origin, keep-alive). Redirects are not followed:
- * a 3xx is a failure like any other non-2xx.
+ * POSTs signed bodies with undici: one keep-alive pool per endpoint, so that a hung endpoint's
+ * connections are its own even when it shares a host with healthy ones. Redirects are not followed: a 3xx
+ * is a failure like any other non-2xx.
  */
 export class WebhookSender {
-  private readonly agent: Agent;
   private readonly options: WebhookSenderOptions;
+  private readonly pools = new Map<string, { pool: Pool; origin: string; lastUsedAt: number }>();
+  private readonly sweeper: NodeJS.Timeout;
 
   constructor(options: WebhookSenderOptions) {
     this.options = options;
-    this.agent = new Agent({
-      connections: options.connectionsPerOrigin,
-      keepAliveTimeout: 30_000,
-      headersTimeout: options.timeoutMs,
-      bodyTimeout: options.timeoutMs,
-      // The guard is the socket's own DNS lookup, so the address checked is the address connected to.
-      connect: options.allowPrivateTargets ? { timeout: options.timeoutMs } : { timeout: options.timeoutMs, lookup: guardedLookup },
-    });
+    this.sweeper = setInterval(() => this.closeIdlePools(), IDLE_POOL_MS / 5).unref();
   }
 
-  async send(url: string, body: string, headers: Record<string, string>): Promise<SendResult> {
+  /** Sends one delivery to `url` over the pool of endpoint `endpointId`. */
+  async send(endpointId: string, url: string, body: string, headers: Record<string, string>): Promise<SendResult> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
     const blocked = this.literalAddressBlocked(url);
     if (blocked) return { ok: false, statusCode: null, error: blocked, responseExcerpt: '', durationMs: 0 };
     try {
       const response = await request(url, {
-        dispatcher: this.agent,
+        dispatcher: this.poolFor(endpointId, new URL(url).origin),
         method: 'POST',
         headers,
         body,
@@ -66,7 +65,38 @@ export class WebhookSender {
   }
 
   async close(): Promise<void> {
-    await this.agent.close();
+    clearInterval(this.sweeper);
+    await Promise.all([...this.pools.values()].map(({ pool }) => pool.close()));
+    this.pools.clear();
+  }
+
+  private poolFor(endpointId: string, origin: string): Pool {
+    const existing = this.pools.get(endpointId);
+    if (existing && existing.origin === origin) {
+      existing.lastUsedAt = Date.now();
+      return existing.pool;
+    }
+    // A changed URL (an in-place update) gets a pool for its new origin.
+    if (existing) void existing.pool.close();
+    const pool = new Pool(origin, {
+      connections: this.options.connectionsPerEndpoint,
+      keepAliveTimeout: 30_000,
+      headersTimeout: this.options.timeoutMs,
+      bodyTimeout: this.options.timeoutMs,
+      // The guard is the socket's own DNS lookup, so the address checked is the address connected to.
+      connect: this.options.allowPrivateTargets ? { timeout: this.options.timeoutMs } : { timeout: this.options.timeoutMs, lookup: guardedLookup },
+    });
+    this.pools.set(endpointId, { pool, origin, lastUsedAt: Date.now() });
+    return pool;
+  }
+
+  private closeIdlePools(): void {
+    const cutoff = Date.now() - IDLE_POOL_MS;
+    for (const [endpointId, entry] of this.pools) {
+      if (entry.lastUsedAt >= cutoff) continue;
+      this.pools.delete(endpointId);
+      void entry.pool.close();
+    }
   }
 
   /** A URL naming an IP address never reaches the DNS lookup, so it is checked here. */

@@ -1,0 +1,214 @@
+/**
+ * Webhook delivery benchmark (issue 4): deliveries/s from ingest to a local receiver answering 204 with one
+ * worker process, against a bare undici sender posting the same kind of signed bodies in the same run;
+ * commit-to-receipt latency at half the peak rate; and the same with 20 % of endpoints failing or hanging.
+ *
+ *   node bench/delivery.ts            (make bench runs it too)
+ *
+ * Processes: this driver writes events through the service's own write path (EventWriter, so fan-out is
+ * included); the relay, the worker and the receiver each run in a process of their own.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import pg from 'pg';
+import { Database } from '../src/db/database.ts';
+import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
+import type { NewEvent } from '../src/events/eventStore.ts';
+import { EventWriter } from '../src/ingestion/eventWriter.ts';
+import { createLogger } from '../src/platform/logger.ts';
+import { SecretBox } from '../src/webhooks/secretBox.ts';
+import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
+
+const SERVER = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
+const DATABASE_URL = `${SERVER}/audit_bench_delivery`;
+const ENCRYPTION_KEY = randomBytes(32).toString('hex');
+const PEAK_EVENTS = Number(process.env.BENCH_DELIVERY_EVENTS ?? 20_000);
+const PACED_SECONDS = Number(process.env.BENCH_DELIVERY_SECONDS ?? 10);
+const CONCURRENCY = 16;
+const log = createLogger('warn');
+const children: ChildProcess[] = [];
+
+function node(args: string[], env: Record<string, string> = {}): ChildProcess {
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  return child;
+}
+
+async function firstLine(child: ChildProcess): Promise<any> {
+  const lines = createInterface({ input: child.stdout! });
+  const [line] = (await once(lines, 'line')) as [string];
+  return JSON.parse(line);
+}
+
+async function waitReady(port: number): Promise<void> {
+  for (let tries = 0; tries < 200; tries += 1) {
+    const status = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status, () => 0);
+    if (status === 200) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`service on ${port} never became ready`);
+}
+
+async function freshDatabase(): Promise<void> {
+  const admin = new pg.Client({ connectionString: `${SERVER}/postgres` });
+  await admin.connect();
+  await admin.query('DROP DATABASE IF EXISTS audit_bench_delivery WITH (FORCE)');
+  await admin.end();
+  await createDatabaseIfMissing(DATABASE_URL);
+  await migrate(DATABASE_URL, log);
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+}
+
+function event(tenantId: string): NewEvent {
+  const now = Date.now();
+  return {
+    tenantId,
+    occurredAtMs: now,
+    eventId: randomUUID(),
+    action: 'phi.read',
+    userId: 'user-1',
+    userRole: 'clinician',
+    resourceType: 'claim',
+    resourceId: 'claim-1',
+    fieldsAccessed: '["diagnosis"]',
+    phiInvolved: true,
+    sourceIp: '10.0.0.1',
+    userAgent: 'bench',
+    justification: '',
+    success: true,
+    details: '{"reason":"bench"}',
+  };
+}
+
+interface ReceiverStats {
+  count: number;
+  firstAt: number;
+  lastAt: number;
+  latencies: number[];
+}
+
+async function main(): Promise<void> {
+  await freshDatabase();
+  const receiver = node(['bench/webhookReceiver.ts']);
+  const { port: receiverPort } = await firstLine(receiver);
+  const receiverUrl = `http://127.0.0.1:${receiverPort}`;
+  const stats = async (latencies = false): Promise<ReceiverStats> =>
+    (await fetch(`${receiverUrl}/stats${latencies ? '?latencies=1' : ''}`)).json() as Promise<ReceiverStats>;
+  const reset = () => fetch(`${receiverUrl}/reset`);
+
+  // Baseline: the bare sender, same receiver, same concurrency per endpoint as the worker.
+  const bare = node(['bench/bareSender.ts'], { TARGET_URL: `${receiverUrl}/ok`, COUNT: String(PEAK_EVENTS), CONCURRENCY: String(CONCURRENCY) });
+  const bareResult = (await firstLine(bare)) as { sent: number; seconds: number };
+  const bareRate = bareResult.sent / bareResult.seconds;
+  await reset();
+
+  const namespace = `bench${randomBytes(3).toString('hex')}`;
+  const serviceEnv = {
+    DATABASE_URL,
+    NATS_NAMESPACE: namespace,
+    SECRET_ENCRYPTION_KEY: ENCRYPTION_KEY,
+    WEBHOOK_ALLOW_HTTP: 'true',
+    WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+    DELIVERY_ENDPOINT_CONCURRENCY: String(CONCURRENCY),
+    // Retries of the failing endpoints happen within the run, so they load the worker too.
+    DELIVERY_SCHEDULE: '1s,2s,4s,8s',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+  };
+  node(['src/cli.ts', 'serve', '--roles', 'worker'], { ...serviceEnv, INTERNAL_PORT: '18092' });
+  await waitReady(18092);
+
+  const db = new Database({ url: DATABASE_URL, poolSize: 8, applicationName: 'bench driver', log });
+  const writer = new EventWriter(db);
+  const registry = new WebhookRegistry({ writer, secrets: new SecretBox(ENCRYPTION_KEY), policy: { allowHttp: true, allowPrivateTargets: true } });
+  const actor = { userId: 'bench', userRole: 'operator' };
+  const tenants = Array.from({ length: 10 }, (_, index) => `bench-${index}`);
+  for (const tenant of tenants) await registry.register(tenant, { url: `${receiverUrl}/ok`, event_filter: ['phi.'] }, actor);
+
+  const waitForCount = async (count: number, timeoutMs = 120_000) => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const current = await stats();
+      if (current.count >= count) return current;
+      if (Date.now() > deadline) throw new Error(`only ${current.count} of ${count} deliveries arrived`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  };
+
+  // The delivery path alone: the outbox filled first, then drained by the relay and the worker.
+  await reset();
+  for (let written = 0; written < PEAK_EVENTS; written += 500) {
+    await writer.write(Array.from({ length: Math.min(500, PEAK_EVENTS - written) }, () => event(tenants[0]!)), 'bench');
+  }
+  node(['src/cli.ts', 'serve', '--roles', 'relay'], { ...serviceEnv, INTERNAL_PORT: '18091' });
+  await waitReady(18091);
+  const drained = await waitForCount(PEAK_EVENTS);
+  const drainRate = (PEAK_EVENTS - 1) / ((drained.lastAt - drained.firstAt) / 1000);
+
+  // End to end: events for one endpoint written as fast as the write path takes them (batches of 500)
+  // while the relay and the worker deliver them; all share the machine's two cores.
+  await reset();
+  const peakStarted = Date.now();
+  for (let written = 0; written < PEAK_EVENTS; written += 500) {
+    await writer.write(Array.from({ length: Math.min(500, PEAK_EVENTS - written) }, () => event(tenants[0]!)), 'bench');
+  }
+  const writtenAt = Date.now();
+  const peak = await waitForCount(PEAK_EVENTS);
+  const peakRate = PEAK_EVENTS / ((peak.lastAt - peakStarted) / 1000);
+  const ingestRate = PEAK_EVENTS / ((writtenAt - peakStarted) / 1000);
+
+  // Paced at half the peak, spread over all ten (healthy) endpoints.
+  const paced = async (rate: number, healthy: string[]): Promise<number[]> => {
+    await reset();
+    const tickMs = 20;
+    const perTick = Math.max(1, Math.round((rate * tickMs) / 1000));
+    const ticks = Math.round((PACED_SECONDS * 1000) / tickMs);
+    let sent = 0;
+    const started = Date.now();
+    for (let tick = 0; tick < ticks; tick += 1) {
+      const batch = Array.from({ length: perTick }, (_, index) => event(tenants[(tick * perTick + index) % tenants.length]!));
+      await writer.write(batch, 'bench');
+      sent += batch.filter((item) => healthy.includes(item.tenantId)).length;
+      const wait = started + (tick + 1) * tickMs - Date.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+    await waitForCount(sent);
+    return (await stats(true)).latencies.sort((a, b) => a - b);
+  };
+  const halfRate = peakRate / 2;
+  const noFailure = await paced(halfRate, tenants);
+
+  // 20 % of the endpoints now fail (500) or hang: re-point two tenants' endpoints.
+  await db.query(`UPDATE webhook_endpoints SET url = $1 WHERE tenant_id = 'bench-8'`, [`${receiverUrl}/fail`]);
+  await db.query(`UPDATE webhook_endpoints SET url = $1 WHERE tenant_id = 'bench-9'`, [`${receiverUrl}/hang`]);
+  const withFailures = await paced(halfRate, tenants.slice(0, 8));
+
+  await db.close();
+  const report = {
+    benchmark: 'webhook delivery',
+    command: 'node bench/delivery.ts',
+    bare_sender_per_s: Math.round(bareRate),
+    delivery_path_per_s: Math.round(drainRate),
+    delivery_path_ratio_vs_bare: Number((drainRate / bareRate).toFixed(2)),
+    end_to_end_with_ingest_per_s: Math.round(peakRate),
+    end_to_end_ratio_vs_bare: Number((peakRate / bareRate).toFixed(2)),
+    ingest_during_peak_per_s: Math.round(ingestRate),
+    paced_rate_per_s: Math.round(halfRate),
+    latency_ms: { p50: percentile(noFailure, 50), p99: percentile(noFailure, 99), max: noFailure.at(-1) },
+    with_20pct_failing_latency_ms: { p50: percentile(withFailures, 50), p99: percentile(withFailures, 99), max: withFailures.at(-1) },
+    p99_ratio_failure_vs_none: Number((percentile(withFailures, 99) / Math.max(1, percentile(noFailure, 99))).toFixed(2)),
+    goals: { ratio_vs_bare: '>= 0.40', p50_ms: '< 50', p99_ms: '< 250', p99_ratio: '<= 2' },
+  };
+  console.log(JSON.stringify(report, null, 2));
+}
+
+try {
+  await main();
+} finally {
+  for (const child of children) child.kill('SIGTERM');
+}

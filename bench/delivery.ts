@@ -120,7 +120,7 @@ async function main(): Promise<void> {
     HOST: '127.0.0.1',
     LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
   };
-  node(['src/cli.ts', 'serve', '--roles', 'worker'], { ...serviceEnv, INTERNAL_PORT: '18092' });
+  node(['src/cli.ts', 'serve', '--roles', 'worker'], { ...serviceEnv, INTERNAL_PORT: '18092', NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS ?? '' });
   await waitReady(18092);
 
   const db = new Database({ url: DATABASE_URL, poolSize: 8, applicationName: 'bench driver', log });

@@ -1,0 +1,28 @@
+/**
+ * `make bench`: runs every benchmark, or those named (`node bench/run.ts delivery`), each in its own
+ * process so that one's leftovers (connections, timers, memory) cannot colour the next one's figures.
+ * Each benchmark prints its own figures next to the baseline it measured in the same run.
+ */
+import { spawnSync } from 'node:child_process';
+
+const BENCHMARKS: Record<string, string> = {
+  delivery: 'bench/delivery.ts',
+};
+
+const wanted = process.argv.slice(2);
+const unknown = wanted.filter((name) => !(name in BENCHMARKS));
+if (unknown.length > 0) {
+  console.error(`unknown benchmark(s): ${unknown.join(', ')}; known: ${Object.keys(BENCHMARKS).join(', ')}`);
+  process.exit(2);
+}
+
+let failed = 0;
+for (const name of wanted.length > 0 ? wanted : Object.keys(BENCHMARKS)) {
+  console.log(`\n=== ${name}: node ${BENCHMARKS[name]}`);
+  const result = spawnSync(process.execPath, [BENCHMARKS[name]!], { stdio: 'inherit' });
+  if (result.status !== 0) {
+    failed += 1;
+    console.error(`${name} failed (exit ${result.status ?? result.signal})`);
+  }
+}
+process.exit(failed === 0 ? 0 : 1);

@@ -6,6 +6,7 @@
 import { spawnSync } from 'node:child_process';
 
 const BENCHMARKS: Record<string, string> = {
+  list: 'bench/list.ts',
   delivery: 'bench/delivery.ts',
 };
 

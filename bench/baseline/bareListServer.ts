@@ -1,0 +1,56 @@
+/**
+ * Baseline of the list benchmark: the plainest server a Node developer would write for the same query —
+ * node:http and a pg Pool, the same SQL selecting the columns, rows turned into objects and serialised with
+ * JSON.stringify. No authentication, no rate limiting, no validation: it only does what the list must.
+ *   GET /events?tenant=T&limit=N[&action=A][&cursor=C]   (prints {"port":P} when listening)
+ */
+import { createServer } from 'node:http';
+import pg from 'pg';
+
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: Number(process.env.POOL_SIZE ?? 10) });
+
+const server = createServer(async (request, response) => {
+  try {
+    const url = new URL(request.url!, 'http://localhost');
+    const tenant = url.searchParams.get('tenant')!;
+    const limit = Number(url.searchParams.get('limit') ?? 100);
+    const where = ['tenant_id = $1'];
+    const values: unknown[] = [tenant];
+    for (const column of ['action', 'resource_type']) {
+      const value = url.searchParams.get(column);
+      if (value !== null) {
+        values.push(value);
+        where.push(`${column} = $${values.length}`);
+      }
+    }
+    const cursor = url.searchParams.get('cursor');
+    if (cursor) {
+      const { t, id } = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { t: string; id: string };
+      values.push(t, id);
+      where.push(`(occurred_at, event_id) < ($${values.length - 1}::timestamptz, $${values.length}::uuid)`);
+    }
+    values.push(limit + 1);
+    const { rows } = await pool.query(
+      `SELECT event_id, occurred_at, action, user_id, user_role, resource_type, resource_id, fields_accessed, phi_involved,
+              tenant_id, source_ip, user_agent, justification, success, details
+         FROM events WHERE ${where.join(' AND ')}
+        ORDER BY occurred_at DESC, event_id DESC LIMIT $${values.length}`,
+      values,
+    );
+    const hasMore = rows.length > limit;
+    const page = rows.slice(0, limit);
+    const events = page.map((row) => ({ ...row, timestamp: (row.occurred_at as Date).toISOString(), occurred_at: undefined }));
+    const last = page.at(-1);
+    const next = hasMore && last ? Buffer.from(JSON.stringify({ t: (last.occurred_at as Date).toISOString(), id: last.event_id })).toString('base64url') : null;
+    const body = JSON.stringify({ events, page: { limit, returned: page.length, next_cursor: next, has_more: hasMore } });
+    response.writeHead(200, { 'content-type': 'application/json' }).end(body);
+  } catch (error) {
+    response.writeHead(500).end(String(error));
+  }
+});
+
+server.keepAliveTimeout = 65_000;
+server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
+  process.stdout.write(`${JSON.stringify({ port: (server.address() as { port: number }).port })}\n`);
+});
+process.on('SIGTERM', () => server.close(() => void pool.end().then(() => process.exit(0))));

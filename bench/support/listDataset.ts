@@ -1,0 +1,70 @@
+/**
+ * The dataset of the list, export and limiter benchmarks (issue 2): 2,000,000 events of 1,000 tenants, one
+ * of them (`tenant-big`) holding 500,000, spread over the last 90 days. Generated inside Postgres (one
+ * INSERT … SELECT over generate_series per chunk) and kept between runs: a marker row says it is complete.
+ * Actions and resource types are skewed like a real trail; `phi.break_glass` is 0.5 % of `tenant-big`.
+ */
+import pg from 'pg';
+import { createDatabaseIfMissing, migrate } from '../../src/db/migrate.ts';
+import { createLogger } from '../../src/platform/logger.ts';
+
+export const SERVER_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
+export const LIST_DATABASE_URL = `${SERVER_URL}/audit_bench_list`;
+export const BIG_TENANT = 'tenant-big';
+export const TOTAL_EVENTS = 2_000_000;
+export const BIG_TENANT_EVENTS = 500_000;
+export const TENANTS = 1_000;
+export const RARE_ACTION = 'phi.break_glass';
+const DATASET = 'list-v1';
+const DAYS = 90;
+
+export async function ensureListDataset(log: (line: string) => void): Promise<void> {
+  await createDatabaseIfMissing(LIST_DATABASE_URL);
+  await migrate(LIST_DATABASE_URL, createLogger('warn'));
+  const client = new pg.Client({ connectionString: LIST_DATABASE_URL });
+  await client.connect();
+  try {
+    await client.query('CREATE TABLE IF NOT EXISTS bench_datasets (name text PRIMARY KEY, rows bigint NOT NULL, loaded_at timestamptz NOT NULL DEFAULT now())');
+    const { rows } = await client.query('SELECT rows FROM bench_datasets WHERE name = $1', [DATASET]);
+    if (rows[0]) {
+      log(`dataset ${DATASET} present (${rows[0].rows} events)`);
+      return;
+    }
+    const started = Date.now();
+    // A half-loaded dataset from an interrupted run cannot be topped up reliably; start over.
+    await client.query(`SELECT count(*) FROM events`).then(async ({ rows: [{ count }] }) => {
+      if (Number(count) > 0) throw new Error('audit_bench_list has events but no completion marker; drop the database and rerun');
+    });
+    for (let day = 0; day <= DAYS + 31; day += 28) {
+      await client.query(`SELECT audit_ensure_event_partition(now() - make_interval(days => $1))`, [day]);
+    }
+    const chunk = 250_000;
+    for (let offset = 0; offset < TOTAL_EVENTS; offset += chunk) {
+      await client.query(
+        `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
+                             fields_accessed, phi_involved, source_ip, user_agent, justification, success, details)
+         SELECT tenant, at, gen_random_uuid(), action, 'user-' || (n % 5000), (ARRAY['clinician','billing','admin','support'])[1 + n % 4],
+                resource, resource || '-' || (n % 100000),
+                CASE WHEN action LIKE 'phi.%' THEN '["diagnosis","medications"]' ELSE '' END,
+                action LIKE 'phi.%', '10.' || (n % 250) || '.' || (n % 200) || '.1', 'bench-agent/1.0', '', n % 50 <> 0,
+                '{"ward":"' || (n % 40) || '"}'
+         FROM (
+           SELECT n,
+                  CASE WHEN n % 4 = 0 THEN '${BIG_TENANT}' ELSE 'tenant-' || lpad((n % ${TENANTS - 1})::text, 4, '0') END AS tenant,
+                  date_trunc('milliseconds', now() - (random() * interval '${DAYS} days')) AS at,
+                  CASE WHEN n % 200 = 0 THEN '${RARE_ACTION}'
+                       ELSE (ARRAY['phi.read','phi.read','phi.read','phi.query','phi.export','auth.login','auth.logout','admin.user.invite','admin.key.create','record.update'])[1 + (n / 7) % 10] END AS action,
+                  (ARRAY['patient_record','claim','upload','session','user'])[1 + (n / 3) % 5] AS resource
+           FROM generate_series($1::bigint, $2::bigint) AS n
+         ) AS generated`,
+        [offset, offset + chunk - 1],
+      );
+      log(`  loaded ${offset + chunk} events`);
+    }
+    await client.query('ANALYZE events');
+    await client.query('INSERT INTO bench_datasets (name, rows) VALUES ($1, $2)', [DATASET, TOTAL_EVENTS]);
+    log(`dataset ${DATASET} loaded in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,89 @@
+/** Child processes of the benchmarks: the service or a baseline, each on its own CPU thread. */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { once } from 'node:events';
+
+const children = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
+export function startNode(args: string[], env: Record<string, string> = {}): ChildProcess {
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'] });
+  children.add(child);
+  child.on('exit', () => children.delete(child));
+  return child;
+}
+
+export async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  child.kill('SIGTERM');
+  await once(child, 'exit');
+}
+
+export async function freePort(): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  server.close();
+  return port;
+}
+
+export async function waitForHttp(url: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const ok = await fetch(url).then((response) => response.ok, () => false);
+    if (ok) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${url} did not answer within ${timeoutMs} ms`);
+}
+
+/** Resident set size of a process, in MB (Linux). */
+export function rssMb(pid: number): number {
+  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return match ? Number(match[1]) / 1024 : NaN;
+}
+
+/** Samples a process's RSS every 100 ms until stopped; returns the peak. */
+export function sampleRss(pid: number): { stop(): number } {
+  let peak = rssMb(pid);
+  const timer = setInterval(() => {
+    try {
+      peak = Math.max(peak, rssMb(pid));
+    } catch {
+      // The process ended.
+    }
+  }, 100);
+  return {
+    stop() {
+      clearInterval(timer);
+      return peak;
+    },
+  };
+}
+
+export const BENCH_PEPPER = 'bench-pepper-0123456789abcdef0123456789abcdef';
+export const BENCH_ENCRYPTION_KEY = 'ab'.repeat(32);
+export const BENCH_INGEST_TOKEN = 'bench-ingest-token-0123456789abcdef';
+
+/** CPU seconds (user + system) used so far by the given processes; ended processes count as 0. */
+export function cpuSeconds(pids: readonly number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // Gone.
+    }
+  }
+  return ticks / 100; // USER_HZ is 100 on Linux
+}
+
+/** Every process of a Unix user (Postgres backends are created per connection, so list them anew). */
+export function pidsOfUser(user: string): number[] {
+  const result = spawnSync('pgrep', ['-u', user], { encoding: 'utf8' });
+  return result.stdout.split('\n').filter(Boolean).map(Number);
+}

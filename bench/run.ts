@@ -6,7 +6,10 @@
 import { spawnSync } from 'node:child_process';
 
 const BENCHMARKS: Record<string, string> = {
+  ingest: 'bench/ingest.ts',
   list: 'bench/list.ts',
+  export: 'bench/export.ts',
+  limiter: 'bench/limiter.ts',
   delivery: 'bench/delivery.ts',
 };
 

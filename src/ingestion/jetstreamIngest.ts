@@ -22,6 +22,10 @@ export interface JetStreamIngestOptions {
   readonly lingerMs?: number;
 }
 
+// Batches written at once: one at a time leaves Postgres idle while Node decodes the next batch, and the
+// ingest benchmark's JetStream drain went from 13,000 to about 18,000 events/s with three.
+const CONCURRENT_WRITES = 3;
+
 // A store outage makes every message of the batch come back after this long.
 const RETRY_DELAY_MS = 5_000;
 
@@ -36,7 +40,7 @@ export class JetStreamIngest {
   private messages: ConsumerMessages | undefined;
   private buffer: JsMsg[] = [];
   private flushTimer: NodeJS.Timeout | undefined;
-  private flushing: Promise<void> = Promise.resolve();
+  private readonly writing = new Set<Promise<void>>();
   private running: Promise<void> | undefined;
   private stopping = false;
 
@@ -48,8 +52,9 @@ export class JetStreamIngest {
     const definition = ingestConsumerDefinition(this.options.names);
     await ensureConsumer(await jetstreamManager(this.options.bus.nc), definition);
     const consumer = await jetstream(this.options.bus.nc).consumers.get(definition.stream.name, definition.consumer.durable_name);
-    const batchSize = this.options.batchSize ?? 500;
-    this.messages = await consumer.consume({ max_messages: batchSize * 2 });
+    const batchSize = this.options.batchSize ?? 1000;
+    // Room for every concurrent write's batch plus the one filling up.
+    this.messages = await consumer.consume({ max_messages: batchSize * (CONCURRENT_WRITES + 1) });
     this.running = this.consumeLoop(this.messages, batchSize);
   }
 
@@ -59,6 +64,7 @@ export class JetStreamIngest {
     await this.messages?.close().catch(() => undefined);
     await this.running;
     await this.flush();
+    await Promise.all(this.writing);
   }
 
   private async consumeLoop(messages: ConsumerMessages, batchSize: number): Promise<void> {
@@ -69,14 +75,20 @@ export class JetStreamIngest {
     }
   }
 
-  /** Writes are serialised: one batch at a time, in arrival order. */
-  private flush(): Promise<void> {
+  /**
+   * Starts writing the buffered batch once one of the CONCURRENT_WRITES slots is free; resolves when it has
+   * started, so the consumer keeps filling the next batch meanwhile. Each batch is its own transaction and
+   * acknowledges its own messages, so batches may commit in any order (writes are idempotent).
+   */
+  private async flush(): Promise<void> {
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
     const batch = this.buffer;
     this.buffer = [];
-    this.flushing = this.flushing.then(() => (batch.length > 0 ? this.writeBatch(batch) : undefined));
-    return this.flushing;
+    if (batch.length === 0) return;
+    while (this.writing.size >= CONCURRENT_WRITES) await Promise.race(this.writing);
+    const write: Promise<void> = this.writeBatch(batch).finally(() => this.writing.delete(write));
+    this.writing.add(write);
   }
 
   private async writeBatch(batch: JsMsg[]): Promise<void> {

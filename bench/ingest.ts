@@ -1,0 +1,142 @@
+/**
+ * Ingest benchmark (issue 2): events/s through the HTTP batch endpoint (batches of 500, 4 concurrent
+ * producers) and through JetStream (one event per message on audit.ingest.<tenant>, drained by a fresh
+ * ingest process from a stream filled beforehand), against COPY of the
+ * same kind of rows into the same table in the same run (psql \copy from CSV on stdin).
+ *
+ *   node bench/ingest.ts
+ */
+import { spawnSync } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import pg from 'pg';
+import { BusNames, ensureConsumer, ingestConsumerDefinition } from '../src/bus/streams.ts';
+import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
+import { createLogger } from '../src/platform/logger.ts';
+import { SERVER_URL } from './support/listDataset.ts';
+import { BENCH_INGEST_TOKEN, cpuSeconds, freePort, pidsOfUser, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+
+const DATABASE_URL = `${SERVER_URL}/audit_bench_ingest`;
+const EVENTS = Number(process.env.BENCH_INGEST_EVENTS ?? 100_000);
+const BATCH = 500;
+const PRODUCERS = 4;
+
+const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
+await admin.connect();
+await admin.query('DROP DATABASE IF EXISTS audit_bench_ingest WITH (FORCE)');
+await admin.end();
+await createDatabaseIfMissing(DATABASE_URL);
+await migrate(DATABASE_URL, createLogger('warn'));
+const db = new pg.Client({ connectionString: DATABASE_URL });
+await db.connect();
+const count = async (tenant: string) => Number((await db.query('SELECT count(*) FROM events WHERE tenant_id = $1', [tenant])).rows[0].count);
+
+function producerEvent(tenant: string, index: number) {
+  return {
+    event_id: randomUUID(),
+    timestamp: new Date().toISOString(),
+    tenant_id: tenant,
+    action: index % 3 === 0 ? 'phi.read' : 'phi.query',
+    user_id: `user-${index % 500}`,
+    user_role: 'clinician',
+    resource_type: 'patient_record',
+    resource_id: `p-${index}`,
+    phi_involved: true,
+    fields_accessed: ['diagnosis', 'medications'],
+    success: true,
+    source_ip: '10.1.2.3',
+    user_agent: 'bench-producer/1.0',
+    details: { ward: `${index % 40}` },
+  };
+}
+
+// Baseline: COPY of the same rows, as CSV, through psql.
+const csvField = (value: string) => `"${value.replace(/"/g, '""')}"`;
+const csv = Array.from({ length: EVENTS }, (_, index) => {
+  const event = producerEvent('copy', index);
+  return [event.tenant_id, event.timestamp, event.event_id, event.action, event.user_id, event.user_role, event.resource_type, event.resource_id,
+    JSON.stringify(event.fields_accessed), 'true', event.source_ip, event.user_agent, '', 'true', JSON.stringify(event.details)].map(csvField).join(',');
+}).join('\n');
+const copyStarted = performance.now();
+const copy = spawnSync('psql', [DATABASE_URL, '-X', '-q', '-c',
+  `\\copy events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id, fields_accessed, phi_involved, source_ip, user_agent, justification, success, details) FROM STDIN WITH (FORMAT csv)`],
+  { input: csv, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+const copySeconds = (performance.now() - copyStarted) / 1000;
+if (copy.status !== 0) throw new Error(copy.stderr);
+if ((await count('copy')) !== EVENTS) throw new Error('COPY stored a different number of rows');
+
+// The ingest role in its own process.
+const namespace = `bench${randomBytes(3).toString('hex')}`;
+const internalPort = await freePort();
+const ingest = startNode(['src/cli.ts', 'serve', '--roles', 'ingest'], {
+  DATABASE_URL, INGEST_TOKENS: BENCH_INGEST_TOKEN, NATS_NAMESPACE: namespace, HOST: '127.0.0.1', INTERNAL_PORT: String(internalPort), LOG_LEVEL: 'warn',
+  NODE_OPTIONS: process.env.BENCH_INGEST_NODE_OPTIONS ?? '',
+});
+await waitForHttp(`http://127.0.0.1:${internalPort}/readyz`);
+
+// HTTP: 4 producers posting batches of 500 until EVENTS are stored.
+const batches = Array.from({ length: EVENTS / BATCH }, (_, batch) => JSON.stringify({ events: Array.from({ length: BATCH }, (_, i) => producerEvent('http', batch * BATCH + i)) }));
+let next = 0;
+const cpuBefore = { ingest: cpuSeconds([ingest.pid!]), postgres: cpuSeconds(pidsOfUser('postgres')), driver: process.cpuUsage() };
+const httpStarted = performance.now();
+await Promise.all(Array.from({ length: PRODUCERS }, async () => {
+  while (next < batches.length) {
+    const body = batches[next++]!;
+    const response = await fetch(`http://127.0.0.1:${internalPort}/internal/v1/events`, {
+      method: 'POST', headers: { authorization: `Bearer ${BENCH_INGEST_TOKEN}`, 'content-type': 'application/json' }, body,
+    });
+    if (!response.ok) throw new Error(`ingest answered ${response.status}: ${await response.text()}`);
+    await response.arrayBuffer();
+  }
+}));
+const httpSeconds = (performance.now() - httpStarted) / 1000;
+const driverCpu = process.cpuUsage(cpuBefore.driver);
+const httpCpu = {
+  ingest_process_s: Number((cpuSeconds([ingest.pid!]) - cpuBefore.ingest).toFixed(2)),
+  postgres_s: Number((cpuSeconds(pidsOfUser('postgres')) - cpuBefore.postgres).toFixed(2)),
+  driver_s: Number(((driverCpu.user + driverCpu.system) / 1e6).toFixed(2)),
+};
+if ((await count('http')) !== EVENTS) throw new Error('HTTP ingest stored a different number of rows');
+
+await stopProcess(ingest);
+
+// JetStream: the messages are published first (the driver's publishing would otherwise be what is
+// measured), then a fresh ingest process drains them; the rate runs from the first stored event to the last.
+const jsNamespace = `${namespace}js`;
+const nc = await connect({ servers: process.env.NATS_URL ?? '127.0.0.1:4222' });
+const names = new BusNames(jsNamespace);
+await ensureConsumer(await jetstreamManager(nc), ingestConsumerDefinition(names));
+const js = jetstream(nc);
+const subject = names.ingestSubject('jetstream');
+const messages = Array.from({ length: EVENTS }, (_, index) => JSON.stringify(producerEvent('jetstream', index)));
+const publishStarted = performance.now();
+for (let start = 0; start < EVENTS; start += 1000) {
+  await Promise.all(messages.slice(start, start + 1000).map((message) => js.publish(subject, message)));
+}
+const publishSeconds = (performance.now() - publishStarted) / 1000;
+await nc.close();
+const consumer = startNode(['src/cli.ts', 'serve', '--roles', 'ingest'], {
+  DATABASE_URL, INGEST_TOKENS: BENCH_INGEST_TOKEN, NATS_NAMESPACE: jsNamespace, HOST: '127.0.0.1', INTERNAL_PORT: String(await freePort()), LOG_LEVEL: 'warn',
+});
+let firstStoredAt = 0;
+for (;;) {
+  const stored = await count('jetstream');
+  if (stored > 0 && firstStoredAt === 0) firstStoredAt = performance.now();
+  if (stored >= EVENTS) break;
+  await new Promise((resolve) => setTimeout(resolve, 20));
+}
+const jsSeconds = (performance.now() - firstStoredAt) / 1000;
+await stopProcess(consumer);
+await db.end();
+
+const copyRate = EVENTS / copySeconds;
+console.log(JSON.stringify({
+  benchmark: 'ingest',
+  command: 'node bench/ingest.ts',
+  events: EVENTS,
+  copy_rows_per_s: Math.round(copyRate),
+  http: { cpu: httpCpu, seconds: Number(httpSeconds.toFixed(2)), events_per_s: Math.round(EVENTS / httpSeconds), ratio_vs_copy: Number((EVENTS / httpSeconds / copyRate).toFixed(2)), producers: PRODUCERS, batch: BATCH },
+  jetstream: { events_per_s: Math.round(EVENTS / jsSeconds), ratio_vs_copy: Number((EVENTS / jsSeconds / copyRate).toFixed(2)), driver_publish_per_s: Math.round(EVENTS / publishSeconds) },
+  goals: { ratio_vs_copy: '>= 0.50' },
+}, null, 2));

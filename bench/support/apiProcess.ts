@@ -1,0 +1,29 @@
+import { randomBytes } from 'node:crypto';
+import type { ChildProcess } from 'node:child_process';
+import { BENCH_ENCRYPTION_KEY, BENCH_PEPPER, freePort, startNode, waitForHttp } from './processes.ts';
+
+export interface ApiProcess {
+  readonly child: ChildProcess;
+  readonly baseUrl: string;
+}
+
+/** The api role in a process of its own (bench/support/apiServer.ts), limits raised out of the way. */
+export async function startApiProcess(databaseUrl: string, options: { rateLimiting?: boolean; nodeOptions?: string } = {}): Promise<ApiProcess> {
+  const [port, internalPort] = [await freePort(), await freePort()];
+  const child = startNode(['bench/support/apiServer.ts'], {
+    DATABASE_URL: databaseUrl,
+    KEY_PEPPER: BENCH_PEPPER,
+    SECRET_ENCRYPTION_KEY: BENCH_ENCRYPTION_KEY,
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    INTERNAL_PORT: String(internalPort),
+    LOG_LEVEL: 'warn',
+    RATE_LIMIT_READ_PER_MINUTE: '100000000',
+    RATE_LIMIT_WRITE_PER_MINUTE: '100000000',
+    RATE_LIMIT_KEY_PREFIX: `bench:${randomBytes(4).toString('hex')}`,
+    BENCH_RATE_LIMITING: options.rateLimiting === false ? 'off' : 'on',
+    NODE_OPTIONS: options.nodeOptions ?? '',
+  });
+  await waitForHttp(`http://127.0.0.1:${internalPort}/readyz`);
+  return { child, baseUrl: `http://127.0.0.1:${port}` };
+}

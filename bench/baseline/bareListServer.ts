@@ -2,7 +2,7 @@
  * Baseline of the list benchmark: the plainest server a Node developer would write for the same query —
  * node:http and a pg Pool, the same SQL selecting the columns, rows turned into objects and serialised with
  * JSON.stringify. No authentication, no rate limiting, no validation: it only does what the list must.
- *   GET /events?tenant=T&limit=N[&action=A][&cursor=C]   (prints {"port":P} when listening)
+ *   GET /events?tenant=T&limit=N[&action=A][&resource_type=R][&cursor=C]   on PORT
  */
 import { createServer } from 'node:http';
 import pg from 'pg';
@@ -50,7 +50,5 @@ const server = createServer(async (request, response) => {
 });
 
 server.keepAliveTimeout = 65_000;
-server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
-  process.stdout.write(`${JSON.stringify({ port: (server.address() as { port: number }).port })}\n`);
-});
+server.listen(Number(process.env.PORT), '127.0.0.1');
 process.on('SIGTERM', () => server.close(() => void pool.end().then(() => process.exit(0))));

@@ -9,7 +9,7 @@
  * included); the relay, the worker and the receiver each run in a process of their own.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import pg from 'pg';
@@ -18,6 +18,7 @@ import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
 import type { NewEvent } from '../src/events/eventStore.ts';
 import { EventWriter } from '../src/ingestion/eventWriter.ts';
 import { createLogger } from '../src/platform/logger.ts';
+import { newEvent } from '../test/support/events.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
 
@@ -65,24 +66,7 @@ function percentile(sorted: number[], p: number): number {
 }
 
 function event(tenantId: string): NewEvent {
-  const now = Date.now();
-  return {
-    tenantId,
-    occurredAtMs: now,
-    eventId: randomUUID(),
-    action: 'phi.read',
-    userId: 'user-1',
-    userRole: 'clinician',
-    resourceType: 'claim',
-    resourceId: 'claim-1',
-    fieldsAccessed: '["diagnosis"]',
-    phiInvolved: true,
-    sourceIp: '10.0.0.1',
-    userAgent: 'bench',
-    justification: '',
-    success: true,
-    details: '{"reason":"bench"}',
-  };
+  return newEvent({ tenantId, details: '{"reason":"bench"}' });
 }
 
 interface ReceiverStats {

@@ -1,7 +1,6 @@
 /** Child processes of the benchmarks: the service or a baseline, each on its own CPU thread. */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { once } from 'node:events';
 
 const children = new Set<ChildProcess>();
@@ -22,13 +21,7 @@ export async function stopProcess(child: ChildProcess): Promise<void> {
   await once(child, 'exit');
 }
 
-export async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  return port;
-}
+export { freePort } from '../../test/support/ports.ts';
 
 export async function waitForHttp(url: string, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

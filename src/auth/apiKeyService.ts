@@ -1,6 +1,6 @@
+import { adminEvent, type Actor } from '../events/adminEvent.ts';
 import { TENANT_ID_PATTERN } from '../events/eventFields.ts';
 import type { NewEvent } from '../events/eventStore.ts';
-import { uuidv7 } from '../events/uuidv7.ts';
 import type { EventWriter } from '../ingestion/eventWriter.ts';
 import { parseCidr } from '../platform/cidr.ts';
 import { ConflictError, NotFoundError, ValidationError, type FieldProblem } from '../platform/errors.ts';
@@ -8,14 +8,7 @@ import { generateApiKey, hashKeySecret, type KeyEnvironment } from './apiKeyForm
 import { insertApiKey, listApiKeys, revokeApiKey, updateApiKeyGrants, findApiKey, type ApiKeyRecord } from './apiKeyStore.ts';
 import { SCOPES, isScope } from './scopes.ts';
 
-/** Who performed an admin action, as recorded in the tenant's trail. */
-export interface Actor {
-  readonly userId: string;
-  readonly userRole: string;
-  /** Where the request came from, when an API call made the change. */
-  readonly sourceIp?: string;
-  readonly userAgent?: string;
-}
+export type { Actor };
 
 export interface KeyGrants {
   readonly tenantId: string;
@@ -129,28 +122,13 @@ function validateGrants(grants: KeyGrants): Required<KeyGrants> {
 }
 
 function keyEvent(action: string, record: ApiKeyRecord, actor: Actor): NewEvent {
-  const now = Date.now();
-  return {
+  return adminEvent({
     tenantId: record.tenantId,
-    occurredAtMs: now,
-    eventId: uuidv7(now),
     action,
-    userId: actor.userId,
-    userRole: actor.userRole,
+    actor,
     resourceType: 'api_key',
     resourceId: record.lookupId,
-    fieldsAccessed: '',
-    phiInvolved: false,
-    sourceIp: '',
-    userAgent: 'audit-trail',
-    justification: '',
-    success: true,
     // Never the key or its hash: only what an auditor needs to know about the grant.
-    details: JSON.stringify({
-      scopes: record.scopes,
-      allowed_cidrs: record.allowedCidrs,
-      description: record.description,
-      managed_by: record.managedBy,
-    }),
-  };
+    details: { scopes: record.scopes, allowed_cidrs: record.allowedCidrs, description: record.description, managed_by: record.managedBy },
+  });
 }

@@ -1,5 +1,5 @@
 import { jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
-import type { Actor } from '../auth/apiKeyService.ts';
+import type { Actor } from '../events/adminEvent.ts';
 import type { BusConnection } from '../bus/natsConnection.ts';
 import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/streams.ts';
 import type { EventWriter } from '../ingestion/eventWriter.ts';

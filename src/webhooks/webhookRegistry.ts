@@ -1,9 +1,8 @@
 import type pg from 'pg';
 import { z } from 'zod';
-import type { Actor } from '../auth/apiKeyService.ts';
+import { adminEvent, type Actor } from '../events/adminEvent.ts';
 import { validationErrorFrom } from '../events/eventFilters.ts';
 import type { NewEvent } from '../events/eventStore.ts';
-import { uuidv7 } from '../events/uuidv7.ts';
 import type { EventWriter } from '../ingestion/eventWriter.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../platform/errors.ts';
 import { SecretBox, generateWebhookId, generateWebhookSecret } from './secretBox.ts';
@@ -175,28 +174,18 @@ function describe(endpoint: WebhookEndpoint) {
 
 /** An `admin.webhook.*` event; never the secret. */
 export function webhookEvent(action: string, endpoint: WebhookEndpoint, actor: Actor, extra: Record<string, unknown> = {}): NewEvent {
-  const now = Date.now();
-  return {
+  return adminEvent({
     tenantId: endpoint.tenantId,
-    occurredAtMs: now,
-    eventId: uuidv7(now),
     action,
-    userId: actor.userId,
-    userRole: actor.userRole,
+    actor,
     resourceType: 'webhook_endpoint',
     resourceId: endpoint.id,
-    fieldsAccessed: '',
-    phiInvolved: false,
-    sourceIp: actor.sourceIp ?? '',
-    userAgent: actor.userAgent ?? 'audit-trail',
-    justification: '',
-    success: true,
-    details: JSON.stringify({
+    details: {
       ...describe(endpoint),
       active: endpoint.active,
       consecutive_failures: endpoint.consecutiveFailures,
       managed_by: endpoint.managedBy,
       ...extra,
-    }),
-  };
+    },
+  });
 }

@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import { z } from 'zod';
-import type { Actor } from '../../auth/apiKeyService.ts';
+import type { Actor } from '../../events/adminEvent.ts';
 import { NotFoundError } from '../../platform/errors.ts';
 import type { WebhookRegistry } from '../../webhooks/webhookRegistry.ts';
 import { WEBHOOK_ID_PATTERN, webhookRegistrationSchema, type WebhookUrlPolicy } from '../../webhooks/webhookRules.ts';

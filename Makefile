@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: install build services migrate run test bench lint clean
+.PHONY: install build services migrate run test bench lint crds clean
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -32,6 +32,10 @@ test: install services lint
 
 bench: build services
 	node bench/run.ts
+
+# CRDs in crds/ and charts/audit-trail/crds/, generated from src/controller/resources.ts.
+crds: install
+	node scripts/generate-crds.ts
 
 clean:
 	rm -rf dist node_modules

@@ -1,0 +1,163 @@
+import { z } from 'zod';
+import { SCOPES } from '../auth/scopes.ts';
+import { TENANT_ID_PATTERN } from '../events/eventFields.ts';
+import {
+  WEBHOOK_DESCRIPTION_MAX_LENGTH,
+  WEBHOOK_FILTER_ENTRY_MAX_LENGTH,
+  WEBHOOK_FILTER_ENTRY_PATTERN,
+  WEBHOOK_FILTER_MAX_ENTRIES,
+  WEBHOOK_URL_MAX_LENGTH,
+} from '../webhooks/webhookRules.ts';
+
+/**
+ * The custom resources of the `audittrail.dev` group: one zod definition per spec and status, used by the
+ * controller to read objects and by scripts/generate-crds.ts to write the CRD schemas in crds/, so that
+ * what the API server admits and what the controller accepts cannot drift apart. Limits come from the same
+ * constants the public API validates with.
+ */
+
+export const GROUP = 'audittrail.dev';
+export const VERSION = 'v1alpha1';
+
+const KEY_DESCRIPTION_MAX_LENGTH = 500;
+const CIDRS_MAX = 50;
+
+/** A Secret name: a DNS-1123 subdomain. */
+const secretName = z
+  .string()
+  .min(1)
+  .max(253)
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/)
+  .meta({ description: 'Secret in the same namespace that receives the key (or signing secret); created and owned by the controller.' });
+
+const tenantId = z
+  .string()
+  .regex(TENANT_ID_PATTERN)
+  .meta({ description: 'Tenant whose trail the key reads or the endpoint receives. Immutable.' });
+
+export const apiKeySpecSchema = z
+  .object({
+    tenantId,
+    scopes: z
+      .array(z.enum(SCOPES))
+      .min(1)
+      .max(SCOPES.length)
+      .meta({ description: 'Scopes granted to the key.', 'x-kubernetes-list-type': 'set' }),
+    allowedCidrs: z
+      .array(z.string().max(64).meta({ 'x-kubernetes-validations': [{ rule: 'isCIDR(self) || isIP(self)', message: 'must be an IP address or CIDR range' }] }))
+      .max(CIDRS_MAX)
+      .optional()
+      .meta({ description: "Client addresses allowed to use the key (the customer's egress ranges); empty means any.", 'x-kubernetes-list-type': 'set' }),
+    description: z.string().max(KEY_DESCRIPTION_MAX_LENGTH).optional(),
+    revoked: z.boolean().optional().meta({ description: 'true revokes the key (for good: a revoked key is never restored).' }),
+    secretName,
+  })
+  .meta({
+    'x-kubernetes-validations': [
+      { rule: 'self.tenantId == oldSelf.tenantId', message: 'tenantId is immutable; create another ApiKey' },
+      { rule: 'self.secretName == oldSelf.secretName', message: 'secretName is immutable' },
+      { rule: '!has(oldSelf.revoked) || !oldSelf.revoked || (has(self.revoked) && self.revoked)', message: 'a revoked key cannot be restored; create another ApiKey' },
+    ],
+  });
+
+export const webhookEndpointSpecSchema = z
+  .object({
+    tenantId,
+    url: z
+      .string()
+      .max(WEBHOOK_URL_MAX_LENGTH)
+      .regex(/^https?:\/\/[^\s/@]+(\/\S*)?$/)
+      .meta({
+        description: 'Delivery target: https (http only where the service allows it), no credentials, a public address.',
+        'x-kubernetes-validations': [{ rule: 'isURL(self)', message: 'must be an absolute URL' }],
+      }),
+    eventFilter: z
+      .array(z.string().max(WEBHOOK_FILTER_ENTRY_MAX_LENGTH).regex(WEBHOOK_FILTER_ENTRY_PATTERN))
+      .max(WEBHOOK_FILTER_MAX_ENTRIES)
+      .optional()
+      .meta({ description: 'Action prefixes such as phi. or admin.key.create; empty or absent means every event.' }),
+    description: z.string().max(WEBHOOK_DESCRIPTION_MAX_LENGTH).optional(),
+    secretName,
+  })
+  .meta({
+    'x-kubernetes-validations': [
+      { rule: 'self.tenantId == oldSelf.tenantId', message: 'tenantId is immutable; create another WebhookEndpoint' },
+      { rule: 'self.secretName == oldSelf.secretName', message: 'secretName is immutable' },
+    ],
+  });
+
+/** metav1.Condition. */
+export const conditionSchema = z.object({
+  type: z.string().max(316),
+  status: z.enum(['True', 'False', 'Unknown']),
+  observedGeneration: z.int().min(0).optional(),
+  lastTransitionTime: z.string().meta({ format: 'date-time' }),
+  reason: z.string().max(1024),
+  message: z.string().max(32768),
+});
+
+const conditions = z.array(conditionSchema).optional().meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] });
+
+export const apiKeyStatusSchema = z.object({
+  lookupId: z.string().optional().meta({ description: 'The 8-hex lookup segment of the key (never the key itself).' }),
+  state: z.enum(['Active', 'Revoked']).optional(),
+  observedGeneration: z.int().min(0).optional(),
+  conditions,
+});
+
+export const webhookEndpointStatusSchema = z.object({
+  id: z.string().optional(),
+  active: z.boolean().optional(),
+  consecutiveFailures: z.int().min(0).optional(),
+  lastDeliveryAt: z.string().optional().meta({ format: 'date-time' }),
+  observedGeneration: z.int().min(0).optional(),
+  conditions,
+});
+
+export type ApiKeySpec = z.output<typeof apiKeySpecSchema>;
+export type WebhookEndpointSpec = z.output<typeof webhookEndpointSpecSchema>;
+
+export interface ResourceKind {
+  readonly kind: string;
+  readonly plural: string;
+  readonly singular: string;
+  readonly shortNames: readonly string[];
+  readonly spec: z.ZodType;
+  readonly status: z.ZodType;
+  readonly printerColumns: ReadonlyArray<{ name: string; type: string; jsonPath: string; description?: string; priority?: number }>;
+}
+
+export const API_KEY: ResourceKind = {
+  kind: 'ApiKey',
+  plural: 'apikeys',
+  singular: 'apikey',
+  shortNames: ['atkey'],
+  spec: apiKeySpecSchema,
+  status: apiKeyStatusSchema,
+  printerColumns: [
+    { name: 'Tenant', type: 'string', jsonPath: '.spec.tenantId' },
+    { name: 'State', type: 'string', jsonPath: '.status.state' },
+    { name: 'Lookup', type: 'string', jsonPath: '.status.lookupId', description: 'The key lookup id' },
+    { name: 'Scopes', type: 'string', jsonPath: '.spec.scopes', priority: 1 },
+    { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+  ],
+};
+
+export const WEBHOOK_ENDPOINT: ResourceKind = {
+  kind: 'WebhookEndpoint',
+  plural: 'webhookendpoints',
+  singular: 'webhookendpoint',
+  shortNames: ['athook'],
+  spec: webhookEndpointSpecSchema,
+  status: webhookEndpointStatusSchema,
+  printerColumns: [
+    { name: 'Tenant', type: 'string', jsonPath: '.spec.tenantId' },
+    { name: 'Active', type: 'boolean', jsonPath: '.status.active' },
+    { name: 'ID', type: 'string', jsonPath: '.status.id' },
+    { name: 'Failures', type: 'integer', jsonPath: '.status.consecutiveFailures' },
+    { name: 'URL', type: 'string', jsonPath: '.spec.url', priority: 1 },
+    { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+  ],
+};
+
+export const RESOURCE_KINDS = [API_KEY, WEBHOOK_ENDPOINT] as const;

@@ -1,0 +1,141 @@
+/**
+ * Leader election on a coordination.k8s.io Lease, with client-go's semantics: candidates try to acquire
+ * every retryPeriod; the leader renews every retryPeriod and steps down when it has not renewed for
+ * renewDeadline; a lease is taken over only when its holder has not renewed for leaseDuration, measured on
+ * the candidate's own clock from when it last saw the record change (so clock skew between nodes does not
+ * matter). leaseDuration > renewDeadline > retryPeriod guarantees the old leader stops acting before anyone
+ * else may start.
+ */
+
+export interface LeaseRecord {
+  readonly holderIdentity: string | null;
+  readonly leaseDurationSeconds: number;
+  readonly acquireTime: string | null;
+  readonly renewTime: string | null;
+  readonly leaseTransitions: number;
+  /** Optimistic concurrency token of the stored object. */
+  readonly resourceVersion?: string;
+}
+
+/** Where the Lease lives: the Kubernetes API in production. Writes fail when resourceVersion is stale. */
+export interface LeaseStore {
+  get(): Promise<LeaseRecord | undefined>;
+  create(record: LeaseRecord): Promise<LeaseRecord>;
+  update(record: LeaseRecord): Promise<LeaseRecord>;
+}
+
+export interface LeaderElectionOptions {
+  readonly identity: string;
+  readonly store: LeaseStore;
+  readonly leaseDurationMs: number;
+  readonly renewDeadlineMs: number;
+  readonly retryPeriodMs: number;
+  readonly onStartedLeading: () => void;
+  readonly onStoppedLeading: () => void;
+  readonly onError?: (error: Error) => void;
+}
+
+export const DEFAULT_LEASE_TIMING = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 };
+
+const JITTER = 1.2;
+
+export class LeaderElector {
+  private readonly options: LeaderElectionOptions;
+  private observed: { record: LeaseRecord; at: number } | undefined;
+  private leading = false;
+  private lastRenewAt = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(options: LeaderElectionOptions) {
+    const { leaseDurationMs, renewDeadlineMs, retryPeriodMs } = options;
+    if (!(leaseDurationMs > renewDeadlineMs)) throw new Error('leaseDuration must be greater than renewDeadline');
+    if (!(renewDeadlineMs > JITTER * retryPeriodMs)) throw new Error(`renewDeadline must be greater than ${JITTER} × retryPeriod`);
+    if (retryPeriodMs <= 0) throw new Error('retryPeriod must be positive');
+    this.options = options;
+  }
+
+  get isLeader(): boolean {
+    return this.leading;
+  }
+
+  start(): void {
+    this.schedule(0);
+  }
+
+  /** Stops competing; a leader releases the lease so that another replica takes over at once. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    if (!this.leading) return;
+    this.stepDown();
+    const current = this.observed?.record;
+    if (current?.holderIdentity !== this.options.identity) return;
+    await this.options.store
+      .update({ ...current, holderIdentity: null, leaseDurationSeconds: 1, renewTime: new Date().toISOString() })
+      .catch((error: Error) => this.options.onError?.(error));
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => void this.cycle(), delayMs);
+    this.timer.unref();
+  }
+
+  private async cycle(): Promise<void> {
+    const succeeded = await this.tryAcquireOrRenew().catch((error: Error) => {
+      this.options.onError?.(error);
+      return false;
+    });
+    if (this.stopped) return;
+    const now = Date.now();
+    if (succeeded) {
+      this.lastRenewAt = now;
+      if (!this.leading) {
+        this.leading = true;
+        this.options.onStartedLeading();
+      }
+    } else if (this.leading && now - this.lastRenewAt >= this.options.renewDeadlineMs) {
+      // Not renewed in time: another replica may take over after leaseDuration, so stop acting now.
+      this.stepDown();
+    }
+    const period = this.options.retryPeriodMs;
+    this.schedule(this.leading ? period : period * (1 + (JITTER - 1) * Math.random()));
+  }
+
+  private stepDown(): void {
+    if (!this.leading) return;
+    this.leading = false;
+    this.options.onStoppedLeading();
+  }
+
+  private async tryAcquireOrRenew(): Promise<boolean> {
+    const now = new Date();
+    const { identity, store, leaseDurationMs } = this.options;
+    const desired = (current: LeaseRecord | undefined): LeaseRecord => ({
+      holderIdentity: identity,
+      leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
+      acquireTime: current?.holderIdentity === identity ? current.acquireTime : now.toISOString(),
+      renewTime: now.toISOString(),
+      leaseTransitions: current === undefined ? 0 : current.holderIdentity === identity ? current.leaseTransitions : current.leaseTransitions + 1,
+      ...(current?.resourceVersion === undefined ? {} : { resourceVersion: current.resourceVersion }),
+    });
+    const current = await store.get();
+    if (!current) {
+      this.remember(await store.create(desired(undefined)));
+      return true;
+    }
+    if (!this.observed || this.observed.record.resourceVersion !== current.resourceVersion || this.observed.record.renewTime !== current.renewTime) {
+      this.observed = { record: current, at: Date.now() };
+    }
+    const heldByOther = current.holderIdentity !== null && current.holderIdentity !== '' && current.holderIdentity !== identity;
+    const expired = this.observed.at + current.leaseDurationSeconds * 1000 <= Date.now();
+    if (heldByOther && !expired) return false;
+    this.remember(await store.update(desired(current)));
+    return true;
+  }
+
+  private remember(record: LeaseRecord): void {
+    this.observed = { record, at: Date.now() };
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * The controller's work queue, with client-go's semantics (workqueue.RateLimitingInterface):
+ * - a key is queued at most once, however often it is added while waiting;
+ * - a key is processed by one worker at a time: added again while processing, it is queued again only
+ *   when that processing is done, so work on one object is serialised;
+ * - a failed key is retried after a per-key exponential backoff (base × 2^failures, capped), reset by
+ *   forget() after a success.
+ */
+export interface BackoffOptions {
+  readonly baseDelayMs: number;
+  readonly maxDelayMs: number;
+}
+
+export const DEFAULT_BACKOFF: BackoffOptions = { baseDelayMs: 5, maxDelayMs: 300_000 };
+
+export class WorkQueue {
+  private readonly backoff: BackoffOptions;
+  private readonly queue: string[] = [];
+  private readonly queued = new Set<string>();
+  private readonly processing = new Set<string>();
+  /** Added while processing: queue again when done. */
+  private readonly dirty = new Set<string>();
+  private readonly failures = new Map<string, number>();
+  private readonly delayed = new Map<string, NodeJS.Timeout>();
+  private readonly waiters: Array<(key: string | undefined) => void> = [];
+  private shuttingDown = false;
+
+  constructor(backoff: BackoffOptions = DEFAULT_BACKOFF) {
+    this.backoff = backoff;
+  }
+
+  get length(): number {
+    return this.queue.length;
+  }
+
+  add(key: string): void {
+    if (this.shuttingDown) return;
+    if (this.processing.has(key)) {
+      this.dirty.add(key);
+      return;
+    }
+    if (this.queued.has(key)) return;
+    const waiter = this.waiters.shift();
+    if (waiter) {
+      this.processing.add(key);
+      waiter(key);
+      return;
+    }
+    this.queued.add(key);
+    this.queue.push(key);
+  }
+
+  /** Adds the key after `delayMs`; a later call with a shorter delay wins. */
+  addAfter(key: string, delayMs: number): void {
+    if (this.shuttingDown) return;
+    if (delayMs <= 0) {
+      this.add(key);
+      return;
+    }
+    clearTimeout(this.delayed.get(key));
+    const timer = setTimeout(() => {
+      this.delayed.delete(key);
+      this.add(key);
+    }, delayMs);
+    timer.unref();
+    this.delayed.set(key, timer);
+  }
+
+  /** Retries the key after its backoff; each call doubles the next delay until forget(). */
+  addRateLimited(key: string): number {
+    const failures = this.failures.get(key) ?? 0;
+    this.failures.set(key, failures + 1);
+    const delay = Math.min(this.backoff.maxDelayMs, this.backoff.baseDelayMs * 2 ** failures);
+    this.addAfter(key, delay);
+    return delay;
+  }
+
+  /** The key succeeded: its next failure starts from the base delay again. */
+  forget(key: string): void {
+    this.failures.delete(key);
+  }
+
+  failuresOf(key: string): number {
+    return this.failures.get(key) ?? 0;
+  }
+
+  /** The next key to process, or undefined once the queue shuts down. Call done(key) when finished. */
+  get(): Promise<string | undefined> {
+    const key = this.queue.shift();
+    if (key !== undefined) {
+      this.queued.delete(key);
+      this.processing.add(key);
+      return Promise.resolve(key);
+    }
+    if (this.shuttingDown) return Promise.resolve(undefined);
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  done(key: string): void {
+    this.processing.delete(key);
+    if (this.dirty.delete(key)) this.add(key);
+  }
+
+  /** Stops handing out keys: waiting get() calls resolve with undefined; queued and delayed keys are dropped. */
+  shutDown(): void {
+    this.shuttingDown = true;
+    for (const timer of this.delayed.values()) clearTimeout(timer);
+    this.delayed.clear();
+    for (const waiter of this.waiters.splice(0)) waiter(undefined);
+  }
+}

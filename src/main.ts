@@ -27,11 +27,11 @@ import type { RequestState } from './http/state.ts';
 import { EventWriter } from './ingestion/eventWriter.ts';
 import { JetStreamIngest } from './ingestion/jetstreamIngest.ts';
 import { Releasers } from './platform/lifecycle.ts';
-import { SecretBox } from './webhooks/secretBox.ts';
-import { WebhookRegistry } from './webhooks/webhookRegistry.ts';
 import type { Logger } from './platform/logger.ts';
 import { ServiceMetrics } from './platform/metrics.ts';
 import { SERVICE_VERSION } from './platform/version.ts';
+import { SecretBox } from './webhooks/secretBox.ts';
+import { WebhookRegistry } from './webhooks/webhookRegistry.ts';
 
 export const ROLES = ['api', 'ingest', 'relay', 'worker', 'controller'] as const;
 export type Role = (typeof ROLES)[number];

@@ -3,8 +3,8 @@ import type { Database } from '../db/database.ts';
 import { validationErrorFrom } from '../events/eventFilters.ts';
 import { ensureEventPartitions, insertEvents, type NewEvent, type StoredEventKey } from '../events/eventStore.ts';
 import { ValidationError } from '../platform/errors.ts';
-import { recordDeliveries } from '../webhooks/fanOut.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
+import { recordDeliveries } from '../webhooks/fanOut.ts';
 import { eventInputSchema, toNewEvent } from './eventInput.ts';
 
 export const MAX_BATCH_SIZE = 1000;

@@ -123,15 +123,15 @@ export class DeliveryRelay {
     if (released > 0) this.options.log.warn({ released }, 'republishing deliveries whose messages were not consumed');
   }
 
+  /** Waits `ms`, or less when nudged (a NOTIFY, or stop()). */
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      const self = this;
-      function done() {
+      const done = () => {
         clearTimeout(timer);
-        self.wake = undefined;
+        this.wake = undefined;
         resolve();
-      }
+      };
+      const timer = setTimeout(done, ms);
       this.wake = done;
     });
   }

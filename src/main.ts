@@ -1,12 +1,15 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
+import { KubeConfig } from '@kubernetes/client-node';
+import { ApiKeyService } from './auth/apiKeyService.ts';
 import { ApiKeyVerifier } from './auth/apiKeyVerifier.ts';
 import { KeyRateLimiter } from './auth/rateLimiter.ts';
 import { connectRedis } from './auth/redisConnection.ts';
 import { connectBus, type BusConnection } from './bus/natsConnection.ts';
 import { BusNames } from './bus/streams.ts';
 import { requireSetting, type Config } from './config/config.ts';
+import { KubernetesController } from './controller/controller.ts';
 import { Database } from './db/database.ts';
 import { DeliveryRelay } from './delivery/deliveryRelay.ts';
 import { DeliveryWorker } from './delivery/deliveryWorker.ts';
@@ -56,6 +59,8 @@ export interface ServiceOptions {
    * Deliberately not configuration: SPEC.md's limits are part of the contract.
    */
   readonly rateLimiting?: boolean;
+  /** The Kubernetes API the controller role talks to; by default in-cluster credentials or KUBECONFIG. */
+  readonly kubeConfig?: KubeConfig;
 }
 
 // Future months whose partitions the ingest role keeps ready, re-checked every few hours.
@@ -150,6 +155,21 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       releasers.add('delivery worker', () => worker.stop());
     }
 
+    if (has('controller')) {
+      const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'the controller role');
+      const kubeConfig = options.kubeConfig ?? defaultKubeConfig();
+      const controller = new KubernetesController({
+        kubeConfig,
+        keys: new ApiKeyService(writer, pepper, config.keyEnvironment),
+        namespaces: config.controllerNamespaces,
+        leaseNamespace: config.podNamespace ?? 'default',
+        identity: config.podName,
+        log: log.child({ role: 'controller' }),
+      });
+      controller.start();
+      releasers.add('kubernetes controller', () => controller.stop());
+    }
+
     if (has('api')) {
       const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'the api role');
       const verifier = new ApiKeyVerifier({
@@ -234,6 +254,12 @@ export function webhookRegistry(config: Config, writer: EventWriter, neededBy: s
     secrets: new SecretBox(requireSetting(config.secretEncryptionKey, 'SECRET_ENCRYPTION_KEY', neededBy)),
     policy: { allowHttp: config.webhookAllowHttp, allowPrivateTargets: config.webhookAllowPrivateTargets },
   });
+}
+
+function defaultKubeConfig(): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromDefault();
+  return kubeConfig;
 }
 
 function listen(server: Server, host: string, port: number): Promise<Server> {

@@ -5,7 +5,7 @@ import type { EventWriter } from '../ingestion/eventWriter.ts';
 import { parseCidr } from '../platform/cidr.ts';
 import { ConflictError, NotFoundError, ValidationError, type FieldProblem } from '../platform/errors.ts';
 import { generateApiKey, hashKeySecret, type KeyEnvironment } from './apiKeyFormat.ts';
-import { insertApiKey, listApiKeys, revokeApiKey, updateApiKeyGrants, findApiKey, type ApiKeyRecord } from './apiKeyStore.ts';
+import { findApiKey, findManagedApiKey, insertApiKey, listApiKeys, revokeApiKey, updateApiKeyGrants, type ApiKeyRecord } from './apiKeyStore.ts';
 import { SCOPES, isScope } from './scopes.ts';
 
 export type { Actor };
@@ -89,6 +89,11 @@ export class ApiKeyService {
     const record = /^[0-9a-f]{8}$/.test(lookupId) ? await findApiKey(this.writer.database, lookupId) : undefined;
     if (!record) throw new NotFoundError(`No key with lookup id ${lookupId}.`);
     return record;
+  }
+
+  /** The key a Kubernetes ApiKey resource owns, if it minted one. */
+  findManaged(managedBy: string): Promise<ApiKeyRecord | undefined> {
+    return findManagedApiKey(this.writer.database, managedBy);
   }
 
   list(tenantId?: string): Promise<ApiKeyRecord[]> {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { ApiKeyService, type KeyGrants } from '../../src/auth/apiKeyService.ts';
 import { loadConfig, type Config } from '../../src/config/config.ts';
 import { Database } from '../../src/db/database.ts';
@@ -46,6 +47,7 @@ export async function startTestService(options: {
   env?: Record<string, string>;
   busNamespace?: string;
   log?: Logger;
+  kubeConfig?: KubeConfig;
 }): Promise<TestService> {
   const busNamespace = options.busNamespace ?? `t${randomBytes(4).toString('hex')}`;
   const service = await startService({
@@ -53,6 +55,7 @@ export async function startTestService(options: {
     roles: options.roles,
     log: options.log ?? testLogger(),
     busNamespace,
+    kubeConfig: options.kubeConfig,
   });
   return {
     service,

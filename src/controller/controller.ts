@@ -1,0 +1,158 @@
+import { hostname } from 'node:os';
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  ListWatch,
+  Watch,
+  type KubeConfig,
+  type KubernetesListObject,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
+import type { ApiKeyService } from '../auth/apiKeyService.ts';
+import type { Logger } from '../platform/logger.ts';
+import { ApiKeyReconciler, type ApiKeyObject } from './apiKeyReconciler.ts';
+import { kubeLeaseStore } from './kubeLeaseStore.ts';
+import { EventRecorder } from './kubeEvents.ts';
+import { DEFAULT_LEASE_TIMING, LeaderElector } from './leaderElection.ts';
+import { API_KEY, GROUP, VERSION } from './resources.ts';
+import { WorkQueue } from './workQueue.ts';
+
+export const LEASE_NAME = 'audit-trail-controller';
+const WATCH_RESTART_DELAY_MS = 500;
+
+export interface ControllerOptions {
+  readonly kubeConfig: KubeConfig;
+  readonly keys: ApiKeyService;
+  /** Namespaces to watch; empty means all. */
+  readonly namespaces: readonly string[];
+  /** Where the leader-election Lease lives (the controller's own namespace). */
+  readonly leaseNamespace: string;
+  readonly identity?: string;
+  readonly log: Logger;
+  /** Every object is reconciled again this often, whatever the watch said. */
+  readonly resyncMs?: number;
+  readonly workers?: number;
+  readonly leaseTiming?: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
+}
+
+/**
+ * The controller role: leader election on a Lease, then informers (list + watch with the library's
+ * ListWatch, which resumes from the last resourceVersion and re-lists on 410 Gone) feeding a work queue
+ * that serialises work per object, with capped exponential backoff on failure and a periodic resync.
+ * A replica that loses the lease stops its informers and workers until it wins it again.
+ */
+export class KubernetesController {
+  private readonly options: ControllerOptions;
+  private readonly elector: LeaderElector;
+  private readonly reconciler: ApiKeyReconciler;
+  private readonly custom: CustomObjectsApi;
+  private running: { queue: WorkQueue; informers: ListWatch<KubernetesObject>[]; workers: Promise<void>[]; resync: NodeJS.Timeout } | undefined;
+
+  constructor(options: ControllerOptions) {
+    this.options = options;
+    const config = options.kubeConfig;
+    this.custom = config.makeApiClient(CustomObjectsApi);
+    const core = config.makeApiClient(CoreV1Api);
+    this.reconciler = new ApiKeyReconciler({
+      custom: this.custom,
+      core,
+      keys: options.keys,
+      events: new EventRecorder(core, options.log),
+      log: options.log,
+    });
+    this.elector = new LeaderElector({
+      identity: options.identity ?? `${hostname()}-${process.pid}`,
+      store: kubeLeaseStore(config.makeApiClient(CoordinationV1Api), options.leaseNamespace, LEASE_NAME),
+      ...(options.leaseTiming ?? DEFAULT_LEASE_TIMING),
+      onStartedLeading: () => {
+        options.log.info('leading: reconciling ApiKey resources');
+        void this.startReconciling();
+      },
+      onStoppedLeading: () => {
+        options.log.warn('lost the lease: reconciling stops');
+        void this.stopReconciling();
+      },
+      onError: (error) => options.log.warn({ err: error }, 'leader election'),
+    });
+  }
+
+  get isLeader(): boolean {
+    return this.elector.isLeader;
+  }
+
+  start(): void {
+    this.elector.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.stopReconciling();
+    await this.elector.stop();
+  }
+
+  private async startReconciling(): Promise<void> {
+    if (this.running) return;
+    const queue = new WorkQueue();
+    const informers = this.watchedPaths().map(({ path, list }) => {
+      const informer = new ListWatch<KubernetesObject>(path, new Watch(this.options.kubeConfig), list, false);
+      const enqueue = (object: KubernetesObject) => queue.add(`${object.metadata?.namespace}/${object.metadata?.name}`);
+      informer.on('add', enqueue);
+      informer.on('update', enqueue);
+      // ListWatch resumes by itself after a 410 or a client-side timeout, but stops on any other error (a
+      // cut connection, an API server restart): restart it, re-listing if its resourceVersion is gone.
+      informer.on('error', (error: unknown) => {
+        this.options.log.warn({ err: error }, 'ApiKey watch failed; restarting it');
+        setTimeout(() => {
+          if (this.running?.informers.includes(informer)) informer.start().catch(() => undefined);
+        }, WATCH_RESTART_DELAY_MS).unref();
+      });
+      return informer;
+    });
+    const resync = setInterval(() => {
+      for (const informer of informers) for (const object of informer.list()) queue.add(`${object.metadata?.namespace}/${object.metadata?.name}`);
+    }, this.options.resyncMs ?? 60_000);
+    resync.unref();
+    const workers = Array.from({ length: this.options.workers ?? 2 }, () => this.work(queue, informers));
+    this.running = { queue, informers, workers, resync };
+    await Promise.all(informers.map((informer) => informer.start()));
+  }
+
+  private async stopReconciling(): Promise<void> {
+    const running = this.running;
+    if (!running) return;
+    this.running = undefined;
+    clearInterval(running.resync);
+    running.queue.shutDown();
+    await Promise.all(running.informers.map((informer) => informer.stop()));
+    await Promise.all(running.workers);
+  }
+
+  private async work(queue: WorkQueue, informers: ListWatch<KubernetesObject>[]): Promise<void> {
+    for (;;) {
+      const key = await queue.get();
+      if (key === undefined) return;
+      const [namespace, name] = key.split('/') as [string, string];
+      try {
+        const object = informers.map((informer) => informer.get(name, namespace)).find(Boolean) as unknown as ApiKeyObject | undefined;
+        if (object) await this.reconciler.reconcile(object);
+        queue.forget(key);
+      } catch (error) {
+        const delay = queue.addRateLimited(key);
+        this.options.log.warn({ err: error, apikey: key, retry_in_ms: delay }, 'reconcile failed; will retry');
+      } finally {
+        queue.done(key);
+      }
+    }
+  }
+
+  private watchedPaths(): Array<{ path: string; list: () => Promise<KubernetesListObject<KubernetesObject>> }> {
+    const base = `/apis/${GROUP}/${VERSION}`;
+    if (this.options.namespaces.length === 0) {
+      return [{ path: `${base}/${API_KEY.plural}`, list: () => this.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: API_KEY.plural }) }];
+    }
+    return this.options.namespaces.map((namespace) => ({
+      path: `${base}/namespaces/${namespace}/${API_KEY.plural}`,
+      list: () => this.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: API_KEY.plural }),
+    }));
+  }
+}

@@ -1,0 +1,189 @@
+import { expect } from 'chai';
+import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { ApiKeyService } from '../../src/auth/apiKeyService.ts';
+import { API_KEY_FINALIZER } from '../../src/controller/apiKeyReconciler.ts';
+import { KubernetesController } from '../../src/controller/controller.ts';
+import { Database } from '../../src/db/database.ts';
+import { EventWriter } from '../../src/ingestion/eventWriter.ts';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { startKubeApiServer, type KubeApiServer } from '../support/kube-apiserver/server.ts';
+import { TEST_PEPPER, call, startTestService, testLogger, type TestService } from '../support/service.ts';
+import { waitFor } from '../support/wait.ts';
+
+const GROUP = 'audittrail.dev';
+const VERSION = 'v1alpha1';
+const NAMESPACE = 'team-a';
+const LEASE_TIMING = { leaseDurationMs: 600, renewDeadlineMs: 400, retryPeriodMs: 100 };
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+/**
+ * The controller through the real @kubernetes/client-node against the API stand-in on loopback
+ * (test/support/kube-apiserver), with real Postgres, and the real api role to try the keys it mints.
+ */
+describe('ApiKey controller', function () {
+  this.timeout(60_000);
+  let db: TestDatabase;
+  let kube: KubeApiServer;
+  let api: TestService;
+  let controllerDb: Database;
+  let keys: ApiKeyService;
+  const controllers: KubernetesController[] = [];
+  let custom: CustomObjectsApi;
+  let core: CoreV1Api;
+
+  before(async () => {
+    db = await createTestDatabase();
+    kube = await startKubeApiServer({ crdDirectories: ['crds'] });
+    api = await startTestService({ databaseUrl: db.url, roles: ['api'] });
+    controllerDb = new Database({ url: db.url, poolSize: 4, applicationName: 'test controller', log: testLogger() });
+    keys = new ApiKeyService(new EventWriter(controllerDb), TEST_PEPPER, 'live');
+    custom = kube.kubeConfig().makeApiClient(CustomObjectsApi);
+    core = kube.kubeConfig().makeApiClient(CoreV1Api);
+    controllers.push(startController('replica-1'));
+    await waitFor(() => controllers[0]!.isLeader, 'the first replica to lead');
+  });
+
+  after(async () => {
+    await Promise.all(controllers.map((controller) => controller.stop()));
+    await api?.stop();
+    await controllerDb?.close();
+    await kube?.stop();
+    await db?.drop();
+  });
+
+  function startController(identity: string): KubernetesController {
+    const controller = new KubernetesController({
+      kubeConfig: kube.kubeConfig(),
+      keys,
+      namespaces: [],
+      leaseNamespace: 'audit-system',
+      identity,
+      log: testLogger(),
+      resyncMs: 1_000,
+      leaseTiming: LEASE_TIMING,
+    });
+    controller.start();
+    return controller;
+  }
+
+  const apiKey = (name: string, spec: Record<string, unknown>) => ({ apiVersion: `${GROUP}/${VERSION}`, kind: 'ApiKey', metadata: { name }, spec });
+  const create = (body: object) => custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', body });
+  const get = (name: string) => custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', name });
+  const patchSpec = (name: string, spec: object) =>
+    custom.patchNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', name, body: { spec } }, mergePatch);
+  const secretKey = async (name: string) => {
+    const secret = await core.readNamespacedSecret({ name, namespace: NAMESPACE });
+    return { key: Buffer.from(secret.data!.apiKey!, 'base64').toString('utf8'), secret };
+  };
+  const listEvents = (key: string) => call(`${api.baseUrl}/audit/events?limit=1`, { key });
+
+  async function activeKey(name: string) {
+    await waitFor(async () => (await get(name)).status?.state === 'Active', `${name} to become Active`);
+    return get(name);
+  }
+
+  it('mints a key once, writes it only to the owned Secret, reports its lookup id, and the key works', async () => {
+    await create(apiKey('siem', { tenantId: 'acme', scopes: ['audit:read'], description: 'SIEM', secretName: 'siem-key' }));
+    const object = await activeKey('siem');
+    expect(object.status.lookupId).to.match(/^[0-9a-f]{8}$/);
+    expect(object.metadata.finalizers).to.include(API_KEY_FINALIZER);
+    expect(object.status.observedGeneration).to.equal(object.metadata.generation);
+    expect(object.status.conditions.find((condition: { type: string }) => condition.type === 'Ready')).to.include({ status: 'True', reason: 'Active' });
+
+    const { key, secret } = await secretKey('siem-key');
+    expect(key).to.match(new RegExp(`^atr_live_${object.status.lookupId}_[0-9a-f]{32}$`));
+    expect(secret.metadata!.ownerReferences![0]).to.include({ kind: 'ApiKey', name: 'siem', uid: object.metadata.uid, controller: true });
+    expect((await listEvents(key)).status).to.equal(200);
+
+    const record = await keys.find(object.status.lookupId);
+    expect(record).to.deep.include({ tenantId: 'acme', scopes: ['audit:read'], description: 'SIEM', managedBy: `kubernetes:${NAMESPACE}/siem/${object.metadata.uid}` });
+    // The key appears nowhere but in the Secret: not in status, not in Kubernetes Events.
+    const events = await core.listNamespacedEvent({ namespace: NAMESPACE });
+    expect(events.items.map((event) => event.reason)).to.include('KeyMinted');
+    expect(JSON.stringify(object) + JSON.stringify(events)).not.to.include(key);
+
+    // Resyncs do not mint again.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect((await get('siem')).status.lookupId).to.equal(object.status.lookupId);
+    expect((await keys.list('acme')).filter((item) => item.managedBy?.includes('/siem/'))).to.have.length(1);
+  });
+
+  it('applies scope, allow-list and description changes in place', async () => {
+    const before = await get('siem');
+    await patchSpec('siem', { scopes: ['audit:read', 'audit:export'], allowedCidrs: ['127.0.0.1'], description: 'SIEM and BI' });
+    await waitFor(async () => (await keys.find(before.status.lookupId)).scopes.length === 2, 'the new scopes in the database');
+    const record = await keys.find(before.status.lookupId);
+    expect(record).to.deep.include({ scopes: ['audit:export', 'audit:read'], allowedCidrs: ['127.0.0.1/32'], description: 'SIEM and BI' });
+    const after = await get('siem');
+    expect(after.status.lookupId).to.equal(before.status.lookupId);
+    expect(after.metadata.generation).to.equal(before.metadata.generation + 1);
+    await waitFor(async () => (await get('siem')).status.observedGeneration === after.metadata.generation, 'observedGeneration to catch up');
+  });
+
+  it('revokes on revoked: true, and the api refuses the key within 5 s', async () => {
+    const { key } = await secretKey('siem-key');
+    await patchSpec('siem', { revoked: true });
+    const started = Date.now();
+    await waitFor(async () => (await listEvents(key)).status === 401, 'the key to stop working', 5_000);
+    expect(Date.now() - started).to.be.below(5_000);
+    await waitFor(async () => (await get('siem')).status.state === 'Revoked', 'status Revoked');
+    expect((await get('siem')).status.conditions[0]).to.include({ status: 'False', reason: 'Revoked' });
+  });
+
+  it('revokes the key when the resource is deleted, then lets it go; the Secret is garbage-collected', async () => {
+    await create(apiKey('temp', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'temp-key' }));
+    const object = await activeKey('temp');
+    const { key } = await secretKey('temp-key');
+    await custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', name: 'temp' });
+    await waitFor(async () => (await get('temp').then(() => 'present', () => 'gone')) === 'gone', 'the ApiKey to be deleted');
+    expect((await keys.find(object.status.lookupId)).revokedAt).to.be.an.instanceOf(Date);
+    await waitFor(async () => (await listEvents(key)).status === 401, 'the key to stop working', 5_000);
+    const secret = await core.readNamespacedSecret({ name: 'temp-key', namespace: NAMESPACE }).then(() => 'present', (error: { code: number }) => error.code);
+    expect(secret).to.equal(404);
+  });
+
+  it('has invalid specs refused by the CRD schema', async () => {
+    const refused = await create(apiKey('bad', { tenantId: 'acme', scopes: ['admin'], secretName: 'bad-key' })).then(() => undefined, (error: { code: number; body: string }) => error);
+    expect(refused?.code).to.equal(422);
+    expect(String(refused?.body)).to.include('spec.scopes');
+  });
+
+  it('recovers from a cut watch and from 410 Gone', async () => {
+    kube.compact();
+    kube.closeWatches();
+    await create(apiKey('after-gone', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'after-gone-key' }));
+    await activeKey('after-gone');
+    expect(kube.requests.filter((request) => request.startsWith('GET /apis/audittrail.dev/v1alpha1/apikeys') && !request.includes('watch')).length, 're-listed').to.be.at.least(2);
+  });
+
+  it('runs one leader among two replicas and fails over when the leader stops', async () => {
+    const second = startController('replica-2');
+    controllers.push(second);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(controllers.filter((controller) => controller.isLeader)).to.have.length(1);
+    expect(controllers[0]!.isLeader).to.equal(true);
+    await controllers[0]!.stop();
+    await waitFor(() => second.isLeader, 'the second replica to take over', 5_000);
+    await create(apiKey('failover', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'failover-key' }));
+    await activeKey('failover');
+  });
+
+  it('runs as the controller role of the service (audit-trail serve --roles controller)', async () => {
+    await Promise.all(controllers.map((controller) => controller.stop()));
+    const role = await startTestService({
+      databaseUrl: db.url,
+      roles: ['controller'],
+      kubeConfig: kube.kubeConfig(),
+      env: { POD_NAME: 'role-replica', POD_NAMESPACE: 'audit-system', CONTROLLER_NAMESPACES: NAMESPACE },
+    });
+    try {
+      await create(apiKey('from-role', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'from-role-key' }));
+      const object = await activeKey('from-role');
+      const { key } = await secretKey('from-role-key');
+      expect((await listEvents(key)).status).to.equal(200);
+      expect((await keys.find(object.status.lookupId)).managedBy).to.include('/from-role/');
+    } finally {
+      await role.stop();
+    }
+  });
+});

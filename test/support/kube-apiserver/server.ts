@@ -1,0 +1,298 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+import { Ajv, type ValidateFunction } from 'ajv';
+import { loadAll } from 'js-yaml';
+import { ApiError, ObjectStore, type KubeObject } from './objectStore.ts';
+
+/**
+ * A stand-in for the Kubernetes API server, on loopback, for the controller's tests (no real API server
+ * can run on these machines). Faithful where controllers depend on it: REST paths of core, group and
+ * custom resources, list + watch with resourceVersion, BOOKMARK and 410 Gone, the status subresource,
+ * generation, optimistic concurrency (409), merge and JSON patches, finalizers and deletionTimestamp,
+ * owner-reference garbage collection, and admission against the CRDs' OpenAPI schemas.
+ * Simplified: no discovery (so no kubectl), no server-side apply, no CEL rules, no pruning or defaulting,
+ * no label/field selectors, strategic merge treated as a merge patch, no authentication.
+ */
+
+interface ResourceType {
+  readonly group: string;
+  readonly version: string;
+  readonly plural: string;
+  readonly kind: string;
+  readonly namespaced: boolean;
+  readonly statusSubresource: boolean;
+  readonly validate?: ValidateFunction;
+}
+
+export interface KubeApiServer {
+  readonly url: string;
+  readonly store: ObjectStore;
+  /** Every request, in order: `GET /apis/...`. */
+  readonly requests: string[];
+  kubeConfig(): KubeConfig;
+  /** Drops the watch history: the next watch from an older resourceVersion gets 410 Gone. */
+  compact(): void;
+  /** Cuts every open watch, as a load balancer or an API server restart does. */
+  closeWatches(): void;
+  stop(): Promise<void>;
+}
+
+const BUILT_IN: ResourceType[] = [
+  { group: '', version: 'v1', plural: 'secrets', kind: 'Secret', namespaced: true, statusSubresource: false },
+  { group: '', version: 'v1', plural: 'events', kind: 'Event', namespaced: true, statusSubresource: false },
+  { group: 'events.k8s.io', version: 'v1', plural: 'events', kind: 'Event', namespaced: true, statusSubresource: false },
+  { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', namespaced: true, statusSubresource: false },
+];
+
+function loadCustomResources(directories: readonly string[]): ResourceType[] {
+  const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
+  const types: ResourceType[] = [];
+  for (const directory of directories) {
+    for (const file of readdirSync(directory).filter((name) => name.endsWith('.yaml'))) {
+      for (const document of loadAll(readFileSync(join(directory, file), 'utf8')) as any[]) {
+        if (document?.kind !== 'CustomResourceDefinition') continue;
+        for (const version of document.spec.versions) {
+          types.push({
+            group: document.spec.group,
+            version: version.name,
+            plural: document.spec.names.plural,
+            kind: document.spec.names.kind,
+            namespaced: document.spec.scope === 'Namespaced',
+            statusSubresource: version.subresources?.status !== undefined,
+            validate: ajv.compile(version.schema.openAPIV3Schema),
+          });
+        }
+      }
+    }
+  }
+  return types;
+}
+
+const collectionOf = (type: ResourceType) => `${type.group || 'core'}/${type.version}/${type.plural}`;
+const apiVersionOf = (type: ResourceType) => (type.group ? `${type.group}/${type.version}` : type.version);
+
+/** Parses /api/v1/... and /apis/g/v/... paths. */
+function route(path: string, types: readonly ResourceType[]) {
+  const parts = path.split('/').filter(Boolean);
+  let group = '';
+  let version: string;
+  let rest: string[];
+  if (parts[0] === 'api') [version, rest] = [parts[1]!, parts.slice(2)];
+  else if (parts[0] === 'apis') [group, version, rest] = [parts[1]!, parts[2]!, parts.slice(3)];
+  else throw new ApiError(404, 'NotFound', `the server could not find the requested resource (${path})`);
+  let namespace: string | undefined;
+  if (rest[0] === 'namespaces' && rest.length >= 3) [namespace, rest] = [rest[1], rest.slice(2)];
+  const [plural, name, subresource] = rest;
+  const type = types.find((candidate) => candidate.group === group && candidate.version === version && candidate.plural === plural);
+  if (!type) throw new ApiError(404, 'NotFound', `the server could not find the requested resource (${path})`);
+  if (subresource !== undefined && (subresource !== 'status' || !type.statusSubresource)) throw new ApiError(404, 'NotFound', `no subresource ${subresource}`);
+  return { type, namespace, name, status: subresource === 'status' };
+}
+
+function statusBody(error: ApiError) {
+  return {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message: error.message,
+    reason: error.reason,
+    code: error.code,
+    ...(error.causes.length > 0 ? { details: { causes: error.causes.map((cause) => ({ reason: 'FieldValueInvalid', ...cause })) } } : {}),
+  };
+}
+
+/** RFC 7386. */
+function mergePatch(target: unknown, patch: unknown): unknown {
+  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
+  const result: Record<string, unknown> = target !== null && typeof target === 'object' && !Array.isArray(target) ? { ...(target as object) } : {};
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === null) delete result[key];
+    else result[key] = mergePatch(result[key], value);
+  }
+  return result;
+}
+
+/** RFC 6902 (add, remove, replace, test). */
+function jsonPatch(target: KubeObject, operations: Array<{ op: string; path: string; value?: unknown }>): KubeObject {
+  const document = structuredClone(target) as any;
+  for (const operation of operations) {
+    const segments = operation.path.split('/').slice(1).map((segment) => segment.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const last = segments.pop()!;
+    let parent = document;
+    for (const segment of segments) parent = parent?.[segment];
+    if (parent === undefined) throw new ApiError(422, 'Invalid', `path ${operation.path} does not exist`);
+    const index = Array.isArray(parent) ? (last === '-' ? parent.length : Number(last)) : last;
+    switch (operation.op) {
+      case 'add':
+        if (Array.isArray(parent)) parent.splice(index as number, 0, operation.value);
+        else parent[index] = operation.value;
+        break;
+      case 'replace':
+        parent[index] = operation.value;
+        break;
+      case 'remove':
+        if (Array.isArray(parent)) parent.splice(index as number, 1);
+        else delete parent[index];
+        break;
+      case 'test':
+        if (JSON.stringify(parent[index]) !== JSON.stringify(operation.value)) throw new ApiError(422, 'Invalid', `test operation failed at ${operation.path}`);
+        break;
+      default:
+        throw new ApiError(400, 'BadRequest', `unsupported patch operation ${operation.op}`);
+    }
+  }
+  return document;
+}
+
+export async function startKubeApiServer(options: { crdDirectories: readonly string[] }): Promise<KubeApiServer> {
+  const types = [...BUILT_IN, ...loadCustomResources(options.crdDirectories)];
+  const store = new ObjectStore();
+  const requests: string[] = [];
+  const watches = new Set<ServerResponse>();
+
+  function admit(type: ResourceType, object: KubeObject): KubeObject {
+    object.apiVersion = apiVersionOf(type);
+    object.kind = type.kind;
+    if (type.kind === 'Secret' && object.stringData) {
+      // As the API server does: stringData is merged into data, base64-encoded, and never stored.
+      const data = { ...(object.data as Record<string, string> | undefined) };
+      for (const [key, value] of Object.entries(object.stringData as Record<string, string>)) data[key] = Buffer.from(value).toString('base64');
+      object.data = data;
+      delete object.stringData;
+    }
+    const validate = type.validate;
+    if (validate && !validate(object as unknown)) {
+      const causes = (validate.errors ?? []).map((error) => ({
+        field: error.instancePath.split('/').filter(Boolean).join('.') || '<root>',
+        message: error.message ?? 'invalid',
+      }));
+      throw new ApiError(422, 'Invalid', `${type.kind}.${type.group} "${object.metadata.name}" is invalid: ${causes.map((cause) => `${cause.field}: ${cause.message}`).join(', ')}`, causes);
+    }
+    return object;
+  }
+
+  async function readBody(request: IncomingMessage): Promise<any> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    try {
+      return text === '' ? undefined : JSON.parse(text);
+    } catch {
+      throw new ApiError(400, 'BadRequest', 'request body is not JSON');
+    }
+  }
+
+  function watch(response: ServerResponse, type: ResourceType, namespace: string | undefined, url: URL): void {
+    const from = Number(url.searchParams.get('resourceVersion') || store.currentRevision);
+    response.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+    const send = (event: unknown) => response.write(`${JSON.stringify(event)}\n`);
+    let unsubscribe: () => void = () => undefined;
+    try {
+      unsubscribe = store.subscribe(from, (event) => {
+        if (event.collection !== collectionOf(type)) return;
+        if (namespace !== undefined && event.object.metadata.namespace !== namespace) return;
+        send({ type: event.type, object: event.object });
+      });
+    } catch (error) {
+      send({ type: 'ERROR', object: statusBody(error as ApiError) });
+      response.end();
+      return;
+    }
+    const bookmarks = url.searchParams.get('allowWatchBookmarks') === 'true'
+      ? setInterval(() => send({ type: 'BOOKMARK', object: { kind: type.kind, apiVersion: apiVersionOf(type), metadata: { resourceVersion: String(store.currentRevision) } } }), 1_000)
+      : undefined;
+    const timeout = Number(url.searchParams.get('timeoutSeconds') ?? 0);
+    const timer = timeout > 0 ? setTimeout(() => response.end(), timeout * 1000) : undefined;
+    watches.add(response);
+    response.on('close', () => {
+      unsubscribe();
+      clearInterval(bookmarks);
+      clearTimeout(timer);
+      watches.delete(response);
+    });
+  }
+
+  async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const url = new URL(request.url!, 'http://localhost');
+    requests.push(`${request.method} ${url.pathname}${url.search}`);
+    const { type, namespace, name, status } = route(url.pathname, types);
+    const collection = collectionOf(type);
+    const reply = (code: number, body: unknown) => {
+      response.writeHead(code, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    };
+    switch (request.method) {
+      case 'GET': {
+        if (name) return reply(200, store.get(collection, namespace, name));
+        if (url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1') return watch(response, type, namespace, url);
+        const items = store.list(collection, namespace);
+        return reply(200, { kind: `${type.kind}List`, apiVersion: apiVersionOf(type), metadata: { resourceVersion: String(store.currentRevision) }, items });
+      }
+      case 'POST': {
+        const body = (await readBody(request)) as KubeObject;
+        body.metadata ??= { name: '' };
+        if (!body.metadata.name && body.metadata.generateName) body.metadata.name = `${body.metadata.generateName}${Math.random().toString(36).slice(2, 7)}`;
+        if (type.namespaced) body.metadata.namespace = namespace;
+        return reply(201, store.create(collection, admit(type, body), { generation: type.statusSubresource }));
+      }
+      case 'PUT': {
+        const body = (await readBody(request)) as KubeObject;
+        if (type.namespaced) body.metadata.namespace = namespace;
+        return reply(200, store.update(collection, admit(type, body), { generation: type.statusSubresource, statusOnly: status }));
+      }
+      case 'PATCH': {
+        const current = store.get(collection, namespace, name!);
+        const patch = await readBody(request);
+        const contentType = String(request.headers['content-type'] ?? '').split(';')[0];
+        let patched: KubeObject;
+        if (contentType === 'application/json-patch+json') patched = jsonPatch(current, patch);
+        else if (contentType === 'application/merge-patch+json' || contentType === 'application/strategic-merge-patch+json') patched = mergePatch(current, patch) as KubeObject;
+        else throw new ApiError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json`);
+        // A patch applies to the current version unless it names one itself.
+        if (!patch?.metadata?.resourceVersion && contentType !== 'application/json-patch+json') patched.metadata.resourceVersion = current.metadata.resourceVersion;
+        return reply(200, store.update(collection, admit(type, patched), { generation: type.statusSubresource, statusOnly: status }));
+      }
+      case 'DELETE':
+        return reply(200, store.delete(collection, namespace, name!));
+      default:
+        throw new ApiError(405, 'MethodNotAllowed', `${request.method} is not supported`);
+    }
+  }
+
+  const server: Server = createServer((request, response) => {
+    handle(request, response).catch((error: unknown) => {
+      const apiError = error instanceof ApiError ? error : new ApiError(500, 'InternalError', String(error));
+      if (!response.headersSent) response.writeHead(apiError.code, { 'content-type': 'application/json' }).end(JSON.stringify(statusBody(apiError)));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+  return {
+    url,
+    store,
+    requests,
+    kubeConfig() {
+      const config = new KubeConfig();
+      config.loadFromOptions({
+        clusters: [{ name: 'stand-in', server: url, skipTLSVerify: true }],
+        users: [{ name: 'controller', token: 'stand-in-token' }],
+        contexts: [{ name: 'stand-in', cluster: 'stand-in', user: 'controller' }],
+        currentContext: 'stand-in',
+      });
+      return config;
+    },
+    compact: () => store.compact(),
+    closeWatches() {
+      for (const response of watches) response.destroy();
+    },
+    async stop() {
+      for (const response of watches) response.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

@@ -161,10 +161,12 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       const controller = new KubernetesController({
         kubeConfig,
         keys: new ApiKeyService(writer, pepper, config.keyEnvironment),
+        registry: webhookRegistry(config, writer, 'the controller role'),
         namespaces: config.controllerNamespaces,
         leaseNamespace: config.podNamespace ?? 'default',
         identity: config.podName,
         log: log.child({ role: 'controller' }),
+        resyncMs: config.controllerResyncMs,
       });
       controller.start();
       releasers.add('kubernetes controller', () => controller.stop());

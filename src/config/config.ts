@@ -90,6 +90,9 @@ const environmentSchema = z.object({
   // SPEC.md limits are per minute; a shorter window exists for tests and should not be set in production.
   RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(3600).default(60),
   CONTROLLER_NAMESPACES: commaList.default([]),
+  // The controller reconciles every resource this often; WebhookEndpoint status (failures, last delivery)
+  // is refreshed by it, so it must stay under a minute.
+  CONTROLLER_RESYNC_MS: z.coerce.number().int().min(1000).max(60_000).default(30_000),
   POD_NAME: z.string().optional(),
   POD_NAMESPACE: z.string().optional(),
   SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(10_000),
@@ -152,6 +155,7 @@ function toConfig(env: z.output<typeof environmentSchema>) {
       windowSeconds: env.RATE_LIMIT_WINDOW_SECONDS,
     },
     controllerNamespaces: env.CONTROLLER_NAMESPACES,
+    controllerResyncMs: env.CONTROLLER_RESYNC_MS,
     podName: env.POD_NAME,
     podNamespace: env.POD_NAMESPACE,
     shutdownGraceMs: env.SHUTDOWN_GRACE_MS,

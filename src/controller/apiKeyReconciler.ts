@@ -1,12 +1,12 @@
-import { PatchStrategy, setHeaderOptions, type CoreV1Api, type CustomObjectsApi, type V1Secret } from '@kubernetes/client-node';
 import type { ApiKeyService } from '../auth/apiKeyService.ts';
 import type { ApiKeyRecord } from '../auth/apiKeyStore.ts';
 import type { Actor } from '../events/adminEvent.ts';
 import { parseCidr } from '../platform/cidr.ts';
 import type { Logger } from '../platform/logger.ts';
-import { setCondition, type Condition } from './conditions.ts';
+import { setCondition } from './conditions.ts';
 import type { EventRecorder } from './kubeEvents.ts';
-import { API_KEY, GROUP, VERSION, apiKeySpecSchema, type ApiKeySpec } from './resources.ts';
+import { SecretConflictError, involvedObject, managedByOf, type CustomResource, type KubeResources } from './kubeResources.ts';
+import { API_KEY, apiKeySpecSchema, type ApiKeySpec } from './resources.ts';
 
 /** Holds deletion of an ApiKey until its key is revoked. */
 export const API_KEY_FINALIZER = 'audittrail.dev/revoke-key';
@@ -14,23 +14,22 @@ export const API_KEY_FINALIZER = 'audittrail.dev/revoke-key';
 export const SECRET_KEY_FIELD = 'apiKey';
 export const SECRET_LOOKUP_FIELD = 'lookupId';
 
-export interface ApiKeyObject {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string; namespace: string; uid: string; generation?: number; resourceVersion?: string; finalizers?: string[]; deletionTimestamp?: unknown };
-  spec: ApiKeySpec;
-  status?: { lookupId?: string; state?: 'Active' | 'Revoked'; observedGeneration?: number; conditions?: Condition[] };
-}
+export type ApiKeyObject = CustomResource<ApiKeySpec, { lookupId?: string; state?: 'Active' | 'Revoked' }>;
 
 export interface ApiKeyReconcilerOptions {
-  readonly custom: CustomObjectsApi;
-  readonly core: CoreV1Api;
+  readonly resources: KubeResources;
   readonly keys: ApiKeyService;
   readonly events: EventRecorder;
   readonly log: Logger;
 }
 
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+interface Outcome {
+  readonly ready: boolean;
+  readonly reason: string;
+  readonly message: string;
+  readonly state?: 'Active' | 'Revoked';
+  readonly lookupId?: string;
+}
 
 /**
  * Brings one ApiKey resource and the database together: mints the key once (only its hash is stored; the
@@ -46,141 +45,96 @@ export class ApiKeyReconciler {
   }
 
   async reconcile(object: ApiKeyObject): Promise<void> {
-    const { metadata } = object;
-    const managedBy = `kubernetes:${metadata.namespace}/${metadata.name}/${metadata.uid}`;
-    const actor: Actor = { userId: `kubernetes:${metadata.namespace}/${metadata.name}`, userRole: 'controller' };
-    const log = this.options.log.child({ apikey: `${metadata.namespace}/${metadata.name}` });
+    const { resources, keys } = this.options;
+    const managedBy = managedByOf(object);
+    const actor: Actor = { userId: `kubernetes:${object.metadata.namespace}/${object.metadata.name}`, userRole: 'controller' };
 
-    if (metadata.deletionTimestamp) {
-      const record = await this.options.keys.findManaged(managedBy);
-      if (record && !record.revokedAt) {
-        await this.options.keys.revoke(record.lookupId, actor);
-        log.info({ lookup_id: record.lookupId }, 'key revoked: ApiKey deleted');
-      }
-      if (metadata.finalizers?.includes(API_KEY_FINALIZER)) {
-        await this.patch(object, { metadata: { finalizers: metadata.finalizers.filter((finalizer) => finalizer !== API_KEY_FINALIZER), resourceVersion: metadata.resourceVersion } });
-      }
+    if (object.metadata.deletionTimestamp) {
+      const record = await keys.findManaged(managedBy);
+      if (record && !record.revokedAt) await keys.revoke(record.lookupId, actor);
+      await resources.setFinalizer(API_KEY.plural, object, API_KEY_FINALIZER, false);
       return;
     }
-    if (!metadata.finalizers?.includes(API_KEY_FINALIZER)) {
-      await this.patch(object, { metadata: { finalizers: [...(metadata.finalizers ?? []), API_KEY_FINALIZER], resourceVersion: metadata.resourceVersion } });
-    }
+    await resources.setFinalizer(API_KEY.plural, object, API_KEY_FINALIZER, true);
 
     const parsed = apiKeySpecSchema.safeParse(object.spec);
     if (!parsed.success) {
       const message = parsed.error.issues.map((issue) => `spec.${issue.path.join('.')}: ${issue.message}`).join('; ');
-      await this.setStatus(object, { ready: false, reason: 'InvalidSpec', message });
+      await this.report(object, { ready: false, reason: 'InvalidSpec', message });
       return;
     }
     const spec = parsed.data;
-    let record = await this.options.keys.findManaged(managedBy);
+    let record = await keys.findManaged(managedBy);
     if (!record && spec.revoked) {
-      await this.setStatus(object, { ready: false, reason: 'Revoked', message: 'The key was revoked before it was minted.', state: 'Revoked' });
+      await this.report(object, { ready: false, reason: 'Revoked', message: 'The key was revoked before it was minted.', state: 'Revoked' });
       return;
     }
-    if (!record || (!record.revokedAt && !(await this.secretHolds(object, spec, record)))) {
-      // Never minted, or minted but the Secret never received it (a crash in between): that key is unknown
-      // to anyone, so it is revoked and a new one minted.
-      if (record) await this.options.keys.revoke(record.lookupId, actor);
-      record = await this.mint(object, spec, managedBy, actor);
+    const secretLookupId = record && (await resources.ownedSecretValue(object, spec.secretName, SECRET_LOOKUP_FIELD));
+    if (!record || (!record.revokedAt && secretLookupId !== record.lookupId)) {
+      // Never minted, or minted but the Secret never received it (a crash in between): that key is known
+      // to no one, so it is revoked and a new one minted.
+      if (record) await keys.revoke(record.lookupId, actor);
+      try {
+        record = await this.mint(object, spec, managedBy, actor);
+      } catch (error) {
+        if (!(error instanceof SecretConflictError)) throw error;
+        await this.report(object, { ready: false, reason: 'SecretConflict', message: error.message });
+        return;
+      }
     }
     if (spec.revoked && !record.revokedAt) {
-      record = await this.options.keys.revoke(record.lookupId, actor);
-      await this.options.events.record(this.involved(object), 'Normal', 'KeyRevoked', `Key ${record.lookupId} revoked (spec.revoked).`);
+      record = await keys.revoke(record.lookupId, actor);
+      await this.options.events.record(involvedObject(object), 'Normal', 'KeyRevoked', `Key ${record.lookupId} revoked (spec.revoked).`);
     }
     if (!record.revokedAt && grantsChanged(record, spec)) {
-      record = await this.options.keys.updateGrants(
-        record.lookupId,
-        { tenantId: spec.tenantId, scopes: spec.scopes, allowedCidrs: spec.allowedCidrs ?? [], description: spec.description ?? '' },
-        actor,
-      );
-      await this.options.events.record(this.involved(object), 'Normal', 'GrantsUpdated', `Scopes, allow-list or description of key ${record.lookupId} updated.`);
+      record = await keys.updateGrants(record.lookupId, grantsOf(spec), actor);
+      await this.options.events.record(involvedObject(object), 'Normal', 'GrantsUpdated', `Scopes, allow-list or description of key ${record.lookupId} updated.`);
     }
-    await this.setStatus(object, record.revokedAt
-      ? { ready: false, reason: 'Revoked', message: `Key ${record.lookupId} is revoked.`, state: 'Revoked', lookupId: record.lookupId }
-      : { ready: true, reason: 'Active', message: `Key ${record.lookupId} is active.`, state: 'Active', lookupId: record.lookupId });
+    await this.report(
+      object,
+      record.revokedAt
+        ? { ready: false, reason: 'Revoked', message: `Key ${record.lookupId} is revoked.`, state: 'Revoked', lookupId: record.lookupId }
+        : { ready: true, reason: 'Active', message: `Key ${record.lookupId} is active.`, state: 'Active', lookupId: record.lookupId },
+    );
   }
 
   private async mint(object: ApiKeyObject, spec: ApiKeySpec, managedBy: string, actor: Actor): Promise<ApiKeyRecord> {
-    const minted = await this.options.keys.mint(
-      { tenantId: spec.tenantId, scopes: spec.scopes, allowedCidrs: spec.allowedCidrs ?? [], description: spec.description ?? '' },
-      actor,
-      managedBy,
-    );
-    const secret: V1Secret = {
-      metadata: {
-        name: spec.secretName,
-        namespace: object.metadata.namespace,
-        labels: { 'app.kubernetes.io/managed-by': 'audit-trail-controller' },
-        ownerReferences: [{ apiVersion: object.apiVersion, kind: API_KEY.kind, name: object.metadata.name, uid: object.metadata.uid, controller: true, blockOwnerDeletion: true }],
-      },
-      type: 'Opaque',
-      stringData: { [SECRET_KEY_FIELD]: minted.key, [SECRET_LOOKUP_FIELD]: minted.record.lookupId },
-    };
-    const existing = await this.readSecret(object.metadata.namespace, spec.secretName);
-    if (existing && !ownedBy(existing, object.metadata.uid)) {
+    const minted = await this.options.keys.mint(grantsOf(spec), actor, managedBy);
+    try {
+      await this.options.resources.writeOwnedSecret(object, spec.secretName, { [SECRET_KEY_FIELD]: minted.key, [SECRET_LOOKUP_FIELD]: minted.record.lookupId });
+    } catch (error) {
+      // The key reached no one: do not leave it valid.
       await this.options.keys.revoke(minted.record.lookupId, actor);
-      throw new Error(`Secret ${spec.secretName} exists and is not owned by this ApiKey`);
+      throw error;
     }
-    if (existing) {
-      await this.options.core.replaceNamespacedSecret({ name: spec.secretName, namespace: object.metadata.namespace, body: { ...secret, metadata: { ...secret.metadata, resourceVersion: existing.metadata?.resourceVersion } } });
-    } else {
-      await this.options.core.createNamespacedSecret({ namespace: object.metadata.namespace, body: secret });
-    }
-    await this.options.events.record(this.involved(object), 'Normal', 'KeyMinted', `Key ${minted.record.lookupId} minted and written to Secret ${spec.secretName}.`);
+    await this.options.events.record(involvedObject(object), 'Normal', 'KeyMinted', `Key ${minted.record.lookupId} minted and written to Secret ${spec.secretName}.`);
     return minted.record;
   }
 
-  private async secretHolds(object: ApiKeyObject, spec: ApiKeySpec, record: ApiKeyRecord): Promise<boolean> {
-    const secret = await this.readSecret(object.metadata.namespace, spec.secretName);
-    const lookupId = secret?.data?.[SECRET_LOOKUP_FIELD];
-    return lookupId !== undefined && Buffer.from(lookupId, 'base64').toString('utf8') === record.lookupId && ownedBy(secret!, object.metadata.uid);
-  }
-
-  private async readSecret(namespace: string, name: string): Promise<V1Secret | undefined> {
-    try {
-      return await this.options.core.readNamespacedSecret({ name, namespace });
-    } catch (error) {
-      if ((error as { code?: number }).code === 404) return undefined;
-      throw error;
-    }
-  }
-
-  private async setStatus(
-    object: ApiKeyObject,
-    outcome: { ready: boolean; reason: string; message: string; state?: 'Active' | 'Revoked'; lookupId?: string },
-  ): Promise<void> {
+  private async report(object: ApiKeyObject, outcome: Outcome): Promise<void> {
     const generation = object.metadata.generation;
     const status = {
       ...(outcome.lookupId ? { lookupId: outcome.lookupId } : {}),
       ...(outcome.state ? { state: outcome.state } : {}),
       observedGeneration: generation,
-      conditions: setCondition(object.status?.conditions, { type: 'Ready', status: outcome.ready ? 'True' : 'False', reason: outcome.reason, message: outcome.message, observedGeneration: generation }),
+      conditions: setCondition(object.status?.conditions, {
+        type: 'Ready',
+        status: outcome.ready ? 'True' : 'False',
+        reason: outcome.reason,
+        message: outcome.message,
+        observedGeneration: generation,
+      }),
     };
-    if (JSON.stringify(status) === JSON.stringify({ ...object.status })) return;
-    if (outcome.reason === 'InvalidSpec' && object.status?.conditions?.find((condition) => condition.type === 'Ready')?.reason !== 'InvalidSpec') {
-      await this.options.events.record(this.involved(object), 'Warning', 'InvalidSpec', outcome.message);
+    const changed = await this.options.resources.setStatus(API_KEY.plural, object, status);
+    const wasReason = object.status?.conditions?.find((condition) => condition.type === 'Ready')?.reason;
+    if (changed && !outcome.ready && outcome.reason !== 'Revoked' && wasReason !== outcome.reason) {
+      await this.options.events.record(involvedObject(object), 'Warning', outcome.reason, outcome.message);
     }
-    await this.options.custom.patchNamespacedCustomObjectStatus(
-      { group: GROUP, version: VERSION, namespace: object.metadata.namespace, plural: API_KEY.plural, name: object.metadata.name, body: { status } },
-      mergePatch,
-    );
-  }
-
-  private async patch(object: ApiKeyObject, body: unknown): Promise<void> {
-    await this.options.custom.patchNamespacedCustomObject(
-      { group: GROUP, version: VERSION, namespace: object.metadata.namespace, plural: API_KEY.plural, name: object.metadata.name, body },
-      mergePatch,
-    );
-  }
-
-  private involved(object: ApiKeyObject) {
-    return { apiVersion: object.apiVersion, kind: API_KEY.kind, name: object.metadata.name, namespace: object.metadata.namespace, uid: object.metadata.uid };
   }
 }
 
-function ownedBy(secret: V1Secret, uid: string): boolean {
-  return secret.metadata?.ownerReferences?.some((reference) => reference.uid === uid) ?? false;
+function grantsOf(spec: ApiKeySpec) {
+  return { tenantId: spec.tenantId, scopes: spec.scopes, allowedCidrs: spec.allowedCidrs ?? [], description: spec.description ?? '' };
 }
 
 /** Compared as stored: CIDRs normalised (a bare address is a /32 or /128), order irrelevant. */

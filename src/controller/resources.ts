@@ -110,6 +110,7 @@ export const webhookEndpointStatusSchema = z.object({
   active: z.boolean().optional(),
   consecutiveFailures: z.int().min(0).optional(),
   lastDeliveryAt: z.string().optional().meta({ format: 'date-time' }),
+  recreateRequest: z.string().optional().meta({ description: 'The audittrail.dev/recreate annotation value the current endpoint was created for.' }),
   observedGeneration: z.int().min(0).optional(),
   conditions,
 });

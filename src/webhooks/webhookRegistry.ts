@@ -20,6 +20,7 @@ import {
   deleteEndpoint,
   disableEndpoint,
   findEndpoint,
+  findManagedEndpoint,
   insertEndpointWithinLimit,
   listEndpoints,
   updateEndpoint,
@@ -103,6 +104,11 @@ export class WebhookRegistry {
   /** Any tenant's endpoint, for the controller (which owns rows across tenants). */
   find(id: string): Promise<WebhookEndpoint | undefined> {
     return findEndpoint(this.writer.database, id);
+  }
+
+  /** The newest endpoint a Kubernetes WebhookEndpoint resource owns, for its controller. */
+  findManaged(managedBy: string): Promise<WebhookEndpoint | undefined> {
+    return findManagedEndpoint(this.writer.database, managedBy);
   }
 
   /** Idempotent: disabling an inactive endpoint returns it unchanged and records nothing. */

@@ -90,6 +90,12 @@ export async function findEndpoint(db: Queryable, id: string, options: { lock?: 
   return rows[0] ? toEndpoint(rows[0]) : undefined;
 }
 
+/** The newest endpoint a Kubernetes WebhookEndpoint resource owns. */
+export async function findManagedEndpoint(db: Queryable, managedBy: string): Promise<WebhookEndpoint | undefined> {
+  const { rows } = await db.query<EndpointRow>(`SELECT ${COLUMNS} FROM webhook_endpoints WHERE managed_by = $1 ORDER BY created_at DESC, id LIMIT 1`, [managedBy]);
+  return rows[0] ? toEndpoint(rows[0]) : undefined;
+}
+
 /**
  * Marks the endpoint inactive and cancels its pending deliveries, retries included, so nothing more is
  * attempted (SPEC.md: "new deliveries stop"). Returns the endpoint as it now is.

@@ -1,20 +1,15 @@
 import { expect } from 'chai';
-import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { ApiKeyService } from '../../src/auth/apiKeyService.ts';
+import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import type { ApiKeyService } from '../../src/auth/apiKeyService.ts';
 import { API_KEY_FINALIZER } from '../../src/controller/apiKeyReconciler.ts';
-import { KubernetesController } from '../../src/controller/controller.ts';
-import { Database } from '../../src/db/database.ts';
-import { EventWriter } from '../../src/ingestion/eventWriter.ts';
-import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { startKubeApiServer, type KubeApiServer } from '../support/kube-apiserver/server.ts';
-import { TEST_PEPPER, call, startTestService, testLogger, type TestService } from '../support/service.ts';
+import type { KubernetesController } from '../../src/controller/controller.ts';
+import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
+import type { TestDatabase } from '../support/database.ts';
+import type { KubeApiServer } from '../support/kube-apiserver/server.ts';
+import { call, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
-const GROUP = 'audittrail.dev';
-const VERSION = 'v1alpha1';
 const NAMESPACE = 'team-a';
-const LEASE_TIMING = { leaseDurationMs: 600, renewDeadlineMs: 400, retryPeriodMs: 100 };
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 /**
  * The controller through the real @kubernetes/client-node against the API stand-in on loopback
@@ -22,50 +17,27 @@ const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
  */
 describe('ApiKey controller', function () {
   this.timeout(60_000);
-  let db: TestDatabase;
+  let harness: ControllerHarness;
   let kube: KubeApiServer;
-  let api: TestService;
-  let controllerDb: Database;
   let keys: ApiKeyService;
-  const controllers: KubernetesController[] = [];
   let custom: CustomObjectsApi;
   let core: CoreV1Api;
+  let controllers: KubernetesController[];
+  let db: TestDatabase;
+  let api: TestService;
 
   before(async () => {
-    db = await createTestDatabase();
-    kube = await startKubeApiServer({ crdDirectories: ['crds'] });
-    api = await startTestService({ databaseUrl: db.url, roles: ['api'] });
-    controllerDb = new Database({ url: db.url, poolSize: 4, applicationName: 'test controller', log: testLogger() });
-    keys = new ApiKeyService(new EventWriter(controllerDb), TEST_PEPPER, 'live');
-    custom = kube.kubeConfig().makeApiClient(CustomObjectsApi);
-    core = kube.kubeConfig().makeApiClient(CoreV1Api);
-    controllers.push(startController('replica-1'));
+    harness = await startControllerHarness();
+    ({ kube, keys, custom, core, controllers, db, api } = harness);
+    harness.startController('replica-1');
     await waitFor(() => controllers[0]!.isLeader, 'the first replica to lead');
   });
 
   after(async () => {
-    await Promise.all(controllers.map((controller) => controller.stop()));
-    await api?.stop();
-    await controllerDb?.close();
-    await kube?.stop();
-    await db?.drop();
+    await harness?.stop();
   });
 
-  function startController(identity: string): KubernetesController {
-    const controller = new KubernetesController({
-      kubeConfig: kube.kubeConfig(),
-      keys,
-      namespaces: [],
-      leaseNamespace: 'audit-system',
-      identity,
-      log: testLogger(),
-      resyncMs: 1_000,
-      leaseTiming: LEASE_TIMING,
-    });
-    controller.start();
-    return controller;
-  }
-
+  const startController = (identity: string) => harness.startController(identity);
   const apiKey = (name: string, spec: Record<string, unknown>) => ({ apiVersion: `${GROUP}/${VERSION}`, kind: 'ApiKey', metadata: { name }, spec });
   const create = (body: object) => custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', body });
   const get = (name: string) => custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', name });

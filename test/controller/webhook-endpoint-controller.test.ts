@@ -1,0 +1,130 @@
+import { expect } from 'chai';
+import { createHmac } from 'node:crypto';
+import { RECREATE_ANNOTATION } from '../../src/controller/webhookEndpointReconciler.ts';
+import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
+import { newEvent, seedEvents } from '../support/events.ts';
+import { startReceiver, type TestReceiver } from '../support/receiver.ts';
+import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
+import { waitFor } from '../support/wait.ts';
+
+const NAMESPACE = 'team-b';
+
+/** WebhookEndpoint resources through client-node against the API stand-in, with real deliveries. */
+describe('WebhookEndpoint controller', function () {
+  this.timeout(60_000);
+  let harness: ControllerHarness;
+  let delivery: TestService;
+  let receiver: TestReceiver;
+
+  before(async () => {
+    harness = await startControllerHarness();
+    delivery = await startTestService({
+      databaseUrl: harness.db.url,
+      roles: ['relay', 'worker'],
+      env: { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', DELIVERY_SCHEDULE: '50ms,50ms,50ms,50ms', DELIVERY_RELAY_POLL_MS: '20' },
+    });
+    receiver = await startReceiver(204);
+    harness.startController('replica-1');
+    await waitFor(() => harness.controllers[0]!.isLeader, 'the controller to lead');
+  });
+
+  after(async () => {
+    await delivery?.stop();
+    await receiver?.close();
+    await harness?.stop();
+  });
+
+  const endpointResource = (name: string, spec: Record<string, unknown>) => ({ apiVersion: `${GROUP}/${VERSION}`, kind: 'WebhookEndpoint', metadata: { name }, spec });
+  const address = (name: string) => ({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'webhookendpoints', name });
+  const create = (body: object) => harness.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'webhookendpoints', body });
+  const get = (name: string) => harness.custom.getNamespacedCustomObject(address(name));
+  const patch = (name: string, body: object) => harness.custom.patchNamespacedCustomObject({ ...address(name), body }, mergePatch);
+  const signingSecret = async (name: string) => {
+    const secret = await harness.core.readNamespacedSecret({ name, namespace: NAMESPACE });
+    return Buffer.from(secret.data!.signingSecret!, 'base64').toString('utf8');
+  };
+  const ready = (object: any) => object.status?.conditions?.find((condition: { type: string }) => condition.type === 'Ready');
+
+  it('registers the endpoint, writes its signing secret to the owned Secret, and deliveries are signed with it', async () => {
+    await create(endpointResource('siem', { tenantId: 'acme', url: receiver.url, eventFilter: ['phi.'], description: 'SIEM', secretName: 'siem-hook' }));
+    await waitFor(async () => ready(await get('siem'))?.status === 'True', 'Ready=True');
+    const object = await get('siem');
+    expect(object.status).to.include({ active: true, consecutiveFailures: 0 });
+    expect(object.status.id).to.match(/^wh_[0-9a-f]{32}$/);
+    const endpoint = await harness.registry.find(object.status.id);
+    expect(endpoint).to.deep.include({ url: receiver.url, eventFilter: ['phi.'], description: 'SIEM', managedBy: `kubernetes:${NAMESPACE}/siem/${object.metadata.uid}` });
+
+    const secret = await signingSecret('siem-hook');
+    await seedEvents(harness.db.url, [newEvent({ tenantId: 'acme', action: 'phi.read' })]);
+    await waitFor(() => receiver.received.length === 1, 'the delivery');
+    const [t, v1] = String(receiver.received[0]!.headers['x-service-signature']).split(',').map((part) => part.split('=')[1]);
+    expect(v1).to.equal(createHmac('sha256', secret).update(`t=${t}.`).update(receiver.received[0]!.rawBody).digest('hex'));
+    await waitFor(async () => Boolean((await get('siem')).status.lastDeliveryAt), 'status.lastDeliveryAt');
+    expect(JSON.stringify(await get('siem'))).not.to.include(secret);
+  });
+
+  it('applies url, filter and description changes in place', async () => {
+    const before = await get('siem');
+    await patch('siem', { spec: { url: `${receiver.url}?v=2`, eventFilter: ['phi.', 'admin.'], description: 'SIEM v2' } });
+    await waitFor(async () => (await harness.registry.find(before.status.id))?.description === 'SIEM v2', 'the change in the registry');
+    expect(await harness.registry.find(before.status.id)).to.deep.include({ url: `${receiver.url}?v=2`, eventFilter: ['phi.', 'admin.'] });
+    expect((await get('siem')).status.id).to.equal(before.status.id);
+  });
+
+  it('keeps REST from disabling or deleting an endpoint the resource owns (409)', async () => {
+    const { key } = await mintKey(harness.db.url, { tenantId: 'acme', scopes: ['webhooks:write'] });
+    const id = (await get('siem')).status.id;
+    const disable = await call(`${harness.api.baseUrl}/audit/webhooks/${id}/disable`, { key, method: 'POST' });
+    expect(disable.status).to.equal(409);
+    expect(disable.json.error).to.equal('managed_by_kubernetes');
+    expect((await call(`${harness.api.baseUrl}/audit/webhooks/${id}`, { key, method: 'DELETE' })).status).to.equal(409);
+  });
+
+  it('refuses invalid specs by the CRD schema', async () => {
+    const refused = await create(endpointResource('bad', { tenantId: 'acme', url: 'ftp://x/y', eventFilter: ['PHI*'], secretName: 'bad-hook' })).then(
+      () => undefined,
+      (error: { code: number; body: string }) => error,
+    );
+    expect(refused?.code).to.equal(422);
+    expect(String(refused?.body)).to.match(/spec\.url|spec\.eventFilter/);
+  });
+
+  it('shows auto-disable as Ready=False/AutoDisabled, and re-creates the endpoint only when the annotation changes', async () => {
+    const failing = await startReceiver(500);
+    try {
+      await create(endpointResource('flaky', { tenantId: 'globex', url: failing.url, eventFilter: ['phi.'], secretName: 'flaky-hook' }));
+      await waitFor(async () => ready(await get('flaky'))?.status === 'True', 'Ready=True');
+      const first = await get('flaky');
+      await seedEvents(harness.db.url, Array.from({ length: 10 }, () => newEvent({ tenantId: 'globex', action: 'phi.read' })));
+      await waitFor(async () => ready(await get('flaky'))?.reason === 'AutoDisabled', 'AutoDisabled', 20_000);
+      const disabled = await get('flaky');
+      expect(disabled.status).to.include({ id: first.status.id, active: false, consecutiveFailures: 10 });
+      expect(ready(disabled).message).to.include(RECREATE_ANNOTATION);
+      const oldSecret = await signingSecret('flaky-hook');
+
+      // Resyncs alone never re-create it.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect((await get('flaky')).status.id).to.equal(first.status.id);
+
+      await patch('flaky', { metadata: { annotations: { [RECREATE_ANNOTATION]: '1' } } });
+      await waitFor(async () => (await get('flaky')).status.active === true, 'a new active endpoint');
+      const recreated = await get('flaky');
+      expect(recreated.status.id).not.to.equal(first.status.id);
+      expect(await signingSecret('flaky-hook')).not.to.equal(oldSecret);
+      expect((await harness.registry.find(first.status.id))?.active).to.equal(false);
+    } finally {
+      await failing.close();
+    }
+  });
+
+  it('deletes the endpoint and its history when the resource is deleted; the Secret goes with it', async () => {
+    const id = (await get('flaky')).status.id;
+    await harness.custom.deleteNamespacedCustomObject(address('flaky'));
+    await waitFor(async () => (await get('flaky').then(() => 'present', () => 'gone')) === 'gone', 'the resource to go');
+    const rows = await harness.db.pool.query(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE managed_by LIKE '%/flaky/%'`);
+    expect(rows.rows[0].n).to.equal(0);
+    expect(await harness.registry.find(id)).to.equal(undefined);
+    const secret = await harness.core.readNamespacedSecret({ name: 'flaky-hook', namespace: NAMESPACE }).then(() => 'present', (error: { code: number }) => error.code);
+    expect(secret).to.equal(404);
+  });
+});

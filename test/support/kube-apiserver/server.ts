@@ -1,6 +1,7 @@
-import { readFileSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Ajv, type ValidateFunction } from 'ajv';
@@ -13,7 +14,8 @@ import { ApiError, ObjectStore, type KubeObject } from './objectStore.ts';
  * custom resources, list + watch with resourceVersion, BOOKMARK and 410 Gone, the status subresource,
  * generation, optimistic concurrency (409), merge and JSON patches, finalizers and deletionTimestamp,
  * owner-reference garbage collection, and admission against the CRDs' OpenAPI schemas.
- * Simplified: no discovery (so no kubectl), no server-side apply, no CEL rules, no pruning or defaulting,
+ * Simplified: legacy discovery only (kubectl then runs with --validate=false: no OpenAPI document), no
+ * server-side apply, no Table output (kubectl get -o json/yaml/name work), no CEL rules, no pruning or defaulting,
  * no label/field selectors, strategic merge treated as a merge patch, no authentication.
  */
 
@@ -21,6 +23,9 @@ interface ResourceType {
   readonly group: string;
   readonly version: string;
   readonly plural: string;
+  readonly singular?: string;
+  readonly shortNames?: readonly string[];
+  readonly categories?: readonly string[];
   readonly kind: string;
   readonly namespaced: boolean;
   readonly statusSubresource: boolean;
@@ -33,6 +38,8 @@ export interface KubeApiServer {
   /** Every request, in order: `GET /apis/...`. */
   readonly requests: string[];
   kubeConfig(): KubeConfig;
+  /** A kubeconfig file for a real kubectl. */
+  readonly kubeconfigPath: string;
   /** Drops the watch history: the next watch from an older resourceVersion gets 410 Gone. */
   compact(): void;
   /** Cuts every open watch, as a load balancer or an API server restart does. */
@@ -59,6 +66,9 @@ function loadCustomResources(directories: readonly string[]): ResourceType[] {
             group: document.spec.group,
             version: version.name,
             plural: document.spec.names.plural,
+            singular: document.spec.names.singular,
+            shortNames: document.spec.names.shortNames ?? [],
+            categories: document.spec.names.categories ?? [],
             kind: document.spec.names.kind,
             namespaced: document.spec.scope === 'Namespaced',
             statusSubresource: version.subresources?.status !== undefined,
@@ -69,6 +79,51 @@ function loadCustomResources(directories: readonly string[]): ResourceType[] {
     }
   }
   return types;
+}
+
+const VERBS = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
+
+/**
+ * Legacy discovery (/api, /api/v1, /apis, /apis/g/v): enough for kubectl to map kinds and short names to
+ * resources. kubectl asks for aggregated discovery first and falls back to this when it gets plain JSON.
+ */
+function discovery(path: string, types: readonly ResourceType[]): unknown {
+  const groups = [...new Set(types.filter((type) => type.group).map((type) => `${type.group}/${type.version}`))];
+  const resourceList = (groupVersion: string) => ({
+    kind: 'APIResourceList',
+    apiVersion: 'v1',
+    groupVersion,
+    resources: types
+      .filter((type) => apiVersionOf(type) === groupVersion)
+      .flatMap((type) => [
+        {
+          name: type.plural,
+          singularName: type.singular ?? type.kind.toLowerCase(),
+          namespaced: type.namespaced,
+          kind: type.kind,
+          verbs: VERBS,
+          ...(type.shortNames?.length ? { shortNames: type.shortNames } : {}),
+          ...(type.categories?.length ? { categories: type.categories } : {}),
+        },
+        ...(type.statusSubresource ? [{ name: `${type.plural}/status`, singularName: '', namespaced: type.namespaced, kind: type.kind, verbs: ['get', 'patch', 'update'] }] : []),
+      ]),
+  });
+  if (path === '/api') return { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: '127.0.0.1' }] };
+  if (path === '/api/v1') return resourceList('v1');
+  if (path === '/apis') {
+    return {
+      kind: 'APIGroupList',
+      apiVersion: 'v1',
+      groups: groups.map((groupVersion) => {
+        const [name, version] = groupVersion.split('/');
+        return { name, versions: [{ groupVersion, version }], preferredVersion: { groupVersion, version } };
+      }),
+    };
+  }
+  const match = /^\/apis\/([^/]+)\/([^/]+)$/.exec(path);
+  if (match && groups.includes(`${match[1]}/${match[2]}`)) return resourceList(`${match[1]}/${match[2]}`);
+  if (path === '/version') return { major: '1', minor: '34', gitVersion: 'v1.34.0-standin', platform: 'linux/amd64' };
+  return undefined;
 }
 
 const collectionOf = (type: ResourceType) => `${type.group || 'core'}/${type.version}/${type.plural}`;
@@ -219,6 +274,11 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const url = new URL(request.url!, 'http://localhost');
     requests.push(`${request.method} ${url.pathname}${url.search}`);
+    const discovered = request.method === 'GET' ? discovery(url.pathname, types) : undefined;
+    if (discovered) {
+      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(discovered));
+      return;
+    }
     const { type, namespace, name, status } = route(url.pathname, types);
     const collection = collectionOf(type);
     const reply = (code: number, body: unknown) => {
@@ -271,10 +331,23 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
+  const kubeconfigPath = join(mkdtempSync(join(tmpdir(), 'kube-standin-')), 'kubeconfig');
+  writeFileSync(
+    kubeconfigPath,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'stand-in', cluster: { server: url } }],
+      users: [{ name: 'controller', user: { token: 'stand-in-token' } }],
+      contexts: [{ name: 'stand-in', context: { cluster: 'stand-in', user: 'controller', namespace: 'default' } }],
+      'current-context': 'stand-in',
+    }),
+  );
   return {
     url,
     store,
     requests,
+    kubeconfigPath,
     kubeConfig() {
       const config = new KubeConfig();
       config.loadFromOptions({

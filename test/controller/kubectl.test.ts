@@ -1,0 +1,54 @@
+import { expect } from 'chai';
+import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { kubernetesBinaries } from '../support/k8s-binaries.ts';
+import { startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
+import { waitFor } from '../support/wait.ts';
+
+const run = promisify(execFile);
+
+/** The documented examples through a real kubectl (1.34) against the API stand-in, with the controller running. */
+describe('kubectl with the documented examples', function () {
+  this.timeout(60_000);
+  let harness: ControllerHarness;
+  const cacheDir = mkdtempSync(join(tmpdir(), 'kubectl-cache-'));
+
+  const kubectl = async (...args: string[]) => {
+    // --validate=false: the stand-in serves discovery but no OpenAPI document (its own admission validates).
+    const { stdout } = await run(kubernetesBinaries().kubectl, ['--kubeconfig', harness.kube.kubeconfigPath, '--cache-dir', cacheDir, ...args]);
+    return stdout;
+  };
+
+  before(async () => {
+    harness = await startControllerHarness();
+    harness.startController('replica-1');
+    await waitFor(() => harness.controllers[0]!.isLeader, 'the controller to lead');
+  });
+
+  after(async () => {
+    await harness?.stop();
+  });
+
+  it('applies, gets and deletes an ApiKey and a WebhookEndpoint', async () => {
+    const applied = await kubectl('apply', '--validate=false', '-f', 'docs/examples/apikey.yaml', '-f', 'docs/examples/webhookendpoint.yaml');
+    expect(applied).to.include('apikey.audittrail.dev/acme-siem created');
+    expect(applied).to.include('webhookendpoint.audittrail.dev/acme-siem created');
+
+    await waitFor(async () => JSON.parse(await kubectl('get', 'apikey', 'acme-siem', '-n', 'team-a', '-o', 'json')).status?.state === 'Active', 'the key to be Active');
+    await waitFor(async () => JSON.parse(await kubectl('get', 'athook', 'acme-siem', '-n', 'team-a', '-o', 'json')).status?.active === true, 'the endpoint to be active');
+    expect(await kubectl('get', 'audit-trail', '-n', 'team-a', '-o', 'name')).to.include('apikey.audittrail.dev/acme-siem');
+
+    // Re-applying an unchanged manifest changes nothing; a changed one applies in place.
+    expect(await kubectl('apply', '--validate=false', '-f', 'docs/examples/apikey.yaml')).to.include('unchanged');
+    const key = JSON.parse(await kubectl('get', 'apikey', 'acme-siem', '-n', 'team-a', '-o', 'json'));
+    const record = await harness.keys.find(key.status.lookupId);
+    expect(record.scopes).to.deep.equal(['audit:export', 'audit:read']);
+
+    expect(await kubectl('delete', '-f', 'docs/examples/apikey.yaml', '-f', 'docs/examples/webhookendpoint.yaml', '--timeout=20s')).to.include('deleted');
+    expect((await harness.keys.find(key.status.lookupId)).revokedAt).to.be.an.instanceOf(Date);
+    expect(await kubectl('get', 'apikeys,webhookendpoints', '-n', 'team-a', '-o', 'name')).to.equal('');
+  });
+});

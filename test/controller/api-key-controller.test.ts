@@ -114,10 +114,20 @@ describe('ApiKey controller', function () {
     expect(secret).to.equal(404);
   });
 
-  it('has invalid specs refused by the CRD schema', async () => {
-    const refused = await create(apiKey('bad', { tenantId: 'acme', scopes: ['admin'], secretName: 'bad-key' })).then(() => undefined, (error: { code: number; body: string }) => error);
-    expect(refused?.code).to.equal(422);
-    expect(String(refused?.body)).to.include('spec.scopes');
+  it('has invalid specs refused by the CRD schema and its CEL rules', async () => {
+    const refusal = (promise: Promise<unknown>) => promise.then(() => undefined, (error: { code: number; body: string }) => error);
+    const scope = await refusal(create(apiKey('bad', { tenantId: 'acme', scopes: ['admin'], secretName: 'bad-key' })));
+    expect(scope?.code).to.equal(422);
+    expect(String(scope?.body)).to.include('spec.scopes');
+    const cidr = await refusal(create(apiKey('bad', { tenantId: 'acme', scopes: ['audit:read'], allowedCidrs: ['10.0.0.0/33'], secretName: 'bad-key' })));
+    expect(cidr?.code).to.equal(422);
+    expect(String(cidr?.body)).to.include('must be an IP address or CIDR range');
+    // Transition rules: the tenant is immutable, a revoked key stays revoked.
+    const tenant = await refusal(patchSpec('siem', { tenantId: 'globex' }));
+    expect(String(tenant?.body)).to.include('tenantId is immutable');
+    const unrevoke = await refusal(patchSpec('siem', { revoked: false }));
+    expect(unrevoke?.code).to.equal(422);
+    expect(String(unrevoke?.body)).to.include('cannot be restored');
   });
 
   it('recovers from a cut watch and from 410 Gone', async () => {

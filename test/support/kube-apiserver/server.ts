@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { loadAll } from 'js-yaml';
+import { violatedRules } from './celRules.ts';
 import { ApiError, ObjectStore, type KubeObject } from './objectStore.ts';
 
 /**
@@ -13,9 +14,10 @@ import { ApiError, ObjectStore, type KubeObject } from './objectStore.ts';
  * can run on these machines). Faithful where controllers depend on it: REST paths of core, group and
  * custom resources, list + watch with resourceVersion, BOOKMARK and 410 Gone, the status subresource,
  * generation, optimistic concurrency (409), merge and JSON patches, finalizers and deletionTimestamp,
- * owner-reference garbage collection, and admission against the CRDs' OpenAPI schemas.
+ * owner-reference garbage collection, and admission against the CRDs' OpenAPI schemas and their
+ * x-kubernetes-validations CEL rules (celRules.ts).
  * Simplified: legacy discovery only (kubectl then runs with --validate=false: no OpenAPI document), no
- * server-side apply, no Table output (kubectl get -o json/yaml/name work), no CEL rules, no pruning or defaulting,
+ * server-side apply, no Table output (kubectl get -o json/yaml/name work), no pruning or defaulting,
  * no label/field selectors, strategic merge treated as a merge patch, no authentication.
  */
 
@@ -30,6 +32,7 @@ interface ResourceType {
   readonly namespaced: boolean;
   readonly statusSubresource: boolean;
   readonly validate?: ValidateFunction;
+  readonly schema?: object;
 }
 
 export interface KubeApiServer {
@@ -73,6 +76,7 @@ function loadCustomResources(directories: readonly string[]): ResourceType[] {
             namespaced: document.spec.scope === 'Namespaced',
             statusSubresource: version.subresources?.status !== undefined,
             validate: ajv.compile(version.schema.openAPIV3Schema),
+            schema: version.schema.openAPIV3Schema,
           });
         }
       }
@@ -209,7 +213,7 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
   const requests: string[] = [];
   const watches = new Set<ServerResponse>();
 
-  function admit(type: ResourceType, object: KubeObject): KubeObject {
+  function admit(type: ResourceType, object: KubeObject, stored?: KubeObject): KubeObject {
     object.apiVersion = apiVersionOf(type);
     object.kind = type.kind;
     if (type.kind === 'Secret' && object.stringData) {
@@ -226,6 +230,10 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
         message: error.message ?? 'invalid',
       }));
       throw new ApiError(422, 'Invalid', `${type.kind}.${type.group} "${object.metadata.name}" is invalid: ${causes.map((cause) => `${cause.field}: ${cause.message}`).join(', ')}`, causes);
+    }
+    const violations = type.schema ? violatedRules(type.schema, object, stored) : [];
+    if (violations.length > 0) {
+      throw new ApiError(422, 'Invalid', `${type.kind}.${type.group} "${object.metadata.name}" is invalid: ${violations.map((cause) => `${cause.field}: ${cause.message}`).join(', ')}`, violations);
     }
     return object;
   }
@@ -301,7 +309,8 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
       case 'PUT': {
         const body = (await readBody(request)) as KubeObject;
         if (type.namespaced) body.metadata.namespace = namespace;
-        return reply(200, store.update(collection, admit(type, body), { generation: type.statusSubresource, statusOnly: status }));
+        const stored = store.get(collection, namespace, body.metadata.name);
+        return reply(200, store.update(collection, admit(type, body, stored), { generation: type.statusSubresource, statusOnly: status }));
       }
       case 'PATCH': {
         const current = store.get(collection, namespace, name!);
@@ -313,7 +322,7 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
         else throw new ApiError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json`);
         // A patch applies to the current version unless it names one itself.
         if (!patch?.metadata?.resourceVersion && contentType !== 'application/json-patch+json') patched.metadata.resourceVersion = current.metadata.resourceVersion;
-        return reply(200, store.update(collection, admit(type, patched), { generation: type.statusSubresource, statusOnly: status }));
+        return reply(200, store.update(collection, admit(type, patched, current), { generation: type.statusSubresource, statusOnly: status }));
       }
       case 'DELETE':
         return reply(200, store.delete(collection, namespace, name!));

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -50,5 +50,25 @@ describe('kubectl with the documented examples', function () {
     expect(await kubectl('delete', '-f', 'docs/examples/apikey.yaml', '-f', 'docs/examples/webhookendpoint.yaml', '--timeout=20s')).to.include('deleted');
     expect((await harness.keys.find(key.status.lookupId)).revokedAt).to.be.an.instanceOf(Date);
     expect(await kubectl('get', 'apikeys,webhookendpoints', '-n', 'team-a', '-o', 'name')).to.equal('');
+  });
+
+  it('applies server-side, refuses a conflicting manager, and lets it take the field with --force-conflicts', async () => {
+    const manifest = 'docs/examples/apikey.yaml';
+    expect(await kubectl('apply', '--server-side', '--validate=false', '-f', manifest)).to.include('serverside-applied');
+    await waitFor(async () => JSON.parse(await kubectl('get', 'apikey', 'acme-siem', '-n', 'team-a', '-o', 'json')).status?.state === 'Active', 'the key to be Active');
+    const object = JSON.parse(await kubectl('get', 'apikey', 'acme-siem', '-n', 'team-a', '-o', 'json', '--show-managed-fields'));
+    expect(object.metadata.managedFields.map((entry: { manager: string }) => entry.manager)).to.include('kubectl');
+
+    const other = readFileSync(manifest, 'utf8').replace('SIEM export for acme', 'owned by another pipeline');
+    const otherFile = join(cacheDir, 'other.yaml');
+    writeFileSync(otherFile, other);
+    const conflict = await kubectl('apply', '--server-side', '--validate=false', '--field-manager=pipeline-b', '-f', otherFile).then(
+      () => 'applied',
+      (error: { stderr: string }) => error.stderr,
+    );
+    expect(conflict).to.match(/conflict/i);
+    expect(await kubectl('apply', '--server-side', '--force-conflicts', '--validate=false', '--field-manager=pipeline-b', '-f', otherFile)).to.include('serverside-applied');
+    await waitFor(async () => (await harness.keys.find(object.status.lookupId)).description === 'owned by another pipeline', 'the description applied in place');
+    await kubectl('delete', '-f', manifest, '--timeout=20s');
   });
 });

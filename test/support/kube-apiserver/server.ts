@@ -5,19 +5,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Ajv, type ValidateFunction } from 'ajv';
-import { loadAll } from 'js-yaml';
+import { load, loadAll } from 'js-yaml';
 import { violatedRules } from './celRules.ts';
 import { ApiError, ObjectStore, type KubeObject } from './objectStore.ts';
+import { serverSideApply } from './serverSideApply.ts';
 
 /**
  * A stand-in for the Kubernetes API server, on loopback, for the controller's tests (no real API server
  * can run on these machines). Faithful where controllers depend on it: REST paths of core, group and
  * custom resources, list + watch with resourceVersion, BOOKMARK and 410 Gone, the status subresource,
- * generation, optimistic concurrency (409), merge and JSON patches, finalizers and deletionTimestamp,
+ * generation, optimistic concurrency (409), merge, JSON and apply patches, finalizers and deletionTimestamp,
  * owner-reference garbage collection, and admission against the CRDs' OpenAPI schemas and their
  * x-kubernetes-validations CEL rules (celRules.ts).
- * Simplified: legacy discovery only (kubectl then runs with --validate=false: no OpenAPI document), no
- * server-side apply, no Table output (kubectl get -o json/yaml/name work), no pruning or defaulting,
+ * Simplified: legacy discovery only (kubectl then runs with --validate=false: no OpenAPI document), a
+ * simplified server-side apply (serverSideApply.ts), no Table output (kubectl get -o json/yaml/name work), no pruning or defaulting,
  * no label/field selectors, strategic merge treated as a merge patch, no authentication.
  */
 
@@ -238,10 +239,14 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
     return object;
   }
 
-  async function readBody(request: IncomingMessage): Promise<any> {
+  async function readText(request: IncomingMessage): Promise<string> {
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
-    const text = Buffer.concat(chunks).toString('utf8');
+    return Buffer.concat(chunks).toString('utf8');
+  }
+
+  async function readBody(request: IncomingMessage): Promise<any> {
+    const text = await readText(request);
     try {
       return text === '' ? undefined : JSON.parse(text);
     } catch {
@@ -313,13 +318,24 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
         return reply(200, store.update(collection, admit(type, body, stored), { generation: type.statusSubresource, statusOnly: status }));
       }
       case 'PATCH': {
+        const contentType = String(request.headers['content-type'] ?? '').split(';')[0];
+        if (contentType === 'application/apply-patch+yaml') {
+          const manager = url.searchParams.get('fieldManager');
+          if (!manager) throw new ApiError(422, 'Invalid', 'fieldManager is required for apply requests', [{ field: 'fieldManager', message: 'Required value' }]);
+          const config = load(await readText(request)) as KubeObject;
+          const existing = store.list(collection, namespace).find((object) => object.metadata.name === name);
+          const applied = serverSideApply(existing, config, manager, url.searchParams.get('force') === 'true');
+          if (type.namespaced) applied.metadata.namespace = namespace;
+          if (!existing) return reply(201, store.create(collection, admit(type, applied), { generation: type.statusSubresource }));
+          applied.metadata.resourceVersion = existing.metadata.resourceVersion;
+          return reply(200, store.update(collection, admit(type, applied, existing), { generation: type.statusSubresource, statusOnly: status }));
+        }
         const current = store.get(collection, namespace, name!);
         const patch = await readBody(request);
-        const contentType = String(request.headers['content-type'] ?? '').split(';')[0];
         let patched: KubeObject;
         if (contentType === 'application/json-patch+json') patched = jsonPatch(current, patch);
         else if (contentType === 'application/merge-patch+json' || contentType === 'application/strategic-merge-patch+json') patched = mergePatch(current, patch) as KubeObject;
-        else throw new ApiError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json`);
+        else throw new ApiError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml`);
         // A patch applies to the current version unless it names one itself.
         if (!patch?.metadata?.resourceVersion && contentType !== 'application/json-patch+json') patched.metadata.resourceVersion = current.metadata.resourceVersion;
         return reply(200, store.update(collection, admit(type, patched, current), { generation: type.statusSubresource, statusOnly: status }));

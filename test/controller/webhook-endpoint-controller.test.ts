@@ -89,6 +89,18 @@ describe('WebhookEndpoint controller', function () {
     expect(String(refused?.body)).to.match(/spec\.url|spec\.eventFilter/);
   });
 
+  it('reports a spec the registry refuses as Ready=False/InvalidSpec with the reason, and registers nothing', async () => {
+    // The CRD admits the URL; the public API's rules refuse a fragment, and the controller applies those rules.
+    await create(endpointResource('fragment', { tenantId: 'acme', url: 'https://siem.example.com/hook#part', secretName: 'fragment-hook' }));
+    await waitFor(async () => ready(await get('fragment'))?.reason === 'InvalidSpec', 'Ready=False/InvalidSpec');
+    const object = await get('fragment');
+    expect(ready(object)).to.include({ status: 'False' });
+    expect(ready(object).message).to.include('must not contain a fragment');
+    expect(object.status.id).to.equal(undefined);
+    const events = await harness.core.listNamespacedEvent({ namespace: NAMESPACE });
+    expect(events.items.some((event) => event.reason === 'InvalidSpec' && event.involvedObject.name === 'fragment')).to.equal(true);
+  });
+
   it('shows auto-disable as Ready=False/AutoDisabled, and re-creates the endpoint only when the annotation changes', async () => {
     const failing = await startReceiver(500);
     try {

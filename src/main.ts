@@ -167,6 +167,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         identity: config.podName,
         log: log.child({ role: 'controller' }),
         resyncMs: config.controllerResyncMs,
+        leaseTiming: config.controllerLease,
       });
       controller.start();
       releasers.add('kubernetes controller', () => controller.stop());

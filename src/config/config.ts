@@ -93,9 +93,22 @@ const environmentSchema = z.object({
   // The controller reconciles every resource this often; WebhookEndpoint status (failures, last delivery)
   // is refreshed by it, so it must stay under a minute.
   CONTROLLER_RESYNC_MS: z.coerce.number().int().min(1000).max(60_000).default(30_000),
+  // Leader election (client-go's defaults): a lost leader stops acting within the renew deadline, and a
+  // stand-by takes over after the lease duration.
+  CONTROLLER_LEASE_DURATION_MS: z.coerce.number().int().min(1000).default(15_000),
+  CONTROLLER_RENEW_DEADLINE_MS: z.coerce.number().int().min(500).default(10_000),
+  CONTROLLER_RETRY_PERIOD_MS: z.coerce.number().int().min(100).default(2_000),
   POD_NAME: z.string().optional(),
   POD_NAMESPACE: z.string().optional(),
   SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(10_000),
+}).superRefine((env, ctx) => {
+  // The old leader must stop acting before anyone else may start (client-go's invariant).
+  if (!(env.CONTROLLER_LEASE_DURATION_MS > env.CONTROLLER_RENEW_DEADLINE_MS)) {
+    ctx.addIssue({ code: 'custom', path: ['CONTROLLER_LEASE_DURATION_MS'], message: 'must be greater than CONTROLLER_RENEW_DEADLINE_MS' });
+  }
+  if (!(env.CONTROLLER_RENEW_DEADLINE_MS > 1.2 * env.CONTROLLER_RETRY_PERIOD_MS)) {
+    ctx.addIssue({ code: 'custom', path: ['CONTROLLER_RENEW_DEADLINE_MS'], message: 'must be greater than 1.2 × CONTROLLER_RETRY_PERIOD_MS' });
+  }
 });
 
 export type Config = Readonly<ReturnType<typeof toConfig>>;
@@ -156,6 +169,11 @@ function toConfig(env: z.output<typeof environmentSchema>) {
     },
     controllerNamespaces: env.CONTROLLER_NAMESPACES,
     controllerResyncMs: env.CONTROLLER_RESYNC_MS,
+    controllerLease: {
+      leaseDurationMs: env.CONTROLLER_LEASE_DURATION_MS,
+      renewDeadlineMs: env.CONTROLLER_RENEW_DEADLINE_MS,
+      retryPeriodMs: env.CONTROLLER_RETRY_PERIOD_MS,
+    },
     podName: env.POD_NAME,
     podNamespace: env.POD_NAMESPACE,
     shutdownGraceMs: env.SHUTDOWN_GRACE_MS,

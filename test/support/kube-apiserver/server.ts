@@ -362,7 +362,8 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
     JSON.stringify({
       apiVersion: 'v1',
       kind: 'Config',
-      clusters: [{ name: 'stand-in', cluster: { server: url } }],
+      // client-node refuses plain http unless TLS verification is off; the stand-in speaks http on loopback.
+      clusters: [{ name: 'stand-in', cluster: { server: url, 'insecure-skip-tls-verify': true } }],
       users: [{ name: 'controller', user: { token: 'stand-in-token' } }],
       contexts: [{ name: 'stand-in', context: { cluster: 'stand-in', user: 'controller', namespace: 'default' } }],
       'current-context': 'stand-in',

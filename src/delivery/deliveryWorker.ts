@@ -85,6 +85,8 @@ interface EndpointLane {
   inFlight: number;
   /** Last time a request to the endpoint finished (or the lane opened). */
   lastFinishedAt: number;
+  /** Requests finished so far: a lane with none has not shown it keeps up. */
+  finished: number;
   readonly waiting: Array<{ held: Held; work: DeliveryWork }>;
 }
 
@@ -128,9 +130,12 @@ export class DeliveryWorker {
     this.keepAliveTimer = setInterval(() => {
       for (const held of this.held.values()) held.message.working();
     }, Math.max(500, Math.floor(this.options.ackWaitMs / 3))).unref();
-    // A lane turning slow (a receiver that stopped answering) frees the backpressure without any request
-    // finishing, so the pause is re-checked on a timer too.
-    this.resumeTimer = setInterval(() => this.maybeResumePulling(), 250).unref();
+    // A lane turning slow (a receiver that stopped answering) gives back its excess queue and frees the
+    // backpressure without any request finishing, so both are checked on a timer too.
+    this.resumeTimer = setInterval(() => {
+      this.trimSlowLanes();
+      this.maybeResumePulling();
+    }, 250).unref();
     this.running = this.consumeLoop(this.messages);
   }
 
@@ -173,10 +178,29 @@ export class DeliveryWorker {
     }
   }
 
+  /** Held messages of endpoints that have shown they keep up; others cannot stop the worker from pulling. */
   private heldForFastEndpoints(): number {
-    let heldBySlow = 0;
-    for (const lane of this.lanes.values()) if (this.isSlow(lane)) heldBySlow += lane.waiting.length + lane.inFlight;
-    return this.held.size - heldBySlow;
+    let heldByOthers = 0;
+    for (const lane of this.lanes.values()) {
+      if (lane.finished === 0 || this.isSlow(lane)) heldByOthers += lane.waiting.length + lane.inFlight;
+    }
+    return this.held.size - heldByOthers;
+  }
+
+  /** A lane that turned slow keeps only its slow-lane queue; the rest goes back to Postgres for later. */
+  private trimSlowLanes(): void {
+    for (const [endpointId, lane] of this.lanes) {
+      const cap = this.queueCapOf(lane);
+      if (lane.waiting.length <= cap) continue;
+      for (const { held } of lane.waiting.splice(cap)) this.defer(held, endpointId);
+    }
+  }
+
+  /** Puts a delivery back in Postgres, due again in a few seconds; no attempt is counted. */
+  private defer(held: Held, endpointId: string): void {
+    this.options.metrics.webhookDeferred.inc();
+    const dueAt = new Date(Date.now() + DEFER_MS * (0.5 + Math.random()));
+    this.addOutcome({ held, endpointId, transition: { kind: 'deferred', deliveryId: held.deliveryId, attempt: held.attempt, dueAt } });
   }
 
   private maybeResumePulling(): void {
@@ -220,9 +244,7 @@ export class DeliveryWorker {
     } else if (lane.waiting.length < this.queueCapOf(lane) && !this.stopping) {
       lane.waiting.push({ held, work });
     } else {
-      this.options.metrics.webhookDeferred.inc();
-      const dueAt = new Date(Date.now() + DEFER_MS * (0.5 + Math.random()));
-      this.addOutcome({ held, endpointId: work.endpointId, transition: { kind: 'deferred', deliveryId: held.deliveryId, attempt: held.attempt, dueAt } });
+      this.defer(held, work.endpointId);
     }
   }
 
@@ -238,6 +260,7 @@ export class DeliveryWorker {
     lane.inFlight += 1;
     const task = this.attempt(held, work).finally(() => {
       lane.inFlight -= 1;
+      lane.finished += 1;
       lane.lastFinishedAt = Date.now();
       const next = lane.waiting.shift();
       if (next) this.dispatch(lane, next.held, next.work);
@@ -352,7 +375,7 @@ export class DeliveryWorker {
   private laneOf(endpointId: string): EndpointLane {
     let lane = this.lanes.get(endpointId);
     if (!lane) {
-      lane = { inFlight: 0, lastFinishedAt: Date.now(), waiting: [] };
+      lane = { inFlight: 0, lastFinishedAt: Date.now(), finished: 0, waiting: [] };
       this.lanes.set(endpointId, lane);
     }
     return lane;

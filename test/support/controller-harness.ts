@@ -46,8 +46,8 @@ export async function startControllerHarness(apiEnv: Record<string, string> = {}
     api,
     keys,
     registry,
-    custom: kube.kubeConfig().makeApiClient(CustomObjectsApi),
-    core: kube.kubeConfig().makeApiClient(CoreV1Api),
+    custom: kube.kubeConfig('tester').makeApiClient(CustomObjectsApi),
+    core: kube.kubeConfig('tester').makeApiClient(CoreV1Api),
     controllers,
     startController(identity) {
       const controller = new KubernetesController({

@@ -41,7 +41,10 @@ export interface KubeApiServer {
   readonly store: ObjectStore;
   /** Every request, in order: `GET /apis/...`. */
   readonly requests: string[];
-  kubeConfig(): KubeConfig;
+  /** Every request with the bearer token that made it, to tell the controller's calls from a test's. */
+  readonly requestLog: Array<{ token: string; method: string; path: string; watch: boolean }>;
+  /** A client configuration; the token only labels the caller in requestLog (no authorisation here). */
+  kubeConfig(token?: string): KubeConfig;
   /** A kubeconfig file for a real kubectl. */
   readonly kubeconfigPath: string;
   /** Drops the watch history: the next watch from an older resourceVersion gets 410 Gone. */
@@ -212,6 +215,7 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
   const types = [...BUILT_IN, ...loadCustomResources(options.crdDirectories)];
   const store = new ObjectStore();
   const requests: string[] = [];
+  const requestLog: KubeApiServer['requestLog'] = [];
   const watches = new Set<ServerResponse>();
 
   function admit(type: ResourceType, object: KubeObject, stored?: KubeObject): KubeObject {
@@ -287,6 +291,8 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const url = new URL(request.url!, 'http://localhost');
     requests.push(`${request.method} ${url.pathname}${url.search}`);
+    const watching = url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1';
+    requestLog.push({ token: String(request.headers.authorization ?? '').replace(/^Bearer /, ''), method: request.method!, path: url.pathname, watch: watching });
     const discovered = request.method === 'GET' ? discovery(url.pathname, types) : undefined;
     if (discovered) {
       response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(discovered));
@@ -373,12 +379,13 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
     url,
     store,
     requests,
+    requestLog,
     kubeconfigPath,
-    kubeConfig() {
+    kubeConfig(token = 'controller') {
       const config = new KubeConfig();
       config.loadFromOptions({
         clusters: [{ name: 'stand-in', server: url, skipTLSVerify: true }],
-        users: [{ name: 'controller', token: 'stand-in-token' }],
+        users: [{ name: 'controller', token }],
         contexts: [{ name: 'stand-in', cluster: 'stand-in', user: 'controller' }],
         currentContext: 'stand-in',
       });

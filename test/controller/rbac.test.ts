@@ -1,0 +1,77 @@
+import { expect } from 'chai';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { loadAll } from 'js-yaml';
+import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
+import { kubernetesBinaries } from '../support/k8s-binaries.ts';
+import { startReceiver, type TestReceiver } from '../support/receiver.ts';
+import { waitFor } from '../support/wait.ts';
+
+const run = promisify(execFile);
+type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
+
+/** The verb, API group and resource a request needs RBAC for, as the API server's authorizer sees it. */
+function attributes(entry: { method: string; path: string; watch: boolean }): { verb: string; group: string; resource: string } {
+  const parts = entry.path.split('/').filter(Boolean);
+  const [group, rest] = parts[0] === 'api' ? ['', parts.slice(2)] : [parts[1]!, parts.slice(3)];
+  const scoped = rest[0] === 'namespaces' ? rest.slice(2) : rest;
+  const [resource, name, subresource] = scoped;
+  const verb =
+    entry.method === 'GET' ? (entry.watch ? 'watch' : name ? 'get' : 'list') : ({ POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' } as Record<string, string>)[entry.method]!;
+  return { verb, group, resource: subresource ? `${resource}/${subresource}` : resource! };
+}
+
+describe("the controller's API calls stay within the chart's RBAC", function () {
+  this.timeout(60_000);
+  let harness: ControllerHarness;
+  let receiver: TestReceiver;
+  let rules: Rule[];
+
+  before(async () => {
+    const { stdout } = await run(kubernetesBinaries().helm, ['template', 'rel', 'charts/audit-trail', '--namespace', 'audit-system'], { maxBuffer: 16 * 1024 * 1024 });
+    const manifests = loadAll(stdout) as Array<{ kind: string; metadata: { name: string }; rules?: Rule[] }>;
+    // The chart's only roles are the controller's (resources) and its leader election (the Lease).
+    rules = manifests.filter((manifest) => manifest?.kind === 'ClusterRole' || manifest?.kind === 'Role').flatMap((manifest) => manifest.rules ?? []);
+    harness = await startControllerHarness();
+    receiver = await startReceiver(204);
+    harness.startController('replica-1');
+    await waitFor(() => harness.controllers[0]!.isLeader, 'the controller to lead');
+  });
+
+  after(async () => {
+    await receiver?.close();
+    await harness?.stop();
+  });
+
+  it('covers every call the controller makes across both kinds and their whole life cycle', async () => {
+    const address = (plural: string, name?: string) => ({ group: GROUP, version: VERSION, namespace: 'team-r', plural, ...(name ? { name } : {}) });
+    const active = (plural: string, name: string, ok: (status: any) => boolean) =>
+      waitFor(async () => ok((await harness.custom.getNamespacedCustomObject(address(plural, name) as never)).status ?? {}), `${plural}/${name}`);
+    await harness.custom.createNamespacedCustomObject({ ...address('apikeys'), body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'ApiKey', metadata: { name: 'k' }, spec: { tenantId: 'acme', scopes: ['audit:read'], secretName: 'k' } } });
+    await harness.custom.createNamespacedCustomObject({ ...address('webhookendpoints'), body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'WebhookEndpoint', metadata: { name: 'w' }, spec: { tenantId: 'acme', url: receiver.url, secretName: 'w' } } });
+    await active('apikeys', 'k', (status) => status.state === 'Active');
+    await active('webhookendpoints', 'w', (status) => status.active === true);
+    await harness.custom.patchNamespacedCustomObject({ ...address('apikeys', 'k'), body: { spec: { revoked: true } } } as never, mergePatch);
+    await harness.custom.patchNamespacedCustomObject({ ...address('webhookendpoints', 'w'), body: { spec: { description: 'changed' } } } as never, mergePatch);
+    await active('apikeys', 'k', (status) => status.state === 'Revoked');
+    await harness.custom.deleteNamespacedCustomObject(address('apikeys', 'k') as never);
+    await harness.custom.deleteNamespacedCustomObject(address('webhookendpoints', 'w') as never);
+    await waitFor(async () => (await harness.custom.listNamespacedCustomObject(address('apikeys'))).items.length === 0, 'deletions');
+
+    const calls = harness.kube.requestLog.filter((entry) => entry.token === 'controller').map(attributes);
+    const used = [...new Set(calls.map((call) => `${call.verb} ${call.group}/${call.resource}`))].sort();
+    expect(used.length).to.be.greaterThan(8);
+    const allowed = (call: { verb: string; group: string; resource: string }) =>
+      rules.some((rule) => rule.apiGroups.includes(call.group) && rule.resources.includes(call.resource) && rule.verbs.includes(call.verb));
+    const refused = calls.filter((call) => !allowed(call)).map((call) => `${call.verb} ${call.group}/${call.resource}`);
+    expect([...new Set(refused)], `used: ${used.join(', ')}`).to.deep.equal([]);
+    // And the rules are not wider than the calls: every granted verb is used.
+    const granted = rules.flatMap((rule) => rule.apiGroups.flatMap((group) => rule.resources.flatMap((resource) => rule.verbs.map((verb) => `${verb} ${group}/${resource}`))));
+    // Not exercised here, and why they are granted: finalizers (the API server demands update on them to set
+    // blockOwnerDeletion on an owned Secret, checked by its admission, not by a request); Secret update (a
+    // re-created endpoint or re-minted key writes into its existing Secret; covered by the WebhookEndpoint tests).
+    const unexercised = ['update audittrail.dev/apikeys/finalizers', 'update audittrail.dev/webhookendpoints/finalizers', 'update /secrets'];
+    const unused = granted.filter((grant) => !used.includes(grant) && !unexercised.includes(grant));
+    expect(unused, 'granted but never used').to.deep.equal([]);
+  });
+});

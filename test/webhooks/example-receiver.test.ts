@@ -42,8 +42,11 @@ describe('examples/receiver.ts', function () {
     const event = newEvent({ tenantId: 'example', action: 'phi.read' });
     await seedEvents(db.url, [event]);
     await waitFor(() => output.includes(event.eventId), 'the receiver to log the event');
-    const { rows } = await db.pool.query(`SELECT state FROM deliveries WHERE event_id = $1`, [event.eventId]);
-    expect(rows[0].state).to.equal('succeeded');
+    // The worker records the outcome after the receiver's answer arrives.
+    await waitFor(async () => {
+      const { rows } = await db.pool.query(`SELECT state FROM deliveries WHERE event_id = $1`, [event.eventId]);
+      return rows[0]?.state === 'succeeded';
+    }, 'the delivery to be recorded as succeeded');
 
     const forged = await fetch(`http://127.0.0.1:${port}/`, {
       method: 'POST',

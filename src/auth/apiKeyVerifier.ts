@@ -1,4 +1,4 @@
-import { timingSafeEqual } from 'node:crypto';
+import { createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
 import type { Queryable } from '../db/database.ts';
 import { NotificationListener } from '../db/notificationListener.ts';
 import { addressInRanges, parseAddress, parseCidr, type Cidr } from '../platform/cidr.ts';
@@ -55,13 +55,16 @@ export class ApiKeyVerifier {
   private readonly ttlMs: number;
   private readonly maxEntries: number;
   private readonly decoyHash: Buffer;
+  // The pepper as a KeyObject: imported once, not on every request's HMAC.
+  private readonly pepperKey: KeyObject;
   private readonly listener: NotificationListener;
 
   constructor(options: ApiKeyVerifierOptions) {
     this.options = options;
     this.ttlMs = options.cacheTtlMs ?? 4_000;
     this.maxEntries = options.cacheMaxEntries ?? 50_000;
-    this.decoyHash = hashKeySecret(options.pepper, 'decoy-secret-that-matches-no-key');
+    this.pepperKey = createSecretKey(Buffer.from(options.pepper, 'utf8'));
+    this.decoyHash = hashKeySecret(this.pepperKey, 'decoy-secret-that-matches-no-key');
     this.listener = new NotificationListener({
       databaseUrl: options.databaseUrl,
       channel: NOTIFY_CHANNEL,
@@ -87,7 +90,7 @@ export class ApiKeyVerifier {
     const parsed = match ? parseApiKey(match[1]!) : undefined;
     if (!parsed) throw new UnauthorizedError('malformed or missing Authorization header');
     const key = await this.lookup(parsed.lookupId);
-    const presented = hashKeySecret(this.options.pepper, parsed.secret);
+    const presented = hashKeySecret(this.pepperKey, parsed.secret);
     const secretMatches = timingSafeEqual(presented, key?.secretHash ?? this.decoyHash);
     if (!key || !secretMatches) throw new UnauthorizedError(`unknown key or wrong secret (lookup ${parsed.lookupId})`);
     if (key.environment !== this.options.environment || parsed.environment !== this.options.environment) {

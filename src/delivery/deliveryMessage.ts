@@ -1,33 +1,57 @@
 /**
- * The JetStream message that asks for one attempt: `{"d":"<delivery id>","a":<attempt>}`. Small on
- * purpose: the worker reads the current endpoint and event from Postgres, so a message never carries a
- * secret or event data, and a stale message is recognised by its attempt number.
+ * The JetStream message that asks for attempts: `{"b":[["<delivery id>",<attempt>],...]}`, up to
+ * MAX_DELIVERIES_PER_MESSAGE of them. Small on purpose: the worker reads the current endpoint and event from
+ * Postgres, so a message never carries a secret or event data, and a stale entry is recognised by its
+ * attempt number.
+ *
+ * Why batches: a JetStream message costs a publish and its acknowledgement in the relay, a store and a
+ * delivery in NATS, and a receipt and an ack in the worker; one message per delivery made that the largest
+ * cost of the delivery path. A batch is acknowledged when every delivery in it is settled, and a redelivered
+ * batch repeats nothing: the worker skips entries whose attempt was already recorded.
  */
 export interface DeliveryMessage {
   readonly deliveryId: string;
   readonly attempt: number;
 }
 
-export function encodeDeliveryMessage(message: DeliveryMessage): string {
-  return JSON.stringify({ d: message.deliveryId, a: message.attempt });
-}
+/** Deliveries one message carries at most; a worker holds about 2,000 at a time. */
+export const MAX_DELIVERIES_PER_MESSAGE = 50;
 
-/** The message's content, or undefined when it is not one of ours. */
-export function decodeDeliveryMessage(data: Uint8Array): DeliveryMessage | undefined {
-  try {
-    const value = JSON.parse(Buffer.from(data).toString('utf8')) as { d?: unknown; a?: unknown };
-    if (typeof value.d !== 'string' || !/^\d{1,19}$/.test(value.d)) return undefined;
-    if (typeof value.a !== 'number' || !Number.isInteger(value.a) || value.a < 1) return undefined;
-    return { deliveryId: value.d, attempt: value.a };
-  } catch {
-    return undefined;
-  }
+export function encodeDeliveryMessage(deliveries: readonly DeliveryMessage[]): string {
+  return JSON.stringify({ b: deliveries.map((delivery) => [delivery.deliveryId, delivery.attempt]) });
 }
 
 /**
- * Nats-Msg-Id: unique per publication of an attempt, so JetStream drops only true copies (a publish the
- * client retried), never an attempt that was deferred and is due again.
+ * The message's deliveries, or undefined when it is not one of ours. The single-delivery form
+ * `{"d":"<id>","a":<attempt>}` of earlier versions is still read, so messages published before an upgrade
+ * are delivered after it.
  */
-export function deliveryMessageId(message: DeliveryMessage, publication: number): string {
-  return `${message.deliveryId}.${message.attempt}.${publication}`;
+export function decodeDeliveryMessage(data: Uint8Array): DeliveryMessage[] | undefined {
+  let value: { b?: unknown; d?: unknown; a?: unknown };
+  try {
+    value = JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8')) as typeof value;
+  } catch {
+    return undefined;
+  }
+  if (value === null || typeof value !== 'object') return undefined;
+  const entries = Array.isArray(value.b) ? (value.b as unknown[]) : value.b === undefined ? [[value.d, value.a]] : undefined;
+  if (!entries || entries.length === 0 || entries.length > MAX_DELIVERIES_PER_MESSAGE) return undefined;
+  const deliveries: DeliveryMessage[] = [];
+  for (const entry of entries) {
+    if (!Array.isArray(entry) || entry.length !== 2) return undefined;
+    const [deliveryId, attempt] = entry as [unknown, unknown];
+    if (typeof deliveryId !== 'string' || !/^\d{1,19}$/.test(deliveryId)) return undefined;
+    if (typeof attempt !== 'number' || !Number.isInteger(attempt) || attempt < 1) return undefined;
+    deliveries.push({ deliveryId, attempt });
+  }
+  return deliveries;
+}
+
+/**
+ * Nats-Msg-Id of a message: that of its first delivery, `<delivery>.<attempt>.<publication>`. A publication
+ * of a delivery goes into exactly one message, so the id is unique per message: JetStream drops only true
+ * copies (a publish the client retried), never an attempt that was deferred and is due again.
+ */
+export function deliveryMessageId(first: DeliveryMessage, publication: number): string {
+  return `${first.deliveryId}.${first.attempt}.${publication}`;
 }

@@ -7,8 +7,8 @@ import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { DELIVERIES_PENDING_CHANNEL } from '../webhooks/fanOut.ts';
-import { deliveryMessageId, encodeDeliveryMessage } from './deliveryMessage.ts';
-import { releaseStalePublications, takeDueDeliveries, unmarkPublished } from './deliveryStore.ts';
+import { deliveryMessageId, encodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE } from './deliveryMessage.ts';
+import { releaseStalePublications, takeDueDeliveries, unmarkPublished, type DueDelivery } from './deliveryStore.ts';
 
 export interface DeliveryRelayOptions {
   readonly db: Database;
@@ -94,18 +94,20 @@ export class DeliveryRelay {
     }
   }
 
-  /** One pass: take due deliveries, publish them, put back those JetStream did not accept. */
+  /** One pass: take due deliveries, publish them in batches, put back those JetStream did not accept. */
   private async publishDue(): Promise<number> {
     const due = await takeDueDeliveries(this.options.db, BATCH_SIZE);
     if (due.length === 0) return 0;
+    const messages: DueDelivery[][] = [];
+    for (let start = 0; start < due.length; start += MAX_DELIVERIES_PER_MESSAGE) messages.push(due.slice(start, start + MAX_DELIVERIES_PER_MESSAGE));
     const results = await Promise.allSettled(
-      due.map((delivery) =>
-        this.js!.publish(this.subject, encodeDeliveryMessage({ deliveryId: delivery.id, attempt: delivery.attempt }), {
-          msgID: deliveryMessageId({ deliveryId: delivery.id, attempt: delivery.attempt }, delivery.publication),
+      messages.map((deliveries) =>
+        this.js!.publish(this.subject, encodeDeliveryMessage(deliveries.map(({ id, attempt }) => ({ deliveryId: id, attempt }))), {
+          msgID: deliveryMessageId({ deliveryId: deliveries[0]!.id, attempt: deliveries[0]!.attempt }, deliveries[0]!.publication),
         }),
       ),
     );
-    const failed = due.filter((_, index) => results[index]!.status === 'rejected');
+    const failed = messages.filter((_, index) => results[index]!.status === 'rejected').flat();
     if (failed.length > 0) {
       const reason = (results.find((result) => result.status === 'rejected') as PromiseRejectedResult).reason;
       this.options.log.warn({ err: coerceError(reason), failed: failed.length }, 'could not publish deliveries; they stay due');

@@ -75,9 +75,6 @@ interface WorkRow {
   attempts: number;
   published: boolean;
   endpoint_id: string;
-  active: boolean;
-  url: string;
-  secret_ciphertext: Buffer;
   event_id: string;
   timestamp: string;
   action: string;
@@ -92,47 +89,67 @@ interface WorkRow {
   [column: string]: unknown;
 }
 
-/** Loads a batch of deliveries with their endpoint and event; ids of deleted deliveries are absent. */
+interface EndpointRow {
+  id: string;
+  active: boolean;
+  url: string;
+  secret_ciphertext: Buffer;
+  [column: string]: unknown;
+}
+
+/**
+ * Loads a batch of deliveries with their endpoint and event; ids of deleted deliveries are absent. The
+ * endpoints are read by a second query, once each: a batch is mostly deliveries to a few endpoints, and
+ * repeating each one's URL and sealed secret on every row was most of the bytes the worker parsed.
+ */
 export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): Promise<Map<string, DeliveryWork>> {
   const { rows } = await db.query<WorkRow>(
-    `SELECT d.id::text AS delivery_id, d.state, d.attempts, d.published_at IS NOT NULL AS published,
-            w.id AS endpoint_id, w.active, w.url, w.secret_ciphertext,
+    `SELECT d.id::text AS delivery_id, d.state, d.attempts, d.published_at IS NOT NULL AS published, d.endpoint_id,
             e.event_id, to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS timestamp,
             e.action, e.tenant_id, e.user_id, e.user_role, e.resource_type, e.resource_id, e.phi_involved, e.success, e.details
      FROM deliveries d
-     JOIN webhook_endpoints w ON w.id = d.endpoint_id
      JOIN events e ON e.tenant_id = d.tenant_id AND e.occurred_at = d.event_occurred_at AND e.event_id = d.event_id
      WHERE d.id = ANY($1::bigint[])`,
     [ids],
   );
-  return new Map(
-    rows.map((row) => [
-      row.delivery_id,
-      {
-        deliveryId: row.delivery_id,
-        state: row.state,
-        attempts: row.attempts,
-        published: row.published,
-        endpointId: row.endpoint_id,
-        endpointActive: row.active,
-        url: row.url,
-        secretCiphertext: row.secret_ciphertext,
-        event: {
-          eventId: row.event_id,
-          timestamp: row.timestamp,
-          action: row.action,
-          tenantId: row.tenant_id,
-          userId: row.user_id,
-          userRole: row.user_role,
-          resourceType: row.resource_type,
-          resourceId: row.resource_id,
-          phiInvolved: row.phi_involved,
-          success: row.success,
-          details: row.details,
-        },
-      },
-    ]),
+  const endpointIds = [...new Set(rows.map((row) => row.endpoint_id))];
+  const endpoints = new Map(
+    endpointIds.length === 0
+      ? []
+      : (
+          await db.query<EndpointRow>('SELECT id, active, url, secret_ciphertext FROM webhook_endpoints WHERE id = ANY($1::text[])', [endpointIds])
+        ).rows.map((row) => [row.id, row]),
   );
+  const work = new Map<string, DeliveryWork>();
+  for (const row of rows) {
+    // An endpoint deleted between the two reads took its deliveries with it.
+    const endpoint = endpoints.get(row.endpoint_id);
+    if (!endpoint) continue;
+    work.set(row.delivery_id, {
+      deliveryId: row.delivery_id,
+      state: row.state,
+      attempts: row.attempts,
+      published: row.published,
+      endpointId: endpoint.id,
+      endpointActive: endpoint.active,
+      url: endpoint.url,
+      secretCiphertext: endpoint.secret_ciphertext,
+      event: {
+        eventId: row.event_id,
+        timestamp: row.timestamp,
+        action: row.action,
+        tenantId: row.tenant_id,
+        userId: row.user_id,
+        userRole: row.user_role,
+        resourceType: row.resource_type,
+        resourceId: row.resource_id,
+        phiInvolved: row.phi_involved,
+        success: row.success,
+        details: row.details,
+      },
+    });
+  }
+  return work;
 }
 
 /**
@@ -146,8 +163,6 @@ export async function lockEndpoints(db: Queryable, endpointIds: readonly string[
 }
 
 export interface AttemptRecord {
-  readonly deliveryId: string;
-  readonly attempt: number;
   readonly attemptedAt: Date;
   readonly durationMs: number;
   readonly statusCode: number | null;
@@ -155,56 +170,58 @@ export interface AttemptRecord {
   readonly responseExcerpt: string;
 }
 
-export async function insertAttempts(db: Queryable, attempts: readonly AttemptRecord[]): Promise<void> {
-  if (attempts.length === 0) return;
-  // A redelivered message repeats an attempt whose record may already exist: the first record stands.
-  await db.query(
-    `INSERT INTO delivery_attempts (delivery_id, attempt, attempted_at, duration_ms, status_code, error, response_excerpt)
-     SELECT * FROM unnest($1::bigint[], $2::int[], $3::timestamptz[], $4::int[], $5::int[], $6::text[], $7::text[])
-     ON CONFLICT (delivery_id, attempt) DO NOTHING`,
-    [
-      attempts.map((attempt) => attempt.deliveryId),
-      attempts.map((attempt) => attempt.attempt),
-      attempts.map((attempt) => attempt.attemptedAt.toISOString()),
-      attempts.map((attempt) => attempt.durationMs),
-      attempts.map((attempt) => attempt.statusCode),
-      attempts.map((attempt) => attempt.error),
-      attempts.map((attempt) => attempt.responseExcerpt),
-    ],
-  );
-}
-
-export type DeliveryTransition =
+export type DeliveryOutcome =
   /** The attempt was made; the delivery is done (succeeded or failed for good) or due again at dueAt. */
-  | { readonly kind: 'attempted'; readonly deliveryId: string; readonly attempt: number; readonly state: 'succeeded' | 'failed' | 'pending'; readonly dueAt: Date | null }
+  | {
+      readonly kind: 'attempted';
+      readonly deliveryId: string;
+      readonly attempt: number;
+      readonly state: 'succeeded' | 'failed' | 'pending';
+      readonly dueAt: Date | null;
+      readonly record: AttemptRecord;
+    }
   /** No attempt was made (the endpoint was saturated); the same attempt is due again at dueAt. */
   | { readonly kind: 'deferred'; readonly deliveryId: string; readonly attempt: number; readonly dueAt: Date }
   /** The endpoint is inactive: nothing more will be attempted. */
   | { readonly kind: 'cancelled'; readonly deliveryId: string; readonly attempt: number };
 
 /**
- * Applies transitions, each only if the delivery still waits for exactly that attempt, so a duplicate
- * message cannot count an attempt twice. Returns the ids that changed.
+ * Records a batch of outcomes in one statement: the attempt records (a redelivered message repeats an
+ * attempt whose record may already exist: the first record stands) and each delivery's new state, applied
+ * only if the delivery still waits for exactly that attempt, so a duplicate message cannot count an
+ * attempt twice. Returns the ids of the deliveries that changed. Times travel as epoch milliseconds.
  */
-export async function applyTransitions(db: Queryable, transitions: readonly DeliveryTransition[]): Promise<Set<string>> {
-  if (transitions.length === 0) return new Set();
+export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryOutcome[]): Promise<Set<string>> {
+  if (outcomes.length === 0) return new Set();
   const { rows } = await db.query<{ id: string }>(
-    `UPDATE deliveries AS d
-     SET state = t.state,
-         attempts = t.attempts,
-         due_at = COALESCE(t.due_at, d.due_at),
+    `WITH outcome AS (
+       SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::float8[], $5::float8[], $6::int[], $7::int[], $8::text[], $9::text[])
+              AS o(id, attempt, state, due_ms, attempted_ms, duration_ms, status_code, error, response_excerpt)
+     ), recorded AS (
+       INSERT INTO delivery_attempts (delivery_id, attempt, attempted_at, duration_ms, status_code, error, response_excerpt)
+       SELECT id, attempt, to_timestamp(attempted_ms / 1000), duration_ms, status_code, error, response_excerpt
+       FROM outcome WHERE attempted_ms IS NOT NULL
+       ON CONFLICT (delivery_id, attempt) DO NOTHING
+     )
+     UPDATE deliveries AS d
+     SET state = o.state,
+         attempts = CASE WHEN o.attempted_ms IS NULL THEN o.attempt - 1 ELSE o.attempt END,
+         due_at = COALESCE(to_timestamp(o.due_ms / 1000), d.due_at),
          published_at = NULL,
-         completed_at = CASE WHEN t.state = 'pending' THEN NULL ELSE now() END
-     FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::timestamptz[])
-          AS t(id, expected_attempts, state, attempts, due_at)
-     WHERE d.id = t.id AND d.state = 'pending' AND d.attempts = t.expected_attempts
+         completed_at = CASE WHEN o.state = 'pending' THEN NULL ELSE now() END
+     FROM outcome o
+     WHERE d.id = o.id AND d.state = 'pending' AND d.attempts = o.attempt - 1
      RETURNING d.id::text AS id`,
     [
-      transitions.map((transition) => transition.deliveryId),
-      transitions.map((transition) => transition.attempt - 1),
-      transitions.map((transition) => (transition.kind === 'attempted' ? transition.state : transition.kind === 'deferred' ? 'pending' : 'cancelled')),
-      transitions.map((transition) => (transition.kind === 'attempted' ? transition.attempt : transition.attempt - 1)),
-      transitions.map((transition) => (transition.kind === 'cancelled' ? null : transition.dueAt?.toISOString() ?? null)),
+      outcomes.map((outcome) => outcome.deliveryId),
+      outcomes.map((outcome) => outcome.attempt),
+      outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.state : outcome.kind === 'deferred' ? 'pending' : 'cancelled')),
+      outcomes.map((outcome) => (outcome.kind === 'cancelled' ? null : (outcome.dueAt?.getTime() ?? null))),
+      outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.attemptedAt.getTime() : null)),
+      outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.durationMs : null)),
+      outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.statusCode : null)),
+      outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.error : null)),
+      outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.responseExcerpt : null)),
     ],
   );
   return new Set(rows.map((row) => row.id));

@@ -1,3 +1,4 @@
+import { createSecretKey, type KeyObject } from 'node:crypto';
 import { jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import type { Actor } from '../events/adminEvent.ts';
 import type { BusConnection } from '../bus/natsConnection.ts';
@@ -14,16 +15,14 @@ import { webhookEvent } from '../webhooks/webhookRegistry.ts';
 import { disableEndpoint } from '../webhooks/webhookStore.ts';
 import {
   applyEndpointTallies,
-  applyTransitions,
-  insertAttempts,
   loadDeliveryWork,
   lockEndpoints,
-  type AttemptRecord,
-  type DeliveryTransition,
+  recordOutcomes,
+  type DeliveryOutcome,
   type DeliveryWork,
   type EndpointTally,
 } from './deliveryStore.ts';
-import { decodeDeliveryMessage } from './deliveryMessage.ts';
+import { decodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE, type DeliveryMessage } from './deliveryMessage.ts';
 import { AUTO_DISABLE_AFTER_FAILED_DELIVERIES, type RetryPolicy } from './retryPolicy.ts';
 import type { WebhookSender } from './webhookSender.ts';
 
@@ -61,24 +60,36 @@ const MAX_HELD_FOR_FAST_ENDPOINTS = 2_000;
 const DEFER_MS = 5_000;
 const LOAD_BATCH = 256;
 const LOAD_LINGER_MS = 2;
-const FLUSH_BATCH = 256;
+const FLUSH_BATCH = 500;
 const MAX_FLUSH_BATCH = 2_000;
-const FLUSH_LINGER_MS = 5;
+// Outcomes are written after the request, so the linger adds nothing to delivery latency; it makes
+// fewer, larger transactions (and acks come that much later).
+const FLUSH_LINGER_MS = 20;
 const FLUSH_FAILURE_REDELIVERY_MS = 5_000;
 
 const SYSTEM_ACTOR: Actor = { userId: 'audit-trail', userRole: 'system' };
 
-interface Held {
+/** A JetStream message and how many of its deliveries are still being worked on. */
+interface Ticket {
   readonly message: JsMsg;
+  unsettled: number;
+  /** Set when a delivery of the message must be tried again: once all are settled, the message is
+   * negatively acknowledged with this delay and comes back whole (entries already recorded are skipped). */
+  redeliverAfterMs: number | undefined;
+}
+
+/** One delivery of a message, from receipt until its outcome is committed (or it is given back). */
+interface Held {
+  readonly ticket: Ticket;
   readonly deliveryId: string;
   readonly attempt: number;
 }
 
-interface Outcome {
+/** An outcome waiting to be written, with the message delivery it settles. */
+interface HeldOutcome {
   readonly held: Held;
   readonly endpointId: string;
-  readonly transition: DeliveryTransition;
-  readonly record?: AttemptRecord;
+  readonly outcome: DeliveryOutcome;
 }
 
 interface EndpointLane {
@@ -102,11 +113,12 @@ export class DeliveryWorker {
   private messages: ConsumerMessages | undefined;
   private running: Promise<void> | undefined;
   private readonly held = new Map<string, Held>();
+  private readonly tickets = new Set<Ticket>();
   private readonly lanes = new Map<string, EndpointLane>();
-  private readonly secretCache = new Map<string, { sealed: Buffer; secret: string }>();
+  private readonly signingKeys = new Map<string, { sealed: Buffer; key: KeyObject }>();
   private loadBuffer: Held[] = [];
   private loadTimer: NodeJS.Timeout | undefined;
-  private outcomes: Outcome[] = [];
+  private outcomes: HeldOutcome[] = [];
   private flushTimer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
   private flushQueued = false;
@@ -124,11 +136,12 @@ export class DeliveryWorker {
     const definition = deliveryConsumerDefinition(this.options.names, this.options.ackWaitMs);
     await ensureConsumer(await jetstreamManager(this.options.bus.nc), definition);
     const consumer = await jetstream(this.options.bus.nc).consumers.get(definition.stream.name, definition.consumer.durable_name);
-    this.messages = await consumer.consume({ max_messages: 1_000 });
+    // Messages carry up to MAX_DELIVERIES_PER_MESSAGE deliveries: buffer about what backpressure lets us hold.
+    this.messages = await consumer.consume({ max_messages: Math.ceil(MAX_HELD_FOR_FAST_ENDPOINTS / MAX_DELIVERIES_PER_MESSAGE) });
     // Held messages (queued, in flight, or waiting for their outcome to commit) must not be redelivered
     // to another worker meanwhile: tell JetStream we are still working on them.
     this.keepAliveTimer = setInterval(() => {
-      for (const held of this.held.values()) held.message.working();
+      for (const ticket of this.tickets) ticket.message.working();
     }, Math.max(500, Math.floor(this.options.ackWaitMs / 3))).unref();
     // A lane turning slow (a receiver that stopped answering) gives back its excess queue and frees the
     // backpressure without any request finishing, so both are checked on a timer too.
@@ -147,33 +160,38 @@ export class DeliveryWorker {
     await this.running;
     clearTimeout(this.loadTimer);
     for (const lane of this.lanes.values()) {
-      for (const { held } of lane.waiting.splice(0)) this.release(held, () => held.message.nak());
+      for (const { held } of lane.waiting.splice(0)) this.settle(held, 0);
     }
-    for (const held of this.loadBuffer.splice(0)) this.release(held, () => held.message.nak());
+    for (const held of this.loadBuffer.splice(0)) this.settle(held, 0);
     await Promise.allSettled([...this.sending]);
-    await this.flush();
+    await this.flushAll();
     clearInterval(this.keepAliveTimer);
     clearInterval(this.resumeTimer);
   }
 
   private async consumeLoop(messages: ConsumerMessages): Promise<void> {
     for await (const message of messages) {
-      const decoded = decodeDeliveryMessage(message.data);
-      if (!decoded) {
+      const deliveries = decodeDeliveryMessage(message.data);
+      if (!deliveries) {
         this.options.log.warn({ stream_seq: message.info.streamSequence }, 'undecodable delivery message dropped');
         message.term();
         continue;
       }
-      const key = `${decoded.deliveryId}.${decoded.attempt}`;
-      // A redelivery of a message we still hold (our keep-alive came late): the original will be acked.
-      if (this.held.has(key)) continue;
-      const held = { message, ...decoded };
-      this.held.set(key, held);
-      this.loadBuffer.push(held);
+      const ticket: Ticket = { message, unsettled: 0, redeliverAfterMs: undefined };
+      for (const delivery of deliveries) {
+        // A redelivery of a message we still hold (our keep-alive came late): the copy we hold settles it.
+        if (this.held.has(heldKey(delivery))) continue;
+        const held = { ticket, ...delivery };
+        ticket.unsettled += 1;
+        this.held.set(heldKey(held), held);
+        this.loadBuffer.push(held);
+      }
+      if (ticket.unsettled === 0) continue;
+      this.tickets.add(ticket);
       if (this.loadBuffer.length >= LOAD_BATCH) this.loadBatch();
       else this.loadTimer ??= setTimeout(() => this.loadBatch(), LOAD_LINGER_MS);
       if (this.heldForFastEndpoints() >= MAX_HELD_FOR_FAST_ENDPOINTS) {
-        await new Promise<void>((resolve) => (this.resumePulling = resolve));
+            await new Promise<void>((resolve) => (this.resumePulling = resolve));
       }
     }
   }
@@ -200,7 +218,7 @@ export class DeliveryWorker {
   private defer(held: Held, endpointId: string): void {
     this.options.metrics.webhookDeferred.inc();
     const dueAt = new Date(Date.now() + DEFER_MS * (0.5 + Math.random()));
-    this.addOutcome({ held, endpointId, transition: { kind: 'deferred', deliveryId: held.deliveryId, attempt: held.attempt, dueAt } });
+    this.addOutcome({ held, endpointId, outcome: { kind: 'deferred', deliveryId: held.deliveryId, attempt: held.attempt, dueAt } });
   }
 
   private maybeResumePulling(): void {
@@ -222,7 +240,7 @@ export class DeliveryWorker {
       })
       .catch((thrown: unknown) => {
         this.options.log.warn({ err: coerceError(thrown), messages: batch.length }, 'could not load deliveries; they will be redelivered');
-        for (const held of batch) this.release(held, () => held.message.nak(FLUSH_FAILURE_REDELIVERY_MS));
+        for (const held of batch) this.settle(held, FLUSH_FAILURE_REDELIVERY_MS);
       });
     this.track(task);
   }
@@ -231,11 +249,11 @@ export class DeliveryWorker {
   private route(held: Held, work: DeliveryWork | undefined): void {
     // Deleted with its endpoint, already finished, or a message for an attempt already made.
     if (!work || work.state !== 'pending' || !work.published || work.attempts !== held.attempt - 1) {
-      this.release(held, () => held.message.ack());
+      this.settle(held);
       return;
     }
     if (!work.endpointActive) {
-      this.addOutcome({ held, endpointId: work.endpointId, transition: { kind: 'cancelled', deliveryId: held.deliveryId, attempt: held.attempt } });
+      this.addOutcome({ held, endpointId: work.endpointId, outcome: { kind: 'cancelled', deliveryId: held.deliveryId, attempt: held.attempt } });
       return;
     }
     const lane = this.laneOf(work.endpointId);
@@ -276,7 +294,7 @@ export class DeliveryWorker {
     const result = await this.options.sender.send(work.endpointId, work.url, body, {
       'content-type': 'application/json',
       'user-agent': `audit-trail-webhooks/${SERVICE_VERSION}`,
-      'x-service-signature': signDelivery(this.secretOf(work), body),
+      'x-service-signature': signDelivery(this.signingKeyOf(work), body),
       'x-service-event-id': work.event.eventId,
       'x-service-delivery-attempt': String(held.attempt),
     });
@@ -287,34 +305,27 @@ export class DeliveryWorker {
     this.addOutcome({
       held,
       endpointId: work.endpointId,
-      transition: {
+      outcome: {
         kind: 'attempted',
         deliveryId: held.deliveryId,
         attempt: held.attempt,
         state,
         dueAt: retryDelay === undefined ? null : new Date(Date.now() + retryDelay),
-      },
-      record: {
-        deliveryId: held.deliveryId,
-        attempt: held.attempt,
-        attemptedAt,
-        durationMs: result.durationMs,
-        statusCode: result.statusCode,
-        error: result.error,
-        responseExcerpt: result.responseExcerpt,
+        record: { attemptedAt, durationMs: result.durationMs, statusCode: result.statusCode, error: result.error, responseExcerpt: result.responseExcerpt },
       },
     });
   }
 
-  private secretOf(work: DeliveryWork): string {
-    const cached = this.secretCache.get(work.endpointId);
-    if (cached && cached.sealed.equals(work.secretCiphertext)) return cached.secret;
-    const secret = this.options.secrets.open(work.secretCiphertext);
-    this.secretCache.set(work.endpointId, { sealed: work.secretCiphertext, secret });
-    return secret;
+  /** The endpoint's signing key, decrypted and imported once per secret (createHmac imports a text key per call). */
+  private signingKeyOf(work: DeliveryWork): KeyObject {
+    const cached = this.signingKeys.get(work.endpointId);
+    if (cached && cached.sealed.equals(work.secretCiphertext)) return cached.key;
+    const key = createSecretKey(Buffer.from(this.options.secrets.open(work.secretCiphertext), 'utf8'));
+    this.signingKeys.set(work.endpointId, { sealed: work.secretCiphertext, key });
+    return key;
   }
 
-  private addOutcome(outcome: Outcome): void {
+  private addOutcome(outcome: HeldOutcome): void {
     this.outcomes.push(outcome);
     if (this.outcomes.length >= FLUSH_BATCH) void this.flush();
     else this.flushTimer ??= setTimeout(() => void this.flush(), FLUSH_LINGER_MS);
@@ -322,8 +333,9 @@ export class DeliveryWorker {
 
   /**
    * Outcome writes are serialised, one transaction per batch; messages are acked after the commit. A batch
-   * is taken when its write starts, not when it was asked for, so under load the batches grow instead of
-   * queueing up as many small transactions.
+   * is taken when its write starts, not when it was asked for, and what arrives during a write waits for
+   * its own trigger (a full batch or the linger): under load the batches grow instead of queueing up as
+   * many small transactions.
    */
   private flush(): Promise<void> {
     clearTimeout(this.flushTimer);
@@ -332,20 +344,27 @@ export class DeliveryWorker {
     this.flushQueued = true;
     this.flushing = this.flushing.then(async () => {
       this.flushQueued = false;
-      while (this.outcomes.length > 0) await this.writeOutcomes(this.outcomes.splice(0, MAX_FLUSH_BATCH));
+      const batch = this.outcomes.splice(0, MAX_FLUSH_BATCH);
+      if (batch.length > 0) await this.writeOutcomes(batch);
+      if (this.outcomes.length >= FLUSH_BATCH) void this.flush();
+      else if (this.outcomes.length > 0) this.flushTimer ??= setTimeout(() => void this.flush(), FLUSH_LINGER_MS);
     });
     return this.flushing;
   }
 
-  private async writeOutcomes(batch: Outcome[]): Promise<void> {
+  /** Writes every outcome still waiting (when stopping). */
+  private async flushAll(): Promise<void> {
+    while (this.outcomes.length > 0 || this.flushQueued) await this.flush();
+  }
+
+  private async writeOutcomes(batch: HeldOutcome[]): Promise<void> {
     try {
       await this.options.writer.recordWith('internal', async (client) => {
         // One lock order everywhere (endpoints by id, then deliveries by id) keeps concurrent workers and
         // API calls from deadlocking.
         await lockEndpoints(client, batch.map((outcome) => outcome.endpointId));
         const sorted = [...batch].sort((a, b) => compareIds(a.held.deliveryId, b.held.deliveryId));
-        await insertAttempts(client, sorted.flatMap((outcome) => (outcome.record ? [outcome.record] : [])));
-        const changed = await applyTransitions(client, sorted.map((outcome) => outcome.transition));
+        const changed = await recordOutcomes(client, sorted.map(({ outcome }) => outcome));
         const tallies = tallyEndpoints(sorted.filter((outcome) => changed.has(outcome.held.deliveryId)));
         const endpoints = await applyEndpointTallies(client, tallies);
         const events = [];
@@ -358,18 +377,28 @@ export class DeliveryWorker {
         }
         return { result: undefined, events };
       });
-      for (const { held } of batch) this.release(held, () => held.message.ack());
+      for (const { held } of batch) this.settle(held);
       this.maybeResumePulling();
     } catch (thrown) {
       this.options.log.warn({ err: coerceError(thrown), outcomes: batch.length }, 'could not record delivery outcomes; the messages will be redelivered');
       this.options.metrics.errors.inc({ kind: 'delivery_record_failed' });
-      for (const { held } of batch) this.release(held, () => held.message.nak(FLUSH_FAILURE_REDELIVERY_MS));
+      for (const { held } of batch) this.settle(held, FLUSH_FAILURE_REDELIVERY_MS);
     }
   }
 
-  private release(held: Held, settle: () => void): void {
-    this.held.delete(`${held.deliveryId}.${held.attempt}`);
-    settle();
+  /**
+   * Done with one delivery of a message: its outcome is committed, or it was stale, or (with
+   * `redeliverAfterMs`) it must be tried again. The message is acknowledged with its last delivery.
+   */
+  private settle(held: Held, redeliverAfterMs?: number): void {
+    this.held.delete(heldKey(held));
+    const ticket = held.ticket;
+    if (redeliverAfterMs !== undefined) ticket.redeliverAfterMs = Math.max(ticket.redeliverAfterMs ?? 0, redeliverAfterMs);
+    ticket.unsettled -= 1;
+    if (ticket.unsettled > 0) return;
+    this.tickets.delete(ticket);
+    if (ticket.redeliverAfterMs === undefined) ticket.message.ack();
+    else ticket.message.nak(ticket.redeliverAfterMs);
   }
 
   private laneOf(endpointId: string): EndpointLane {
@@ -391,24 +420,28 @@ export class DeliveryWorker {
  * Folds a batch's attempts into one counter update per endpoint, in delivery order: a success resets
  * `consecutive_failures`, each delivery that went terminal adds one; every attempt moves last_delivery_at.
  */
-export function tallyEndpoints(outcomes: readonly Outcome[]): EndpointTally[] {
+export function tallyEndpoints(outcomes: readonly HeldOutcome[]): EndpointTally[] {
   const tallies = new Map<string, { reset: boolean; failures: number; last: Date }>();
-  for (const outcome of outcomes) {
-    const { transition, endpointId, record } = outcome;
-    if (transition.kind !== 'attempted' || !record) continue;
-    const tally = tallies.get(endpointId) ?? { reset: false, failures: 0, last: record.attemptedAt };
-    if (transition.state === 'succeeded') {
+  for (const { outcome, endpointId } of outcomes) {
+    if (outcome.kind !== 'attempted') continue;
+    const { attemptedAt } = outcome.record;
+    const tally = tallies.get(endpointId) ?? { reset: false, failures: 0, last: attemptedAt };
+    if (outcome.state === 'succeeded') {
       tally.reset = true;
       tally.failures = 0;
-    } else if (transition.state === 'failed') {
+    } else if (outcome.state === 'failed') {
       tally.failures += 1;
     }
-    if (record.attemptedAt > tally.last) tally.last = record.attemptedAt;
+    if (attemptedAt > tally.last) tally.last = attemptedAt;
     tallies.set(endpointId, tally);
   }
   return [...tallies.entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([endpointId, tally]) => ({ endpointId, reset: tally.reset, failuresAfterLastSuccess: tally.failures, lastAttemptAt: tally.last }));
+}
+
+function heldKey(delivery: DeliveryMessage): string {
+  return `${delivery.deliveryId}.${delivery.attempt}`;
 }
 
 function compareIds(a: string, b: string): number {

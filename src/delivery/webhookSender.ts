@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
-import { Pool, request } from 'undici';
+import type { Readable } from 'node:stream';
+import { Pool } from 'undici';
 import { blockedAddressReason, guardedLookup } from '../webhooks/targetGuard.ts';
 
 /** At most this much of a receiver's response is read and kept (DESIGN.md §2). */
@@ -26,6 +27,22 @@ export interface WebhookSenderOptions {
 
 /** A pool unused for this long is closed; the endpoint gets a new one when it is next delivered to. */
 const IDLE_POOL_MS = 5 * 60_000;
+/** How often requests past their deadline are aborted: the 10 s limit is kept to within this. */
+const DEADLINE_SWEEP_MS = 100;
+
+/** An endpoint's pool and its URL taken apart once, not for every request. */
+interface Target {
+  readonly url: string;
+  readonly pool: Pool;
+  readonly path: string;
+  /** Why the URL's literal address is refused, when it is. */
+  readonly blocked: string | undefined;
+  lastUsedAt: number;
+}
+
+class TimeoutError extends Error {
+  override readonly name = 'TimeoutError';
+}
 
 /**
  * POSTs signed bodies with undici: one keep-alive pool per endpoint, so that a hung endpoint's
@@ -34,51 +51,58 @@ const IDLE_POOL_MS = 5 * 60_000;
  */
 export class WebhookSender {
   private readonly options: WebhookSenderOptions;
-  private readonly pools = new Map<string, { pool: Pool; origin: string; lastUsedAt: number }>();
+  private readonly targets = new Map<string, Target>();
+  /**
+   * Requests in flight and when each must be aborted. One timer sweeps them all: a timer per request
+   * (AbortSignal.timeout) was a measurable part of the worker's time at thousands of requests a second.
+   */
+  private readonly deadlines = new Map<AbortController, number>();
   private readonly sweeper: NodeJS.Timeout;
+  private readonly deadlineTimer: NodeJS.Timeout;
 
   constructor(options: WebhookSenderOptions) {
     this.options = options;
     this.sweeper = setInterval(() => this.closeIdlePools(), IDLE_POOL_MS / 5).unref();
+    this.deadlineTimer = setInterval(() => this.abortOverdue(), DEADLINE_SWEEP_MS).unref();
   }
 
   /** Sends one delivery to `url` over the pool of endpoint `endpointId`. */
   async send(endpointId: string, url: string, body: string, headers: Record<string, string>): Promise<SendResult> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
-    const blocked = this.literalAddressBlocked(url);
-    if (blocked) return { ok: false, statusCode: null, error: blocked, responseExcerpt: '', durationMs: 0 };
+    const target = this.targetFor(endpointId, url);
+    if (target.blocked) return { ok: false, statusCode: null, error: target.blocked, responseExcerpt: '', durationMs: 0 };
+    const deadline = new AbortController();
+    this.deadlines.set(deadline, Date.now() + this.options.timeoutMs);
     try {
-      const response = await request(url, {
-        dispatcher: this.poolFor(endpointId, new URL(url).origin),
-        method: 'POST',
-        headers,
-        body,
-        signal: AbortSignal.timeout(this.options.timeoutMs),
-      });
+      const response = await target.pool.request({ path: target.path, method: 'POST', headers, body, signal: deadline.signal });
       const excerpt = await readExcerpt(response.body);
       const ok = response.statusCode >= 200 && response.statusCode < 300;
       return { ok, statusCode: response.statusCode, error: null, responseExcerpt: excerpt, durationMs: elapsed() };
     } catch (error) {
       return { ok: false, statusCode: null, error: describeFailure(error, this.options.timeoutMs), responseExcerpt: '', durationMs: elapsed() };
+    } finally {
+      this.deadlines.delete(deadline);
     }
   }
 
   async close(): Promise<void> {
     clearInterval(this.sweeper);
-    await Promise.all([...this.pools.values()].map(({ pool }) => pool.close()));
-    this.pools.clear();
+    clearInterval(this.deadlineTimer);
+    await Promise.all([...this.targets.values()].map(({ pool }) => pool.close()));
+    this.targets.clear();
   }
 
-  private poolFor(endpointId: string, origin: string): Pool {
-    const existing = this.pools.get(endpointId);
-    if (existing && existing.origin === origin) {
+  private targetFor(endpointId: string, url: string): Target {
+    const existing = this.targets.get(endpointId);
+    if (existing && existing.url === url) {
       existing.lastUsedAt = Date.now();
-      return existing.pool;
+      return existing;
     }
+    const parsed = new URL(url);
     // A changed URL (an in-place update) gets a pool for its new origin.
     if (existing) void existing.pool.close();
-    const pool = new Pool(origin, {
+    const pool = new Pool(parsed.origin, {
       connections: this.options.connectionsPerEndpoint,
       keepAliveTimeout: 30_000,
       headersTimeout: this.options.timeoutMs,
@@ -86,47 +110,65 @@ export class WebhookSender {
       // The guard is the socket's own DNS lookup, so the address checked is the address connected to.
       connect: this.options.allowPrivateTargets ? { timeout: this.options.timeoutMs } : { timeout: this.options.timeoutMs, lookup: guardedLookup },
     });
-    this.pools.set(endpointId, { pool, origin, lastUsedAt: Date.now() });
-    return pool;
+    const target = { url, pool, path: `${parsed.pathname}${parsed.search}`, blocked: this.literalAddressBlocked(parsed), lastUsedAt: Date.now() };
+    this.targets.set(endpointId, target);
+    return target;
+  }
+
+  private abortOverdue(): void {
+    const now = Date.now();
+    for (const [controller, deadline] of this.deadlines) {
+      if (deadline > now) continue;
+      this.deadlines.delete(controller);
+      controller.abort(new TimeoutError('the request reached its deadline'));
+    }
   }
 
   private closeIdlePools(): void {
     const cutoff = Date.now() - IDLE_POOL_MS;
-    for (const [endpointId, entry] of this.pools) {
-      if (entry.lastUsedAt >= cutoff) continue;
-      this.pools.delete(endpointId);
-      void entry.pool.close();
+    for (const [endpointId, target] of this.targets) {
+      if (target.lastUsedAt >= cutoff) continue;
+      this.targets.delete(endpointId);
+      void target.pool.close();
     }
   }
 
   /** A URL naming an IP address never reaches the DNS lookup, so it is checked here. */
-  private literalAddressBlocked(url: string): string | undefined {
+  private literalAddressBlocked(url: URL): string | undefined {
     if (this.options.allowPrivateTargets) return undefined;
-    const host = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1');
+    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
     if (!isIP(host)) return undefined;
     const reason = blockedAddressReason(host);
     return reason ? `target refused: host ${reason}` : undefined;
   }
 }
 
-async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(): void }): Promise<string> {
-  const chunks: Buffer[] = [];
-  let length = 0;
-  for await (const chunk of body) {
-    chunks.push(chunk);
-    length += chunk.length;
-    if (length >= RESPONSE_EXCERPT_BYTES) {
-      // Stop reading: a receiver must not be able to make us download an unbounded body.
+/** Reads at most RESPONSE_EXCERPT_BYTES of a response body, then stops: a receiver cannot make us download more. */
+function readExcerpt(body: Readable): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let length = 0;
+    const finish = () => {
+      body.off('data', onData);
+      resolve(Buffer.concat(chunks).subarray(0, RESPONSE_EXCERPT_BYTES).toString('utf8'));
+    };
+    const onData = (chunk: Buffer) => {
+      chunks.push(chunk);
+      length += chunk.length;
+      if (length < RESPONSE_EXCERPT_BYTES) return;
       body.destroy();
-      break;
-    }
-  }
-  return Buffer.concat(chunks).subarray(0, RESPONSE_EXCERPT_BYTES).toString('utf8');
+      finish();
+    };
+    body.on('data', onData);
+    body.once('end', finish);
+    body.once('error', (error) => (length >= RESPONSE_EXCERPT_BYTES ? finish() : reject(error)));
+  });
 }
 
 function describeFailure(error: unknown, timeoutMs: number): string {
   const failure = error as { name?: string; code?: string; message?: string; cause?: { code?: string; message?: string; name?: string } };
-  if (failure.name === 'TimeoutError' || failure.code === 'UND_ERR_HEADERS_TIMEOUT' || failure.code === 'UND_ERR_BODY_TIMEOUT' || failure.code === 'UND_ERR_CONNECT_TIMEOUT') {
+  // An abort is always our deadline (the signal is ours alone).
+  if (failure.name === 'TimeoutError' || failure.code === 'UND_ERR_ABORTED' || failure.code === 'UND_ERR_HEADERS_TIMEOUT' || failure.code === 'UND_ERR_BODY_TIMEOUT' || failure.code === 'UND_ERR_CONNECT_TIMEOUT') {
     return `timeout: no complete response within ${timeoutMs} ms`;
   }
   const cause = failure.cause ?? failure;

@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 /**
  * The `X-Service-Signature` scheme of SPEC.md ("Signature header"): `t=<unix seconds>,v1=<hex>` where v1 is
@@ -8,11 +8,14 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 
 export const DEFAULT_SIGNATURE_TOLERANCE_S = 300;
 
-function signatureOf(secret: string, timestamp: number, rawBody: Buffer | string): Buffer {
+/** The endpoint secret's text, or a KeyObject made from its bytes (a sender signing many bodies imports it once). */
+export type SigningKey = string | KeyObject;
+
+function signatureOf(secret: SigningKey, timestamp: number, rawBody: Buffer | string): Buffer {
   return createHmac('sha256', secret).update(`t=${timestamp}.`).update(rawBody).digest();
 }
 
-export function signDelivery(secret: string, rawBody: Buffer | string, nowMs = Date.now()): string {
+export function signDelivery(secret: SigningKey, rawBody: Buffer | string, nowMs = Date.now()): string {
   const timestamp = Math.floor(nowMs / 1000);
   return `t=${timestamp},v1=${signatureOf(secret, timestamp, rawBody).toString('hex')}`;
 }

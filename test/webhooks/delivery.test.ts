@@ -1,5 +1,8 @@
 import { expect } from 'chai';
-import { createHmac } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { verifyWebhookSignature } from '../../src/index.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -312,5 +315,78 @@ describe('webhook delivery with the SSRF guard on', function () {
     const { rows } = await db.pool.query(`SELECT DISTINCT error FROM delivery_attempts`);
     expect(rows.map((row) => row.error)).to.have.length(1);
     expect(rows[0].error).to.match(/target refused.*loopback/);
+  });
+});
+
+describe('webhook delivery time limit', function () {
+  this.timeout(30_000);
+  const LIMIT_MS = 600;
+  let db: TestDatabase;
+  let service: TestService;
+  const servers: Server[] = [];
+
+  before(async () => {
+    db = await createTestDatabase();
+    service = await startTestService({
+      databaseUrl: db.url,
+      roles: ['relay', 'worker'],
+      env: { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', DELIVERY_TIMEOUT_MS: String(LIMIT_MS), ...FAST_RETRIES },
+    });
+  });
+
+  after(async () => {
+    await service?.stop();
+    for (const server of servers) server.closeAllConnections();
+    await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+    await db?.drop();
+  });
+
+  /** A receiver answering with `handler`; returns its URL. */
+  async function serve(handler: (response: ServerResponse) => void): Promise<string> {
+    const server = createServer((request, response) => request.resume().on('end', () => handler(response)));
+    servers.push(server);
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+  }
+
+  async function firstAttempt(tenantId: string, url: string) {
+    await db.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, $2, $3, $4)`, [
+      `wh_${randomBytes(16).toString('hex')}`,
+      tenantId,
+      url,
+      new SecretBox(TEST_ENCRYPTION_KEY).seal('f'.repeat(64)),
+    ]);
+    await seedEvents(db.url, [newEvent({ tenantId })]);
+    let attempt: { duration_ms: number; status_code: number | null; error: string | null } | undefined;
+    await waitFor(async () => {
+      const { rows } = await db.pool.query(
+        `SELECT a.duration_ms, a.status_code, a.error FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id
+         WHERE d.tenant_id = $1 AND a.attempt = 1`,
+        [tenantId],
+      );
+      attempt = rows[0];
+      return attempt !== undefined;
+    }, 'the first attempt to be recorded');
+    return attempt!;
+  }
+
+  it('gives up on a receiver that never answers once the time limit has passed, and records a timeout', async () => {
+    const attempt = await firstAttempt('limit-silent', await serve(() => undefined));
+    expect(attempt.status_code).to.equal(null);
+    expect(attempt.error).to.match(/^timeout: no complete response within 600 ms/);
+    expect(attempt.duration_ms).to.be.within(LIMIT_MS, LIMIT_MS + 500);
+  });
+
+  it('counts the time limit to the end of the response: a body trickling in cannot hold the attempt open', async () => {
+    const url = await serve((response) => {
+      response.writeHead(200, { 'content-type': 'text/plain' });
+      // A byte every 100 ms: never idle long enough for a per-read timeout, never finished.
+      const drip = setInterval(() => response.write('.'), 100);
+      response.on('close', () => clearInterval(drip));
+    });
+    const attempt = await firstAttempt('limit-trickle', url);
+    expect(attempt.error).to.match(/^timeout/);
+    expect(attempt.duration_ms).to.be.within(LIMIT_MS, LIMIT_MS + 500);
   });
 });

@@ -1,4 +1,4 @@
-import type { Queryable } from '../db/database.ts';
+import { prepared, type Queryable } from '../db/database.ts';
 import type { EnvelopeSource } from '../webhooks/envelope.ts';
 
 /**
@@ -23,14 +23,14 @@ export interface DueDelivery {
  */
 export async function takeDueDeliveries(db: Queryable, limit: number): Promise<DueDelivery[]> {
   const { rows } = await db.query<{ id: string; attempt: number; publication: number }>(
-    `UPDATE deliveries SET published_at = now(), publications = publications + 1
+    prepared(`UPDATE deliveries SET published_at = now(), publications = publications + 1
      WHERE id IN (SELECT id FROM deliveries
                   WHERE state = 'pending' AND published_at IS NULL AND due_at <= now()
                   ORDER BY due_at, id
                   LIMIT $1
                   FOR UPDATE SKIP LOCKED)
      RETURNING id::text AS id, attempts + 1 AS attempt, publications AS publication`,
-    [limit],
+    [limit]),
   );
   return rows;
 }
@@ -104,20 +104,20 @@ interface EndpointRow {
  */
 export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): Promise<Map<string, DeliveryWork>> {
   const { rows } = await db.query<WorkRow>(
-    `SELECT d.id::text AS delivery_id, d.state, d.attempts, d.published_at IS NOT NULL AS published, d.endpoint_id,
+    prepared(`SELECT d.id::text AS delivery_id, d.state, d.attempts, d.published_at IS NOT NULL AS published, d.endpoint_id,
             e.event_id, to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS timestamp,
             e.action, e.tenant_id, e.user_id, e.user_role, e.resource_type, e.resource_id, e.phi_involved, e.success, e.details
      FROM deliveries d
      JOIN events e ON e.tenant_id = d.tenant_id AND e.occurred_at = d.event_occurred_at AND e.event_id = d.event_id
      WHERE d.id = ANY($1::bigint[])`,
-    [ids],
+    [ids]),
   );
   const endpointIds = [...new Set(rows.map((row) => row.endpoint_id))];
   const endpoints = new Map(
     endpointIds.length === 0
       ? []
       : (
-          await db.query<EndpointRow>('SELECT id, active, url, secret_ciphertext FROM webhook_endpoints WHERE id = ANY($1::text[])', [endpointIds])
+          await db.query<EndpointRow>(prepared('SELECT id, active, url, secret_ciphertext FROM webhook_endpoints WHERE id = ANY($1::text[])', [endpointIds]))
         ).rows.map((row) => [row.id, row]),
   );
   const work = new Map<string, DeliveryWork>();
@@ -159,7 +159,7 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
  */
 export async function lockEndpoints(db: Queryable, endpointIds: readonly string[]): Promise<void> {
   if (endpointIds.length === 0) return;
-  await db.query('SELECT 1 FROM webhook_endpoints WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE', [[...new Set(endpointIds)].sort()]);
+  await db.query(prepared('SELECT 1 FROM webhook_endpoints WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE', [[...new Set(endpointIds)].sort()]));
 }
 
 export interface AttemptRecord {
@@ -194,7 +194,7 @@ export type DeliveryOutcome =
 export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryOutcome[]): Promise<Set<string>> {
   if (outcomes.length === 0) return new Set();
   const { rows } = await db.query<{ id: string }>(
-    `WITH outcome AS (
+    prepared(`WITH outcome AS (
        SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::float8[], $5::float8[], $6::int[], $7::int[], $8::text[], $9::text[])
               AS o(id, attempt, state, due_ms, attempted_ms, duration_ms, status_code, error, response_excerpt)
      ), recorded AS (
@@ -222,7 +222,7 @@ export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryO
       outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.statusCode : null)),
       outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.error : null)),
       outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.responseExcerpt : null)),
-    ],
+    ]),
   );
   return new Set(rows.map((row) => row.id));
 }
@@ -246,7 +246,7 @@ export interface TalliedEndpoint {
 export async function applyEndpointTallies(db: Queryable, tallies: readonly EndpointTally[]): Promise<TalliedEndpoint[]> {
   if (tallies.length === 0) return [];
   const { rows } = await db.query<{ id: string; consecutive_failures: number; active: boolean }>(
-    `UPDATE webhook_endpoints AS w
+    prepared(`UPDATE webhook_endpoints AS w
      SET consecutive_failures = CASE WHEN t.reset THEN t.failures ELSE w.consecutive_failures + t.failures END,
          last_delivery_at = GREATEST(w.last_delivery_at, t.last_attempt_at)
      FROM unnest($1::text[], $2::boolean[], $3::int[], $4::timestamptz[]) AS t(id, reset, failures, last_attempt_at)
@@ -257,7 +257,7 @@ export async function applyEndpointTallies(db: Queryable, tallies: readonly Endp
       tallies.map((tally) => tally.reset),
       tallies.map((tally) => tally.failuresAfterLastSuccess),
       tallies.map((tally) => tally.lastAttemptAt.toISOString()),
-    ],
+    ]),
   );
   return rows.map((row) => ({ id: row.id, consecutiveFailures: row.consecutive_failures, active: row.active }));
 }

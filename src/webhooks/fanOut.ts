@@ -1,4 +1,4 @@
-import type { Queryable } from '../db/database.ts';
+import { prepared, type Queryable } from '../db/database.ts';
 import type { NewEvent } from '../events/eventStore.ts';
 
 /** Relays LISTEN here, so a new delivery is published at once rather than at the next poll. */
@@ -6,15 +6,15 @@ export const DELIVERIES_PENDING_CHANNEL = 'audit_deliveries_pending';
 
 /**
  * Records one delivery per stored event × matching active endpoint of its tenant, inside the transaction
- * that stores the events (SPEC.md: matched "at the time the audit event is written"). One statement per
- * batch; the filter rule is `filterMatches` of webhookRules.ts in SQL: an entry ending in a dot is a
- * prefix, any other entry matches that action and the actions below it. The relays are notified only when
- * deliveries were created, so tenants without webhooks never touch Postgres' notification queue.
+ * that stores the events (SPEC.md: matched "at the time the audit event is written"). One prepared
+ * statement per batch; the filter rule is `filterMatches` of webhookRules.ts in SQL: an entry ending in a
+ * dot is a prefix, any other entry matches that action and the actions below it. The relays are notified
+ * only when deliveries were created, so tenants without webhooks never touch Postgres' notification queue.
  */
 export async function recordDeliveries(db: Queryable, events: readonly NewEvent[]): Promise<number> {
   if (events.length === 0) return 0;
   const { rows } = await db.query<{ created: number }>(
-    `WITH created AS (
+    prepared(`WITH created AS (
        INSERT INTO deliveries (endpoint_id, tenant_id, event_id, event_occurred_at)
        SELECT endpoint.id, event.tenant_id, event.event_id, event.occurred_at
        FROM unnest($1::text[], $2::uuid[], $3::text[], $4::timestamptz[]) AS event(tenant_id, event_id, action, occurred_at)
@@ -33,7 +33,7 @@ export async function recordDeliveries(db: Queryable, events: readonly NewEvent[
       events.map((event) => event.action),
       events.map((event) => new Date(event.occurredAtMs).toISOString()),
       DELIVERIES_PENDING_CHANNEL,
-    ],
+    ]),
   );
   return rows[0]!.created;
 }

@@ -25,11 +25,10 @@ const RFC3339_PATTERN = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\
  * Undefined when malformed or not a real calendar instant.
  */
 export function parseTimestampCeilMs(text: string): number | undefined {
-  // Fast path for the form producers (and this service) write: a round trip through toISOString proves it
-  // is a real calendar instant. Ingestion parses one per event, so this is on the hot path.
-  if (text.length === 24 && text.charCodeAt(23) === 90 /* Z */) {
-    const epochMs = Date.parse(text);
-    if (!Number.isNaN(epochMs) && new Date(epochMs).toISOString() === text) return epochMs;
+  // Ingestion parses one per event, so the form producers (and this service) write is read digit by digit.
+  if (text.length === 24) {
+    const epochMs = parseCanonicalTimestamp(text);
+    if (epochMs !== undefined) return epochMs;
   }
   const match = RFC3339_PATTERN.exec(text);
   if (!match) return undefined;
@@ -45,6 +44,41 @@ export function parseTimestampCeilMs(text: string): number | undefined {
   const millis = Number(digits.slice(0, 3));
   const remainder = Number(digits.slice(3));
   return base + millis + (remainder > 0 ? 1 : 0);
+}
+
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/**
+ * `YYYY-MM-DDTHH:mm:ss.sssZ` without a regular expression, Date.parse or a round trip through
+ * toISOString; undefined for anything else, which then takes the general path.
+ */
+function parseCanonicalTimestamp(text: string): number | undefined {
+  if (text.charCodeAt(4) !== 45 || text.charCodeAt(7) !== 45 || text.charCodeAt(10) !== 84 || text.charCodeAt(13) !== 58) return undefined;
+  if (text.charCodeAt(16) !== 58 || text.charCodeAt(19) !== 46 || text.charCodeAt(23) !== 90) return undefined;
+  const year = digits(text, 0, 4);
+  const month = digits(text, 5, 2);
+  const day = digits(text, 8, 2);
+  const hour = digits(text, 11, 2);
+  const minute = digits(text, 14, 2);
+  const second = digits(text, 17, 2);
+  const millisecond = digits(text, 20, 3);
+  // Date.UTC reads years 0-99 as 1900-1999: those few take the general path.
+  if (Math.min(hour, minute, second, millisecond) < 0 || hour > 23 || minute > 59 || second > 59) return undefined;
+  if (year < 100 || month < 1 || month > 12 || day < 1) return undefined;
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  if (day > DAYS_IN_MONTH[month - 1]! + (month === 2 && leap ? 1 : 0)) return undefined;
+  return Date.UTC(year, month - 1, day, hour, minute, second, millisecond);
+}
+
+/** The decimal value of `length` ASCII digits at `start`, or -1 when one is not a digit. */
+function digits(text: string, start: number, length: number): number {
+  let value = 0;
+  for (let index = start; index < start + length; index += 1) {
+    const digit = text.charCodeAt(index) - 48;
+    if (digit < 0 || digit > 9) return -1;
+    value = value * 10 + digit;
+  }
+  return value;
 }
 
 function offsetMinutes(zone: string): number {

@@ -187,9 +187,10 @@ export type DeliveryOutcome =
 
 /**
  * Records a batch of outcomes in one statement: the attempt records (a redelivered message repeats an
- * attempt whose record may already exist: the first record stands) and each delivery's new state, applied
- * only if the delivery still waits for exactly that attempt, so a duplicate message cannot count an
- * attempt twice. Returns the ids of the deliveries that changed. Times travel as epoch milliseconds.
+ * attempt whose record may already exist: the first record stands; a deleted delivery gets none) and each
+ * delivery's new state, applied only if the delivery still waits for exactly that attempt, so a duplicate
+ * message cannot count an attempt twice. Returns the ids of the deliveries that changed. Times travel as
+ * epoch milliseconds.
  */
 export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryOutcome[]): Promise<Set<string>> {
   if (outcomes.length === 0) return new Set();
@@ -200,7 +201,9 @@ export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryO
      ), recorded AS (
        INSERT INTO delivery_attempts (delivery_id, attempt, attempted_at, duration_ms, status_code, error, response_excerpt)
        SELECT id, attempt, to_timestamp(attempted_ms / 1000), duration_ms, status_code, error, response_excerpt
-       FROM outcome WHERE attempted_ms IS NOT NULL
+       FROM outcome
+       -- A delivery deleted with its endpoint keeps no attempt records (the endpoint's lock orders this).
+       WHERE attempted_ms IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries d WHERE d.id = outcome.id)
        ON CONFLICT (delivery_id, attempt) DO NOTHING
      )
      UPDATE deliveries AS d

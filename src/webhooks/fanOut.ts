@@ -14,16 +14,22 @@ export const DELIVERIES_PENDING_CHANNEL = 'audit_deliveries_pending';
 export async function recordDeliveries(db: Queryable, events: readonly NewEvent[]): Promise<number> {
   if (events.length === 0) return 0;
   const { rows } = await db.query<{ created: number }>(
-    prepared(`WITH created AS (
+    prepared(`WITH endpoint AS (
+       -- KEY SHARE, as a foreign key would take for every row: an endpoint being deleted is waited for and
+       -- then skipped, and one fanned out to is not deleted before these deliveries are committed (its
+       -- deletion then removes them; webhookStore.deleteEndpoint).
+       SELECT id, tenant_id, event_filter FROM webhook_endpoints
+       WHERE tenant_id = ANY($1::text[]) AND active
+       FOR KEY SHARE
+     ), created AS (
        INSERT INTO deliveries (endpoint_id, tenant_id, event_id, event_occurred_at)
        SELECT endpoint.id, event.tenant_id, event.event_id, event.occurred_at
        FROM unnest($1::text[], $2::uuid[], $3::text[], $4::timestamptz[]) AS event(tenant_id, event_id, action, occurred_at)
-       JOIN webhook_endpoints AS endpoint ON endpoint.tenant_id = event.tenant_id AND endpoint.active
+       JOIN endpoint ON endpoint.tenant_id = event.tenant_id
        WHERE cardinality(endpoint.event_filter) = 0
           OR EXISTS (SELECT 1 FROM unnest(endpoint.event_filter) AS entry
                      WHERE event.action = entry
                         OR starts_with(event.action, CASE WHEN right(entry, 1) = '.' THEN entry ELSE entry || '.' END))
-       ON CONFLICT (endpoint_id, event_id) DO NOTHING
        RETURNING 1
      )
      SELECT count(*)::int AS created, CASE WHEN count(*) > 0 THEN pg_notify($5, '') END AS notified FROM created`,

@@ -114,9 +114,16 @@ export async function disableEndpoint(db: Queryable, id: string, reason: 'manual
   return rows[0] ? toEndpoint(rows[0]) : (await findEndpoint(db, id))!;
 }
 
-/** Deletes the endpoint; its deliveries and their attempts go with it (ON DELETE CASCADE). */
+/**
+ * Deletes the endpoint, its deliveries and their attempts. Run in a transaction that already holds the
+ * endpoint's row lock (webhookRegistry.lockOwned): a fan-out that had locked the endpoint has committed
+ * by then and a later one waits and skips it, and each statement below reads afresh, so no delivery
+ * written meanwhile is left behind.
+ */
 export async function deleteEndpoint(db: Queryable, id: string): Promise<boolean> {
   const result = await db.query('DELETE FROM webhook_endpoints WHERE id = $1', [id]);
+  await db.query('DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE endpoint_id = $1)', [id]);
+  await db.query('DELETE FROM deliveries WHERE endpoint_id = $1', [id]);
   return (result.rowCount ?? 0) > 0;
 }
 

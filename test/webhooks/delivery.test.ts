@@ -5,6 +5,7 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { verifyWebhookSignature } from '../../src/index.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
+import { deleteEndpoint } from '../../src/webhooks/webhookStore.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
@@ -111,6 +112,21 @@ describe('webhook delivery', function () {
     const { rows } = await db.pool.query('SELECT id FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at', [tenantId]);
     return rows.map((row) => row.id);
   }
+
+  it('delivers two stored events that share an id but not a timestamp, each once (idempotency is on both)', async () => {
+    const { tenantId, key } = await freshTenant();
+    const target = await receiver();
+    await register(key, target.url, ['phi.']);
+    const first = newEvent({ tenantId, occurredAtMs: Date.now() - 60_000 });
+    const second = { ...first, occurredAtMs: first.occurredAtMs + 1 };
+    await seedEvents(db.url, [first, second]);
+    // A repeat of the first is a producer's retry: stored once, delivered once.
+    await seedEvents(db.url, [first]);
+    await waitFor(() => target.received.length >= 2, 'both deliveries');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const timestamps = target.received.map((delivery) => delivery.json().timestamp).sort();
+    expect(timestamps).to.deep.equal([new Date(first.occurredAtMs).toISOString(), new Date(second.occurredAtMs).toISOString()]);
+  });
 
   it('matches every filter example of SPEC.md, at the time the event is written', async () => {
     const { tenantId, key } = await freshTenant();
@@ -255,6 +271,32 @@ describe('webhook delivery', function () {
       [id],
     );
     expect(left.rows[0]).to.deep.equal({ deliveries: 0, orphans: 0 });
+  });
+
+  it('stores an event written while its endpoint is being deleted, and leaves no delivery of it behind', async () => {
+    const { tenantId, key } = await freshTenant();
+    const { id } = await register(key, (await receiver()).url, ['phi.']);
+    const deleting = await db.pool.connect();
+    try {
+      await deleting.query('BEGIN');
+      // What a deletion holds from its first statement on (webhookRegistry.delete locks the endpoint).
+      await deleting.query('SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE', [id]);
+      let written = false;
+      const writing = seedEvents(db.url, [newEvent({ tenantId })]).then(() => (written = true));
+      await pause(300);
+      expect(written, 'the fan-out waits for the deletion').to.equal(false);
+      await deleteEndpoint(deleting, id);
+      await deleting.query('COMMIT');
+      await writing;
+    } finally {
+      deleting.release();
+    }
+    const { rows } = await db.pool.query(
+      `SELECT (SELECT count(*) FROM events WHERE tenant_id = $1 AND action = 'phi.read')::int AS events,
+              (SELECT count(*) FROM deliveries WHERE tenant_id = $1)::int AS deliveries`,
+      [tenantId],
+    );
+    expect(rows[0]).to.deep.equal({ events: 1, deliveries: 0 });
   });
 
   it('keeps delivering to a healthy endpoint within 1 s while a hung one has 2,000 deliveries pending', async function () {

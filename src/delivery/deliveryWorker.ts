@@ -56,8 +56,13 @@ const SLOW_AFTER_MS = 1_000;
  * pulling work for healthy ones.
  */
 const MAX_HELD_FOR_FAST_ENDPOINTS = 2_000;
-/** A deferred delivery comes back after about this long (no attempt is counted). */
-const DEFER_MS = 5_000;
+/**
+ * A deferred delivery comes back after about as long as its endpoint has been stuck, within these bounds
+ * (no attempt is counted): a receiver that hangs for minutes would otherwise have its whole backlog
+ * cycle through the relay, JetStream and this worker every few seconds, taking capacity from healthy ones.
+ */
+const MIN_DEFER_MS = 5_000;
+const MAX_DEFER_MS = 60_000;
 const LOAD_BATCH = 256;
 const LOAD_LINGER_MS = 2;
 const FLUSH_BATCH = 500;
@@ -210,14 +215,15 @@ export class DeliveryWorker {
     for (const [endpointId, lane] of this.lanes) {
       const cap = this.queueCapOf(lane);
       if (lane.waiting.length <= cap) continue;
-      for (const { held } of lane.waiting.splice(cap)) this.defer(held, endpointId);
+      for (const { held } of lane.waiting.splice(cap)) this.defer(held, endpointId, lane);
     }
   }
 
-  /** Puts a delivery back in Postgres, due again in a few seconds; no attempt is counted. */
-  private defer(held: Held, endpointId: string): void {
+  /** Puts a delivery back in Postgres, due again once its endpoint may have recovered; no attempt is counted. */
+  private defer(held: Held, endpointId: string, lane: EndpointLane): void {
     this.options.metrics.webhookDeferred.inc();
-    const dueAt = new Date(Date.now() + DEFER_MS * (0.5 + Math.random()));
+    const stuckForMs = Math.min(MAX_DEFER_MS, Math.max(MIN_DEFER_MS, Date.now() - lane.lastFinishedAt));
+    const dueAt = new Date(Date.now() + stuckForMs * (0.5 + Math.random()));
     this.addOutcome({ held, endpointId, outcome: { kind: 'deferred', deliveryId: held.deliveryId, attempt: held.attempt, dueAt } });
   }
 
@@ -262,7 +268,7 @@ export class DeliveryWorker {
     } else if (lane.waiting.length < this.queueCapOf(lane) && !this.stopping) {
       lane.waiting.push({ held, work });
     } else {
-      this.defer(held, work.endpointId);
+      this.defer(held, work.endpointId, lane);
     }
   }
 

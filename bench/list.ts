@@ -7,14 +7,14 @@
  *
  *   node bench/list.ts
  */
-import { randomBytes } from 'node:crypto';
 import { ApiKeyService } from '../src/auth/apiKeyService.ts';
 import { Database } from '../src/db/database.ts';
 import { EventWriter } from '../src/ingestion/eventWriter.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { BIG_TENANT, LIST_DATABASE_URL, RARE_ACTION, TENANTS, ensureListDataset } from './support/listDataset.ts';
 import { runLoad, sequentialLatency } from './support/load.ts';
-import { BENCH_ENCRYPTION_KEY, BENCH_PEPPER, cpuSeconds, freePort, pidsOfUser, sampleRss, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+import { startApiProcess } from './support/apiProcess.ts';
+import { BENCH_PEPPER, cpuSeconds, freePort, pidsOfUser, sampleRss, startNode, stopProcess, waitForHttp } from './support/processes.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const CONNECTIONS = 64;
@@ -31,22 +31,9 @@ const keys = new Map<string, string>();
 for (const tenant of tenants) keys.set(tenant, (await keyService.mint({ tenantId: tenant, scopes: ['audit:read'] }, { userId: 'bench', userRole: 'operator' })).key);
 await db.close();
 
-const [apiPort, internalPort, barePort] = [await freePort(), await freePort(), await freePort()];
-const api = startNode(['bench/support/apiServer.ts'], {
-  DATABASE_URL: LIST_DATABASE_URL,
-  KEY_PEPPER: BENCH_PEPPER,
-  SECRET_ENCRYPTION_KEY: BENCH_ENCRYPTION_KEY,
-  HOST: '127.0.0.1',
-  PORT: String(apiPort),
-  INTERNAL_PORT: String(internalPort),
-  LOG_LEVEL: 'warn',
-  // Limits raised out of the way: this measures listing, the limiter benchmark measures limiting.
-  RATE_LIMIT_READ_PER_MINUTE: '100000000',
-  RATE_LIMIT_KEY_PREFIX: `bench:${randomBytes(4).toString('hex')}`,
-  NODE_OPTIONS: process.env.BENCH_API_NODE_OPTIONS ?? '',
-});
+const barePort = await freePort();
+const { child: api, port: apiPort } = await startApiProcess(LIST_DATABASE_URL, { nodeOptions: process.env.BENCH_API_NODE_OPTIONS });
 const bare = startNode(['bench/baseline/bareListServer.ts'], { DATABASE_URL: LIST_DATABASE_URL, PORT: String(barePort) });
-await waitForHttp(`http://127.0.0.1:${internalPort}/readyz`);
 await waitForHttp(`http://127.0.0.1:${barePort}/events?tenant=${BIG_TENANT}&limit=1`);
 
 // Request mix: 60 % plain, 25 % with a filter, 15 % the second page through a cursor.

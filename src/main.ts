@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { ApiKeyService } from './auth/apiKeyService.ts';
 import { ApiKeyVerifier } from './auth/apiKeyVerifier.ts';
 import { KeyRateLimiter } from './auth/rateLimiter.ts';
@@ -9,7 +9,6 @@ import { connectRedis } from './auth/redisConnection.ts';
 import { connectBus, type BusConnection } from './bus/natsConnection.ts';
 import { BusNames } from './bus/streams.ts';
 import { requireSetting, type Config } from './config/config.ts';
-import { KubernetesController } from './controller/controller.ts';
 import { Database } from './db/database.ts';
 import { DeliveryRelay } from './delivery/deliveryRelay.ts';
 import { DeliveryWorker } from './delivery/deliveryWorker.ts';
@@ -157,7 +156,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
 
     if (has('controller')) {
       const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'the controller role');
-      const kubeConfig = options.kubeConfig ?? defaultKubeConfig();
+      // Loaded only for this role: the Kubernetes client alone adds about 80 MB to a process's memory.
+      const { KubernetesController } = await import('./controller/controller.ts');
+      const kubeConfig = options.kubeConfig ?? (await defaultKubeConfig());
       const controller = new KubernetesController({
         kubeConfig,
         keys: new ApiKeyService(writer, pepper, config.keyEnvironment),
@@ -259,7 +260,8 @@ export function webhookRegistry(config: Config, writer: EventWriter, neededBy: s
   });
 }
 
-function defaultKubeConfig(): KubeConfig {
+async function defaultKubeConfig(): Promise<KubeConfig> {
+  const { KubeConfig } = await import('@kubernetes/client-node');
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromDefault();
   return kubeConfig;

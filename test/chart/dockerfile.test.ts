@@ -33,7 +33,7 @@ describe('container image', function () {
     const user = steps.filter((step) => step.keyword === 'USER').at(-1)!.args;
     expect(user).to.match(/^[1-9]\d*(:\d+)?$/);
     const entrypoint = JSON.parse(steps.find((step) => step.keyword === 'ENTRYPOINT')!.args) as string[];
-    expect(entrypoint).to.deep.equal(['/usr/bin/tini', '--', 'node', '/app/dist/cli.js']);
+    expect(entrypoint).to.deep.equal(['/usr/bin/tini', '--', 'node', '--max-semi-space-size=32', '/app/dist/cli.js']);
     const runtime = steps.slice(steps.findLastIndex((step) => step.keyword === 'FROM'));
     expect(runtime.some((step) => step.keyword === 'RUN' && /npm ci --omit=dev/.test(step.args))).to.equal(true);
     expect(runtime.some((step) => step.keyword === 'RUN' && /apt-get install .*tini/.test(step.args))).to.equal(true);

@@ -15,7 +15,7 @@ import { BusNames, ensureConsumer, ingestConsumerDefinition } from '../src/bus/s
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { SERVER_URL } from './support/listDataset.ts';
-import { BENCH_INGEST_TOKEN, cpuSeconds, freePort, pidsOfUser, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+import { BENCH_INGEST_TOKEN, cpuMeter, freePort, pidsOfUser, startNode, stopProcess, waitForHttp } from './support/processes.ts';
 
 const DATABASE_URL = `${SERVER_URL}/audit_bench_ingest`;
 const EVENTS = Number(process.env.BENCH_INGEST_EVENTS ?? 100_000);
@@ -78,7 +78,7 @@ await waitForHttp(`http://127.0.0.1:${internalPort}/readyz`);
 // HTTP: 4 producers posting batches of 500 until EVENTS are stored.
 const batches = Array.from({ length: EVENTS / BATCH }, (_, batch) => JSON.stringify({ events: Array.from({ length: BATCH }, (_, i) => producerEvent('http', batch * BATCH + i)) }));
 let next = 0;
-const cpuBefore = { ingest: cpuSeconds([ingest.pid!]), postgres: cpuSeconds(pidsOfUser('postgres')), driver: process.cpuUsage() };
+const cpuBefore = { ingest: cpuMeter(() => [ingest.pid!]), postgres: cpuMeter(() => pidsOfUser('postgres')), driver: process.cpuUsage() };
 const httpStarted = performance.now();
 await Promise.all(Array.from({ length: PRODUCERS }, async () => {
   while (next < batches.length) {
@@ -93,8 +93,8 @@ await Promise.all(Array.from({ length: PRODUCERS }, async () => {
 const httpSeconds = (performance.now() - httpStarted) / 1000;
 const driverCpu = process.cpuUsage(cpuBefore.driver);
 const httpCpu = {
-  ingest_process_s: Number((cpuSeconds([ingest.pid!]) - cpuBefore.ingest).toFixed(2)),
-  postgres_s: Number((cpuSeconds(pidsOfUser('postgres')) - cpuBefore.postgres).toFixed(2)),
+  ingest_process_s: Number(cpuBefore.ingest.elapsed().toFixed(2)),
+  postgres_s: Number(cpuBefore.postgres.elapsed().toFixed(2)),
   driver_s: Number(((driverCpu.user + driverCpu.system) / 1e6).toFixed(2)),
 };
 if ((await count('http')) !== EVENTS) throw new Error('HTTP ingest stored a different number of rows');

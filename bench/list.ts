@@ -14,7 +14,7 @@ import { createLogger } from '../src/platform/logger.ts';
 import { BIG_TENANT, LIST_DATABASE_URL, RARE_ACTION, TENANTS, ensureListDataset } from './support/listDataset.ts';
 import { runLoad, sequentialLatency } from './support/load.ts';
 import { startApiProcess } from './support/apiProcess.ts';
-import { BENCH_PEPPER, cpuSeconds, freePort, pidsOfUser, sampleRss, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+import { BENCH_PEPPER, cpuMeter, freePort, pidsOfUser, sampleRss, startNode, stopProcess, waitForHttp } from './support/processes.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const CONNECTIONS = 64;
@@ -77,11 +77,11 @@ const bareRuns = [];
 // CPU seconds per 1,000 requests, by process, so the report says where each side spends the machine.
 const cpu = { service: { node: 0, postgres: 0, redis: 0, requests: 0 }, bare: { node: 0, postgres: 0, redis: 0, requests: 0 } };
 async function measured(side: 'service' | 'bare', pid: number, load: () => Promise<Awaited<ReturnType<typeof runLoad>>>) {
-  const before = { node: cpuSeconds([pid]), postgres: cpuSeconds(pidsOfUser('postgres')), redis: cpuSeconds(pidsOfUser('redis')) };
+  const meters = { node: cpuMeter(() => [pid]), postgres: cpuMeter(() => pidsOfUser('postgres')), redis: cpuMeter(() => pidsOfUser('redis')) };
   const result = await load();
-  cpu[side].node += cpuSeconds([pid]) - before.node;
-  cpu[side].postgres += cpuSeconds(pidsOfUser('postgres')) - before.postgres;
-  cpu[side].redis += cpuSeconds(pidsOfUser('redis')) - before.redis;
+  cpu[side].node += meters.node.elapsed();
+  cpu[side].postgres += meters.postgres.elapsed();
+  cpu[side].redis += meters.redis.elapsed();
   cpu[side].requests += result.requestsPerSecond * DURATION_S;
   return result;
 }

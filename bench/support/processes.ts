@@ -62,17 +62,33 @@ export const BENCH_ENCRYPTION_KEY = 'ab'.repeat(32);
 export const BENCH_INGEST_TOKEN = 'bench-ingest-token-0123456789abcdef';
 
 /** CPU seconds (user + system) used so far by the given processes; ended processes count as 0. */
-export function cpuSeconds(pids: readonly number[]): number {
-  let ticks = 0;
+function cpuByPid(pids: readonly number[]): Map<number, number> {
+  const seconds = new Map<number, number>();
   for (const pid of pids) {
     try {
       const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
+      seconds.set(pid, (Number(fields[11]) + Number(fields[12])) / 100); // USER_HZ is 100 on Linux
     } catch {
       // Gone.
     }
   }
-  return ticks / 100; // USER_HZ is 100 on Linux
+  return seconds;
+}
+
+/**
+ * CPU seconds a changing set of processes (a user's) spends from now until `elapsed()`. Counted per
+ * process: one that exits meanwhile (an autovacuum worker, a closed connection's backend) would otherwise
+ * take all the time it ever used out of the sum, and one that starts counts from zero.
+ */
+export function cpuMeter(pids: () => readonly number[]): { elapsed(): number } {
+  const before = cpuByPid(pids());
+  return {
+    elapsed() {
+      let seconds = 0;
+      for (const [pid, now] of cpuByPid(pids())) seconds += now - (before.get(pid) ?? 0);
+      return seconds;
+    },
+  };
 }
 
 /** Every process of a Unix user (Postgres backends are created per connection, so list them anew). */

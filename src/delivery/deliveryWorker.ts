@@ -196,7 +196,7 @@ export class DeliveryWorker {
       if (this.loadBuffer.length >= LOAD_BATCH) this.loadBatch();
       else this.loadTimer ??= setTimeout(() => this.loadBatch(), LOAD_LINGER_MS);
       if (this.heldForFastEndpoints() >= MAX_HELD_FOR_FAST_ENDPOINTS) {
-            await new Promise<void>((resolve) => (this.resumePulling = resolve));
+        await new Promise<void>((resolve) => (this.resumePulling = resolve));
       }
     }
   }

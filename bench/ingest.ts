@@ -118,6 +118,7 @@ const publishSeconds = (performance.now() - publishStarted) / 1000;
 await nc.close();
 const consumer = startNode(['src/cli.ts', 'serve', '--roles', 'ingest'], {
   DATABASE_URL, INGEST_TOKENS: BENCH_INGEST_TOKEN, NATS_NAMESPACE: jsNamespace, HOST: '127.0.0.1', INTERNAL_PORT: String(await freePort()), LOG_LEVEL: 'warn',
+  NODE_OPTIONS: process.env.BENCH_INGEST_NODE_OPTIONS ?? '',
 });
 let firstStoredAt = 0;
 for (;;) {

@@ -283,8 +283,13 @@ describe('webhook delivery', function () {
       await deleting.query('SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE', [id]);
       let written = false;
       const writing = seedEvents(db.url, [newEvent({ tenantId })]).then(() => (written = true));
-      await pause(300);
-      expect(written, 'the fan-out waits for the deletion').to.equal(false);
+      await waitFor(async () => {
+        const { rows } = await db.pool.query(
+          `SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
+        return rows[0].waiting > 0;
+      }, 'the write to wait on the endpoint being deleted');
+      expect(written).to.equal(false);
       await deleteEndpoint(deleting, id);
       await deleting.query('COMMIT');
       await writing;

@@ -21,6 +21,7 @@ import { createLogger } from '../src/platform/logger.ts';
 import { newEvent } from '../test/support/events.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
+import { builtCli } from './support/processes.ts';
 
 const SERVER = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DATABASE_URL = `${SERVER}/audit_bench_delivery`;
@@ -137,12 +138,12 @@ async function main(): Promise<void> {
   }
   const workerEnv = { ...serviceEnv, NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS ?? '' };
   if (separate) {
-    node(['src/cli.ts', 'serve', '--roles', 'worker'], { ...workerEnv, INTERNAL_PORT: '18092' });
-    node(['src/cli.ts', 'serve', '--roles', 'relay'], { ...serviceEnv, INTERNAL_PORT: '18091' });
+    node(builtCli('serve', '--roles', 'worker'), { ...workerEnv, INTERNAL_PORT: '18092' });
+    node(builtCli('serve', '--roles', 'relay'), { ...serviceEnv, INTERNAL_PORT: '18091' });
     await waitReady(18092);
     await waitReady(18091);
   } else {
-    node(['src/cli.ts', 'serve', '--roles', 'relay,worker'], { ...workerEnv, INTERNAL_PORT: '18092' });
+    node(builtCli('serve', '--roles', 'relay,worker'), { ...workerEnv, INTERNAL_PORT: '18092' });
     await waitReady(18092);
   }
   const drained = await waitForCount(PEAK_EVENTS);

@@ -15,7 +15,7 @@ import { BusNames, ensureConsumer, ingestConsumerDefinition } from '../src/bus/s
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { SERVER_URL } from './support/listDataset.ts';
-import { BENCH_INGEST_TOKEN, cpuMeter, freePort, pidsOfUser, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+import { BENCH_INGEST_TOKEN, builtCli, cpuMeter, freePort, pidsOfUser, startNode, stopProcess, waitForHttp } from './support/processes.ts';
 
 const DATABASE_URL = `${SERVER_URL}/audit_bench_ingest`;
 const EVENTS = Number(process.env.BENCH_INGEST_EVENTS ?? 100_000);
@@ -69,7 +69,7 @@ if ((await count('copy')) !== EVENTS) throw new Error('COPY stored a different n
 // The ingest role in its own process.
 const namespace = `bench${randomBytes(3).toString('hex')}`;
 const internalPort = await freePort();
-const ingest = startNode(['src/cli.ts', 'serve', '--roles', 'ingest'], {
+const ingest = startNode(builtCli('serve', '--roles', 'ingest'), {
   DATABASE_URL, INGEST_TOKENS: BENCH_INGEST_TOKEN, NATS_NAMESPACE: namespace, HOST: '127.0.0.1', INTERNAL_PORT: String(internalPort), LOG_LEVEL: 'warn',
   NODE_OPTIONS: process.env.BENCH_INGEST_NODE_OPTIONS ?? '',
 });
@@ -116,7 +116,7 @@ for (let start = 0; start < EVENTS; start += 1000) {
 }
 const publishSeconds = (performance.now() - publishStarted) / 1000;
 await nc.close();
-const consumer = startNode(['src/cli.ts', 'serve', '--roles', 'ingest'], {
+const consumer = startNode(builtCli('serve', '--roles', 'ingest'), {
   DATABASE_URL, INGEST_TOKENS: BENCH_INGEST_TOKEN, NATS_NAMESPACE: jsNamespace, HOST: '127.0.0.1', INTERNAL_PORT: String(await freePort()), LOG_LEVEL: 'warn',
   NODE_OPTIONS: process.env.BENCH_INGEST_NODE_OPTIONS ?? '',
 });

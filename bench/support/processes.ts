@@ -1,12 +1,28 @@
 /** Child processes of the benchmarks: the service or a baseline, each on its own CPU thread. */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { once } from 'node:events';
 
 const children = new Set<ChildProcess>();
 process.on('exit', () => {
   for (const child of children) child.kill('SIGKILL');
 });
+
+/** The node flags of the image's ENTRYPOINT (Dockerfile), so that measured processes run as the image runs them. */
+export function imageNodeFlags(): string[] {
+  const line = readFileSync('Dockerfile', 'utf8').split('\n').find((text) => text.startsWith('ENTRYPOINT '));
+  const entrypoint = JSON.parse(line!.slice('ENTRYPOINT '.length)) as string[];
+  return entrypoint.slice(entrypoint.indexOf('node') + 1, entrypoint.indexOf('/app/dist/cli.js'));
+}
+
+/**
+ * Arguments that run the built CLI as the image does (make bench builds first). The TypeScript sources
+ * would load Node's type stripper into the measured process and run code the image does not ship.
+ */
+export function builtCli(...args: string[]): string[] {
+  if (!existsSync('dist/cli.js')) throw new Error('dist/cli.js is missing: build first (make bench does)');
+  return [...imageNodeFlags(), 'dist/cli.js', ...args];
+}
 
 export function startNode(args: string[], env: Record<string, string> = {}): ChildProcess {
   const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit'] });

@@ -15,6 +15,11 @@
 -- it reads, as the foreign key did for every row, so an endpoint being deleted is waited for and skipped;
 -- deleting an endpoint deletes its deliveries and their attempts explicitly; an attempt is recorded only
 -- for a delivery that still exists.
+--
+-- Not additive, against docs/operations.md's rule: the fan-out of the code before this migration names the
+-- dropped constraint in ON CONFLICT and fails against this schema, so old and new pods cannot overlap in
+-- a rolling upgrade. Taken only because no version has been released before it (0.1.0 is untagged); from
+-- the first release on, a change like this takes two releases (code first, schema after).
 ALTER TABLE deliveries DROP CONSTRAINT deliveries_endpoint_id_event_id_key;
 CREATE INDEX deliveries_by_endpoint ON deliveries (endpoint_id);
 ALTER TABLE deliveries DROP CONSTRAINT deliveries_endpoint_id_fkey;

@@ -221,10 +221,29 @@ export class DeliveryWorker {
 
   /** Puts a delivery back in Postgres, due again once its endpoint may have recovered; no attempt is counted. */
   private defer(held: Held, endpointId: string, lane: EndpointLane): void {
+    this.deferFor(held, endpointId, Math.min(MAX_DEFER_MS, Math.max(MIN_DEFER_MS, Date.now() - lane.lastFinishedAt)));
+  }
+
+  private deferFor(held: Held, endpointId: string, aboutMs: number): void {
     this.options.metrics.webhookDeferred.inc();
-    const stuckForMs = Math.min(MAX_DEFER_MS, Math.max(MIN_DEFER_MS, Date.now() - lane.lastFinishedAt));
-    const dueAt = new Date(Date.now() + stuckForMs * (0.5 + Math.random()));
+    const dueAt = new Date(Date.now() + aboutMs * (0.5 + Math.random()));
     this.addOutcome({ held, endpointId, outcome: { kind: 'deferred', deliveryId: held.deliveryId, attempt: held.attempt, dueAt } });
+  }
+
+  /**
+   * The worker itself could not make the attempt: the endpoint's secret does not open with this process's
+   * SECRET_ENCRYPTION_KEY (a key rotated without re-encrypting, a pod with the wrong key), or a bug. Such a
+   * failure comes before the request, so no attempt counts against the endpoint; the delivery comes back
+   * later, perhaps to a worker that can make it. Never a crash: the same message would take down every
+   * worker in turn.
+   */
+  private attemptImpossible(held: Held, work: DeliveryWork, thrown: unknown): void {
+    this.options.metrics.errors.inc({ kind: 'delivery_not_attempted' });
+    this.options.log.error(
+      { err: coerceError(thrown), endpoint_id: work.endpointId, delivery_id: held.deliveryId },
+      'could not prepare a delivery (is SECRET_ENCRYPTION_KEY the key its endpoint secret was sealed with?); it will be tried again later',
+    );
+    this.deferFor(held, work.endpointId, MAX_DEFER_MS);
   }
 
   private maybeResumePulling(): void {
@@ -282,7 +301,7 @@ export class DeliveryWorker {
 
   private dispatch(lane: EndpointLane, held: Held, work: DeliveryWork): void {
     lane.inFlight += 1;
-    const task = this.attempt(held, work).finally(() => {
+    const task = this.attempt(held, work).catch((thrown: unknown) => this.attemptImpossible(held, work, thrown)).finally(() => {
       lane.inFlight -= 1;
       lane.finished += 1;
       lane.lastFinishedAt = Date.now();

@@ -304,6 +304,38 @@ describe('webhook delivery', function () {
     expect(rows[0]).to.deep.equal({ events: 1, deliveries: 0 });
   });
 
+  it('keeps running when an endpoint secret does not open with its key, and attempts nothing for that endpoint', async () => {
+    const { tenantId } = await freshTenant();
+    const unreadable = await receiver();
+    const id = `wh_${randomBytes(16).toString('hex')}`;
+    // Sealed under another SECRET_ENCRYPTION_KEY, as after a key rotation that missed this row.
+    await db.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, $2, $3, $4)`, [
+      id,
+      tenantId,
+      unreadable.url,
+      new SecretBox('cd'.repeat(32)).seal('f'.repeat(64)),
+    ]);
+    const other = await freshTenant();
+    const healthy = await receiver();
+    await register(other.key, healthy.url, ['phi.']);
+    await seedEvents(db.url, [newEvent({ tenantId }), newEvent({ tenantId: other.tenantId })]);
+    await waitFor(() => healthy.received.length >= 1, 'the healthy delivery');
+    await waitFor(async () => {
+      const { rows } = await db.pool.query(`SELECT published_at IS NULL AND due_at > now() AS deferred FROM deliveries WHERE endpoint_id = $1`, [id]);
+      return rows[0]?.deferred === true;
+    }, 'the unreadable delivery to be put back for later');
+    expect(unreadable.received).to.have.length(0);
+    const { rows } = await db.pool.query(
+      `SELECT d.state, d.attempts, (SELECT count(*)::int FROM delivery_attempts a WHERE a.delivery_id = d.id) AS records
+       FROM deliveries d WHERE d.endpoint_id = $1`,
+      [id],
+    );
+    expect(rows).to.deep.equal([{ state: 'pending', attempts: 0, records: 0 }]);
+    // The worker is still there for everyone else.
+    await seedEvents(db.url, [newEvent({ tenantId: other.tenantId })]);
+    await waitFor(() => healthy.received.length >= 2, 'a later delivery to the healthy endpoint');
+  });
+
   it('keeps delivering to a healthy endpoint within 1 s while a hung one has 2,000 deliveries pending', async function () {
     this.timeout(60_000);
     const hungTenant = await freshTenant();

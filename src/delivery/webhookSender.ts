@@ -73,7 +73,7 @@ export class WebhookSender {
     const target = this.targetFor(endpointId, url);
     if (target.blocked) return { ok: false, statusCode: null, error: target.blocked, responseExcerpt: '', durationMs: 0 };
     const deadline = new AbortController();
-    this.deadlines.set(deadline, Date.now() + this.options.timeoutMs);
+    this.deadlines.set(deadline, performance.now() + this.options.timeoutMs);
     try {
       const response = await target.pool.request({ path: target.path, method: 'POST', headers, body, signal: deadline.signal });
       const excerpt = await readExcerpt(response.body);
@@ -116,7 +116,8 @@ export class WebhookSender {
   }
 
   private abortOverdue(): void {
-    const now = Date.now();
+    // The monotonic clock: a wall-clock step (NTP on a VM) must not cut a request short.
+    const now = performance.now();
     for (const [controller, deadline] of this.deadlines) {
       if (deadline > now) continue;
       this.deadlines.delete(controller);

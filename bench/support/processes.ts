@@ -77,7 +77,7 @@ export const BENCH_PEPPER = 'bench-pepper-0123456789abcdef0123456789abcdef';
 export const BENCH_ENCRYPTION_KEY = 'ab'.repeat(32);
 export const BENCH_INGEST_TOKEN = 'bench-ingest-token-0123456789abcdef';
 
-/** CPU seconds (user + system) used so far by the given processes; ended processes count as 0. */
+/** CPU seconds (user + system) used so far by each of the given processes; ended ones are absent. */
 function cpuByPid(pids: readonly number[]): Map<number, number> {
   const seconds = new Map<number, number>();
   for (const pid of pids) {

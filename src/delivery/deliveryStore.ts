@@ -112,14 +112,12 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
      WHERE d.id = ANY($1::bigint[])`,
     [ids]),
   );
+  if (rows.length === 0) return new Map();
   const endpointIds = [...new Set(rows.map((row) => row.endpoint_id))];
-  const endpoints = new Map(
-    endpointIds.length === 0
-      ? []
-      : (
-          await db.query<EndpointRow>(prepared('SELECT id, active, url, secret_ciphertext FROM webhook_endpoints WHERE id = ANY($1::text[])', [endpointIds]))
-        ).rows.map((row) => [row.id, row]),
+  const { rows: endpointRows } = await db.query<EndpointRow>(
+    prepared('SELECT id, active, url, secret_ciphertext FROM webhook_endpoints WHERE id = ANY($1::text[])', [endpointIds]),
   );
+  const endpoints = new Map(endpointRows.map((row) => [row.id, row]));
   const work = new Map<string, DeliveryWork>();
   for (const row of rows) {
     // An endpoint deleted between the two reads took its deliveries with it.

@@ -185,10 +185,11 @@ export class DeliveryWorker {
       const ticket: Ticket = { message, unsettled: 0, redeliverAfterMs: undefined };
       for (const delivery of deliveries) {
         // A redelivery of a message we still hold (our keep-alive came late): the copy we hold settles it.
-        if (this.held.has(heldKey(delivery))) continue;
+        const key = heldKey(delivery);
+        if (this.held.has(key)) continue;
         const held = { ticket, ...delivery };
         ticket.unsettled += 1;
-        this.held.set(heldKey(held), held);
+        this.held.set(key, held);
         this.loadBuffer.push(held);
       }
       if (ticket.unsettled === 0) continue;

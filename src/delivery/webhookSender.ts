@@ -168,8 +168,8 @@ function readExcerpt(body: Readable): Promise<string> {
 
 function describeFailure(error: unknown, timeoutMs: number): string {
   const failure = error as { name?: string; code?: string; message?: string; cause?: { code?: string; message?: string; name?: string } };
-  // An abort is always our deadline (the signal is ours alone).
-  if (failure.name === 'TimeoutError' || failure.code === 'UND_ERR_ABORTED' || failure.code === 'UND_ERR_HEADERS_TIMEOUT' || failure.code === 'UND_ERR_BODY_TIMEOUT' || failure.code === 'UND_ERR_CONNECT_TIMEOUT') {
+  // undici rejects an aborted request with the signal's reason: our deadline's TimeoutError.
+  if (failure.name === 'TimeoutError' || failure.code === 'UND_ERR_HEADERS_TIMEOUT' || failure.code === 'UND_ERR_BODY_TIMEOUT' || failure.code === 'UND_ERR_CONNECT_TIMEOUT') {
     return `timeout: no complete response within ${timeoutMs} ms`;
   }
   const cause = failure.cause ?? failure;

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { booleanArrayLiteral, textArrayLiteral } from '../db/arrayLiteral.ts';
 import { prepared, type Queryable } from '../db/database.ts';
 import type { CursorPosition } from './cursor.ts';
 import type { EventFilters } from './eventFilters.ts';
@@ -87,38 +88,39 @@ function renderEventColumns(row: EventColumns): string {
 }
 
 /**
- * Inserts a batch in one statement (arrays unnested server-side). Rows that already exist, same tenant,
- * timestamp and id, are a producer's retry and are skipped; the returned keys are the rows actually stored.
+ * The INSERT of a batch whose columns arrive as array literals $1–$15 (eventColumnArrays), unnested
+ * server-side. Rows that already exist, same tenant, timestamp and id, are a producer's retry and are
+ * skipped; RETURNING yields the rows actually stored. Meant to be the first part of one statement that
+ * does the rest of a write with those rows (ingestion/storeBatch.ts).
  */
-export async function insertEvents(db: Queryable, events: readonly NewEvent[]): Promise<StoredEventKey[]> {
-  if (events.length === 0) return [];
-  const { rows } = await db.query<{ tenant_id: string; event_id: string; occurred_at_ms: number }>(
-    `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
+export const INSERT_EVENTS = `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
                          fields_accessed, phi_involved, source_ip, user_agent, justification, success, details)
      SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
                           $8::text[], $9::text[], $10::boolean[], $11::text[], $12::text[], $13::text[],
                           $14::boolean[], $15::text[])
      ON CONFLICT DO NOTHING
-     RETURNING tenant_id, event_id, (extract(epoch FROM occurred_at) * 1000)::int8 AS occurred_at_ms`,
-    [
-      events.map((event) => event.tenantId),
-      events.map((event) => new Date(event.occurredAtMs).toISOString()),
-      events.map((event) => event.eventId),
-      events.map((event) => event.action),
-      events.map((event) => event.userId),
-      events.map((event) => event.userRole),
-      events.map((event) => event.resourceType),
-      events.map((event) => event.resourceId),
-      events.map((event) => event.fieldsAccessed),
-      events.map((event) => event.phiInvolved),
-      events.map((event) => event.sourceIp),
-      events.map((event) => event.userAgent),
-      events.map((event) => event.justification),
-      events.map((event) => event.success),
-      events.map((event) => event.details),
-    ],
-  );
-  return rows.map((row) => ({ tenantId: row.tenant_id, eventId: row.event_id, occurredAtMs: row.occurred_at_ms }));
+     RETURNING tenant_id, event_id, action, occurred_at`;
+
+/** The parameters $1–$15 of INSERT_EVENTS; `timestamps` are the events' instants in wire form. */
+export function eventColumnArrays(events: readonly NewEvent[], timestamps: readonly string[]): string[] {
+  const column = (value: (event: NewEvent) => string) => textArrayLiteral(events.map(value));
+  return [
+    column((event) => event.tenantId),
+    textArrayLiteral(timestamps),
+    column((event) => event.eventId),
+    column((event) => event.action),
+    column((event) => event.userId),
+    column((event) => event.userRole),
+    column((event) => event.resourceType),
+    column((event) => event.resourceId),
+    column((event) => event.fieldsAccessed),
+    booleanArrayLiteral(events.map((event) => event.phiInvolved)),
+    column((event) => event.sourceIp),
+    column((event) => event.userAgent),
+    column((event) => event.justification),
+    booleanArrayLiteral(events.map((event) => event.success)),
+    column((event) => event.details),
+  ];
 }
 
 /** Creates the monthly partitions holding these instants, where missing. */

@@ -1,11 +1,12 @@
 import type pg from 'pg';
 import type { Database } from '../db/database.ts';
+import { formatTimestamp } from '../events/eventFields.ts';
 import { validationErrorFrom } from '../events/eventFilters.ts';
-import { ensureEventPartitions, insertEvents, type NewEvent, type StoredEventKey } from '../events/eventStore.ts';
+import { ensureEventPartitions, type NewEvent, type StoredEventKey } from '../events/eventStore.ts';
 import { ValidationError } from '../platform/errors.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { recordDeliveries } from '../webhooks/fanOut.ts';
 import { eventInputSchema, toNewEvent } from './eventInput.ts';
+import { storeBatch } from './storeBatch.ts';
 
 export const MAX_BATCH_SIZE = 1000;
 
@@ -58,19 +59,14 @@ export class EventWriter {
     return events;
   }
 
-  /** Stores validated events in one transaction; repeats of stored events are reported as duplicates. */
+  /** Stores validated events in one statement; repeats of stored events are reported as duplicates. */
   async write(events: readonly NewEvent[], source: string): Promise<WriteResult[]> {
     if (events.length === 0) return [];
-    await this.ensurePartitions(events.map((event) => event.occurredAtMs));
-    const stored = await this.db.transaction((client) => this.insertWithin(client, events));
+    await this.ensurePartitions(events);
+    const timestamps = events.map((event) => formatTimestamp(event.occurredAtMs));
+    const stored = await storeBatch(this.db, events, timestamps);
     this.metrics?.eventsIngested.inc({ source }, stored.length);
-    // Each stored row answers for one item; a repeat of it later in the batch is a duplicate.
-    const storedKeys = new Set(stored.map(keyOf));
-    return events.map((event) => ({
-      event_id: event.eventId,
-      timestamp: new Date(event.occurredAtMs).toISOString(),
-      status: storedKeys.delete(keyOf(event)) ? 'stored' : 'duplicate',
-    }));
+    return writeResults(events, timestamps, stored);
   }
 
   /**
@@ -79,45 +75,43 @@ export class EventWriter {
    * The events must be dated now.
    */
   async recordWith<T>(source: string, change: (client: pg.PoolClient) => Promise<{ result: T; events: NewEvent[] }>): Promise<T> {
-    await this.ensurePartitions([Date.now()]);
+    await this.ensurePartitions([{ occurredAtMs: Date.now() }]);
     const { result, stored } = await this.db.transaction(async (client) => {
       const { result, events } = await change(client);
-      return { result, stored: await this.insertWithin(client, events) };
+      const timestamps = events.map((event) => formatTimestamp(event.occurredAtMs));
+      return { result, stored: await storeBatch(client, events, timestamps) };
     });
     this.metrics?.eventsIngested.inc({ source }, stored.length);
     return result;
   }
 
-  private async insertWithin(client: pg.PoolClient, events: readonly NewEvent[]): Promise<StoredEventKey[]> {
-    const keys = await insertEvents(client, events);
-    // Webhook fan-out belongs to the write itself, whatever the input (SPEC.md: endpoints are matched
-    // "at the time the audit event is written"), so no path can store an event and skip its deliveries.
-    await recordDeliveries(client, selectStored(events, keys));
-    return keys;
-  }
-
-  private async ensurePartitions(instantsMs: readonly number[]): Promise<void> {
+  private async ensurePartitions(events: ReadonlyArray<{ readonly occurredAtMs: number }>): Promise<void> {
     const missing = new Set<number>();
-    for (const instant of instantsMs) {
-      const month = monthStart(instant);
+    for (const { occurredAtMs } of events) {
+      const month = monthStart(occurredAtMs);
       if (!this.knownPartitions.has(month)) missing.add(month);
     }
     if (missing.size === 0) return;
-    // Outside the insert transaction: creating a partition briefly locks the parent table, and that lock
-    // must not be held for the rest of a batch.
+    // In a statement of its own: creating a partition briefly locks the parent table, and that lock must
+    // not be held for the rest of a batch (or of an admin change's transaction).
     await ensureEventPartitions(this.db, [...missing]);
     for (const month of missing) this.knownPartitions.add(month);
   }
 }
 
-function keyOf(event: StoredEventKey): string {
-  return `${event.tenantId}/${event.eventId}@${event.occurredAtMs}`;
+/** One result per item, in order: each stored row answers for one item, a repeat of it is a duplicate. */
+function writeResults(events: readonly NewEvent[], timestamps: readonly string[], stored: readonly StoredEventKey[]): WriteResult[] {
+  // A row is stored at most once per item, so as many rows as items means every item was stored.
+  const storedKeys = stored.length === events.length ? undefined : new Set(stored.map(keyOf));
+  return events.map((event, index) => ({
+    event_id: event.eventId,
+    timestamp: timestamps[index]!,
+    status: storedKeys === undefined || storedKeys.delete(keyOf(event)) ? 'stored' : 'duplicate',
+  }));
 }
 
-function selectStored(events: readonly NewEvent[], keys: readonly StoredEventKey[]): NewEvent[] {
-  const wanted = new Set(keys.map(keyOf));
-  // A batch may repeat one event; fan-out must see it once, like the table does.
-  return events.filter((event) => wanted.delete(keyOf(event)));
+function keyOf(event: StoredEventKey): string {
+  return `${event.tenantId}/${event.eventId}@${event.occurredAtMs}`;
 }
 
 function monthStart(epochMs: number): number {

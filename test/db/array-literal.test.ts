@@ -1,0 +1,36 @@
+import { expect } from 'chai';
+import { booleanArrayLiteral, textArrayLiteral } from '../../src/db/arrayLiteral.ts';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+
+describe('array literals for batch parameters', () => {
+  let database: TestDatabase;
+
+  before(async () => {
+    database = await createTestDatabase();
+  });
+
+  after(async () => {
+    await database.drop();
+  });
+
+  const roundTrip = async (literal: string, type: 'text' | 'boolean') =>
+    (await database.pool.query(`SELECT $1::${type}[] AS elements`, [literal])).rows[0].elements as unknown[];
+
+  it('carries text that Postgres array syntax gives a meaning to through unchanged', async () => {
+    const values = ['', 'NULL', 'null', 'a,b', '{x}', '}', '{', 'say "hi"', 'back\\slash', '\\"', '"', '\\', ' spaced ',
+      'tab\tnew\nline', 'ünïcødé ✓ 🩺', '{"ward":"3\\"b"}', '["diagnosis","medications"]'];
+    expect(await roundTrip(textArrayLiteral(values), 'text')).to.deep.equal(values);
+  });
+
+  it('carries random printable text through unchanged', async () => {
+    const alphabet = ' "\\{},abcXYZ019\'\t\n;:é';
+    const values = Array.from({ length: 500 }, () =>
+      Array.from({ length: Math.floor(Math.random() * 12) }, () => alphabet[Math.floor(Math.random() * alphabet.length)]).join(''));
+    expect(await roundTrip(textArrayLiteral(values), 'text')).to.deep.equal(values);
+  });
+
+  it('writes empty arrays and booleans', async () => {
+    expect(await roundTrip(textArrayLiteral([]), 'text')).to.deep.equal([]);
+    expect(await roundTrip(booleanArrayLiteral([true, false, false, true]), 'boolean')).to.deep.equal([true, false, false, true]);
+  });
+});

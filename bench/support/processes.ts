@@ -112,3 +112,9 @@ export function pidsOfUser(user: string): number[] {
   const result = spawnSync('pgrep', ['-u', user], { encoding: 'utf8' });
   return result.stdout.split('\n').filter(Boolean).map(Number);
 }
+
+/** Processes whose name is exactly `name` (nats-server, redis-server). */
+export function pidsOfName(name: string): number[] {
+  const result = spawnSync('pgrep', ['-x', name], { encoding: 'utf8' });
+  return result.stdout.split('\n').filter(Boolean).map(Number);
+}

@@ -13,6 +13,7 @@ import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
 import { BusNames, ensureConsumer, ingestConsumerDefinition } from '../src/bus/streams.ts';
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
+import { renderEventDocument, type NewEvent } from '../src/events/eventStore.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { SERVER_URL } from './support/listDataset.ts';
 import { BENCH_INGEST_TOKEN, builtCli, cpuMeter, freePort, pidsOfName, pidsOfUser, startNode, stopProcess, waitForHttp } from './support/processes.ts';
@@ -51,16 +52,21 @@ function producerEvent(tenant: string, index: number) {
   };
 }
 
-// Baseline: COPY of the same rows, as CSV, through psql.
+// Baseline: COPY of the same rows, as CSV, through psql; the document is the one the write path would store.
 const csvField = (value: string) => `"${value.replace(/"/g, '""')}"`;
 const csv = Array.from({ length: EVENTS }, (_, index) => {
   const event = producerEvent('copy', index);
-  return [event.tenant_id, event.timestamp, event.event_id, event.action, event.user_id, event.user_role, event.resource_type, event.resource_id,
-    JSON.stringify(event.fields_accessed), 'true', event.source_ip, event.user_agent, '', 'true', JSON.stringify(event.details)].map(csvField).join(',');
+  const row: NewEvent = {
+    tenantId: event.tenant_id, occurredAtMs: Date.parse(event.timestamp), eventId: event.event_id, action: event.action, userId: event.user_id,
+    userRole: event.user_role, resourceType: event.resource_type, resourceId: event.resource_id, fieldsAccessed: JSON.stringify(event.fields_accessed),
+    phiInvolved: true, sourceIp: event.source_ip, userAgent: event.user_agent, justification: '', success: true, details: JSON.stringify(event.details),
+  };
+  return [row.tenantId, event.timestamp, row.eventId, row.action, row.userId, row.userRole, row.resourceType, row.resourceId, row.fieldsAccessed,
+    'true', row.sourceIp, row.userAgent, row.justification, 'true', row.details, renderEventDocument(row, event.timestamp)].map(csvField).join(',');
 }).join('\n');
 const copyStarted = performance.now();
 const copy = spawnSync('psql', [DATABASE_URL, '-X', '-q', '-c',
-  `\\copy events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id, fields_accessed, phi_involved, source_ip, user_agent, justification, success, details) FROM STDIN WITH (FORMAT csv)`],
+  `\\copy events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id, fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document) FROM STDIN WITH (FORMAT csv)`],
   { input: csv, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
 const copySeconds = (performance.now() - copyStarted) / 1000;
 if (copy.status !== 0) throw new Error(copy.stderr);

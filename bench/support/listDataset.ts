@@ -6,6 +6,7 @@
  */
 import pg from 'pg';
 import { createDatabaseIfMissing, migrate } from '../../src/db/migrate.ts';
+import { EVENT_JSON } from '../../src/events/eventStore.ts';
 import { createLogger } from '../../src/platform/logger.ts';
 
 export const SERVER_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
@@ -15,12 +16,23 @@ export const TOTAL_EVENTS = 2_000_000;
 export const BIG_TENANT_EVENTS = 500_000;
 export const TENANTS = 1_000;
 export const RARE_ACTION = 'phi.break_glass';
-const DATASET = 'list-v1';
+// v2: events carry their stored document (migration 005), as the write path stores them.
+const DATASET = 'list-v2';
 const DAYS = 90;
 
 export async function ensureListDataset(log: (line: string) => void): Promise<void> {
   await createDatabaseIfMissing(LIST_DATABASE_URL);
   await migrate(LIST_DATABASE_URL, createLogger('warn'));
+  if (await loadListDataset(log) === 'stale') {
+    // A half-loaded dataset from an interrupted run, or an older version of it, cannot be topped up
+    // reliably (and events refuse DELETE): start over in a new database.
+    log(`audit_bench_list holds events but not dataset ${DATASET}; recreating it`);
+    await recreateDatabase();
+    await loadListDataset(log);
+  }
+}
+
+async function loadListDataset(log: (line: string) => void): Promise<'present' | 'loaded' | 'stale'> {
   const client = new pg.Client({ connectionString: LIST_DATABASE_URL });
   await client.connect();
   try {
@@ -28,13 +40,11 @@ export async function ensureListDataset(log: (line: string) => void): Promise<vo
     const { rows } = await client.query('SELECT rows FROM bench_datasets WHERE name = $1', [DATASET]);
     if (rows[0]) {
       log(`dataset ${DATASET} present (${rows[0].rows} events)`);
-      return;
+      return 'present';
     }
     const started = Date.now();
-    // A half-loaded dataset from an interrupted run cannot be topped up reliably; start over.
-    await client.query(`SELECT count(*) FROM events`).then(async ({ rows: [{ count }] }) => {
-      if (Number(count) > 0) throw new Error('audit_bench_list has events but no completion marker; drop the database and rerun');
-    });
+    const { rows: [{ count }] } = await client.query('SELECT count(*) FROM events');
+    if (Number(count) > 0) return 'stale';
     for (let day = 0; day <= DAYS + 31; day += 28) {
       await client.query(`SELECT audit_ensure_event_partition(now() - make_interval(days => $1))`, [day]);
     }
@@ -42,12 +52,16 @@ export async function ensureListDataset(log: (line: string) => void): Promise<vo
     for (let offset = 0; offset < TOTAL_EVENTS; offset += chunk) {
       await client.query(
         `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
-                             fields_accessed, phi_involved, source_ip, user_agent, justification, success, details)
-         SELECT tenant, at, gen_random_uuid(), action, 'user-' || (n % 5000), (ARRAY['clinician','billing','admin','support'])[1 + n % 4],
-                resource, resource || '-' || (n % 100000),
-                CASE WHEN action LIKE 'phi.%' THEN '["diagnosis","medications"]' ELSE '' END,
-                action LIKE 'phi.%', '10.' || (n % 250) || '.' || (n % 200) || '.1', 'bench-agent/1.0', '', n % 50 <> 0,
-                '{"ward":"' || (n % 40) || '"}'
+                             fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document)
+         SELECT e.*, ${EVENT_JSON}
+         FROM (
+         -- OFFSET 0 keeps this a subquery, so gen_random_uuid() runs once per row for the column and the document.
+         SELECT tenant AS tenant_id, at AS occurred_at, gen_random_uuid() AS event_id, action,
+                'user-' || (n % 5000) AS user_id, (ARRAY['clinician','billing','admin','support'])[1 + n % 4] AS user_role,
+                resource AS resource_type, resource || '-' || (n % 100000) AS resource_id,
+                CASE WHEN action LIKE 'phi.%' THEN '["diagnosis","medications"]' ELSE '' END AS fields_accessed,
+                action LIKE 'phi.%' AS phi_involved, '10.' || (n % 250) || '.' || (n % 200) || '.1' AS source_ip,
+                'bench-agent/1.0' AS user_agent, '' AS justification, n % 50 <> 0 AS success, '{"ward":"' || (n % 40) || '"}' AS details
          FROM (
            SELECT n,
                   CASE WHEN n % 4 = 0 THEN '${BIG_TENANT}' ELSE 'tenant-' || lpad((n % ${TENANTS - 1})::text, 4, '0') END AS tenant,
@@ -56,7 +70,8 @@ export async function ensureListDataset(log: (line: string) => void): Promise<vo
                        ELSE (ARRAY['phi.read','phi.read','phi.read','phi.query','phi.export','auth.login','auth.logout','admin.user.invite','admin.key.create','record.update'])[1 + (n / 7) % 10] END AS action,
                   (ARRAY['patient_record','claim','upload','session','user'])[1 + (n / 3) % 5] AS resource
            FROM generate_series($1::bigint, $2::bigint) AS n
-         ) AS generated`,
+         ) AS generated
+         OFFSET 0) AS e`,
         [offset, offset + chunk - 1],
       );
       log(`  loaded ${offset + chunk} events`);
@@ -64,7 +79,20 @@ export async function ensureListDataset(log: (line: string) => void): Promise<vo
     await client.query('ANALYZE events');
     await client.query('INSERT INTO bench_datasets (name, rows) VALUES ($1, $2)', [DATASET, TOTAL_EVENTS]);
     log(`dataset ${DATASET} loaded in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+    return 'loaded';
   } finally {
     await client.end();
   }
+}
+
+async function recreateDatabase(): Promise<void> {
+  const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
+  await admin.connect();
+  try {
+    await admin.query('DROP DATABASE IF EXISTS audit_bench_list WITH (FORCE)');
+  } finally {
+    await admin.end();
+  }
+  await createDatabaseIfMissing(LIST_DATABASE_URL);
+  await migrate(LIST_DATABASE_URL, createLogger('warn'));
 }

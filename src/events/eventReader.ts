@@ -3,7 +3,7 @@ import { NotFoundError } from '../platform/errors.ts';
 import type { CursorCodec } from './cursor.ts';
 import { UUID_PATTERN } from './eventFields.ts';
 import type { EventFilters } from './eventFilters.ts';
-import { findEventDocument, listEventDocuments } from './eventStore.ts';
+import { findEventDocument, listEventDocuments, positionOf } from './eventStore.ts';
 
 export interface ListRequest {
   readonly tenantId: string;
@@ -30,9 +30,9 @@ export class EventReader {
     const hasMore = documents.length > limit;
     const page = hasMore ? documents.slice(0, limit) : documents;
     const last = page.at(-1);
-    const nextCursor = hasMore && last ? this.cursors.encode(last, tenantId, filters) : null;
+    const nextCursor = hasMore && last ? this.cursors.encode(positionOf(last), tenantId, filters) : null;
     const descriptor = JSON.stringify({ limit, returned: page.length, next_cursor: nextCursor, has_more: hasMore });
-    return `{"events":[${page.map((document) => document.json).join(',')}],"page":${descriptor}}`;
+    return `{"events":[${page.join(',')}],"page":${descriptor}}`;
   }
 
   /** The event as JSON text. Unknown, malformed and other tenants' ids are the same 404 (SPEC.md). */

@@ -1,5 +1,6 @@
 /** Load generation for the HTTP benchmarks: autocannon with a randomised request per call. */
 import autocannon from 'autocannon';
+import { Pool } from 'undici';
 
 export interface LoadResult {
   readonly requestsPerSecond: number;
@@ -14,14 +15,11 @@ export async function runLoad(options: {
   nextRequest: () => { path: string; headers?: Record<string, string> };
   connections: number;
   durationS: number;
-  /** Fixed overall rate (requests/s); unset means as fast as the server answers. */
-  rate?: number;
 }): Promise<LoadResult> {
   const result = await autocannon({
     url: options.url,
     connections: options.connections,
     duration: options.durationS,
-    ...(options.rate ? { overallRate: options.rate } : {}),
     requests: [
       {
         setupRequest: (request) => {
@@ -52,4 +50,55 @@ export async function sequentialLatency(url: string, headers: Record<string, str
   }
   samples.sort((a, b) => a - b);
   return { p50: samples[Math.floor(count / 2)]!, p99: samples[Math.min(count - 1, Math.floor(count * 0.99))]! };
+}
+
+/**
+ * Requests at a fixed rate, evenly spaced, whatever the server's pace (an open loop), for latency at a
+ * given load. Not autocannon's overallRate: that gives each connection a quota per second, reset by a
+ * one-second timer, so a second's requests all go out at full concurrency at its start, and it corrects
+ * for coordinated omission with an expected interval of 1 ms at any rate. Here a request's latency runs
+ * from the moment it was due, so a generator or server falling behind shows in the figures.
+ */
+export async function pacedLoad(options: {
+  url: string;
+  nextRequest: () => { path: string; headers?: Record<string, string> };
+  connections: number;
+  durationS: number;
+  rate: number;
+}): Promise<LoadResult> {
+  const pool = new Pool(options.url, { connections: options.connections });
+  const latencies: number[] = [];
+  let non2xx = 0;
+  let errors = 0;
+  const inFlight = new Set<Promise<void>>();
+  const send = (dueAt: number) => {
+    const next = options.nextRequest();
+    const request: Promise<void> = pool
+      .request({ method: 'GET', path: next.path, headers: next.headers ?? {} })
+      .then(async (response) => {
+        await response.body.arrayBuffer();
+        latencies.push(performance.now() - dueAt);
+        if (response.statusCode < 200 || response.statusCode > 299) non2xx += 1;
+      })
+      .catch(() => {
+        errors += 1;
+      })
+      .finally(() => inFlight.delete(request));
+    inFlight.add(request);
+  };
+  const intervalMs = 1000 / options.rate;
+  const total = Math.round(options.rate * options.durationS);
+  const started = performance.now();
+  let sent = 0;
+  while (sent < total) {
+    const due = Math.min(total, Math.floor((performance.now() - started) / intervalMs) + 1);
+    for (; sent < due; sent += 1) send(started + sent * intervalMs);
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, started + sent * intervalMs - performance.now())));
+  }
+  await Promise.all(inFlight);
+  const elapsedS = (performance.now() - started) / 1000;
+  await pool.close();
+  latencies.sort((a, b) => a - b);
+  const percentile = (fraction: number) => Number(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * fraction))]!.toFixed(1));
+  return { requestsPerSecond: latencies.length / elapsedS, p50: percentile(0.5), p99: percentile(0.99), non2xx, errors };
 }

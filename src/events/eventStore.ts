@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { booleanArrayLiteral, textArrayLiteral } from '../db/arrayLiteral.ts';
+import { booleanArrayLiteral, lineSeparatedList, textArrayLiteral } from '../db/arrayLiteral.ts';
 import { prepared, type Queryable } from '../db/database.ts';
 import type { CursorPosition } from './cursor.ts';
 import type { EventFilters } from './eventFilters.ts';
@@ -75,16 +75,16 @@ export function renderEventDocument(event: NewEvent, timestamp: string): string 
 }
 
 /**
- * The INSERT of a batch whose columns arrive as array literals $1–$16 (eventColumnArrays), unnested
- * server-side. Rows that already exist, same tenant, timestamp and id, are a producer's retry and are
- * skipped; RETURNING yields the rows actually stored. Meant to be the first part of one statement that
- * does the rest of a write with those rows (ingestion/storeBatch.ts).
+ * The INSERT of a batch whose columns arrive as array literals or line-separated lists, $1–$16
+ * (eventColumnArrays), unnested server-side. Rows that already exist, same tenant, timestamp and id, are
+ * a producer's retry and are skipped; RETURNING yields the rows actually stored. Meant to be the first
+ * part of one statement that does the rest of a write with those rows (ingestion/storeBatch.ts).
  */
 export const INSERT_EVENTS = `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
                          fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document)
      SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
                           $8::text[], $9::text[], $10::boolean[], $11::text[], $12::text[], $13::text[],
-                          $14::boolean[], $15::text[], $16::text[])
+                          $14::boolean[], string_to_array($15, E'\\n'), string_to_array($16, E'\\n'))
      ON CONFLICT DO NOTHING
      RETURNING tenant_id, event_id, action, occurred_at`;
 
@@ -106,8 +106,9 @@ export function eventColumnArrays(events: readonly NewEvent[], timestamps: reado
     column((event) => event.userAgent),
     column((event) => event.justification),
     booleanArrayLiteral(events.map((event) => event.success)),
-    column((event) => event.details),
-    textArrayLiteral(events.map((event, index) => renderEventDocument(event, timestamps[index]!))),
+    // JSON text: objects, never empty, never a raw line feed.
+    lineSeparatedList(events.map((event) => event.details)),
+    lineSeparatedList(events.map((event, index) => renderEventDocument(event, timestamps[index]!))),
   ];
 }
 

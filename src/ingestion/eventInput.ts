@@ -22,9 +22,14 @@ const text = (max: number) => z.string().min(1, 'must not be empty').max(max, `m
 export const eventInputSchema = z
   .strictObject({
     event_id: z.string().regex(UUID_PATTERN, 'must be a UUID').optional(),
+    // Parsed once, here: the output is epoch milliseconds.
     timestamp: z
       .string()
-      .refine((value) => parseTimestampCeilMs(value) !== undefined, 'must be an RFC 3339 timestamp with Z or an offset')
+      .transform((value, ctx) => {
+        const epochMs = parseTimestampCeilMs(value);
+        if (epochMs === undefined) ctx.addIssue({ code: 'custom', message: 'must be an RFC 3339 timestamp with Z or an offset' });
+        return epochMs ?? z.NEVER;
+      })
       .optional(),
     tenant_id: z.string().regex(TENANT_ID_PATTERN, 'must be 1-64 letters, digits, _ or -, starting with a letter or digit'),
     action: text(ACTION_MAX_LENGTH).regex(ACTION_PATTERN, 'must be a dotted lowercase action such as phi.read'),
@@ -38,7 +43,17 @@ export const eventInputSchema = z
     user_agent: z.string().max(1024).optional(),
     justification: z.string().max(2000).optional(),
     success: z.boolean(),
-    details: z.record(z.string(), z.unknown()).optional(),
+    // Serialised once, here: the output is the stored JSON text.
+    details: z
+      .record(z.string(), z.unknown())
+      .transform((value, ctx) => {
+        const text = JSON.stringify(value);
+        if (Buffer.byteLength(text) > DETAILS_MAX_BYTES) {
+          ctx.addIssue({ code: 'custom', message: `must serialise to at most ${DETAILS_MAX_BYTES} bytes` });
+        }
+        return text;
+      })
+      .optional(),
   })
   .superRefine((event, ctx) => {
     if (event.event_id !== undefined && event.timestamp === undefined) {
@@ -48,14 +63,11 @@ export const eventInputSchema = z
         message: 'is required with event_id, so that a retried event is recognised as the same event',
       });
     }
-    if (event.timestamp !== undefined && parseTimestampCeilMs(event.timestamp)! > Date.now() + MAX_FUTURE_SKEW_MS) {
+    if (event.timestamp !== undefined && event.timestamp > Date.now() + MAX_FUTURE_SKEW_MS) {
       ctx.addIssue({ code: 'custom', path: ['timestamp'], message: 'is more than 5 minutes in the future' });
     }
     if (!event.phi_involved && event.fields_accessed !== undefined && event.fields_accessed.length > 0) {
       ctx.addIssue({ code: 'custom', path: ['fields_accessed'], message: 'is only recorded for PHI events (phi_involved: true)' });
-    }
-    if (event.details !== undefined && Buffer.byteLength(JSON.stringify(event.details)) > DETAILS_MAX_BYTES) {
-      ctx.addIssue({ code: 'custom', path: ['details'], message: `must serialise to at most ${DETAILS_MAX_BYTES} bytes` });
     }
   });
 
@@ -66,7 +78,7 @@ export type EventInput = z.output<typeof eventInputSchema>;
  * JSON fields (DESIGN.md §2 "Event fields").
  */
 export function toNewEvent(input: EventInput, now: number = Date.now()): NewEvent {
-  const occurredAtMs = input.timestamp === undefined ? now : parseTimestampCeilMs(input.timestamp)!;
+  const occurredAtMs = input.timestamp ?? now;
   return {
     tenantId: input.tenant_id,
     occurredAtMs,
@@ -82,6 +94,6 @@ export function toNewEvent(input: EventInput, now: number = Date.now()): NewEven
     userAgent: input.user_agent ?? '',
     justification: input.justification ?? '',
     success: input.success,
-    details: JSON.stringify(input.details ?? {}),
+    details: input.details ?? '{}',
   };
 }

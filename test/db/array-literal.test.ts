@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { booleanArrayLiteral, textArrayLiteral } from '../../src/db/arrayLiteral.ts';
+import { booleanArrayLiteral, lineSeparatedList, textArrayLiteral } from '../../src/db/arrayLiteral.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 
 describe('array literals for batch parameters', () => {
@@ -32,5 +32,16 @@ describe('array literals for batch parameters', () => {
   it('writes empty arrays and booleans', async () => {
     expect(await roundTrip(textArrayLiteral([]), 'text')).to.deep.equal([]);
     expect(await roundTrip(booleanArrayLiteral([true, false, false, true]), 'boolean')).to.deep.equal([true, false, false, true]);
+  });
+
+  it('carries JSON text through a line-separated list unchanged', async () => {
+    const values = [JSON.stringify({ note: 'line\nfeed "quoted" back\\slash {}', list: [1, null] }), '{}', JSON.stringify('ünïcødé ✓'), '[]'];
+    const { rows } = await database.pool.query(`SELECT string_to_array($1, E'\\n') AS elements`, [lineSeparatedList(values)]);
+    expect(rows[0].elements).to.deep.equal(values);
+  });
+
+  it('refuses an element a line-separated list cannot carry', () => {
+    expect(() => lineSeparatedList(['{}', 'raw\nline'])).to.throw(/line feed/);
+    expect(() => lineSeparatedList([''])).to.throw(/empty/);
   });
 });

@@ -84,6 +84,8 @@ describe('POST /internal/v1/events (batch ingestion)', () => {
         producerEvent({ tenant_id: 'ing-bad', timestamp: new Date(Date.now() + 3_600_000).toISOString() }),
         producerEvent({ tenant_id: 'ing-bad', source_ip: 'localhost' }),
         producerEvent({ tenant_id: 'ing-bad', details: 'not an object' }),
+        producerEvent({ tenant_id: 'ing-bad', timestamp: '2026-02-30T10:00:00Z' }),
+        producerEvent({ tenant_id: 'ing-bad', details: { note: 'x'.repeat(16 * 1024) } }),
       ],
     });
     expect(response.status).to.equal(422);
@@ -99,7 +101,12 @@ describe('POST /internal/v1/events (batch ingestion)', () => {
       'events.6.timestamp',
       'events.7.source_ip',
       'events.8.details',
+      'events.9.timestamp',
+      'events.10.details',
     ]);
+    const messageOf = (field: string) => response.json.details.find((detail: { field: string }) => detail.field === field).message;
+    expect(messageOf('events.9.timestamp')).to.equal('must be an RFC 3339 timestamp with Z or an offset');
+    expect(messageOf('events.10.details')).to.equal('must serialise to at most 16384 bytes');
     expect(await countEvents('ing-bad')).to.equal(0);
   });
 

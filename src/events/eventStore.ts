@@ -4,7 +4,7 @@ import { prepared, type Queryable } from '../db/database.ts';
 import type { CursorPosition } from './cursor.ts';
 import type { EventFilters } from './eventFilters.ts';
 
-/** An event as the write path stores it (row shape; the API shape is rendered by Postgres below). */
+/** An event as the write path stores it (row shape; its API document is rendered by renderEventDocument). */
 export interface NewEvent {
   readonly tenantId: string;
   readonly occurredAtMs: number;
@@ -56,7 +56,7 @@ export const EVENT_JSON = `'{"event_id":"' || e.event_id
     || '}'`;
 
 /** What every read sends: the stored document, or for a row stored before there was one, its rendering. */
-export const EVENT_DOCUMENT = `COALESCE(e.document, ${EVENT_JSON})`;
+const EVENT_DOCUMENT = `COALESCE(e.document, ${EVENT_JSON})`;
 
 const EPOCH_MS = `(extract(epoch FROM e.occurred_at) * 1000)::int8`;
 

@@ -1,4 +1,7 @@
-/** Load generation for the HTTP benchmarks: autocannon with a randomised request per call. */
+/**
+ * Load generation for the HTTP benchmarks: autocannon with a randomised request per call (throughput), and
+ * evenly paced requests (latency at a set rate).
+ */
 import autocannon from 'autocannon';
 import { Pool } from 'undici';
 

@@ -82,6 +82,8 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   const url = databaseUrl(name);
   const pool = new pg.Pool({ connectionString: url, max: 4 });
   pool.on('error', () => undefined);
+  // A clone carries its template's deployment identity; each test database stands for a deployment of its own.
+  await pool.query(`UPDATE audit_deployment SET deployment_id = substr(replace(gen_random_uuid()::text, '-', ''), 1, 12)`);
   return {
     name,
     url,

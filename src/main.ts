@@ -102,8 +102,15 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
 
     if (has('ingest')) {
       const tokens = requireSetting(config.ingestTokens, 'INGEST_TOKENS', 'the ingest role');
-      internalRoutes.push(ingestRoutes(writer, tokens));
-      const ingest = new JetStreamIngest({ bus: bus!, names: busNames, writer, log: log.child({ role: 'ingest' }), metrics });
+      internalRoutes.push(ingestRoutes(writer, tokens, config.ingestWindow));
+      const ingest = new JetStreamIngest({
+        bus: bus!,
+        names: busNames,
+        writer,
+        window: config.ingestWindow,
+        log: log.child({ role: 'ingest' }),
+        metrics,
+      });
       await ingest.start();
       releasers.add('jetstream ingest', () => ingest.stop());
       const keepPartitionsAhead = () =>

@@ -15,6 +15,16 @@ const booleanFlag = z
   .enum(['true', 'false', '1', '0', ''], { message: 'must be true or false' })
   .transform((value) => value === 'true' || value === '1');
 
+const duration = (example: string) =>
+  z.string().transform((value, ctx) => {
+    const ms = parseDuration(value.trim());
+    if (ms === undefined) {
+      ctx.addIssue({ code: 'custom', message: `must be a duration such as ${example} (units ms, s, m, h, d)` });
+      return z.NEVER;
+    }
+    return ms;
+  });
+
 const port = z.coerce.number().int().min(0, 'must be a port number').max(65535, 'must be a port number');
 
 const urlWithScheme = (schemes: string[]) =>
@@ -72,6 +82,10 @@ const environmentSchema = z.object({
       }
     })
     .default([]),
+  // The window of event times producers may write (ingestion/eventInput.ts: every month is a partition);
+  // older history goes through `audit-trail import --allow-old`.
+  INGEST_MAX_EVENT_AGE: duration('400d').default(400 * 86_400_000),
+  INGEST_MAX_FUTURE_SKEW: duration('5m').default(5 * 60_000),
   WEBHOOK_ALLOW_HTTP: booleanFlag.default(false),
   WEBHOOK_ALLOW_PRIVATE_TARGETS: booleanFlag.default(false),
   DELIVERY_SCHEDULE: deliverySchedule.default([60_000, 300_000, 1_800_000, 7_200_000]),
@@ -151,6 +165,7 @@ function toConfig(env: z.output<typeof environmentSchema>) {
     keyEnvironment: env.KEY_ENVIRONMENT,
     logLevel: env.LOG_LEVEL,
     trustedProxies: env.TRUSTED_PROXIES,
+    ingestWindow: { maxAgeMs: env.INGEST_MAX_EVENT_AGE, maxFutureSkewMs: env.INGEST_MAX_FUTURE_SKEW },
     webhookAllowHttp: env.WEBHOOK_ALLOW_HTTP,
     webhookAllowPrivateTargets: env.WEBHOOK_ALLOW_PRIVATE_TARGETS,
     delivery: {
@@ -186,11 +201,11 @@ export function requireSetting<T>(value: T | undefined, variable: string, needed
   return value;
 }
 
-const durationUnits: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const durationUnits: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
-/** "250ms", "5s", "1m", "2h" → milliseconds; undefined when malformed. */
+/** "250ms", "5s", "1m", "2h", "400d" → milliseconds; undefined when malformed. */
 export function parseDuration(text: string): number | undefined {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(text);
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text);
   if (!match) return undefined;
   return Math.round(Number(match[1]) * durationUnits[match[2]!]!);
 }

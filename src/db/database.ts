@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from '../platform/logger.ts';
 import { ServiceUnavailableError, coerceError } from '../platform/errors.ts';
-import { isDatabaseUnavailable } from './sqlstate.ts';
+import { isConnectionFailure, isDatabaseUnavailable, isTransactionConflict, isTransientServerCondition } from './sqlstate.ts';
 
 export type Row = Record<string, unknown>;
 
@@ -36,6 +36,14 @@ export interface DatabaseOptions {
   /** Upper bound for one statement, so a stuck query cannot hold a request or a connection forever. */
   readonly statementTimeoutMs?: number;
 }
+
+/**
+ * A transaction that loses a race (serialization failure, deadlock) is run again whole, this many times in
+ * all, after a pause drawn at random below a bound that doubles each time, so that the transactions that
+ * collided do not collide again in step.
+ */
+const TRANSACTION_ATTEMPTS = 5;
+const CONFLICT_BACKOFF_MS = 10;
 
 // timestamptz and timestamp arrive as Date by default; the store reads and writes them as text or Date
 // explicitly, and int8 counts fit in a double for anything this service counts.
@@ -79,8 +87,25 @@ export class Database implements Queryable {
     }
   }
 
-  /** Runs fn inside BEGIN/COMMIT on one connection; rolls back on any error. */
+  /**
+   * Runs fn inside BEGIN/COMMIT on one connection; rolls back on any error. A transaction that fails with
+   * a serialization failure or a deadlock is run again (fn must be safe to run more than once: it is, as
+   * long as it only talks to this database), at most TRANSACTION_ATTEMPTS times; past that the conflict is
+   * a 503 for callers, like any passing condition of the database.
+   */
   async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await this.transactionOnce(fn);
+      } catch (error) {
+        if (!isTransactionConflict(error) || attempt >= TRANSACTION_ATTEMPTS) throw translateServerCondition(error);
+        this.log.debug({ sqlstate: (error as pg.DatabaseError).code, attempt }, 'transaction conflict; running it again');
+        await delay(Math.random() * CONFLICT_BACKOFF_MS * 2 ** attempt);
+      }
+    }
+  }
+
+  private async transactionOnce<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const client = await this.connect();
     let broken: Error | undefined;
     try {
@@ -90,9 +115,17 @@ export class Database implements Queryable {
       return result;
     } catch (thrown) {
       const error = coerceError(thrown);
-      if (isDatabaseUnavailable(error)) broken = error;
-      else await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
-      throw translateUnavailable(error);
+      // fn's own code may throw a plain Error that looks like one of the driver's connection failures; the
+      // connection answering ROLLBACK is what says the database is fine and the error is ours.
+      try {
+        await client.query('ROLLBACK');
+      } catch (rollbackError) {
+        broken = coerceError(rollbackError);
+        if (isConnectionFailure(broken)) {
+          throw new ServiceUnavailableError('The event store is temporarily unavailable; retry shortly.', { cause: error });
+        }
+      }
+      throw error;
     } finally {
       // A connection that failed mid-transaction is destroyed rather than returned in an unknown state.
       client.release(broken);
@@ -117,6 +150,20 @@ export class Database implements Queryable {
   }
 }
 
+/** Only the server's own conditions: fn's errors are not the driver's, whatever they look like. */
+function translateServerCondition(error: unknown): unknown {
+  if (!isTransientServerCondition(error)) return error;
+  return new ServiceUnavailableError('The event store is temporarily unavailable; retry shortly.', { cause: error });
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * For errors raised by the driver (a query, a checkout): Postgres unreachable or in a passing condition
+ * becomes the 503 ServiceUnavailableError; anything else is returned as it is.
+ */
 export function translateUnavailable(thrown: unknown): Error {
   const error = coerceError(thrown);
   if (error instanceof ServiceUnavailableError) return error;

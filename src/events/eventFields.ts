@@ -20,11 +20,25 @@ export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0
 const RFC3339_PATTERN = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
 
 /**
+ * The instants the service can store and write back: years 0001 to 9999 in UTC. Postgres has no year 0,
+ * and a five-digit year has no `YYYY-MM-DDTHH:mm:ss.sssZ` form; an offset can carry a timestamp written
+ * inside that range outside it (`9999-12-31T23:59:59-14:00`).
+ */
+export const EARLIEST_INSTANT_MS = Date.parse('0001-01-01T00:00:00.000Z');
+export const LATEST_INSTANT_MS = Date.parse('9999-12-31T23:59:59.999Z');
+
+/**
  * Parses an RFC 3339 timestamp to epoch milliseconds, rounding a sub-millisecond fraction up. Events are
  * stored at millisecond precision, so `t >= since` and `t < until` keep their meaning after rounding up.
- * Undefined when malformed or not a real calendar instant.
+ * Undefined when malformed, not a real calendar instant, or outside years 0001-9999 UTC.
  */
 export function parseTimestampCeilMs(text: string): number | undefined {
+  const epochMs = parseRfc3339CeilMs(text);
+  if (epochMs === undefined || epochMs < EARLIEST_INSTANT_MS || epochMs > LATEST_INSTANT_MS) return undefined;
+  return epochMs;
+}
+
+function parseRfc3339CeilMs(text: string): number | undefined {
   // Ingestion parses one per event, so the form producers (and this service) write is read digit by digit.
   if (text.length === 24) {
     const epochMs = parseCanonicalTimestamp(text);
@@ -91,4 +105,12 @@ function offsetMinutes(zone: string): number {
 /** The wire form of every timestamp the service writes: `YYYY-MM-DDTHH:mm:ss.SSSZ`. */
 export function formatTimestamp(epochMs: number): string {
   return new Date(epochMs).toISOString();
+}
+
+/** The first instant of the UTC month holding `epochMs`, for years 0001-0099 too (Date.UTC maps those to 19xx). */
+export function monthStartMs(epochMs: number): number {
+  const date = new Date(epochMs);
+  const start = new Date(0);
+  start.setUTCFullYear(date.getUTCFullYear(), date.getUTCMonth(), 1);
+  return start.getTime();
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ValidationError, type FieldProblem } from '../platform/errors.ts';
+import { ValidationError } from '../platform/errors.ts';
 import { ACTION_MAX_LENGTH, ACTION_PATTERN, RESOURCE_TYPE_MAX_LENGTH, parseTimestampCeilMs } from './eventFields.ts';
 
 /** Filters shared by the list and the export (SPEC.md). Times are epoch milliseconds. */
@@ -65,16 +65,4 @@ export function canonicalFilters(filters: EventFilters): string {
     filters.sinceMs ?? null,
     filters.untilMs ?? null,
   ]);
-}
-
-/** zod issues → the `details` of a 422, field paths dotted (`events.3.action`). */
-export function validationErrorFrom(error: z.ZodError, prefix?: string): ValidationError {
-  const fieldName = (path: readonly PropertyKey[]) =>
-    [prefix, ...path.map(String)].filter((part) => part !== undefined && part !== '').join('.') || '(body)';
-  const details: FieldProblem[] = error.issues.flatMap((issue) =>
-    issue.code === 'unrecognized_keys'
-      ? issue.keys.map((key) => ({ field: fieldName([...issue.path, key]), message: 'is not a known field' }))
-      : [{ field: fieldName(issue.path), message: issue.message }],
-  );
-  return new ValidationError(details, details.map((detail) => `${detail.field}: ${detail.message}`).join('; '));
 }

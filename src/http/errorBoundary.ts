@@ -1,5 +1,5 @@
 import type { Middleware } from 'koa';
-import { AppError, RateLimitedError, UnauthorizedError, coerceError } from '../platform/errors.ts';
+import { AppError, RateLimitedError, ServiceUnavailableError, UnauthorizedError, coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { RequestState } from './state.ts';
@@ -16,9 +16,9 @@ export function errorBoundary(metrics?: ServiceMetrics): Middleware<RequestState
   return async (ctx, next) => {
     try {
       await next();
-      if (ctx.status === 404 && ctx.body === undefined) {
-        respond(ctx, 404, { error: 'not_found', message: 'No such route.' });
-      }
+      // What the router answers without a body (unknown path, a method the path does not have, a method
+      // nobody implements) gets the JSON error shape like every other error.
+      if (ctx.body == null && ctx.status >= 400) respondWithoutError(ctx);
     } catch (thrown) {
       const error = coerceError(thrown);
       if (error instanceof UnauthorizedError) {
@@ -35,6 +35,8 @@ export function errorBoundary(metrics?: ServiceMetrics): Middleware<RequestState
         return;
       }
       if (error instanceof AppError) {
+        // Producers and the client retry a 503 no sooner than this.
+        if (error instanceof ServiceUnavailableError) ctx.set('Retry-After', String(error.retryAfterSeconds));
         if (error.status >= 500) {
           ctx.state.log.warn({ err: error.cause ?? error }, error.message);
           metrics?.errors.inc({ kind: 'dependency_unavailable' });
@@ -86,6 +88,19 @@ function httpErrorStatus(error: Error): number | undefined {
   return typeof candidate.status === 'number' && candidate.expose === true ? candidate.status : undefined;
 }
 
+function respondWithoutError(ctx: { status: number; method: string; type: string; body: unknown }): void {
+  switch (ctx.status) {
+    case 404:
+      return respond(ctx, 404, { error: 'not_found', message: 'No such route.' });
+    case 405:
+      return respond(ctx, 405, { error: 'method_not_allowed', message: `${ctx.method} is not allowed here; see the Allow header.` });
+    case 501:
+      return respond(ctx, 501, { error: 'not_implemented', message: `The method ${ctx.method} is not supported.` });
+    default:
+      return respond(ctx, ctx.status, { error: codeForStatus(ctx.status), message: 'The request failed.' });
+  }
+}
+
 function codeForStatus(status: number): string {
   switch (status) {
     case 404:
@@ -94,7 +109,9 @@ function codeForStatus(status: number): string {
       return 'method_not_allowed';
     case 413:
       return 'payload_too_large';
+    case 501:
+      return 'not_implemented';
     default:
-      return 'bad_request';
+      return status >= 500 ? 'internal_error' : 'bad_request';
   }
 }

@@ -1,13 +1,13 @@
 import type { Middleware } from 'koa';
 import { koaBody } from 'koa-body';
 import type { z } from 'zod';
-import { validationErrorFrom } from '../events/eventFilters.ts';
 import {
   InvalidJsonError,
   PayloadTooLargeError,
   UnsupportedMediaTypeError,
   ValidationError,
 } from '../platform/errors.ts';
+import { parseInput } from '../platform/inputValidation.ts';
 import type { RequestState } from './state.ts';
 
 /**
@@ -22,16 +22,12 @@ export function parseQuery<S extends z.ZodType>(schema: S, query: Record<string,
       `Repeated query parameters: ${repeated.map(([name]) => name).join(', ')}`,
     );
   }
-  const parsed = schema.safeParse({ ...query });
-  if (!parsed.success) throw validationErrorFrom(parsed.error);
-  return parsed.data;
+  return parseInput(schema, { ...query });
 }
 
 /** Validates a parsed JSON body against a strict schema. */
 export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
-  const parsed = schema.safeParse(body);
-  if (!parsed.success) throw validationErrorFrom(parsed.error);
-  return parsed.data;
+  return parseInput(schema, body);
 }
 
 /**

@@ -11,15 +11,29 @@ import {
 } from '../events/eventFields.ts';
 import type { NewEvent } from '../events/eventStore.ts';
 import { uuidv7 } from '../events/uuidv7.ts';
+import { ValidationError } from '../platform/errors.ts';
+import { checkInput } from '../platform/inputValidation.ts';
 
 const DETAILS_MAX_BYTES = 16 * 1024;
-// Clock skew allowance for producer-supplied timestamps; further in the future is a producer bug.
-const MAX_FUTURE_SKEW_MS = 5 * 60_000;
+export const MAX_BATCH_SIZE = 1000;
+
+/**
+ * Which event times producers may write. Every month an event falls in is a partition of the events
+ * table, and each partition costs every list query planning time, so a producer must not be able to create
+ * them at will (one batch of 500 made-up dates once doubled list latency for every tenant). Older history
+ * comes in through the operator's `audit-trail import --allow-old`.
+ */
+export interface EventTimeWindow {
+  /** How far in the past a producer-supplied timestamp may lie; Infinity for an operator's backfill. */
+  readonly maxAgeMs: number;
+  /** Clock skew allowance; further in the future is a producer bug. */
+  readonly maxFutureSkewMs: number;
+}
 
 const text = (max: number) => z.string().min(1, 'must not be empty').max(max, `must be at most ${max} characters`);
 
 /** One event as a producer sends it (internal ingestion API and JetStream). */
-export const eventInputSchema = z
+const eventInputSchema = z
   .strictObject({
     event_id: z.string().regex(UUID_PATTERN, 'must be a UUID').optional(),
     // Parsed once, here: the output is epoch milliseconds.
@@ -63,9 +77,6 @@ export const eventInputSchema = z
         message: 'is required with event_id, so that a retried event is recognised as the same event',
       });
     }
-    if (event.timestamp !== undefined && event.timestamp > Date.now() + MAX_FUTURE_SKEW_MS) {
-      ctx.addIssue({ code: 'custom', path: ['timestamp'], message: 'is more than 5 minutes in the future' });
-    }
     if (!event.phi_involved && event.fields_accessed !== undefined && event.fields_accessed.length > 0) {
       ctx.addIssue({ code: 'custom', path: ['fields_accessed'], message: 'is only recorded for PHI events (phi_involved: true)' });
     }
@@ -74,10 +85,68 @@ export const eventInputSchema = z
 export type EventInput = z.output<typeof eventInputSchema>;
 
 /**
+ * One producer event, validated; `now` is what a missing timestamp becomes and what the window is
+ * measured from. A ValidationError's fields are under `prefix` (`events.3.action`).
+ */
+export function parseEvent(item: unknown, window: EventTimeWindow, now: number, prefix?: string): NewEvent {
+  const parsed = checkInput(eventInputSchema, item, prefix);
+  if (!parsed.success) throw parsed.error;
+  const timestamp = parsed.data.timestamp;
+  if (timestamp !== undefined) {
+    const field = prefix === undefined ? 'timestamp' : `${prefix}.timestamp`;
+    if (timestamp > now + window.maxFutureSkewMs) {
+      throw ValidationError.single(field, `is more than ${describeDuration(window.maxFutureSkewMs)} in the future`);
+    }
+    if (timestamp < now - window.maxAgeMs) {
+      throw ValidationError.single(
+        field,
+        `is more than ${describeDuration(window.maxAgeMs)} in the past; older history is imported by an operator (audit-trail import --allow-old)`,
+      );
+    }
+  }
+  return toNewEvent(parsed.data, now);
+}
+
+/**
+ * Validates every item of a batch; any invalid item rejects the whole batch with per-item errors
+ * (`events.3.action`), so that nothing of it is stored.
+ */
+export function parseEventBatch(items: readonly unknown[], window: EventTimeWindow, fieldPrefix = 'events'): NewEvent[] {
+  if (items.length > MAX_BATCH_SIZE) {
+    throw ValidationError.single(fieldPrefix, `must hold at most ${MAX_BATCH_SIZE} events`);
+  }
+  const now = Date.now();
+  const problems: ValidationError[] = [];
+  const events: NewEvent[] = [];
+  items.forEach((item, index) => {
+    try {
+      events.push(parseEvent(item, window, now, `${fieldPrefix}.${index}`));
+    } catch (error) {
+      if (!(error instanceof ValidationError)) throw error;
+      problems.push(error);
+    }
+  });
+  if (problems.length > 0) {
+    const details = problems.flatMap((problem) => problem.details);
+    throw new ValidationError(details, `${problems.length} of ${items.length} events are invalid; none were stored`);
+  }
+  return events;
+}
+
+/** 400 days, 5 minutes: durations as the messages above word them. */
+function describeDuration(ms: number): string {
+  const units: Array<[number, string]> = [[86_400_000, 'day'], [3_600_000, 'hour'], [60_000, 'minute'], [1000, 'second']];
+  for (const [size, name] of units) {
+    if (ms >= size && ms % size === 0) return `${ms / size} ${name}${ms === size ? '' : 's'}`;
+  }
+  return `${ms} ms`;
+}
+
+/**
  * Fills what the producer left out: a UUIDv7 and the current time, "" and "{}" for the optional text and
  * JSON fields (DESIGN.md §2 "Event fields").
  */
-export function toNewEvent(input: EventInput, now: number = Date.now()): NewEvent {
+function toNewEvent(input: EventInput, now: number = Date.now()): NewEvent {
   const occurredAtMs = input.timestamp ?? now;
   return {
     tenantId: input.tenant_id,

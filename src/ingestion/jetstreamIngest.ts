@@ -2,18 +2,19 @@ import { createHash } from 'node:crypto';
 import { jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import type { BusConnection } from '../bus/natsConnection.ts';
 import { ensureConsumer, ingestConsumerDefinition, type BusNames } from '../bus/streams.ts';
+import { isRefusedData, sqlState } from '../db/sqlstate.ts';
 import type { NewEvent } from '../events/eventStore.ts';
-import { validationErrorFrom } from '../events/eventFilters.ts';
-import { ServiceUnavailableError, coerceError } from '../platform/errors.ts';
+import { ServiceUnavailableError, ValidationError, coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { eventInputSchema, toNewEvent } from './eventInput.ts';
+import { parseEvent, type EventTimeWindow } from './eventInput.ts';
 import type { EventWriter } from './eventWriter.ts';
 
 export interface JetStreamIngestOptions {
   readonly bus: BusConnection;
   readonly names: BusNames;
   readonly writer: EventWriter;
+  readonly window: EventTimeWindow;
   readonly log: Logger;
   readonly metrics: ServiceMetrics;
   /** Most messages written in one transaction. */
@@ -28,6 +29,11 @@ const CONCURRENT_WRITES = 3;
 
 // A store outage makes every message of the batch come back after this long.
 const RETRY_DELAY_MS = 5_000;
+
+interface DecodedMessage {
+  readonly message: JsMsg;
+  readonly event: NewEvent;
+}
 
 /**
  * Consumes `audit.ingest.<tenant_id>`: one event per message, micro-batched into single-statement writes.
@@ -92,39 +98,64 @@ export class JetStreamIngest {
   }
 
   private async writeBatch(batch: JsMsg[]): Promise<void> {
-    const valid: Array<{ message: JsMsg; event: NewEvent }> = [];
+    const valid: DecodedMessage[] = [];
     for (const message of batch) {
       const event = this.decode(message);
       if (event) valid.push({ message, event });
     }
-    if (valid.length === 0) return;
+    await this.store(valid);
+  }
+
+  /**
+   * Writes the events and acknowledges their messages. When Postgres refuses the data itself (an event
+   * that passed validation but can never be stored), writing the batch again would fail again, forever,
+   * and every valid event of every tenant in it would wait behind the bad one: the batch is halved until
+   * each refused event stands alone and is terminated, so every storable event is stored within a few
+   * statements. Any other failure (the store unreachable, a timeout, a lost race) is passing: the whole
+   * batch is redelivered later.
+   */
+  private async store(items: readonly DecodedMessage[]): Promise<void> {
+    if (items.length === 0) return;
     try {
       await this.options.writer.write(
-        valid.map((item) => item.event),
+        items.map((item) => item.event),
         'jetstream',
       );
-      for (const { message } of valid) message.ack();
+      for (const { message } of items) message.ack();
     } catch (thrown) {
       const error = coerceError(thrown);
+      if (isRefusedData(error)) {
+        if (items.length === 1) return this.reject(items[0]!.message, 'refused by the event store', { sqlstate: sqlState(error) });
+        const half = Math.ceil(items.length / 2);
+        await this.store(items.slice(0, half));
+        await this.store(items.slice(half));
+        return;
+      }
       if (error instanceof ServiceUnavailableError) {
-        this.options.log.warn({ err: error.cause ?? error, messages: valid.length }, 'event store unavailable; ingest messages will be redelivered');
+        this.options.log.warn({ err: error.cause ?? error, messages: items.length }, 'event store unavailable; ingest messages will be redelivered');
       } else {
-        this.options.log.error({ err: error, messages: valid.length }, 'ingest batch failed; messages will be redelivered');
+        this.options.log.error({ err: error, messages: items.length }, 'ingest batch failed; messages will be redelivered');
       }
       this.options.metrics.errors.inc({ kind: 'ingest_write_failed' });
-      for (const { message } of valid) message.nak(RETRY_DELAY_MS);
+      for (const { message } of items) message.nak(RETRY_DELAY_MS);
     }
+  }
+
+  /**
+   * Terminates a message that can never be stored, counted and logged by where it is and why, never by
+   * its content (it may hold PHI; so may a Postgres error message, which is why only the SQLSTATE is kept).
+   */
+  private reject(message: JsMsg, reason: string, details?: unknown): undefined {
+    this.options.log.warn({ subject: message.subject, stream_seq: message.info.streamSequence, reason, details }, 'ingest message rejected');
+    this.options.metrics.errors.inc({ kind: 'ingest_rejected' });
+    // Plain term(): the NATS server here ignores term(reason).
+    message.term();
+    return undefined;
   }
 
   /** The event in a message, or undefined after terminating a message that can never be stored. */
   private decode(message: JsMsg): NewEvent | undefined {
-    const reject = (reason: string, details?: unknown) => {
-      this.options.log.warn({ subject: message.subject, stream_seq: message.info.streamSequence, reason, details }, 'ingest message rejected');
-      this.options.metrics.errors.inc({ kind: 'ingest_rejected' });
-      // Plain term(): the NATS server here ignores term(reason).
-      message.term();
-      return undefined;
-    };
+    const reject = (reason: string, details?: unknown) => this.reject(message, reason, details);
     const tenantId = this.options.names.tenantOfIngestSubject(message.subject);
     if (!tenantId) return reject('subject is not audit.ingest.<tenant_id>');
     let body: unknown;
@@ -142,9 +173,12 @@ export class JetStreamIngest {
       input.event_id = idFromSequence(message.info.stream, message.info.streamSequence);
       input.timestamp = new Date(Math.floor(Number(message.info.timestampNanos) / 1_000_000)).toISOString();
     }
-    const parsed = eventInputSchema.safeParse(input);
-    if (!parsed.success) return reject('invalid event', validationErrorFrom(parsed.error).details);
-    return toNewEvent(parsed.data);
+    try {
+      return parseEvent(input, this.options.window, Date.now());
+    } catch (error) {
+      if (error instanceof ValidationError) return reject('invalid event', error.details);
+      throw error;
+    }
   }
 }
 

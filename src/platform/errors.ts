@@ -111,10 +111,11 @@ export class RateLimitedError extends AppError {
   }
 }
 
-/** A dependency (Postgres, NATS) is unreachable; clients may retry. */
+/** A dependency (Postgres, NATS) is unreachable or busy; clients may retry after retryAfterSeconds. */
 export class ServiceUnavailableError extends AppError {
   readonly status = 503;
   readonly code = 'service_unavailable';
+  readonly retryAfterSeconds = 1;
 }
 
 /** Anything thrown that is not an Error becomes one, so logging and mapping can rely on the shape. */

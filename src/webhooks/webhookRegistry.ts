@@ -1,10 +1,10 @@
 import type pg from 'pg';
 import { z } from 'zod';
 import { adminEvent, type Actor } from '../events/adminEvent.ts';
-import { validationErrorFrom } from '../events/eventFilters.ts';
 import type { NewEvent } from '../events/eventStore.ts';
 import type { EventWriter } from '../ingestion/eventWriter.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../platform/errors.ts';
+import { parseInput } from '../platform/inputValidation.ts';
 import { SecretBox, generateWebhookId, generateWebhookSecret } from './secretBox.ts';
 import { targetProblem, type TargetPolicy } from './targetGuard.ts';
 import {
@@ -22,6 +22,7 @@ import {
   findEndpoint,
   findManagedEndpoint,
   insertEndpointWithinLimit,
+  lockTenantEndpoints,
   listEndpoints,
   updateEndpoint,
   type EndpointChanges,
@@ -70,12 +71,11 @@ export class WebhookRegistry {
 
   /** Validates `input` (the public request body shape) as the API does; 422 with field details otherwise. */
   async register(tenantId: string, input: unknown, actor: Actor, managedBy: string | null = null): Promise<RegisteredEndpoint> {
-    const parsed = this.registrationSchema.safeParse(input);
-    if (!parsed.success) throw validationErrorFrom(parsed.error);
-    const registration = parsed.data;
+    const registration = parseInput(this.registrationSchema, input);
     await this.checkTarget(registration.url);
     const secret = generateWebhookSecret();
     const endpoint = await this.writer.recordWith('internal', async (client) => {
+      await lockTenantEndpoints(client, tenantId);
       const inserted = await insertEndpointWithinLimit(
         client,
         {
@@ -137,6 +137,8 @@ export class WebhookRegistry {
     const checked = this.validateChanges(changes);
     if (checked.url !== undefined) await this.checkTarget(checked.url);
     return this.writer.recordWith('internal', async (client) => {
+      const unlocked = await findEndpoint(client, id);
+      if (unlocked) await lockTenantEndpoints(client, unlocked.tenantId);
       const endpoint = await findEndpoint(client, id, { lock: true });
       if (!endpoint || endpoint.managedBy !== managedBy) throw new NotFoundError('No such webhook endpoint.');
       const updated = await updateEndpoint(client, id, checked);
@@ -145,9 +147,11 @@ export class WebhookRegistry {
   }
 
   private validateChanges(changes: EndpointChanges): EndpointChanges {
-    const parsed = this.changesSchema.safeParse({ url: changes.url, event_filter: changes.eventFilter, description: changes.description });
-    if (!parsed.success) throw validationErrorFrom(parsed.error);
-    const { url, event_filter, description } = parsed.data;
+    const { url, event_filter, description } = parseInput(this.changesSchema, {
+      url: changes.url,
+      event_filter: changes.eventFilter,
+      description: changes.description,
+    });
     return { url, eventFilter: event_filter && normaliseEventFilter(event_filter), description };
   }
 
@@ -161,6 +165,8 @@ export class WebhookRegistry {
    * owned by a WebhookEndpoint resource and not called by its controller → 409.
    */
   private async lockOwned(client: pg.PoolClient, tenantId: string, id: string, ownership: Ownership): Promise<WebhookEndpoint> {
+    // The caller's tenant: when the id is another tenant's, the answer is a 403 and nothing is changed.
+    await lockTenantEndpoints(client, tenantId);
     const endpoint = await findEndpoint(client, id, { lock: true });
     if (!endpoint) throw new NotFoundError('No such webhook endpoint.');
     if (endpoint.tenantId !== tenantId) throw new ForbiddenError('The webhook endpoint belongs to another tenant.');

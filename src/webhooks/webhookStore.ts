@@ -63,11 +63,18 @@ export interface NewWebhookEndpoint {
 }
 
 /**
- * Inserts unless the tenant already has `limit` endpoints; undefined then. The tenant's rows are locked
- * first so that two concurrent registrations cannot both take the last place.
+ * The first lock of every transaction that changes a tenant's endpoints, held to its end. Changes of one
+ * tenant's endpoints then run one at a time, and each takes its row locks in one order: without it a
+ * deletion (which locks its row FOR UPDATE and then, for its admin event's fan-out, every other endpoint
+ * FOR KEY SHARE) deadlocked against a deletion of another endpoint doing the same the other way round.
+ * It also keeps two registrations from both taking a tenant's last place.
  */
+export async function lockTenantEndpoints(db: Queryable, tenantId: string): Promise<void> {
+  await db.query('SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7301))', [tenantId]);
+}
+
+/** Inserts unless the tenant already has `limit` endpoints; undefined then. Needs lockTenantEndpoints. */
 export async function insertEndpointWithinLimit(db: Queryable, endpoint: NewWebhookEndpoint, limit: number): Promise<WebhookEndpoint | undefined> {
-  await db.query('SELECT pg_advisory_xact_lock(hashtextextended($1::text, 7301))', [endpoint.tenantId]);
   const count = await db.query<{ count: string }>('SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1', [endpoint.tenantId]);
   if (Number(count.rows[0]!.count) >= limit) return undefined;
   const { rows } = await db.query<EndpointRow>(

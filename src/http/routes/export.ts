@@ -56,7 +56,9 @@ export function exportRoutes(exporter: EventExporter, writer: EventWriter): Rout
   router.post('/audit/export', requireScope('audit:export'), jsonBody('64kb'), async (ctx) => {
     const { format = 'json' } = parseQuery(exportQuerySchema, ctx.query);
     refusePaging(ctx.request.body);
-    const body = parseBody(exportBodySchema, ctx.request.body ?? {});
+    // No body at all means no filters; a body of `null` is a client's mistake, not "export everything".
+    const given: unknown = ctx.request.body;
+    const body = parseBody(exportBodySchema, given === undefined || given === '' ? {} : given);
     const filters = toEventFilters(body);
     const session = await exporter.open(principalOf(ctx).tenantId, filters);
     ctx.status = 200;

@@ -1,8 +1,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import Router from '@koa/router';
 import { z } from 'zod';
+import { parseEventBatch, type EventTimeWindow } from '../../ingestion/eventInput.ts';
 import type { EventWriter } from '../../ingestion/eventWriter.ts';
-import { UnauthorizedError } from '../../platform/errors.ts';
+import { isRefusedData, sqlState } from '../../db/sqlstate.ts';
+import { UnauthorizedError, ValidationError } from '../../platform/errors.ts';
 import { jsonBody, parseBody } from '../requestInput.ts';
 import type { RequestState } from '../state.ts';
 
@@ -17,7 +19,7 @@ const INGEST_BODY_LIMIT = '24mb';
  * POST /internal/v1/events on the internal port: producers' batch input. A batch is all-or-nothing, with
  * one error per invalid field of each invalid item.
  */
-export function ingestRoutes(writer: EventWriter, ingestTokens: readonly string[]): Router<RequestState> {
+export function ingestRoutes(writer: EventWriter, ingestTokens: readonly string[], window: EventTimeWindow): Router<RequestState> {
   const tokenDigests = ingestTokens.map(digest);
   const router = new Router<RequestState>();
 
@@ -34,8 +36,13 @@ export function ingestRoutes(writer: EventWriter, ingestTokens: readonly string[
     jsonBody(INGEST_BODY_LIMIT),
     async (ctx) => {
       const body = parseBody(ingestBodySchema, ctx.request.body);
-      const events = writer.parseBatch(body.events);
-      const results = await writer.write(events, 'http');
+      const events = parseEventBatch(body.events, window);
+      const results = await writer.write(events, 'http').catch((error: unknown) => {
+        // Validation lets through nothing Postgres is known to refuse; should it refuse something new, the
+        // producer learns that retrying the batch is pointless, and nothing of it was stored.
+        if (!isRefusedData(error)) throw error;
+        throw ValidationError.single('events', `the event store refused an event of this batch (SQLSTATE ${sqlState(error)}); none were stored`);
+      });
       const stored = results.filter((result) => result.status === 'stored').length;
       ctx.body = { stored, duplicates: results.length - stored, events: results };
     },

@@ -65,11 +65,15 @@ describe('POST /internal/v1/events (batch ingestion)', () => {
   });
 
   it('stores an event dated in a month that has no partition yet', async () => {
-    const event = producerEvent({ tenant_id: 'ing-old', event_id: randomUUID(), timestamp: '2019-03-15T08:30:00.000+01:00' });
+    // Migration 001 creates last month's partition onwards; ten months ago is inside the accepted window.
+    const tenMonthsAgo = new Date();
+    tenMonthsAgo.setUTCMonth(tenMonthsAgo.getUTCMonth() - 10, 15);
+    const month = tenMonthsAgo.toISOString().slice(0, 7);
+    const event = producerEvent({ tenant_id: 'ing-old', event_id: randomUUID(), timestamp: `${month}-15T08:30:00.000+01:00` });
     const response = await ingest({ events: [event] });
     expect(response.status, response.text).to.equal(200);
     const { rows } = await db.pool.query(`SELECT tableoid::regclass::text AS partition FROM events WHERE event_id = $1`, [event.event_id]);
-    expect(rows[0].partition).to.equal('events_2019_03');
+    expect(rows[0].partition).to.equal(`events_${month.replace('-', '_')}`);
   });
 
   it('rejects the whole batch with one error per invalid field of each invalid item', async () => {

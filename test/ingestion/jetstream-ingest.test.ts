@@ -94,3 +94,55 @@ describe('JetStream ingestion (audit.ingest.<tenant_id>)', () => {
     expect(metrics).to.match(/audit_errors_total\{kind="ingest_rejected"\} [4-9]/);
   });
 });
+
+describe('JetStream ingestion when Postgres refuses one event of a batch', () => {
+  let db: TestDatabase;
+  let service: TestService;
+  let nc: NatsConnection;
+  let js: JetStreamClient;
+  let jsm: JetStreamManager;
+
+  const rejectedCount = async () => {
+    const metrics = await (await fetch(`${service.internalUrl}/metrics`)).text();
+    return Number(/audit_errors_total\{kind="ingest_rejected"\} (\d+)/.exec(metrics)?.[1] ?? 0);
+  };
+  const storedFor = async (tenants: string[]) =>
+    Number((await db.pool.query('SELECT count(*) FROM events WHERE tenant_id = ANY($1)', [tenants])).rows[0].count);
+
+  before(async () => {
+    db = await createTestDatabase();
+    // A permanent refusal that validation cannot know about, standing for tomorrow's 22xxx or 23xxx.
+    await db.pool.query(`ALTER TABLE events ADD CONSTRAINT test_refuses_poison CHECK (user_id <> 'poison')`);
+    service = await startTestService({ databaseUrl: db.url, roles: ['ingest'] });
+    nc = await connect({ servers: '127.0.0.1:4222' });
+    js = jetstream(nc);
+    jsm = await jetstreamManager(nc);
+  });
+
+  after(async () => {
+    await service?.stop();
+    await jsm?.streams.delete(`${service.busNamespace.toUpperCase()}_AUDIT_INGEST`).catch(() => undefined);
+    await nc?.close();
+    await db?.drop();
+  });
+
+  it('stores every storable event of every tenant and terminates only the refused one, within seconds', async () => {
+    const rejectedBefore = await rejectedCount();
+    const tenants = ['split-a', 'split-b', 'split-c'];
+    const valid = Array.from({ length: 20 }, (_, index) => producerEvent({ tenant_id: tenants[index % 3] }));
+    const poison = producerEvent({ tenant_id: 'split-a', user_id: 'poison' });
+    // Published together, so that they are consumed as one batch.
+    await Promise.all(
+      [...valid.slice(0, 10), poison, ...valid.slice(10)].map((event) =>
+        js.publish(`${service.busNamespace}.audit.ingest.${event.tenant_id}`, JSON.stringify(event)),
+      ),
+    );
+    await waitFor(async () => (await storedFor(tenants)) === 20, 'the 20 valid events stored', 10_000);
+    await waitFor(async () => {
+      const info = await jsm.consumers.info(`${service.busNamespace.toUpperCase()}_AUDIT_INGEST`, 'audit-ingest');
+      return info.num_ack_pending === 0 && info.num_pending === 0;
+    }, 'the refused message terminated rather than redelivered', 10_000);
+    expect(await rejectedCount()).to.equal(rejectedBefore + 1);
+    expect(Number((await db.pool.query(`SELECT count(*) FROM events WHERE user_id = 'poison'`)).rows[0].count)).to.equal(0);
+  });
+});

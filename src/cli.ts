@@ -5,6 +5,7 @@ import type { ApiKeyRecord } from './auth/apiKeyStore.ts';
 import { ConfigError, loadConfig, requireSetting, type Config } from './config/config.ts';
 import { Database } from './db/database.ts';
 import { createDatabaseIfMissing, migrate } from './db/migrate.ts';
+import { checkImportFile, importEvents } from './ingestion/eventImport.ts';
 import { EventWriter } from './ingestion/eventWriter.ts';
 import { ROLES, startService, type Role } from './main.ts';
 import { AppError } from './platform/errors.ts';
@@ -19,6 +20,7 @@ Usage:
   audit-trail keys mint --tenant T --scopes a,b [--cidr C]... [--description D] [--json]
   audit-trail keys revoke <lookup_id>
   audit-trail keys list [--tenant T] [--json]
+  audit-trail import [--allow-old] FILE.ndjson
 
 Configuration comes from the environment (DATABASE_URL, REDIS_URL, NATS_URL, PORT, INTERNAL_PORT,
 INGEST_TOKENS, KEY_PEPPER, SECRET_ENCRYPTION_KEY, KEY_ENVIRONMENT, LOG_LEVEL, ...); see README.md.
@@ -49,6 +51,8 @@ async function main(argv: string[]): Promise<number> {
       return runMigrate(rest, config, log);
     case 'keys':
       return keys(rest, config, log);
+    case 'import':
+      return importFile(rest, config, log);
     default:
       throw new UsageError(`unknown command "${command}"; see audit-trail --help`);
   }
@@ -137,6 +141,33 @@ async function keys(args: string[], config: Config, log: Logger): Promise<number
       default:
         throw new UsageError('keys takes mint, revoke or list; see audit-trail --help');
     }
+  } finally {
+    await db.close();
+  }
+}
+
+/**
+ * Backfills history: the whole file is checked first (nothing is stored when a line is invalid), then
+ * written in batches with progress on stderr. --allow-old lifts INGEST_MAX_EVENT_AGE for this import only.
+ */
+async function importFile(args: string[], config: Config, log: Logger): Promise<number> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { 'allow-old': { type: 'boolean', default: false } } });
+  if (positionals.length !== 1) throw new UsageError('import takes one NDJSON file of events (one JSON event per line)');
+  const path = positionals[0]!;
+  const window = values['allow-old'] ? { ...config.ingestWindow, maxAgeMs: Number.POSITIVE_INFINITY } : config.ingestWindow;
+  const checked = await checkImportFile(path, window);
+  if (checked.problems.length > 0) {
+    for (const problem of checked.problems) process.stderr.write(`${path}:${problem.line}: ${problem.field} ${problem.message}\n`);
+    process.stderr.write(`audit-trail: ${path} has invalid events (the first ${checked.problems.length} problems above); nothing was imported\n`);
+    return 1;
+  }
+  const db = new Database({ url: config.databaseUrl, poolSize: 2, applicationName: 'audit-trail import', log });
+  try {
+    const done = await importEvents(path, window, new EventWriter(db), (progress) => {
+      process.stderr.write(`imported ${progress.written} of ${progress.total} events (${progress.duplicates} already stored)\n`);
+    }, checked.total);
+    process.stdout.write(`${JSON.stringify({ events: done.total, stored: done.stored, duplicates: done.duplicates })}\n`);
+    return 0;
   } finally {
     await db.close();
   }

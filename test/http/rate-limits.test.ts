@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { startRedis, stopRedis } from '../support/local-services.ts';
+import { PrivateRedis } from '../support/private-services.ts';
 import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -9,18 +9,25 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 describe('per-key rate limits', function () {
   this.timeout(60_000);
   let db: TestDatabase;
+  // The last test stops Redis: every service of this file uses a Redis of its own.
+  let redis: PrivateRedis;
 
   before(async () => {
+    redis = await PrivateRedis.start();
     db = await createTestDatabase();
   });
 
   after(async () => {
-    await startRedis();
     await db?.drop();
+    await redis?.remove();
   });
 
   /** A fresh budget namespace per service group, so tests never share counters. */
-  const isolated = (extra: Record<string, string> = {}) => ({ RATE_LIMIT_KEY_PREFIX: `test:${randomBytes(4).toString('hex')}`, ...extra });
+  const isolated = (extra: Record<string, string> = {}) => ({
+    REDIS_URL: redis.url,
+    RATE_LIMIT_KEY_PREFIX: `test:${randomBytes(4).toString('hex')}`,
+    ...extra,
+  });
   const readKey = () => mintKey(db.url, { tenantId: 'limits', scopes: ['audit:read', 'audit:export'] }).then((minted) => minted.key);
 
   describe('with the SPEC limits (1,000 reads a minute)', () => {
@@ -66,9 +73,10 @@ describe('per-key rate limits', function () {
   describe('with small limits and a 2-second window', () => {
     let api: TestService;
     let twin: TestService;
-    const env = isolated({ RATE_LIMIT_READ_PER_MINUTE: '5', RATE_LIMIT_WRITE_PER_MINUTE: '3', RATE_LIMIT_WINDOW_SECONDS: '2', RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: '4' });
 
     before(async () => {
+      // One budget namespace for both instances: they share it through Redis.
+      const env = isolated({ RATE_LIMIT_READ_PER_MINUTE: '5', RATE_LIMIT_WRITE_PER_MINUTE: '3', RATE_LIMIT_WINDOW_SECONDS: '2', RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: '4' });
       api = await startTestService({ databaseUrl: db.url, roles: ['api'], env });
       twin = await startTestService({ databaseUrl: db.url, roles: ['api'], env });
     });
@@ -137,7 +145,7 @@ describe('per-key rate limits', function () {
       await sleep(2_100);
       const key = await readKey();
       expect((await read(api.baseUrl, key)).status).to.equal(200);
-      await stopRedis();
+      await redis.stop();
       try {
         const during = [];
         for (let i = 0; i < 6; i += 1) during.push((await read(api.baseUrl, key)).status);
@@ -153,7 +161,7 @@ describe('per-key rate limits', function () {
         const metrics = await call(`${api.internalUrl}/metrics`);
         expect(metrics.text).to.match(/^rate_limiter_fallback_active 1$/m);
       } finally {
-        await startRedis();
+        await redis.start();
       }
       // ioredis reconnects in the background; shared limits resume on the first answered command.
       let status = 0;

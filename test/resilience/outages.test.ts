@@ -3,16 +3,15 @@ import { jetstream } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { producerEvent } from '../support/events.ts';
-import { startNats, startPostgres, stopNats, stopPostgres } from '../support/local-services.ts';
+import { PrivateNats, PrivatePostgres } from '../support/private-services.ts';
 import { TEST_INGEST_TOKEN, call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
-/**
- * Stops the real Postgres and NATS under a running service. Runs alone: nothing else may use the
- * machine's services meanwhile (mocha runs files one after another).
- */
+/** Stops a Postgres and a NATS of this file's own under a running service. */
 describe('outages of Postgres and NATS', function () {
   this.timeout(90_000);
+  let postgres: PrivatePostgres;
+  let nats: PrivateNats;
   let db: TestDatabase;
   let service: TestService;
   let key: string;
@@ -23,22 +22,25 @@ describe('outages of Postgres and NATS', function () {
     Number((await db.pool.query('SELECT count(*) FROM events WHERE tenant_id = $1', [tenant])).rows[0].count);
 
   before(async () => {
-    db = await createTestDatabase();
-    service = await startTestService({ databaseUrl: db.url, roles: ['api', 'ingest'] });
+    postgres = await PrivatePostgres.start();
+    nats = await PrivateNats.start();
+    db = await createTestDatabase(postgres.url);
+    service = await startTestService({ databaseUrl: db.url, roles: ['api', 'ingest'], env: { NATS_URL: nats.url } });
     key = (await mintKey(db.url, { tenantId: 'outage', scopes: ['audit:read'] })).key;
     expect((await ready()).status).to.equal(200);
   });
 
   after(async () => {
-    await startPostgres();
-    await startNats();
     await service?.stop();
-    await db?.drop();
+    // The database goes with its cluster.
+    await db?.pool.end();
+    await postgres?.remove();
+    await nats?.remove();
   });
 
   it('answers 503 with a clear body while Postgres is down, then recovers by itself', async () => {
     expect((await list()).status).to.equal(200);
-    await stopPostgres();
+    await postgres.stop();
     try {
       const readiness = await ready();
       expect(readiness.status).to.equal(503);
@@ -63,16 +65,16 @@ describe('outages of Postgres and NATS', function () {
       });
       expect(ingest.status).to.equal(503);
     } finally {
-      await startPostgres();
+      await postgres.start();
     }
     await waitFor(async () => (await ready()).status === 200, 'readiness after Postgres returned', 20_000, 250);
     await waitFor(async () => (await list()).status === 200, 'reads after Postgres returned', 20_000, 250);
   });
 
   it('keeps JetStream events published during a Postgres outage and stores them afterwards', async () => {
-    const nc: NatsConnection = await connect({ servers: '127.0.0.1:4222' });
+    const nc: NatsConnection = await connect({ servers: nats.url });
     try {
-      await stopPostgres();
+      await postgres.stop();
       try {
         const js = jetstream(nc);
         for (let i = 0; i < 5; i += 1) {
@@ -80,7 +82,7 @@ describe('outages of Postgres and NATS', function () {
         }
         await new Promise((resolve) => setTimeout(resolve, 1_000));
       } finally {
-        await startPostgres();
+        await postgres.start();
       }
       await waitFor(async () => (await countStored('outage-js').catch(() => 0)) === 5, 'events stored after the outage', 30_000, 250);
     } finally {
@@ -89,7 +91,7 @@ describe('outages of Postgres and NATS', function () {
   });
 
   it('fails readiness while NATS is down and resumes JetStream ingestion when it returns', async () => {
-    await stopNats();
+    await nats.stop();
     try {
       await waitFor(async () => (await ready()).status === 503, 'readiness to fail without NATS', 10_000, 200);
       const readiness = await ready();
@@ -97,10 +99,10 @@ describe('outages of Postgres and NATS', function () {
       // Reads do not need NATS and keep working.
       expect((await list()).status).to.equal(200);
     } finally {
-      await startNats();
+      await nats.start();
     }
     await waitFor(async () => (await ready()).status === 200, 'readiness after NATS returned', 30_000, 250);
-    const nc = await connect({ servers: '127.0.0.1:4222' });
+    const nc = await connect({ servers: nats.url });
     try {
       await jetstream(nc).publish(`${service.busNamespace}.audit.ingest.after-nats`, JSON.stringify(producerEvent({ tenant_id: 'after-nats' })));
       await waitFor(async () => (await countStored('after-nats')) === 1, 'ingestion to resume after the NATS restart', 30_000, 250);

@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
-import { startNats, stopNats } from '../support/local-services.ts';
+import { PrivateNats } from '../support/private-services.ts';
 import { freePort } from '../support/ports.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';
@@ -23,6 +23,7 @@ const idsReceived = (receiver: TestReceiver) => new Set(receiver.received.map((d
 
 describe('webhook delivery survives crashes (at least once)', function () {
   this.timeout(90_000);
+  let nats: PrivateNats;
   let db: TestDatabase;
   let api: TestService;
   let receiver: TestReceiver;
@@ -30,9 +31,10 @@ describe('webhook delivery survives crashes (at least once)', function () {
   const children: ChildProcess[] = [];
 
   before(async () => {
+    nats = await PrivateNats.start();
     db = await createTestDatabase();
     // The api and relay run here; workers run as child processes that can be killed.
-    api = await startTestService({ databaseUrl: db.url, roles: ['api', 'relay'], env: DELIVERY_ENV });
+    api = await startTestService({ databaseUrl: db.url, roles: ['api', 'relay'], env: { ...DELIVERY_ENV, NATS_URL: nats.url } });
     receiver = await startReceiver(204);
     ({ key } = await mintKey(db.url, { tenantId: 'crash', scopes: ['webhooks:write', 'audit:read'] }));
     const registered = await call(`${api.baseUrl}/audit/webhooks`, { key, body: { url: receiver.url, event_filter: ['phi.'] } });
@@ -41,10 +43,10 @@ describe('webhook delivery survives crashes (at least once)', function () {
 
   after(async () => {
     for (const child of children) child.kill('SIGKILL');
-    await startNats();
     await api?.stop();
     await receiver?.close();
     await db?.drop();
+    await nats?.remove();
   });
 
   async function startWorkerProcess(): Promise<ChildProcess> {
@@ -54,6 +56,7 @@ describe('webhook delivery survives crashes (at least once)', function () {
         ...process.env,
         ...DELIVERY_ENV,
         DATABASE_URL: db.url,
+        NATS_URL: nats.url,
         NATS_NAMESPACE: api.busNamespace,
         SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
         INTERNAL_PORT: String(internalPort),
@@ -91,13 +94,13 @@ describe('webhook delivery survives crashes (at least once)', function () {
 
   it('loses nothing across a NATS restart', async () => {
     const before = receiver.received.length;
-    await stopNats();
+    await nats.stop();
     const events = Array.from({ length: 20 }, () => newEvent({ tenantId: 'crash', action: 'phi.query' }));
     // Written while NATS is down: the deliveries wait in the outbox.
     await seedEvents(db.url, events);
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     expect(receiver.received.length).to.equal(before);
-    await startNats();
+    await nats.start();
     await waitFor(async () => (await deliveryStates()).succeeded === 50, 'every delivery to succeed after the restart', 45_000);
     const received = idsReceived(receiver);
     expect(events.every((event) => received.has(event.eventId))).to.equal(true);

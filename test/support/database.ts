@@ -12,12 +12,12 @@ import { createLogger } from '../../src/platform/logger.ts';
 const SERVER_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const TEST_DB_PREFIX = 'audit_test_';
 
-export function databaseUrl(name: string): string {
-  return `${SERVER_URL}/${name}`;
+export function databaseUrl(name: string, server = SERVER_URL): string {
+  return `${server}/${name}`;
 }
 
-async function withAdmin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: databaseUrl('postgres') });
+async function withAdmin<T>(server: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: databaseUrl('postgres', server) });
   await client.connect();
   try {
     return await fn(client);
@@ -26,14 +26,15 @@ async function withAdmin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
   }
 }
 
-let templateName: Promise<string> | undefined;
+/** Per server: the machine's, or a private one of an outage test. */
+const templateNames = new Map<string, Promise<string>>();
 
-async function migratedTemplate(): Promise<string> {
+async function migratedTemplate(server: string): Promise<string> {
   const migrations = await loadMigrations();
   const hash = createHash('sha256');
   for (const migration of migrations) hash.update(migration.name).update(migration.sql);
   const name = `audit_template_${hash.digest('hex').slice(0, 12)}`;
-  await withAdmin(async (admin) => {
+  await withAdmin(server, async (admin) => {
     await admin.query('SELECT pg_advisory_lock(726151002)');
     try {
       await sweepOldDatabases(admin);
@@ -41,7 +42,7 @@ async function migratedTemplate(): Promise<string> {
       if (exists.rowCount) return;
       await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(`${name}_building`)} WITH (FORCE)`);
       await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(`${name}_building`)}`);
-      await migrate(databaseUrl(`${name}_building`), createLogger('silent'));
+      await migrate(databaseUrl(`${name}_building`, server), createLogger('silent'));
       await admin.query(`ALTER DATABASE ${pg.escapeIdentifier(`${name}_building`)} RENAME TO ${pg.escapeIdentifier(name)}`);
     } finally {
       await admin.query('SELECT pg_advisory_unlock(726151002)');
@@ -73,13 +74,13 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/** A fresh, migrated database for one test file. */
-export async function createTestDatabase(): Promise<TestDatabase> {
-  templateName ??= migratedTemplate();
-  const template = await templateName;
+/** A fresh, migrated database for one test file, on the machine's Postgres unless another server is given. */
+export async function createTestDatabase(server = SERVER_URL): Promise<TestDatabase> {
+  if (!templateNames.has(server)) templateNames.set(server, migratedTemplate(server));
+  const template = await templateNames.get(server)!;
   const name = `${TEST_DB_PREFIX}${Math.floor(Date.now() / 1000)}_${randomBytes(4).toString('hex')}`;
-  await withAdmin((admin) => admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)} TEMPLATE ${pg.escapeIdentifier(template)}`));
-  const url = databaseUrl(name);
+  await withAdmin(server, (admin) => admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)} TEMPLATE ${pg.escapeIdentifier(template)}`));
+  const url = databaseUrl(name, server);
   const pool = new pg.Pool({ connectionString: url, max: 4 });
   pool.on('error', () => undefined);
   // A clone carries its template's deployment identity; each test database stands for a deployment of its own.
@@ -90,7 +91,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     pool,
     async drop() {
       await pool.end();
-      await withAdmin((admin) => admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`));
+      await withAdmin(server, (admin) => admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`));
     },
   };
 }

@@ -1,0 +1,376 @@
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { chownSync, closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { createConnection } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { freeServicePort } from './ports.ts';
+
+/**
+ * Postgres, NATS and Redis servers that one test file starts, stops (cleanly or by crashing them) and
+ * removes, for tests of how the service rides out an outage. The machine's own servers are shared by
+ * everyone working on it and must never be stopped, restarted or flushed by a test.
+ *
+ * Each server is a child process of the test run, with its files in a temporary directory of its own that
+ * is also its working directory. It is killed only by its own PID. The directory goes when the test calls
+ * remove(); if the run ends without that (a failed hook, Ctrl-C, process.exit), an exit hook kills the
+ * server and removes the directory; if the run itself was killed, the next run sweeps what it left.
+ */
+
+/** How a test takes a server away: a clean shutdown, or a crash that gives it no chance to tidy up. */
+export type StopMode = 'clean' | 'crash';
+
+interface Launch {
+  readonly command: string;
+  readonly args: readonly string[];
+  /** The OS user to run as, when it must not be root (Postgres refuses to). */
+  readonly user?: { uid: number; gid: number };
+}
+
+const DIRECTORY_PREFIX = 'audit-trail-private-';
+const START_TIMEOUT_MS = 30_000;
+const STOP_TIMEOUT_MS = 15_000;
+
+const live = new Set<PrivateServer>();
+
+abstract class PrivateServer {
+  /** The server's files: its data, its log (server.log) and its Unix sockets. */
+  readonly directory: string;
+  readonly kind: string;
+  readonly port: number;
+  private child: ChildProcess | undefined;
+  private exited: Promise<unknown> | undefined;
+
+  protected constructor(kind: string, port: number) {
+    this.kind = kind;
+    this.port = port;
+    sweepAbandonedDirectories();
+    installExitHooks();
+    // The owner's PID in the name tells a later run whether the directory was abandoned.
+    this.directory = mkdtempSync(join(tmpdir(), `${DIRECTORY_PREFIX}${kind}-${process.pid}-`));
+    live.add(this);
+  }
+
+  /** The URL a client (or the service under test) connects to. */
+  abstract readonly url: string;
+  /** Signals for a clean stop and for a crash. */
+  protected abstract readonly signals: Readonly<Record<StopMode, NodeJS.Signals>>;
+  protected abstract launch(): Launch;
+  /** Whether the server serves clients yet. */
+  protected abstract answers(): Promise<boolean>;
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** Starts the server on its port and data (again, after a stop) and waits until it serves clients. */
+  async start(): Promise<void> {
+    if (this.child) return;
+    const { command, args, user } = this.launch();
+    const log = openSync(join(this.directory, 'server.log'), 'a');
+    const child = spawn(command, args, { cwd: this.directory, stdio: ['ignore', log, log], uid: user?.uid, gid: user?.gid });
+    closeSync(log);
+    this.child = child;
+    let failure: string | undefined;
+    this.exited = new Promise((resolve) => {
+      child.once('exit', (code, signal) => resolve((failure ??= `exited (${signal ?? code})`)));
+      // Only when it could not be started at all, e.g. ENOENT.
+      child.once('error', (error) => resolve((failure ??= error.message)));
+    });
+    const deadline = Date.now() + START_TIMEOUT_MS;
+    while (!(await this.answers())) {
+      if (failure !== undefined || Date.now() > deadline) {
+        await this.stop('crash');
+        throw new Error(`Private ${this.kind} on port ${this.port} did not start (${failure ?? 'timed out'}):\n${this.logTail()}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  /** Stops the server by its PID and waits until it has exited. Its data stays for a later start(). */
+  async stop(mode: StopMode = 'clean'): Promise<void> {
+    const child = this.child;
+    if (!child) return;
+    child.kill(this.signals[mode]);
+    const timedOut = Symbol('timed out');
+    let timer: NodeJS.Timeout | undefined;
+    const outcome = await Promise.race([
+      this.exited,
+      new Promise((resolve) => (timer = setTimeout(resolve, STOP_TIMEOUT_MS, timedOut))),
+    ]);
+    clearTimeout(timer);
+    if (outcome === timedOut) {
+      child.kill('SIGKILL');
+      await this.exited;
+    }
+    this.child = undefined;
+  }
+
+  /** Stops the server if it runs and deletes its directory. */
+  async remove(): Promise<void> {
+    await this.stop('crash');
+    rmSync(this.directory, { recursive: true, force: true });
+    live.delete(this);
+  }
+
+  /** remove() for an exit hook, where nothing asynchronous runs any more. */
+  removeNow(): void {
+    const pid = this.child?.pid;
+    if (pid !== undefined) {
+      killAndWait(pid, this.signals.crash);
+      this.child = undefined;
+    }
+    rmSync(this.directory, { recursive: true, force: true });
+    live.delete(this);
+  }
+
+  private logTail(): string {
+    try {
+      return readFileSync(join(this.directory, 'server.log'), 'utf8').split('\n').slice(-20).join('\n');
+    } catch {
+      return '(no log)';
+    }
+  }
+}
+
+/** A Postgres cluster of its own (initdb), trust authentication for user postgres on 127.0.0.1. */
+export class PrivatePostgres extends PrivateServer {
+  protected readonly signals = { clean: 'SIGINT', crash: 'SIGQUIT' } as const; // fast and immediate shutdown
+  private readonly binaries: string;
+  private readonly user: { uid: number; gid: number } | undefined;
+
+  private constructor(port: number, binaries: string, user: { uid: number; gid: number } | undefined) {
+    super('postgres', port);
+    this.binaries = binaries;
+    this.user = user;
+  }
+
+  static async start(): Promise<PrivatePostgres> {
+    const server = new PrivatePostgres(await freeServicePort(), postgresBinaries(), postgresUser());
+    try {
+      if (server.user) chownSync(server.directory, server.user.uid, server.user.gid);
+      await promisify(execFile)(
+        join(server.binaries, 'initdb'),
+        ['-D', server.dataDirectory, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-locale', '--no-sync'],
+        { cwd: server.directory, uid: server.user?.uid, gid: server.user?.gid },
+      );
+      await server.start();
+      return server;
+    } catch (error) {
+      await server.remove();
+      throw error;
+    }
+  }
+
+  /** The server's URL without a database; append `/name`. */
+  get url(): string {
+    return `postgres://postgres@127.0.0.1:${this.port}`;
+  }
+
+  private get dataDirectory(): string {
+    return join(this.directory, 'data');
+  }
+
+  protected launch(): Launch {
+    return {
+      command: join(this.binaries, 'postgres'),
+      args: [
+        '-D', this.dataDirectory, '-p', String(this.port), '-k', this.directory,
+        '-c', 'listen_addresses=127.0.0.1',
+        // Only a process crash is ever simulated, never the machine's: the page cache keeps what fsync would.
+        '-c', 'fsync=off', '-c', 'full_page_writes=off',
+      ],
+      user: this.user,
+    };
+  }
+
+  protected async answers(): Promise<boolean> {
+    const client = new pg.Client({ connectionString: `${this.url}/postgres`, connectionTimeoutMillis: 2000 });
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+      await client.query('SELECT 1');
+      return true;
+    } catch {
+      // Refused while starting ("the database system is starting up") or not listening yet.
+      return false;
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+}
+
+/** A NATS server with JetStream and a store directory of its own. */
+export class PrivateNats extends PrivateServer {
+  protected readonly signals = { clean: 'SIGTERM', crash: 'SIGKILL' } as const;
+
+  private constructor(port: number) {
+    super('nats', port);
+  }
+
+  static async start(): Promise<PrivateNats> {
+    const server = new PrivateNats(await freeServicePort());
+    await startOrRemove(server);
+    return server;
+  }
+
+  get url(): string {
+    return `nats://127.0.0.1:${this.port}`;
+  }
+
+  protected launch(): Launch {
+    return { command: 'nats-server', args: ['-js', '-a', '127.0.0.1', '-p', String(this.port), '-sd', join(this.directory, 'store')] };
+  }
+
+  protected answers(): Promise<boolean> {
+    return portAnswers(this.port);
+  }
+}
+
+/** A Redis server that keeps nothing on disk. */
+export class PrivateRedis extends PrivateServer {
+  protected readonly signals = { clean: 'SIGTERM', crash: 'SIGKILL' } as const;
+
+  private constructor(port: number) {
+    super('redis', port);
+  }
+
+  static async start(): Promise<PrivateRedis> {
+    const server = new PrivateRedis(await freeServicePort());
+    await startOrRemove(server);
+    return server;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  protected launch(): Launch {
+    return {
+      command: 'redis-server',
+      args: ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.directory],
+    };
+  }
+
+  protected answers(): Promise<boolean> {
+    return portAnswers(this.port);
+  }
+}
+
+async function startOrRemove(server: PrivateServer): Promise<void> {
+  try {
+    await server.start();
+  } catch (error) {
+    await server.remove();
+    throw error;
+  }
+}
+
+function portAnswers(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/** The directory of initdb and postgres: pg_config's, else the newest under /usr/lib/postgresql (Debian). */
+function postgresBinaries(): string {
+  const candidates: string[] = [];
+  try {
+    candidates.push(execFileSync('pg_config', ['--bindir'], { encoding: 'utf8' }).trim());
+  } catch {
+    // No pg_config (it comes with libpq-dev on Debian).
+  }
+  if (existsSync('/usr/lib/postgresql')) {
+    const versions = readdirSync('/usr/lib/postgresql').sort((a, b) => Number(b) - Number(a));
+    candidates.push(...versions.map((version) => `/usr/lib/postgresql/${version}/bin`));
+  }
+  const found = candidates.find((dir) => existsSync(join(dir, 'initdb')) && existsSync(join(dir, 'postgres')));
+  if (!found) throw new Error('No PostgreSQL server binaries (initdb, postgres) found; install postgresql');
+  return found;
+}
+
+/** Postgres refuses to run as root: as root, run it as the postgres OS user. */
+function postgresUser(): { uid: number; gid: number } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+  return { uid: id('-u'), gid: id('-g') };
+}
+
+/** Gone or a zombie: a child that exited but that the event loop (not running in an exit hook) did not reap. */
+function processGone(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return true;
+  }
+}
+
+function killAndWait(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    return;
+  }
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (let waited = 0; !processGone(pid); waited += 20) {
+    if (waited === 5_000) process.kill(pid, 'SIGKILL');
+    if (waited > 10_000) return;
+    Atomics.wait(pause, 0, 0, 20);
+  }
+}
+
+let exitHooksInstalled = false;
+
+function installExitHooks(): void {
+  if (exitHooksInstalled) return;
+  exitHooksInstalled = true;
+  const removeAll = () => {
+    for (const server of [...live]) server.removeNow();
+  };
+  process.on('exit', removeAll);
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(signal, () => {
+      removeAll();
+      // Then die of the signal as if no one had listened.
+      process.kill(process.pid, signal);
+    });
+  }
+}
+
+let swept = false;
+
+/**
+ * Removes directories whose run was killed before its exit hook could run, and kills the servers still
+ * working in them (a server's working directory is its own directory). A directory whose owner lives
+ * belongs to a run going on beside us and is left alone.
+ */
+function sweepAbandonedDirectories(): void {
+  if (swept) return;
+  swept = true;
+  const pattern = new RegExp(`^${DIRECTORY_PREFIX}[a-z]+-(\\d+)-`);
+  const abandoned = readdirSync(tmpdir())
+    .filter((name) => {
+      const owner = pattern.exec(name)?.[1];
+      return owner !== undefined && processGone(Number(owner));
+    })
+    .map((name) => join(tmpdir(), name));
+  if (abandoned.length === 0) return;
+  for (const entry of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    let cwd: string;
+    try {
+      cwd = readlinkSync(`/proc/${entry}/cwd`);
+    } catch {
+      continue;
+    }
+    if (abandoned.some((directory) => cwd === directory || cwd.startsWith(`${directory}/`))) killAndWait(Number(entry), 'SIGKILL');
+  }
+  for (const directory of abandoned) rmSync(directory, { recursive: true, force: true });
+}

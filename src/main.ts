@@ -1,5 +1,4 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
 import type Router from '@koa/router';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ApiKeyService } from './auth/apiKeyService.ts';
@@ -18,6 +17,7 @@ import { CursorCodec } from './events/cursor.ts';
 import { EventExporter } from './events/eventExport.ts';
 import { EventReader } from './events/eventReader.ts';
 import { ensureEventPartitions } from './events/eventStore.ts';
+import { HttpPort } from './http/httpServer.ts';
 import { buildInternalApp, type ReadinessCheck } from './http/internalApp.ts';
 import { buildPublicApp } from './http/publicApp.ts';
 import { eventRoutes, eventsOpenApi } from './http/routes/events.ts';
@@ -78,8 +78,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const readiness: ReadinessCheck[] = [];
   const internalRoutes: Router<RequestState>[] = [];
   let accepting = true;
-  let publicServer: Server | undefined;
-  let internalServer: Server | undefined;
+  const closing = () => !accepting;
+  let publicServer: HttpPort | undefined;
+  let internalServer: HttpPort | undefined;
 
   try {
     const db = new Database({
@@ -224,8 +225,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
           { router: webhookRoutes(webhookRegistry(config, writer, 'the api role')), openapi: webhooksOpenApi({ allowHttp: config.webhookAllowHttp }) },
         ],
       });
-      publicServer = await listen(createServer(app.callback()), config.host, config.port);
-      releasers.add('public server', () => closeServer(publicServer!, config.shutdownGraceMs));
+      publicServer = await HttpPort.listen(app.callback(), config.host, config.port, closing);
+      releasers.add('public server', () => publicServer!.close(config.shutdownGraceMs));
     }
 
     const internalApp = buildInternalApp({
@@ -236,23 +237,33 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       features: internalRoutes,
       accepting: () => accepting,
     });
-    internalServer = await listen(createServer(internalApp.callback()), config.host, config.internalPort);
-    releasers.add('internal server', () => closeServer(internalServer!, config.shutdownGraceMs));
+    internalServer = await HttpPort.listen(internalApp.callback(), config.host, config.internalPort, closing);
+    releasers.add('internal server', () => internalServer!.close(config.shutdownGraceMs));
   } catch (error) {
     await releasers.releaseAll(log);
     throw error;
   }
 
   log.info(
-    { roles, public_port: portOf(publicServer), internal_port: portOf(internalServer), version: SERVICE_VERSION },
+    { roles, public_port: publicServer?.port, internal_port: internalServer?.port, version: SERVICE_VERSION },
     'audit-trail started',
   );
+  // Kubernetes takes a terminating pod out of its Services' endpoints a moment after it is signalled, and
+  // load balancers follow later still: until then new requests keep arriving, and refusing them would be
+  // errors for clients. Only roles behind a Service wait.
+  const drainDelayMs = has('api') || has('ingest') ? config.shutdownDrainDelayMs : 0;
   return {
-    publicPort: portOf(publicServer),
-    internalPort: portOf(internalServer)!,
+    publicPort: publicServer?.port,
+    internalPort: internalServer!.port,
     metrics,
     async stop() {
+      if (!accepting) return;
+      // Readiness fails from now on; requests are still served, each answered with Connection: close.
       accepting = false;
+      if (drainDelayMs > 0) {
+        log.info({ drain_delay_ms: drainDelayMs }, 'not ready; serving while endpoints drain');
+        await delay(drainDelayMs);
+      }
       await releasers.releaseAll(log);
       log.info('audit-trail stopped');
     },
@@ -272,39 +283,6 @@ async function defaultKubeConfig(): Promise<KubeConfig> {
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromDefault();
   return kubeConfig;
-}
-
-function listen(server: Server, host: string, port: number): Promise<Server> {
-  // Keep-alive longer than typical load balancer idle timeouts, so the balancer closes first.
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve(server);
-    });
-  });
-}
-
-/** Stops accepting connections, lets in-flight requests finish within the grace period, then cuts the rest. */
-function closeServer(server: Server, graceMs: number): Promise<void> {
-  return new Promise((resolve) => {
-    const deadline = setTimeout(() => server.closeAllConnections(), graceMs).unref();
-    // Keep-alive connections turn idle as their last response completes; close each one as it does,
-    // rather than waiting for the client or the grace period.
-    const sweeper = setInterval(() => server.closeIdleConnections(), 50).unref();
-    server.close(() => {
-      clearTimeout(deadline);
-      clearInterval(sweeper);
-      resolve();
-    });
-    server.closeIdleConnections();
-  });
-}
-
-function portOf(server: Server | undefined): number | undefined {
-  return server ? (server.address() as AddressInfo).port : undefined;
 }
 
 function monthsAhead(count: number): number[] {

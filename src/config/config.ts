@@ -115,6 +115,9 @@ const environmentSchema = z.object({
   POD_NAME: z.string().optional(),
   POD_NAMESPACE: z.string().optional(),
   SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(10_000),
+  // After SIGTERM: how long a pod keeps serving (not ready, Connection: close) before it stops accepting,
+  // so that Services and load balancers stop sending to it first. The chart's preStop pause matches it.
+  SHUTDOWN_DRAIN_DELAY_MS: z.coerce.number().int().min(0).max(120_000).default(5_000),
 }).superRefine((env, ctx) => {
   // The old leader must stop acting before anyone else may start (client-go's invariant).
   if (!(env.CONTROLLER_LEASE_DURATION_MS > env.CONTROLLER_RENEW_DEADLINE_MS)) {
@@ -192,6 +195,7 @@ function toConfig(env: z.output<typeof environmentSchema>) {
     podName: env.POD_NAME,
     podNamespace: env.POD_NAMESPACE,
     shutdownGraceMs: env.SHUTDOWN_GRACE_MS,
+    shutdownDrainDelayMs: env.SHUTDOWN_DRAIN_DELAY_MS,
   };
 }
 

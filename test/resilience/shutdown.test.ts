@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { Agent, request } from 'node:http';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { freePort } from '../support/ports.ts';
@@ -22,14 +23,27 @@ describe('graceful shutdown on SIGTERM', function () {
     await db?.drop();
   });
 
-  it('finishes the requests in flight, then exits 0', async () => {
+  const startApi = async (drainDelayMs: number) => {
     const [port, internalPort] = [await freePort(), await freePort()];
-    child = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', 'api'], {
-      env: { ...process.env, DATABASE_URL: db.url, KEY_PEPPER: TEST_PEPPER, SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, PORT: String(port), INTERNAL_PORT: String(internalPort), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'inherit', 'inherit'],
-    });
+    const env = {
+      ...process.env,
+      DATABASE_URL: db.url,
+      KEY_PEPPER: TEST_PEPPER,
+      SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+      PORT: String(port),
+      INTERNAL_PORT: String(internalPort),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      SHUTDOWN_DRAIN_DELAY_MS: String(drainDelayMs),
+    };
+    child = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', 'api'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
     const exited = once(child, 'exit');
     await waitFor(async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200, 'service ready');
+    return { port, internalPort, exited, child };
+  };
+
+  it('finishes the requests in flight, then exits 0', async () => {
+    const { port, exited, child } = await startApi(0);
     const { key } = await mintKey(db.url, { tenantId: 'drain', scopes: ['audit:read'] });
     const url = `http://127.0.0.1:${port}/api/v2/public/audit/events?limit=1000`;
     // Warm the key cache, so the in-flight requests below are past accept when the signal lands.
@@ -49,5 +63,57 @@ describe('graceful shutdown on SIGTERM', function () {
     // After exit nothing listens any more.
     const after = await call(url, { key }).then(() => 'answered', () => 'refused');
     expect(after).to.equal('refused');
+  });
+
+  it('keeps serving keep-alive clients through the drain delay, each answer with Connection: close: zero resets', async () => {
+    const { port, internalPort, exited, child } = await startApi(1_500);
+    const { key } = await mintKey(db.url, { tenantId: 'drain', scopes: ['audit:read'] });
+    const agent = new Agent({ keepAlive: true, maxSockets: 8 });
+    const get = (path: string, headers: Record<string, string> = {}) =>
+      new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
+        const outgoing = request({ host: '127.0.0.1', port, path, agent, headers }, (response) => {
+          response.resume();
+          response.on('end', () => resolve({ status: response.statusCode!, connection: response.headers.connection }));
+        });
+        outgoing.on('error', reject);
+        outgoing.end();
+      });
+    const listPath = '/api/v2/public/audit/events?limit=10';
+    let notReady = false;
+    let sending = true;
+    const outcomes: Array<{ afterSignal: boolean; result: string; connection?: string | undefined }> = [];
+    // Eight clients, each on its own kept-alive connection, sending one request after another.
+    const clients = Array.from({ length: 8 }, async () => {
+      while (sending) {
+        // Sent once readiness had turned false: the process had the signal by then.
+        const afterSignal = notReady;
+        try {
+          const response = await get(listPath, { authorization: `Bearer ${key}` });
+          outcomes.push({ afterSignal, result: String(response.status), connection: response.connection });
+        } catch (error) {
+          outcomes.push({ afterSignal, result: (error as NodeJS.ErrnoException).code ?? String(error) });
+        }
+      }
+    });
+    await waitFor(() => outcomes.length >= 40, 'clients warmed up on kept-alive connections');
+    child.kill('SIGTERM');
+    await waitFor(
+      async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 503,
+      'readiness false at once',
+      500,
+      10,
+    );
+    notReady = true;
+    // What a load balancer does: it keeps sending until the endpoint is gone (well inside the drain delay).
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    sending = false;
+    await Promise.all(clients);
+    agent.destroy();
+    const [code] = await exited;
+    expect(code).to.equal(0);
+    const afterSignal = outcomes.filter((outcome) => outcome.afterSignal);
+    expect(afterSignal.length).to.be.greaterThan(8);
+    expect(outcomes.filter((outcome) => outcome.result !== '200')).to.deep.equal([]);
+    expect(afterSignal.every((outcome) => outcome.connection === 'close')).to.equal(true);
   });
 });

@@ -28,6 +28,8 @@ export function testConfig(databaseUrl: string, overrides: Record<string, string
     SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
     LOG_LEVEL: 'silent',
     SHUTDOWN_GRACE_MS: '2000',
+    // Tests stop services constantly; the drain delay has a test of its own.
+    SHUTDOWN_DRAIN_DELAY_MS: '0',
     ...overrides,
   });
 }

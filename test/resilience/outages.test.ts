@@ -110,4 +110,34 @@ describe('outages of Postgres and NATS', function () {
       await nc.close();
     }
   });
+
+  it('answers /readyz within a second while Postgres hangs', async () => {
+    // SIGSTOP freezes the private cluster's postmaster and backends: connections neither open nor answer.
+    const frozen = await postgresProcesses(postgres.pid!);
+    for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+    try {
+      const started = Date.now();
+      const readiness = await ready();
+      expect(Date.now() - started).to.be.below(1_000);
+      expect(readiness.status).to.equal(503);
+      expect(readiness.json.checks.postgres.ok).to.equal(false);
+    } finally {
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
+    }
+    await waitFor(async () => (await ready()).status === 200, 'readiness after Postgres thawed', 20_000, 250);
+  });
 });
+
+/** The postmaster and its children (backends, background workers), read from /proc. */
+async function postgresProcesses(postmaster: number): Promise<number[]> {
+  const { readdir, readFile } = await import('node:fs/promises');
+  const children: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    // Field 4 is the parent pid; the command name (field 2) may hold spaces, so read after its ')'.
+    const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (parent === postmaster) children.push(Number(entry));
+  }
+  return [postmaster, ...children];
+}

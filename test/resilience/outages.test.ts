@@ -53,6 +53,7 @@ describe('outages of Postgres and NATS', function () {
         const response = (await attempt()) as Awaited<ReturnType<typeof list>>;
         if (response.status === 200) continue;
         expect(response.status).to.equal(503);
+        expect(response.headers.get('retry-after')).to.equal('1');
         expect(response.json).to.deep.include({ error: 'service_unavailable' });
         expect(response.json.message).to.be.a('string').and.not.include(' at ');
       }
@@ -64,6 +65,7 @@ describe('outages of Postgres and NATS', function () {
         headers: { authorization: `Bearer ${TEST_INGEST_TOKEN}` },
       });
       expect(ingest.status).to.equal(503);
+      expect(ingest.headers.get('retry-after')).to.equal('1');
     } finally {
       await postgres.start();
     }

@@ -2,6 +2,7 @@ import type { Actor } from '../events/adminEvent.ts';
 import { ValidationError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
+import { normaliseWebhookUrl } from '../webhooks/webhookRules.ts';
 import type { WebhookEndpoint } from '../webhooks/webhookStore.ts';
 import { setCondition } from './conditions.ts';
 import type { EventRecorder } from './kubeEvents.ts';
@@ -144,7 +145,7 @@ export class WebhookEndpointReconciler {
 
 function changed(endpoint: WebhookEndpoint, spec: WebhookEndpointSpec): boolean {
   return (
-    endpoint.url !== spec.url ||
+    endpoint.url !== normaliseWebhookUrl(spec.url) ||
     JSON.stringify(endpoint.eventFilter) !== JSON.stringify([...new Set(spec.eventFilter ?? [])]) ||
     endpoint.description !== (spec.description ?? '')
   );

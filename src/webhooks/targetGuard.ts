@@ -20,9 +20,10 @@ export interface TargetPolicy {
 }
 
 /**
- * Why an address may not be a webhook target, or undefined when it is public unicast. IPv4-mapped IPv6
- * is judged as the IPv4 address it carries; translation and tunnelling prefixes (NAT64, 6to4, Teredo)
- * are refused outright, since they can embed any IPv4 address.
+ * Why an address may not be a webhook target, or undefined when it is public unicast. An IPv6 address that
+ * carries an IPv4 address (see ipv4CarriedBy) is judged as the IPv4 address(es) it carries: the host or
+ * gateway that ends up on the wire is that IPv4 address, so `::7f00:1` or `2002:a9fe:a9fe::` must not reach
+ * what 127.0.0.1 or 169.254.169.254 could not.
  */
 export function blockedAddressReason(address: string): string | undefined {
   let parsed: ipaddr.IPv4 | ipaddr.IPv6;
@@ -31,13 +32,50 @@ export function blockedAddressReason(address: string): string | undefined {
   } catch {
     return 'is not an IP address';
   }
-  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) {
-    parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  if (parsed.kind() === 'ipv4') {
+    const range = parsed.range();
+    return range === 'unicast' ? undefined : `resolves to a ${range} address (${parsed.toString()})`;
   }
-  const range = parsed.range();
+  const ipv6 = parsed as ipaddr.IPv6;
+  const carried = ipv4CarriedBy(ipv6);
+  if (carried === 'unknown position') return `resolves to a local-use NAT64 address (${ipv6.toString()})`;
+  if (carried !== undefined) {
+    const refused = carried.find((ipv4) => ipv4.range() !== 'unicast');
+    return refused && `resolves to ${ipv6.toString()}, which carries ${refused.toString()}, a ${refused.range()} address`;
+  }
+  const range = ipv6.range();
   // ipaddr.js names every special-purpose block; anything but ordinary unicast is internal, reserved,
   // or a way to reach something that is (metadata services sit in link-local and carrier-grade NAT space).
-  return range === 'unicast' ? undefined : `resolves to a ${range} address (${parsed.toString()})`;
+  return range === 'unicast' ? undefined : `resolves to a ${range} address (${ipv6.toString()})`;
+}
+
+const NAT64_WELL_KNOWN = ipaddr.parseCIDR('64:ff9b::/96');
+const NAT64_LOCAL_USE = ipaddr.parseCIDR('64:ff9b:1::/48');
+const IPV4_MAPPED = ipaddr.parseCIDR('::ffff:0:0/96');
+const IPV4_TRANSLATED = ipaddr.parseCIDR('::ffff:0:0:0/96');
+const IPV4_COMPATIBLE = ipaddr.parseCIDR('::/96');
+const SIX_TO_FOUR = ipaddr.parseCIDR('2002::/16');
+const TEREDO = ipaddr.parseCIDR('2001::/32');
+
+/**
+ * The IPv4 addresses an IPv6 address stands for, when it is one of the forms that embed them: mapped
+ * (::ffff:a.b.c.d), SIIT-translated (::ffff:0:a.b.c.d), the deprecated IPv4-compatible (::a.b.c.d), NAT64's
+ * well-known prefix (64:ff9b::a.b.c.d), 6to4 (2002:AABB:CCDD::/48, the site's IPv4 in bits 16-47) and Teredo
+ * (2001:0:SSSS:SSSS:…:CCCC:CCCC: the server's IPv4 in bits 32-63, the client's in the last 32 bits,
+ * inverted). NAT64's local-use prefix puts the IPv4 address wherever the site's prefix length says, which
+ * cannot be known from outside: 'unknown position'.
+ */
+function ipv4CarriedBy(ipv6: ipaddr.IPv6): ipaddr.IPv4[] | 'unknown position' | undefined {
+  const bytes = ipv6.toByteArray();
+  const ipv4At = (offset: number, invert = false) =>
+    ipaddr.fromByteArray(bytes.slice(offset, offset + 4).map((byte) => (invert ? byte ^ 0xff : byte))) as ipaddr.IPv4;
+  // :: and ::1 lie in the IPv4-compatible block too, but are the IPv6 unspecified and loopback addresses.
+  const compatible = ipv6.match(IPV4_COMPATIBLE) && ipv6.range() === 'unicast';
+  if (compatible || [IPV4_MAPPED, IPV4_TRANSLATED, NAT64_WELL_KNOWN].some((prefix) => ipv6.match(prefix))) return [ipv4At(12)];
+  if (ipv6.match(NAT64_LOCAL_USE)) return 'unknown position';
+  if (ipv6.match(SIX_TO_FOUR)) return [ipv4At(2)];
+  if (ipv6.match(TEREDO)) return [ipv4At(4), ipv4At(12, true)];
+  return undefined;
 }
 
 type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;

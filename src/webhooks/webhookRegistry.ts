@@ -11,6 +11,7 @@ import {
   WEBHOOKS_PER_TENANT,
   eventFilterSchema,
   normaliseEventFilter,
+  normaliseWebhookUrl,
   webhookDescriptionSchema,
   webhookRegistrationSchema,
   webhookUrlSchema,
@@ -71,7 +72,8 @@ export class WebhookRegistry {
 
   /** Validates `input` (the public request body shape) as the API does; 422 with field details otherwise. */
   async register(tenantId: string, input: unknown, actor: Actor, managedBy: string | null = null): Promise<RegisteredEndpoint> {
-    const registration = parseInput(this.registrationSchema, input);
+    const parsed = parseInput(this.registrationSchema, input);
+    const registration = { ...parsed, url: normaliseWebhookUrl(parsed.url) };
     await this.checkTarget(registration.url);
     const secret = generateWebhookSecret();
     const endpoint = await this.writer.recordWith('internal', async (client) => {
@@ -152,7 +154,7 @@ export class WebhookRegistry {
       event_filter: changes.eventFilter,
       description: changes.description,
     });
-    return { url, eventFilter: event_filter && normaliseEventFilter(event_filter), description };
+    return { url: url && normaliseWebhookUrl(url), eventFilter: event_filter && normaliseEventFilter(event_filter), description };
   }
 
   private async checkTarget(url: string): Promise<void> {

@@ -32,12 +32,26 @@ export function webhookUrlProblem(value: string, policy: WebhookUrlPolicy): stri
   } catch {
     return 'must be an absolute URL';
   }
+  // The stored form is the normalised one (percent-encoding and punycode can make it longer).
+  if (url.href.length > WEBHOOK_URL_MAX_LENGTH) return `must be at most ${WEBHOOK_URL_MAX_LENGTH} characters once normalised`;
   const schemes = policy.allowHttp ? ['https:', 'http:'] : ['https:'];
   if (!schemes.includes(url.protocol)) return policy.allowHttp ? 'must use https or http' : 'must use https';
   // Credentials in a URL end up in logs and proxies; receivers authenticate us by the signature instead.
   if (url.username !== '' || url.password !== '') return 'must not contain credentials';
   if (url.hash !== '') return 'must not contain a fragment';
+  // Port 0 is no port: connecting to it fails or, on some stacks, lands on whatever the OS picks.
+  if (url.port === '0') return 'must not use port 0';
   return undefined;
+}
+
+/**
+ * The form a target URL is stored, returned and compared in: the WHATWG serialisation, in which an address
+ * has one spelling (`[::127.0.0.1]` is `[::7f00:1]`, `0x7f.1` is `127.0.0.1`), the host is lower case and
+ * the default port and dot segments are gone. What is stored is what the guard judged and what is dialled.
+ * A value that is no URL at all is returned as given, for validation to report.
+ */
+export function normaliseWebhookUrl(value: string): string {
+  return URL.canParse(value) ? new URL(value).href : value;
 }
 
 export function webhookUrlSchema(policy: WebhookUrlPolicy) {

@@ -12,6 +12,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
 import { BusNames, ensureConsumer, ingestConsumerDefinition } from '../src/bus/streams.ts';
+import { readDeploymentId } from '../src/db/deploymentIdentity.ts';
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
 import { renderEventDocument, type NewEvent } from '../src/events/eventStore.ts';
 import { createLogger } from '../src/platform/logger.ts';
@@ -111,7 +112,7 @@ await stopProcess(ingest);
 // measured), then a fresh ingest process drains them; the rate runs from the first stored event to the last.
 const jsNamespace = `${namespace}js`;
 const nc = await connect({ servers: process.env.NATS_URL ?? '127.0.0.1:4222' });
-const names = new BusNames(jsNamespace);
+const names = new BusNames({ namespace: jsNamespace, deploymentId: await readDeploymentId(db) });
 await ensureConsumer(await jetstreamManager(nc), ingestConsumerDefinition(names));
 const js = jetstream(nc);
 const subject = names.ingestSubject('jetstream');

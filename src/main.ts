@@ -9,6 +9,7 @@ import { connectBus, type BusConnection } from './bus/natsConnection.ts';
 import { BusNames } from './bus/streams.ts';
 import { requireSetting, type Config } from './config/config.ts';
 import { Database } from './db/database.ts';
+import { readDeploymentId } from './db/deploymentIdentity.ts';
 import { DeliveryRelay } from './delivery/deliveryRelay.ts';
 import { DeliveryWorker } from './delivery/deliveryWorker.ts';
 import { RetryPolicy } from './delivery/retryPolicy.ts';
@@ -51,7 +52,7 @@ export interface ServiceOptions {
   readonly config: Config;
   readonly roles: readonly Role[];
   readonly log: Logger;
-  /** JetStream namespace (tests isolate themselves with a unique one). */
+  /** JetStream namespace instead of NATS_NAMESPACE (tests isolate themselves with a unique one). */
   readonly busNamespace?: string;
   /**
    * Per-key rate limiting on the public API; on unless a benchmark measures its cost by turning it off.
@@ -81,6 +82,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const closing = () => !accepting;
   let publicServer: HttpPort | undefined;
   let internalServer: HttpPort | undefined;
+  let deploymentId: string | undefined;
 
   try {
     const db = new Database({
@@ -94,8 +96,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     const writer = new EventWriter(db, metrics);
 
     let bus: BusConnection | undefined;
-    const busNames = new BusNames(options.busNamespace ?? config.natsNamespace);
+    let busNames: BusNames | undefined;
     if (has('ingest') || has('relay') || has('worker')) {
+      // Read once: it names this deployment's streams and messages for as long as the process runs.
+      deploymentId = await readDeploymentId(db);
+      busNames = new BusNames({ namespace: options.busNamespace ?? config.natsNamespace, deploymentId });
       bus = await connectBus(config.natsUrl, `audit-trail ${roles.join(',')}`, log);
       releasers.add('nats connection', () => bus!.close());
       readiness.push({ name: 'nats', check: () => bus!.ping() });
@@ -106,7 +111,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       internalRoutes.push(ingestRoutes(writer, tokens, config.ingestWindow));
       const ingest = new JetStreamIngest({
         bus: bus!,
-        names: busNames,
+        names: busNames!,
         writer,
         window: config.ingestWindow,
         log: log.child({ role: 'ingest' }),
@@ -128,7 +133,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         db,
         databaseUrl: config.databaseUrl,
         bus: bus!,
-        names: busNames,
+        names: busNames!,
         ackWaitMs: config.delivery.ackWaitMs,
         pollMs: config.delivery.relayPollMs,
         log: log.child({ role: 'relay' }),
@@ -148,7 +153,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       releasers.add('webhook sender', () => sender.close());
       const worker = new DeliveryWorker({
         bus: bus!,
-        names: busNames,
+        names: busNames!,
         writer,
         secrets: new SecretBox(secretKey),
         sender,
@@ -245,7 +250,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   }
 
   log.info(
-    { roles, public_port: publicServer?.port, internal_port: internalServer?.port, version: SERVICE_VERSION },
+    { roles, public_port: publicServer?.port, internal_port: internalServer?.port, version: SERVICE_VERSION, deployment_id: deploymentId },
     'audit-trail started',
   );
   // Kubernetes takes a terminating pod out of its Services' endpoints a moment after it is signalled, and

@@ -7,35 +7,64 @@ import {
   type ConsumerConfig,
   type JetStreamManager,
   type StreamConfig,
+  type StreamInfo,
 } from '@nats-io/jetstream';
+import { ConfigError } from '../config/config.ts';
 
 const NANOS_PER_MS = 1_000_000;
 const nanos = (ms: number) => ms * NANOS_PER_MS;
 
-/**
- * Names of everything the service creates in JetStream, under an optional namespace so that several
- * deployments (or test files) can share one NATS without seeing each other's messages.
- */
-export class BusNames {
+/** Subject and stream-name prefixes of one namespace; none for the empty namespace. */
+class Namespace {
   readonly subjectPrefix: string;
   readonly streamPrefix: string;
 
-  constructor(namespace = '') {
+  constructor(namespace: string) {
     this.subjectPrefix = namespace === '' ? '' : `${namespace}.`;
     this.streamPrefix = namespace === '' ? '' : `${namespace.replace(/[^A-Za-z0-9]/g, '_').toUpperCase()}_`;
   }
+}
+
+/**
+ * Names of everything the service creates in JetStream. A NATS_NAMESPACE prefixes all of them, so that
+ * deployments (or test files) can share one NATS. Without one:
+ * - the ingest stream keeps the names producers are told to publish to (`audit.ingest.<tenant>`,
+ *   AUDIT_INGEST), so an upgrade strands no message; a second deployment that would share it is refused
+ *   at start (ensureConsumer);
+ * - the delivery work queue, which only the service itself sees, takes the deployment id as its namespace:
+ *   two deployments with their own databases and default settings never take each other's deliveries.
+ */
+export class BusNames {
+  /** The deployment (database) whose streams these are; they are stamped with it. */
+  readonly deploymentId: string;
+  private readonly ingest: Namespace;
+  private readonly delivery: Namespace;
+
+  constructor(options: { namespace: string; deploymentId: string }) {
+    this.deploymentId = options.deploymentId;
+    this.ingest = new Namespace(options.namespace);
+    this.delivery = new Namespace(options.namespace === '' ? options.deploymentId : options.namespace);
+  }
 
   ingestSubject(tenantId: string): string {
-    return `${this.subjectPrefix}audit.ingest.${tenantId}`;
+    return `${this.ingest.subjectPrefix}audit.ingest.${tenantId}`;
+  }
+
+  ingestStream(): string {
+    return `${this.ingest.streamPrefix}AUDIT_INGEST`;
   }
 
   deliverySubject(): string {
-    return `${this.subjectPrefix}audit.deliveries`;
+    return `${this.delivery.subjectPrefix}audit.deliveries`;
+  }
+
+  deliveryStream(): string {
+    return `${this.delivery.streamPrefix}AUDIT_DELIVERIES`;
   }
 
   /** The tenant of an ingest subject, or undefined for any other subject. */
   tenantOfIngestSubject(subject: string): string | undefined {
-    const prefix = `${this.subjectPrefix}audit.ingest.`;
+    const prefix = `${this.ingest.subjectPrefix}audit.ingest.`;
     if (!subject.startsWith(prefix)) return undefined;
     const tenant = subject.slice(prefix.length);
     return tenant.length > 0 && !tenant.includes('.') ? tenant : undefined;
@@ -45,6 +74,36 @@ export class BusNames {
 export interface ConsumerDefinition {
   readonly stream: Partial<StreamConfig> & { name: string; subjects: string[] };
   readonly consumer: Partial<ConsumerConfig> & { durable_name: string };
+  /** The deployment that owns the stream: written into its description, checked before it is used. */
+  readonly deploymentId: string;
+}
+
+/**
+ * Stream descriptions carry the owning deployment, `audit-trail deployment <id>: …`. The description,
+ * because NATS 2.9 has no stream metadata (2.10 added it; @nats-io/jetstream refuses to send it to 2.9).
+ */
+const OWNER_STAMP = /^audit-trail deployment ([a-z0-9]{12}):/;
+
+function stamped(deploymentId: string, purpose: string): string {
+  return `audit-trail deployment ${deploymentId}: ${purpose}`;
+}
+
+/** The deployment a stream description names, or undefined for a stream nobody stamped. */
+export function ownerOfStream(description: string | undefined): string | undefined {
+  return description === undefined ? undefined : OWNER_STAMP.exec(description)?.[1];
+}
+
+/** A stream the service would use belongs to another deployment: this one needs a NATS_NAMESPACE of its own. */
+export class StreamOwnedElsewhereError extends ConfigError {
+  override name = 'StreamOwnedElsewhereError';
+
+  constructor(stream: string, owner: string, deploymentId: string) {
+    super(
+      'NATS_NAMESPACE',
+      `JetStream stream ${stream} belongs to audit-trail deployment ${owner}, and this database is deployment ${deploymentId}; ` +
+        'two deployments must not share it: give this one a NATS_NAMESPACE of its own (docs/operations.md, "Sharing a NATS")',
+    );
+  }
 }
 
 /**
@@ -54,9 +113,11 @@ export interface ConsumerDefinition {
  */
 export function ingestConsumerDefinition(names: BusNames): ConsumerDefinition {
   return {
+    deploymentId: names.deploymentId,
     stream: {
-      name: `${names.streamPrefix}AUDIT_INGEST`,
-      subjects: [`${names.subjectPrefix}audit.ingest.>`],
+      name: names.ingestStream(),
+      subjects: [names.ingestSubject('>')],
+      description: stamped(names.deploymentId, 'producer events in (audit.ingest.<tenant>)'),
       retention: RetentionPolicy.Workqueue,
       storage: StorageType.File,
       max_age: nanos(7 * 24 * 3_600_000),
@@ -73,14 +134,25 @@ export function ingestConsumerDefinition(names: BusNames): ConsumerDefinition {
   };
 }
 
-/** Creates the stream and durable consumer, or updates them to this definition. Idempotent. */
+/**
+ * Creates the stream and durable consumer, or updates them to this definition. Idempotent. A stream stamped
+ * by another deployment is refused (StreamOwnedElsewhereError) and left as it is; an unstamped one (created
+ * by a version before the stamp) is adopted: the update writes this deployment's stamp.
+ */
 export async function ensureConsumer(jsm: JetStreamManager, definition: ConsumerDefinition): Promise<void> {
+  const { name } = definition.stream;
+  let existing: StreamInfo | undefined;
   try {
-    await jsm.streams.info(definition.stream.name);
-    await jsm.streams.update(definition.stream.name, definition.stream);
+    existing = await jsm.streams.info(name);
   } catch (error) {
     if (!isNotFound(error)) throw error;
+  }
+  if (existing === undefined) {
     await jsm.streams.add(definition.stream);
+  } else {
+    const owner = ownerOfStream(existing.config.description);
+    if (owner !== undefined && owner !== definition.deploymentId) throw new StreamOwnedElsewhereError(name, owner, definition.deploymentId);
+    await jsm.streams.update(name, definition.stream);
   }
   try {
     await jsm.consumers.info(definition.stream.name, definition.consumer.durable_name);
@@ -105,9 +177,11 @@ function isNotFound(error: unknown): boolean {
  */
 export function deliveryConsumerDefinition(names: BusNames, ackWaitMs: number): ConsumerDefinition {
   return {
+    deploymentId: names.deploymentId,
     stream: {
-      name: `${names.streamPrefix}AUDIT_DELIVERIES`,
+      name: names.deliveryStream(),
       subjects: [names.deliverySubject()],
+      description: stamped(names.deploymentId, 'webhook delivery work queue'),
       retention: RetentionPolicy.Workqueue,
       storage: StorageType.File,
       max_age: nanos(7 * 24 * 3_600_000),

@@ -50,7 +50,8 @@ const environmentSchema = z.object({
   DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
   REDIS_URL: urlWithScheme(['redis', 'rediss']).default('redis://127.0.0.1:6379'),
   NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
-  // Prefix for subjects and stream names, so deployments can share one NATS account without colliding.
+  // Prefix for every subject and stream name, so deployments can share one NATS account without colliding.
+  // Unset, the delivery work queue is still prefixed, with the deployment id (see BusNames).
   NATS_NAMESPACE: z
     .string()
     .regex(/^[A-Za-z0-9_-]*$/, 'must contain only letters, digits, _ and -')

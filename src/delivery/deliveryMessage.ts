@@ -1,3 +1,5 @@
+import { headers, type MsgHdrs } from '@nats-io/transport-node';
+
 /**
  * The JetStream message that asks for attempts: `{"b":[["<delivery id>",<attempt>],...]}`, up to
  * MAX_DELIVERIES_PER_MESSAGE of them. Small on purpose: the worker reads the current endpoint and event from
@@ -54,4 +56,24 @@ export function decodeDeliveryMessage(data: Uint8Array): DeliveryMessage[] | und
  */
 export function deliveryMessageId(first: DeliveryMessage, publication: number): string {
   return `${first.deliveryId}.${first.attempt}.${publication}`;
+}
+
+/**
+ * The deployment a message was published by. Its worker settles only messages of its own deployment: a
+ * message of another one (two deployments on one delivery stream) is left for its owner, not acknowledged
+ * as "no such delivery".
+ */
+export const DEPLOYMENT_HEADER = 'Audit-Trail-Deployment';
+
+/** Headers of a message published by `deploymentId`; a fresh set per message, as the client adds its Nats-Msg-Id to them. */
+export function deliveryHeaders(deploymentId: string): MsgHdrs {
+  const set = headers();
+  set.set(DEPLOYMENT_HEADER, deploymentId);
+  return set;
+}
+
+/** The deployment that published a message, or undefined for one published before messages named it. */
+export function publisherOf(messageHeaders: MsgHdrs | undefined): string | undefined {
+  const value = messageHeaders?.get(DEPLOYMENT_HEADER) ?? '';
+  return value === '' ? undefined : value;
 }

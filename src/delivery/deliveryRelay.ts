@@ -7,7 +7,7 @@ import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { DELIVERIES_PENDING_CHANNEL } from '../webhooks/fanOut.ts';
-import { deliveryMessageId, encodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE } from './deliveryMessage.ts';
+import { deliveryHeaders, deliveryMessageId, encodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE } from './deliveryMessage.ts';
 import { releaseStalePublications, takeDueDeliveries, unmarkPublished, type DueDelivery } from './deliveryStore.ts';
 
 export interface DeliveryRelayOptions {
@@ -104,6 +104,7 @@ export class DeliveryRelay {
       messages.map((deliveries) =>
         this.js!.publish(this.subject, encodeDeliveryMessage(deliveries.map(({ id, attempt }) => ({ deliveryId: id, attempt }))), {
           msgID: deliveryMessageId({ deliveryId: deliveries[0]!.id, attempt: deliveries[0]!.attempt }, deliveries[0]!.publication),
+          headers: deliveryHeaders(this.options.names.deploymentId),
         }),
       ),
     );

@@ -22,8 +22,9 @@ import {
   type DeliveryWork,
   type EndpointTally,
 } from './deliveryStore.ts';
-import { decodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE, type DeliveryMessage } from './deliveryMessage.ts';
+import { decodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE, publisherOf, type DeliveryMessage } from './deliveryMessage.ts';
 import { AUTO_DISABLE_AFTER_FAILED_DELIVERIES, type RetryPolicy } from './retryPolicy.ts';
+import { StrayMessages } from './strayMessages.ts';
 import type { WebhookSender } from './webhookSender.ts';
 
 export interface DeliveryWorkerOptions {
@@ -81,6 +82,10 @@ interface Ticket {
   /** Set when a delivery of the message must be tried again: once all are settled, the message is
    * negatively acknowledged with this delay and comes back whole (entries already recorded are skipped). */
   redeliverAfterMs: number | undefined;
+  /** The message names this deployment as its publisher; false for messages of earlier versions. */
+  readonly provablyOurs: boolean;
+  /** A delivery of the message is not in our database and the message is not provably ours: leave it. */
+  stray: boolean;
 }
 
 /** One delivery of a message, from receipt until its outcome is committed (or it is given back). */
@@ -121,6 +126,7 @@ export class DeliveryWorker {
   private readonly tickets = new Set<Ticket>();
   private readonly lanes = new Map<string, EndpointLane>();
   private readonly signingKeys = new Map<string, { sealed: Buffer; key: KeyObject }>();
+  private readonly strays: StrayMessages;
   private loadBuffer: Held[] = [];
   private loadTimer: NodeJS.Timeout | undefined;
   private outcomes: HeldOutcome[] = [];
@@ -135,6 +141,7 @@ export class DeliveryWorker {
 
   constructor(options: DeliveryWorkerOptions) {
     this.options = options;
+    this.strays = new StrayMessages(options.log, options.metrics);
   }
 
   async start(): Promise<void> {
@@ -176,13 +183,18 @@ export class DeliveryWorker {
 
   private async consumeLoop(messages: ConsumerMessages): Promise<void> {
     for await (const message of messages) {
+      const publisher = publisherOf(message.headers);
+      if (publisher !== undefined && publisher !== this.options.names.deploymentId) {
+        this.strays.leave(message, publisher);
+        continue;
+      }
       const deliveries = decodeDeliveryMessage(message.data);
       if (!deliveries) {
         this.options.log.warn({ stream_seq: message.info.streamSequence }, 'undecodable delivery message dropped');
         message.term();
         continue;
       }
-      const ticket: Ticket = { message, unsettled: 0, redeliverAfterMs: undefined };
+      const ticket: Ticket = { message, unsettled: 0, redeliverAfterMs: undefined, provablyOurs: publisher !== undefined, stray: false };
       for (const delivery of deliveries) {
         // A redelivery of a message we still hold (our keep-alive came late): the copy we hold settles it.
         const key = heldKey(delivery);
@@ -273,6 +285,12 @@ export class DeliveryWorker {
 
   /** Decides what a loaded message needs: nothing (stale), cancellation, an attempt, or deferral. */
   private route(held: Held, work: DeliveryWork | undefined): void {
+    // Not in our database: deleted with its endpoint if the message is ours, else perhaps another deployment's.
+    if (!work && !held.ticket.provablyOurs) {
+      held.ticket.stray = true;
+      this.settle(held);
+      return;
+    }
     // Deleted with its endpoint, already finished, or a message for an attempt already made.
     if (!work || work.state !== 'pending' || !work.published || work.attempts !== held.attempt - 1) {
       this.settle(held);
@@ -414,7 +432,8 @@ export class DeliveryWorker {
 
   /**
    * Done with one delivery of a message: its outcome is committed, or it was stale, or (with
-   * `redeliverAfterMs`) it must be tried again. The message is acknowledged with its last delivery.
+   * `redeliverAfterMs`) it must be tried again. The message is acknowledged with its last delivery, unless
+   * it is a stray, left for its owner.
    */
   private settle(held: Held, redeliverAfterMs?: number): void {
     this.held.delete(heldKey(held));
@@ -423,7 +442,8 @@ export class DeliveryWorker {
     ticket.unsettled -= 1;
     if (ticket.unsettled > 0) return;
     this.tickets.delete(ticket);
-    if (ticket.redeliverAfterMs === undefined) ticket.message.ack();
+    if (ticket.stray) this.strays.leave(ticket.message, undefined);
+    else if (ticket.redeliverAfterMs === undefined) ticket.message.ack();
     else ticket.message.nak(ticket.redeliverAfterMs);
   }
 

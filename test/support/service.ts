@@ -38,20 +38,24 @@ export interface TestService {
   readonly service: RunningService;
   readonly baseUrl: string;
   readonly internalUrl: string;
+  /** '' when started without one. */
   readonly busNamespace: string;
   stop(): Promise<void>;
 }
 
-/** Starts the real service in this process, with a JetStream namespace of its own unless one is given. */
+/**
+ * Starts the real service in this process, with a JetStream namespace of its own unless one is given;
+ * `busNamespace: null` leaves it to NATS_NAMESPACE (unset in tests: the production default).
+ */
 export async function startTestService(options: {
   databaseUrl: string;
   roles: Role[];
   env?: Record<string, string>;
-  busNamespace?: string;
+  busNamespace?: string | null;
   log?: Logger;
   kubeConfig?: KubeConfig;
 }): Promise<TestService> {
-  const busNamespace = options.busNamespace ?? `t${randomBytes(4).toString('hex')}`;
+  const busNamespace = options.busNamespace === null ? undefined : (options.busNamespace ?? `t${randomBytes(4).toString('hex')}`);
   const service = await startService({
     config: testConfig(options.databaseUrl, options.env),
     roles: options.roles,
@@ -63,7 +67,7 @@ export async function startTestService(options: {
     service,
     baseUrl: `http://127.0.0.1:${service.publicPort}/api/v2/public`,
     internalUrl: `http://127.0.0.1:${service.internalPort}`,
-    busNamespace,
+    busNamespace: busNamespace ?? '',
     stop: () => service.stop(),
   };
 }

@@ -1,10 +1,4 @@
 import { expect } from 'chai';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { createConnection } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { RetentionPolicy, StorageType, jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import { readDeploymentId } from '../../src/db/deploymentIdentity.ts';
@@ -12,7 +6,7 @@ import type { Role } from '../../src/main.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, producerEvent, seedEvents } from '../support/events.ts';
-import { freePort } from '../support/ports.ts';
+import { PrivateNats } from '../support/private-services.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
@@ -23,48 +17,12 @@ import { waitFor } from '../support/wait.ts';
  * create or stamp them on the machine's.
  */
 
-interface PrivateNats {
-  readonly url: string;
-  stop(): Promise<void>;
-}
-
-async function startPrivateNats(): Promise<PrivateNats> {
-  const port = await freePort();
-  const storeDir = await mkdtemp(join(tmpdir(), 'audit-trail-nats-'));
-  const server: ChildProcess = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir], { stdio: 'ignore' });
-  const stop = async () => {
-    if (server.exitCode === null && server.signalCode === null) {
-      server.kill('SIGTERM');
-      await once(server, 'exit');
-    }
-    await rm(storeDir, { recursive: true, force: true });
-  };
-  try {
-    await waitFor(() => accepts(port), 'the private NATS server to accept connections');
-  } catch (error) {
-    await stop();
-    throw error;
-  }
-  return { url: `nats://127.0.0.1:${port}`, stop };
-}
-
 /** The error a start-up failed with, or undefined when it started. */
 function refusal(starting: Promise<unknown>): Promise<Error | undefined> {
   return starting.then(
     () => undefined,
     (error: Error) => error,
   );
-}
-
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ host: '127.0.0.1', port });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
 }
 
 describe('deployments sharing a NATS', function () {
@@ -92,7 +50,7 @@ describe('deployments sharing a NATS', function () {
   }
 
   before(async () => {
-    nats = await startPrivateNats();
+    nats = await PrivateNats.start();
     nc = await connect({ servers: nats.url });
     jsm = await jetstreamManager(nc);
     [first, second] = await Promise.all([createTestDatabase(), createTestDatabase()]);
@@ -110,7 +68,7 @@ describe('deployments sharing a NATS', function () {
 
   after(async () => {
     await nc?.close();
-    await nats?.stop();
+    await nats?.remove();
     await first?.drop();
     await second?.drop();
   });

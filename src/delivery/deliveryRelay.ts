@@ -8,7 +8,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { DELIVERIES_PENDING_CHANNEL } from '../webhooks/fanOut.ts';
 import { deliveryHeaders, deliveryMessageId, encodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE } from './deliveryMessage.ts';
-import { releaseStalePublications, takeDueDeliveries, unmarkPublished, type DueDelivery } from './deliveryStore.ts';
+import { releaseStalePublications, takeDueDeliveries, timeUntilNextDue, unmarkPublished, type DueDelivery } from './deliveryStore.ts';
 
 export interface DeliveryRelayOptions {
   readonly db: Database;
@@ -16,7 +16,11 @@ export interface DeliveryRelayOptions {
   readonly bus: BusConnection;
   readonly names: BusNames;
   readonly ackWaitMs: number;
-  /** How often due retries are looked for; new deliveries also wake the relay through NOTIFY. */
+  /**
+   * The longest the relay sleeps between looks at the outbox. New deliveries and newly scheduled retries
+   * wake it through NOTIFY, and it wakes when the next retry falls due, so this only bounds how late a
+   * notification lost while its LISTEN connection was down is made up for.
+   */
   readonly pollMs: number;
   readonly log: Logger;
   readonly metrics: ServiceMetrics;
@@ -27,6 +31,7 @@ const BATCH_SIZE = 500;
 const REPUBLISH_AFTER_MS = 5 * 60_000;
 const STALE_SWEEP_INTERVAL_MS = 60_000;
 const ERROR_BACKOFF_MS = 1_000;
+const MIN_IDLE_MS = 20;
 
 /**
  * The outbox relay: publishes due deliveries (new ones and retries whose time has come) to the
@@ -90,8 +95,23 @@ export class DeliveryRelay {
         continue;
       }
       // A full batch means more are probably due: go again at once.
-      if (published < BATCH_SIZE && !this.pendingWake) await this.sleep(this.options.pollMs);
+      if (published < BATCH_SIZE && !this.pendingWake) {
+        const idleMs = await this.idleTime();
+        // A notification that arrived while idleTime asked Postgres is not lost.
+        if (!this.pendingWake) await this.sleep(idleMs);
+      }
     }
+  }
+
+  /**
+   * Until the next retry falls due, at most pollMs: a retry one second out is published on time rather than
+   * at the next poll, so its ±20 % jitter is not swamped by the poll interval.
+   */
+  private async idleTime(): Promise<number> {
+    const untilDue = await timeUntilNextDue(this.options.db).catch(() => undefined);
+    if (untilDue === undefined) return this.options.pollMs;
+    // Due already but not taken by this pass: another relay holds it and publishes it; do not spin.
+    return Math.min(this.options.pollMs, Math.max(MIN_IDLE_MS, untilDue));
   }
 
   /** One pass: take due deliveries, publish them in batches, put back those JetStream did not accept. */

@@ -1,5 +1,6 @@
 import { prepared, type Queryable } from '../db/database.ts';
 import type { EnvelopeSource } from '../webhooks/envelope.ts';
+import { DELIVERIES_PENDING_CHANNEL } from '../webhooks/fanOut.ts';
 
 /**
  * SQL of the delivery path: the relay's outbox claims, the worker's batched reads of what to send, and its
@@ -36,6 +37,18 @@ export async function takeDueDeliveries(db: Queryable, limit: number): Promise<D
 }
 
 /** Puts back deliveries whose publication failed, to be taken again at the next pass. */
+/**
+ * Milliseconds until the earliest waiting delivery falls due (0 when one is due now), measured on the
+ * database's clock like due_at itself; undefined when none waits. An index-only look at deliveries_due.
+ */
+export async function timeUntilNextDue(db: Queryable): Promise<number | undefined> {
+  const { rows } = await db.query<{ wait_ms: number | null }>(
+    prepared(`SELECT greatest(0, ceil(extract(epoch FROM min(due_at) - now()) * 1000))::int8 AS wait_ms
+     FROM deliveries WHERE state = 'pending' AND published_at IS NULL`, []),
+  );
+  return rows[0]?.wait_ms ?? undefined;
+}
+
 export async function unmarkPublished(db: Queryable, ids: readonly string[]): Promise<void> {
   if (ids.length === 0) return;
   await db.query(`UPDATE deliveries SET published_at = NULL WHERE id = ANY($1::bigint[]) AND state = 'pending'`, [ids]);
@@ -203,16 +216,24 @@ export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryO
        -- A delivery deleted with its endpoint keeps no attempt records (the endpoint's lock orders this).
        WHERE attempted_ms IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries d WHERE d.id = outcome.id)
        ON CONFLICT (delivery_id, attempt) DO NOTHING
+     ), updated AS (
+       UPDATE deliveries AS d
+       SET state = o.state,
+           attempts = CASE WHEN o.attempted_ms IS NULL THEN o.attempt - 1 ELSE o.attempt END,
+           due_at = COALESCE(to_timestamp(o.due_ms / 1000), d.due_at),
+           published_at = NULL,
+           completed_at = CASE WHEN o.state = 'pending' THEN NULL ELSE now() END
+       FROM outcome o
+       WHERE d.id = o.id AND d.state = 'pending' AND d.attempts = o.attempt - 1
+       RETURNING d.id, o.state, o.attempted_ms
      )
-     UPDATE deliveries AS d
-     SET state = o.state,
-         attempts = CASE WHEN o.attempted_ms IS NULL THEN o.attempt - 1 ELSE o.attempt END,
-         due_at = COALESCE(to_timestamp(o.due_ms / 1000), d.due_at),
-         published_at = NULL,
-         completed_at = CASE WHEN o.state = 'pending' THEN NULL ELSE now() END
-     FROM outcome o
-     WHERE d.id = o.id AND d.state = 'pending' AND d.attempts = o.attempt - 1
-     RETURNING d.id::text AS id`,
+     -- A retry scheduled here wakes the relays, which then sleep until it falls due rather than finding it
+     -- at their next poll (a poll's rounding would swamp the jitter of a short schedule). Deferrals are
+     -- not attempts and wake nobody. Once per statement, like the fan-out's notification.
+     SELECT id::text AS id,
+            (SELECT CASE WHEN count(*) > 0 THEN pg_notify($10, '') END
+               FROM updated WHERE state = 'pending' AND attempted_ms IS NOT NULL) AS notified
+     FROM updated`,
     [
       outcomes.map((outcome) => outcome.deliveryId),
       outcomes.map((outcome) => outcome.attempt),
@@ -223,6 +244,7 @@ export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryO
       outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.statusCode : null)),
       outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.error : null)),
       outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.responseExcerpt : null)),
+      DELIVERIES_PENDING_CHANNEL,
     ]),
   );
   return new Set(rows.map((row) => row.id));

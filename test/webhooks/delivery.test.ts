@@ -469,3 +469,50 @@ describe('webhook delivery time limit', function () {
     expect(attempt.duration_ms).to.be.within(LIMIT_MS, LIMIT_MS + 500);
   });
 });
+
+describe('webhook retry timing', function () {
+  this.timeout(60_000);
+  let db: TestDatabase;
+  let service: TestService;
+  let target: TestReceiver;
+
+  before(async () => {
+    db = await createTestDatabase();
+    // A one-second schedule and a slow relay poll: the retry must not wait for the poll.
+    service = await startTestService({
+      databaseUrl: db.url,
+      roles: ['relay', 'worker'],
+      env: { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', DELIVERY_SCHEDULE: '1s', DELIVERY_RELAY_POLL_MS: '2000' },
+    });
+    // Attempt 1 fails and attempt 2 succeeds: no delivery fails, so the endpoint is never auto-disabled.
+    target = await startReceiver();
+    target.reply((delivery) => (delivery.headers['x-service-delivery-attempt'] === '1' ? 503 : 204));
+  });
+
+  after(async () => {
+    await service?.stop();
+    await target?.close();
+    await db?.drop();
+  });
+
+  it('keeps a one-second retry within its ±20 % jitter rather than rounding it up to the relay poll', async () => {
+    const id = `wh_${'b'.repeat(32)}`;
+    await db.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, 'timing', $2, $3)`, [
+      id,
+      target.url,
+      new SecretBox(TEST_ENCRYPTION_KEY).seal('e'.repeat(64)),
+    ]);
+    const events = Array.from({ length: 12 }, () => newEvent({ tenantId: 'timing' }));
+    await seedEvents(db.url, events);
+    await waitFor(() => target.received.length === 24, 'two attempts of each of the 12 deliveries', 20_000);
+    const arrivals = new Map<string, number[]>();
+    for (const delivery of target.received) {
+      const eventId = String(delivery.headers['x-service-event-id']);
+      arrivals.set(eventId, [...(arrivals.get(eventId) ?? []), delivery.receivedAt]);
+    }
+    // From the first attempt's arrival: the delay (800-1,200 ms) plus the time to record the outcome and
+    // to hand the retry to the worker, tens of milliseconds; a poll's rounding would add up to 2,000 ms.
+    const gaps = [...arrivals.values()].map(([first, second]) => second! - first!);
+    expect(gaps.filter((gap) => gap < 790 || gap > 1_450), `gaps ${gaps.join(', ')} ms`).to.deep.equal([]);
+  });
+});

@@ -42,8 +42,9 @@ export class ApiKeyReconciler {
     this.options = options;
   }
 
-  async reconcile(cached: ApiKeyObject): Promise<void> {
+  async reconcile(informed: ApiKeyObject): Promise<void> {
     const { resources, keys, guard } = this.options;
+    const cached = resources.freshest(informed);
     if (!(await guard.mayAct(cached))) return;
     const managedBy = managedByOf(cached);
     const actor: Actor = { userId: `kubernetes:${cached.metadata.namespace}/${cached.metadata.name}`, userRole: 'controller' };
@@ -127,7 +128,8 @@ export class ApiKeyReconciler {
 
   /** The reconciler's failure, for the controller to show while it retries. */
   reportRetry(object: ApiKeyObject, message: string): Promise<void> {
-    return reportHealth(this.options.resources, this.options.events, API_KEY.plural, object, { ...object.status }, { state: 'Reconciling', reason: 'RetryingAfterError', message });
+    const fresh = this.options.resources.freshest(object);
+    return reportHealth(this.options.resources, this.options.events, API_KEY.plural, fresh, { ...fresh.status }, { state: 'Reconciling', reason: 'RetryingAfterError', message });
   }
 
   /** A new key in the Secret, then the old one revoked: whoever reads the Secret gets a working key. */

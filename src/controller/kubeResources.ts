@@ -35,6 +35,9 @@ export type SecretState =
   | { readonly state: 'owned'; readonly values: Readonly<Record<string, string>> };
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+/** Objects whose last write is remembered, and replaced versions remembered per object: bounds, not limits. */
+const REMEMBERED_OBJECTS = 4096;
+const REMEMBERED_VERSIONS = 16;
 
 /** Thrown when the Secret a resource names exists but belongs to something else. */
 export class SecretConflictError extends Error {
@@ -45,10 +48,31 @@ export class SecretConflictError extends Error {
 export class KubeResources {
   private readonly custom: CustomObjectsApi;
   private readonly core: CoreV1Api;
+  /** Per uid: the object as our last write left it, and the resourceVersions that write (and earlier ones) replaced. */
+  private readonly written = new Map<string, { latest: AnyResource; replaced: string[] }>();
 
   constructor(custom: CustomObjectsApi, core: CoreV1Api) {
     this.custom = custom;
     this.core = core;
+  }
+
+  /**
+   * The newer of the informer's copy and the object as this controller's own last write left it. The
+   * informer's copy lags behind our writes (the watch event is on its way): reconciling from it would
+   * repeat the claim (a 409) or rewrite a status already written. A version our write replaced is known to
+   * be stale; any other version (someone else's later write) is taken as it is.
+   */
+  freshest<T extends AnyResource>(object: T): T {
+    const entry = this.written.get(object.metadata.uid);
+    return entry && entry.replaced.includes(object.metadata.resourceVersion ?? '') ? (entry.latest as T) : object;
+  }
+
+  private remember(before: AnyResource, after: AnyResource): void {
+    const previous = this.written.get(before.metadata.uid);
+    const replaced = [...(previous?.replaced ?? []), ...(previous ? [previous.latest.metadata.resourceVersion ?? ''] : []), before.metadata.resourceVersion ?? ''];
+    this.written.delete(before.metadata.uid);
+    this.written.set(before.metadata.uid, { latest: after, replaced: [...new Set(replaced)].filter((version) => version !== after.metadata.resourceVersion).slice(-REMEMBERED_VERSIONS) });
+    if (this.written.size > REMEMBERED_OBJECTS) this.written.delete(this.written.keys().next().value!);
   }
 
   /**
@@ -59,7 +83,7 @@ export class KubeResources {
   async claim<T extends AnyResource>(plural: string, object: T, deploymentId: string, finalizer: string): Promise<T> {
     const finalizers = object.metadata.finalizers ?? [];
     if (object.metadata.annotations?.[DEPLOYMENT_ANNOTATION] === deploymentId && finalizers.includes(finalizer)) return object;
-    return (await this.custom.patchNamespacedCustomObject(
+    const claimed = (await this.custom.patchNamespacedCustomObject(
       {
         ...this.address(plural, object),
         body: {
@@ -72,6 +96,8 @@ export class KubeResources {
       },
       mergePatch,
     )) as T;
+    this.remember(object, claimed);
+    return claimed;
   }
 
   /** Removes a finalizer, guarded by the object's resourceVersion (409 if it moved meanwhile). */
@@ -91,7 +117,7 @@ export class KubeResources {
   async setStatus(plural: string, object: AnyResource, status: Record<string, unknown>): Promise<boolean> {
     const patch = mergePatchDiff(object.status, status);
     if (patch === undefined) return false;
-    await this.custom.patchNamespacedCustomObjectStatus({ ...this.address(plural, object), body: { status: patch } }, mergePatch);
+    this.remember(object, (await this.custom.patchNamespacedCustomObjectStatus({ ...this.address(plural, object), body: { status: patch } }, mergePatch)) as AnyResource);
     return true;
   }
 

@@ -63,8 +63,9 @@ export class WebhookEndpointReconciler {
     this.options = options;
   }
 
-  async reconcile(cached: WebhookEndpointObject): Promise<void> {
+  async reconcile(informed: WebhookEndpointObject): Promise<void> {
     const { resources, registry, guard } = this.options;
+    const cached = resources.freshest(informed);
     if (!(await guard.mayAct(cached))) return;
     const managedBy = managedByOf(cached);
     const actor: Actor = { userId: `kubernetes:${cached.metadata.namespace}/${cached.metadata.name}`, userRole: 'controller' };
@@ -151,7 +152,8 @@ export class WebhookEndpointReconciler {
 
   /** The reconciler's failure, for the controller to show while it retries. */
   reportRetry(object: WebhookEndpointObject, message: string): Promise<void> {
-    return reportHealth(this.options.resources, this.options.events, WEBHOOK_ENDPOINT.plural, object, { ...object.status }, { state: 'Reconciling', reason: 'RetryingAfterError', message });
+    const fresh = this.options.resources.freshest(object);
+    return reportHealth(this.options.resources, this.options.events, WEBHOOK_ENDPOINT.plural, fresh, { ...fresh.status }, { state: 'Reconciling', reason: 'RetryingAfterError', message });
   }
 
   /**

@@ -92,14 +92,16 @@ describe('ApiKey controller', function () {
     await waitFor(async () => (await get('siem')).status.observedGeneration === after.metadata.generation, 'observedGeneration to catch up');
   });
 
-  it('revokes on revoked: true, and the api refuses the key within 5 s', async () => {
+  it('revokes on revoked: true, and the api refuses the key within 5 s; revoked on purpose is a settled state (Ready=True, reason Revoked)', async () => {
     const { key } = await secretKey('siem-key');
     await patchSpec('siem', { revoked: true });
     const started = Date.now();
     await waitFor(async () => (await listEvents(key)).status === 401, 'the key to stop working', 5_000);
     expect(Date.now() - started).to.be.below(5_000);
     await waitFor(async () => (await get('siem')).status.state === 'Revoked', 'status Revoked');
-    expect((await get('siem')).status.conditions[0]).to.include({ status: 'False', reason: 'Revoked' });
+    const conditions = (await get('siem')).status.conditions;
+    expect(conditions.find((condition: { type: string }) => condition.type === 'Ready')).to.include({ status: 'True', reason: 'Revoked' });
+    expect(conditions.map((condition: { type: string }) => condition.type)).to.deep.equal(['Ready']);
   });
 
   it('revokes the key when the resource is deleted, then lets it go; the Secret is garbage-collected', async () => {

@@ -47,8 +47,11 @@ export interface KubeApiServer {
   readonly store: ObjectStore;
   /** Every request, in order: `GET /apis/...`. */
   readonly requests: string[];
-  /** Every request with the bearer token that made it, to tell the controller's calls from a test's. */
-  readonly requestLog: Array<{ token: string; method: string; path: string; watch: boolean }>;
+  /**
+   * Every request with the bearer token that made it, to tell the controller's calls from a test's, when it
+   * arrived and, once answered, the response status (a refused write, 409 or 422, changed nothing).
+   */
+  readonly requestLog: Array<{ token: string; method: string; path: string; watch: boolean; at: number; status?: number }>;
   /** A client configuration; the token only labels the caller in requestLog (no authorisation here). */
   kubeConfig(token?: string): KubeConfig;
   /** A kubeconfig file for a real kubectl. */
@@ -322,8 +325,15 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
     const url = new URL(request.url!, 'http://localhost');
     requests.push(`${request.method} ${url.pathname}${url.search}`);
     const watching = url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1';
-    const entry = { token: String(request.headers.authorization ?? '').replace(/^Bearer /, ''), method: request.method!, path: url.pathname, watch: watching };
+    const entry: KubeApiServer['requestLog'][number] = {
+      token: String(request.headers.authorization ?? '').replace(/^Bearer /, ''),
+      method: request.method!,
+      path: url.pathname,
+      watch: watching,
+      at: Date.now(),
+    };
     requestLog.push(entry);
+    response.on('finish', () => (entry.status = response.statusCode));
     if (refusal?.(entry)) throw new ApiError(503, 'ServiceUnavailable', 'the server is currently unable to handle the request');
     const discovered = request.method === 'GET' ? discovery(url.pathname, types) : undefined;
     if (discovered) {

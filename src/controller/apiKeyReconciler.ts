@@ -126,9 +126,10 @@ export class ApiKeyReconciler {
     return this.report(object, record, active(record), rotateRequest);
   }
 
-  /** The reconciler's failure, for the controller to show while it retries. */
-  reportRetry(object: ApiKeyObject, message: string): Promise<void> {
+  /** The reconciler's failure, for the controller to show while it retries (only on a resource this deployment claimed). */
+  async reportRetry(object: ApiKeyObject, message: string): Promise<void> {
     const fresh = this.options.resources.freshest(object);
+    if (!this.options.guard.hasClaimed(fresh) || fresh.metadata.deletionTimestamp) return;
     return reportHealth(this.options.resources, this.options.events, API_KEY.plural, fresh, { ...fresh.status }, { state: 'Reconciling', reason: 'RetryingAfterError', message });
   }
 

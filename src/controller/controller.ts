@@ -20,7 +20,7 @@ import { kubeLeaseStore } from './kubeLeaseStore.ts';
 import { EventRecorder } from './kubeEvents.ts';
 import { KubeResources, OWNED_SECRET_LABEL, OWNED_SECRET_LABEL_VALUE } from './kubeResources.ts';
 import { DEFAULT_LEASE_TIMING, LeaderElector } from './leaderElection.ts';
-import { API_KEY, DEFAULT_CONTROLLER_CLASS, DEPLOYMENT_ANNOTATION, GROUP, VERSION, WEBHOOK_ENDPOINT, type ResourceKind } from './resources.ts';
+import { API_KEY, DEFAULT_CONTROLLER_CLASS, GROUP, VERSION, WEBHOOK_ENDPOINT, type ResourceKind } from './resources.ts';
 import { WebhookEndpointReconciler, type WebhookEndpointObject } from './webhookEndpointReconciler.ts';
 import { WorkQueue } from './workQueue.ts';
 
@@ -219,7 +219,7 @@ export class KubernetesController {
       } catch (error) {
         const delay = queue.addRateLimited(key);
         this.options.log.warn({ err: error, object: key, retry_in_ms: delay }, 'reconcile failed; will retry');
-        if (object && this.isOurs(object) && (error as { code?: number }).code !== 409) {
+        if (object && (error as { code?: number }).code !== 409) {
           // kstatus: Reconciling=True while retrying. A 409 is optimistic concurrency at work, retried at once.
           await kind.reportRetry(object, `Reconcile failed (${describeError(error)}); retrying with backoff.`).catch(() => undefined);
         }
@@ -231,11 +231,6 @@ export class KubernetesController {
 
   private isOurClass(object: KubernetesObject): boolean {
     return ((object as { spec?: { controllerClass?: string } }).spec?.controllerClass ?? DEFAULT_CONTROLLER_CLASS) === this.controllerClass;
-  }
-
-  /** Claimed by this deployment and not being deleted: its status is ours to write. */
-  private isOurs(object: KubernetesObject): boolean {
-    return object.metadata?.annotations?.[DEPLOYMENT_ANNOTATION] === this.options.deploymentId && !object.metadata?.deletionTimestamp;
   }
 
   private watchedPaths(resource: ResourceKind): Array<{ path: string; list: () => Promise<KubernetesListObject<KubernetesObject>> }> {

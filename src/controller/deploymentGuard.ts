@@ -35,6 +35,11 @@ export class DeploymentGuard {
     return false;
   }
 
+  /** Claimed by this deployment: its status is this controller's to write. */
+  hasClaimed(object: AnyResource): boolean {
+    return object.metadata.annotations?.[DEPLOYMENT_ANNOTATION] === this.deploymentId;
+  }
+
   /** Stamps the object for this deployment and adds the finalizer (a no-op once done); see KubeResources.claim. */
   claim<T extends AnyResource>(plural: string, object: T, finalizer: string): Promise<T> {
     return this.resources.claim(plural, object, this.deploymentId, finalizer);

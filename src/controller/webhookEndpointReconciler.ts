@@ -150,9 +150,10 @@ export class WebhookEndpointReconciler {
     return this.report(object, endpoint, healthOf(endpoint), handled);
   }
 
-  /** The reconciler's failure, for the controller to show while it retries. */
-  reportRetry(object: WebhookEndpointObject, message: string): Promise<void> {
+  /** The reconciler's failure, for the controller to show while it retries (only on a resource this deployment claimed). */
+  async reportRetry(object: WebhookEndpointObject, message: string): Promise<void> {
     const fresh = this.options.resources.freshest(object);
+    if (!this.options.guard.hasClaimed(fresh) || fresh.metadata.deletionTimestamp) return;
     return reportHealth(this.options.resources, this.options.events, WEBHOOK_ENDPOINT.plural, fresh, { ...fresh.status }, { state: 'Reconciling', reason: 'RetryingAfterError', message });
   }
 

@@ -138,6 +138,22 @@ describe('WebhookEndpoint controller', function () {
     }
   });
 
+  it('disables the endpoint on disabled: true (deliveries stop, history stays): a settled state, Ready=True with reason Disabled', async () => {
+    await create(endpointResource('paused', { tenantId: 'acme', url: receiver.url, secretName: 'paused-hook' }));
+    await waitFor(async () => ready(await get('paused'))?.status === 'True', 'Ready=True');
+    const { id } = (await get('paused')).status;
+    await patch('paused', { spec: { disabled: true } });
+    await waitFor(async () => ready(await get('paused'))?.reason === 'Disabled', 'Ready/Disabled');
+    const paused = await get('paused');
+    expect(ready(paused)).to.include({ status: 'True' });
+    expect(condition(paused, 'Stalled')).to.equal(undefined);
+    expect(paused.status).to.include({ id, active: false });
+    expect(await harness.registry.find(id)).to.deep.include({ active: false, disabledReason: 'manual' });
+    const reenabled = await patch('paused', { spec: { disabled: false } }).then(() => undefined, (error: { code: number; body: string }) => error);
+    expect(reenabled?.code).to.equal(422);
+    expect(String(reenabled?.body)).to.include('cannot be enabled again');
+  });
+
   it('deletes the endpoint and its history when the resource is deleted; the Secret goes with it', async () => {
     const id = (await get('flaky')).status.id;
     await harness.custom.deleteNamespacedCustomObject(address('flaky'));

@@ -181,7 +181,7 @@ export class KubeResources {
 }
 
 export function secretConflictMessage(owner: AnyResource, name: string): string {
-  return `Secret ${name} exists and is not owned by this ${owner.kind}; nothing was written. Delete or rename that Secret (the controller retries by itself).`;
+  return `Secret ${name} exists and is not owned by this ${owner.kind}; nothing was written. Delete that Secret (the controller retries by itself), or re-create this ${owner.kind} with another secretName.`;
 }
 
 export function involvedObject(object: AnyResource): InvolvedObject {

@@ -4,13 +4,15 @@ import { promisify } from 'node:util';
 import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { ApiKeyService } from '../../src/auth/apiKeyService.ts';
 import { API_KEY_FINALIZER } from '../../src/controller/apiKeyReconciler.ts';
-import { ROTATE_ANNOTATION } from '../../src/controller/resources.ts';
 import type { KubernetesController } from '../../src/controller/controller.ts';
 import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
 import type { TestDatabase } from '../support/database.ts';
 import type { KubeApiServer } from '../support/kube-apiserver/server.ts';
 import { TEST_PEPPER, call, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
+
+/** The annotation as users write it (docs/kubernetes.md). */
+const ROTATE_ANNOTATION = 'audittrail.dev/rotate';
 
 const NAMESPACE = 'team-a';
 

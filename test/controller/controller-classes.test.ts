@@ -1,7 +1,9 @@
 import { expect } from 'chai';
-import { DEPLOYMENT_ANNOTATION } from '../../src/controller/resources.ts';
 import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness, type Deployment } from '../support/controller-harness.ts';
 import { waitFor } from '../support/wait.ts';
+
+/** The annotation as users write it (docs/kubernetes.md). */
+const DEPLOYMENT_ANNOTATION = 'audittrail.dev/deployment-id';
 
 const NAMESPACE = 'shared';
 
@@ -22,7 +24,8 @@ describe('several releases in one cluster', function () {
     production = await harness.startDeployment();
     harness.startController('staging-1', { controllerClass: 'staging', leaseName: 'audit-staging-audit-trail-controller', token: 'staging' });
     harness.startController('production-1', { deployment: production, controllerClass: 'production', leaseName: 'audit-production-audit-trail-controller', token: 'production' });
-    await waitFor(() => harness.controllers.every((controller) => controller.isLeader), 'both controllers to lead, each on its own Lease');
+    await waitFor(() => harness.controllers.some((controller) => controller.isLeader), 'a controller to lead');
+    await new Promise((resolve) => setTimeout(resolve, 1_000)); // time for the other to lead too: asserted below
   });
 
   after(async () => {
@@ -74,6 +77,7 @@ describe('several releases in one cluster', function () {
   });
 
   it('elects a leader per release on a Lease named after it', () => {
+    expect(harness.controllers.map((controller) => controller.isLeader)).to.deep.equal([true, true]);
     const holder = (name: string) => (harness.kube.store.get('coordination.k8s.io/v1/leases', 'audit-system', name).spec as { holderIdentity: string }).holderIdentity;
     expect(holder('audit-staging-audit-trail-controller')).to.equal('staging-1');
     expect(holder('audit-production-audit-trail-controller')).to.equal('production-1');

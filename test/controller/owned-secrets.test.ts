@@ -1,9 +1,11 @@
 import { expect } from 'chai';
-import { ROTATE_ANNOTATION } from '../../src/controller/resources.ts';
 import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { call } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
+
+/** The annotation as users write it (docs/kubernetes.md). */
+const ROTATE_ANNOTATION = 'audittrail.dev/rotate';
 
 const NAMESPACE = 'team-s';
 

@@ -126,13 +126,6 @@ export class ApiKeyReconciler {
     return this.report(object, record, active(record), rotateRequest);
   }
 
-  /** The reconciler's failure, for the controller to show while it retries (only on a resource this deployment claimed). */
-  async reportRetry(object: ApiKeyObject, message: string): Promise<void> {
-    const fresh = this.options.resources.freshest(object);
-    if (!this.options.guard.hasClaimed(fresh) || fresh.metadata.deletionTimestamp) return;
-    return reportHealth(this.options.resources, this.options.events, API_KEY.plural, fresh, { ...fresh.status }, { state: 'Reconciling', reason: 'RetryingAfterError', message });
-  }
-
   /** A new key in the Secret, then the old one revoked: whoever reads the Secret gets a working key. */
   private async rotate(object: ApiKeyObject, spec: ApiKeySpec, current: ApiKeyRecord, managedBy: string, actor: Actor): Promise<ApiKeyRecord> {
     const replacement = await this.mint(object, spec, managedBy, actor);

@@ -16,9 +16,10 @@ import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
 import { ApiKeyReconciler, type ApiKeyObject } from './apiKeyReconciler.ts';
 import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from './backoff.ts';
 import { DeploymentGuard } from './deploymentGuard.ts';
+import { reportRetry } from './healthReport.ts';
 import { kubeLeaseStore } from './kubeLeaseStore.ts';
 import { EventRecorder } from './kubeEvents.ts';
-import { KubeResources, OWNED_SECRET_LABEL, OWNED_SECRET_LABEL_VALUE } from './kubeResources.ts';
+import { KubeResources, OWNED_SECRET_LABEL, OWNED_SECRET_LABEL_VALUE, type AnyResource } from './kubeResources.ts';
 import { DEFAULT_LEASE_TIMING, LeaderElector } from './leaderElection.ts';
 import { API_KEY, DEFAULT_CONTROLLER_CLASS, GROUP, VERSION, WEBHOOK_ENDPOINT, type ResourceKind } from './resources.ts';
 import { WebhookEndpointReconciler, type WebhookEndpointObject } from './webhookEndpointReconciler.ts';
@@ -53,7 +54,6 @@ export interface ControllerOptions {
 interface Kind {
   readonly resource: ResourceKind;
   reconcile(object: KubernetesObject): Promise<void>;
-  reportRetry(object: KubernetesObject, message: string): Promise<void>;
 }
 
 interface Running {
@@ -79,6 +79,7 @@ export class KubernetesController {
   private readonly core: CoreV1Api;
   private readonly controllerClass: string;
   private readonly kinds: Kind[];
+  private readonly reportRetry: (plural: string, object: KubernetesObject, message: string) => Promise<void>;
   private running: Running | undefined;
 
   constructor(options: ControllerOptions) {
@@ -93,17 +94,10 @@ export class KubernetesController {
     const apiKeys = new ApiKeyReconciler({ resources, keys: options.keys, events, guard, log: options.log });
     const webhooks = new WebhookEndpointReconciler({ resources, registry: options.registry, events, guard, log: options.log });
     this.kinds = [
-      {
-        resource: API_KEY,
-        reconcile: (object) => apiKeys.reconcile(object as unknown as ApiKeyObject),
-        reportRetry: (object, message) => apiKeys.reportRetry(object as unknown as ApiKeyObject, message),
-      },
-      {
-        resource: WEBHOOK_ENDPOINT,
-        reconcile: (object) => webhooks.reconcile(object as unknown as WebhookEndpointObject),
-        reportRetry: (object, message) => webhooks.reportRetry(object as unknown as WebhookEndpointObject, message),
-      },
+      { resource: API_KEY, reconcile: (object) => apiKeys.reconcile(object as unknown as ApiKeyObject) },
+      { resource: WEBHOOK_ENDPOINT, reconcile: (object) => webhooks.reconcile(object as unknown as WebhookEndpointObject) },
     ];
+    this.reportRetry = (plural, object, message) => reportRetry(resources, events, guard, plural, object as unknown as AnyResource, message);
     this.elector = new LeaderElector({
       identity: options.identity ?? `${hostname()}-${process.pid}`,
       store: kubeLeaseStore(config.makeApiClient(CoordinationV1Api), options.leaseNamespace, options.leaseName),
@@ -221,7 +215,7 @@ export class KubernetesController {
         this.options.log.warn({ err: error, object: key, retry_in_ms: delay }, 'reconcile failed; will retry');
         if (object && (error as { code?: number }).code !== 409) {
           // kstatus: Reconciling=True while retrying. A 409 is optimistic concurrency at work, retried at once.
-          await kind.reportRetry(object, `Reconcile failed (${describeError(error)}); retrying with backoff.`).catch(() => undefined);
+          await this.reportRetry(plural, object, `Reconcile failed (${describeError(error)}); retrying with backoff.`).catch(() => undefined);
         }
       } finally {
         queue.done(key);

@@ -1,8 +1,6 @@
 import type { EventRecorder } from './kubeEvents.ts';
-import { involvedObject, type CustomResource, type KubeResources } from './kubeResources.ts';
+import { involvedObject, type AnyResource, type KubeResources } from './kubeResources.ts';
 import { DEPLOYMENT_ANNOTATION } from './resources.ts';
-
-type AnyResource = CustomResource<unknown, Record<string, unknown>>;
 
 /**
  * The second guard after the controller class: a resource is stamped with the id of the deployment whose

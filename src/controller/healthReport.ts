@@ -1,8 +1,7 @@
 import { conditionOf, healthConditions, type Health } from './conditions.ts';
+import type { DeploymentGuard } from './deploymentGuard.ts';
 import type { EventRecorder } from './kubeEvents.ts';
-import { involvedObject, type CustomResource, type KubeResources } from './kubeResources.ts';
-
-type AnyResource = CustomResource<unknown, Record<string, unknown>>;
+import { involvedObject, type AnyResource, type KubeResources } from './kubeResources.ts';
 
 /**
  * Writes a resource's status — its kind's own fields, observedGeneration and the kstatus conditions for
@@ -26,4 +25,21 @@ export async function reportHealth(
   const before = conditionOf(object.status?.conditions, type);
   const wasAlready = before?.reason === health.reason && (health.state === 'Reconciling' ? before.status === 'True' : before.status === 'False');
   if (!wasAlready) await events.record(involvedObject(object), 'Warning', health.reason, health.message);
+}
+
+/**
+ * A failed reconcile, shown while the controller retries (kstatus: Reconciling=True): only on a resource
+ * this deployment has claimed, and not once it is being deleted.
+ */
+export async function reportRetry(
+  resources: KubeResources,
+  events: EventRecorder,
+  guard: DeploymentGuard,
+  plural: string,
+  informed: AnyResource,
+  message: string,
+): Promise<void> {
+  const object = resources.freshest(informed);
+  if (!guard.hasClaimed(object) || object.metadata.deletionTimestamp) return;
+  await reportHealth(resources, events, plural, object, { ...object.status }, { state: 'Reconciling', reason: 'RetryingAfterError', message });
 }

@@ -22,7 +22,8 @@ export interface CustomResource<Spec, Status> {
   status?: Status & { observedGeneration?: number; conditions?: Condition[] };
 }
 
-type AnyResource = CustomResource<unknown, Record<string, unknown>>;
+/** Any custom resource, as the parts shared by both kinds see it. */
+export type AnyResource = CustomResource<unknown, Record<string, unknown>>;
 
 /** The label on every Secret the controller writes; its Secret informer selects on it. */
 export const OWNED_SECRET_LABEL = 'app.kubernetes.io/managed-by';

@@ -150,13 +150,6 @@ export class WebhookEndpointReconciler {
     return this.report(object, endpoint, healthOf(endpoint), handled);
   }
 
-  /** The reconciler's failure, for the controller to show while it retries (only on a resource this deployment claimed). */
-  async reportRetry(object: WebhookEndpointObject, message: string): Promise<void> {
-    const fresh = this.options.resources.freshest(object);
-    if (!this.options.guard.hasClaimed(fresh) || fresh.metadata.deletionTimestamp) return;
-    return reportHealth(this.options.resources, this.options.events, WEBHOOK_ENDPOINT.plural, fresh, { ...fresh.status }, { state: 'Reconciling', reason: 'RetryingAfterError', message });
-  }
-
   /**
    * A new signing secret in the Secret. For now by a new endpoint (new id and secret) in the old one's
    * place: once the Secret holds the new secret, an active old endpoint is deleted (with its delivery

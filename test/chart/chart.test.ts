@@ -169,7 +169,7 @@ describe('Helm chart', function () {
 
   it('grants the controller exactly the verbs it uses, cluster-wide or per listed namespace, and leases only at home', async () => {
     const expected = [
-      { apiGroups: ['audittrail.dev'], resources: ['apikeys', 'webhookendpoints'], verbs: ['list', 'watch', 'patch'] },
+      { apiGroups: ['audittrail.dev'], resources: ['apikeys', 'webhookendpoints'], verbs: ['get', 'list', 'watch', 'patch'] },
       { apiGroups: ['audittrail.dev'], resources: ['apikeys/status', 'webhookendpoints/status'], verbs: ['patch'] },
       { apiGroups: ['audittrail.dev'], resources: ['apikeys/finalizers', 'webhookendpoints/finalizers'], verbs: ['update'] },
       { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch', 'create', 'update'] },

@@ -51,6 +51,11 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
     await harness.custom.createNamespacedCustomObject({ ...address('webhookendpoints'), body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'WebhookEndpoint', metadata: { name: 'w' }, spec: { tenantId: 'acme', url: receiver.url, secretName: 'w' } } });
     await active('apikeys', 'k', (status) => status.state === 'Active');
     await active('webhookendpoints', 'w', (status) => status.active === true);
+    for (const plural of ['apikeys', 'webhookendpoints']) {
+      const name = plural === 'apikeys' ? 'k' : 'w';
+      await harness.custom.patchNamespacedCustomObject({ ...address(plural, name), body: { metadata: { annotations: { 'audittrail.dev/rotate': '1' } } } } as never, mergePatch);
+      await active(plural, name, (status) => status.rotateRequest === '1');
+    }
     await harness.custom.patchNamespacedCustomObject({ ...address('apikeys', 'k'), body: { spec: { revoked: true } } } as never, mergePatch);
     await harness.custom.patchNamespacedCustomObject({ ...address('webhookendpoints', 'w'), body: { spec: { description: 'changed' } } } as never, mergePatch);
     await active('apikeys', 'k', (status) => status.state === 'Revoked');

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseCidrList } from '../platform/cidr.ts';
+import { DNS_LABEL_MAX_LENGTH, DNS_LABEL_PATTERN, DNS_SUBDOMAIN_MAX_LENGTH, DNS_SUBDOMAIN_PATTERN } from '../platform/kubernetesNames.ts';
 
 /**
  * The service's whole configuration comes from the environment (DESIGN.md §4), validated once at start.
@@ -105,6 +106,12 @@ const environmentSchema = z.object({
   // SPEC.md limits are per minute; a shorter window exists for tests and should not be set in production.
   RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(3600).default(60),
   CONTROLLER_NAMESPACES: commaList.default([]),
+  // The controller reconciles only ApiKey and WebhookEndpoint resources of this class (spec.controllerClass;
+  // a resource without one is of class "default"), so that several releases can share a cluster.
+  CONTROLLER_CLASS: z.string().max(DNS_LABEL_MAX_LENGTH).regex(DNS_LABEL_PATTERN, 'must be a DNS label (lowercase letters, digits and -)').default('default'),
+  // Leader election's Lease, in POD_NAMESPACE; the chart names it after the release, so that two releases
+  // in one namespace do not elect one leader between them.
+  CONTROLLER_LEASE_NAME: z.string().max(DNS_SUBDOMAIN_MAX_LENGTH).regex(DNS_SUBDOMAIN_PATTERN, 'must be a Kubernetes object name').default('audit-trail-controller'),
   // The controller reconciles every resource this often; WebhookEndpoint status (failures, last delivery)
   // is refreshed by it, so it must stay under a minute.
   CONTROLLER_RESYNC_MS: z.coerce.number().int().min(1000).max(60_000).default(30_000),
@@ -187,6 +194,8 @@ function toConfig(env: z.output<typeof environmentSchema>) {
       windowSeconds: env.RATE_LIMIT_WINDOW_SECONDS,
     },
     controllerNamespaces: env.CONTROLLER_NAMESPACES,
+    controllerClass: env.CONTROLLER_CLASS,
+    controllerLeaseName: env.CONTROLLER_LEASE_NAME,
     controllerResyncMs: env.CONTROLLER_RESYNC_MS,
     controllerLease: {
       leaseDurationMs: env.CONTROLLER_LEASE_DURATION_MS,

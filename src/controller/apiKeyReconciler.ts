@@ -3,10 +3,12 @@ import type { ApiKeyRecord } from '../auth/apiKeyStore.ts';
 import type { Actor } from '../events/adminEvent.ts';
 import { parseCidr } from '../platform/cidr.ts';
 import type { Logger } from '../platform/logger.ts';
-import { setCondition } from './conditions.ts';
+import type { Health } from './conditions.ts';
+import type { DeploymentGuard } from './deploymentGuard.ts';
+import { reportHealth } from './healthReport.ts';
 import type { EventRecorder } from './kubeEvents.ts';
-import { SecretConflictError, involvedObject, managedByOf, type CustomResource, type KubeResources } from './kubeResources.ts';
-import { API_KEY, apiKeySpecSchema, type ApiKeySpec } from './resources.ts';
+import { involvedObject, managedByOf, pendingRequest, secretConflictMessage, type CustomResource, type KubeResources } from './kubeResources.ts';
+import { API_KEY, ROTATE_ANNOTATION, apiKeySpecSchema, type ApiKeySpec } from './resources.ts';
 
 /** Holds deletion of an ApiKey until its key is revoked. */
 export const API_KEY_FINALIZER = 'audittrail.dev/revoke-key';
@@ -14,28 +16,24 @@ export const API_KEY_FINALIZER = 'audittrail.dev/revoke-key';
 export const SECRET_KEY_FIELD = 'apiKey';
 export const SECRET_LOOKUP_FIELD = 'lookupId';
 
-export type ApiKeyObject = CustomResource<ApiKeySpec, { lookupId?: string; state?: 'Active' | 'Revoked' }>;
+type Status = { lookupId?: string; state?: 'Active' | 'Revoked'; rotateRequest?: string };
+export type ApiKeyObject = CustomResource<ApiKeySpec, Status>;
 
 export interface ApiKeyReconcilerOptions {
   readonly resources: KubeResources;
   readonly keys: ApiKeyService;
   readonly events: EventRecorder;
+  readonly guard: DeploymentGuard;
   readonly log: Logger;
-}
-
-interface Outcome {
-  readonly ready: boolean;
-  readonly reason: string;
-  readonly message: string;
-  readonly state?: 'Active' | 'Revoked';
-  readonly lookupId?: string;
 }
 
 /**
  * Brings one ApiKey resource and the database together: mints the key once (only its hash is stored; the
  * key goes to the Secret named in the spec, owned by the resource), applies scope, CIDR and description
- * changes in place, revokes on `revoked: true` or deletion (finalizer), and reports status. Only keys whose
- * managed_by names this very resource (namespace, name and uid) are ever touched.
+ * changes in place, revokes on `revoked: true` or deletion (finalizer), mints a new key when the rotate
+ * annotation asks for one, and reports status. Only keys whose managed_by names this very resource
+ * (namespace, name and uid) are ever touched, and nothing is written to the database while the Secret's
+ * name is taken by someone else.
  */
 export class ApiKeyReconciler {
   private readonly options: ApiKeyReconcilerOptions;
@@ -44,58 +42,96 @@ export class ApiKeyReconciler {
     this.options = options;
   }
 
-  async reconcile(object: ApiKeyObject): Promise<void> {
-    const { resources, keys } = this.options;
-    const managedBy = managedByOf(object);
-    const actor: Actor = { userId: `kubernetes:${object.metadata.namespace}/${object.metadata.name}`, userRole: 'controller' };
+  async reconcile(informed: ApiKeyObject): Promise<void> {
+    const { resources, keys, guard } = this.options;
+    const cached = resources.freshest(informed);
+    if (!(await guard.mayAct(cached))) return;
+    const managedBy = managedByOf(cached);
+    const actor: Actor = { userId: `kubernetes:${cached.metadata.namespace}/${cached.metadata.name}`, userRole: 'controller' };
 
-    if (object.metadata.deletionTimestamp) {
+    if (cached.metadata.deletionTimestamp) {
+      if (!cached.metadata.finalizers?.includes(API_KEY_FINALIZER)) return;
       const record = await keys.findManaged(managedBy);
       if (record && !record.revokedAt) await keys.revoke(record.lookupId, actor);
-      await resources.setFinalizer(API_KEY.plural, object, API_KEY_FINALIZER, false);
+      await resources.removeFinalizer(API_KEY.plural, cached, API_KEY_FINALIZER);
       return;
     }
-    await resources.setFinalizer(API_KEY.plural, object, API_KEY_FINALIZER, true);
+    const object = await guard.claim(API_KEY.plural, cached, API_KEY_FINALIZER);
 
+    let record = await keys.findManaged(managedBy);
     const parsed = apiKeySpecSchema.safeParse(object.spec);
     if (!parsed.success) {
       const message = parsed.error.issues.map((issue) => `spec.${issue.path.join('.')}: ${issue.message}`).join('; ');
-      await this.report(object, { ready: false, reason: 'InvalidSpec', message });
-      return;
+      return this.report(object, record, { state: 'Stalled', reason: 'InvalidSpec', message });
     }
     const spec = parsed.data;
-    let record = await keys.findManaged(managedBy);
-    if (!record && spec.revoked) {
-      await this.report(object, { ready: false, reason: 'Revoked', message: 'The key was revoked before it was minted.', state: 'Revoked' });
-      return;
+
+    if (spec.revoked) {
+      // Revoked on purpose: a settled state, whatever became of the Secret.
+      if (record && !record.revokedAt) {
+        record = await keys.revoke(record.lookupId, actor);
+        await this.options.events.record(involvedObject(object), 'Normal', 'KeyRevoked', `Key ${record.lookupId} revoked (spec.revoked).`);
+      }
+      const message = record ? `Key ${record.lookupId} is revoked (spec.revoked).` : 'The key was revoked before it was minted.';
+      return this.report(object, record, { state: 'Ready', reason: 'Revoked', message });
     }
-    const secretLookupId = record && (await resources.ownedSecretValue(object, spec.secretName, SECRET_LOOKUP_FIELD));
-    if (!record || (!record.revokedAt && secretLookupId !== record.lookupId)) {
-      // Never minted, or minted but the Secret never received it (a crash in between): that key is known
-      // to no one, so it is revoked and a new one minted.
-      if (record) await keys.revoke(record.lookupId, actor);
-      try {
-        record = await this.mint(object, spec, managedBy, actor);
-      } catch (error) {
-        if (!(error instanceof SecretConflictError)) throw error;
-        await this.report(object, { ready: false, reason: 'SecretConflict', message: error.message });
-        return;
+
+    // Ownership first: while the Secret's name is taken, nothing is minted, revoked or rewritten.
+    const secret = await resources.secretState(object, spec.secretName);
+    if (secret.state === 'foreign') {
+      return this.report(object, record, { state: 'Stalled', reason: 'SecretConflict', message: secretConflictMessage(object, spec.secretName) });
+    }
+    let rotateRequest = object.status?.rotateRequest;
+    const rotation = pendingRequest(object, ROTATE_ANNOTATION, rotateRequest);
+    if (!record) {
+      record = await this.mint(object, spec, managedBy, actor);
+      // An annotation present before the first key asks for nothing more.
+      return this.report(object, record, active(record), object.metadata.annotations?.[ROTATE_ANNOTATION]);
+    }
+
+    const delivered = secret.state === 'owned' && secret.values[SECRET_LOOKUP_FIELD] === record.lookupId;
+    if (rotation !== undefined) {
+      if (!(await resources.isCurrent(API_KEY.plural, object))) return;
+      record = await this.rotate(object, spec, record, managedBy, actor);
+      rotateRequest = rotation;
+    } else if (!delivered && !record.revokedAt) {
+      if (object.status?.lookupId !== record.lookupId) {
+        // Minted, but neither the Secret nor status ever showed it (a crash in between): that key is known
+        // to no one, so it is revoked and a new one minted.
+        if (!(await resources.isCurrent(API_KEY.plural, object))) return;
+        record = await this.rotate(object, spec, record, managedBy, actor);
+      } else {
+        // The key was delivered and someone deleted or changed its Secret: the key keeps working for
+        // whoever holds it; a new one only when asked for.
+        const what = secret.state === 'missing' ? `Secret ${spec.secretName} was deleted` : `Secret ${spec.secretName} no longer holds key ${record.lookupId}`;
+        return this.report(object, record, {
+          state: 'Stalled',
+          reason: 'SecretMissing',
+          message: `${what}; the key still works. To mint a new key into a new Secret, set annotation ${ROTATE_ANNOTATION} to a new value.`,
+        });
       }
     }
-    if (spec.revoked && !record.revokedAt) {
-      record = await keys.revoke(record.lookupId, actor);
-      await this.options.events.record(involvedObject(object), 'Normal', 'KeyRevoked', `Key ${record.lookupId} revoked (spec.revoked).`);
+
+    if (record.revokedAt) {
+      return this.report(object, record, {
+        state: 'Stalled',
+        reason: 'RevokedOutsideKubernetes',
+        message: `Key ${record.lookupId} was revoked outside Kubernetes (audit-trail keys revoke). Set spec.revoked: true to accept that, or annotation ${ROTATE_ANNOTATION} to a new value for a new key.`,
+      }, rotateRequest);
     }
-    if (!record.revokedAt && grantsChanged(record, spec)) {
+    if (grantsChanged(record, spec)) {
       record = await keys.updateGrants(record.lookupId, grantsOf(spec), actor);
       await this.options.events.record(involvedObject(object), 'Normal', 'GrantsUpdated', `Scopes, allow-list or description of key ${record.lookupId} updated.`);
     }
-    await this.report(
-      object,
-      record.revokedAt
-        ? { ready: false, reason: 'Revoked', message: `Key ${record.lookupId} is revoked.`, state: 'Revoked', lookupId: record.lookupId }
-        : { ready: true, reason: 'Active', message: `Key ${record.lookupId} is active.`, state: 'Active', lookupId: record.lookupId },
-    );
+    return this.report(object, record, active(record), rotateRequest);
+  }
+
+  /** A new key in the Secret, then the old one revoked: whoever reads the Secret gets a working key. */
+  private async rotate(object: ApiKeyObject, spec: ApiKeySpec, current: ApiKeyRecord, managedBy: string, actor: Actor): Promise<ApiKeyRecord> {
+    const replacement = await this.mint(object, spec, managedBy, actor);
+    if (!current.revokedAt) await this.options.keys.revoke(current.lookupId, actor);
+    await this.options.events.record(involvedObject(object), 'Normal', 'KeyRotated', `Key ${current.lookupId} replaced by ${replacement.lookupId}${current.revokedAt ? '' : ' and revoked'}.`);
+    return replacement;
   }
 
   private async mint(object: ApiKeyObject, spec: ApiKeySpec, managedBy: string, actor: Actor): Promise<ApiKeyRecord> {
@@ -111,26 +147,18 @@ export class ApiKeyReconciler {
     return minted.record;
   }
 
-  private async report(object: ApiKeyObject, outcome: Outcome): Promise<void> {
-    const generation = object.metadata.generation;
-    const status = {
-      ...(outcome.lookupId ? { lookupId: outcome.lookupId } : {}),
-      ...(outcome.state ? { state: outcome.state } : {}),
-      observedGeneration: generation,
-      conditions: setCondition(object.status?.conditions, {
-        type: 'Ready',
-        status: outcome.ready ? 'True' : 'False',
-        reason: outcome.reason,
-        message: outcome.message,
-        observedGeneration: generation,
-      }),
+  private report(object: ApiKeyObject, record: ApiKeyRecord | undefined, health: Health, rotateRequest = object.status?.rotateRequest): Promise<void> {
+    const fields = {
+      lookupId: record?.lookupId,
+      state: record ? (record.revokedAt ? 'Revoked' : 'Active') : health.reason === 'Revoked' ? 'Revoked' : undefined,
+      rotateRequest,
     };
-    const changed = await this.options.resources.setStatus(API_KEY.plural, object, status);
-    const wasReason = object.status?.conditions?.find((condition) => condition.type === 'Ready')?.reason;
-    if (changed && !outcome.ready && outcome.reason !== 'Revoked' && wasReason !== outcome.reason) {
-      await this.options.events.record(involvedObject(object), 'Warning', outcome.reason, outcome.message);
-    }
+    return reportHealth(this.options.resources, this.options.events, API_KEY.plural, object, fields, health);
   }
+}
+
+function active(record: ApiKeyRecord): Health {
+  return { state: 'Ready', reason: 'Active', message: `Key ${record.lookupId} is active.` };
 }
 
 function grantsOf(spec: ApiKeySpec) {

@@ -8,36 +8,47 @@ import {
   type KubeConfig,
   type KubernetesListObject,
   type KubernetesObject,
+  type V1OwnerReference,
 } from '@kubernetes/client-node';
 import type { ApiKeyService } from '../auth/apiKeyService.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
 import { ApiKeyReconciler, type ApiKeyObject } from './apiKeyReconciler.ts';
+import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from './backoff.ts';
+import { DeploymentGuard } from './deploymentGuard.ts';
+import { reportRetry } from './healthReport.ts';
 import { kubeLeaseStore } from './kubeLeaseStore.ts';
 import { EventRecorder } from './kubeEvents.ts';
-import { KubeResources } from './kubeResources.ts';
+import { KubeResources, OWNED_SECRET_LABEL, OWNED_SECRET_LABEL_VALUE, type AnyResource } from './kubeResources.ts';
 import { DEFAULT_LEASE_TIMING, LeaderElector } from './leaderElection.ts';
-import { API_KEY, GROUP, VERSION, WEBHOOK_ENDPOINT, type ResourceKind } from './resources.ts';
+import { API_KEY, DEFAULT_CONTROLLER_CLASS, GROUP, VERSION, WEBHOOK_ENDPOINT, type ResourceKind } from './resources.ts';
 import { WebhookEndpointReconciler, type WebhookEndpointObject } from './webhookEndpointReconciler.ts';
 import { WorkQueue } from './workQueue.ts';
 
-export const LEASE_NAME = 'audit-trail-controller';
-const WATCH_RESTART_DELAY_MS = 500;
+const COMPONENT = 'audit-trail-controller';
+const OWNED_SECRETS = `${OWNED_SECRET_LABEL}=${OWNED_SECRET_LABEL_VALUE}`;
 
 export interface ControllerOptions {
   readonly kubeConfig: KubeConfig;
   readonly keys: ApiKeyService;
   readonly registry: WebhookRegistry;
+  /** The deployment's identity (readDeploymentId): stamped on every resource this controller reconciles. */
+  readonly deploymentId: string;
+  /** Only resources of this class (spec.controllerClass, absent meaning "default") are reconciled. */
+  readonly controllerClass: string;
   /** Namespaces to watch; empty means all. */
   readonly namespaces: readonly string[];
   /** Where the leader-election Lease lives (the controller's own namespace). */
   readonly leaseNamespace: string;
+  readonly leaseName: string;
   readonly identity?: string;
   readonly log: Logger;
   /** Every object is reconciled again this often, whatever the watch said (webhook status refreshes with it). */
   readonly resyncMs?: number;
   readonly workers?: number;
   readonly leaseTiming?: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
+  /** How a failed watch is restarted. */
+  readonly watchBackoff?: BackoffPolicy;
 }
 
 interface Kind {
@@ -47,6 +58,7 @@ interface Kind {
 
 interface Running {
   readonly queue: WorkQueue;
+  /** Per kind (plural), and `secrets` for the Secrets the controller owns. */
   readonly informers: Map<string, ListWatch<KubernetesObject>[]>;
   readonly workers: Promise<void>[];
   readonly resync: NodeJS.Timeout;
@@ -55,36 +67,43 @@ interface Running {
 /**
  * The controller role: leader election on a Lease, then per kind informers (list + watch with the
  * library's ListWatch, which resumes from the last resourceVersion and re-lists on 410 Gone; restarted
- * here after any other watch failure) feeding one work queue that serialises work per object, with capped
- * exponential backoff on failure and a periodic resync. A replica that loses the lease stops its informers
- * and workers until it wins it again.
+ * here with capped exponential backoff after any other watch failure) and an informer on the Secrets it
+ * owns (by label), feeding one work queue that serialises work per object, with capped exponential backoff
+ * on failure and a periodic resync. Only resources of the controller's class are reconciled. A replica
+ * that loses the lease stops its informers and workers until it wins it again.
  */
 export class KubernetesController {
   private readonly options: ControllerOptions;
   private readonly elector: LeaderElector;
   private readonly custom: CustomObjectsApi;
+  private readonly core: CoreV1Api;
+  private readonly controllerClass: string;
   private readonly kinds: Kind[];
+  private readonly reportRetry: (plural: string, object: KubernetesObject, message: string) => Promise<void>;
   private running: Running | undefined;
 
   constructor(options: ControllerOptions) {
     this.options = options;
+    this.controllerClass = options.controllerClass;
     const config = options.kubeConfig;
     this.custom = config.makeApiClient(CustomObjectsApi);
-    const core = config.makeApiClient(CoreV1Api);
-    const resources = new KubeResources(this.custom, core);
-    const events = new EventRecorder(core, options.log);
-    const apiKeys = new ApiKeyReconciler({ resources, keys: options.keys, events, log: options.log });
-    const webhooks = new WebhookEndpointReconciler({ resources, registry: options.registry, events, log: options.log });
+    this.core = config.makeApiClient(CoreV1Api);
+    const resources = new KubeResources(this.custom, this.core);
+    const events = new EventRecorder(this.core, options.log, { component: COMPONENT });
+    const guard = new DeploymentGuard(resources, events, options.deploymentId);
+    const apiKeys = new ApiKeyReconciler({ resources, keys: options.keys, events, guard, log: options.log });
+    const webhooks = new WebhookEndpointReconciler({ resources, registry: options.registry, events, guard, log: options.log });
     this.kinds = [
       { resource: API_KEY, reconcile: (object) => apiKeys.reconcile(object as unknown as ApiKeyObject) },
       { resource: WEBHOOK_ENDPOINT, reconcile: (object) => webhooks.reconcile(object as unknown as WebhookEndpointObject) },
     ];
+    this.reportRetry = (plural, object, message) => reportRetry(resources, events, guard, plural, object as unknown as AnyResource, message);
     this.elector = new LeaderElector({
       identity: options.identity ?? `${hostname()}-${process.pid}`,
-      store: kubeLeaseStore(config.makeApiClient(CoordinationV1Api), options.leaseNamespace, LEASE_NAME),
+      store: kubeLeaseStore(config.makeApiClient(CoordinationV1Api), options.leaseNamespace, options.leaseName),
       ...(options.leaseTiming ?? DEFAULT_LEASE_TIMING),
       onStartedLeading: () => {
-        options.log.info('leading: reconciling ApiKey and WebhookEndpoint resources');
+        options.log.info({ controller_class: this.controllerClass }, 'leading: reconciling ApiKey and WebhookEndpoint resources');
         void this.startReconciling();
       },
       onStoppedLeading: () => {
@@ -113,34 +132,61 @@ export class KubernetesController {
     const queue = new WorkQueue();
     const informers = new Map<string, ListWatch<KubernetesObject>[]>();
     for (const kind of this.kinds) {
-      const enqueue = (object: KubernetesObject) => queue.add(`${kind.resource.plural}/${object.metadata?.namespace}/${object.metadata?.name}`);
+      const enqueue = (object: KubernetesObject) => {
+        if (this.isOurClass(object)) queue.add(queueKey(kind.resource.plural, object.metadata?.namespace, object.metadata?.name));
+      };
       informers.set(
         kind.resource.plural,
         this.watchedPaths(kind.resource).map(({ path, list }) => {
           const informer = new ListWatch<KubernetesObject>(path, new Watch(this.options.kubeConfig), list, false);
           informer.on('add', enqueue);
           informer.on('update', enqueue);
-          // ListWatch resumes by itself after a 410 or a client-side timeout, but stops on any other error
-          // (a cut connection, an API server restart): restart it.
-          informer.on('error', (error: unknown) => {
-            this.options.log.warn({ err: error, kind: kind.resource.kind }, 'watch failed; restarting it');
-            setTimeout(() => {
-              if (this.running?.informers.get(kind.resource.plural)?.includes(informer)) informer.start().catch(() => undefined);
-            }, WATCH_RESTART_DELAY_MS).unref();
-          });
+          this.restartOnError(informer, kind.resource.plural, informers);
           return informer;
         }),
       );
     }
+    // A change to a Secret the controller owns (deleted, edited) reaches its resource within seconds.
+    const enqueueOwner = (secret: KubernetesObject) => {
+      const owner = ownerKey(secret.metadata?.ownerReferences, secret.metadata?.namespace);
+      if (owner) queue.add(owner);
+    };
+    informers.set(
+      'secrets',
+      this.secretPaths().map(({ path, list }) => {
+        const informer = new ListWatch<KubernetesObject>(path, new Watch(this.options.kubeConfig), list, false, OWNED_SECRETS);
+        for (const event of ['add', 'update', 'delete'] as const) informer.on(event, enqueueOwner);
+        this.restartOnError(informer, 'secrets', informers);
+        return informer;
+      }),
+    );
     const resync = setInterval(() => {
-      for (const [plural, list] of informers) {
-        for (const informer of list) for (const object of informer.list()) queue.add(`${plural}/${object.metadata?.namespace}/${object.metadata?.name}`);
+      for (const kind of this.kinds) {
+        for (const informer of informers.get(kind.resource.plural)!) {
+          for (const object of informer.list()) if (this.isOurClass(object)) queue.add(queueKey(kind.resource.plural, object.metadata?.namespace, object.metadata?.name));
+        }
       }
     }, this.options.resyncMs ?? 30_000);
     resync.unref();
     const workers = Array.from({ length: this.options.workers ?? 2 }, () => this.work(queue, informers));
     this.running = { queue, informers, workers, resync };
     await Promise.all([...informers.values()].flat().map((informer) => informer.start()));
+  }
+
+  /**
+   * ListWatch resumes by itself after a 410 or a client-side timeout, but stops on any other error (a cut
+   * connection, an API server restart or overload): restart it, after a delay that doubles with each
+   * failure in a row up to a cap, so a struggling API server is not hammered.
+   */
+  private restartOnError(informer: ListWatch<KubernetesObject>, what: string, informers: Map<string, ListWatch<KubernetesObject>[]>): void {
+    const backoff = new Backoff(this.options.watchBackoff ?? WATCH_BACKOFF);
+    informer.on('error', (error: unknown) => {
+      const delay = backoff.next();
+      this.options.log.warn({ err: error, watch: what, retry_in_ms: delay }, 'watch failed; restarting it');
+      setTimeout(() => {
+        if (this.running?.informers === informers) informer.start().catch(() => undefined);
+      }, delay).unref();
+    });
   }
 
   private async stopReconciling(): Promise<void> {
@@ -159,17 +205,26 @@ export class KubernetesController {
       if (key === undefined) return;
       const [plural, namespace, name] = key.split('/') as [string, string, string];
       const kind = this.kinds.find((candidate) => candidate.resource.plural === plural)!;
+      const object = informers.get(plural)!.map((informer) => informer.get(name, namespace)).find(Boolean);
       try {
-        const object = informers.get(plural)!.map((informer) => informer.get(name, namespace)).find(Boolean);
-        if (object) await kind.reconcile(object);
+        // A key may come from an owned Secret: the resource itself decides whether it is ours.
+        if (object && this.isOurClass(object)) await kind.reconcile(object);
         queue.forget(key);
       } catch (error) {
         const delay = queue.addRateLimited(key);
         this.options.log.warn({ err: error, object: key, retry_in_ms: delay }, 'reconcile failed; will retry');
+        if (object && (error as { code?: number }).code !== 409) {
+          // kstatus: Reconciling=True while retrying. A 409 is optimistic concurrency at work, retried at once.
+          await this.reportRetry(plural, object, `Reconcile failed (${describeError(error)}); retrying with backoff.`).catch(() => undefined);
+        }
       } finally {
         queue.done(key);
       }
     }
+  }
+
+  private isOurClass(object: KubernetesObject): boolean {
+    return ((object as { spec?: { controllerClass?: string } }).spec?.controllerClass ?? DEFAULT_CONTROLLER_CLASS) === this.controllerClass;
   }
 
   private watchedPaths(resource: ResourceKind): Array<{ path: string; list: () => Promise<KubernetesListObject<KubernetesObject>> }> {
@@ -182,4 +237,33 @@ export class KubernetesController {
       list: () => this.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: resource.plural }),
     }));
   }
+
+  private secretPaths(): Array<{ path: string; list: () => Promise<KubernetesListObject<KubernetesObject>> }> {
+    if (this.options.namespaces.length === 0) {
+      return [{ path: '/api/v1/secrets', list: () => this.core.listSecretForAllNamespaces({ labelSelector: OWNED_SECRETS }) }];
+    }
+    return this.options.namespaces.map((namespace) => ({
+      path: `/api/v1/namespaces/${namespace}/secrets`,
+      list: () => this.core.listNamespacedSecret({ namespace, labelSelector: OWNED_SECRETS }),
+    }));
+  }
+}
+
+function queueKey(plural: string, namespace: string | undefined, name: string | undefined): string {
+  return `${plural}/${namespace}/${name}`;
+}
+
+/** The work-queue key of the ApiKey or WebhookEndpoint that controls a Secret, if one does. */
+function ownerKey(references: V1OwnerReference[] | undefined, namespace: string | undefined): string | undefined {
+  const owner = references?.find((reference) => reference.controller && reference.apiVersion === `${GROUP}/${VERSION}`);
+  const plural = [API_KEY, WEBHOOK_ENDPOINT].find((resource) => resource.kind === owner?.kind)?.plural;
+  return plural && owner ? queueKey(plural, namespace, owner.name) : undefined;
+}
+
+/** What status may say about a failure: never a response body (it could echo what was sent). */
+function describeError(error: unknown): string {
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'number') return `the Kubernetes API answered ${code}`;
+  if (error instanceof Error) return `${error.name}: ${error.message.slice(0, 200)}`;
+  return 'unknown error';
 }

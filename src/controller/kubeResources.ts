@@ -1,7 +1,8 @@
 import { PatchStrategy, setHeaderOptions, type CoreV1Api, type CustomObjectsApi, type V1Secret } from '@kubernetes/client-node';
 import type { Condition } from './conditions.ts';
 import type { InvolvedObject } from './kubeEvents.ts';
-import { GROUP, VERSION } from './resources.ts';
+import { mergePatchDiff } from './mergePatchDiff.ts';
+import { DEPLOYMENT_ANNOTATION, GROUP, VERSION } from './resources.ts';
 
 /** The parts of a custom resource the reconcilers read and write. */
 export interface CustomResource<Spec, Status> {
@@ -21,39 +22,119 @@ export interface CustomResource<Spec, Status> {
   status?: Status & { observedGeneration?: number; conditions?: Condition[] };
 }
 
+/** Any custom resource, as the parts shared by both kinds see it. */
+export type AnyResource = CustomResource<unknown, Record<string, unknown>>;
+
+/** The label on every Secret the controller writes; its Secret informer selects on it. */
+export const OWNED_SECRET_LABEL = 'app.kubernetes.io/managed-by';
+export const OWNED_SECRET_LABEL_VALUE = 'audit-trail-controller';
+
+/** What the Secret a resource names is, seen from that resource. */
+export type SecretState =
+  | { readonly state: 'missing' }
+  | { readonly state: 'foreign' }
+  | { readonly state: 'owned'; readonly values: Readonly<Record<string, string>> };
+
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+/** Objects whose last write is remembered, and replaced versions remembered per object: bounds, not limits. */
+const REMEMBERED_OBJECTS = 4096;
+const REMEMBERED_VERSIONS = 16;
 
 /** Thrown when the Secret a resource names exists but belongs to something else. */
 export class SecretConflictError extends Error {
   override name = 'SecretConflictError';
 }
 
-/** Kubernetes writes shared by the reconcilers: finalizers, status, and the Secrets they own. */
+/** Kubernetes writes shared by the reconcilers: the deployment stamp, finalizers, status, and the Secrets they own. */
 export class KubeResources {
   private readonly custom: CustomObjectsApi;
   private readonly core: CoreV1Api;
+  /** Per uid: the object as our last write left it, and the resourceVersions that write (and earlier ones) replaced. */
+  private readonly written = new Map<string, { latest: AnyResource; replaced: string[] }>();
 
   constructor(custom: CustomObjectsApi, core: CoreV1Api) {
     this.custom = custom;
     this.core = core;
   }
 
-  /** Adds or removes a finalizer, guarded by the object's resourceVersion (409 if it moved meanwhile). */
-  async setFinalizer(plural: string, object: CustomResource<unknown, unknown>, finalizer: string, present: boolean): Promise<void> {
+  /**
+   * The newer of the informer's copy and the object as this controller's own last write left it. The
+   * informer's copy lags behind our writes (the watch event is on its way): reconciling from it would
+   * repeat the claim (a 409) or rewrite a status already written. A version our write replaced is known to
+   * be stale; any other version (someone else's later write) is taken as it is.
+   */
+  freshest<T extends AnyResource>(object: T): T {
+    const entry = this.written.get(object.metadata.uid);
+    return entry && entry.replaced.includes(object.metadata.resourceVersion ?? '') ? (entry.latest as T) : object;
+  }
+
+  private remember(before: AnyResource, after: AnyResource): void {
+    const previous = this.written.get(before.metadata.uid);
+    const replaced = [...(previous?.replaced ?? []), ...(previous ? [previous.latest.metadata.resourceVersion ?? ''] : []), before.metadata.resourceVersion ?? ''];
+    this.written.delete(before.metadata.uid);
+    this.written.set(before.metadata.uid, { latest: after, replaced: [...new Set(replaced)].filter((version) => version !== after.metadata.resourceVersion).slice(-REMEMBERED_VERSIONS) });
+    if (this.written.size > REMEMBERED_OBJECTS) this.written.delete(this.written.keys().next().value!);
+  }
+
+  /**
+   * Stamps the resource with this deployment's id and adds the finalizer, in one write guarded by the
+   * object's resourceVersion: of two controllers claiming it at once, one gets 409 and, retrying, finds
+   * the other's stamp. Returns the object as stored (unchanged when already claimed).
+   */
+  async claim<T extends AnyResource>(plural: string, object: T, deploymentId: string, finalizer: string): Promise<T> {
+    const finalizers = object.metadata.finalizers ?? [];
+    if (object.metadata.annotations?.[DEPLOYMENT_ANNOTATION] === deploymentId && finalizers.includes(finalizer)) return object;
+    const claimed = (await this.custom.patchNamespacedCustomObject(
+      {
+        ...this.address(plural, object),
+        body: {
+          metadata: {
+            annotations: { [DEPLOYMENT_ANNOTATION]: deploymentId },
+            finalizers: finalizers.includes(finalizer) ? finalizers : [...finalizers, finalizer],
+            resourceVersion: object.metadata.resourceVersion,
+          },
+        },
+      },
+      mergePatch,
+    )) as T;
+    this.remember(object, claimed);
+    return claimed;
+  }
+
+  /** Removes a finalizer, guarded by the object's resourceVersion (409 if it moved meanwhile). */
+  async removeFinalizer(plural: string, object: AnyResource, finalizer: string): Promise<void> {
     const current = object.metadata.finalizers ?? [];
-    if (current.includes(finalizer) === present) return;
-    const finalizers = present ? [...current, finalizer] : current.filter((item) => item !== finalizer);
+    if (!current.includes(finalizer)) return;
     await this.custom.patchNamespacedCustomObject(
-      { ...this.address(plural, object), body: { metadata: { finalizers, resourceVersion: object.metadata.resourceVersion } } },
+      { ...this.address(plural, object), body: { metadata: { finalizers: current.filter((item) => item !== finalizer), resourceVersion: object.metadata.resourceVersion } } },
       mergePatch,
     );
   }
 
-  /** Writes status when it differs from what the object shows. */
-  async setStatus(plural: string, object: CustomResource<unknown, unknown>, status: Record<string, unknown>): Promise<boolean> {
-    if (JSON.stringify(status) === JSON.stringify({ ...object.status })) return false;
-    await this.custom.patchNamespacedCustomObjectStatus({ ...this.address(plural, object), body: { status } }, mergePatch);
+  /**
+   * Writes status only when it differs from what the object shows, compared as values (the API server
+   * returns custom resources with sorted keys), as a merge patch naming removed fields as null.
+   */
+  async setStatus(plural: string, object: AnyResource, status: Record<string, unknown>): Promise<boolean> {
+    const patch = mergePatchDiff(object.status, status);
+    if (patch === undefined) return false;
+    this.remember(object, (await this.custom.patchNamespacedCustomObjectStatus({ ...this.address(plural, object), body: { status: patch } }, mergePatch)) as AnyResource);
     return true;
+  }
+
+  /**
+   * Whether the object is still the version stored, read from the API server itself: the informer's copy
+   * may lag behind our own last write, so this is asked before anything that must happen only once (a
+   * rotation). When it is not, the watch delivers the newer version and the object is reconciled again.
+   */
+  async isCurrent(plural: string, object: AnyResource): Promise<boolean> {
+    try {
+      const stored = (await this.custom.getNamespacedCustomObject(this.address(plural, object))) as AnyResource;
+      return stored.metadata.uid === object.metadata.uid && stored.metadata.resourceVersion === object.metadata.resourceVersion;
+    } catch (error) {
+      if ((error as { code?: number }).code === 404) return false;
+      throw error;
+    }
   }
 
   async readSecret(namespace: string, name: string): Promise<V1Secret | undefined> {
@@ -65,28 +146,29 @@ export class KubeResources {
     }
   }
 
-  /** The value of one key of a Secret the resource owns, or undefined. */
-  async ownedSecretValue(owner: CustomResource<unknown, unknown>, name: string, key: string): Promise<string | undefined> {
+  /** The Secret `name` as `owner` sees it: missing, someone else's, or its own with its decoded values. */
+  async secretState(owner: AnyResource, name: string): Promise<SecretState> {
     const secret = await this.readSecret(owner.metadata.namespace, name);
-    const value = secret?.data?.[key];
-    if (!secret || value === undefined || !ownedBy(secret, owner.metadata.uid)) return undefined;
-    return Buffer.from(value, 'base64').toString('utf8');
+    if (!secret) return { state: 'missing' };
+    if (!ownedBy(secret, owner.metadata.uid)) return { state: 'foreign' };
+    const values = Object.fromEntries(Object.entries(secret.data ?? {}).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]));
+    return { state: 'owned', values };
   }
 
   /** Creates or replaces a Secret owned by `owner` (garbage-collected with it); refuses someone else's. */
-  async writeOwnedSecret(owner: CustomResource<unknown, unknown>, name: string, data: Record<string, string>): Promise<void> {
+  async writeOwnedSecret(owner: AnyResource, name: string, data: Record<string, string>): Promise<void> {
     const secret: V1Secret = {
       metadata: {
         name,
         namespace: owner.metadata.namespace,
-        labels: { 'app.kubernetes.io/managed-by': 'audit-trail-controller' },
+        labels: { [OWNED_SECRET_LABEL]: OWNED_SECRET_LABEL_VALUE },
         ownerReferences: [{ apiVersion: owner.apiVersion, kind: owner.kind, name: owner.metadata.name, uid: owner.metadata.uid, controller: true, blockOwnerDeletion: true }],
       },
       type: 'Opaque',
       stringData: data,
     };
     const existing = await this.readSecret(owner.metadata.namespace, name);
-    if (existing && !ownedBy(existing, owner.metadata.uid)) throw new SecretConflictError(`Secret ${name} exists and is not owned by this ${owner.kind}`);
+    if (existing && !ownedBy(existing, owner.metadata.uid)) throw new SecretConflictError(secretConflictMessage(owner, name));
     if (existing) {
       await this.core.replaceNamespacedSecret({ name, namespace: owner.metadata.namespace, body: { ...secret, metadata: { ...secret.metadata, resourceVersion: existing.metadata?.resourceVersion } } });
     } else {
@@ -94,18 +176,28 @@ export class KubeResources {
     }
   }
 
-  private address(plural: string, object: CustomResource<unknown, unknown>) {
+  private address(plural: string, object: AnyResource) {
     return { group: GROUP, version: VERSION, namespace: object.metadata.namespace, plural, name: object.metadata.name };
   }
 }
 
-export function involvedObject(object: CustomResource<unknown, unknown>): InvolvedObject {
+export function secretConflictMessage(owner: AnyResource, name: string): string {
+  return `Secret ${name} exists and is not owned by this ${owner.kind}; nothing was written. Delete that Secret (the controller retries by itself), or re-create this ${owner.kind} with another secretName.`;
+}
+
+export function involvedObject(object: AnyResource): InvolvedObject {
   return { apiVersion: object.apiVersion, kind: object.kind, name: object.metadata.name, namespace: object.metadata.namespace, uid: object.metadata.uid };
 }
 
 /** Who owns rows on behalf of a resource: namespace, name and uid, so a re-created namesake owns nothing. */
-export function managedByOf(object: CustomResource<unknown, unknown>): string {
+export function managedByOf(object: AnyResource): string {
   return `kubernetes:${object.metadata.namespace}/${object.metadata.name}/${object.metadata.uid}`;
+}
+
+/** The annotation's value when it asks for something not yet done (it differs from the value handled last). */
+export function pendingRequest(object: AnyResource, annotation: string, handled: string | undefined): string | undefined {
+  const requested = object.metadata.annotations?.[annotation];
+  return requested !== undefined && requested !== handled ? requested : undefined;
 }
 
 function ownedBy(secret: V1Secret, uid: string): boolean {

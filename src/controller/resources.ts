@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { SCOPES } from '../auth/scopes.ts';
 import { TENANT_ID_PATTERN } from '../events/eventFields.ts';
+import { DNS_LABEL_MAX_LENGTH, DNS_LABEL_PATTERN, DNS_SUBDOMAIN_MAX_LENGTH, DNS_SUBDOMAIN_PATTERN } from '../platform/kubernetesNames.ts';
 import {
   WEBHOOK_DESCRIPTION_MAX_LENGTH,
   WEBHOOK_FILTER_ENTRY_MAX_LENGTH,
@@ -19,6 +20,19 @@ import {
 export const GROUP = 'audittrail.dev';
 export const VERSION = 'v1alpha1';
 
+/** The controller class of a resource without spec.controllerClass, and of a controller without CONTROLLER_CLASS. */
+export const DEFAULT_CONTROLLER_CLASS = 'default';
+/**
+ * Set by the user to a new value (any string) to ask for a new key, or a new signing secret, in the
+ * resource's Secret; the value handled last is kept in status.rotateRequest so that it acts once.
+ */
+export const ROTATE_ANNOTATION = 'audittrail.dev/rotate';
+/**
+ * The deployment (its database's id, see src/db/deploymentIdentity.ts) whose controller owns the resource:
+ * written once by the first controller that reconciles it; any other deployment leaves the resource alone.
+ */
+export const DEPLOYMENT_ANNOTATION = 'audittrail.dev/deployment-id';
+
 const KEY_DESCRIPTION_MAX_LENGTH = 500;
 const CIDRS_MAX = 50;
 
@@ -26,9 +40,26 @@ const CIDRS_MAX = 50;
 const secretName = z
   .string()
   .min(1)
-  .max(253)
-  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/)
+  .max(DNS_SUBDOMAIN_MAX_LENGTH)
+  .regex(DNS_SUBDOMAIN_PATTERN)
   .meta({ description: 'Secret in the same namespace that receives the key (or signing secret); created and owned by the controller.' });
+
+/** A controller class: a DNS-1123 label, like the release names it usually mirrors. */
+const controllerClass = z
+  .string()
+  .min(1)
+  .max(DNS_LABEL_MAX_LENGTH)
+  .regex(DNS_LABEL_PATTERN)
+  .optional()
+  .meta({
+    description: `The controller class that reconciles this resource (the controller's CONTROLLER_CLASS, Helm value controller.class); absent means "${DEFAULT_CONTROLLER_CLASS}". Immutable.`,
+  });
+
+/** Absent and "default" are the same class, so adding the default explicitly is not a change. */
+const controllerClassImmutable = {
+  rule: `(has(self.controllerClass) ? self.controllerClass : '${DEFAULT_CONTROLLER_CLASS}') == (has(oldSelf.controllerClass) ? oldSelf.controllerClass : '${DEFAULT_CONTROLLER_CLASS}')`,
+  message: 'controllerClass is immutable; create another resource for another controller class',
+};
 
 const tenantId = z
   .string()
@@ -51,12 +82,14 @@ export const apiKeySpecSchema = z
     description: z.string().max(KEY_DESCRIPTION_MAX_LENGTH).optional(),
     revoked: z.boolean().optional().meta({ description: 'true revokes the key (for good: a revoked key is never restored).' }),
     secretName,
+    controllerClass,
   })
   .meta({
     'x-kubernetes-validations': [
       { rule: 'self.tenantId == oldSelf.tenantId', message: 'tenantId is immutable; create another ApiKey' },
       { rule: 'self.secretName == oldSelf.secretName', message: 'secretName is immutable' },
       { rule: '!has(oldSelf.revoked) || !oldSelf.revoked || (has(self.revoked) && self.revoked)', message: 'a revoked key cannot be restored; create another ApiKey' },
+      controllerClassImmutable,
     ],
   });
 
@@ -77,12 +110,16 @@ export const webhookEndpointSpecSchema = z
       .optional()
       .meta({ description: 'Action prefixes such as phi. or admin.key.create; empty or absent means every event.' }),
     description: z.string().max(WEBHOOK_DESCRIPTION_MAX_LENGTH).optional(),
+    disabled: z.boolean().optional().meta({ description: 'true disables the endpoint: deliveries stop, its history stays (for good: there is no re-enabling).' }),
     secretName,
+    controllerClass,
   })
   .meta({
     'x-kubernetes-validations': [
       { rule: 'self.tenantId == oldSelf.tenantId', message: 'tenantId is immutable; create another WebhookEndpoint' },
       { rule: 'self.secretName == oldSelf.secretName', message: 'secretName is immutable' },
+      { rule: '!has(oldSelf.disabled) || !oldSelf.disabled || (has(self.disabled) && self.disabled)', message: 'a disabled endpoint cannot be enabled again; create another WebhookEndpoint' },
+      controllerClassImmutable,
     ],
   });
 
@@ -98,9 +135,12 @@ export const conditionSchema = z.object({
 
 const conditions = z.array(conditionSchema).optional().meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] });
 
+const rotateRequest = z.string().optional().meta({ description: `The ${ROTATE_ANNOTATION} annotation value handled last.` });
+
 export const apiKeyStatusSchema = z.object({
   lookupId: z.string().optional().meta({ description: 'The 8-hex lookup segment of the key (never the key itself).' }),
   state: z.enum(['Active', 'Revoked']).optional(),
+  rotateRequest,
   observedGeneration: z.int().min(0).optional(),
   conditions,
 });
@@ -111,6 +151,7 @@ export const webhookEndpointStatusSchema = z.object({
   consecutiveFailures: z.int().min(0).optional(),
   lastDeliveryAt: z.string().optional().meta({ format: 'date-time' }),
   recreateRequest: z.string().optional().meta({ description: 'The audittrail.dev/recreate annotation value the current endpoint was created for.' }),
+  rotateRequest,
   observedGeneration: z.int().min(0).optional(),
   conditions,
 });
@@ -128,6 +169,12 @@ export interface ResourceKind {
   readonly printerColumns: ReadonlyArray<{ name: string; type: string; jsonPath: string; description?: string; priority?: number }>;
 }
 
+/** Beside each kind's own columns: what kubectl get shows of the Ready condition (kstatus). */
+const readyColumns = [
+  { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+  { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason' },
+];
+
 export const API_KEY: ResourceKind = {
   kind: 'ApiKey',
   plural: 'apikeys',
@@ -139,7 +186,9 @@ export const API_KEY: ResourceKind = {
     { name: 'Tenant', type: 'string', jsonPath: '.spec.tenantId' },
     { name: 'State', type: 'string', jsonPath: '.status.state' },
     { name: 'Lookup', type: 'string', jsonPath: '.status.lookupId', description: 'The key lookup id' },
+    ...readyColumns,
     { name: 'Scopes', type: 'string', jsonPath: '.spec.scopes', priority: 1 },
+    { name: 'Class', type: 'string', jsonPath: '.spec.controllerClass', priority: 1 },
     { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
   ],
 };
@@ -156,7 +205,9 @@ export const WEBHOOK_ENDPOINT: ResourceKind = {
     { name: 'Active', type: 'boolean', jsonPath: '.status.active' },
     { name: 'ID', type: 'string', jsonPath: '.status.id' },
     { name: 'Failures', type: 'integer', jsonPath: '.status.consecutiveFailures' },
+    ...readyColumns,
     { name: 'URL', type: 'string', jsonPath: '.spec.url', priority: 1 },
+    { name: 'Class', type: 'string', jsonPath: '.spec.controllerClass', priority: 1 },
     { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
   ],
 };

@@ -4,10 +4,12 @@ import type { Logger } from '../platform/logger.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
 import { normaliseWebhookUrl } from '../webhooks/webhookRules.ts';
 import type { WebhookEndpoint } from '../webhooks/webhookStore.ts';
-import { setCondition } from './conditions.ts';
+import type { Health } from './conditions.ts';
+import type { DeploymentGuard } from './deploymentGuard.ts';
+import { reportHealth } from './healthReport.ts';
 import type { EventRecorder } from './kubeEvents.ts';
-import { SecretConflictError, involvedObject, managedByOf, type CustomResource, type KubeResources } from './kubeResources.ts';
-import { WEBHOOK_ENDPOINT, webhookEndpointSpecSchema, type WebhookEndpointSpec } from './resources.ts';
+import { SecretConflictError, involvedObject, managedByOf, pendingRequest, secretConflictMessage, type CustomResource, type KubeResources } from './kubeResources.ts';
+import { ROTATE_ANNOTATION, WEBHOOK_ENDPOINT, webhookEndpointSpecSchema, type WebhookEndpointSpec } from './resources.ts';
 
 /** Holds deletion of a WebhookEndpoint until its endpoint (and delivery history) is deleted. */
 export const WEBHOOK_FINALIZER = 'audittrail.dev/delete-endpoint';
@@ -26,6 +28,8 @@ type Status = {
   lastDeliveryAt?: string;
   /** The recreate annotation value the current endpoint was created for. */
   recreateRequest?: string;
+  /** The rotate annotation value handled last. */
+  rotateRequest?: string;
 };
 export type WebhookEndpointObject = CustomResource<WebhookEndpointSpec, Status>;
 
@@ -33,15 +37,24 @@ export interface WebhookEndpointReconcilerOptions {
   readonly resources: KubeResources;
   readonly registry: WebhookRegistry;
   readonly events: EventRecorder;
+  readonly guard: DeploymentGuard;
   readonly log: Logger;
+}
+
+/** The annotation values handled, as status keeps them. */
+interface Handled {
+  readonly recreateRequest: string | undefined;
+  readonly rotateRequest: string | undefined;
 }
 
 /**
  * Brings one WebhookEndpoint resource and the registry together: registers the endpoint (same validation
  * and SSRF guard as the public API) and writes its signing secret to an owned Secret, applies url, filter
- * and description changes in place, reports delivery health in status (refreshed by every resync), shows an
- * auto-disabled endpoint as Ready=False/AutoDisabled until the recreate annotation changes, and deletes the
- * endpoint with its history when the resource goes.
+ * and description changes in place, disables it on `disabled: true`, reports delivery health in status
+ * (refreshed by every resync), shows an auto-disabled endpoint as stalled until the recreate annotation
+ * changes, replaces the signing secret when the rotate annotation asks for it, and deletes the endpoint
+ * with its history when the resource goes. Nothing is written to the registry while the Secret's name is
+ * taken by someone else.
  */
 export class WebhookEndpointReconciler {
   private readonly options: WebhookEndpointReconcilerOptions;
@@ -50,53 +63,103 @@ export class WebhookEndpointReconciler {
     this.options = options;
   }
 
-  async reconcile(object: WebhookEndpointObject): Promise<void> {
-    const { resources, registry } = this.options;
-    const managedBy = managedByOf(object);
-    const actor: Actor = { userId: `kubernetes:${object.metadata.namespace}/${object.metadata.name}`, userRole: 'controller' };
+  async reconcile(informed: WebhookEndpointObject): Promise<void> {
+    const { resources, registry, guard } = this.options;
+    const cached = resources.freshest(informed);
+    if (!(await guard.mayAct(cached))) return;
+    const managedBy = managedByOf(cached);
+    const actor: Actor = { userId: `kubernetes:${cached.metadata.namespace}/${cached.metadata.name}`, userRole: 'controller' };
 
-    if (object.metadata.deletionTimestamp) {
+    if (cached.metadata.deletionTimestamp) {
+      if (!cached.metadata.finalizers?.includes(WEBHOOK_FINALIZER)) return;
       let endpoint = await registry.findManaged(managedBy);
       while (endpoint) {
         await registry.delete(endpoint.tenantId, endpoint.id, actor, { managedBy });
         endpoint = await registry.findManaged(managedBy);
       }
-      await resources.setFinalizer(WEBHOOK_ENDPOINT.plural, object, WEBHOOK_FINALIZER, false);
+      await resources.removeFinalizer(WEBHOOK_ENDPOINT.plural, cached, WEBHOOK_FINALIZER);
       return;
     }
-    await resources.setFinalizer(WEBHOOK_ENDPOINT.plural, object, WEBHOOK_FINALIZER, true);
+    const object = await guard.claim(WEBHOOK_ENDPOINT.plural, cached, WEBHOOK_FINALIZER);
 
+    let endpoint = await registry.findManaged(managedBy);
     const parsed = webhookEndpointSpecSchema.safeParse(object.spec);
     if (!parsed.success) {
-      await this.report(object, undefined, { reason: 'InvalidSpec', message: parsed.error.issues.map((issue) => `spec.${issue.path.join('.')}: ${issue.message}`).join('; ') });
-      return;
+      const message = parsed.error.issues.map((issue) => `spec.${issue.path.join('.')}: ${issue.message}`).join('; ');
+      return this.report(object, endpoint, { state: 'Stalled', reason: 'InvalidSpec', message });
     }
     const spec = parsed.data;
-    const recreateRequest = object.metadata.annotations?.[RECREATE_ANNOTATION];
-    let endpoint = await registry.findManaged(managedBy);
-    const recreate = endpoint?.disabledReason === 'auto' && recreateRequest !== undefined && recreateRequest !== object.status?.recreateRequest;
-    const secretEndpointId = endpoint && (await resources.ownedSecretValue(object, spec.secretName, SECRET_ENDPOINT_FIELD));
+
+    if (spec.disabled) {
+      // Disabled on purpose: a settled state, whatever became of the Secret.
+      if (endpoint?.active) {
+        endpoint = await registry.disable(endpoint.tenantId, endpoint.id, actor, { managedBy });
+        await this.options.events.record(involvedObject(object), 'Normal', 'EndpointDisabled', `Endpoint ${endpoint.id} disabled (spec.disabled).`);
+      }
+      const message = endpoint ? `Endpoint ${endpoint.id} is disabled (spec.disabled).` : 'The endpoint was disabled before it was registered.';
+      return this.report(object, endpoint, { state: 'Ready', reason: 'Disabled', message });
+    }
+
+    // Ownership first: while the Secret's name is taken, nothing is registered, deleted or rewritten.
+    const secret = await resources.secretState(object, spec.secretName);
+    if (secret.state === 'foreign') {
+      return this.report(object, endpoint, { state: 'Stalled', reason: 'SecretConflict', message: secretConflictMessage(object, spec.secretName) });
+    }
+    const annotations = object.metadata.annotations ?? {};
+    let handled: Handled = { recreateRequest: object.status?.recreateRequest, rotateRequest: object.status?.rotateRequest };
+    const rotation = pendingRequest(object, ROTATE_ANNOTATION, handled.rotateRequest);
+    const recreation = endpoint?.disabledReason === 'auto' ? pendingRequest(object, RECREATE_ANNOTATION, handled.recreateRequest) : undefined;
     try {
-      if (!endpoint || recreate || (endpoint.active && secretEndpointId !== endpoint.id)) {
-        // Never registered, re-creation requested, or registered but the secret never reached the Secret.
-        if (endpoint && endpoint.active && !recreate) await registry.delete(endpoint.tenantId, endpoint.id, actor, { managedBy });
+      if (!endpoint) {
         endpoint = await this.register(object, spec, managedBy, actor);
+        // Annotations present before the first endpoint ask for nothing more.
+        handled = { recreateRequest: annotations[RECREATE_ANNOTATION], rotateRequest: annotations[ROTATE_ANNOTATION] };
+      } else if (rotation !== undefined || recreation !== undefined) {
+        if (!(await resources.isCurrent(WEBHOOK_ENDPOINT.plural, object))) return;
+        endpoint = await this.rotate(object, spec, endpoint, managedBy, actor);
+        handled = { recreateRequest: recreation ?? handled.recreateRequest, rotateRequest: rotation ?? handled.rotateRequest };
+      } else if (endpoint.active && !(secret.state === 'owned' && secret.values[SECRET_ENDPOINT_FIELD] === endpoint.id)) {
+        if (object.status?.id === endpoint.id) {
+          // The secret was delivered and someone deleted or changed its Secret: deliveries go on, signed
+          // with the secret the receiver has; a new one only when asked for.
+          const what = secret.state === 'missing' ? `Secret ${spec.secretName} was deleted` : `Secret ${spec.secretName} no longer holds the signing secret of endpoint ${endpoint.id}`;
+          return this.report(object, endpoint, {
+            state: 'Stalled',
+            reason: 'SecretMissing',
+            message: `${what}; deliveries go on. For a new signing secret in a new Secret, set annotation ${ROTATE_ANNOTATION} to a new value.`,
+          });
+        }
+        // Registered, but neither the Secret nor status ever showed it (a crash in between): that secret is
+        // known to no one, so the endpoint is replaced.
+        if (!(await resources.isCurrent(WEBHOOK_ENDPOINT.plural, object))) return;
+        endpoint = await this.rotate(object, spec, endpoint, managedBy, actor);
       } else if (endpoint.active && changed(endpoint, spec)) {
         endpoint = await registry.update(endpoint.id, { url: spec.url, eventFilter: spec.eventFilter ?? [], description: spec.description ?? '' }, actor, managedBy);
         await this.options.events.record(involvedObject(object), 'Normal', 'EndpointUpdated', `Endpoint ${endpoint.id} updated in place.`);
       }
     } catch (error) {
       if (error instanceof ValidationError) {
-        await this.report(object, endpoint, { reason: 'InvalidSpec', message: error.details.map((detail) => `${detail.field}: ${detail.message}`).join('; ') });
-        return;
+        const message = error.details.map((detail) => `${detail.field}: ${detail.message}`).join('; ');
+        return this.report(object, endpoint, { state: 'Stalled', reason: 'InvalidSpec', message });
       }
       if (error instanceof SecretConflictError) {
-        await this.report(object, endpoint, { reason: 'SecretConflict', message: error.message });
-        return;
+        return this.report(object, endpoint, { state: 'Stalled', reason: 'SecretConflict', message: error.message });
       }
       throw error;
     }
-    await this.report(object, endpoint, undefined, recreate ? recreateRequest : object.status?.recreateRequest);
+    return this.report(object, endpoint, healthOf(endpoint), handled);
+  }
+
+  /**
+   * A new signing secret in the Secret. For now by a new endpoint (new id and secret) in the old one's
+   * place: once the Secret holds the new secret, an active old endpoint is deleted (with its delivery
+   * history), an auto-disabled one is kept, disabled, with its history. A rotation that keeps the id and
+   * accepts both secrets for an overlap period would replace this method.
+   */
+  private async rotate(object: WebhookEndpointObject, spec: WebhookEndpointSpec, current: WebhookEndpoint, managedBy: string, actor: Actor): Promise<WebhookEndpoint> {
+    const replacement = await this.register(object, spec, managedBy, actor);
+    if (current.active) await this.options.registry.delete(current.tenantId, current.id, actor, { managedBy });
+    return replacement;
   }
 
   private async register(object: WebhookEndpointObject, spec: WebhookEndpointSpec, managedBy: string, actor: Actor): Promise<WebhookEndpoint> {
@@ -117,30 +180,33 @@ export class WebhookEndpointReconciler {
     return endpoint;
   }
 
-  private async report(object: WebhookEndpointObject, endpoint: WebhookEndpoint | undefined, problem?: { reason: string; message: string }, recreateRequest?: string): Promise<void> {
-    const generation = object.metadata.generation;
-    let ready: { status: 'True' | 'False'; reason: string; message: string };
-    if (problem) ready = { status: 'False', ...problem };
-    else if (endpoint?.active) ready = { status: 'True', reason: 'Active', message: `Endpoint ${endpoint.id} receives deliveries.` };
-    else if (endpoint?.disabledReason === 'auto') {
-      ready = {
-        status: 'False',
-        reason: 'AutoDisabled',
-        message: `Endpoint ${endpoint.id} was disabled after ${endpoint.consecutiveFailures} consecutive failed deliveries; set annotation ${RECREATE_ANNOTATION} to a new value to create a new endpoint (new id and secret).`,
-      };
-    } else ready = { status: 'False', reason: 'Disabled', message: `Endpoint ${endpoint?.id} is disabled.` };
-    const status = {
-      ...(endpoint ? { id: endpoint.id, active: endpoint.active, consecutiveFailures: endpoint.consecutiveFailures } : {}),
-      ...(endpoint?.lastDeliveryAt ? { lastDeliveryAt: endpoint.lastDeliveryAt.toISOString() } : {}),
-      ...(recreateRequest === undefined ? {} : { recreateRequest }),
-      observedGeneration: generation,
-      conditions: setCondition(object.status?.conditions, { type: 'Ready', ...ready, observedGeneration: generation }),
+  private report(object: WebhookEndpointObject, endpoint: WebhookEndpoint | undefined, health: Health, handled?: Handled): Promise<void> {
+    const fields = {
+      id: endpoint?.id,
+      active: endpoint?.active,
+      consecutiveFailures: endpoint?.consecutiveFailures,
+      lastDeliveryAt: endpoint?.lastDeliveryAt?.toISOString(),
+      recreateRequest: handled ? handled.recreateRequest : object.status?.recreateRequest,
+      rotateRequest: handled ? handled.rotateRequest : object.status?.rotateRequest,
     };
-    const wasReason = object.status?.conditions?.find((condition) => condition.type === 'Ready')?.reason;
-    if ((await this.options.resources.setStatus(WEBHOOK_ENDPOINT.plural, object, status)) && ready.status === 'False' && wasReason !== ready.reason) {
-      await this.options.events.record(involvedObject(object), 'Warning', ready.reason, ready.message);
-    }
+    return reportHealth(this.options.resources, this.options.events, WEBHOOK_ENDPOINT.plural, object, fields, health);
   }
+}
+
+function healthOf(endpoint: WebhookEndpoint): Health {
+  if (endpoint.active) return { state: 'Ready', reason: 'Active', message: `Endpoint ${endpoint.id} receives deliveries.` };
+  if (endpoint.disabledReason === 'auto') {
+    return {
+      state: 'Stalled',
+      reason: 'AutoDisabled',
+      message: `Endpoint ${endpoint.id} was disabled after ${endpoint.consecutiveFailures} consecutive failed deliveries; set annotation ${RECREATE_ANNOTATION} to a new value to create a new endpoint (new id and secret).`,
+    };
+  }
+  return {
+    state: 'Stalled',
+    reason: 'DisabledOutsideKubernetes',
+    message: `Endpoint ${endpoint.id} was disabled outside Kubernetes. Set spec.disabled: true to accept that, or annotation ${ROTATE_ANNOTATION} to a new value for a new endpoint.`,
+  };
 }
 
 function changed(endpoint: WebhookEndpoint, spec: WebhookEndpointSpec): boolean {

@@ -136,6 +136,15 @@ describe('Helm chart', function () {
     }
   });
 
+  it("sets the controller's class from controller.class and names its Lease after the release, so releases never share one", async () => {
+    const controllerEnv = (manifests: Manifest[], name: string) =>
+      Object.fromEntries(named(manifests, 'Deployment', name).spec.template.spec.containers[0].env.map((variable: { name: string; value?: string }) => [variable.name, variable.value]));
+    const staging = (await helm(['template', 'audit-staging', CHART, '--namespace', 'audit', '--set', 'controller.class=staging'])).stdout;
+    const env = controllerEnv(loadAll(staging) as Manifest[], 'audit-staging-audit-trail-controller');
+    expect(env).to.include({ CONTROLLER_CLASS: 'staging', CONTROLLER_LEASE_NAME: 'audit-staging-audit-trail-controller' });
+    expect(controllerEnv(defaults, 'rel-audit-trail-controller')).to.include({ CONTROLLER_CLASS: 'default', CONTROLLER_LEASE_NAME: 'rel-audit-trail-controller' });
+  });
+
   it('migrates in a pre-install/pre-upgrade hook Job that runs after the generated Secret exists', () => {
     const job = named(defaults, 'Job', 'rel-audit-trail-migrate');
     expect(job.metadata.annotations).to.include({ 'helm.sh/hook': 'pre-install,pre-upgrade' });
@@ -160,11 +169,11 @@ describe('Helm chart', function () {
 
   it('grants the controller exactly the verbs it uses, cluster-wide or per listed namespace, and leases only at home', async () => {
     const expected = [
-      { apiGroups: ['audittrail.dev'], resources: ['apikeys', 'webhookendpoints'], verbs: ['list', 'watch', 'patch'] },
+      { apiGroups: ['audittrail.dev'], resources: ['apikeys', 'webhookendpoints'], verbs: ['get', 'list', 'watch', 'patch'] },
       { apiGroups: ['audittrail.dev'], resources: ['apikeys/status', 'webhookendpoints/status'], verbs: ['patch'] },
       { apiGroups: ['audittrail.dev'], resources: ['apikeys/finalizers', 'webhookendpoints/finalizers'], verbs: ['update'] },
-      { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'create', 'update'] },
-      { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+      { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch', 'create', 'update'] },
+      { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
     ];
 
     const clusterRole = named(allNamespaces, 'ClusterRole', 'rel-audit-trail-controller');
@@ -202,6 +211,7 @@ describe('Helm chart', function () {
       ['a misspelt key', ['--set', 'api.replica=3'], /replica/],
       ['a malformed delivery schedule', ['--set', 'config.deliverySchedule=soon'], /deliverySchedule/],
       ['an invalid namespace to watch', ['--set', 'controller.watchNamespaces[0]=Team_A'], /watchNamespaces/],
+      ['a controller class that is not a DNS label', ['--set', 'controller.class=Prod_EU'], /\/controller\/class/],
     ];
     for (const [what, args, message] of cases) {
       it(`refuses ${what}`, async () => {

@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { ApiKeyService } from '../../src/auth/apiKeyService.ts';
 import { API_KEY_FINALIZER } from '../../src/controller/apiKeyReconciler.ts';
@@ -6,8 +8,11 @@ import type { KubernetesController } from '../../src/controller/controller.ts';
 import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
 import type { TestDatabase } from '../support/database.ts';
 import type { KubeApiServer } from '../support/kube-apiserver/server.ts';
-import { call, startTestService, type TestService } from '../support/service.ts';
+import { TEST_PEPPER, call, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
+
+/** The annotation as users write it (docs/kubernetes.md). */
+const ROTATE_ANNOTATION = 'audittrail.dev/rotate';
 
 const NAMESPACE = 'team-a';
 
@@ -92,14 +97,40 @@ describe('ApiKey controller', function () {
     await waitFor(async () => (await get('siem')).status.observedGeneration === after.metadata.generation, 'observedGeneration to catch up');
   });
 
-  it('revokes on revoked: true, and the api refuses the key within 5 s', async () => {
+  it('revokes on revoked: true, and the api refuses the key within 5 s; revoked on purpose is a settled state (Ready=True, reason Revoked)', async () => {
     const { key } = await secretKey('siem-key');
     await patchSpec('siem', { revoked: true });
     const started = Date.now();
     await waitFor(async () => (await listEvents(key)).status === 401, 'the key to stop working', 5_000);
     expect(Date.now() - started).to.be.below(5_000);
     await waitFor(async () => (await get('siem')).status.state === 'Revoked', 'status Revoked');
-    expect((await get('siem')).status.conditions[0]).to.include({ status: 'False', reason: 'Revoked' });
+    const conditions = (await get('siem')).status.conditions;
+    expect(conditions.find((condition: { type: string }) => condition.type === 'Ready')).to.include({ status: 'True', reason: 'Revoked' });
+    expect(conditions.map((condition: { type: string }) => condition.type)).to.deep.equal(['Ready']);
+  });
+
+  it('shows a key revoked outside Kubernetes (audit-trail keys revoke) at the next resync as Stalled, and mints a new one only on the rotate annotation', async () => {
+    await create(apiKey('drift', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'drift-key' }));
+    const object = await activeKey('drift');
+    const { stdout } = await promisify(execFile)(process.execPath, ['src/cli.ts', 'keys', 'revoke', object.status.lookupId], {
+      env: { ...process.env, DATABASE_URL: db.url, KEY_PEPPER: TEST_PEPPER, LOG_LEVEL: 'error' },
+    });
+    expect(stdout).to.include(`revoked ${object.status.lookupId}`);
+    const condition = (item: any, type: string) => item.status.conditions.find((candidate: { type: string }) => candidate.type === type);
+    await waitFor(async () => condition(await get('drift'), 'Ready').reason === 'RevokedOutsideKubernetes', 'the drift in status');
+    const drifted = await get('drift');
+    expect(drifted.status).to.include({ state: 'Revoked', lookupId: object.status.lookupId });
+    expect(condition(drifted, 'Ready')).to.include({ status: 'False' });
+    expect(condition(drifted, 'Stalled')).to.include({ status: 'True', reason: 'RevokedOutsideKubernetes' });
+    expect((await keys.list('acme')).filter((record) => record.managedBy?.includes('/drift/'))).to.have.length(1);
+
+    await custom.patchNamespacedCustomObject(
+      { group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', name: 'drift', body: { metadata: { annotations: { [ROTATE_ANNOTATION]: 'after-cli-revoke' } } } },
+      mergePatch,
+    );
+    const renewed = await activeKey('drift');
+    expect(renewed.status.lookupId).not.to.equal(object.status.lookupId);
+    expect((await listEvents((await secretKey('drift-key')).key)).status).to.equal(200);
   });
 
   it('revokes the key when the resource is deleted, then lets it go; the Secret is garbage-collected', async () => {

@@ -44,6 +44,10 @@ describe('CustomResourceDefinitions', () => {
       const [version] = crd.spec.versions;
       expect(version.subresources).to.deep.equal({ status: {} });
       expect(version.additionalPrinterColumns.map((column: { name: string }) => column.name)).to.include.members(['Tenant', 'Age']);
+      // kubectl get shows the Ready condition's status and reason beside each kind's own columns.
+      const column = (columnName: string) => version.additionalPrinterColumns.find((item: { name: string }) => item.name === columnName);
+      expect(column('Ready')).to.deep.equal({ name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' });
+      expect(column('Reason')).to.deep.equal({ name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason' });
       expect(structuralProblems(version.schema.openAPIV3Schema, name)).to.deep.equal([]);
       expect(JSON.stringify(version.schema)).to.include('x-kubernetes-validations');
     }
@@ -63,6 +67,8 @@ describe('CustomResourceDefinitions', () => {
     ['a missing secretName', { tenantId: 'acme', scopes: ['audit:read'] }, false],
     ['an upper-case secretName', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'Key' }, false],
     ['a 501-character description', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'k', description: 'd'.repeat(501) }, false],
+    ['a controller class', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'k', controllerClass: 'production-eu' }, true],
+    ['a controller class that is not a DNS label', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'k', controllerClass: 'Prod_EU' }, false],
   ];
   for (const [what, spec, expected] of apiKeyCases) {
     it(`ApiKey: ${expected ? 'admits' : 'refuses'} ${what}, as the controller's schema does`, () => {
@@ -82,6 +88,7 @@ describe('CustomResourceDefinitions', () => {
     ['an ftp URL', { tenantId: 'acme', url: 'ftp://siem.example.com/hook', secretName: 'hook' }, false],
     ['credentials in the URL', { tenantId: 'acme', url: 'https://user:pw@siem.example.com/hook', secretName: 'hook' }, false],
     ['a 501-character description', { tenantId: 'acme', url: 'https://siem.example.com/hook', description: 'd'.repeat(501), secretName: 'hook' }, false],
+    ['a disabled endpoint of a controller class', { tenantId: 'acme', url: 'https://siem.example.com/hook', disabled: true, controllerClass: 'staging', secretName: 'hook' }, true],
   ];
   const registration = webhookRegistrationSchema({ allowHttp: false });
   for (const [what, spec, expected] of webhookCases) {

@@ -43,7 +43,8 @@ describe('WebhookEndpoint controller', function () {
     const secret = await harness.core.readNamespacedSecret({ name, namespace: NAMESPACE });
     return Buffer.from(secret.data!.signingSecret!, 'base64').toString('utf8');
   };
-  const ready = (object: any) => object.status?.conditions?.find((condition: { type: string }) => condition.type === 'Ready');
+  const condition = (object: any, type: string) => object.status?.conditions?.find((item: { type: string }) => item.type === type);
+  const ready = (object: any) => condition(object, 'Ready');
 
   it('registers the endpoint, writes its signing secret to the owned Secret, and deliveries are signed with it', async () => {
     await create(endpointResource('siem', { tenantId: 'acme', url: receiver.url, eventFilter: ['phi.'], description: 'SIEM', secretName: 'siem-hook' }));
@@ -95,13 +96,15 @@ describe('WebhookEndpoint controller', function () {
     await waitFor(async () => ready(await get('fragment'))?.reason === 'InvalidSpec', 'Ready=False/InvalidSpec');
     const object = await get('fragment');
     expect(ready(object)).to.include({ status: 'False' });
+    // kstatus: Stalled, so Flux fails the health check at once instead of waiting for its timeout.
+    expect(condition(object, 'Stalled')).to.include({ status: 'True', reason: 'InvalidSpec' });
     expect(ready(object).message).to.include('must not contain a fragment');
     expect(object.status.id).to.equal(undefined);
     const events = await harness.core.listNamespacedEvent({ namespace: NAMESPACE });
     expect(events.items.some((event) => event.reason === 'InvalidSpec' && event.involvedObject.name === 'fragment')).to.equal(true);
   });
 
-  it('shows auto-disable as Ready=False/AutoDisabled, and re-creates the endpoint only when the annotation changes', async () => {
+  it('shows auto-disable (drift: done by the delivery worker) at the next resync as Stalled/AutoDisabled, and re-creates the endpoint only when the annotation changes', async () => {
     const failing = await startReceiver(500);
     try {
       await create(endpointResource('flaky', { tenantId: 'globex', url: failing.url, eventFilter: ['phi.'], secretName: 'flaky-hook' }));
@@ -111,6 +114,9 @@ describe('WebhookEndpoint controller', function () {
       await waitFor(async () => ready(await get('flaky'))?.reason === 'AutoDisabled', 'AutoDisabled', 20_000);
       const disabled = await get('flaky');
       expect(disabled.status).to.include({ id: first.status.id, active: false, consecutiveFailures: 10 });
+      expect(disabled.status.lastDeliveryAt).to.be.a('string');
+      expect(ready(disabled)).to.include({ status: 'False', reason: 'AutoDisabled' });
+      expect(condition(disabled, 'Stalled')).to.include({ status: 'True', reason: 'AutoDisabled' });
       expect(ready(disabled).message).to.include(RECREATE_ANNOTATION);
       const oldSecret = await signingSecret('flaky-hook');
 
@@ -122,11 +128,30 @@ describe('WebhookEndpoint controller', function () {
       await waitFor(async () => (await get('flaky')).status.active === true, 'a new active endpoint');
       const recreated = await get('flaky');
       expect(recreated.status.id).not.to.equal(first.status.id);
+      // The new endpoint has had no delivery: the old one's lastDeliveryAt is gone from status, not merged in.
+      expect(recreated.status).not.to.have.property('lastDeliveryAt');
+      expect(recreated.status.conditions.map((item: { type: string }) => item.type)).to.deep.equal(['Ready']);
       expect(await signingSecret('flaky-hook')).not.to.equal(oldSecret);
       expect((await harness.registry.find(first.status.id))?.active).to.equal(false);
     } finally {
       await failing.close();
     }
+  });
+
+  it('disables the endpoint on disabled: true (deliveries stop, history stays): a settled state, Ready=True with reason Disabled', async () => {
+    await create(endpointResource('paused', { tenantId: 'acme', url: receiver.url, secretName: 'paused-hook' }));
+    await waitFor(async () => ready(await get('paused'))?.status === 'True', 'Ready=True');
+    const { id } = (await get('paused')).status;
+    await patch('paused', { spec: { disabled: true } });
+    await waitFor(async () => ready(await get('paused'))?.reason === 'Disabled', 'Ready/Disabled');
+    const paused = await get('paused');
+    expect(ready(paused)).to.include({ status: 'True' });
+    expect(condition(paused, 'Stalled')).to.equal(undefined);
+    expect(paused.status).to.include({ id, active: false });
+    expect(await harness.registry.find(id)).to.deep.include({ active: false, disabledReason: 'manual' });
+    const reenabled = await patch('paused', { spec: { disabled: false } }).then(() => undefined, (error: { code: number; body: string }) => error);
+    expect(reenabled?.code).to.equal(422);
+    expect(String(reenabled?.body)).to.include('cannot be enabled again');
   });
 
   it('deletes the endpoint and its history when the resource is deleted; the Secret goes with it', async () => {

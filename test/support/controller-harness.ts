@@ -1,7 +1,9 @@
 import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { ApiKeyService } from '../../src/auth/apiKeyService.ts';
+import type { BackoffPolicy } from '../../src/controller/backoff.ts';
 import { KubernetesController } from '../../src/controller/controller.ts';
 import { Database } from '../../src/db/database.ts';
+import { readDeploymentId } from '../../src/db/deploymentIdentity.ts';
 import { EventWriter } from '../../src/ingestion/eventWriter.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
@@ -12,18 +14,37 @@ import { TEST_ENCRYPTION_KEY, TEST_PEPPER, startTestService, testLogger, type Te
 export const GROUP = 'audittrail.dev';
 export const VERSION = 'v1alpha1';
 export const LEASE_TIMING = { leaseDurationMs: 600, renewDeadlineMs: 400, retryPeriodMs: 100 };
+export const LEASE_NAME = 'audit-trail-controller';
 export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
-export interface ControllerHarness {
+/** What one release of the service owns: its database (with its deployment id) and the controller's domain services on it. */
+export interface Deployment {
   readonly db: TestDatabase;
-  readonly kube: KubeApiServer;
-  readonly api: TestService;
+  readonly deploymentId: string;
   readonly keys: ApiKeyService;
   readonly registry: WebhookRegistry;
+}
+
+export interface ControllerOptions {
+  /** The release whose controller this is; the harness's own by default. */
+  readonly deployment?: Deployment;
+  readonly controllerClass?: string;
+  readonly leaseName?: string;
+  /** Labels the controller's requests in the stand-in's requestLog ('controller' by default). */
+  readonly token?: string;
+  readonly resyncMs?: number;
+  readonly watchBackoff?: BackoffPolicy;
+}
+
+export interface ControllerHarness extends Deployment {
+  readonly kube: KubeApiServer;
+  readonly api: TestService;
   readonly custom: CustomObjectsApi;
   readonly core: CoreV1Api;
   readonly controllers: KubernetesController[];
-  startController(identity: string): KubernetesController;
+  startController(identity: string, options?: ControllerOptions): KubernetesController;
+  /** Another release's database and services, against the same Kubernetes API. */
+  startDeployment(): Promise<Deployment>;
   stop(): Promise<void>;
 }
 
@@ -32,34 +53,50 @@ export interface ControllerHarness {
  * the api role (to try keys), the controller's domain services and the real client-node APIs.
  */
 export async function startControllerHarness(apiEnv: Record<string, string> = {}): Promise<ControllerHarness> {
-  const db = await createTestDatabase();
   const kube = await startKubeApiServer({ crdDirectories: ['crds'] });
-  const api = await startTestService({ databaseUrl: db.url, roles: ['api'], env: apiEnv });
-  const controllerDb = new Database({ url: db.url, poolSize: 4, applicationName: 'test controller', log: testLogger() });
-  const writer = new EventWriter(controllerDb);
-  const keys = new ApiKeyService(writer, TEST_PEPPER, 'live');
-  const registry = new WebhookRegistry({ writer, secrets: new SecretBox(TEST_ENCRYPTION_KEY), policy: { allowHttp: true, allowPrivateTargets: true } });
+  const closers: Array<() => Promise<void>> = [];
+  async function startDeployment(): Promise<Deployment> {
+    const db = await createTestDatabase();
+    const controllerDb = new Database({ url: db.url, poolSize: 4, applicationName: 'test controller', log: testLogger() });
+    closers.push(async () => {
+      await controllerDb.close();
+      await db.drop();
+    });
+    const writer = new EventWriter(controllerDb);
+    return {
+      db,
+      deploymentId: await readDeploymentId(controllerDb),
+      keys: new ApiKeyService(writer, TEST_PEPPER, 'live'),
+      registry: new WebhookRegistry({ writer, secrets: new SecretBox(TEST_ENCRYPTION_KEY), policy: { allowHttp: true, allowPrivateTargets: true } }),
+    };
+  }
+  const home = await startDeployment();
+  const api = await startTestService({ databaseUrl: home.db.url, roles: ['api'], env: apiEnv });
   const controllers: KubernetesController[] = [];
   return {
-    db,
+    ...home,
     kube,
     api,
-    keys,
-    registry,
     custom: kube.kubeConfig('tester').makeApiClient(CustomObjectsApi),
     core: kube.kubeConfig('tester').makeApiClient(CoreV1Api),
     controllers,
-    startController(identity) {
+    startDeployment,
+    startController(identity, options = {}) {
+      const deployment = options.deployment ?? home;
       const controller = new KubernetesController({
-        kubeConfig: kube.kubeConfig(),
-        keys,
-        registry,
+        kubeConfig: kube.kubeConfig(options.token),
+        keys: deployment.keys,
+        registry: deployment.registry,
+        deploymentId: deployment.deploymentId,
+        controllerClass: options.controllerClass ?? 'default',
         namespaces: [],
         leaseNamespace: 'audit-system',
+        leaseName: options.leaseName ?? LEASE_NAME,
         identity,
         log: testLogger(),
-        resyncMs: 1_000,
+        resyncMs: options.resyncMs ?? 1_000,
         leaseTiming: LEASE_TIMING,
+        ...(options.watchBackoff ? { watchBackoff: options.watchBackoff } : {}),
       });
       controller.start();
       controllers.push(controller);
@@ -68,9 +105,8 @@ export async function startControllerHarness(apiEnv: Record<string, string> = {}
     async stop() {
       await Promise.all(controllers.map((controller) => controller.stop()));
       await api.stop();
-      await controllerDb.close();
       await kube.stop();
-      await db.drop();
+      for (const close of closers.reverse()) await close();
     },
   };
 }

@@ -31,6 +31,8 @@ export interface KubeObject {
 export interface WatchEvent {
   readonly type: 'ADDED' | 'MODIFIED' | 'DELETED';
   readonly object: KubeObject;
+  /** For MODIFIED: the object before the change (watches with a selector need it). */
+  readonly previous?: KubeObject;
   readonly resourceVersion: number;
   /** The collection the object belongs to, e.g. `audittrail.dev/v1alpha1/apikeys`. */
   readonly collection: string;
@@ -121,11 +123,13 @@ export class ObjectStore {
         const added = (next.metadata.finalizers ?? []).filter((finalizer) => !(current.metadata.finalizers ?? []).includes(finalizer));
         if (added.length > 0) throw new ApiError(422, 'Invalid', 'finalizers cannot be added to an object being deleted', [{ field: 'metadata.finalizers', message: 'Forbidden: no new finalizers can be added if the object is being deleted' }]);
       }
-      if (options.generation && JSON.stringify(specOf(current)) !== JSON.stringify(specOf(next))) {
+      if (options.generation && canonical(specOf(current)) !== canonical(specOf(next))) {
         next.metadata.generation = (current.metadata.generation ?? 1) + 1;
       }
     }
-    if (JSON.stringify(next) === JSON.stringify({ ...current, metadata: { ...current.metadata, resourceVersion: next.metadata.resourceVersion } })) {
+    // A write that changes nothing (compared as values, whatever the key order) is a no-op: no new
+    // resourceVersion, no watch event.
+    if (canonical(next) === canonical({ ...current, metadata: { ...current.metadata, resourceVersion: next.metadata.resourceVersion } })) {
       return clone(current);
     }
     if (next.metadata.deletionTimestamp && (next.metadata.finalizers ?? []).length === 0) {
@@ -163,10 +167,11 @@ export class ObjectStore {
   }
 
   private write(collection: string, key: string, object: KubeObject, type: 'ADDED' | 'MODIFIED'): KubeObject {
+    const previous = this.objects.get(key)?.object;
     this.revision += 1;
     object.metadata.resourceVersion = String(this.revision);
     this.objects.set(key, { collection, object });
-    this.emit({ type, object: clone(object), resourceVersion: this.revision, collection });
+    this.emit({ type, object: clone(object), ...(previous ? { previous: clone(previous) } : {}), resourceVersion: this.revision, collection });
     return clone(object);
   }
 
@@ -197,6 +202,13 @@ export class ObjectStore {
     }
     for (const listener of this.listeners) listener(event);
   }
+}
+
+/** JSON with keys sorted at every level, to compare objects as values. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, node: unknown) =>
+    node !== null && typeof node === 'object' && !Array.isArray(node) ? Object.fromEntries(Object.entries(node).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : node,
+  );
 }
 
 function specOf(object: KubeObject): unknown {

@@ -8,6 +8,7 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import { load, loadAll } from 'js-yaml';
 import { violatedRules } from './celRules.ts';
 import { ApiError, ObjectStore, type KubeObject } from './objectStore.ts';
+import { parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
 import { serverSideApply } from './serverSideApply.ts';
 
 /**
@@ -15,11 +16,14 @@ import { serverSideApply } from './serverSideApply.ts';
  * can run on these machines). Faithful where controllers depend on it: REST paths of core, group and
  * custom resources, list + watch with resourceVersion, BOOKMARK and 410 Gone, the status subresource,
  * generation, optimistic concurrency (409), merge, JSON and apply patches, finalizers and deletionTimestamp,
- * owner-reference garbage collection, and admission against the CRDs' OpenAPI schemas and their
- * x-kubernetes-validations CEL rules (celRules.ts).
+ * owner-reference garbage collection, admission against the CRDs' OpenAPI schemas and their
+ * x-kubernetes-validations CEL rules (celRules.ts), label and field selectors on list and watch
+ * (selectors.ts; a watched object that stops or starts matching arrives as DELETED or ADDED), and custom
+ * resources served with their keys sorted at every level, as the real server's JSON encoding of
+ * unstructured objects does (built-in types keep their field order).
  * Simplified: legacy discovery only (kubectl then runs with --validate=false: no OpenAPI document), a
  * simplified server-side apply (serverSideApply.ts), no Table output (kubectl get -o json/yaml/name work), no pruning or defaulting,
- * no label/field selectors, strategic merge treated as a merge patch, no authentication.
+ * strategic merge treated as a merge patch, no authentication.
  */
 
 interface ResourceType {
@@ -32,6 +36,8 @@ interface ResourceType {
   readonly kind: string;
   readonly namespaced: boolean;
   readonly statusSubresource: boolean;
+  /** Defined by a CRD (served as unstructured JSON). */
+  readonly custom: boolean;
   readonly validate?: ValidateFunction;
   readonly schema?: object;
 }
@@ -41,8 +47,11 @@ export interface KubeApiServer {
   readonly store: ObjectStore;
   /** Every request, in order: `GET /apis/...`. */
   readonly requests: string[];
-  /** Every request with the bearer token that made it, to tell the controller's calls from a test's. */
-  readonly requestLog: Array<{ token: string; method: string; path: string; watch: boolean }>;
+  /**
+   * Every request with the bearer token that made it, to tell the controller's calls from a test's, when it
+   * arrived and, once answered, the response status (a refused write, 409 or 422, changed nothing).
+   */
+  readonly requestLog: Array<{ token: string; method: string; path: string; watch: boolean; at: number; status?: number }>;
   /** A client configuration; the token only labels the caller in requestLog (no authorisation here). */
   kubeConfig(token?: string): KubeConfig;
   /** A kubeconfig file for a real kubectl. */
@@ -51,14 +60,19 @@ export interface KubeApiServer {
   compact(): void;
   /** Cuts every open watch, as a load balancer or an API server restart does. */
   closeWatches(): void;
+  /**
+   * Answers the matching requests with 503 ServiceUnavailable (an overloaded or restarting API server)
+   * until called again without a predicate.
+   */
+  refuse(predicate?: (request: { token: string; method: string; path: string; watch: boolean }) => boolean): void;
   stop(): Promise<void>;
 }
 
 const BUILT_IN: ResourceType[] = [
-  { group: '', version: 'v1', plural: 'secrets', kind: 'Secret', namespaced: true, statusSubresource: false },
-  { group: '', version: 'v1', plural: 'events', kind: 'Event', namespaced: true, statusSubresource: false },
-  { group: 'events.k8s.io', version: 'v1', plural: 'events', kind: 'Event', namespaced: true, statusSubresource: false },
-  { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', namespaced: true, statusSubresource: false },
+  { group: '', version: 'v1', plural: 'secrets', kind: 'Secret', namespaced: true, statusSubresource: false, custom: false },
+  { group: '', version: 'v1', plural: 'events', kind: 'Event', namespaced: true, statusSubresource: false, custom: false },
+  { group: 'events.k8s.io', version: 'v1', plural: 'events', kind: 'Event', namespaced: true, statusSubresource: false, custom: false },
+  { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', namespaced: true, statusSubresource: false, custom: false },
 ];
 
 function loadCustomResources(directories: readonly string[]): ResourceType[] {
@@ -79,6 +93,7 @@ function loadCustomResources(directories: readonly string[]): ResourceType[] {
             kind: document.spec.names.kind,
             namespaced: document.spec.scope === 'Namespaced',
             statusSubresource: version.subresources?.status !== undefined,
+            custom: true,
             validate: ajv.compile(version.schema.openAPIV3Schema),
             schema: version.schema.openAPIV3Schema,
           });
@@ -168,6 +183,13 @@ function statusBody(error: ApiError) {
   };
 }
 
+/** Go's encoding/json writes map keys sorted, so an unstructured object comes back sorted at every level. */
+function sortedKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortedKeys);
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(Object.keys(value).sort().map((key) => [key, sortedKeys((value as Record<string, unknown>)[key])]));
+}
+
 /** RFC 7386. */
 function mergePatch(target: unknown, patch: unknown): unknown {
   if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
@@ -217,6 +239,8 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
   const requests: string[] = [];
   const requestLog: KubeApiServer['requestLog'] = [];
   const watches = new Set<ServerResponse>();
+  let refusal: Parameters<KubeApiServer['refuse']>[0];
+  const encode = (type: ResourceType, body: unknown) => JSON.stringify(type.custom ? sortedKeys(body) : body);
 
   function admit(type: ResourceType, object: KubeObject, stored?: KubeObject): KubeObject {
     object.apiVersion = apiVersionOf(type);
@@ -258,16 +282,25 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
     }
   }
 
-  function watch(response: ServerResponse, type: ResourceType, namespace: string | undefined, url: URL): void {
+  function watch(response: ServerResponse, type: ResourceType, namespace: string | undefined, url: URL, selected: Selector): void {
     const from = Number(url.searchParams.get('resourceVersion') || store.currentRevision);
     response.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
-    const send = (event: unknown) => response.write(`${JSON.stringify(event)}\n`);
+    const send = (event: unknown) => response.write(`${encode(type, event)}\n`);
     let unsubscribe: () => void = () => undefined;
     try {
       unsubscribe = store.subscribe(from, (event) => {
         if (event.collection !== collectionOf(type)) return;
         if (namespace !== undefined && event.object.metadata.namespace !== namespace) return;
-        send({ type: event.type, object: event.object });
+        if (event.type !== 'MODIFIED' || !event.previous) {
+          if (selected(event.object)) send({ type: event.type, object: event.object });
+          return;
+        }
+        // As the watch cache does: an object that starts matching is ADDED, one that stops matching is
+        // DELETED (its previous content at the new resourceVersion).
+        const matches = selected(event.object);
+        const matched = selected(event.previous);
+        if (matches) send({ type: matched ? 'MODIFIED' : 'ADDED', object: event.object });
+        else if (matched) send({ type: 'DELETED', object: { ...event.previous, metadata: { ...event.previous.metadata, resourceVersion: event.object.metadata.resourceVersion } } });
       });
     } catch (error) {
       send({ type: 'ERROR', object: statusBody(error as ApiError) });
@@ -292,7 +325,16 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
     const url = new URL(request.url!, 'http://localhost');
     requests.push(`${request.method} ${url.pathname}${url.search}`);
     const watching = url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1';
-    requestLog.push({ token: String(request.headers.authorization ?? '').replace(/^Bearer /, ''), method: request.method!, path: url.pathname, watch: watching });
+    const entry: KubeApiServer['requestLog'][number] = {
+      token: String(request.headers.authorization ?? '').replace(/^Bearer /, ''),
+      method: request.method!,
+      path: url.pathname,
+      watch: watching,
+      at: Date.now(),
+    };
+    requestLog.push(entry);
+    response.on('finish', () => (entry.status = response.statusCode));
+    if (refusal?.(entry)) throw new ApiError(503, 'ServiceUnavailable', 'the server is currently unable to handle the request');
     const discovered = request.method === 'GET' ? discovery(url.pathname, types) : undefined;
     if (discovered) {
       response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(discovered));
@@ -301,13 +343,16 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
     const { type, namespace, name, status } = route(url.pathname, types);
     const collection = collectionOf(type);
     const reply = (code: number, body: unknown) => {
-      response.writeHead(code, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      response.writeHead(code, { 'content-type': 'application/json' }).end(encode(type, body));
     };
     switch (request.method) {
       case 'GET': {
         if (name) return reply(200, store.get(collection, namespace, name));
-        if (url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1') return watch(response, type, namespace, url);
-        const items = store.list(collection, namespace);
+        const labels = parseLabelSelector(url.searchParams.get('labelSelector'));
+        const fields = parseFieldSelector(url.searchParams.get('fieldSelector'), type);
+        const selected = (object: KubeObject) => labels(object) && fields(object);
+        if (watching) return watch(response, type, namespace, url, selected);
+        const items = store.list(collection, namespace).filter(selected);
         return reply(200, { kind: `${type.kind}List`, apiVersion: apiVersionOf(type), metadata: { resourceVersion: String(store.currentRevision) }, items });
       }
       case 'POST': {
@@ -394,6 +439,9 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
     compact: () => store.compact(),
     closeWatches() {
       for (const response of watches) response.destroy();
+    },
+    refuse(predicate) {
+      refusal = predicate;
     },
     async stop() {
       for (const response of watches) response.destroy();

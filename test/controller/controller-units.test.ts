@@ -1,0 +1,60 @@
+import { expect } from 'chai';
+import { Backoff } from '../../src/controller/backoff.ts';
+import { healthConditions, setCondition, type Condition } from '../../src/controller/conditions.ts';
+import { jsonEqual, mergePatchDiff } from '../../src/controller/mergePatchDiff.ts';
+
+describe('status as a merge patch', () => {
+  it('compares JSON as values: key order is irrelevant, array order is not', () => {
+    expect(jsonEqual({ a: 1, b: { c: [1, { d: 2, e: 3 }] } }, { b: { c: [1, { e: 3, d: 2 }] }, a: 1 })).to.equal(true);
+    expect(jsonEqual({ a: [1, 2] }, { a: [2, 1] })).to.equal(false);
+    expect(jsonEqual({ a: 1, b: undefined }, { a: 1 })).to.equal(true);
+  });
+
+  it('is undefined when nothing changed, names removed fields as null and replaces arrays whole', () => {
+    const current = { state: 'Active', lookupId: '1a2b3c4d', lastDeliveryAt: '2026-01-01T00:00:00Z', conditions: [{ type: 'Ready', status: 'True' }] };
+    expect(mergePatchDiff(current, { conditions: [{ status: 'True', type: 'Ready' }], lookupId: '1a2b3c4d', lastDeliveryAt: '2026-01-01T00:00:00Z', state: 'Active' })).to.equal(undefined);
+    expect(mergePatchDiff(current, { state: 'Active', lookupId: '1a2b3c4d', lastDeliveryAt: undefined, conditions: [{ type: 'Ready', status: 'False' }] })).to.deep.equal({
+      lastDeliveryAt: null,
+      conditions: [{ type: 'Ready', status: 'False' }],
+    });
+    expect(mergePatchDiff(undefined, { id: 'wh_1' })).to.deep.equal({ id: 'wh_1' });
+    expect(mergePatchDiff({ nested: { a: 1, b: 2 } }, { nested: { a: 1 } })).to.deep.equal({ nested: { b: null } });
+  });
+});
+
+describe('kstatus conditions', () => {
+  const at = new Date('2026-05-01T10:00:00Z');
+  const later = new Date('2026-05-01T11:00:00Z');
+  const types = (conditions: Condition[]) => conditions.map((condition) => `${condition.type}=${condition.status}`);
+
+  it('Ready: Ready=True alone; Stalled: Ready=False and Stalled=True; Reconciling: Reconciling=True beside the Ready there was', () => {
+    const stalled = healthConditions(undefined, { state: 'Stalled', reason: 'InvalidSpec', message: 'm' }, 1, at);
+    expect(types(stalled)).to.deep.equal(['Ready=False', 'Stalled=True']);
+    const reconciling = healthConditions(stalled, { state: 'Reconciling', reason: 'RetryingAfterError', message: 'm' }, 1, at);
+    expect(types(reconciling)).to.deep.equal(['Ready=False', 'Reconciling=True']);
+    expect(types(healthConditions(undefined, { state: 'Reconciling', reason: 'RetryingAfterError', message: 'm' }, undefined, at))).to.deep.equal(['Ready=Unknown', 'Reconciling=True']);
+    const ready = healthConditions(reconciling, { state: 'Ready', reason: 'Active', message: 'm' }, 2, later);
+    expect(types(ready)).to.deep.equal(['Ready=True']);
+    expect(ready[0]).to.include({ observedGeneration: 2, lastTransitionTime: '2026-05-01T11:00:00Z' });
+  });
+
+  it('keeps lastTransitionTime and the position of a condition whose status did not change', () => {
+    const first = setCondition(setCondition(undefined, { type: 'Ready', status: 'False', reason: 'A', message: '' }, at), { type: 'Stalled', status: 'True', reason: 'A', message: '' }, at);
+    const second = setCondition(first, { type: 'Ready', status: 'False', reason: 'B', message: 'changed' }, later);
+    expect(second.map((condition) => condition.type)).to.deep.equal(['Ready', 'Stalled']);
+    expect(second[0]).to.include({ reason: 'B', lastTransitionTime: '2026-05-01T10:00:00Z' });
+  });
+});
+
+describe('watch restart backoff', () => {
+  it('doubles from the initial delay up to the cap, with jitter on top, and starts over after a quiet period', () => {
+    const policy = { initialMs: 800, maxMs: 30_000, resetAfterMs: 120_000, jitter: 1 };
+    const steady = new Backoff(policy, () => 0);
+    const delays = [0, 1, 2, 3, 4, 5, 6].map((second) => steady.next(second * 1000));
+    expect(delays).to.deep.equal([800, 1600, 3200, 6400, 12_800, 25_600, 30_000]);
+    expect(steady.next(6000 + 120_000)).to.equal(800);
+    const jittered = new Backoff(policy, () => 0.5);
+    expect([jittered.next(0), jittered.next(1), jittered.next(2)]).to.deep.equal([1200, 2400, 4800]);
+    expect(new Backoff(policy, () => 0.99).next(0)).to.be.below(1600);
+  });
+});

@@ -2,6 +2,7 @@ import type { ApiKeyService } from '../auth/apiKeyService.ts';
 import type { ApiKeyRecord } from '../auth/apiKeyStore.ts';
 import type { Actor } from '../events/adminEvent.ts';
 import { parseCidr } from '../platform/cidr.ts';
+import { checkInput } from '../platform/inputValidation.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { Health } from './conditions.ts';
 import type { DeploymentGuard } from './deploymentGuard.ts';
@@ -59,9 +60,10 @@ export class ApiKeyReconciler {
     const object = await guard.claim(API_KEY.plural, cached, API_KEY_FINALIZER);
 
     let record = await keys.findManaged(managedBy);
-    const parsed = apiKeySpecSchema.safeParse(object.spec);
+    // The same gate as every API input: a spec the database could not store is invalid, not an error loop.
+    const parsed = checkInput(apiKeySpecSchema, object.spec, 'spec');
     if (!parsed.success) {
-      const message = parsed.error.issues.map((issue) => `spec.${issue.path.join('.')}: ${issue.message}`).join('; ');
+      const message = parsed.error.details.map((detail) => `${detail.field}: ${detail.message}`).join('; ');
       return this.report(object, record, { state: 'Stalled', reason: 'InvalidSpec', message });
     }
     const spec = parsed.data;

@@ -1,5 +1,6 @@
 import type { Actor } from '../events/adminEvent.ts';
 import { ValidationError } from '../platform/errors.ts';
+import { checkInput } from '../platform/inputValidation.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
 import { normaliseWebhookUrl } from '../webhooks/webhookRules.ts';
@@ -83,9 +84,10 @@ export class WebhookEndpointReconciler {
     const object = await guard.claim(WEBHOOK_ENDPOINT.plural, cached, WEBHOOK_FINALIZER);
 
     let endpoint = await registry.findManaged(managedBy);
-    const parsed = webhookEndpointSpecSchema.safeParse(object.spec);
+    // The same gate as every API input: a spec the database could not store is invalid, not an error loop.
+    const parsed = checkInput(webhookEndpointSpecSchema, object.spec, 'spec');
     if (!parsed.success) {
-      const message = parsed.error.issues.map((issue) => `spec.${issue.path.join('.')}: ${issue.message}`).join('; ');
+      const message = parsed.error.details.map((detail) => `${detail.field}: ${detail.message}`).join('; ');
       return this.report(object, endpoint, { state: 'Stalled', reason: 'InvalidSpec', message });
     }
     const spec = parsed.data;

@@ -133,6 +133,16 @@ describe('ApiKey controller', function () {
     expect((await listEvents((await secretKey('drift-key')).key)).status).to.equal(200);
   });
 
+  it('reports a description holding U+0000 as Stalled/InvalidSpec and mints nothing (Postgres could not store it)', async () => {
+    await create(apiKey('nul', { tenantId: 'acme', scopes: ['audit:read'], description: 'a\u0000b', secretName: 'nul-key' }));
+    await waitFor(async () => (await get('nul')).status?.conditions?.some((c: { type: string; reason: string }) => c.type === 'Stalled' && c.reason === 'InvalidSpec'), 'Stalled/InvalidSpec');
+    const object = await get('nul');
+    const ready = object.status.conditions.find((c: { type: string }) => c.type === 'Ready');
+    expect(ready).to.include({ status: 'False', reason: 'InvalidSpec' });
+    expect(ready.message).to.include('spec.description: must not contain the NUL character');
+    expect(await keys.findManaged(`kubernetes:${NAMESPACE}/nul/${object.metadata.uid}`)).to.equal(undefined);
+  });
+
   it('revokes the key when the resource is deleted, then lets it go; the Secret is garbage-collected', async () => {
     await create(apiKey('temp', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'temp-key' }));
     const object = await activeKey('temp');

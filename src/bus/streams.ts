@@ -156,6 +156,8 @@ export async function ensureConsumer(jsm: JetStreamManager, definition: Consumer
     const owner = ownerOfStream(existing.config.description);
     if (owner !== undefined && owner !== definition.deploymentId) throw new StreamOwnedElsewhereError(name, owner, definition.deploymentId);
     await jsm.streams.update(name, definition.stream);
+    const replicas = definition.stream.num_replicas ?? 1;
+    if ((existing.config.num_replicas || 1) !== replicas) await settledReplicas(jsm, name, replicas);
   }
   try {
     await jsm.consumers.info(definition.stream.name, definition.consumer.durable_name);
@@ -164,6 +166,23 @@ export async function ensureConsumer(jsm: JetStreamManager, definition: Consumer
   } catch (error) {
     if (!isNotFound(error)) throw error;
     await jsm.consumers.add(definition.stream.name, definition.consumer);
+  }
+}
+
+const REPLICA_CHANGE_TIMEOUT_MS = 60_000;
+
+/**
+ * Waits until a stream whose replica count just changed has its new copies in place and a leader: until
+ * then its consumer is being moved too, and requests about it time out.
+ */
+async function settledReplicas(jsm: JetStreamManager, name: string, replicas: number): Promise<void> {
+  const deadline = Date.now() + REPLICA_CHANGE_TIMEOUT_MS;
+  for (;;) {
+    const { cluster } = await jsm.streams.info(name).catch(() => ({ cluster: undefined }));
+    const peers = cluster?.replicas ?? [];
+    if (cluster?.leader !== undefined && peers.length === replicas - 1 && peers.every((peer) => peer.current)) return;
+    if (Date.now() > deadline) throw new Error(`JetStream stream ${name} did not reach ${replicas} replicas within ${REPLICA_CHANGE_TIMEOUT_MS / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
   }
 }
 

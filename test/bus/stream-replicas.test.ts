@@ -37,7 +37,7 @@ describe('JetStream streams on a three-node NATS cluster (NATS_STREAM_REPLICAS)'
 
   it('creates AUDIT_INGEST and AUDIT_DELIVERIES with three replicas, one per node', async () => {
     const { natsStreamReplicas } = loadConfig({ NATS_STREAM_REPLICAS: '3' });
-    const names = new BusNames('ha');
+    const names = new BusNames({ namespace: 'ha', deploymentId: 'ha0000000000' });
     await ensureConsumer(jsm, ingestConsumerDefinition(names, natsStreamReplicas));
     await ensureConsumer(jsm, deliveryConsumerDefinition(names, 30_000, natsStreamReplicas));
     expect(await replicasOf('HA_AUDIT_INGEST')).to.deep.equal({ configured: 3, peers: 3 });
@@ -45,7 +45,7 @@ describe('JetStream streams on a three-node NATS cluster (NATS_STREAM_REPLICAS)'
   });
 
   it('raises the replicas of existing single-replica streams in place, keeping their messages', async () => {
-    const names = new BusNames('grow');
+    const names = new BusNames({ namespace: 'grow', deploymentId: 'grow00000000' });
     const single = ingestConsumerDefinition(names);
     await ensureConsumer(jsm, single);
     expect(await replicasOf('GROW_AUDIT_INGEST')).to.deep.equal({ configured: 1, peers: 1 });

@@ -256,15 +256,17 @@ describe('Helm chart', function () {
     expect(template(everything).metadata.annotations).not.to.have.property('checksum/secret');
   });
 
-  it('pauses before SIGTERM so endpoints drain, with room for it in the grace period', async () => {
+  it('pauses before SIGTERM so endpoints drain, with room for it and the service\'s own drain in the grace period', async () => {
     for (const deployment of byKind(defaults, 'Deployment')) {
       const pod = deployment.spec.template.spec;
       expect(pod.containers[0].lifecycle).to.deep.equal({ preStop: { sleep: { seconds: 5 } } });
-      expect(pod.terminationGracePeriodSeconds).to.equal(10 + 5 + 20);
+      expect(environment(pod.containers[0])).to.include({ SHUTDOWN_GRACE_MS: '10000', SHUTDOWN_DRAIN_DELAY_MS: '5000' });
+      // preStop sleep + drain delay + grace + 20 s for closing clients.
+      expect(pod.terminationGracePeriodSeconds).to.equal(5 + 5 + 10 + 20);
     }
     const longer = named(everything, 'Deployment', 'rel-audit-trail-worker').spec.template.spec;
     expect(longer.containers[0].lifecycle.preStop.sleep.seconds).to.equal(10);
-    expect(longer.terminationGracePeriodSeconds).to.equal(40);
+    expect(longer.terminationGracePeriodSeconds).to.equal(10 + 5 + 10 + 20);
     const off = named(await render(...EXISTING_SECRET, '--set', 'lifecycle.preStopSleepSeconds=0'), 'Deployment', 'rel-audit-trail-api').spec.template.spec;
     expect(off.containers[0]).not.to.have.property('lifecycle');
   });

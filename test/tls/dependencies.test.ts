@@ -69,7 +69,7 @@ describe('TLS and authentication to Postgres, Redis and NATS with a private CA',
       const bus = await connectBus(config.natsUrl, 'tls test', testLogger(), { tls: config.natsTls });
       try {
         await bus.ping();
-        const definition = ingestConsumerDefinition(new BusNames('tlstest'));
+        const definition = ingestConsumerDefinition(new BusNames({ namespace: 'tlstest', deploymentId: 'tlstest00000' }));
         await ensureConsumer(await jetstreamManager(bus.nc), definition);
         expect((await (await jetstreamManager(bus.nc)).streams.info(definition.stream.name)).config.name).to.equal('TLSTEST_AUDIT_INGEST');
       } finally {

@@ -206,6 +206,8 @@ nats: NATS_TLS
   value: {{ .root.Values.config.rateLimits.writePerMinute | quote }}
 - name: SHUTDOWN_GRACE_MS
   value: {{ .root.Values.config.shutdownGraceMs | quote }}
+- name: SHUTDOWN_DRAIN_DELAY_MS
+  value: {{ .root.Values.config.shutdownDrainDelayMs | quote }}
 - name: PORT
   value: {{ .root.Values.service.publicPort | quote }}
 - name: INTERNAL_PORT

@@ -3,13 +3,13 @@ import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connectBus, type BusConnection } from '../../src/bus/natsConnection.ts';
 import { BusNames, deliveryConsumerDefinition, ensureConsumer, ingestConsumerDefinition } from '../../src/bus/streams.ts';
 import { loadConfig } from '../../src/config/config.ts';
-import { startNatsCluster, type NatsCluster } from '../support/dependency-servers.ts';
+import { startNatsCluster, type PrivateNatsCluster } from '../support/private-services.ts';
 import { testLogger } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
 describe('JetStream streams on a three-node NATS cluster (NATS_STREAM_REPLICAS)', function () {
   this.timeout(120_000);
-  let cluster: NatsCluster;
+  let cluster: PrivateNatsCluster;
   let bus: BusConnection;
   let jsm: JetStreamManager;
 
@@ -27,7 +27,7 @@ describe('JetStream streams on a three-node NATS cluster (NATS_STREAM_REPLICAS)'
 
   after(async () => {
     await bus?.close();
-    await cluster?.stop();
+    await cluster?.remove();
   });
 
   const replicasOf = async (stream: string) => {

@@ -16,14 +16,8 @@ import { createLogger, type Logger } from '../../src/platform/logger.ts';
 import { isCertificateError } from '../../src/platform/tlsFailure.ts';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { startTestService, testLogger } from '../support/service.ts';
-import {
-  createTestPki,
-  natsOperatorSetup,
-  startTlsNats,
-  startTlsPostgres,
-  startTlsRedis,
-  type TestPki,
-} from '../support/dependency-servers.ts';
+import { PrivateNats, PrivatePostgres, PrivateRedis } from '../support/private-services.ts';
+import { createTestPki, natsOperatorSetup, type TestPki } from '../support/test-pki.ts';
 import { waitFor } from '../support/wait.ts';
 
 /** A logger whose JSON lines the test can read. */
@@ -63,8 +57,8 @@ describe('TLS and authentication to Postgres, Redis and NATS with a private CA',
 
   describe('NATS', () => {
     it('connects with NATS_TLS_CA and uses JetStream; without it, start-up fails naming NATS_TLS_CA', async () => {
-      const nats = await startTlsNats({ pki });
-      cleanups.push(() => nats.stop());
+      const nats = await PrivateNats.start({ tls: { pki } });
+      cleanups.push(() => nats.remove());
       const config = loadConfig({ NATS_URL: nats.url, NATS_TLS_CA: pki.caFile });
       const bus = await connectBus(config.natsUrl, 'tls test', testLogger(), { tls: config.natsTls });
       try {
@@ -84,8 +78,8 @@ describe('TLS and authentication to Postgres, Redis and NATS with a private CA',
     });
 
     it('presents NATS_TLS_CERT and NATS_TLS_KEY to a server that verifies client certificates', async () => {
-      const nats = await startTlsNats({ pki, verifyClients: true });
-      cleanups.push(() => nats.stop());
+      const nats = await PrivateNats.start({ tls: { pki, verifyClients: true } });
+      cleanups.push(() => nats.remove());
       const config = loadConfig({ NATS_URL: nats.url, NATS_TLS_CA: pki.caFile, NATS_TLS_CERT: pki.client.certFile, NATS_TLS_KEY: pki.client.keyFile });
       const bus = await connectBus(config.natsUrl, 'tls test', testLogger(), { tls: config.natsTls });
       await bus.ping();
@@ -98,9 +92,9 @@ describe('TLS and authentication to Postgres, Redis and NATS with a private CA',
 
     it('authenticates with the credentials file of NATS_CREDS, re-read on connect; refused credentials end start-up naming NATS_CREDS', async () => {
       const operator = natsOperatorSetup();
-      const nats = await startTlsNats({ pki, extraConfig: operator.serverConfig });
-      cleanups.push(() => nats.stop());
-      const dir = mkdtempSync(join(tmpdir(), 'audit-trail-depsrv-creds-'));
+      const nats = await PrivateNats.start({ tls: { pki }, extraConfig: operator.serverConfig });
+      cleanups.push(() => nats.remove());
+      const dir = mkdtempSync(join(tmpdir(), 'audit-trail-creds-'));
       cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
       const credsFile = join(dir, 'audit-trail.creds');
       writeFileSync(credsFile, operator.userCreds);
@@ -121,8 +115,8 @@ describe('TLS and authentication to Postgres, Redis and NATS with a private CA',
 
   describe('Redis', () => {
     it('connects to rediss:// with REDIS_TLS_CA; without it, commands fail and the log names REDIS_TLS_CA', async () => {
-      const redis = await startTlsRedis({ pki });
-      cleanups.push(() => redis.stop());
+      const redis = await PrivateRedis.start({ tls: { pki } });
+      cleanups.push(() => redis.remove());
       const config = loadConfig({ REDIS_URL: redis.url, REDIS_TLS_CA: pki.caFile });
       const client = connectRedis(config.redisUrl, testLogger(), config.redisTls);
       cleanups.push(() => void client.disconnect());
@@ -141,8 +135,8 @@ describe('TLS and authentication to Postgres, Redis and NATS with a private CA',
     });
 
     it('presents REDIS_TLS_CERT and REDIS_TLS_KEY to a server that authenticates clients', async () => {
-      const redis = await startTlsRedis({ pki, verifyClients: true });
-      cleanups.push(() => redis.stop());
+      const redis = await PrivateRedis.start({ tls: { pki, verifyClients: true } });
+      cleanups.push(() => redis.remove());
       const config = loadConfig({ REDIS_URL: redis.url, REDIS_TLS_CA: pki.caFile, REDIS_TLS_CERT: pki.client.certFile, REDIS_TLS_KEY: pki.client.keyFile });
       const client = connectRedis(config.redisUrl, testLogger(), config.redisTls);
       cleanups.push(() => void client.disconnect());
@@ -158,15 +152,17 @@ describe('TLS and authentication to Postgres, Redis and NATS with a private CA',
   });
 
   describe('Postgres', () => {
-    let postgres: Awaited<ReturnType<typeof startTlsPostgres>>;
+    let postgres: PrivatePostgres;
+    // A private cluster of its own: its postgres database is as good as any for the service's tables.
+    const url = (user = 'postgres') => postgres.url.replace('postgres@', `${user}@`) + '/postgres';
 
     before(async () => {
-      postgres = await startTlsPostgres({ pki, clientCertRoles: ['audit_cert'] });
-      cleanups.push(() => postgres.stop());
+      postgres = await PrivatePostgres.start({ tls: { pki, clientCertRoles: ['audit_cert'] } });
+      cleanups.push(() => postgres.remove());
     });
 
     it('migrates, queries and LISTENs over verified TLS with DATABASE_SSL_CA', async () => {
-      const config = loadConfig({ DATABASE_URL: postgres.url(), DATABASE_SSL_CA: pki.caFile });
+      const config = loadConfig({ DATABASE_URL: url(), DATABASE_SSL_CA: pki.caFile });
       expect(new URL(config.databaseUrl).searchParams.get('sslmode')).to.equal('verify-full');
       await migrate(config.databaseUrl, testLogger());
       const db = new Database({ url: config.databaseUrl, poolSize: 2, applicationName: 'tls test', log: testLogger() });
@@ -196,17 +192,17 @@ describe('TLS and authentication to Postgres, Redis and NATS with a private CA',
     });
 
     it('fails with a certificate error naming DATABASE_SSL_CA without the CA, and the server refuses connections without TLS', async () => {
-      const error = await rejection(migrate(`${postgres.url()}?sslmode=verify-full`, testLogger()));
+      const error = await rejection(migrate(`${url()}?sslmode=verify-full`, testLogger()));
       expect(error.message).to.match(/^Postgres: the server's TLS certificate is not trusted \(.*certificate.*\); set DATABASE_SSL_CA/);
-      const untrusting = new pg.Client({ connectionString: `${postgres.url()}?sslmode=verify-full` });
+      const untrusting = new pg.Client({ connectionString: `${url()}?sslmode=verify-full` });
       expect(isCertificateError(await rejection(untrusting.connect()))).to.equal(true);
-      const plain = new pg.Client({ connectionString: postgres.url() });
+      const plain = new pg.Client({ connectionString: url() });
       expect((await rejection(plain.connect())).message).to.match(/no encryption/);
     });
 
     it('presents DATABASE_SSL_CERT and DATABASE_SSL_KEY to a role that must show a client certificate', async () => {
       const withCertificate = loadConfig({
-        DATABASE_URL: postgres.url('audit_cert'),
+        DATABASE_URL: url('audit_cert'),
         DATABASE_SSL_CA: pki.caFile,
         DATABASE_SSL_CERT: pki.client.certFile,
         DATABASE_SSL_KEY: pki.client.keyFile,
@@ -218,18 +214,19 @@ describe('TLS and authentication to Postgres, Redis and NATS with a private CA',
       } finally {
         await db.close();
       }
-      const withoutCertificate = loadConfig({ DATABASE_URL: postgres.url('audit_cert'), DATABASE_SSL_CA: pki.caFile });
+      const withoutCertificate = loadConfig({ DATABASE_URL: url('audit_cert'), DATABASE_SSL_CA: pki.caFile });
       const client = new pg.Client({ connectionString: withoutCertificate.databaseUrl });
       expect((await rejection(client.connect())).message).to.match(/certificate/);
     });
 
     it('runs the service against all three over TLS, ready on every dependency', async () => {
-      const nats = await startTlsNats({ pki });
-      cleanups.push(() => nats.stop());
-      const redis = await startTlsRedis({ pki });
-      cleanups.push(() => redis.stop());
+      const nats = await PrivateNats.start({ tls: { pki } });
+      cleanups.push(() => nats.remove());
+      const redis = await PrivateRedis.start({ tls: { pki } });
+      cleanups.push(() => redis.remove());
+      await migrate(loadConfig({ DATABASE_URL: url(), DATABASE_SSL_CA: pki.caFile }).databaseUrl, testLogger());
       const service = await startTestService({
-        databaseUrl: postgres.url(),
+        databaseUrl: url(),
         roles: ['api', 'ingest', 'relay', 'worker'],
         env: {
           DATABASE_SSL_CA: pki.caFile,

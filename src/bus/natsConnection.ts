@@ -26,6 +26,8 @@ export class BusConnectError extends Error {
 }
 
 const RECONNECT_WAIT_MS = 1_000;
+// While NATS is unreachable at start, one log line per this long rather than one per attempt.
+const FIRST_CONNECT_LOG_INTERVAL_MS = 15_000;
 
 /**
  * Connects to NATS and keeps reconnecting forever: a NATS restart must not need a pod restart. Status
@@ -79,6 +81,7 @@ export async function connectBus(url: string, name: string, log: Logger, securit
 }
 
 async function firstConnection(options: NodeConnectionOptions, security: BusSecurity, log: Logger): Promise<NatsConnection> {
+  let lastLogged = 0;
   for (;;) {
     try {
       return await connect(options);
@@ -96,7 +99,10 @@ async function firstConnection(options: NodeConnectionOptions, security: BusSecu
         security.tls !== undefined && security.tls.certFile === undefined && error instanceof errors.TimeoutError
           ? 'if the server requires client certificates, set NATS_TLS_CERT and NATS_TLS_KEY'
           : undefined;
-      log.warn({ err: error, hint }, 'cannot connect to NATS; retrying');
+      if (Date.now() - lastLogged >= FIRST_CONNECT_LOG_INTERVAL_MS) {
+        lastLogged = Date.now();
+        log.warn({ err: error, hint }, 'cannot connect to NATS; retrying');
+      }
       await new Promise((resolve) => setTimeout(resolve, RECONNECT_WAIT_MS));
     }
   }

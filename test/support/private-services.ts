@@ -12,8 +12,9 @@ import type { TestPki } from './test-pki.ts';
 /**
  * Postgres, NATS and Redis servers that one test file starts, stops (cleanly or by crashing them) and
  * removes, for tests of how the service rides out an outage, and of how it connects to them as production
- * runs them: TLS with a private CA and client certificates, NATS credentials, a JetStream cluster. The machine's own servers are shared by
- * everyone working on it and must never be stopped, restarted or flushed by a test.
+ * runs them: TLS with a private CA and client certificates, NATS credentials, a JetStream cluster. The
+ * machine's own servers are shared by everyone working on it and must never be stopped, restarted or
+ * flushed by a test.
  *
  * Each server is a child process of the test run, with its files in a temporary directory of its own that
  * is also its working directory. It is killed only by its own PID. The directory goes when the test calls
@@ -141,7 +142,7 @@ abstract class PrivateServer {
 
   private logTail(): string {
     try {
-      return readFileSync(join(this.directory, 'server.log'), 'utf8').split('\n').slice(-20).join('\n');
+      return this.log().split('\n').slice(-20).join('\n');
     } catch {
       return '(no log)';
     }

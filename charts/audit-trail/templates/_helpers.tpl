@@ -57,46 +57,6 @@ app.kubernetes.io/component: {{ .role }}
 {{- end }}
 {{- end }}
 
-{{/*
-  The data of the Secret the chart manages (without secrets.existingSecret). KEY_PEPPER, SECRET_ENCRYPTION_KEY
-  and INGEST_TOKENS come from the values, else from the live Secret (lookup), else are generated: only on a
-  first install against a cluster. A new KEY_PEPPER would invalidate every key and cursor, a new
-  SECRET_ENCRYPTION_KEY every webhook secret; so rendering without a cluster (helm template, Argo CD), where
-  lookup sees nothing and every render would differ, refuses instead, and so does an upgrade that finds the
-  Secret gone.
-*/}}
-{{- define "audit-trail.secretData" -}}
-{{- $name := include "audit-trail.secretName" . }}
-{{- $given := dict "KEY_PEPPER" .Values.secrets.keyPepper "SECRET_ENCRYPTION_KEY" .Values.secrets.secretEncryptionKey "INGEST_TOKENS" .Values.secrets.ingestTokens }}
-{{- $data := dict "DATABASE_URL" .Values.secrets.databaseUrl "REDIS_URL" .Values.secrets.redisUrl "NATS_URL" .Values.secrets.natsUrl }}
-{{- if and $given.KEY_PEPPER $given.SECRET_ENCRYPTION_KEY $given.INGEST_TOKENS }}
-{{- $data = merge $data $given }}
-{{- else }}
-{{- /* A list answers with "items" whenever there is a cluster, even an empty one; Helm itself needs list on Secrets here. */}}
-{{- $namespaceSecrets := lookup "v1" "Secret" .Release.Namespace "" }}
-{{- if not (hasKey $namespaceSecrets "items") }}
-{{- fail (printf "secrets: rendering without access to the cluster (helm template, Argo CD, --dry-run=client) cannot generate KEY_PEPPER, SECRET_ENCRYPTION_KEY and INGEST_TOKENS: they would change on every render and invalidate every API key and webhook secret. Set secrets.existingSecret to a Secret you manage, or set secrets.keyPepper, secrets.secretEncryptionKey and secrets.ingestTokens (docs/operations.md \"GitOps installs\"); helm install/upgrade, and --dry-run=server, generate them once and keep them.") }}
-{{- end }}
-{{- $live := dict }}
-{{- range $namespaceSecrets.items }}
-{{- if eq .metadata.name $name }}{{ $live = .data | default dict }}{{ end }}
-{{- end }}
-{{- if and .Release.IsUpgrade (not $live) }}
-{{- fail (printf "secrets: Secret %s is missing on upgrade; generating new KEY_PEPPER and SECRET_ENCRYPTION_KEY would make every stored key and webhook secret unusable. Restore it from your backup (docs/operations.md \"Backups\") or set the secrets.* values." $name) }}
-{{- end }}
-{{- $pepper := $given.KEY_PEPPER | default (get $live "KEY_PEPPER" | b64dec) | default (randAlphaNum 48) }}
-{{- $encryption := $given.SECRET_ENCRYPTION_KEY | default (get $live "SECRET_ENCRYPTION_KEY" | b64dec) }}
-{{- if not $encryption }}
-{{- $encryption = printf "%s%s" (randAlphaNum 32 | sha256sum | trunc 32) (randAlphaNum 32 | sha256sum | trunc 32) }}
-{{- end }}
-{{- $ingest := $given.INGEST_TOKENS | default (get $live "INGEST_TOKENS" | b64dec) | default (randAlphaNum 40) }}
-{{- $data = merge $data (dict "KEY_PEPPER" $pepper "SECRET_ENCRYPTION_KEY" $encryption "INGEST_TOKENS" $ingest) }}
-{{- end }}
-{{- range $key := list "DATABASE_URL" "REDIS_URL" "NATS_URL" "KEY_PEPPER" "SECRET_ENCRYPTION_KEY" "INGEST_TOKENS" }}
-{{ $key }}: {{ get $data $key | quote }}
-{{- end }}
-{{- end }}
-
 {{/* Where each dependency's certificate files are mounted, and the variables that name them. */}}
 {{- define "audit-trail.tlsVariablePrefixes" -}}
 postgres: DATABASE_SSL

@@ -1,6 +1,7 @@
 // Writes crds/<plural>.audittrail.dev.yaml from src/controller/resources.ts, and the same files into the
-// Helm chart's crds/ (Helm installs CRDs only from there). Run `make crds` after changing a resource;
-// test/controller/crds.test.ts fails while the committed files differ from what this writes.
+// Helm chart's crds/ (Helm installs CRDs from there; with crds.enabled, templates/crds.yaml renders these very
+// files). Run `make crds` after changing a resource; test/controller/crds.test.ts fails while the committed
+// files differ from what this writes.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dump } from 'js-yaml';
 import { crdManifest } from '../src/controller/crdManifest.ts';

@@ -101,7 +101,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       // Read once: it names this deployment's streams and messages for as long as the process runs.
       deploymentId = await readDeploymentId(db);
       busNames = new BusNames({ namespace: options.busNamespace ?? config.natsNamespace, deploymentId });
-      bus = await connectBus(config.natsUrl, `audit-trail ${roles.join(',')}`, log);
+      bus = await connectBus(config.natsUrl, `audit-trail ${roles.join(',')}`, log, { tls: config.natsTls, credsFile: config.natsCredsFile });
       releasers.add('nats connection', () => bus!.close());
       readiness.push({ name: 'nats', check: () => bus!.ping() });
     }
@@ -112,6 +112,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       const ingest = new JetStreamIngest({
         bus: bus!,
         names: busNames!,
+        streamReplicas: config.natsStreamReplicas,
         writer,
         window: config.ingestWindow,
         log: log.child({ role: 'ingest' }),
@@ -134,6 +135,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         databaseUrl: config.databaseUrl,
         bus: bus!,
         names: busNames!,
+        streamReplicas: config.natsStreamReplicas,
         ackWaitMs: config.delivery.ackWaitMs,
         pollMs: config.delivery.relayPollMs,
         log: log.child({ role: 'relay' }),
@@ -154,6 +156,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       const worker = new DeliveryWorker({
         bus: bus!,
         names: busNames!,
+        streamReplicas: config.natsStreamReplicas,
         writer,
         secrets: new SecretBox(secretKey),
         sender,
@@ -201,7 +204,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       });
       await verifier.start();
       releasers.add('key verifier', () => verifier.stop());
-      const redis = connectRedis(config.redisUrl, log.child({ component: 'redis' }));
+      const redis = connectRedis(config.redisUrl, log.child({ component: 'redis' }), config.redisTls);
       releasers.add('redis connection', () => void redis.disconnect());
       const limiter = new KeyRateLimiter({
         redis,

@@ -111,7 +111,7 @@ export class StreamOwnedElsewhereError extends ConfigError {
  * ingest outage loses nothing. Publishers may set Nats-Msg-Id for deduplication within two minutes.
  * Poison messages are terminated explicitly, so redelivery is unlimited.
  */
-export function ingestConsumerDefinition(names: BusNames): ConsumerDefinition {
+export function ingestConsumerDefinition(names: BusNames, replicas = 1): ConsumerDefinition {
   return {
     deploymentId: names.deploymentId,
     stream: {
@@ -120,6 +120,7 @@ export function ingestConsumerDefinition(names: BusNames): ConsumerDefinition {
       description: stamped(names.deploymentId, 'producer events in (audit.ingest.<tenant>)'),
       retention: RetentionPolicy.Workqueue,
       storage: StorageType.File,
+      num_replicas: replicas,
       max_age: nanos(7 * 24 * 3_600_000),
       duplicate_window: nanos(120_000),
     },
@@ -137,7 +138,9 @@ export function ingestConsumerDefinition(names: BusNames): ConsumerDefinition {
 /**
  * Creates the stream and durable consumer, or updates them to this definition. Idempotent. A stream stamped
  * by another deployment is refused (StreamOwnedElsewhereError) and left as it is; an unstamped one (created
- * by a version before the stamp) is adopted: the update writes this deployment's stamp.
+ * by a version before the stamp) is adopted: the update writes this deployment's stamp. A changed
+ * num_replicas is applied by the update: JetStream adds or removes the stream's copies in place, and the
+ * consumer follows its stream.
  */
 export async function ensureConsumer(jsm: JetStreamManager, definition: ConsumerDefinition): Promise<void> {
   const { name } = definition.stream;
@@ -153,6 +156,8 @@ export async function ensureConsumer(jsm: JetStreamManager, definition: Consumer
     const owner = ownerOfStream(existing.config.description);
     if (owner !== undefined && owner !== definition.deploymentId) throw new StreamOwnedElsewhereError(name, owner, definition.deploymentId);
     await jsm.streams.update(name, definition.stream);
+    const replicas = definition.stream.num_replicas ?? 1;
+    if ((existing.config.num_replicas || 1) !== replicas) await settledReplicas(jsm, name, replicas);
   }
   try {
     await jsm.consumers.info(definition.stream.name, definition.consumer.durable_name);
@@ -161,6 +166,23 @@ export async function ensureConsumer(jsm: JetStreamManager, definition: Consumer
   } catch (error) {
     if (!isNotFound(error)) throw error;
     await jsm.consumers.add(definition.stream.name, definition.consumer);
+  }
+}
+
+const REPLICA_CHANGE_TIMEOUT_MS = 60_000;
+
+/**
+ * Waits until a stream whose replica count just changed has its new copies in place and a leader: until
+ * then its consumer is being moved too, and requests about it time out.
+ */
+async function settledReplicas(jsm: JetStreamManager, name: string, replicas: number): Promise<void> {
+  const deadline = Date.now() + REPLICA_CHANGE_TIMEOUT_MS;
+  for (;;) {
+    const { cluster } = await jsm.streams.info(name).catch(() => ({ cluster: undefined }));
+    const peers = cluster?.replicas ?? [];
+    if (cluster?.leader !== undefined && peers.length === replicas - 1 && peers.every((peer) => peer.current)) return;
+    if (Date.now() > deadline) throw new Error(`JetStream stream ${name} did not reach ${replicas} replicas within ${REPLICA_CHANGE_TIMEOUT_MS / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
   }
 }
 
@@ -175,7 +197,7 @@ function isNotFound(error: unknown): boolean {
  * against max_ack_pending, and a few hundred waiting retries would stop every new delivery. Redelivery is
  * unlimited because it only ever means a worker died or lost its connection mid-attempt.
  */
-export function deliveryConsumerDefinition(names: BusNames, ackWaitMs: number): ConsumerDefinition {
+export function deliveryConsumerDefinition(names: BusNames, ackWaitMs: number, replicas = 1): ConsumerDefinition {
   return {
     deploymentId: names.deploymentId,
     stream: {
@@ -184,6 +206,7 @@ export function deliveryConsumerDefinition(names: BusNames, ackWaitMs: number): 
       description: stamped(names.deploymentId, 'webhook delivery work queue'),
       retention: RetentionPolicy.Workqueue,
       storage: StorageType.File,
+      num_replicas: replicas,
       max_age: nanos(7 * 24 * 3_600_000),
       // Nats-Msg-Id is "<delivery>.<attempt>.<publication>": a publish retried by the client is dropped.
       duplicate_window: nanos(2 * 60_000),

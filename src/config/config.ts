@@ -1,6 +1,8 @@
+import { accessSync, constants } from 'node:fs';
 import { z } from 'zod';
 import { parseCidrList } from '../platform/cidr.ts';
 import { DNS_LABEL_MAX_LENGTH, DNS_LABEL_PATTERN, DNS_SUBDOMAIN_MAX_LENGTH, DNS_SUBDOMAIN_PATTERN } from '../platform/kubernetesNames.ts';
+import { withPostgresTls } from './postgresTls.ts';
 
 /**
  * The service's whole configuration comes from the environment (DESIGN.md §4), validated once at start.
@@ -37,6 +39,16 @@ const urlWithScheme = (schemes: string[]) =>
     }
   }, `must be a URL with scheme ${schemes.join(' or ')}`);
 
+// A certificate, key or credentials file mounted into the pod: checked at start, so a wrong path is reported
+// once, naming the variable, rather than as a failed connection on every attempt.
+const readableFile = z.string().superRefine((path, ctx) => {
+  try {
+    accessSync(path, constants.R_OK);
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', message: `cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})` });
+  }
+});
+
 const deliverySchedule = z.string().transform((value, ctx) => {
   const delays = value.split(',').map((item) => parseDuration(item.trim()));
   if (delays.some((delay) => delay === undefined)) {
@@ -57,6 +69,21 @@ const environmentSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_-]*$/, 'must contain only letters, digits, _ and -')
     .default(''),
+  // TLS to a private CA and client authentication, one file each (mounted from Secrets in Kubernetes).
+  NATS_TLS_CA: readableFile.optional(),
+  NATS_TLS_CERT: readableFile.optional(),
+  NATS_TLS_KEY: readableFile.optional(),
+  // A NATS credentials file (user JWT and NKey seed), as nsc writes it.
+  NATS_CREDS: readableFile.optional(),
+  // Replicas of the JetStream streams: 3 on a three-node NATS cluster, so a node can fail without loss.
+  NATS_STREAM_REPLICAS: z.enum(['1', '3'], { message: 'must be 1 or 3' }).transform(Number).default(1),
+  REDIS_TLS_CA: readableFile.optional(),
+  REDIS_TLS_CERT: readableFile.optional(),
+  REDIS_TLS_KEY: readableFile.optional(),
+  // Become sslrootcert, sslcert and sslkey of DATABASE_URL, which may name them itself instead.
+  DATABASE_SSL_CA: readableFile.optional(),
+  DATABASE_SSL_CERT: readableFile.optional(),
+  DATABASE_SSL_KEY: readableFile.optional(),
   HOST: z.string().min(1).default('0.0.0.0'),
   PORT: port.default(8080),
   INTERNAL_PORT: port.default(8081),
@@ -127,6 +154,15 @@ const environmentSchema = z.object({
   // so that Services and load balancers stop sending to it first. The chart's preStop pause matches it.
   SHUTDOWN_DRAIN_DELAY_MS: z.coerce.number().int().min(0).max(120_000).default(5_000),
 }).superRefine((env, ctx) => {
+  for (const prefix of ['NATS_TLS', 'REDIS_TLS', 'DATABASE_SSL'] as const) {
+    if ((env[`${prefix}_CERT`] === undefined) !== (env[`${prefix}_KEY`] === undefined)) {
+      const missing = env[`${prefix}_CERT`] === undefined ? `${prefix}_CERT` : `${prefix}_KEY`;
+      ctx.addIssue({ code: 'custom', path: [missing], message: `is required with ${prefix}_CERT and ${prefix}_KEY: a client certificate needs its key` });
+    }
+  }
+  if ((env.REDIS_TLS_CA ?? env.REDIS_TLS_CERT) !== undefined && !env.REDIS_URL.startsWith('rediss://')) {
+    ctx.addIssue({ code: 'custom', path: ['REDIS_URL'], message: 'must be a rediss:// URL when REDIS_TLS_CA or REDIS_TLS_CERT is set' });
+  }
   // The old leader must stop acting before anyone else may start (client-go's invariant).
   if (!(env.CONTROLLER_LEASE_DURATION_MS > env.CONTROLLER_RENEW_DEADLINE_MS)) {
     ctx.addIssue({ code: 'custom', path: ['CONTROLLER_LEASE_DURATION_MS'], message: 'must be greater than CONTROLLER_RENEW_DEADLINE_MS' });
@@ -137,6 +173,13 @@ const environmentSchema = z.object({
 });
 
 export type Config = Readonly<ReturnType<typeof toConfig>>;
+
+/** PEM files for a TLS connection; absent members fall back to Node's defaults (system CAs, no client certificate). */
+export interface TlsFiles {
+  readonly caFile?: string;
+  readonly certFile?: string;
+  readonly keyFile?: string;
+}
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -160,13 +203,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return Object.freeze(toConfig(result.data));
 }
 
+function tlsFiles(caFile: string | undefined, certFile: string | undefined, keyFile: string | undefined): TlsFiles | undefined {
+  if (caFile === undefined && certFile === undefined) return undefined;
+  return Object.freeze({ caFile, certFile, keyFile });
+}
+
 function toConfig(env: z.output<typeof environmentSchema>) {
+  let databaseUrl: string;
+  try {
+    databaseUrl = withPostgresTls(env.DATABASE_URL, tlsFiles(env.DATABASE_SSL_CA, env.DATABASE_SSL_CERT, env.DATABASE_SSL_KEY));
+  } catch (error) {
+    throw new ConfigError('DATABASE_URL', (error as Error).message);
+  }
   return {
-    databaseUrl: env.DATABASE_URL,
+    databaseUrl,
     databasePoolSize: env.DATABASE_POOL_SIZE,
     redisUrl: env.REDIS_URL,
     natsUrl: env.NATS_URL,
     natsNamespace: env.NATS_NAMESPACE,
+    natsTls: tlsFiles(env.NATS_TLS_CA, env.NATS_TLS_CERT, env.NATS_TLS_KEY),
+    natsCredsFile: env.NATS_CREDS,
+    natsStreamReplicas: env.NATS_STREAM_REPLICAS,
+    redisTls: tlsFiles(env.REDIS_TLS_CA, env.REDIS_TLS_CERT, env.REDIS_TLS_KEY),
     host: env.HOST,
     port: env.PORT,
     internalPort: env.INTERNAL_PORT,

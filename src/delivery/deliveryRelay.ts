@@ -15,6 +15,8 @@ export interface DeliveryRelayOptions {
   readonly databaseUrl: string;
   readonly bus: BusConnection;
   readonly names: BusNames;
+  /** Replicas of the AUDIT_DELIVERIES stream (NATS_STREAM_REPLICAS); 1 by default. */
+  readonly streamReplicas?: number;
   readonly ackWaitMs: number;
   /**
    * The longest the relay sleeps between looks at the outbox. New deliveries and newly scheduled retries
@@ -61,7 +63,7 @@ export class DeliveryRelay {
   }
 
   async start(): Promise<void> {
-    const definition = deliveryConsumerDefinition(this.options.names, this.options.ackWaitMs);
+    const definition = deliveryConsumerDefinition(this.options.names, this.options.ackWaitMs, this.options.streamReplicas);
     await ensureConsumer(await jetstreamManager(this.options.bus.nc), definition);
     this.js = jetstream(this.options.bus.nc);
     this.subject = this.options.names.deliverySubject();

@@ -30,6 +30,8 @@ import type { WebhookSender } from './webhookSender.ts';
 export interface DeliveryWorkerOptions {
   readonly bus: BusConnection;
   readonly names: BusNames;
+  /** Replicas of the AUDIT_DELIVERIES stream (NATS_STREAM_REPLICAS); 1 by default. */
+  readonly streamReplicas?: number;
   /** Attempt records and admin.webhook.auto_disable events go through the one write path. */
   readonly writer: EventWriter;
   readonly secrets: SecretBox;
@@ -145,7 +147,7 @@ export class DeliveryWorker {
   }
 
   async start(): Promise<void> {
-    const definition = deliveryConsumerDefinition(this.options.names, this.options.ackWaitMs);
+    const definition = deliveryConsumerDefinition(this.options.names, this.options.ackWaitMs, this.options.streamReplicas);
     await ensureConsumer(await jetstreamManager(this.options.bus.nc), definition);
     const consumer = await jetstream(this.options.bus.nc).consumers.get(definition.stream.name, definition.consumer.durable_name);
     // Messages carry up to MAX_DELIVERIES_PER_MESSAGE deliveries: buffer about what backpressure lets us hold.

@@ -13,6 +13,8 @@ import type { EventWriter } from './eventWriter.ts';
 export interface JetStreamIngestOptions {
   readonly bus: BusConnection;
   readonly names: BusNames;
+  /** Replicas of the AUDIT_INGEST stream (NATS_STREAM_REPLICAS); 1 by default. */
+  readonly streamReplicas?: number;
   readonly writer: EventWriter;
   readonly window: EventTimeWindow;
   readonly log: Logger;
@@ -55,7 +57,7 @@ export class JetStreamIngest {
   }
 
   async start(): Promise<void> {
-    const definition = ingestConsumerDefinition(this.options.names);
+    const definition = ingestConsumerDefinition(this.options.names, this.options.streamReplicas);
     await ensureConsumer(await jetstreamManager(this.options.bus.nc), definition);
     const consumer = await jetstream(this.options.bus.nc).consumers.get(definition.stream.name, definition.consumer.durable_name);
     const batchSize = this.options.batchSize ?? 1000;

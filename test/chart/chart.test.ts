@@ -1,30 +1,26 @@
 import { expect } from 'chai';
-import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
-import { promisify } from 'node:util';
-import { loadAll } from 'js-yaml';
-import { kubernetesBinaries } from '../support/k8s-binaries.ts';
+import { CHART, byKind, environment, helm, named, parseManifests, podSpecs, type Manifest } from '../support/helm.ts';
 
-const run = promisify(execFile);
-const CHART = 'charts/audit-trail';
 const ALL_OPTIONS = 'test/chart/all-options.yaml';
-
-type Manifest = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; annotations?: Record<string, string> }; [key: string]: any };
-
-async function helm(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(kubernetesBinaries().helm, args, { maxBuffer: 32 * 1024 * 1024 });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const failure = error as { code: number; stdout: string; stderr: string };
-    return { code: failure.code, stdout: failure.stdout, stderr: failure.stderr };
-  }
-}
+/** Without a cluster the chart generates no secrets: these stand for a Secret the operator manages. */
+const EXISTING_SECRET = ['--set', 'secrets.existingSecret=audit-trail-env'];
+const GIVEN_SECRETS = [
+  '--set', `secrets.keyPepper=${'p'.repeat(40)}`,
+  '--set', `secrets.secretEncryptionKey=${'a1'.repeat(32)}`,
+  '--set', `secrets.ingestTokens=${'t'.repeat(30)}`,
+];
 
 async function render(...extra: string[]): Promise<Manifest[]> {
   const result = await helm(['template', 'rel', CHART, '--namespace', 'audit', ...extra]);
   expect(result.code, result.stderr).to.equal(0);
-  return loadAll(result.stdout).filter((doc): doc is Manifest => doc !== null && typeof doc === 'object');
+  return parseManifests(result.stdout);
+}
+
+async function refusal(...extra: string[]): Promise<string> {
+  const result = await helm(['template', 'rel', CHART, '--namespace', 'audit', ...extra]);
+  expect(result.code, `rendered although it should refuse: ${extra.join(' ')}`).not.to.equal(0);
+  return result.stderr;
 }
 
 /** The Kubernetes API schema of a manifest's kind, from kubernetes-models (offline, generated from the API's OpenAPI). */
@@ -40,13 +36,6 @@ async function validateAgainstKubernetesSchema(manifest: Manifest): Promise<void
   new Model!(manifest).validate();
 }
 
-const byKind = (manifests: Manifest[], kind: string) => manifests.filter((manifest) => manifest.kind === kind);
-const named = (manifests: Manifest[], kind: string, name: string) => {
-  const found = manifests.find((manifest) => manifest.kind === kind && manifest.metadata.name === name);
-  expect(found, `${kind} ${name}`).not.to.equal(undefined);
-  return found!;
-};
-
 describe('Helm chart', function () {
   this.timeout(60_000);
   let defaults: Manifest[];
@@ -54,9 +43,9 @@ describe('Helm chart', function () {
   let allNamespaces: Manifest[];
 
   before(async () => {
-    defaults = await render();
+    defaults = await render(...GIVEN_SECRETS);
     everything = await render('-f', ALL_OPTIONS);
-    allNamespaces = await render();
+    allNamespaces = await render(...EXISTING_SECRET, '--set', 'crds.enabled=true');
   });
 
   it('passes helm lint with default values and with every option enabled', async () => {
@@ -121,11 +110,11 @@ describe('Helm chart', function () {
     }
   });
 
-  it('mounts a Kubernetes API token only into the controller', () => {
+  it('runs every pod as the chart\'s ServiceAccount and mounts a Kubernetes API token only into the controller', () => {
     for (const deployment of byKind(everything, 'Deployment')) {
       const pod = deployment.spec.template.spec;
+      expect(pod.serviceAccountName, deployment.metadata.name).to.equal('rel-audit-trail');
       if (deployment.metadata.name.endsWith('-controller')) {
-        expect(pod.serviceAccountName).to.equal('rel-audit-trail');
         expect(pod.automountServiceAccountToken).to.equal(true);
         const env = Object.fromEntries(pod.containers[0].env.map((variable: { name: string }) => [variable.name, variable]));
         expect(env.CONTROLLER_NAMESPACES.value).to.equal('team-a,team-b');
@@ -139,22 +128,49 @@ describe('Helm chart', function () {
   it("sets the controller's class from controller.class and names its Lease after the release, so releases never share one", async () => {
     const controllerEnv = (manifests: Manifest[], name: string) =>
       Object.fromEntries(named(manifests, 'Deployment', name).spec.template.spec.containers[0].env.map((variable: { name: string; value?: string }) => [variable.name, variable.value]));
-    const staging = (await helm(['template', 'audit-staging', CHART, '--namespace', 'audit', '--set', 'controller.class=staging'])).stdout;
-    const env = controllerEnv(loadAll(staging) as Manifest[], 'audit-staging-audit-trail-controller');
+    const staging = (await helm(['template', 'audit-staging', CHART, '--namespace', 'audit', ...GIVEN_SECRETS, '--set', 'controller.class=staging'])).stdout;
+    const env = controllerEnv(parseManifests(staging), 'audit-staging-audit-trail-controller');
     expect(env).to.include({ CONTROLLER_CLASS: 'staging', CONTROLLER_LEASE_NAME: 'audit-staging-audit-trail-controller' });
     expect(controllerEnv(defaults, 'rel-audit-trail-controller')).to.include({ CONTROLLER_CLASS: 'default', CONTROLLER_LEASE_NAME: 'rel-audit-trail-controller' });
   });
 
-  it('migrates in a pre-install/pre-upgrade hook Job that runs after the generated Secret exists', () => {
+  it('keeps its Secret an ordinary resource, kept on uninstall; the migrate hook Job gets DATABASE_URL and a ServiceAccount from hooks of its own', () => {
+    const secret = named(defaults, 'Secret', 'rel-audit-trail-env');
+    // A hook would be deleted and re-created by Argo CD on every sync.
+    expect(secret.metadata.annotations).to.deep.equal({ 'helm.sh/resource-policy': 'keep' });
+    expect(secret.stringData).to.include({ KEY_PEPPER: 'p'.repeat(40), SECRET_ENCRYPTION_KEY: 'a1'.repeat(32), DATABASE_URL: 'postgres://audit_trail@postgresql:5432/audit_trail' });
+
     const job = named(defaults, 'Job', 'rel-audit-trail-migrate');
     expect(job.metadata.annotations).to.include({ 'helm.sh/hook': 'pre-install,pre-upgrade' });
     expect(job.spec.template.spec.containers[0].args).to.deep.equal(['migrate']);
-    const secret = named(defaults, 'Secret', 'rel-audit-trail-env');
-    expect(secret.metadata.annotations).to.include({ 'helm.sh/hook': 'pre-install,pre-upgrade', 'helm.sh/resource-policy': 'keep' });
-    expect(Number(secret.metadata.annotations!['helm.sh/hook-weight'])).to.be.below(Number(job.metadata.annotations!['helm.sh/hook-weight']));
-    // Generated once: a strong pepper and a 256-bit encryption key, never a fixed placeholder.
-    expect(secret.stringData.KEY_PEPPER).to.have.length.of.at.least(32);
-    expect(secret.stringData.SECRET_ENCRYPTION_KEY).to.match(/^[0-9a-f]{64}$/);
+    // Hooks run before the release's resources exist: the Job's Secret and ServiceAccount are hooks too, created first.
+    const hookSecret = named(defaults, 'Secret', 'rel-audit-trail-migrate');
+    const hookAccount = named(defaults, 'ServiceAccount', 'rel-audit-trail-migrate');
+    for (const hook of [hookSecret, hookAccount]) {
+      expect(hook.metadata.annotations).to.include({ 'helm.sh/hook': 'pre-install,pre-upgrade', 'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded' });
+      expect(Number(hook.metadata.annotations!['helm.sh/hook-weight'])).to.be.below(Number(job.metadata.annotations!['helm.sh/hook-weight']));
+    }
+    expect(hookSecret.stringData).to.deep.equal({ DATABASE_URL: 'postgres://audit_trail@postgresql:5432/audit_trail' });
+    expect(environment(job.spec.template.spec.containers[0]).DATABASE_URL).to.deep.equal({ secretKeyRef: { name: 'rel-audit-trail-migrate', key: 'DATABASE_URL' } });
+    expect(job.spec.template.spec.serviceAccountName).to.equal('rel-audit-trail-migrate');
+  });
+
+  it("schedules the migrate Job like the chart's pods: ServiceAccount annotations, nodeSelector, tolerations, affinity, resources, extra volumes", () => {
+    const job = named(everything, 'Job', 'rel-audit-trail-migrate');
+    const pod = job.spec.template.spec;
+    const values = readFileSync(ALL_OPTIONS, 'utf8');
+    expect(values).to.include('pool: system');
+    expect(pod.nodeSelector).to.deep.equal({ pool: 'system' });
+    expect(pod.tolerations).to.deep.equal([{ key: 'dedicated', operator: 'Equal', value: 'system', effect: 'NoSchedule' }]);
+    expect(pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key).to.equal('kubernetes.io/arch');
+    expect(pod.containers[0].resources).to.deep.equal({ requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '384Mi' } });
+    expect(pod.automountServiceAccountToken).to.equal(false);
+    // The migrate ServiceAccount carries the chart's ServiceAccount annotations (cloud IAM to the database).
+    expect(named(everything, 'ServiceAccount', pod.serviceAccountName).metadata.annotations).to.include({ 'eks.amazonaws.com/role-arn': 'arn:aws:iam::123456789012:role/audit' });
+    expect(pod.volumes.map((volume: { name: string }) => volume.name)).to.include('corporate-ca');
+    expect(pod.containers[0].volumeMounts.map((mount: { name: string }) => mount.name)).to.include('corporate-ca');
+    // With an existing Secret there is no hook Secret: the Job reads the operator's.
+    expect(environment(pod.containers[0]).DATABASE_URL).to.deep.equal({ secretKeyRef: { name: 'audit-trail-env', key: 'DATABASE_URL' } });
   });
 
   it('uses an existing Secret for every connection string and secret when one is named, and creates none', () => {
@@ -186,18 +202,171 @@ describe('Helm chart', function () {
     expect(leases.metadata.namespace).to.equal(undefined); // the release namespace
     expect(leases.rules).to.deep.equal([{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] }]);
     for (const rule of [...clusterRole.rules, ...leases.rules]) expect(rule.verbs).not.to.include('*');
-    expect(byKind(await render('--set', 'controller.enabled=false'), 'ClusterRole')).to.deep.equal([]);
+    expect(byKind(await render(...EXISTING_SECRET, '--set', 'controller.enabled=false'), 'ClusterRole')).to.deep.equal([]);
   });
 
-  it('renders the optional Ingress, NetworkPolicy, ServiceMonitor and the helm test hook', () => {
+  it('renders the optional Ingress, NetworkPolicy and ServiceMonitor, the last selecting its Service on labels that never change', () => {
     const ingress = named(everything, 'Ingress', 'rel-audit-trail');
     expect(ingress.spec.rules[0].http.paths[0].backend.service).to.deep.equal({ name: 'rel-audit-trail-api', port: { name: 'public' } });
     expect(named(everything, 'NetworkPolicy', 'rel-audit-trail').spec.policyTypes).to.deep.equal(['Ingress']);
-    expect(named(everything, 'ServiceMonitor', 'rel-audit-trail').spec.endpoints[0]).to.include({ port: 'internal', path: '/metrics' });
-    const test = named(defaults, 'Pod', 'rel-audit-trail-test-readyz');
-    expect(test.metadata.annotations).to.include({ 'helm.sh/hook': 'test' });
-    expect(test.spec.containers[0].args.join(' ')).to.include('/readyz');
+    const monitor = named(everything, 'ServiceMonitor', 'rel-audit-trail');
+    expect(monitor.spec.endpoints[0]).to.include({ port: 'internal', path: '/metrics' });
+    // Not helm.sh/chart or the version: an upgrade would otherwise leave the selector behind for a moment.
+    expect(monitor.spec.selector.matchLabels).to.deep.equal({ 'app.kubernetes.io/name': 'audit-trail', 'app.kubernetes.io/instance': 'rel', 'app.kubernetes.io/component': 'metrics' });
+    const selected = byKind(everything, 'Service').filter((service) =>
+      Object.entries(monitor.spec.selector.matchLabels).every(([key, value]) => service.metadata.labels?.[key] === value),
+    );
+    expect(selected.map((service) => service.metadata.name)).to.deep.equal(['rel-audit-trail-metrics']);
     for (const kind of ['Ingress', 'NetworkPolicy', 'ServiceMonitor', 'HorizontalPodAutoscaler']) expect(byKind(defaults, kind), kind).to.deep.equal([]);
+  });
+
+  it('checks the readiness of every enabled role in helm test, through ClusterIP Services of the internal port', async () => {
+    const urls = (manifests: Manifest[]) => named(manifests, 'Pod', 'rel-audit-trail-test-readyz').spec.containers[0].args.slice(1);
+    expect(named(defaults, 'Pod', 'rel-audit-trail-test-readyz').metadata.annotations).to.include({ 'helm.sh/hook': 'test' });
+    expect(urls(defaults)).to.deep.equal([
+      'http://rel-audit-trail-api-internal:8081/readyz',
+      'http://rel-audit-trail-internal:8081/readyz',
+      'http://rel-audit-trail-worker-internal:8081/readyz',
+      'http://rel-audit-trail-controller-internal:8081/readyz',
+    ]);
+    for (const url of urls(defaults)) {
+      const service = named(defaults, 'Service', new URL(url).hostname);
+      expect(service.spec.type).to.equal('ClusterIP');
+      const role = service.spec.selector['app.kubernetes.io/component'];
+      expect(named(defaults, 'Deployment', `rel-audit-trail-${role}`).spec.template.metadata.labels).to.deep.include(service.spec.selector);
+    }
+    const withoutWorkers = await render(...EXISTING_SECRET, '--set', 'worker.enabled=false', '--set', 'controller.enabled=false');
+    expect(urls(withoutWorkers)).to.deep.equal(['http://rel-audit-trail-api-internal:8081/readyz', 'http://rel-audit-trail-internal:8081/readyz']);
+    // A long release name still gives Service names of at most 63 characters.
+    const long = await render(...EXISTING_SECRET, '--set', `fullnameOverride=${'x'.repeat(52)}`);
+    for (const service of byKind(long, 'Service')) expect(service.metadata.name.length, service.metadata.name).to.be.at.most(63);
+  });
+
+  it('never puts the internal port (unauthenticated /metrics, ingestion) on the Service that service.type exposes', () => {
+    const api = named(everything, 'Service', 'rel-audit-trail-api');
+    expect(api.spec.type).to.equal('LoadBalancer');
+    expect(api.spec.ports.map((port: { name: string }) => port.name)).to.deep.equal(['public']);
+    for (const service of byKind(everything, 'Service')) {
+      if (service.spec.ports.some((port: { name: string }) => port.name === 'internal')) expect(service.spec.type ?? 'ClusterIP', service.metadata.name).to.equal('ClusterIP');
+    }
+  });
+
+  it('rolls the pods when the chart-managed Secret changes, and when the configuration does', async () => {
+    const template = (manifests: Manifest[]) => named(manifests, 'Deployment', 'rel-audit-trail-api').spec.template;
+    const checksum = (manifests: Manifest[]) => template(manifests).metadata.annotations['checksum/secret'];
+    expect(checksum(defaults)).to.match(/^[0-9a-f]{64}$/);
+    const otherUrl = await render(...GIVEN_SECRETS, '--set', 'secrets.redisUrl=rediss://redis.internal:6380');
+    expect(checksum(otherUrl)).not.to.equal(checksum(defaults));
+    expect(checksum(await render(...GIVEN_SECRETS))).to.equal(checksum(defaults));
+    // Configuration is part of the pod template itself.
+    const otherConfig = await render(...GIVEN_SECRETS, '--set', 'config.logLevel=debug');
+    expect(template(otherConfig)).not.to.deep.equal(template(defaults));
+    // A Secret the chart does not manage cannot be summed; nothing pretends to.
+    expect(template(everything).metadata.annotations).not.to.have.property('checksum/secret');
+  });
+
+  it('pauses before SIGTERM so endpoints drain, with room for it and the service\'s own drain in the grace period', async () => {
+    for (const deployment of byKind(defaults, 'Deployment')) {
+      const pod = deployment.spec.template.spec;
+      expect(pod.containers[0].lifecycle).to.deep.equal({ preStop: { sleep: { seconds: 5 } } });
+      expect(environment(pod.containers[0])).to.include({ SHUTDOWN_GRACE_MS: '10000', SHUTDOWN_DRAIN_DELAY_MS: '5000' });
+      // preStop sleep + drain delay + grace + 20 s for closing clients.
+      expect(pod.terminationGracePeriodSeconds).to.equal(5 + 5 + 10 + 20);
+    }
+    const longer = named(everything, 'Deployment', 'rel-audit-trail-worker').spec.template.spec;
+    expect(longer.containers[0].lifecycle.preStop.sleep.seconds).to.equal(10);
+    expect(longer.terminationGracePeriodSeconds).to.equal(10 + 5 + 10 + 20);
+    const off = named(await render(...EXISTING_SECRET, '--set', 'lifecycle.preStopSleepSeconds=0'), 'Deployment', 'rel-audit-trail-api').spec.template.spec;
+    expect(off.containers[0]).not.to.have.property('lifecycle');
+  });
+
+  it('pulls the image by digest when one is given', () => {
+    for (const { owner, spec } of podSpecs(everything)) {
+      expect(spec.containers[0].image, owner).to.equal('registry.example.com/audit-trail@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef');
+    }
+    expect(named(defaults, 'Deployment', 'rel-audit-trail-api').spec.template.spec.containers[0].image).to.equal('ghcr.io/audit-trail/audit-trail:0.1.0');
+  });
+
+  it('sets NATS_STREAM_REPLICAS from config.natsStreamReplicas', () => {
+    const replicas = (manifests: Manifest[]) => environment(named(manifests, 'Deployment', 'rel-audit-trail-worker').spec.template.spec.containers[0]).NATS_STREAM_REPLICAS;
+    expect(replicas(defaults)).to.equal('1');
+    expect(replicas(everything)).to.equal('3');
+  });
+
+  it('mounts the certificates of the dependencies each pod uses and points the service at them; extraVolumes go everywhere', () => {
+    const expected: Record<string, string[]> = {
+      'Deployment/rel-audit-trail-api': ['DATABASE_SSL_CA', 'DATABASE_SSL_CERT', 'DATABASE_SSL_KEY', 'REDIS_TLS_CA'],
+      'Deployment/rel-audit-trail-ingest': ['DATABASE_SSL_CA', 'DATABASE_SSL_CERT', 'DATABASE_SSL_KEY', 'NATS_TLS_CA', 'NATS_TLS_CERT', 'NATS_TLS_KEY', 'NATS_CREDS'],
+      'Deployment/rel-audit-trail-worker': ['DATABASE_SSL_CA', 'DATABASE_SSL_CERT', 'DATABASE_SSL_KEY', 'NATS_TLS_CA', 'NATS_TLS_CERT', 'NATS_TLS_KEY', 'NATS_CREDS'],
+      'Deployment/rel-audit-trail-controller': ['DATABASE_SSL_CA', 'DATABASE_SSL_CERT', 'DATABASE_SSL_KEY'],
+      'Job/rel-audit-trail-migrate': ['DATABASE_SSL_CA', 'DATABASE_SSL_CERT', 'DATABASE_SSL_KEY'],
+    };
+    const fileVariable = /^(DATABASE_SSL|REDIS_TLS|NATS_TLS)_(CA|CERT|KEY)$|^NATS_CREDS$/;
+    for (const { owner, spec } of podSpecs(everything).filter(({ owner }) => owner in expected)) {
+      const [container] = spec.containers;
+      const env = environment(container);
+      expect(Object.keys(env).filter((name) => fileVariable.test(name)), owner).to.deep.equal(expected[owner]);
+      // Each file the service is told about is in a mounted Secret volume, under the same file name.
+      for (const name of expected[owner]!) {
+        const path = env[name] as string;
+        const mount = container.volumeMounts.find((candidate: { mountPath: string }) => path.startsWith(`${candidate.mountPath}/`));
+        expect(mount, `${owner} ${name}=${path}`).not.to.equal(undefined);
+        expect(mount.readOnly).to.equal(true);
+        const volume = spec.volumes.find((candidate: { name: string }) => candidate.name === mount.name);
+        expect(volume.secret.items.map((item: { path: string }) => item.path), `${owner} ${name}`).to.include(path.slice(mount.mountPath.length + 1));
+      }
+      expect(container.volumeMounts.find((candidate: { name: string }) => candidate.name === 'corporate-ca'), owner).to.deep.include({ mountPath: '/etc/ssl/corporate' });
+      // extraEnv comes after the chart's common and certificate variables, so it can override them.
+      const names = container.env.map((variable: { name: string }) => variable.name);
+      expect(names.indexOf('NODE_OPTIONS'), owner).to.be.above(Math.max(names.indexOf('DATABASE_URL'), ...expected[owner]!.map((name) => names.indexOf(name))));
+    }
+    const ingestVolumes = named(everything, 'Deployment', 'rel-audit-trail-ingest').spec.template.spec.volumes;
+    expect(ingestVolumes.find((volume: { name: string }) => volume.name === 'tls-nats').secret).to.deep.equal({
+      secretName: 'nats-client-tls',
+      defaultMode: 0o440,
+      items: [{ key: 'ca.crt', path: 'ca.crt' }, { key: 'tls.crt', path: 'tls.crt' }, { key: 'tls.key', path: 'tls.key' }],
+    });
+    expect(ingestVolumes.find((volume: { name: string }) => volume.name === 'nats-credentials').secret.secretName).to.equal('nats-audit-trail-user');
+    // Nothing of it without the values.
+    for (const { owner, spec } of podSpecs(defaults).filter(({ owner }) => !owner.startsWith('Pod/'))) {
+      expect(spec.volumes.map((volume: { name: string }) => volume.name), owner).to.deep.equal(['tmp']);
+    }
+  });
+
+  describe('refuses values that contradict each other, naming them (the schema cannot compare two values)', () => {
+    const cases: Array<[string, string[], RegExp]> = [
+      ['a PDB that no eviction satisfies', ['--set', 'api.replicas=2', '--set', 'api.podDisruptionBudget.minAvailable=2'], /api\.podDisruptionBudget\.minAvailable \(2\) must be below api\.replicas \(2\)/],
+      ['a PDB of 100%', ['--set', 'worker.podDisruptionBudget.minAvailable=100%'], /worker\.podDisruptionBudget\.minAvailable \(100%\) lets no pod be evicted/],
+      ['a PDB above the autoscaler minimum', ['--set', 'ingest.autoscaling.enabled=true', '--set', 'ingest.autoscaling.minReplicas=1', '--set', 'ingest.replicas=5'], /ingest\.podDisruptionBudget\.minAvailable \(1\) must be below ingest\.autoscaling\.minReplicas \(1\)/],
+      ['an autoscaler minimum above its maximum', ['--set', 'api.autoscaling.enabled=true', '--set', 'api.autoscaling.minReplicas=8', '--set', 'api.autoscaling.maxReplicas=4'], /api\.autoscaling\.minReplicas \(8\) must not exceed api\.autoscaling\.maxReplicas \(4\)/],
+      ['the namespace\'s default ServiceAccount for the controller', ['--set', 'serviceAccount.create=false'], /serviceAccount\.name: with serviceAccount\.create=false, name an existing ServiceAccount other than "default"/],
+      ['"default" named explicitly', ['--set', 'serviceAccount.create=false', '--set', 'serviceAccount.name=default'], /other than "default"/],
+    ];
+    for (const [what, args, message] of cases) {
+      it(`refuses ${what}`, async () => {
+        expect(await refusal(...EXISTING_SECRET, ...args)).to.match(message);
+      });
+    }
+
+    it('accepts their consistent neighbours', async () => {
+      await render(...EXISTING_SECRET, '--set', 'api.replicas=1', '--set', 'api.podDisruptionBudget.enabled=false');
+      await render(...EXISTING_SECRET, '--set', 'worker.replicas=0');
+      await render(...EXISTING_SECRET, '--set', 'api.podDisruptionBudget.minAvailable=50%');
+      const own = await render(...EXISTING_SECRET, '--set', 'serviceAccount.create=false', '--set', 'serviceAccount.name=audit-trail-controller');
+      expect(named(own, 'ClusterRoleBinding', 'rel-audit-trail-controller').subjects).to.deep.equal([{ kind: 'ServiceAccount', name: 'audit-trail-controller', namespace: 'audit' }]);
+      expect(byKind(own, 'ServiceAccount')).to.deep.equal([]);
+      // Without the chart's RBAC nothing is bound, so the default ServiceAccount grants nothing new.
+      const noRbac = await render(...EXISTING_SECRET, '--set', 'serviceAccount.create=false', '--set', 'rbac.create=false');
+      expect([...byKind(noRbac, 'ClusterRoleBinding'), ...byKind(noRbac, 'RoleBinding')]).to.deep.equal([]);
+    });
+  });
+
+  it('requires the Kubernetes version docs/operations.md names', async () => {
+    const chart = readFileSync(`${CHART}/Chart.yaml`, 'utf8');
+    const [, minor] = /^kubeVersion: ">=1\.(\d+)\.0-0"$/m.exec(chart)!;
+    expect(readFileSync('docs/operations.md', 'utf8')).to.include(`Kubernetes 1.${minor}+`);
+    expect(await refusal(...EXISTING_SECRET, '--kube-version', `1.${Number(minor) - 1}.9`)).to.match(/kubeVersion/i);
+    await render(...EXISTING_SECRET, '--kube-version', `1.${minor}.0`);
   });
 
   describe('values.schema.json refuses bad values with a message naming them', () => {
@@ -212,6 +381,11 @@ describe('Helm chart', function () {
       ['a malformed delivery schedule', ['--set', 'config.deliverySchedule=soon'], /deliverySchedule/],
       ['an invalid namespace to watch', ['--set', 'controller.watchNamespaces[0]=Team_A'], /watchNamespaces/],
       ['a controller class that is not a DNS label', ['--set', 'controller.class=Prod_EU'], /\/controller\/class/],
+      ['an extraEnv value that is not a string', ['--set', 'config.extraEnv[0].name=RETRIES', '--set', 'config.extraEnv[0].value=3'], /\/config\/extraEnv\/0\/value/],
+      ['an extraEnv entry with neither value nor valueFrom', ['--set', 'config.extraEnv[0].name=EMPTY'], /\/config\/extraEnv\/0/],
+      ['two stream replicas', ['--set', 'config.natsStreamReplicas=2'], /\/config\/natsStreamReplicas/],
+      ['a digest that is not sha256', ['--set', 'image.digest=latest'], /\/image\/digest/],
+      ['a misspelt TLS option', ['--set', 'dependencyTls.postgres.secret=x'], /\/dependencyTls\/postgres/],
     ];
     for (const [what, args, message] of cases) {
       it(`refuses ${what}`, async () => {

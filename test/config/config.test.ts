@@ -57,6 +57,58 @@ describe('configuration', () => {
     });
   }
 
+  describe('TLS files and stream replicas', () => {
+    const readable = 'package.json';
+
+    it('turns DATABASE_SSL_CA, _CERT and _KEY into the libpq parameters of DATABASE_URL, verify-full unless the URL says otherwise', () => {
+      const config = loadConfig({
+        DATABASE_URL: 'postgres://u:p%40ss@db.internal:5432/audit',
+        DATABASE_SSL_CA: readable,
+        DATABASE_SSL_CERT: readable,
+        DATABASE_SSL_KEY: readable,
+      });
+      const url = new URL(config.databaseUrl);
+      expect(Object.fromEntries(url.searchParams)).to.deep.equal({ sslrootcert: readable, sslcert: readable, sslkey: readable, sslmode: 'verify-full' });
+      expect(url.password).to.equal('p%40ss');
+      const own = loadConfig({ DATABASE_URL: 'postgres://db.internal/audit?sslmode=verify-ca&uselibpqcompat=true', DATABASE_SSL_CA: readable });
+      expect(new URL(own.databaseUrl).searchParams.get('sslmode')).to.equal('verify-ca');
+      expect(loadConfig({ DATABASE_URL: 'postgres://db.internal/audit' }).databaseUrl).to.equal('postgres://db.internal/audit');
+    });
+
+    it('hands NATS and Redis their files, and the stream replicas', () => {
+      const config = loadConfig({
+        NATS_TLS_CA: readable,
+        NATS_CREDS: readable,
+        NATS_STREAM_REPLICAS: '3',
+        REDIS_URL: 'rediss://redis.internal:6380',
+        REDIS_TLS_CA: readable,
+        REDIS_TLS_CERT: readable,
+        REDIS_TLS_KEY: readable,
+      });
+      expect(config.natsTls).to.deep.equal({ caFile: readable, certFile: undefined, keyFile: undefined });
+      expect(config.natsCredsFile).to.equal(readable);
+      expect(config.natsStreamReplicas).to.equal(3);
+      expect(config.redisTls).to.deep.equal({ caFile: readable, certFile: readable, keyFile: readable });
+      expect(loadConfig({})).to.deep.include({ natsTls: undefined, natsCredsFile: undefined, natsStreamReplicas: 1, redisTls: undefined });
+    });
+
+    const refused: Array<[Record<string, string>, RegExp]> = [
+      [{ NATS_STREAM_REPLICAS: '2' }, /^NATS_STREAM_REPLICAS: must be 1 or 3$/],
+      [{ NATS_TLS_CA: '/nonexistent/ca.crt' }, /^NATS_TLS_CA: cannot read \/nonexistent\/ca.crt \(ENOENT\)$/],
+      [{ NATS_CREDS: '/nonexistent/user.creds' }, /^NATS_CREDS: cannot read/],
+      [{ NATS_TLS_CERT: readable }, /^NATS_TLS_KEY: is required with NATS_TLS_CERT and NATS_TLS_KEY/],
+      [{ DATABASE_SSL_KEY: readable }, /^DATABASE_SSL_CERT: is required with/],
+      [{ REDIS_TLS_CA: readable }, /^REDIS_URL: must be a rediss:\/\/ URL when REDIS_TLS_CA or REDIS_TLS_CERT is set$/],
+      [{ DATABASE_URL: 'postgres://db/x?sslrootcert=/ca.pem', DATABASE_SSL_CA: readable }, /^DATABASE_URL: names sslrootcert and so does DATABASE_SSL_CA; set one of them$/],
+      [{ DATABASE_URL: 'postgres://db/x?sslmode=disable', DATABASE_SSL_CA: readable }, /^DATABASE_URL: says sslmode=disable/],
+    ];
+    for (const [env, message] of refused) {
+      it(`refuses ${JSON.stringify(env)} naming the variable`, () => {
+        expect(() => loadConfig(env)).to.throw(ConfigError).with.property('message').that.matches(message);
+      });
+    }
+  });
+
   it('stops the process with one line naming the variable', async () => {
     const failure = await run(process.execPath, ['src/cli.ts', 'serve'], { env: { ...process.env, PORT: 'eighty' } }).catch(
       (error: { code: number; stderr: string; stdout: string }) => error,

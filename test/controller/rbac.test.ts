@@ -28,7 +28,7 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
   let rules: Rule[];
 
   before(async () => {
-    const { stdout } = await run(kubernetesBinaries().helm, ['template', 'rel', 'charts/audit-trail', '--namespace', 'audit-system'], { maxBuffer: 16 * 1024 * 1024 });
+    const { stdout } = await run(kubernetesBinaries().helm, ['template', 'rel', 'charts/audit-trail', '--namespace', 'audit-system', '--set', 'secrets.existingSecret=audit-trail-env'], { maxBuffer: 16 * 1024 * 1024 });
     const manifests = loadAll(stdout) as Array<{ kind: string; metadata: { name: string }; rules?: Rule[] }>;
     // The chart's only roles are the controller's (resources) and its leader election (the Lease).
     rules = manifests.filter((manifest) => manifest?.kind === 'ClusterRole' || manifest?.kind === 'Role').flatMap((manifest) => manifest.rules ?? []);

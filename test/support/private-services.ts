@@ -1,17 +1,20 @@
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { chownSync, closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { freeServicePort } from './ports.ts';
+import type { TestPki } from './test-pki.ts';
 
 /**
  * Postgres, NATS and Redis servers that one test file starts, stops (cleanly or by crashing them) and
- * removes, for tests of how the service rides out an outage. The machine's own servers are shared by
- * everyone working on it and must never be stopped, restarted or flushed by a test.
+ * removes, for tests of how the service rides out an outage, and of how it connects to them as production
+ * runs them: TLS with a private CA and client certificates, NATS credentials, a JetStream cluster. The
+ * machine's own servers are shared by everyone working on it and must never be stopped, restarted or
+ * flushed by a test.
  *
  * Each server is a child process of the test run, with its files in a temporary directory of its own that
  * is also its working directory. It is killed only by its own PID. The directory goes when the test calls
@@ -21,6 +24,12 @@ import { freeServicePort } from './ports.ts';
 
 /** How a test takes a server away: a clean shutdown, or a crash that gives it no chance to tidy up. */
 export type StopMode = 'clean' | 'crash';
+
+/** TLS only, with the server certificate of a test CA (test-pki.ts); verifyClients demands a client certificate too. */
+export interface ServerTls {
+  readonly pki: TestPki;
+  readonly verifyClients?: boolean;
+}
 
 interface Launch {
   readonly command: string;
@@ -108,6 +117,11 @@ abstract class PrivateServer {
     this.child = undefined;
   }
 
+  /** The server's own log, for assertions about what it refused. */
+  log(): string {
+    return readFileSync(join(this.directory, 'server.log'), 'utf8');
+  }
+
   /** Stops the server if it runs and deletes its directory. */
   async remove(): Promise<void> {
     await this.stop('crash');
@@ -128,11 +142,19 @@ abstract class PrivateServer {
 
   private logTail(): string {
     try {
-      return readFileSync(join(this.directory, 'server.log'), 'utf8').split('\n').slice(-20).join('\n');
+      return this.log().split('\n').slice(-20).join('\n');
     } catch {
       return '(no log)';
     }
   }
+}
+
+export interface PrivatePostgresOptions {
+  /** ssl=on, and connections over TCP without TLS refused. */
+  readonly tls?: ServerTls & {
+    /** Roles (created as superusers) that must present a client certificate signed by the CA. */
+    readonly clientCertRoles?: readonly string[];
+  };
 }
 
 /** A Postgres cluster of its own (initdb), trust authentication for user postgres on 127.0.0.1. */
@@ -140,15 +162,17 @@ export class PrivatePostgres extends PrivateServer {
   protected readonly signals = { clean: 'SIGINT', crash: 'SIGQUIT' } as const; // fast and immediate shutdown
   private readonly binaries: string;
   private readonly user: { uid: number; gid: number } | undefined;
+  private readonly options: PrivatePostgresOptions;
 
-  private constructor(port: number, binaries: string, user: { uid: number; gid: number } | undefined) {
+  private constructor(port: number, binaries: string, user: { uid: number; gid: number } | undefined, options: PrivatePostgresOptions) {
     super('postgres', port);
     this.binaries = binaries;
     this.user = user;
+    this.options = options;
   }
 
-  static async start(): Promise<PrivatePostgres> {
-    const server = new PrivatePostgres(await freeServicePort(), postgresBinaries(), postgresUser());
+  static async start(options: PrivatePostgresOptions = {}): Promise<PrivatePostgres> {
+    const server = new PrivatePostgres(await freeServicePort(), postgresBinaries(), postgresUser(), options);
     try {
       if (server.user) chownSync(server.directory, server.user.uid, server.user.gid);
       await promisify(execFile)(
@@ -156,7 +180,9 @@ export class PrivatePostgres extends PrivateServer {
         ['-D', server.dataDirectory, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-locale', '--no-sync'],
         { cwd: server.directory, uid: server.user?.uid, gid: server.user?.gid },
       );
+      if (options.tls) server.configureTls(options.tls);
       await server.start();
+      for (const role of options.tls?.clientCertRoles ?? []) await server.overSocket(`CREATE ROLE ${pg.escapeIdentifier(role)} LOGIN SUPERUSER`);
       return server;
     } catch (error) {
       await server.remove();
@@ -173,6 +199,41 @@ export class PrivatePostgres extends PrivateServer {
     return join(this.directory, 'data');
   }
 
+  private get tlsDirectory(): string {
+    return join(this.directory, 'tls');
+  }
+
+  /** Copies the certificate files where only the server's user may read them (Postgres insists), and pg_hba.conf. */
+  private configureTls(tls: NonNullable<PrivatePostgresOptions['tls']>): void {
+    mkdirSync(this.tlsDirectory, { mode: 0o700 });
+    const files = { 'server.crt': tls.pki.server.certFile, 'server.key': tls.pki.server.keyFile, 'ca.crt': tls.pki.caFile };
+    for (const [name, source] of Object.entries(files)) writeFileSync(join(this.tlsDirectory, name), readFileSync(source), { mode: 0o600 });
+    if (this.user) for (const name of ['', ...Object.keys(files)]) chownSync(join(this.tlsDirectory, name), this.user.uid, this.user.gid);
+    const clientCertificate = tls.verifyClients ? ' clientcert=verify-ca' : '';
+    writeFileSync(
+      join(this.dataDirectory, 'pg_hba.conf'),
+      [
+        'local all all trust',
+        ...(tls.clientCertRoles ?? []).map((role) => `hostssl all ${role} 127.0.0.1/32 trust clientcert=verify-ca`),
+        `hostssl all all 127.0.0.1/32 trust${clientCertificate}`,
+        'hostnossl all all 0.0.0.0/0 reject',
+        '',
+      ].join('\n'),
+    );
+  }
+
+  /** A statement as the superuser over the Unix socket, which needs no TLS. */
+  private async overSocket(sql: string): Promise<void> {
+    const client = new pg.Client({ host: this.directory, port: this.port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 2000 });
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+      await client.query(sql);
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+
   protected launch(): Launch {
     return {
       command: join(this.binaries, 'postgres'),
@@ -181,13 +242,19 @@ export class PrivatePostgres extends PrivateServer {
         '-c', 'listen_addresses=127.0.0.1',
         // Only a process crash is ever simulated, never the machine's: the page cache keeps what fsync would.
         '-c', 'fsync=off', '-c', 'full_page_writes=off',
+        ...(this.options.tls
+          ? ['-c', 'ssl=on', '-c', `ssl_cert_file=${join(this.tlsDirectory, 'server.crt')}`, '-c', `ssl_key_file=${join(this.tlsDirectory, 'server.key')}`, '-c', `ssl_ca_file=${join(this.tlsDirectory, 'ca.crt')}`]
+          : []),
       ],
       user: this.user,
     };
   }
 
   protected async answers(): Promise<boolean> {
-    const client = new pg.Client({ connectionString: `${this.url}/postgres`, connectionTimeoutMillis: 2000 });
+    // With TLS, TCP without it is refused: ask over the Unix socket instead.
+    const client = this.options.tls
+      ? new pg.Client({ host: this.directory, port: this.port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 2000 })
+      : new pg.Client({ connectionString: `${this.url}/postgres`, connectionTimeoutMillis: 2000 });
     client.on('error', () => undefined);
     try {
       await client.connect();
@@ -202,26 +269,58 @@ export class PrivatePostgres extends PrivateServer {
   }
 }
 
+export interface PrivateNatsOptions {
+  readonly tls?: ServerTls;
+  /** More of the server's configuration: accounts, an operator (natsOperatorSetup in test-pki.ts). */
+  readonly extraConfig?: string;
+  /** A node of a JetStream cluster (startNatsCluster). */
+  readonly cluster?: { readonly name: string; readonly node: string; readonly routePort: number; readonly routes: readonly number[] };
+}
+
 /** A NATS server with JetStream and a store directory of its own. */
 export class PrivateNats extends PrivateServer {
   protected readonly signals = { clean: 'SIGTERM', crash: 'SIGKILL' } as const;
+  private readonly options: PrivateNatsOptions;
 
-  private constructor(port: number) {
+  private constructor(port: number, options: PrivateNatsOptions) {
     super('nats', port);
+    this.options = options;
   }
 
-  static async start(): Promise<PrivateNats> {
-    const server = new PrivateNats(await freeServicePort());
+  static async start(options: PrivateNatsOptions = {}, port?: number): Promise<PrivateNats> {
+    const server = new PrivateNats(port ?? (await freeServicePort()), options);
     await startOrRemove(server);
     return server;
   }
 
   get url(): string {
-    return `nats://127.0.0.1:${this.port}`;
+    return `${this.options.tls ? 'tls' : 'nats'}://127.0.0.1:${this.port}`;
   }
 
   protected launch(): Launch {
-    return { command: 'nats-server', args: ['-js', '-a', '127.0.0.1', '-p', String(this.port), '-sd', join(this.directory, 'store')] };
+    const { tls, extraConfig, cluster } = this.options;
+    if (!tls && extraConfig === undefined && !cluster) {
+      return { command: 'nats-server', args: ['-js', '-a', '127.0.0.1', '-p', String(this.port), '-sd', join(this.directory, 'store')] };
+    }
+    const quoted = (text: string) => JSON.stringify(text);
+    const lines = [
+      'host: 127.0.0.1',
+      `port: ${this.port}`,
+      `jetstream: {store_dir: ${quoted(join(this.directory, 'store'))}}`,
+      ...(tls
+        ? ['tls: {', `  cert_file: ${quoted(tls.pki.server.certFile)}`, `  key_file: ${quoted(tls.pki.server.keyFile)}`, `  ca_file: ${quoted(tls.pki.caFile)}`, `  verify: ${tls.verifyClients === true}`, '  timeout: 5', '}']
+        : []),
+      ...(cluster
+        ? [
+            `server_name: ${cluster.node}`,
+            `cluster: {name: ${cluster.name}, host: 127.0.0.1, port: ${cluster.routePort}, routes: [${cluster.routes.map((route) => `nats-route://127.0.0.1:${route}`).join(', ')}]}`,
+          ]
+        : []),
+      extraConfig ?? '',
+    ];
+    const configFile = join(this.directory, 'nats.conf');
+    writeFileSync(configFile, lines.join('\n'));
+    return { command: 'nats-server', args: ['-c', configFile] };
   }
 
   protected answers(): Promise<boolean> {
@@ -229,34 +328,85 @@ export class PrivateNats extends PrivateServer {
   }
 }
 
+export interface PrivateRedisOptions {
+  /** Only a TLS port (the Debian build of redis-server links OpenSSL). */
+  readonly tls?: ServerTls;
+}
+
 /** A Redis server that keeps nothing on disk. */
 export class PrivateRedis extends PrivateServer {
   protected readonly signals = { clean: 'SIGTERM', crash: 'SIGKILL' } as const;
+  private readonly options: PrivateRedisOptions;
 
-  private constructor(port: number) {
+  private constructor(port: number, options: PrivateRedisOptions) {
     super('redis', port);
+    this.options = options;
   }
 
-  static async start(): Promise<PrivateRedis> {
-    const server = new PrivateRedis(await freeServicePort());
+  static async start(options: PrivateRedisOptions = {}): Promise<PrivateRedis> {
+    const server = new PrivateRedis(await freeServicePort(), options);
     await startOrRemove(server);
     return server;
   }
 
   get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
+    return `${this.options.tls ? 'rediss' : 'redis'}://127.0.0.1:${this.port}`;
   }
 
   protected launch(): Launch {
+    const { tls } = this.options;
+    const listen = tls
+      ? [
+          '--port', '0', '--tls-port', String(this.port),
+          '--tls-cert-file', tls.pki.server.certFile, '--tls-key-file', tls.pki.server.keyFile, '--tls-ca-cert-file', tls.pki.caFile,
+          '--tls-auth-clients', tls.verifyClients ? 'yes' : 'no',
+        ]
+      : ['--port', String(this.port)];
     return {
       command: 'redis-server',
-      args: ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.directory],
+      args: [...listen, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.directory],
     };
   }
 
   protected answers(): Promise<boolean> {
     return portAnswers(this.port);
   }
+}
+
+export interface PrivateNatsCluster {
+  /** Every node's client URL, comma-separated, as NATS_URL takes them. */
+  readonly url: string;
+  readonly nodes: readonly PrivateNats[];
+  remove(): Promise<void>;
+}
+
+/** A JetStream cluster of `size` private NATS servers routed to each other on loopback. */
+export async function startNatsCluster(size = 3): Promise<PrivateNatsCluster> {
+  const clientPorts: number[] = [];
+  const routePorts: number[] = [];
+  while (clientPorts.length < size) {
+    const [client, route] = [await freeServicePort(), await freeServicePort()];
+    if (new Set([...clientPorts, ...routePorts, client, route]).size === 2 * (clientPorts.length + 1)) {
+      clientPorts.push(client);
+      routePorts.push(route);
+    }
+  }
+  // All at once: each node waits for its routes before JetStream elects a leader.
+  const started = await Promise.allSettled(
+    clientPorts.map((port, index) =>
+      PrivateNats.start({ cluster: { name: 'audit-trail-test', node: `node${index + 1}`, routePort: routePorts[index]!, routes: routePorts.filter((_, other) => other !== index) } }, port),
+    ),
+  );
+  const nodes = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+  const remove = async () => {
+    await Promise.all(nodes.map((node) => node.remove()));
+  };
+  const failure = started.find((result) => result.status === 'rejected');
+  if (failure) {
+    await remove();
+    throw (failure as PromiseRejectedResult).reason;
+  }
+  return { url: nodes.map((node) => node.url).join(','), nodes, remove };
 }
 
 async function startOrRemove(server: PrivateServer): Promise<void> {

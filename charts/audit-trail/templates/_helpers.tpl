@@ -29,7 +29,17 @@ app.kubernetes.io/component: {{ .role }}
 {{- end }}
 
 {{- define "audit-trail.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- if .Values.image.digest }}
+{{- .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else }}
+{{- .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+{{- end }}
+
+{{/* A Service name of at most 63 characters: include "audit-trail.serviceName" (dict "root" $ "suffix" "api-internal") */}}
+{{- define "audit-trail.serviceName" -}}
+{{- $prefix := include "audit-trail.fullname" .root | trunc (int (sub 62 (len .suffix))) | trimSuffix "-" }}
+{{- printf "%s-%s" $prefix .suffix }}
 {{- end }}
 
 {{- define "audit-trail.secretName" -}}
@@ -40,56 +50,179 @@ app.kubernetes.io/component: {{ .role }}
 {{- if .Values.serviceAccount.create }}
 {{- .Values.serviceAccount.name | default (include "audit-trail.fullname" .) }}
 {{- else }}
+{{- if and .Values.rbac.create .Values.controller.enabled (or (not .Values.serviceAccount.name) (eq .Values.serviceAccount.name "default")) }}
+{{- fail "serviceAccount.name: with serviceAccount.create=false, name an existing ServiceAccount other than \"default\": the controller's RBAC (Secrets in every watched namespace) is bound to it, and every pod of the namespace runs as \"default\"" }}
+{{- end }}
 {{- .Values.serviceAccount.name | default "default" }}
 {{- end }}
 {{- end }}
 
-{{/* The container environment: configuration inline, connection strings and secrets from the Secret. */}}
+{{/* Where each dependency's certificate files are mounted, and the variables that name them. */}}
+{{- define "audit-trail.tlsVariablePrefixes" -}}
+postgres: DATABASE_SSL
+redis: REDIS_TLS
+nats: NATS_TLS
+{{- end }}
+
+{{/* Environment for the TLS files and NATS credentials of the dependencies a pod uses: (dict "root" $ "uses" (list "postgres" ...)) */}}
+{{- define "audit-trail.dependencyEnv" -}}
+{{- $prefixes := include "audit-trail.tlsVariablePrefixes" . | fromYaml }}
+{{- range $dependency := .uses }}
+{{- $tls := index $.root.Values.dependencyTls $dependency }}
+{{- if $tls.secretName }}
+- name: {{ index $prefixes $dependency }}_CA
+  value: /etc/audit-trail/tls/{{ $dependency }}/ca.crt
+{{- if $tls.clientCertificate }}
+- name: {{ index $prefixes $dependency }}_CERT
+  value: /etc/audit-trail/tls/{{ $dependency }}/tls.crt
+- name: {{ index $prefixes $dependency }}_KEY
+  value: /etc/audit-trail/tls/{{ $dependency }}/tls.key
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and (has "nats" .uses) .root.Values.natsCredentials.secretName }}
+- name: NATS_CREDS
+  value: /etc/audit-trail/nats/{{ .root.Values.natsCredentials.key }}
+{{- end }}
+{{- end }}
+
+{{/* Volumes for the same, plus extraVolumes and the scratch directory: (dict "root" $ "uses" (list ...) "tmpSize" "64Mi") */}}
+{{- define "audit-trail.volumes" -}}
+# The root filesystem is read-only; Node and libraries may still want a scratch directory.
+- name: tmp
+  emptyDir: {sizeLimit: {{ .tmpSize }}}
+{{- range $dependency := .uses }}
+{{- $tls := index $.root.Values.dependencyTls $dependency }}
+{{- if $tls.secretName }}
+- name: tls-{{ $dependency }}
+  secret:
+    secretName: {{ $tls.secretName }}
+    defaultMode: 288 # 0440: readable by the pod's group (fsGroup) only
+    items:
+      - {key: ca.crt, path: ca.crt}
+      {{- if $tls.clientCertificate }}
+      - {key: tls.crt, path: tls.crt}
+      - {key: tls.key, path: tls.key}
+      {{- end }}
+{{- end }}
+{{- end }}
+{{- if and (has "nats" .uses) .root.Values.natsCredentials.secretName }}
+- name: nats-credentials
+  secret:
+    secretName: {{ .root.Values.natsCredentials.secretName }}
+    defaultMode: 288 # 0440
+    items:
+      - {key: {{ .root.Values.natsCredentials.key }}, path: {{ .root.Values.natsCredentials.key }}}
+{{- end }}
+{{- with .root.Values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "audit-trail.volumeMounts" -}}
+- {name: tmp, mountPath: /tmp}
+{{- range $dependency := .uses }}
+{{- if (index $.root.Values.dependencyTls $dependency).secretName }}
+- {name: tls-{{ $dependency }}, mountPath: /etc/audit-trail/tls/{{ $dependency }}, readOnly: true}
+{{- end }}
+{{- end }}
+{{- if and (has "nats" .uses) .root.Values.natsCredentials.secretName }}
+- {name: nats-credentials, mountPath: /etc/audit-trail/nats, readOnly: true}
+{{- end }}
+{{- with .root.Values.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+  The container environment: configuration inline, connection strings and secrets from the Secret, the
+  certificate files of the dependencies the pod uses, then extraEnv (last, so it can override any of them).
+  (dict "root" $ "uses" (list "postgres" ...))
+*/}}
 {{- define "audit-trail.env" -}}
 - name: KEY_ENVIRONMENT
-  value: {{ .Values.config.keyEnvironment | quote }}
+  value: {{ .root.Values.config.keyEnvironment | quote }}
 - name: LOG_LEVEL
-  value: {{ .Values.config.logLevel | quote }}
+  value: {{ .root.Values.config.logLevel | quote }}
 - name: NATS_NAMESPACE
-  value: {{ .Values.config.natsNamespace | quote }}
+  value: {{ .root.Values.config.natsNamespace | quote }}
+- name: NATS_STREAM_REPLICAS
+  value: {{ .root.Values.config.natsStreamReplicas | quote }}
 - name: DATABASE_POOL_SIZE
-  value: {{ .Values.config.databasePoolSize | quote }}
+  value: {{ .root.Values.config.databasePoolSize | quote }}
 - name: TRUSTED_PROXIES
-  value: {{ join "," .Values.config.trustedProxies | quote }}
+  value: {{ join "," .root.Values.config.trustedProxies | quote }}
 - name: WEBHOOK_ALLOW_HTTP
-  value: {{ .Values.config.webhookAllowHttp | quote }}
+  value: {{ .root.Values.config.webhookAllowHttp | quote }}
 - name: WEBHOOK_ALLOW_PRIVATE_TARGETS
-  value: {{ .Values.config.webhookAllowPrivateTargets | quote }}
+  value: {{ .root.Values.config.webhookAllowPrivateTargets | quote }}
 - name: DELIVERY_SCHEDULE
-  value: {{ .Values.config.deliverySchedule | quote }}
+  value: {{ .root.Values.config.deliverySchedule | quote }}
 - name: DELIVERY_ENDPOINT_CONCURRENCY
-  value: {{ .Values.config.deliveryEndpointConcurrency | quote }}
+  value: {{ .root.Values.config.deliveryEndpointConcurrency | quote }}
 - name: RATE_LIMIT_READ_PER_MINUTE
-  value: {{ .Values.config.rateLimits.readPerMinute | quote }}
+  value: {{ .root.Values.config.rateLimits.readPerMinute | quote }}
 - name: RATE_LIMIT_WRITE_PER_MINUTE
-  value: {{ .Values.config.rateLimits.writePerMinute | quote }}
+  value: {{ .root.Values.config.rateLimits.writePerMinute | quote }}
 - name: SHUTDOWN_GRACE_MS
-  value: {{ .Values.config.shutdownGraceMs | quote }}
+  value: {{ .root.Values.config.shutdownGraceMs | quote }}
+- name: SHUTDOWN_DRAIN_DELAY_MS
+  value: {{ .root.Values.config.shutdownDrainDelayMs | quote }}
 - name: PORT
-  value: {{ .Values.service.publicPort | quote }}
+  value: {{ .root.Values.service.publicPort | quote }}
 - name: INTERNAL_PORT
-  value: {{ .Values.service.internalPort | quote }}
+  value: {{ .root.Values.service.internalPort | quote }}
 {{- range $name := list "DATABASE_URL" "REDIS_URL" "NATS_URL" "KEY_PEPPER" "SECRET_ENCRYPTION_KEY" "INGEST_TOKENS" }}
 - name: {{ $name }}
   valueFrom:
     secretKeyRef:
-      name: {{ include "audit-trail.secretName" $ }}
+      name: {{ include "audit-trail.secretName" $.root }}
       key: {{ $name }}
 {{- end }}
-{{- with .Values.config.extraEnv }}
+{{- with include "audit-trail.dependencyEnv" . | trim }}
+{{ . }}
+{{- end }}
+{{- with .root.Values.config.extraEnv }}
 {{ toYaml . }}
 {{- end }}
 {{- end }}
 
 {{/* What each role's Deployment runs: CLI roles and whether it serves the public port. */}}
+{{/* What each role's Deployment runs: CLI roles, whether it serves the public port, the dependencies it connects to. */}}
 {{- define "audit-trail.roles" -}}
-api: {cliRoles: api, public: true}
-ingest: {cliRoles: ingest, public: false}
-worker: {cliRoles: "relay,worker", public: false}
-controller: {cliRoles: controller, public: false}
+api: {cliRoles: api, public: true, uses: [postgres, redis]}
+ingest: {cliRoles: ingest, public: false, uses: [postgres, nats]}
+worker: {cliRoles: "relay,worker", public: false, uses: [postgres, nats]}
+controller: {cliRoles: controller, public: false, uses: [postgres]}
+{{- end }}
+
+{{/*
+  Consistency the JSON schema cannot express (it never compares two values): a PodDisruptionBudget that no
+  eviction can satisfy blocks every node drain, and an autoscaler whose minimum exceeds its maximum never
+  settles. (dict "root" $ "role" "api")
+*/}}
+{{- define "audit-trail.checkScaling" -}}
+{{- $values := index .root.Values .role }}
+{{- $autoscaled := and (hasKey $values "autoscaling") $values.autoscaling.enabled }}
+{{- if $autoscaled }}
+{{- if gt (int $values.autoscaling.minReplicas) (int $values.autoscaling.maxReplicas) }}
+{{- fail (printf "%s.autoscaling.minReplicas (%d) must not exceed %s.autoscaling.maxReplicas (%d)" .role (int $values.autoscaling.minReplicas) .role (int $values.autoscaling.maxReplicas)) }}
+{{- end }}
+{{- end }}
+{{- if $values.podDisruptionBudget.enabled }}
+{{- $replicas := int $values.replicas }}
+{{- $replicasFrom := printf "%s.replicas" .role }}
+{{- if $autoscaled }}
+{{- $replicas = int $values.autoscaling.minReplicas }}
+{{- $replicasFrom = printf "%s.autoscaling.minReplicas" .role }}
+{{- end }}
+{{- $minAvailable := $values.podDisruptionBudget.minAvailable | toString }}
+{{- if hasSuffix "%" $minAvailable }}
+{{- if ge (int (trimSuffix "%" $minAvailable)) 100 }}
+{{- fail (printf "%s.podDisruptionBudget.minAvailable (%s) lets no pod be evicted, so node drains would never finish; lower it or set %s.podDisruptionBudget.enabled=false" .role $minAvailable .role) }}
+{{- end }}
+{{- else if and (gt $replicas 0) (ge (int $minAvailable) $replicas) }}
+{{- fail (printf "%s.podDisruptionBudget.minAvailable (%s) must be below %s (%d), or no pod can be evicted and node drains never finish; lower it or set %s.podDisruptionBudget.enabled=false" .role $minAvailable $replicasFrom $replicas .role) }}
+{{- end }}
+{{- end }}
 {{- end }}

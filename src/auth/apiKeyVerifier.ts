@@ -1,6 +1,7 @@
 import { createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
 import type { Queryable } from '../db/database.ts';
 import { NotificationListener } from '../db/notificationListener.ts';
+import { systemClock, type Clock } from '../platform/clock.ts';
 import { addressInRanges, parseAddress, parseCidr, type Cidr } from '../platform/cidr.ts';
 import { UnauthorizedError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -27,6 +28,8 @@ export interface ApiKeyVerifierOptions {
    */
   readonly cacheTtlMs?: number;
   readonly cacheMaxEntries?: number;
+  /** Measures the cache lifetime. */
+  readonly clock?: Clock;
 }
 
 interface CachedKey {
@@ -54,6 +57,7 @@ export class ApiKeyVerifier {
   private readonly cache = new Map<string, CachedKey>();
   private readonly ttlMs: number;
   private readonly maxEntries: number;
+  private readonly clock: Clock;
   private readonly decoyHash: Buffer;
   // The pepper as a KeyObject: imported once, not on every request's HMAC.
   private readonly pepperKey: KeyObject;
@@ -63,6 +67,7 @@ export class ApiKeyVerifier {
     this.options = options;
     this.ttlMs = options.cacheTtlMs ?? 4_000;
     this.maxEntries = options.cacheMaxEntries ?? 50_000;
+    this.clock = options.clock ?? systemClock;
     this.pepperKey = createSecretKey(Buffer.from(options.pepper, 'utf8'));
     this.decoyHash = hashKeySecret(this.pepperKey, 'decoy-secret-that-matches-no-key');
     this.listener = new NotificationListener({
@@ -113,7 +118,7 @@ export class ApiKeyVerifier {
   }
 
   private async lookup(lookupId: string): Promise<VerifiableKey | undefined> {
-    const now = Date.now();
+    const now = this.clock.now();
     const cached = this.cache.get(lookupId);
     if (cached && cached.expiresAt > now) return cached.key;
     const record = await findApiKey(this.options.db, lookupId);

@@ -1,3 +1,5 @@
+import { systemClock, type Clock } from '../platform/clock.ts';
+
 /**
  * Leader election on a coordination.k8s.io Lease, with client-go's semantics: candidates try to acquire
  * every retryPeriod; the leader renews every retryPeriod and steps down when it has not renewed for
@@ -33,6 +35,7 @@ export interface LeaderElectionOptions {
   readonly onStartedLeading: () => void;
   readonly onStoppedLeading: () => void;
   readonly onError?: (error: Error) => void;
+  readonly clock?: Clock;
 }
 
 export const DEFAULT_LEASE_TIMING = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 };
@@ -41,10 +44,11 @@ const JITTER = 1.2;
 
 export class LeaderElector {
   private readonly options: LeaderElectionOptions;
+  private readonly clock: Clock;
   private observed: { record: LeaseRecord; at: number } | undefined;
   private leading = false;
   private lastRenewAt = 0;
-  private timer: NodeJS.Timeout | undefined;
+  private cancelTimer: (() => void) | undefined;
   private stopped = false;
 
   constructor(options: LeaderElectionOptions) {
@@ -53,6 +57,7 @@ export class LeaderElector {
     if (!(renewDeadlineMs > JITTER * retryPeriodMs)) throw new Error(`renewDeadline must be greater than ${JITTER} × retryPeriod`);
     if (retryPeriodMs <= 0) throw new Error('retryPeriod must be positive');
     this.options = options;
+    this.clock = options.clock ?? systemClock;
   }
 
   get isLeader(): boolean {
@@ -66,20 +71,19 @@ export class LeaderElector {
   /** Stops competing; a leader releases the lease so that another replica takes over at once. */
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.timer);
+    this.cancelTimer?.();
     if (!this.leading) return;
     this.stepDown();
     const current = this.observed?.record;
     if (current?.holderIdentity !== this.options.identity) return;
     await this.options.store
-      .update({ ...current, holderIdentity: null, leaseDurationSeconds: 1, renewTime: new Date().toISOString() })
+      .update({ ...current, holderIdentity: null, leaseDurationSeconds: 1, renewTime: new Date(this.clock.now()).toISOString() })
       .catch((error: Error) => this.options.onError?.(error));
   }
 
   private schedule(delayMs: number): void {
     if (this.stopped) return;
-    this.timer = setTimeout(() => void this.cycle(), delayMs);
-    this.timer.unref();
+    this.cancelTimer = this.clock.setTimer(() => void this.cycle(), delayMs);
   }
 
   private async cycle(): Promise<void> {
@@ -88,7 +92,7 @@ export class LeaderElector {
       return false;
     });
     if (this.stopped) return;
-    const now = Date.now();
+    const now = this.clock.now();
     if (succeeded) {
       this.lastRenewAt = now;
       if (!this.leading) {
@@ -110,7 +114,7 @@ export class LeaderElector {
   }
 
   private async tryAcquireOrRenew(): Promise<boolean> {
-    const now = new Date();
+    const now = new Date(this.clock.now());
     const { identity, store, leaseDurationMs } = this.options;
     const desired = (current: LeaseRecord | undefined): LeaseRecord => ({
       holderIdentity: identity,
@@ -126,16 +130,16 @@ export class LeaderElector {
       return true;
     }
     if (!this.observed || this.observed.record.resourceVersion !== current.resourceVersion || this.observed.record.renewTime !== current.renewTime) {
-      this.observed = { record: current, at: Date.now() };
+      this.observed = { record: current, at: this.clock.now() };
     }
     const heldByOther = current.holderIdentity !== null && current.holderIdentity !== '' && current.holderIdentity !== identity;
-    const expired = this.observed.at + current.leaseDurationSeconds * 1000 <= Date.now();
+    const expired = this.observed.at + current.leaseDurationSeconds * 1000 <= this.clock.now();
     if (heldByOther && !expired) return false;
     this.remember(await store.update(desired(current)));
     return true;
   }
 
   private remember(record: LeaseRecord): void {
-    this.observed = { record, at: Date.now() };
+    this.observed = { record, at: this.clock.now() };
   }
 }

@@ -2,9 +2,13 @@ import { expect } from 'chai';
 import { execFile } from 'node:child_process';
 import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
+import { ApiKeyVerifier } from '../../src/auth/apiKeyVerifier.ts';
+import { Database } from '../../src/db/database.ts';
+import { UnauthorizedError } from '../../src/platform/errors.ts';
 import { createLogger } from '../../src/platform/logger.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { TEST_PEPPER, call, mintKey, revokeKey, startTestService, type TestService } from '../support/service.ts';
+import { ManualClock } from '../support/manual-clock.ts';
+import { TEST_PEPPER, call, mintKey, revokeKey, startTestService, testLogger, type TestService } from '../support/service.ts';
 
 const run = promisify(execFile);
 
@@ -148,6 +152,29 @@ describe('API key authentication', () => {
       } finally {
         await second.stop();
       }
+    });
+  });
+
+  describe('revocation without its notification', () => {
+    let verifierDb: Database;
+    before(() => {
+      verifierDb = new Database({ url: db.url, poolSize: 1, applicationName: 'test verifier', log: testLogger() });
+    });
+    after(() => verifierDb?.close());
+
+    it('is seen once the 4-second cache entry expires, by the cache lifetime alone', async () => {
+      const clock = new ManualClock();
+      // Never started: it hears no notifications, as when one is lost.
+      const verifier = new ApiKeyVerifier({ db: verifierDb, databaseUrl: db.url, pepper: TEST_PEPPER, environment: 'live', log: testLogger(), clock });
+      const minted = await mintKey(db.url, { tenantId: 'acme', scopes: ['audit:read'] });
+      const verify = () => verifier.verify(`Bearer ${minted.key}`, '127.0.0.1').then(() => 'accepted', (error) => (error instanceof UnauthorizedError ? 'refused' : error));
+      expect(await verify()).to.equal('accepted');
+      await revokeKey(db.url, minted.lookupId);
+      expect(await verify(), 'still cached').to.equal('accepted');
+      await clock.advance(3_999);
+      expect(await verify(), 'still cached').to.equal('accepted');
+      await clock.advance(1);
+      expect(await verify()).to.equal('refused');
     });
   });
 

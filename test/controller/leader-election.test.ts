@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { LeaderElector, type LeaseRecord, type LeaseStore } from '../../src/controller/leaderElection.ts';
+import { ManualClock } from '../support/manual-clock.ts';
 
 /**
  * A Lease with the API server's optimistic concurrency (409 on a stale resourceVersion), in memory: the
@@ -33,36 +34,44 @@ class MemoryLease {
 }
 
 const TIMING = { leaseDurationMs: 400, renewDeadlineMs: 250, retryPeriodMs: 50 };
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+// The Lease records its duration in whole seconds, as Kubernetes does: 400 ms is held for 1 s.
+const LEASE_HELD_MS = Math.ceil(TIMING.leaseDurationMs / 1000) * 1000;
 
-function candidate(identity: string, lease: MemoryLease, partitioned?: () => boolean) {
+function candidate(identity: string, lease: MemoryLease, clock: ManualClock, partitioned?: () => boolean) {
   const events: string[] = [];
   const elector = new LeaderElector({
     identity,
     store: lease.storeFor(partitioned),
     ...TIMING,
+    clock,
     onStartedLeading: () => events.push(`${identity} started`),
     onStoppedLeading: () => events.push(`${identity} stopped`),
   });
   return { elector, events };
 }
 
+/** On a clock moved by hand: the timeline is exact however busy the machine is. */
 describe('LeaderElector', function () {
-  this.timeout(10_000);
+  let clock: ManualClock;
+  beforeEach(() => {
+    clock = new ManualClock();
+  });
 
   it('elects exactly one of two candidates and keeps it while it renews', async () => {
     const lease = new MemoryLease();
-    const a = candidate('a', lease);
-    const b = candidate('b', lease);
+    const a = candidate('a', lease, clock);
+    const b = candidate('b', lease, clock);
     a.elector.start();
     b.elector.start();
-    await sleep(600);
+    await clock.advance(600);
     expect([a.elector.isLeader, b.elector.isLeader].filter(Boolean)).to.have.length(1);
     const leader = a.elector.isLeader ? 'a' : 'b';
     expect(lease.record!.holderIdentity).to.equal(leader);
-    await sleep(600);
+    // Many lease durations later, the same holder: the stand-by never saw the lease go stale.
+    await clock.advance(10 * LEASE_HELD_MS);
     expect(lease.record!.holderIdentity).to.equal(leader);
     expect(lease.record!.leaseTransitions).to.equal(0);
+    expect([...a.events, ...b.events]).to.deep.equal([`${leader} started`]);
     await a.elector.stop();
     await b.elector.stop();
   });
@@ -70,24 +79,25 @@ describe('LeaderElector', function () {
   it('fails over when the leader stops renewing: it steps down within renewDeadline, the other takes over after leaseDuration', async () => {
     const lease = new MemoryLease();
     let cut = false;
-    const a = candidate('a', lease, () => cut);
+    const a = candidate('a', lease, clock, () => cut);
     a.elector.start();
-    await sleep(150);
+    await clock.advance(150);
     expect(a.elector.isLeader).to.equal(true);
-    const b = candidate('b', lease);
+    const b = candidate('b', lease, clock);
     b.elector.start();
-    await sleep(200);
+    await clock.advance(200);
     expect(b.elector.isLeader).to.equal(false);
 
     cut = true; // a can no longer reach the API server
-    const cutAt = Date.now();
-    while (a.elector.isLeader) await sleep(10);
-    const steppedDownAfter = Date.now() - cutAt;
-    while (!b.elector.isLeader) await sleep(10);
-    const tookOverAfter = Date.now() - cutAt;
+    const lastRenewal = Date.parse(lease.record!.renewTime!);
+    const steppedDownAfter = await clock.advanceUntil(() => !a.elector.isLeader, 'a to step down', 10_000);
+    expect(b.elector.isLeader, 'never two leaders').to.equal(false);
+    const tookOverAfter = steppedDownAfter + (await clock.advanceUntil(() => b.elector.isLeader, 'b to take over', 10_000));
     expect(steppedDownAfter).to.be.at.most(TIMING.renewDeadlineMs + 2 * TIMING.retryPeriodMs);
     expect(tookOverAfter, 'never two leaders').to.be.greaterThan(steppedDownAfter);
-    expect(tookOverAfter).to.be.at.least(TIMING.leaseDurationMs - TIMING.renewDeadlineMs);
+    // b measures the lease on its own clock from when it last saw a renewal, which was no earlier than a made it.
+    expect(clock.now() - lastRenewal).to.be.at.least(LEASE_HELD_MS);
+    expect(clock.now() - lastRenewal).to.be.at.most(LEASE_HELD_MS + 3 * TIMING.retryPeriodMs);
     expect(lease.record!.holderIdentity).to.equal('b');
     expect(lease.record!.leaseTransitions).to.equal(1);
     expect(a.events).to.deep.equal(['a started', 'a stopped']);
@@ -97,18 +107,18 @@ describe('LeaderElector', function () {
 
   it('releases the lease on stop so that another candidate takes over at once', async () => {
     const lease = new MemoryLease();
-    const a = candidate('a', lease);
+    const a = candidate('a', lease, clock);
     a.elector.start();
-    await sleep(120);
-    const b = candidate('b', lease);
+    await clock.advance(120);
+    const b = candidate('b', lease, clock);
     b.elector.start();
-    await sleep(100);
+    await clock.advance(100);
     expect(a.elector.isLeader).to.equal(true);
-    const stoppedAt = Date.now();
     await a.elector.stop();
     expect(lease.record!.holderIdentity).to.equal(null);
-    while (!b.elector.isLeader) await sleep(5);
-    expect(Date.now() - stoppedAt).to.be.below(TIMING.leaseDurationMs);
+    const tookOverAfter = await clock.advanceUntil(() => b.elector.isLeader, 'b to take over', 10_000);
+    // One retry period (with jitter), not a lease duration.
+    expect(tookOverAfter).to.be.at.most(TIMING.retryPeriodMs * 1.2 + 1);
     await b.elector.stop();
   });
 

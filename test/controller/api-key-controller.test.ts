@@ -5,7 +5,7 @@ import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import type { ApiKeyService } from '../../src/auth/apiKeyService.ts';
 import { API_KEY_FINALIZER } from '../../src/controller/apiKeyReconciler.ts';
 import type { KubernetesController } from '../../src/controller/controller.ts';
-import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
+import { GROUP, LEASE_TIMING, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
 import type { TestDatabase } from '../support/database.ts';
 import type { KubeApiServer } from '../support/kube-apiserver/server.ts';
 import { TEST_PEPPER, call, startTestService, type TestService } from '../support/service.ts';
@@ -80,7 +80,7 @@ describe('ApiKey controller', function () {
     expect(JSON.stringify(object) + JSON.stringify(events)).not.to.include(key);
 
     // Resyncs do not mint again.
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    await harness.reconciledAgain(NAMESPACE, 'siem-key');
     expect((await get('siem')).status.lookupId).to.equal(object.status.lookupId);
     expect((await keys.list('acme')).filter((item) => item.managedBy?.includes('/siem/'))).to.have.length(1);
   });
@@ -180,9 +180,13 @@ describe('ApiKey controller', function () {
   });
 
   it('runs one leader among two replicas and fails over when the leader stops', async () => {
-    const second = startController('replica-2');
-    controllers.push(second);
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    // Its own token tells its requests apart in the stand-in's log.
+    const second = harness.startController('replica-2', { token: 'replica-2' });
+    // The second replica has tried for the Lease for longer than it lasts unrenewed (whole seconds) and left it.
+    const leaseReads = () =>
+      kube.requestLog.filter((entry) => entry.token === 'replica-2' && entry.method === 'GET' && entry.path.endsWith('/leases/audit-trail-controller')).length;
+    const retriesPerLease = (Math.ceil(LEASE_TIMING.leaseDurationMs / 1000) * 1000) / LEASE_TIMING.retryPeriodMs;
+    await waitFor(() => leaseReads() > retriesPerLease, 'the second replica to try for the lease repeatedly', 20_000);
     expect(controllers.filter((controller) => controller.isLeader)).to.have.length(1);
     expect(controllers[0]!.isLeader).to.equal(true);
     await controllers[0]!.stop();

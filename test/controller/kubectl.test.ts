@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -14,7 +14,7 @@ const run = promisify(execFile);
 describe('kubectl with the documented examples', function () {
   this.timeout(60_000);
   let harness: ControllerHarness;
-  const cacheDir = mkdtempSync(join(tmpdir(), 'kubectl-cache-'));
+  let cacheDir: string;
 
   const kubectl = async (...args: string[]) => {
     // --validate=false: the stand-in serves discovery but no OpenAPI document (its own admission validates).
@@ -23,6 +23,7 @@ describe('kubectl with the documented examples', function () {
   };
 
   before(async () => {
+    cacheDir = mkdtempSync(join(tmpdir(), 'kubectl-cache-'));
     harness = await startControllerHarness();
     harness.startController('replica-1');
     await waitFor(() => harness.controllers[0]!.isLeader, 'the controller to lead');
@@ -30,6 +31,7 @@ describe('kubectl with the documented examples', function () {
 
   after(async () => {
     await harness?.stop();
+    if (cacheDir) rmSync(cacheDir, { recursive: true, force: true });
   });
 
   it('applies, gets and deletes an ApiKey and a WebhookEndpoint', async () => {

@@ -121,7 +121,7 @@ describe('WebhookEndpoint controller', function () {
       const oldSecret = await signingSecret('flaky-hook');
 
       // Resyncs alone never re-create it.
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await harness.reconciledAgain(NAMESPACE, 'flaky-hook');
       expect((await get('flaky')).status.id).to.equal(first.status.id);
 
       await patch('flaky', { metadata: { annotations: { [RECREATE_ANNOTATION]: '1' } } });

@@ -10,6 +10,7 @@ import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 import { startKubeApiServer, type KubeApiServer } from './kube-apiserver/server.ts';
 import { TEST_ENCRYPTION_KEY, TEST_PEPPER, startTestService, testLogger, type TestService } from './service.ts';
+import { waitFor } from './wait.ts';
 
 export const GROUP = 'audittrail.dev';
 export const VERSION = 'v1alpha1';
@@ -45,6 +46,12 @@ export interface ControllerHarness extends Deployment {
   startController(identity: string, options?: ControllerOptions): KubernetesController;
   /** Another release's database and services, against the same Kubernetes API. */
   startDeployment(): Promise<Deployment>;
+  /**
+   * Waits until a controller (with the default token) has reconciled the resource that owns this Secret
+   * `times` more times: every reconcile of a resource whose key or endpoint exists reads its Secret. The
+   * sentinel for "resyncs changed nothing", instead of sleeping through a few resync periods.
+   */
+  reconciledAgain(namespace: string, secretName: string, times?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -101,6 +108,12 @@ export async function startControllerHarness(apiEnv: Record<string, string> = {}
       controller.start();
       controllers.push(controller);
       return controller;
+    },
+    async reconciledAgain(namespace, secretName, times = 2) {
+      const path = `/api/v1/namespaces/${namespace}/secrets/${secretName}`;
+      const reads = () => kube.requestLog.filter((entry) => entry.token === 'controller' && entry.method === 'GET' && entry.path === path).length;
+      const before = reads();
+      await waitFor(() => reads() >= before + times, `${times} more reconciles of the owner of Secret ${namespace}/${secretName}`, 20_000);
     },
     async stop() {
       await Promise.all(controllers.map((controller) => controller.stop()));

@@ -1,8 +1,8 @@
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { load, loadAll } from 'js-yaml';
@@ -447,6 +447,7 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
       for (const response of watches) response.destroy();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      rmSync(dirname(kubeconfigPath), { recursive: true, force: true });
     },
   };
 }

@@ -134,6 +134,7 @@ export class DeliveryRelay {
     if (failed.length > 0) {
       const reason = (results.find((result) => result.status === 'rejected') as PromiseRejectedResult).reason;
       this.options.log.warn({ err: coerceError(reason), failed: failed.length }, 'could not publish deliveries; they stay due');
+      this.options.metrics.errors.inc({ kind: 'relay_failed' });
       await unmarkPublished(this.options.db, failed.map((delivery) => delivery.id));
       await this.sleep(ERROR_BACKOFF_MS);
     }

@@ -94,11 +94,14 @@ describe('webhook delivery survives crashes (at least once)', function () {
 
   it('loses nothing across a NATS restart', async () => {
     const before = receiver.received.length;
+    const relayFailures = () => api.metric('audit_errors_total{kind="relay_failed"}');
+    const failuresBefore = await relayFailures();
     await nats.stop();
     const events = Array.from({ length: 20 }, () => newEvent({ tenantId: 'crash', action: 'phi.query' }));
-    // Written while NATS is down: the deliveries wait in the outbox.
+    // Written while NATS is down: the relay fails to publish them, and they wait in the outbox.
     await seedEvents(db.url, events);
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await waitFor(async () => (await relayFailures()) > failuresBefore, 'the relay to fail to publish', 30_000);
+    expect(await deliveryStates()).to.deep.equal({ succeeded: 30, pending: 20 });
     expect(receiver.received.length).to.equal(before);
     await nats.start();
     await waitFor(async () => (await deliveryStates()).succeeded === 50, 'every delivery to succeed after the restart', 45_000);

@@ -40,6 +40,8 @@ export interface TestService {
   readonly internalUrl: string;
   /** '' when started without one. */
   readonly busNamespace: string;
+  /** One series of its /metrics, e.g. `audit_errors_total{kind="relay_failed"}`; 0 until it appears. */
+  metric(series: string): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -68,6 +70,11 @@ export async function startTestService(options: {
     baseUrl: `http://127.0.0.1:${service.publicPort}/api/v2/public`,
     internalUrl: `http://127.0.0.1:${service.internalPort}`,
     busNamespace: busNamespace ?? '',
+    async metric(series) {
+      const { text } = await call(`http://127.0.0.1:${service.internalPort}/metrics`);
+      const line = text.split('\n').find((candidate) => candidate.startsWith(`${series} `));
+      return line === undefined ? 0 : Number(line.slice(series.length + 1));
+    },
     stop: () => service.stop(),
   };
 }

@@ -67,7 +67,19 @@ describe('webhook delivery', function () {
     return rows.map((row) => row.state);
   }
 
-  const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  /**
+   * The sentinel for "nothing more was sent": an event written now, for an endpoint and receiver of its own
+   * that refuse its first three attempts, so that it is delivered three retry delays after it was written.
+   * The relay publishes deliveries in the order they fall due, so anything already due or retrying before
+   * it (one retry delay at most) has been sent by the time it arrives.
+   */
+  async function awaitSentinel(tenantId: string, key: string): Promise<void> {
+    const sentinel = await receiver(503);
+    sentinel.reply((delivery) => (delivery.headers['x-service-delivery-attempt'] === '4' ? 204 : 503));
+    await register(key, sentinel.url, ['sentinel.']);
+    await seedEvents(db.url, [newEvent({ tenantId, action: 'sentinel.check' })]);
+    await waitFor(() => sentinel.received.length === 4, 'the sentinel delivery, on its fourth attempt', 20_000);
+  }
 
   it('signs the envelope of SPEC.md so that an independent HMAC and verifyWebhookSignature both accept it', async () => {
     const { tenantId, key } = await freshTenant();
@@ -116,14 +128,15 @@ describe('webhook delivery', function () {
   it('delivers two stored events that share an id but not a timestamp, each once (idempotency is on both)', async () => {
     const { tenantId, key } = await freshTenant();
     const target = await receiver();
-    await register(key, target.url, ['phi.']);
+    const { id } = await register(key, target.url, ['phi.']);
     const first = newEvent({ tenantId, occurredAtMs: Date.now() - 60_000 });
     const second = { ...first, occurredAtMs: first.occurredAtMs + 1 };
     await seedEvents(db.url, [first, second]);
     // A repeat of the first is a producer's retry: stored once, delivered once.
     await seedEvents(db.url, [first]);
-    await waitFor(() => target.received.length >= 2, 'both deliveries');
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Deliveries are recorded with the events they belong to: a third delivery would exist by now.
+    expect(await deliveryStates(id)).to.have.length(2);
+    await waitFor(async () => (await deliveryStates(id)).every((state) => state === 'succeeded'), 'both deliveries');
     const timestamps = target.received.map((delivery) => delivery.json().timestamp).sort();
     expect(timestamps).to.deep.equal([new Date(first.occurredAtMs).toISOString(), new Date(second.occurredAtMs).toISOString()]);
   });
@@ -146,8 +159,10 @@ describe('webhook delivery', function () {
       [phiAndAdmin.id]: ['phi.read', 'phi.query', 'phi.export', 'phi.decrypt', 'phi.reader', 'admin.key.create', 'admin.webhook.create'],
     };
     const total = Object.values(expected).reduce((sum, list) => sum + list.length, 0);
-    await waitFor(() => target.received.length >= total, `${total} deliveries`);
-    await pause(300);
+    await waitFor(async () => {
+      const { rows } = await db.pool.query(`SELECT count(*) FILTER (WHERE state = 'succeeded')::int AS done, count(*)::int AS n FROM deliveries WHERE tenant_id = $1`, [tenantId]);
+      return rows[0].n === total && rows[0].done === total;
+    }, `${total} deliveries`);
     expect(target.received).to.have.length(total);
     const { rows } = await db.pool.query(
       `SELECT d.endpoint_id, e.action FROM deliveries d JOIN events e ON e.event_id = d.event_id WHERE d.tenant_id = $1`,
@@ -163,9 +178,13 @@ describe('webhook delivery', function () {
     const { tenantId, key } = await freshTenant();
     const target = await receiver();
     await seedEvents(db.url, [newEvent({ tenantId })]);
-    await register(key, target.url, ['phi.']);
-    await pause(500);
-    expect(target.received).to.have.length(0);
+    const { id } = await register(key, target.url, ['phi.']);
+    expect(await deliveryStates(id)).to.deep.equal([]);
+    // An event written after the registration is delivered, and it alone.
+    const later = newEvent({ tenantId });
+    await seedEvents(db.url, [later]);
+    await waitFor(() => target.received.length >= 1, 'the later event');
+    expect(target.received.map((delivery) => delivery.json().id)).to.deep.equal([later.eventId]);
   });
 
   it('makes exactly 5 attempts for an always-failing receiver, then none, and counts one failed delivery', async () => {
@@ -174,7 +193,7 @@ describe('webhook delivery', function () {
     const { id } = await register(key, target.url, ['phi.']);
     await seedEvents(db.url, [newEvent({ tenantId })]);
     await waitFor(async () => (await deliveryStates(id))[0] === 'failed', 'the delivery to go terminal');
-    await pause(1_000);
+    await awaitSentinel(tenantId, key);
     expect(target.received).to.have.length(5);
     expect(target.received.map((delivery) => delivery.headers['x-service-delivery-attempt'])).to.deep.equal(['1', '2', '3', '4', '5']);
     // Byte-stable across redeliveries: only the signature changes.
@@ -236,9 +255,9 @@ describe('webhook delivery', function () {
     expect(trail.json.events[0]).to.include({ resource_id: id, user_role: 'system' });
 
     await seedEvents(db.url, [newEvent({ tenantId, action: 'phi.read' })]);
-    await pause(800);
-    expect(target.received).to.have.length(50);
     expect(await deliveryStates(id)).to.have.length(10);
+    await awaitSentinel(tenantId, key);
+    expect(target.received).to.have.length(50);
   });
 
   it('stops pending retries when the endpoint is disabled', async () => {
@@ -250,7 +269,8 @@ describe('webhook delivery', function () {
     const disabled = await call(`${service.baseUrl}/audit/webhooks/${id}/disable`, { key, method: 'POST' });
     expect(disabled.status).to.equal(200);
     const attemptsAtDisable = target.received.length;
-    await pause(1_200);
+    await waitFor(async () => (await deliveryStates(id))[0] === 'cancelled', 'the pending retry to be cancelled');
+    await awaitSentinel(tenantId, key);
     expect(target.received.length).to.be.at.most(attemptsAtDisable + 1); // one attempt may already be on the wire
     expect(await deliveryStates(id)).to.deep.equal(['cancelled']);
   });
@@ -263,7 +283,7 @@ describe('webhook delivery', function () {
     await waitFor(() => target.received.length >= 1, 'the first attempt');
     expect((await call(`${service.baseUrl}/audit/webhooks/${id}`, { key, method: 'DELETE' })).status).to.equal(204);
     const attemptsAtDelete = target.received.length;
-    await pause(1_200);
+    await awaitSentinel(tenantId, key);
     expect(target.received.length).to.be.at.most(attemptsAtDelete + 1);
     const left = await db.pool.query(
       `SELECT (SELECT count(*) FROM deliveries WHERE endpoint_id = $1)::int AS deliveries,

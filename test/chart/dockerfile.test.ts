@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { databaseUrl } from '../support/database.ts';
+import { databaseUrl, testDatabaseName } from '../support/database.ts';
 
 const run = promisify(execFile);
 
@@ -58,7 +58,7 @@ describe('container image', function () {
     const node = process.execPath; // Node 24: `--omit=dev` drops the node devDependency that provides it.
     await run('npx', ['tsc', '-p', 'tsconfig.build.json'], { env: process.env });
     const workdir = mkdtempSync(join(tmpdir(), 'audit-trail-pack-'));
-    const database = `audit_test_${Math.floor(Date.now() / 1000)}_image`;
+    const database = testDatabaseName('image');
     const admin = new pg.Client({ connectionString: databaseUrl('postgres') });
     await admin.connect();
     try {

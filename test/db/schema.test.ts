@@ -2,13 +2,13 @@ import { expect } from 'chai';
 import pg from 'pg';
 import { migrate } from '../../src/db/migrate.ts';
 import { createDatabaseIfMissing } from '../../src/db/migrate.ts';
-import { createTestDatabase, databaseUrl, type TestDatabase } from '../support/database.ts';
+import { createTestDatabase, databaseUrl, testDatabaseName, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { testLogger } from '../support/service.ts';
 
 describe('schema and migrations', () => {
   describe('audit-trail migrate', () => {
-    const name = `audit_test_${Math.floor(Date.now() / 1000)}_migrate`;
+    const name = testDatabaseName('migrate');
     const url = databaseUrl(name);
 
     after(async () => {

@@ -66,6 +66,15 @@ async function sweepOldDatabases(admin: pg.Client): Promise<void> {
   }
 }
 
+/**
+ * A database name no other test run has, in this clone or another: the creation time (for the sweep) and
+ * random bytes, with an optional label saying what the database is for.
+ */
+export function testDatabaseName(label?: string): string {
+  const parts = [String(Math.floor(Date.now() / 1000)), ...(label ? [label] : []), randomBytes(4).toString('hex')];
+  return `${TEST_DB_PREFIX}${parts.join('_')}`;
+}
+
 export interface TestDatabase {
   readonly name: string;
   readonly url: string;
@@ -78,7 +87,7 @@ export interface TestDatabase {
 export async function createTestDatabase(server = SERVER_URL): Promise<TestDatabase> {
   if (!templateNames.has(server)) templateNames.set(server, migratedTemplate(server));
   const template = await templateNames.get(server)!;
-  const name = `${TEST_DB_PREFIX}${Math.floor(Date.now() / 1000)}_${randomBytes(4).toString('hex')}`;
+  const name = testDatabaseName();
   await withAdmin(server, (admin) => admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)} TEMPLATE ${pg.escapeIdentifier(template)}`));
   const url = databaseUrl(name, server);
   const pool = new pg.Pool({ connectionString: url, max: 4 });

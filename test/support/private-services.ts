@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { freeServicePort } from './ports.ts';
+import { freePort } from './ports.ts';
 import type { TestPki } from './test-pki.ts';
 
 /**
@@ -172,7 +172,7 @@ export class PrivatePostgres extends PrivateServer {
   }
 
   static async start(options: PrivatePostgresOptions = {}): Promise<PrivatePostgres> {
-    const server = new PrivatePostgres(await freeServicePort(), postgresBinaries(), postgresUser(), options);
+    const server = new PrivatePostgres(await freePort(), postgresBinaries(), postgresUser(), options);
     try {
       if (server.user) chownSync(server.directory, server.user.uid, server.user.gid);
       await promisify(execFile)(
@@ -288,7 +288,7 @@ export class PrivateNats extends PrivateServer {
   }
 
   static async start(options: PrivateNatsOptions = {}, port?: number): Promise<PrivateNats> {
-    const server = new PrivateNats(port ?? (await freeServicePort()), options);
+    const server = new PrivateNats(port ?? (await freePort()), options);
     await startOrRemove(server);
     return server;
   }
@@ -344,7 +344,7 @@ export class PrivateRedis extends PrivateServer {
   }
 
   static async start(options: PrivateRedisOptions = {}): Promise<PrivateRedis> {
-    const server = new PrivateRedis(await freeServicePort(), options);
+    const server = new PrivateRedis(await freePort(), options);
     await startOrRemove(server);
     return server;
   }
@@ -385,7 +385,7 @@ export async function startNatsCluster(size = 3): Promise<PrivateNatsCluster> {
   const clientPorts: number[] = [];
   const routePorts: number[] = [];
   while (clientPorts.length < size) {
-    const [client, route] = [await freeServicePort(), await freeServicePort()];
+    const [client, route] = [await freePort(), await freePort()];
     if (new Set([...clientPorts, ...routePorts, client, route]).size === 2 * (clientPorts.length + 1)) {
       clientPorts.push(client);
       routePorts.push(route);

@@ -1,6 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ApiKeyService, type KeyGrants } from '../../src/auth/apiKeyService.ts';
+import { BusNames } from '../../src/bus/streams.ts';
 import { loadConfig, type Config } from '../../src/config/config.ts';
 import { Database } from '../../src/db/database.ts';
 import { EventWriter } from '../../src/ingestion/eventWriter.ts';
@@ -16,10 +19,15 @@ export function testLogger(): Logger {
   return createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
 }
 
-/** A configuration for a service on ephemeral ports against the given database. */
+/**
+ * A configuration for a service on ephemeral ports against the given database. Its rate-limit budgets are
+ * its own (a fresh Redis key prefix) unless overrides say otherwise: the auth-failure budget is per client
+ * address, and every test, of this run and of any other on the machine, calls from 127.0.0.1.
+ */
 export function testConfig(databaseUrl: string, overrides: Record<string, string> = {}): Config {
   return loadConfig({
     DATABASE_URL: databaseUrl,
+    RATE_LIMIT_KEY_PREFIX: `test:${randomBytes(4).toString('hex')}`,
     HOST: '127.0.0.1',
     PORT: '0',
     INTERNAL_PORT: '0',
@@ -47,7 +55,8 @@ export interface TestService {
 
 /**
  * Starts the real service in this process, with a JetStream namespace of its own unless one is given;
- * `busNamespace: null` leaves it to NATS_NAMESPACE (unset in tests: the production default).
+ * `busNamespace: null` leaves it to NATS_NAMESPACE (unset in tests: the production default). The streams
+ * of a namespace it made up are deleted when it stops, so runs do not pile them up on the NATS.
  */
 export async function startTestService(options: {
   databaseUrl: string;
@@ -57,9 +66,12 @@ export async function startTestService(options: {
   log?: Logger;
   kubeConfig?: KubeConfig;
 }): Promise<TestService> {
-  const busNamespace = options.busNamespace === null ? undefined : (options.busNamespace ?? `t${randomBytes(4).toString('hex')}`);
+  // Made up here, so this service's to clean up.
+  const ownNamespace = options.busNamespace === undefined ? `t${randomBytes(4).toString('hex')}` : undefined;
+  const busNamespace = options.busNamespace === null ? undefined : (options.busNamespace ?? ownNamespace);
+  const config = testConfig(options.databaseUrl, options.env);
   const service = await startService({
-    config: testConfig(options.databaseUrl, options.env),
+    config,
     roles: options.roles,
     log: options.log ?? testLogger(),
     busNamespace,
@@ -75,8 +87,27 @@ export async function startTestService(options: {
       const line = text.split('\n').find((candidate) => candidate.startsWith(`${series} `));
       return line === undefined ? 0 : Number(line.slice(series.length + 1));
     },
-    stop: () => service.stop(),
+    async stop() {
+      await service.stop();
+      if (ownNamespace !== undefined && options.roles.some((role) => STREAM_ROLES.has(role))) await deleteStreams(config.natsUrl, ownNamespace);
+    },
   };
+}
+
+/** Roles that create the namespace's streams. */
+const STREAM_ROLES = new Set<Role>(['ingest', 'relay', 'worker']);
+
+async function deleteStreams(natsUrl: string, namespace: string): Promise<void> {
+  // With a namespace, the deployment id plays no part in the names.
+  const names = new BusNames({ namespace, deploymentId: '' });
+  const nc = await connect({ servers: natsUrl, reconnect: false }).catch(() => undefined);
+  if (!nc) return; // its NATS is gone (a private one, removed): so are the streams
+  try {
+    const jsm = await jetstreamManager(nc);
+    for (const stream of [names.ingestStream(), names.deliveryStream()]) await jsm.streams.delete(stream).catch(() => undefined);
+  } finally {
+    await nc.close();
+  }
 }
 
 /** Runs fn with the operator's key service on its own short-lived pool. */

@@ -16,7 +16,7 @@ import pg from 'pg';
 import { Database } from '../src/db/database.ts';
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
 import type { NewEvent } from '../src/events/eventStore.ts';
-import { EventWriter } from '../src/ingestion/eventWriter.ts';
+import { EventWriter } from '../src/events/eventWriter.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { newEvent } from '../test/support/events.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
@@ -116,7 +116,7 @@ async function main(): Promise<void> {
 
   const db = new Database({ url: DATABASE_URL, poolSize: 8, applicationName: 'bench driver', log });
   const writer = new EventWriter(db);
-  const registry = new WebhookRegistry({ writer, secrets: new SecretBox(ENCRYPTION_KEY), policy: { allowHttp: true, allowPrivateTargets: true } });
+  const registry = new WebhookRegistry({ db, writer, secrets: new SecretBox(ENCRYPTION_KEY), policy: { allowHttp: true, allowPrivateTargets: true } });
   const actor = { userId: 'bench', userRole: 'operator' };
   const tenants = Array.from({ length: 10 }, (_, index) => `bench-${index}`);
   for (const tenant of tenants) await registry.register(tenant, { url: `${receiverUrl}/ok`, event_filter: ['phi.'] }, actor);

@@ -9,7 +9,7 @@
  */
 import { ApiKeyService } from '../src/auth/apiKeyService.ts';
 import { Database } from '../src/db/database.ts';
-import { EventWriter } from '../src/ingestion/eventWriter.ts';
+import { EventWriter } from '../src/events/eventWriter.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { BIG_TENANT, LIST_DATABASE_URL, RARE_ACTION, TENANTS, ensureListDataset } from './support/listDataset.ts';
 import { pacedLoad, runLoad, sequentialLatency } from './support/load.ts';
@@ -26,7 +26,7 @@ await ensureListDataset(log);
 // Tenants and their keys: the big one plus a random sample of the others.
 const tenants = [BIG_TENANT, ...Array.from({ length: SAMPLE_TENANTS - 1 }, (_, index) => `tenant-${String((index * 10 + 3) % (TENANTS - 1)).padStart(4, '0')}`)];
 const db = new Database({ url: LIST_DATABASE_URL, poolSize: 2, applicationName: 'bench keys', log: createLogger('warn') });
-const keyService = new ApiKeyService(new EventWriter(db), BENCH_PEPPER, 'live');
+const keyService = new ApiKeyService({ db, writer: new EventWriter(db), pepper: BENCH_PEPPER, environment: 'live' });
 const keys = new Map<string, string>();
 for (const tenant of tenants) keys.set(tenant, (await keyService.mint({ tenantId: tenant, scopes: ['audit:read'] }, { userId: 'bench', userRole: 'operator' })).key);
 await db.close();

@@ -6,7 +6,7 @@ import { ConfigError, loadConfig, requireSetting, type Config } from './config/c
 import { Database } from './db/database.ts';
 import { createDatabaseIfMissing, migrate } from './db/migrate.ts';
 import { checkImportFile, importEvents } from './ingestion/eventImport.ts';
-import { EventWriter } from './ingestion/eventWriter.ts';
+import { EventWriter } from './events/eventWriter.ts';
 import { ROLES, startService, type Role } from './main.ts';
 import { AppError } from './platform/errors.ts';
 import { createLogger, type Logger } from './platform/logger.ts';
@@ -90,7 +90,7 @@ async function keys(args: string[], config: Config, log: Logger): Promise<number
   const [subcommand, ...rest] = args;
   const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'audit-trail keys');
   const db = new Database({ url: config.databaseUrl, poolSize: 2, applicationName: 'audit-trail keys', log });
-  const service = new ApiKeyService(new EventWriter(db), pepper, config.keyEnvironment);
+  const service = new ApiKeyService({ db, writer: new EventWriter(db), pepper, environment: config.keyEnvironment });
   const actor = { userId: process.env.AUDIT_ACTOR || 'operator-cli', userRole: 'operator' };
   try {
     switch (subcommand) {

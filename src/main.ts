@@ -27,7 +27,7 @@ import { rateLimit } from './http/rateLimit.ts';
 import { ingestRoutes } from './http/routes/ingest.ts';
 import { webhookRoutes, webhooksOpenApi } from './http/routes/webhooks.ts';
 import type { RequestState } from './http/state.ts';
-import { EventWriter } from './ingestion/eventWriter.ts';
+import { EventWriter } from './events/eventWriter.ts';
 import { JetStreamIngest } from './ingestion/jetstreamIngest.ts';
 import { Releasers } from './platform/lifecycle.ts';
 import type { Logger } from './platform/logger.ts';
@@ -154,6 +154,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       });
       releasers.add('webhook sender', () => sender.close());
       const worker = new DeliveryWorker({
+        db,
         bus: bus!,
         names: busNames!,
         streamReplicas: config.natsStreamReplicas,
@@ -177,8 +178,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       const kubeConfig = options.kubeConfig ?? (await defaultKubeConfig());
       const controller = new KubernetesController({
         kubeConfig,
-        keys: new ApiKeyService(writer, pepper, config.keyEnvironment),
-        registry: webhookRegistry(config, writer, 'the controller role'),
+        keys: new ApiKeyService({ db, writer, pepper, environment: config.keyEnvironment }),
+        registry: webhookRegistry(config, db, writer, 'the controller role'),
         deploymentId: await readDeploymentId(db),
         controllerClass: config.controllerClass,
         namespaces: config.controllerNamespaces,
@@ -233,7 +234,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         features: [
           { router: eventRoutes(reader), openapi: eventsOpenApi },
           { router: exportRoutes(new EventExporter(db), writer), openapi: exportOpenApi },
-          { router: webhookRoutes(webhookRegistry(config, writer, 'the api role')), openapi: webhooksOpenApi({ allowHttp: config.webhookAllowHttp }) },
+          { router: webhookRoutes(webhookRegistry(config, db, writer, 'the api role')), openapi: webhooksOpenApi({ allowHttp: config.webhookAllowHttp }) },
         ],
       });
       publicServer = await HttpPort.listen(app.callback(), config.host, config.port, closing);
@@ -281,8 +282,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   };
 }
 
-export function webhookRegistry(config: Config, writer: EventWriter, neededBy: string): WebhookRegistry {
+export function webhookRegistry(config: Config, db: Database, writer: EventWriter, neededBy: string): WebhookRegistry {
   return new WebhookRegistry({
+    db,
     writer,
     secrets: new SecretBox(requireSetting(config.secretEncryptionKey, 'SECRET_ENCRYPTION_KEY', neededBy)),
     policy: { allowHttp: config.webhookAllowHttp, allowPrivateTargets: config.webhookAllowPrivateTargets },

@@ -1,7 +1,8 @@
 import { adminEvent, type Actor } from '../events/adminEvent.ts';
 import { TENANT_ID_PATTERN } from '../events/eventFields.ts';
 import type { NewEvent } from '../events/eventStore.ts';
-import type { EventWriter } from '../ingestion/eventWriter.ts';
+import type { Queryable } from '../db/database.ts';
+import type { EventWriter } from '../events/eventWriter.ts';
 import { parseCidr } from '../platform/cidr.ts';
 import { ConflictError, NotFoundError, ValidationError, type FieldProblem } from '../platform/errors.ts';
 import { generateApiKey, hashKeySecret, type KeyEnvironment } from './apiKeyFormat.ts';
@@ -27,15 +28,26 @@ const DESCRIPTION_MAX_LENGTH = 500;
 const MINT_ATTEMPTS = 5;
 
 /** Minting, revoking and listing keys (operator CLI and the Kubernetes controller). */
+export interface ApiKeyServiceOptions {
+  /** Reads of keys. */
+  readonly db: Queryable;
+  /** Changes, each with its admin.key.* event in one transaction. */
+  readonly writer: EventWriter;
+  readonly pepper: string;
+  readonly environment: KeyEnvironment;
+}
+
 export class ApiKeyService {
+  private readonly db: Queryable;
   private readonly writer: EventWriter;
   private readonly pepper: string;
   private readonly environment: KeyEnvironment;
 
-  constructor(writer: EventWriter, pepper: string, environment: KeyEnvironment) {
-    this.writer = writer;
-    this.pepper = pepper;
-    this.environment = environment;
+  constructor(options: ApiKeyServiceOptions) {
+    this.db = options.db;
+    this.writer = options.writer;
+    this.pepper = options.pepper;
+    this.environment = options.environment;
   }
 
   async mint(grants: KeyGrants, actor: Actor, managedBy: string | null = null): Promise<MintedKey> {
@@ -86,18 +98,18 @@ export class ApiKeyService {
   }
 
   async find(lookupId: string): Promise<ApiKeyRecord> {
-    const record = /^[0-9a-f]{8}$/.test(lookupId) ? await findApiKey(this.writer.database, lookupId) : undefined;
+    const record = /^[0-9a-f]{8}$/.test(lookupId) ? await findApiKey(this.db, lookupId) : undefined;
     if (!record) throw new NotFoundError(`No key with lookup id ${lookupId}.`);
     return record;
   }
 
   /** The key a Kubernetes ApiKey resource owns, if it minted one. */
   findManaged(managedBy: string): Promise<ApiKeyRecord | undefined> {
-    return findManagedApiKey(this.writer.database, managedBy);
+    return findManagedApiKey(this.db, managedBy);
   }
 
   list(tenantId?: string): Promise<ApiKeyRecord[]> {
-    return listApiKeys(this.writer.database, tenantId);
+    return listApiKeys(this.db, tenantId);
   }
 }
 

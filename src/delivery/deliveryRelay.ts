@@ -6,9 +6,8 @@ import { NotificationListener } from '../db/notificationListener.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { DELIVERIES_PENDING_CHANNEL } from '../webhooks/fanOut.ts';
+import { DELIVERIES_PENDING_CHANNEL, releaseStalePublications, takeDueDeliveries, timeUntilNextDue, unmarkPublished, type DueDelivery } from '../events/deliveryOutbox.ts';
 import { deliveryHeaders, deliveryMessageId, encodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE } from './deliveryMessage.ts';
-import { releaseStalePublications, takeDueDeliveries, timeUntilNextDue, unmarkPublished, type DueDelivery } from './deliveryStore.ts';
 
 export interface DeliveryRelayOptions {
   readonly db: Database;

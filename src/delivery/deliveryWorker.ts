@@ -3,7 +3,8 @@ import { jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '
 import type { Actor } from '../events/adminEvent.ts';
 import type { BusConnection } from '../bus/natsConnection.ts';
 import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/streams.ts';
-import type { EventWriter } from '../ingestion/eventWriter.ts';
+import type { Queryable } from '../db/database.ts';
+import type { EventWriter } from '../events/eventWriter.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
@@ -12,16 +13,8 @@ import { buildEnvelope } from '../webhooks/envelope.ts';
 import type { SecretBox } from '../webhooks/secretBox.ts';
 import { signDelivery } from '../webhooks/signature.ts';
 import { webhookEvent } from '../webhooks/webhookRegistry.ts';
-import { disableEndpoint } from '../webhooks/webhookStore.ts';
-import {
-  applyEndpointTallies,
-  loadDeliveryWork,
-  lockEndpoints,
-  recordOutcomes,
-  type DeliveryOutcome,
-  type DeliveryWork,
-  type EndpointTally,
-} from './deliveryStore.ts';
+import { applyEndpointTallies, disableEndpoint, lockEndpoints, type EndpointTally } from '../webhooks/webhookStore.ts';
+import { loadDeliveryWork, recordOutcomes, type DeliveryOutcome, type DeliveryWork } from '../events/deliveryOutbox.ts';
 import { decodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE, publisherOf, type DeliveryMessage } from './deliveryMessage.ts';
 import { AUTO_DISABLE_AFTER_FAILED_DELIVERIES, type RetryPolicy } from './retryPolicy.ts';
 import { StrayMessages } from './strayMessages.ts';
@@ -32,6 +25,8 @@ export interface DeliveryWorkerOptions {
   readonly names: BusNames;
   /** Replicas of the AUDIT_DELIVERIES stream (NATS_STREAM_REPLICAS); 1 by default. */
   readonly streamReplicas?: number;
+  /** What to send is read here. */
+  readonly db: Queryable;
   /** Attempt records and admin.webhook.auto_disable events go through the one write path. */
   readonly writer: EventWriter;
   readonly secrets: SecretBox;
@@ -274,7 +269,7 @@ export class DeliveryWorker {
     const batch = this.loadBuffer;
     this.loadBuffer = [];
     if (batch.length === 0) return;
-    const task = loadDeliveryWork(this.options.writer.database, [...new Set(batch.map((held) => held.deliveryId))])
+    const task = loadDeliveryWork(this.options.db, [...new Set(batch.map((held) => held.deliveryId))])
       .then((work) => {
         for (const held of batch) this.route(held, work.get(held.deliveryId));
       })

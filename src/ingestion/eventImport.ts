@@ -3,7 +3,7 @@ import { createInterface } from 'node:readline';
 import type { NewEvent } from '../events/eventStore.ts';
 import { ValidationError } from '../platform/errors.ts';
 import { MAX_BATCH_SIZE, parseEvent, type EventTimeWindow } from './eventInput.ts';
-import type { EventWriter } from './eventWriter.ts';
+import type { EventWriter } from '../events/eventWriter.ts';
 
 /**
  * The operator's path for history that producers may not write (`audit-trail import`): an NDJSON file of

@@ -8,7 +8,7 @@ import { ServiceUnavailableError, ValidationError, coerceError } from '../platfo
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { parseEvent, type EventTimeWindow } from './eventInput.ts';
-import type { EventWriter } from './eventWriter.ts';
+import type { EventWriter } from '../events/eventWriter.ts';
 
 export interface JetStreamIngestOptions {
   readonly bus: BusConnection;

@@ -1,19 +1,7 @@
+import type { DeliveredEvent } from '../events/deliveryOutbox.ts';
+
 /** The stored event fields a delivery envelope is built from. */
-export interface EnvelopeSource {
-  readonly eventId: string;
-  /** Already in the API's form, `YYYY-MM-DDTHH:mm:ss.SSSZ`. */
-  readonly timestamp: string;
-  readonly action: string;
-  readonly tenantId: string;
-  readonly userId: string;
-  readonly userRole: string;
-  readonly resourceType: string;
-  readonly resourceId: string;
-  readonly phiInvolved: boolean;
-  readonly success: boolean;
-  /** The stored JSON object text. */
-  readonly details: string;
-}
+export type EnvelopeSource = DeliveredEvent;
 
 export const ENVELOPE_SCHEMA_VERSION = '1';
 

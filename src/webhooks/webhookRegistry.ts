@@ -2,7 +2,8 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { adminEvent, type Actor } from '../events/adminEvent.ts';
 import type { NewEvent } from '../events/eventStore.ts';
-import type { EventWriter } from '../ingestion/eventWriter.ts';
+import type { Queryable } from '../db/database.ts';
+import type { EventWriter } from '../events/eventWriter.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../platform/errors.ts';
 import { parseInput } from '../platform/inputValidation.ts';
 import { SecretBox, generateWebhookId, generateWebhookSecret } from './secretBox.ts';
@@ -37,6 +38,9 @@ export interface RegisteredEndpoint {
 }
 
 export interface WebhookRegistryOptions {
+  /** Reads of endpoints. */
+  readonly db: Queryable;
+  /** Changes, each with its admin.webhook.* event in one transaction. */
   readonly writer: EventWriter;
   readonly secrets: SecretBox;
   readonly policy: WebhookUrlPolicy & TargetPolicy;
@@ -52,6 +56,7 @@ export interface Ownership {
  * for the Kubernetes controller. Every change writes its `admin.webhook.*` event in the same transaction.
  */
 export class WebhookRegistry {
+  private readonly db: Queryable;
   private readonly writer: EventWriter;
   private readonly secrets: SecretBox;
   private readonly policy: WebhookUrlPolicy & TargetPolicy;
@@ -59,6 +64,7 @@ export class WebhookRegistry {
   private readonly changesSchema;
 
   constructor(options: WebhookRegistryOptions) {
+    this.db = options.db;
     this.writer = options.writer;
     this.secrets = options.secrets;
     this.policy = options.policy;
@@ -100,17 +106,17 @@ export class WebhookRegistry {
   }
 
   list(tenantId: string): Promise<WebhookEndpoint[]> {
-    return listEndpoints(this.writer.database, tenantId);
+    return listEndpoints(this.db, tenantId);
   }
 
   /** Any tenant's endpoint, for the controller (which owns rows across tenants). */
   find(id: string): Promise<WebhookEndpoint | undefined> {
-    return findEndpoint(this.writer.database, id);
+    return findEndpoint(this.db, id);
   }
 
   /** The newest endpoint a Kubernetes WebhookEndpoint resource owns, for its controller. */
   findManaged(managedBy: string): Promise<WebhookEndpoint | undefined> {
-    return findManagedEndpoint(this.writer.database, managedBy);
+    return findManagedEndpoint(this.db, managedBy);
   }
 
   /** Idempotent: disabling an inactive endpoint returns it unchanged and records nothing. */

@@ -1,4 +1,5 @@
-import type { Queryable } from '../db/database.ts';
+import { prepared, type Queryable } from '../db/database.ts';
+import { cancelPendingDeliveries, deleteEndpointDeliveries } from '../events/deliveryOutbox.ts';
 
 /** webhook_endpoints as the domain sees it; the sealed secret stays in the store and delivery modules. */
 export interface WebhookEndpoint {
@@ -114,23 +115,17 @@ export async function disableEndpoint(db: Queryable, id: string, reason: 'manual
      RETURNING ${COLUMNS}`,
     [id, reason],
   );
-  await db.query(
-    `UPDATE deliveries SET state = 'cancelled', completed_at = now() WHERE endpoint_id = $1 AND state = 'pending'`,
-    [id],
-  );
+  await cancelPendingDeliveries(db, id);
   return rows[0] ? toEndpoint(rows[0]) : (await findEndpoint(db, id))!;
 }
 
 /**
  * Deletes the endpoint, its deliveries and their attempts. Run in a transaction that already holds the
- * endpoint's row lock (webhookRegistry.lockOwned): a fan-out that had locked the endpoint has committed
- * by then and a later one waits and skips it, and each statement below reads afresh, so no delivery
- * written meanwhile is left behind.
+ * endpoint's row lock (webhookRegistry.lockOwned).
  */
 export async function deleteEndpoint(db: Queryable, id: string): Promise<boolean> {
   const result = await db.query('DELETE FROM webhook_endpoints WHERE id = $1', [id]);
-  await db.query('DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE endpoint_id = $1)', [id]);
-  await db.query('DELETE FROM deliveries WHERE endpoint_id = $1', [id]);
+  await deleteEndpointDeliveries(db, id);
   return (result.rowCount ?? 0) > 0;
 }
 
@@ -149,4 +144,49 @@ export async function updateEndpoint(db: Queryable, id: string, changes: Endpoin
     [id, changes.url ?? null, changes.eventFilter ?? null, changes.description ?? null],
   );
   return toEndpoint(rows[0]!);
+}
+
+/**
+ * Locks the endpoints a batch of outcomes touches, in id order, before any of their deliveries. Disable
+ * and delete lock the endpoint first and its deliveries second; taking locks in the same order here is
+ * what keeps a worker's outcome write and an API call from deadlocking.
+ */
+export async function lockEndpoints(db: Queryable, endpointIds: readonly string[]): Promise<void> {
+  if (endpointIds.length === 0) return;
+  await db.query(prepared('SELECT 1 FROM webhook_endpoints WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE', [[...new Set(endpointIds)].sort()]));
+}
+
+export interface EndpointTally {
+  readonly endpointId: string;
+  /** A success happened in this batch: the count restarts from `failuresAfterLastSuccess`. */
+  readonly reset: boolean;
+  /** Failed deliveries (terminal) after the batch's last success, or in the whole batch when no success. */
+  readonly failuresAfterLastSuccess: number;
+  readonly lastAttemptAt: Date;
+}
+
+export interface TalliedEndpoint {
+  readonly id: string;
+  readonly consecutiveFailures: number;
+  readonly active: boolean;
+}
+
+/** Updates `consecutive_failures` and `last_delivery_at` for the endpoints a batch touched. */
+export async function applyEndpointTallies(db: Queryable, tallies: readonly EndpointTally[]): Promise<TalliedEndpoint[]> {
+  if (tallies.length === 0) return [];
+  const { rows } = await db.query<{ id: string; consecutive_failures: number; active: boolean }>(
+    prepared(`UPDATE webhook_endpoints AS w
+     SET consecutive_failures = CASE WHEN t.reset THEN t.failures ELSE w.consecutive_failures + t.failures END,
+         last_delivery_at = GREATEST(w.last_delivery_at, t.last_attempt_at)
+     FROM unnest($1::text[], $2::boolean[], $3::int[], $4::timestamptz[]) AS t(id, reset, failures, last_attempt_at)
+     WHERE w.id = t.id
+     RETURNING w.id, w.consecutive_failures, w.active`,
+    [
+      tallies.map((tally) => tally.endpointId),
+      tallies.map((tally) => tally.reset),
+      tallies.map((tally) => tally.failuresAfterLastSuccess),
+      tallies.map((tally) => tally.lastAttemptAt.toISOString()),
+    ]),
+  );
+  return rows.map((row) => ({ id: row.id, consecutiveFailures: row.consecutive_failures, active: row.active }));
 }

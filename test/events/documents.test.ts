@@ -3,7 +3,7 @@ import { Database } from '../../src/db/database.ts';
 import { CursorCodec } from '../../src/events/cursor.ts';
 import { EventReader } from '../../src/events/eventReader.ts';
 import { EVENT_JSON, exportQuery } from '../../src/events/eventStore.ts';
-import { EventWriter } from '../../src/ingestion/eventWriter.ts';
+import { EventWriter } from '../../src/events/eventWriter.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/events.ts';
 import { TEST_PEPPER, testLogger } from '../support/service.ts';

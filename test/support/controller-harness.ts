@@ -4,7 +4,7 @@ import type { BackoffPolicy } from '../../src/controller/backoff.ts';
 import { KubernetesController } from '../../src/controller/controller.ts';
 import { Database } from '../../src/db/database.ts';
 import { readDeploymentId } from '../../src/db/deploymentIdentity.ts';
-import { EventWriter } from '../../src/ingestion/eventWriter.ts';
+import { EventWriter } from '../../src/events/eventWriter.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
@@ -73,8 +73,8 @@ export async function startControllerHarness(apiEnv: Record<string, string> = {}
     return {
       db,
       deploymentId: await readDeploymentId(controllerDb),
-      keys: new ApiKeyService(writer, TEST_PEPPER, 'live'),
-      registry: new WebhookRegistry({ writer, secrets: new SecretBox(TEST_ENCRYPTION_KEY), policy: { allowHttp: true, allowPrivateTargets: true } }),
+      keys: new ApiKeyService({ db: controllerDb, writer, pepper: TEST_PEPPER, environment: 'live' }),
+      registry: new WebhookRegistry({ db: controllerDb, writer, secrets: new SecretBox(TEST_ENCRYPTION_KEY), policy: { allowHttp: true, allowPrivateTargets: true } }),
     };
   }
   const home = await startDeployment();

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { NewEvent } from '../../src/events/eventStore.ts';
 import { Database } from '../../src/db/database.ts';
-import { EventWriter } from '../../src/ingestion/eventWriter.ts';
+import { EventWriter } from '../../src/events/eventWriter.ts';
 import { testLogger } from './service.ts';
 
 /** A producer event (ingestion input) with sensible values; override what a test cares about. */

@@ -6,7 +6,7 @@ import { ApiKeyService, type KeyGrants } from '../../src/auth/apiKeyService.ts';
 import { BusNames } from '../../src/bus/streams.ts';
 import { loadConfig, type Config } from '../../src/config/config.ts';
 import { Database } from '../../src/db/database.ts';
-import { EventWriter } from '../../src/ingestion/eventWriter.ts';
+import { EventWriter } from '../../src/events/eventWriter.ts';
 import { startService, type Role, type RunningService } from '../../src/main.ts';
 import { createLogger, type Logger } from '../../src/platform/logger.ts';
 
@@ -114,7 +114,7 @@ async function deleteStreams(natsUrl: string, namespace: string): Promise<void> 
 async function withKeyService<T>(databaseUrl: string, environment: 'live' | 'test', fn: (service: ApiKeyService) => Promise<T>): Promise<T> {
   const db = new Database({ url: databaseUrl, poolSize: 1, applicationName: 'test keys', log: testLogger() });
   try {
-    return await fn(new ApiKeyService(new EventWriter(db), TEST_PEPPER, environment));
+    return await fn(new ApiKeyService({ db, writer: new EventWriter(db), pepper: TEST_PEPPER, environment }));
   } finally {
     await db.close();
   }

@@ -5,7 +5,7 @@ import { EXPORT_ROW_CAP, type EventExporter, type ExportSession } from '../../ev
 import { filterFieldsSchema, toEventFilters, type EventFilters } from '../../events/eventFilters.ts';
 import type { NewEvent } from '../../events/eventStore.ts';
 import { uuidv7 } from '../../events/uuidv7.ts';
-import type { EventWriter } from '../../ingestion/eventWriter.ts';
+import type { EventWriter } from '../../events/eventWriter.ts';
 import { requireScope } from '../authenticate.ts';
 import { jsonBody, parseBody, parseQuery } from '../requestInput.ts';
 import { ValidationError } from '../../platform/errors.ts';

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import Router from '@koa/router';
 import { z } from 'zod';
 import { parseEventBatch, type EventTimeWindow } from '../../ingestion/eventInput.ts';
-import type { EventWriter } from '../../ingestion/eventWriter.ts';
+import type { EventWriter } from '../../events/eventWriter.ts';
 import { isRefusedData, sqlState } from '../../db/sqlstate.ts';
 import { UnauthorizedError, ValidationError } from '../../platform/errors.ts';
 import { jsonBody, parseBody } from '../requestInput.ts';

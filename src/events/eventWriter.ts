@@ -27,11 +27,6 @@ export class EventWriter {
     this.metrics = metrics;
   }
 
-  /** The database the writer stores into, for reads that belong with its writes. */
-  get database(): Database {
-    return this.db;
-  }
-
   /** Stores validated events in one statement; repeats of stored events are reported as duplicates. */
   async write(events: readonly NewEvent[], source: string): Promise<WriteResult[]> {
     if (events.length === 0) return [];

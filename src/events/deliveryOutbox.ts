@@ -1,11 +1,70 @@
 import { prepared, type Queryable } from '../db/database.ts';
-import type { EnvelopeSource } from '../webhooks/envelope.ts';
-import { DELIVERIES_PENDING_CHANNEL } from '../webhooks/fanOut.ts';
 
 /**
- * SQL of the delivery path: the relay's outbox claims, the worker's batched reads of what to send, and its
- * batched writes of what happened. Each function is one statement over arrays, whatever the batch size.
+ * The delivery outbox: the only module with SQL on `deliveries` and `delivery_attempts`. The trail's write
+ * path records a delivery per stored event and matching endpoint in the statement that stores the event
+ * (fanOutClauses); the relay claims due deliveries; the worker loads what to send and records what
+ * happened; the webhook registry cancels and deletes an endpoint's deliveries. Each function is one
+ * statement over arrays, whatever the batch size.
  */
+
+/** Relays LISTEN here, so a new delivery is published at once rather than at the next poll. */
+export const DELIVERIES_PENDING_CHANNEL = 'audit_deliveries_pending';
+
+/**
+ * Common table expressions that record one delivery per stored event × matching active endpoint of its
+ * tenant. They belong to the statement that stores the events (SPEC.md: endpoints are matched "at the time
+ * the audit event is written"), so no path can store an event and skip its deliveries. `stored` names a
+ * relation of that statement with the columns tenant_id, event_id, action and occurred_at; `tenants` is a
+ * text[] holding every tenant of the batch. The filter rule is `filterMatches` of webhookRules.ts in SQL: an
+ * entry ending in a dot is a prefix, any other entry matches that action and the actions below it.
+ */
+export function fanOutClauses(stored: string, tenants: string): string {
+  return `fan_out_endpoint AS (
+       -- KEY SHARE, as a foreign key would take for every row: an endpoint being deleted is waited for and
+       -- then skipped, and one fanned out to is not deleted before these deliveries are committed (its
+       -- deletion then removes them; webhookStore.deleteEndpoint).
+       SELECT id, tenant_id, event_filter FROM webhook_endpoints
+       WHERE tenant_id = ANY(${tenants}) AND active
+       FOR KEY SHARE
+     ), fan_out_created AS (
+       INSERT INTO deliveries (endpoint_id, tenant_id, event_id, event_occurred_at)
+       SELECT endpoint.id, event.tenant_id, event.event_id, event.occurred_at
+       FROM ${stored} AS event
+       JOIN fan_out_endpoint AS endpoint ON endpoint.tenant_id = event.tenant_id
+       WHERE cardinality(endpoint.event_filter) = 0
+          OR EXISTS (SELECT 1 FROM unnest(endpoint.event_filter) AS entry
+                     WHERE event.action = entry
+                        OR starts_with(event.action, CASE WHEN right(entry, 1) = '.' THEN entry ELSE entry || '.' END))
+       RETURNING 1
+     )`;
+}
+
+/**
+ * An expression for the statement's select list that notifies the relays once when fanOutClauses created
+ * deliveries (an uncorrelated subquery runs once), so tenants without webhooks never touch Postgres'
+ * notification queue. `channel` is the parameter holding DELIVERIES_PENDING_CHANNEL.
+ */
+export function fanOutNotification(channel: string): string {
+  return `(SELECT CASE WHEN count(*) > 0 THEN pg_notify(${channel}, '') END FROM fan_out_created)`;
+}
+
+/** The stored event fields a delivery is built from (the webhook envelope's source). */
+export interface DeliveredEvent {
+  readonly eventId: string;
+  /** Already in the API's form, `YYYY-MM-DDTHH:mm:ss.SSSZ`. */
+  readonly timestamp: string;
+  readonly action: string;
+  readonly tenantId: string;
+  readonly userId: string;
+  readonly userRole: string;
+  readonly resourceType: string;
+  readonly resourceId: string;
+  readonly phiInvolved: boolean;
+  readonly success: boolean;
+  /** The stored JSON object text. */
+  readonly details: string;
+}
 
 // Ids are bigint; they travel as text (the pool parses int8 as a number, which is exact only to 2^53).
 export interface DueDelivery {
@@ -36,7 +95,6 @@ export async function takeDueDeliveries(db: Queryable, limit: number): Promise<D
   return rows;
 }
 
-/** Puts back deliveries whose publication failed, to be taken again at the next pass. */
 /**
  * Milliseconds until the earliest waiting delivery falls due (0 when one is due now), measured on the
  * database's clock like due_at itself; undefined when none waits. An index-only look at deliveries_due.
@@ -49,6 +107,7 @@ export async function timeUntilNextDue(db: Queryable): Promise<number | undefine
   return rows[0]?.wait_ms ?? undefined;
 }
 
+/** Puts back deliveries whose publication failed, to be taken again at the next pass. */
 export async function unmarkPublished(db: Queryable, ids: readonly string[]): Promise<void> {
   if (ids.length === 0) return;
   await db.query(`UPDATE deliveries SET published_at = NULL WHERE id = ANY($1::bigint[]) AND state = 'pending'`, [ids]);
@@ -79,7 +138,7 @@ export interface DeliveryWork {
   readonly endpointActive: boolean;
   readonly url: string;
   readonly secretCiphertext: Buffer;
-  readonly event: EnvelopeSource;
+  readonly event: DeliveredEvent;
 }
 
 interface WorkRow {
@@ -163,16 +222,6 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
   return work;
 }
 
-/**
- * Locks the endpoints a batch of outcomes touches, in id order, before any of their deliveries. Disable
- * and delete lock the endpoint first and its deliveries second; taking locks in the same order here is
- * what keeps a worker's outcome write and an API call from deadlocking.
- */
-export async function lockEndpoints(db: Queryable, endpointIds: readonly string[]): Promise<void> {
-  if (endpointIds.length === 0) return;
-  await db.query(prepared('SELECT 1 FROM webhook_endpoints WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE', [[...new Set(endpointIds)].sort()]));
-}
-
 export interface AttemptRecord {
   readonly attemptedAt: Date;
   readonly durationMs: number;
@@ -250,37 +299,22 @@ export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryO
   return new Set(rows.map((row) => row.id));
 }
 
-export interface EndpointTally {
-  readonly endpointId: string;
-  /** A success happened in this batch: the count restarts from `failuresAfterLastSuccess`. */
-  readonly reset: boolean;
-  /** Failed deliveries (terminal) after the batch's last success, or in the whole batch when no success. */
-  readonly failuresAfterLastSuccess: number;
-  readonly lastAttemptAt: Date;
+/**
+ * Cancels an endpoint's pending deliveries, retries included, so nothing more is attempted (an endpoint
+ * disabled by hand or automatically). Run after the endpoint's row is locked.
+ */
+export async function cancelPendingDeliveries(db: Queryable, endpointId: string): Promise<void> {
+  await db.query(`UPDATE deliveries SET state = 'cancelled', completed_at = now() WHERE endpoint_id = $1 AND state = 'pending'`, [endpointId]);
 }
 
-export interface TalliedEndpoint {
-  readonly id: string;
-  readonly consecutiveFailures: number;
-  readonly active: boolean;
+/**
+ * Deletes an endpoint's deliveries and their attempts (its delivery history goes with it). Run in the
+ * transaction that deletes the endpoint, after its row lock: a fan-out that had locked the endpoint has
+ * committed by then and a later one waits and skips it, and each statement reads afresh, so no delivery
+ * written meanwhile is left behind.
+ */
+export async function deleteEndpointDeliveries(db: Queryable, endpointId: string): Promise<void> {
+  await db.query('DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE endpoint_id = $1)', [endpointId]);
+  await db.query('DELETE FROM deliveries WHERE endpoint_id = $1', [endpointId]);
 }
 
-/** Updates `consecutive_failures` and `last_delivery_at` for the endpoints a batch touched. */
-export async function applyEndpointTallies(db: Queryable, tallies: readonly EndpointTally[]): Promise<TalliedEndpoint[]> {
-  if (tallies.length === 0) return [];
-  const { rows } = await db.query<{ id: string; consecutive_failures: number; active: boolean }>(
-    prepared(`UPDATE webhook_endpoints AS w
-     SET consecutive_failures = CASE WHEN t.reset THEN t.failures ELSE w.consecutive_failures + t.failures END,
-         last_delivery_at = GREATEST(w.last_delivery_at, t.last_attempt_at)
-     FROM unnest($1::text[], $2::boolean[], $3::int[], $4::timestamptz[]) AS t(id, reset, failures, last_attempt_at)
-     WHERE w.id = t.id
-     RETURNING w.id, w.consecutive_failures, w.active`,
-    [
-      tallies.map((tally) => tally.endpointId),
-      tallies.map((tally) => tally.reset),
-      tallies.map((tally) => tally.failuresAfterLastSuccess),
-      tallies.map((tally) => tally.lastAttemptAt.toISOString()),
-    ]),
-  );
-  return rows.map((row) => ({ id: row.id, consecutiveFailures: row.consecutive_failures, active: row.active }));
-}

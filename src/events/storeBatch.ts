@@ -1,6 +1,6 @@
 import { prepared, type Queryable } from '../db/database.ts';
 import { INSERT_EVENTS, eventColumnArrays, type NewEvent, type StoredEventKey } from '../events/eventStore.ts';
-import { DELIVERIES_PENDING_CHANNEL, fanOutClauses, fanOutNotification } from '../webhooks/fanOut.ts';
+import { DELIVERIES_PENDING_CHANNEL, fanOutClauses, fanOutNotification } from './deliveryOutbox.ts';
 
 /**
  * A batch's whole write as one statement: the events, their webhook deliveries (from the rows the insert

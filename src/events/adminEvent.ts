@@ -11,8 +11,9 @@ export interface Actor {
 }
 
 /**
- * An event the service writes about its own administration (`admin.key.create`, `admin.webhook.disable`,
- * …), dated now. `details` must hold only what an auditor needs: never a key, a hash or a secret.
+ * An event the service writes about its own administration or use (`admin.key.create`,
+ * `admin.webhook.disable`, `audit.export`, …), dated now. `details` must hold only what an auditor needs:
+ * never a key, a hash or a secret.
  */
 export function adminEvent(change: {
   tenantId: string;
@@ -21,6 +22,8 @@ export function adminEvent(change: {
   resourceType: string;
   resourceId: string;
   details: Record<string, unknown>;
+  /** false for an action that was refused or did not complete. */
+  success?: boolean;
 }): NewEvent {
   const now = Date.now();
   return {
@@ -37,7 +40,7 @@ export function adminEvent(change: {
     sourceIp: change.actor.sourceIp ?? '',
     userAgent: change.actor.userAgent ?? 'audit-trail',
     justification: '',
-    success: true,
+    success: change.success ?? true,
     details: JSON.stringify(change.details),
   };
 }

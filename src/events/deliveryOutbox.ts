@@ -16,8 +16,9 @@ export const DELIVERIES_PENDING_CHANNEL = 'audit_deliveries_pending';
  * tenant. They belong to the statement that stores the events (SPEC.md: endpoints are matched "at the time
  * the audit event is written"), so no path can store an event and skip its deliveries. `stored` names a
  * relation of that statement with the columns tenant_id, event_id, action and occurred_at; `tenants` is a
- * text[] holding every tenant of the batch. The filter rule is `filterMatches` of webhookRules.ts in SQL: an
- * entry ending in a dot is a prefix, any other entry matches that action and the actions below it.
+ * text[] holding every tenant of the batch. The filter rule (the webhook filter of the API docs): an
+ * entry ending in a dot is a prefix (`phi.` matches every `phi.*` action), any other entry matches that
+ * action and the actions below it (`phi.read` matches `phi.read.x`, never `phi.reader`); `[]` matches all.
  */
 export function fanOutClauses(stored: string, tenants: string): string {
   return `fan_out_endpoint AS (

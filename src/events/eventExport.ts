@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import type pg from 'pg';
 import QueryStream from 'pg-query-stream';
 import type { Database } from '../db/database.ts';
@@ -112,13 +113,10 @@ class StreamingExport implements ExportSession {
     try {
       const stream = this.stream;
       if (stream && !stream.destroyed) {
-        await withDeadline(
-          new Promise<void>((resolve) => {
-            stream.once('close', resolve);
-            stream.destroy();
-          }),
-          CURSOR_CLOSE_TIMEOUT_MS,
-        );
+        // Rejects (and the connection is discarded) when the cursor does not close in time.
+        const closed = once(stream, 'close', { signal: AbortSignal.timeout(CURSOR_CLOSE_TIMEOUT_MS) });
+        stream.destroy();
+        await closed;
       }
       await this.client.query('ROLLBACK');
       this.client.release();
@@ -129,13 +127,3 @@ class StreamingExport implements ExportSession {
 }
 
 const CURSOR_CLOSE_TIMEOUT_MS = 2_000;
-
-function withDeadline(promise: Promise<void>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise,
-    new Promise<void>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`cursor did not close within ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}

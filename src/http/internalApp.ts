@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import Koa from 'koa';
 import Router from '@koa/router';
 import type { Cidr } from '../platform/cidr.ts';
@@ -46,7 +47,10 @@ export function buildInternalApp(options: InternalAppOptions): Koa<RequestState>
     const results = await Promise.all(
       options.readiness.map(async ({ name, check, critical = true }) => {
         try {
-          await withTimeout(check(), CHECK_TIMEOUT_MS, `${name} did not answer within ${CHECK_TIMEOUT_MS} ms`);
+          const deadline = once(AbortSignal.timeout(CHECK_TIMEOUT_MS), 'abort').then(() => {
+            throw new Error(`${name} did not answer within ${CHECK_TIMEOUT_MS} ms`);
+          });
+          await Promise.race([check(), deadline]);
           options.metrics.dependencyUp.set({ dependency: name }, 1);
           return [name, { ok: true, critical }] as const;
         } catch (error) {
@@ -73,18 +77,4 @@ export function buildInternalApp(options: InternalAppOptions): Koa<RequestState>
   app.use(router.routes());
   for (const feature of options.features) app.use(feature.routes()).use(feature.allowedMethods());
   return app;
-}
-
-async function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(message)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

@@ -89,13 +89,3 @@ export function webhookRegistrationSchema(policy: WebhookUrlPolicy) {
 }
 
 export type WebhookRegistration = z.output<ReturnType<typeof webhookRegistrationSchema>>;
-
-/**
- * SPEC.md "Filtering": each entry is a prefix of the action, by dotted segments. `phi.` matches every
- * `phi.*` action; `phi.read` matches `phi.read` (and would match a deeper `phi.read.x`), never `phi.reader`.
- * The SQL fan-out (deliveryStore) implements the same rule; tests hold the two together.
- */
-export function filterMatches(filter: readonly string[], action: string): boolean {
-  if (filter.length === 0) return true;
-  return filter.some((entry) => action === entry || action.startsWith(entry.endsWith('.') ? entry : `${entry}.`));
-}

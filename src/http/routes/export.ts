@@ -3,8 +3,7 @@ import Router from '@koa/router';
 import { z } from 'zod';
 import { EXPORT_ROW_CAP, type EventExporter, type ExportSession } from '../../events/eventExport.ts';
 import { filterFieldsSchema, toEventFilters, type EventFilters } from '../../events/eventFilters.ts';
-import type { NewEvent } from '../../events/eventStore.ts';
-import { uuidv7 } from '../../events/uuidv7.ts';
+import { adminEvent } from '../../events/adminEvent.ts';
 import type { EventWriter } from '../../events/eventWriter.ts';
 import { requireScope } from '../authenticate.ts';
 import { jsonBody, parseBody, parseQuery } from '../requestInput.ts';
@@ -117,23 +116,19 @@ async function recordExport(
   completed: boolean,
 ): Promise<void> {
   const principal = principalOf(ctx);
-  const now = Date.now();
-  const event: NewEvent = {
+  const event = adminEvent({
     tenantId: principal.tenantId,
-    occurredAtMs: now,
-    eventId: uuidv7(now),
     action: 'audit.export',
-    userId: `api_key:${principal.lookupId}`,
-    userRole: 'api_key',
+    actor: {
+      userId: `api_key:${principal.lookupId}`,
+      userRole: 'api_key',
+      sourceIp: ctx.state.clientAddress,
+      userAgent: ctx.get('User-Agent').slice(0, 1024),
+    },
     resourceType: 'audit_export',
     resourceId: ctx.state.requestId,
-    fieldsAccessed: '',
-    phiInvolved: false,
-    sourceIp: ctx.state.clientAddress,
-    userAgent: ctx.get('User-Agent').slice(0, 1024),
-    justification: '',
     success: completed,
-    details: JSON.stringify({
+    details: {
       filters: {
         action: filters.action,
         resource_type: filters.resourceType,
@@ -145,8 +140,8 @@ async function recordExport(
       count,
       truncated,
       completed,
-    }),
-  };
+    },
+  });
   try {
     await writer.write([event], 'internal');
   } catch (error) {

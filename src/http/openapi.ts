@@ -11,25 +11,56 @@ export interface OpenApiContribution {
 export const ref = (id: string) => ({ $ref: `#/components/schemas/${id}` });
 export const json = (schema: object) => ({ 'application/json': { schema } });
 
+const headerRef = (name: string) => ({ $ref: `#/components/headers/${name}` });
+
+/** Response headers of the public API, referenced from the responses that carry them. */
+const HEADERS = {
+  'RateLimit-Limit': { description: "The key's budget for this kind of request (read or write) per window.", required: true, schema: { type: 'integer' } },
+  'RateLimit-Remaining': { description: 'Requests of this kind left in the current window.', required: true, schema: { type: 'integer' } },
+  'RateLimit-Reset': { description: 'Seconds until the window resets.', required: true, schema: { type: 'integer' } },
+  'Retry-After': { description: 'Seconds to wait; a request after them succeeds.', required: true, schema: { type: 'integer' } },
+  'X-Service-Truncated': {
+    description: 'true when the export hit its row cap: continue with until set to the timestamp of the last event.',
+    required: true,
+    schema: { type: 'boolean' },
+  },
+};
+
+export type ResponseHeader = keyof typeof HEADERS;
+
+/**
+ * A response to an authenticated request. The rate limiter runs right after authentication, so every such
+ * response carries the RateLimit-* headers, whatever its status.
+ */
+export function authenticatedResponse(
+  response: { description: string; content?: object; headers?: Record<string, object> },
+  ...sharedHeaders: ResponseHeader[]
+): object {
+  const names: ResponseHeader[] = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', ...sharedHeaders];
+  return { ...response, headers: { ...Object.fromEntries(names.map((name) => [name, headerRef(name)])), ...response.headers } };
+}
+
 /** Responses every authenticated endpoint can give. */
 export function standardErrorResponses(scope: string): Record<string, unknown> {
   return {
+    // Before the rate limiter: no RateLimit-* headers.
     '401': { description: 'Missing, malformed, unknown or revoked key (one identical body).', content: json(ref('Error')) },
-    '403': { description: `The key lacks the ${scope} scope.`, content: json(ref('Error')) },
-    '422': { description: 'Invalid parameters.', content: json(ref('Error')) },
-    '429': {
-      description: 'Rate limit exceeded.',
-      headers: { 'Retry-After': { schema: { type: 'integer' }, description: 'Seconds to wait.' } },
-      content: json(ref('RateLimited')),
-    },
+    '403': authenticatedResponse({ description: `The key lacks the ${scope} scope.`, content: json(ref('Error')) }),
+    '422': authenticatedResponse({ description: 'Invalid parameters.', content: json(ref('Error')) }),
+    '429': authenticatedResponse({ description: 'Rate limit exceeded.', content: json(ref('RateLimited')) }, 'Retry-After'),
+    // Possibly before the rate limiter (a key not yet cached cannot be verified without Postgres).
     '503': { description: 'A dependency is unavailable; retry later.', content: json(ref('Error')) },
   };
 }
 
-/** OpenAPI parameters generated from a strict zod object of query parameters. */
+/**
+ * OpenAPI parameters generated from a strict zod object of query parameters. Typed as a client writes
+ * them (the schemas' output: `limit` an integer, `phi_involved` a boolean); on the wire they are text,
+ * which the same schemas decode exactly (`limit=abc` is still a 422).
+ */
 export function queryParameters(schema: z.ZodObject): object[] {
   return Object.entries(schema.shape).map(([name, field]) => {
-    const { description, ...fieldSchema } = z.toJSONSchema(field as z.ZodType, { target: 'draft-2020-12', io: 'input' }) as {
+    const { description, ...fieldSchema } = z.toJSONSchema(field as z.ZodType, { target: 'draft-2020-12', io: 'output' }) as {
       description?: string;
       $schema?: string;
     };
@@ -60,7 +91,7 @@ export function buildOpenApiDocument(version: string, contributions: readonly Op
       description: 'Read, export and subscribe to a tenant audit trail. All paths need `Authorization: Bearer <API key>`.',
     },
     servers: [{ url: '/api/v2/public' }],
-    components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer' } }, schemas },
+    components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer' } }, schemas, headers: HEADERS },
     paths: Object.assign({}, ...all.map((contribution) => contribution.paths)),
   };
 }

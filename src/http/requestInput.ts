@@ -1,6 +1,6 @@
 import type { Middleware } from 'koa';
 import { koaBody } from 'koa-body';
-import type { z } from 'zod';
+import { z } from 'zod';
 import {
   InvalidJsonError,
   PayloadTooLargeError,
@@ -23,6 +23,24 @@ export function parseQuery<S extends z.ZodType>(schema: S, query: Record<string,
     );
   }
   return parseInput(schema, { ...query });
+}
+
+/**
+ * A query parameter that is an integer to clients and handlers. The text must be decimal digits and
+ * nothing else (no sign, exponent or spaces, which Number() would accept) before it becomes a number.
+ */
+export function queryInteger(min: number, max: number) {
+  const message = `must be an integer from ${min} to ${max}`;
+  const digits = new RegExp(`^\\d{1,${String(max).length}}$`);
+  return z.codec(z.string().regex(digits, message), z.int().min(min, message).max(max, message), { decode: Number, encode: String });
+}
+
+/** A query parameter that is a boolean to clients and handlers: exactly `true` or `false` on the wire. */
+export function queryBoolean() {
+  return z.codec(z.enum(['true', 'false'], { message: 'must be true or false' }), z.boolean(), {
+    decode: (text) => text === 'true',
+    encode: (value) => (value ? 'true' : 'false'),
+  });
 }
 
 /** Validates a parsed JSON body against a strict schema. */

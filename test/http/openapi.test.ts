@@ -1,5 +1,10 @@
 import { expect } from 'chai';
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import SwaggerParser from '@apidevtools/swagger-parser';
+import { generateClientTypes } from '../../tools/openapi-typegen/index.ts';
 import { auditEventSchema, eventListSchema } from '../../src/http/apiSchemas.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
@@ -33,10 +38,33 @@ describe('GET /api/v2/public/openapi.json', () => {
     const parameters = document.paths['/audit/events'].get.parameters;
     const byName = Object.fromEntries(parameters.map((parameter: { name: string }) => [parameter.name, parameter]));
     expect(Object.keys(byName)).to.have.members(['action', 'resource_type', 'phi_involved', 'since', 'until', 'limit', 'cursor']);
-    expect(byName.phi_involved.schema.enum).to.deep.equal(['true', 'false']);
+    // Typed as a client writes them; the wire text is decoded exactly (limit=abc is a 422: events-api tests).
+    expect(byName.phi_involved.schema).to.deep.equal({ type: 'boolean' });
+    expect(byName.limit.schema).to.include({ type: 'integer', minimum: 1, maximum: 1000 });
     expect(byName.action.schema.pattern).to.be.a('string');
     expect(byName.since.schema.format).to.equal('date-time');
     expect(Object.values(byName).every((parameter: any) => parameter.required === false)).to.equal(true);
+  });
+
+  it('declares the rate-limit, Retry-After and truncation headers on the responses that carry them', () => {
+    const headerNames = (response: { headers?: Record<string, { $ref: string }> }) =>
+      Object.values(response.headers ?? {}).map((header) => header.$ref.replace('#/components/headers/', ''));
+    const list = document.paths['/audit/events'].get.responses;
+    expect(headerNames(list['200'])).to.include.members(['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset']);
+    expect(headerNames(list['429'])).to.include.members(['RateLimit-Limit', 'Retry-After']);
+    expect(list['401'].headers).to.equal(undefined);
+    const exported = document.paths['/audit/export'].post.responses['200'];
+    expect(headerNames(exported)).to.include('X-Service-Truncated');
+    expect(document.components.headers['X-Service-Truncated'].schema).to.deep.equal({ type: 'boolean' });
+    expect(document.components.headers['Retry-After'].schema).to.deep.equal({ type: 'integer' });
+  });
+
+  it("gives the export's two formats their own response types", () => {
+    const content = document.paths['/audit/export'].post.responses['200'].content;
+    expect(content['application/json'].schema).to.deep.equal({ $ref: '#/components/schemas/ExportResult' });
+    expect(content['application/x-ndjson'].schema).to.deep.equal({ $ref: '#/components/schemas/ExportLines' });
+    expect(document.components.schemas.ExportResult.type).to.equal('object');
+    expect(document.components.schemas.ExportLines.type).to.equal('string');
   });
 
   it('describes real responses: a live page and event satisfy the documented schemas', async () => {
@@ -49,5 +77,85 @@ describe('GET /api/v2/public/openapi.json', () => {
     expect(parsed.success, JSON.stringify(parsed.error?.issues)).to.equal(true);
     // And the document's component is generated from that same schema.
     expect(document.components.schemas.AuditEvent.required).to.have.members(Object.keys(auditEventSchema.shape));
+  });
+
+  describe('a client generated with openapi-typescript and openapi-fetch', function () {
+    this.timeout(120_000);
+    let workdir: string;
+
+    before(async () => {
+      // Inside the project, so that the client's imports of openapi-fetch resolve to ours.
+      await mkdir('node_modules/.cache', { recursive: true });
+      workdir = await mkdtemp(join('node_modules/.cache', 'openapi-client-'));
+      await writeFile(join(workdir, 'api.ts'), await generateClientTypes(document));
+      await writeFile(join(workdir, 'package.json'), JSON.stringify({ type: 'module' }));
+      await writeFile(join(workdir, 'tsconfig.json'), JSON.stringify({
+        compilerOptions: {
+          target: 'es2024',
+          lib: ['es2024', 'dom'],
+          module: 'nodenext',
+          moduleResolution: 'nodenext',
+          types: [],
+          strict: true,
+          noEmit: true,
+          allowImportingTsExtensions: true,
+          skipLibCheck: true,
+        },
+        include: ['*.ts'],
+      }));
+    });
+
+    after(async () => {
+      if (workdir) await rm(workdir, { recursive: true, force: true });
+    });
+
+    /** Type-checks the client file with the project's TypeScript; the compiler's diagnostics, '' when clean. */
+    async function typeCheck(client: string): Promise<string> {
+      await writeFile(join(workdir, 'client.ts'), client);
+      try {
+        await promisify(execFile)(join(process.cwd(), 'node_modules/.bin/tsc'), ['-p', workdir]);
+        return '';
+      } catch (failure) {
+        return String((failure as { stdout?: string }).stdout ?? failure);
+      }
+    }
+
+    it('lists events with limit: 3, phi_involved: true and reads both export formats, without casts', async () => {
+      const diagnostics = await typeCheck(`
+import createClient from 'openapi-fetch';
+import type { paths } from './api.ts';
+
+// JSON responses typed as JSON; the NDJSON export is read as text (parseAs), its own media type.
+const client = createClient<paths, 'application/json'>({ baseUrl: 'http://127.0.0.1:8080/api/v2/public', headers: { Authorization: 'Bearer atr_live_x' } });
+
+export async function newestPhiEvents(): Promise<string[]> {
+  const { data, error, response } = await client.GET('/audit/events', { params: { query: { limit: 3, phi_involved: true } } });
+  if (error) throw new Error(error.error);
+  const remaining: string | null = response.headers.get('RateLimit-Remaining');
+  const next: string | null = data.page.next_cursor;
+  return [...data.events.map((event) => event.event_id), String(remaining), String(next)];
+}
+
+export async function exportBoth(): Promise<[number, boolean, string]> {
+  const json = await client.POST('/audit/export', { params: { query: { format: 'json' } }, body: { phi_involved: true } });
+  if (!json.data) throw new Error('export failed');
+  const lines = await client.POST('/audit/export', { params: { query: { format: 'ndjson' } }, body: { action: 'phi.read' }, parseAs: 'text' });
+  return [json.data.count, json.data.truncated, lines.data ?? ''];
+}
+`);
+      expect(diagnostics).to.equal('');
+    });
+
+    it('refuses what the server refuses: limit as text, phi_involved as a string', async () => {
+      const diagnostics = await typeCheck(`
+import createClient from 'openapi-fetch';
+import type { paths } from './api.ts';
+
+const client = createClient<paths>({ baseUrl: 'http://127.0.0.1:8080/api/v2/public' });
+await client.GET('/audit/events', { params: { query: { limit: 'abc', phi_involved: 'yes' } } });
+`);
+      expect(diagnostics).to.include("client.ts(6,56): error TS2322: Type 'string' is not assignable to type 'number'");
+      expect(diagnostics).to.include("client.ts(6,70): error TS2322: Type 'string' is not assignable to type 'boolean | undefined'");
+    });
   });
 });

@@ -3,10 +3,10 @@ import { z } from 'zod';
 import type { EventReader } from '../../events/eventReader.ts';
 import { filterFieldsSchema, toEventFilters } from '../../events/eventFilters.ts';
 import { requireScope } from '../authenticate.ts';
-import { parseQuery } from '../requestInput.ts';
+import { parseQuery, queryBoolean, queryInteger } from '../requestInput.ts';
 import { principalOf, type RequestState } from '../state.ts';
 import { auditEventSchema, eventListSchema, pageSchema } from '../apiSchemas.ts';
-import { json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
+import { authenticatedResponse, json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
 
 export const DEFAULT_PAGE_SIZE = 100;
 export const MAX_PAGE_SIZE = 1000;
@@ -15,16 +15,10 @@ export const MAX_PAGE_SIZE = 1000;
 export const listEventsQuerySchema = z.strictObject({
   action: filterFieldsSchema.action.optional(),
   resource_type: filterFieldsSchema.resource_type.optional(),
-  phi_involved: z
-    .enum(['true', 'false'], { message: 'must be true or false' })
-    .optional()
-    .meta({ description: 'true: only PHI events; false: only non-PHI events.' }),
+  phi_involved: queryBoolean().optional().meta({ description: 'true: only PHI events; false: only non-PHI events.' }),
   since: filterFieldsSchema.since.optional(),
   until: filterFieldsSchema.until.optional(),
-  limit: z
-    .string()
-    .regex(/^\d{1,4}$/, `must be an integer from 1 to ${MAX_PAGE_SIZE}`)
-    .refine((value) => Number(value) >= 1 && Number(value) <= MAX_PAGE_SIZE, `must be an integer from 1 to ${MAX_PAGE_SIZE}`)
+  limit: queryInteger(1, MAX_PAGE_SIZE)
     .optional()
     .meta({ description: `Page size, 1 to ${MAX_PAGE_SIZE}; default ${DEFAULT_PAGE_SIZE}.` }),
   cursor: z
@@ -42,15 +36,12 @@ export function eventRoutes(reader: EventReader): Router<RequestState> {
 
   router.get('/audit/events', requireScope('audit:read'), async (ctx) => {
     const query = parseQuery(listEventsQuerySchema, ctx.query);
-    const filters = toEventFilters({
-      ...query,
-      phi_involved: query.phi_involved === undefined ? undefined : query.phi_involved === 'true',
-    });
+    const filters = toEventFilters(query);
     ctx.type = 'application/json';
     ctx.body = await reader.listPage({
       tenantId: principalOf(ctx).tenantId,
       filters,
-      limit: query.limit === undefined ? DEFAULT_PAGE_SIZE : Number(query.limit),
+      limit: query.limit ?? DEFAULT_PAGE_SIZE,
       cursor: query.cursor,
     });
   });
@@ -73,7 +64,10 @@ export const eventsOpenApi: OpenApiContribution = {
         summary: "List the tenant's audit events, newest first.",
         security: [{ apiKey: [] }],
         parameters: queryParameters(listEventsQuerySchema),
-        responses: { '200': { description: 'One page of events.', content: json(ref('EventList')) }, ...standardErrorResponses('audit:read') },
+        responses: {
+          '200': authenticatedResponse({ description: 'One page of events.', content: json(ref('EventList')) }),
+          ...standardErrorResponses('audit:read'),
+        },
       },
     },
     '/audit/events/{event_id}': {
@@ -83,8 +77,8 @@ export const eventsOpenApi: OpenApiContribution = {
         security: [{ apiKey: [] }],
         parameters: [{ name: 'event_id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } }],
         responses: {
-          '200': { description: 'The event.', content: json(ref('AuditEvent')) },
-          '404': { description: "Unknown id, or another tenant's event (indistinguishable).", content: json(ref('Error')) },
+          '200': authenticatedResponse({ description: 'The event.', content: json(ref('AuditEvent')) }),
+          '404': authenticatedResponse({ description: "Unknown id, or another tenant's event (indistinguishable).", content: json(ref('Error')) }),
           ...standardErrorResponses('audit:read'),
         },
       },

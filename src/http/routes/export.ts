@@ -9,7 +9,7 @@ import { requireScope } from '../authenticate.ts';
 import { jsonBody, parseBody, parseQuery } from '../requestInput.ts';
 import { ValidationError } from '../../platform/errors.ts';
 import { principalOf, type AppContext, type RequestState } from '../state.ts';
-import { json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
+import { authenticatedResponse, json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
 import { auditEventSchema } from '../apiSchemas.ts';
 
 /** The export body: the list filters, in JSON (phi_involved is a JSON boolean here). */
@@ -154,8 +154,12 @@ export const exportResultSchema = z
   .looseObject({ events: z.array(auditEventSchema), count: z.int(), truncated: z.boolean() })
   .meta({ id: 'ExportResult' });
 
+export const exportLinesSchema = z
+  .string()
+  .meta({ id: 'ExportLines', description: 'format=ndjson: one AuditEvent JSON object per line, each line ending in \\n.' });
+
 export const exportOpenApi: OpenApiContribution = {
-  schemas: [exportBodySchema, exportResultSchema],
+  schemas: [exportBodySchema, exportResultSchema, exportLinesSchema],
   paths: {
     '/audit/export': {
       post: {
@@ -168,16 +172,16 @@ export const exportOpenApi: OpenApiContribution = {
         parameters: queryParameters(exportQuerySchema),
         requestBody: { required: true, content: json(ref('ExportRequest')) },
         responses: {
-          '200': {
-            description: 'The events.',
-            headers: { 'X-Service-Truncated': { schema: { type: 'string', enum: ['true', 'false'] } } },
-            content: {
-              ...json(ref('ExportResult')),
-              'application/x-ndjson': { schema: { type: 'string', description: 'One AuditEvent JSON object per line.' } },
+          '200': authenticatedResponse(
+            {
+              description: 'The events: an ExportResult object with format=json (the default), ExportLines with format=ndjson.',
+              content: { ...json(ref('ExportResult')), 'application/x-ndjson': { schema: ref('ExportLines') } },
             },
-          },
-          '400': { description: 'The body is not valid JSON.', content: json(ref('Error')) },
-          '415': { description: 'The body is not application/json.', content: json(ref('Error')) },
+            'X-Service-Truncated',
+          ),
+          '400': authenticatedResponse({ description: 'The body is not valid JSON.', content: json(ref('Error')) }),
+          '413': authenticatedResponse({ description: 'The body exceeds 64 KiB.', content: json(ref('Error')) }),
+          '415': authenticatedResponse({ description: 'The body is not application/json.', content: json(ref('Error')) }),
           ...standardErrorResponses('audit:export'),
         },
       },

@@ -8,7 +8,7 @@ import type { WebhookEndpoint } from '../../webhooks/webhookStore.ts';
 import { requireScope } from '../authenticate.ts';
 import { jsonBody, parseQuery } from '../requestInput.ts';
 import { principalOf, type AppContext, type RequestState } from '../state.ts';
-import { json, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
+import { authenticatedResponse, json, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
 import { noQuerySchema } from './events.ts';
 
 /** The endpoint object of SPEC.md; list output adds consecutive_failures and last_delivery_at. */
@@ -110,9 +110,9 @@ export function webhooksOpenApi(policy: WebhookUrlPolicy): OpenApiContribution {
   const registration = webhookRegistrationSchema(policy).meta({ id: 'WebhookRegistration' });
   const idParameter = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: WEBHOOK_ID_PATTERN.source } };
   const notYours = {
-    '403': { description: 'The key lacks webhooks:write, or the endpoint belongs to another tenant.', content: json(ref('Error')) },
-    '404': { description: 'Unknown endpoint id.', content: json(ref('Error')) },
-    '409': { description: 'The endpoint is managed by a Kubernetes WebhookEndpoint resource.', content: json(ref('Error')) },
+    '403': authenticatedResponse({ description: 'The key lacks webhooks:write, or the endpoint belongs to another tenant.', content: json(ref('Error')) }),
+    '404': authenticatedResponse({ description: 'Unknown endpoint id.', content: json(ref('Error')) }),
+    '409': authenticatedResponse({ description: 'The endpoint is managed by a Kubernetes WebhookEndpoint resource.', content: json(ref('Error')) }),
   };
   return {
     schemas: [registration, webhookEndpointSchema, webhookEndpointStatusSchema, registeredSchema, endpointListSchema, disabledSchema],
@@ -124,11 +124,11 @@ export function webhooksOpenApi(policy: WebhookUrlPolicy): OpenApiContribution {
           security: [{ apiKey: [] }],
           requestBody: { required: true, content: json(ref('WebhookRegistration')) },
           responses: {
-            '201': {
+            '201': authenticatedResponse({
               description: 'Registered.',
               headers: { Location: { schema: { type: 'string' }, description: 'The new endpoint.' } },
               content: json(ref('WebhookRegistered')),
-            },
+            }),
             ...standardErrorResponses('webhooks:write'),
           },
         },
@@ -136,7 +136,10 @@ export function webhooksOpenApi(policy: WebhookUrlPolicy): OpenApiContribution {
           operationId: 'listWebhooks',
           summary: "List the tenant's webhook endpoints with their delivery status.",
           security: [{ apiKey: [] }],
-          responses: { '200': { description: 'The endpoints.', content: json(ref('WebhookEndpointList')) }, ...standardErrorResponses('audit:read') },
+          responses: {
+            '200': authenticatedResponse({ description: 'The endpoints.', content: json(ref('WebhookEndpointList')) }),
+            ...standardErrorResponses('audit:read'),
+          },
         },
       },
       '/audit/webhooks/{id}/disable': {
@@ -145,7 +148,11 @@ export function webhooksOpenApi(policy: WebhookUrlPolicy): OpenApiContribution {
           summary: 'Stop deliveries to an endpoint, pending retries included. Idempotent; there is no re-enable.',
           security: [{ apiKey: [] }],
           parameters: [idParameter],
-          responses: { '200': { description: 'The endpoint, now inactive.', content: json(ref('WebhookDisabled')) }, ...standardErrorResponses('webhooks:write'), ...notYours },
+          responses: {
+            '200': authenticatedResponse({ description: 'The endpoint, now inactive.', content: json(ref('WebhookDisabled')) }),
+            ...standardErrorResponses('webhooks:write'),
+            ...notYours,
+          },
         },
       },
       '/audit/webhooks/{id}': {
@@ -154,7 +161,7 @@ export function webhooksOpenApi(policy: WebhookUrlPolicy): OpenApiContribution {
           summary: 'Delete an endpoint and its delivery history.',
           security: [{ apiKey: [] }],
           parameters: [idParameter],
-          responses: { '204': { description: 'Deleted.' }, ...standardErrorResponses('webhooks:write'), ...notYours },
+          responses: { '204': authenticatedResponse({ description: 'Deleted.' }), ...standardErrorResponses('webhooks:write'), ...notYours },
         },
       },
     },

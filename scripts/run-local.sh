@@ -3,6 +3,8 @@
 # once into .local/dev.env (gitignored), so keys minted earlier stay valid across runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Node 24 from the `node` devDependency, whatever the machine's own node is (make does the same).
+export PATH="$PWD/node_modules/.bin:$PATH"
 mkdir -p .local
 
 if [ ! -f .local/dev.env ]; then
@@ -41,7 +43,23 @@ fi
 # Every role but the controller, which needs a Kubernetes API server.
 node dist/cli.js serve --roles api,ingest,relay,worker &
 server=$!
-trap 'kill -TERM $server 2>/dev/null; wait $server' INT TERM
+
+# Ctrl-C, or a SIGTERM to the process group, reaches the service itself, which drains in-flight work and
+# exits (a third signal forces it). Passing the signal on would make it a second one, so this script only
+# waits for the service, and make for this script.
+wait_for_server() {
+  while kill -0 "$server" 2>/dev/null; do wait "$server" || true; done
+  wait "$server" # its exit status, kept by bash
+}
+stopping=false
+on_stop_signal() {
+  $stopping && return
+  stopping=true
+  echo "run: stopping; the service drains in-flight work first" >&2
+  wait_for_server
+  exit
+}
+trap on_stop_signal INT TERM
 
 for _ in $(seq 1 60); do
   curl -fsS "http://127.0.0.1:$INTERNAL_PORT/readyz" >/dev/null 2>&1 && break
@@ -54,17 +72,44 @@ if [ ! -f .local/demo-seeded ]; then
 fi
 
 base="http://127.0.0.1:$PORT/api/v2/public"
+internal="http://127.0.0.1:$INTERNAL_PORT"
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+receiver_port=9000
+while port_in_use "$receiver_port"; do receiver_port=$((receiver_port + 1)); done
+
 cat <<TXT
 
 audit-trail is running (api, ingest, relay, worker). Demo tenant: demo
-  API key:  $demo_key
+  API key (tenant demo):        $demo_key
+  Ingest token (internal port): $ingest_token
 
-Try:
-  curl -s -H "Authorization: Bearer $demo_key" "$base/audit/events?limit=5"
-  curl -s -H "Authorization: Bearer $demo_key" "$base/audit/events?action=phi.read&phi_involved=true&limit=3"
-  curl -s -H "Authorization: Bearer $demo_key" "$base/openapi.json"
-  curl -s "http://127.0.0.1:$INTERNAL_PORT/readyz"
+Read the trail:
+  curl -s -w "\\n" -H "Authorization: Bearer $demo_key" "$base/audit/events?limit=5"
+  curl -s -w "\\n" -H "Authorization: Bearer $demo_key" "$base/audit/events?action=phi.read&phi_involved=true&limit=3"
+  curl -s -w "\\n" -H "Authorization: Bearer $demo_key" "$base/openapi.json"
+  curl -s -w "\\n" "$internal/readyz"
 
-Stop with Ctrl-C.
+Webhooks, in a second terminal. This local service takes http:// and loopback receivers because
+.local/dev.env sets WEBHOOK_ALLOW_HTTP=true and WEBHOOK_ALLOW_PRIVATE_TARGETS=true; leave both unset in
+production, where only https receivers on public addresses are accepted.
+  cd "$PWD"
+  # 1. Register a receiver for phi.* events; the answer holds its signing secret, shown this once only
+  curl -s -w "\\n" -X POST -H "Authorization: Bearer $demo_key" -H 'Content-Type: application/json' "$base/audit/webhooks" \\
+    -d '{"url":"http://127.0.0.1:$receiver_port/","event_filter":["phi."],"description":"make run walkthrough"}' | tee .local/webhook.json
+  # 2. Start the example receiver with that secret (it verifies every signature) and wait until it listens
+  WEBHOOK_SECRET=\$(node -p 'require("./.local/webhook.json").secret') PORT=$receiver_port npm run receiver &
+  until curl -s -o /dev/null http://127.0.0.1:$receiver_port/; do sleep 0.2; done
+  # 3. Write a PHI event: within a second the receiver prints "<time> demo phi.read <event id> (attempt 1)"
+  curl -s -w "\\n" -X POST -H "Authorization: Bearer $ingest_token" -H 'Content-Type: application/json' "$internal/internal/v1/events" \\
+    -d '{"events":[{"tenant_id":"demo","action":"phi.read","user_id":"u-1","user_role":"clinician","resource_type":"patient_record","resource_id":"p-9","phi_involved":true,"fields_accessed":["diagnosis"],"success":true}]}'
+  # 4. Stop the receiver and delete the endpoint
+  kill %1
+  curl -s -w "\\n" -X DELETE -H "Authorization: Bearer $demo_key" "$base/audit/webhooks/\$(node -p 'require("./.local/webhook.json").endpoint.id')"
+
+Operator CLI (npx runs it on the project's Node 24; the local settings come from .local/dev.env):
+  cd "$PWD" && set -a && . .local/dev.env && set +a
+  npx audit-trail keys list --tenant demo
+
+Stop with Ctrl-C: the service finishes in-flight work first (a third Ctrl-C forces it).
 TXT
-wait $server
+wait_for_server

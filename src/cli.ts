@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { constants } from 'node:os';
 import { parseArgs } from 'node:util';
 import { ApiKeyService } from './auth/apiKeyService.ts';
 import type { ApiKeyRecord } from './auth/apiKeyStore.ts';
@@ -9,6 +10,7 @@ import { checkImportFile, importEvents } from './ingestion/eventImport.ts';
 import { EventWriter } from './events/eventWriter.ts';
 import { ROLES, startService, type Role } from './main.ts';
 import { AppError } from './platform/errors.ts';
+import { stopRequested } from './platform/lifecycle.ts';
 import { createLogger, type Logger } from './platform/logger.ts';
 import { SERVICE_VERSION } from './platform/version.ts';
 
@@ -63,15 +65,10 @@ async function serve(args: string[], config: Config, log: Logger): Promise<numbe
   const roles = values.roles.split(',').map((role) => role.trim());
   const unknown = roles.filter((role) => !(ROLES as readonly string[]).includes(role));
   if (unknown.length > 0) throw new UsageError(`unknown role(s) ${unknown.join(', ')}; roles are ${ROLES.join(', ')}`);
+  // Listening before start-up, so that a signal during it stops the service once started, gracefully.
+  const stop = stopRequested(log, (signal) => process.exit(128 + constants.signals[signal]));
   const service = await startService({ config, roles: roles as Role[], log });
-  await new Promise<void>((resolve) => {
-    const shutdown = (signal: string) => {
-      log.info({ signal }, 'shutting down');
-      resolve();
-    };
-    process.once('SIGTERM', shutdown);
-    process.once('SIGINT', shutdown);
-  });
+  await stop;
   await service.stop();
   return 0;
 }

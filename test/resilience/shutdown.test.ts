@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { Agent, request } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { freePort } from '../support/ports.ts';
@@ -120,5 +121,101 @@ describe('graceful shutdown on SIGTERM', function () {
     expect(afterSignal.length).to.be.greaterThan(8);
     expect(outcomes.filter((outcome) => outcome.result !== '200')).to.deep.equal([]);
     expect(afterSignal.every((outcome) => outcome.connection === 'close')).to.equal(true);
+  });
+
+  describe('repeated signals during the drain', () => {
+    const serving: ChildProcess[] = [];
+
+    after(() => {
+      for (const process of serving) process.kill('SIGKILL');
+    });
+
+    /** `audit-trail serve --roles api`, its log captured so the test can see each signal handled. */
+    async function serveLogged(): Promise<{ child: ChildProcess; port: number; output(): string }> {
+      const [port, internalPort] = [await freePort(), await freePort()];
+      const env = {
+        ...process.env,
+        DATABASE_URL: db.url,
+        KEY_PEPPER: TEST_PEPPER,
+        SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+        PORT: String(port),
+        INTERNAL_PORT: String(internalPort),
+        HOST: '127.0.0.1',
+        LOG_LEVEL: 'info',
+        // The held request below is what keeps the drain open, not the grace period or the drain delay.
+        SHUTDOWN_GRACE_MS: '60000',
+        SHUTDOWN_DRAIN_DELAY_MS: '0',
+      };
+      const served = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', 'api'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+      serving.push(served);
+      let output = '';
+      served.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      await waitFor(async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200, 'service ready');
+      return { child: served, port, output: () => output };
+    }
+
+    /**
+     * An export whose body is only half sent: the request is in flight (the server has read its headers,
+     * as its `100 Continue` shows) and holds the drain open until the test sends the rest.
+     */
+    async function holdExport(port: number, key: string): Promise<{ finish(): Promise<string> }> {
+      const body = JSON.stringify({ phi_involved: true });
+      const socket: Socket = connect(port, '127.0.0.1');
+      let received = '';
+      socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+      socket.on('error', () => undefined);
+      const closed = once(socket, 'close');
+      socket.write(
+        `POST /api/v2/public/audit/export HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+      );
+      await waitFor(() => received.startsWith('HTTP/1.1 100 Continue'), 'the server to accept the request headers');
+      return {
+        async finish() {
+          // write, not end: a client that half-closes its side gets no response from Node's server.
+          socket.write(body);
+          await closed;
+          return received;
+        },
+      };
+    }
+
+    /** Sends SIGTERM and waits until the process has logged that it handled it (or has exited). */
+    async function terminate(served: { child: ChildProcess; output(): string }, logged: string): Promise<void> {
+      served.child.kill('SIGTERM');
+      await waitFor(() => served.output().includes(logged) || served.child.exitCode !== null || served.child.signalCode !== null, `"${logged}" in the log`);
+    }
+
+    it('ignores a second SIGTERM: the held request completes, then the process exits 0', async () => {
+      const served = await serveLogged();
+      const exited = once(served.child, 'exit');
+      const { key } = await mintKey(db.url, { tenantId: 'drain', scopes: ['audit:export'] });
+      const held = await holdExport(served.port, key);
+
+      await terminate(served, '"msg":"shutting down');
+      await terminate(served, 'already shutting down');
+      expect(served.child.signalCode, 'killed by the second signal').to.equal(null);
+      expect(served.child.exitCode, 'exited before the request finished').to.equal(null);
+
+      const response = await held.finish();
+      expect(response).to.match(/HTTP\/1\.1 200 OK/);
+      expect(response).to.include('"count":3000,"truncated":false}');
+      const [code, killedBy] = await exited;
+      expect({ code, killedBy }).to.deep.equal({ code: 0, killedBy: null });
+    });
+
+    it('forces exit on the third signal, in-flight work or not', async () => {
+      const served = await serveLogged();
+      const exited = once(served.child, 'exit');
+      const { key } = await mintKey(db.url, { tenantId: 'drain', scopes: ['audit:export'] });
+      await holdExport(served.port, key);
+
+      await terminate(served, '"msg":"shutting down');
+      await terminate(served, 'already shutting down');
+      served.child.kill('SIGTERM');
+      const [code] = await exited;
+      expect(code).to.equal(128 + 15);
+      expect(served.output()).to.include('forced exit before the drain finished');
+    });
   });
 });

@@ -343,6 +343,22 @@ export class DeliveryWorker {
     const state = result.ok ? 'succeeded' : retryDelay === undefined ? 'failed' : 'pending';
     this.options.metrics.webhookAttempts.inc({ result: state === 'succeeded' ? 'success' : state === 'failed' ? 'failed' : 'retry' });
     this.options.metrics.webhookAttemptDuration.observe(result.durationMs / 1000);
+    // Ids, attempt and what came back, so an operator can follow one delivery; never the URL (its query
+    // may carry a token), the body, the signature or the receiver's answer.
+    const logged = {
+      tenant_id: work.event.tenantId,
+      endpoint_id: work.endpointId,
+      event_id: work.event.eventId,
+      delivery_id: held.deliveryId,
+      attempt: held.attempt,
+      status_code: result.statusCode,
+      error: result.error,
+      duration_ms: result.durationMs,
+      next_attempt_in_ms: retryDelay ?? null,
+    };
+    if (result.ok) this.options.log.debug(logged, 'webhook delivered');
+    else if (state === 'failed') this.options.log.warn(logged, 'webhook delivery failed on its last attempt');
+    else this.options.log.warn(logged, 'webhook delivery attempt failed; it will be retried');
     this.addOutcome({
       held,
       endpointId: work.endpointId,

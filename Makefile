@@ -27,7 +27,7 @@ migrate: build services
 run: build services
 	bash scripts/run-local.sh
 
-test: install services lint
+test: build services lint
 	mocha
 
 bench: build services

@@ -19,7 +19,7 @@ CREATE TABLE events (
   details         text        NOT NULL DEFAULT '{}',
   ingested_at     timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (tenant_id, occurred_at, event_id),
-  -- Millisecond precision is part of the contract (SPEC.md), and the cursor relies on it.
+  -- Millisecond precision is part of the contract (docs/api.md), and the cursor relies on it.
   CONSTRAINT events_millisecond_precision CHECK (occurred_at = date_trunc('milliseconds', occurred_at))
 ) PARTITION BY RANGE (occurred_at);
 
@@ -73,7 +73,7 @@ SELECT audit_ensure_event_partition(now() + make_interval(months => m)) FROM gen
 
 REVOKE UPDATE, DELETE, TRUNCATE ON events FROM PUBLIC;
 
--- The API representation of an event (SPEC.md field order). Rendering ROW(...)::audit_event_v2 with
+-- The API representation of an event (the field order of docs/api.md). Rendering ROW(...)::audit_event_v2 with
 -- row_to_json gives compact JSON straight from Postgres.
 CREATE TYPE audit_event_v2 AS (
   event_id        uuid,

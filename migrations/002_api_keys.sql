@@ -1,4 +1,4 @@
--- API keys: only an HMAC of the secret under the server pepper is stored (DESIGN.md §2). The lookup id is
+-- API keys: only an HMAC of the secret under the server pepper is stored (docs/api.md). The lookup id is
 -- the 8-hex segment the customer sees; environment is live or test.
 CREATE TABLE api_keys (
   lookup_id     text        PRIMARY KEY CHECK (lookup_id ~ '^[0-9a-f]{8}$'),

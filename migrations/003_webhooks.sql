@@ -1,4 +1,4 @@
--- Webhook endpoints (DESIGN.md §2 "Webhooks"). The signing secret is stored encrypted (AES-256-GCM under
+-- Webhook endpoints (docs/webhooks.md). The signing secret is stored encrypted (AES-256-GCM under
 -- SECRET_ENCRYPTION_KEY); the database alone cannot sign a delivery.
 CREATE TABLE webhook_endpoints (
   id                   text        PRIMARY KEY CHECK (id ~ '^wh_[0-9a-f]{32}$'),

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import './platform/nodeVersionCheck.ts';
 import { constants } from 'node:os';
 import { parseArgs } from 'node:util';
 import { ApiKeyService } from './auth/apiKeyService.ts';

@@ -56,7 +56,7 @@ export interface ServiceOptions {
   readonly busNamespace?: string;
   /**
    * Per-key rate limiting on the public API; on unless a benchmark measures its cost by turning it off.
-   * Deliberately not configuration: SPEC.md's limits are part of the contract.
+   * Deliberately not configuration: the documented limits are part of the contract.
    */
   readonly rateLimiting?: boolean;
   /** The Kubernetes API the controller role talks to; by default in-cluster credentials or KUBECONFIG. */

@@ -2,7 +2,7 @@ import { createHmac, randomBytes, type KeyObject } from 'node:crypto';
 
 export type KeyEnvironment = 'live' | 'test';
 
-/** `atr_<env>_<8 hex lookup>_<32 hex secret>` (DESIGN.md §2 "API keys"). */
+/** `atr_<env>_<8 hex lookup>_<32 hex secret>` (docs/api.md "Authentication and scopes"). */
 const API_KEY_PATTERN = /^atr_(live|test)_([0-9a-f]{8})_([0-9a-f]{32})$/;
 
 export interface ParsedApiKey {

@@ -23,7 +23,7 @@ export interface ApiKeyVerifierOptions {
   readonly environment: KeyEnvironment;
   readonly log: Logger;
   /**
-   * How long a key stays cached. Revocation must reach every instance within 5 s (DESIGN.md), and the
+   * How long a key stays cached. Revocation must reach every instance within 5 s (docs/api.md), and the
    * notification is only an accelerator: the TTL alone keeps that promise if a notification is lost.
    */
   readonly cacheTtlMs?: number;

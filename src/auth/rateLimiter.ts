@@ -3,7 +3,7 @@ import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limite
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 
-/** SPEC.md buckets: `read` for GET, `write` for POST and DELETE; `auth` counts failed logins per address. */
+/** The buckets of docs/api.md "Rate limits": `read` for GET, `write` for POST and DELETE; `auth` counts failed logins per address. */
 export type Bucket = 'read' | 'write' | 'auth';
 
 export interface BucketLimits {

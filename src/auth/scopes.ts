@@ -1,4 +1,4 @@
-/** The opt-in scopes of SPEC.md "Authentication"; a call lacking its endpoint's scope gets 403. */
+/** The opt-in scopes (docs/api.md "Authentication and scopes"); a call lacking its endpoint's scope gets 403. */
 export const SCOPES = ['audit:read', 'audit:export', 'webhooks:write'] as const;
 
 export type Scope = (typeof SCOPES)[number];

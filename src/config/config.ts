@@ -5,7 +5,7 @@ import { DNS_LABEL_MAX_LENGTH, DNS_LABEL_PATTERN, DNS_SUBDOMAIN_MAX_LENGTH, DNS_
 import { withPostgresTls } from './postgresTls.ts';
 
 /**
- * The service's whole configuration comes from the environment (DESIGN.md §4), validated once at start.
+ * The service's whole configuration comes from the environment (the table in README.md), validated once at start.
  * Defaults live here and nowhere else. Secrets have no defaults: a placeholder pepper would make every
  * stored key hash guessable.
  */
@@ -123,14 +123,14 @@ const environmentSchema = z.object({
   DELIVERY_ACK_WAIT_MS: z.coerce.number().int().min(1000).default(30_000),
   // Concurrent requests to one endpoint from one worker; a slow receiver cannot take more than this.
   DELIVERY_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(16),
-  // SPEC.md: a 2xx within 10 seconds. Shorter only in tests.
+  // The contract is a 2xx within 10 seconds (docs/webhooks.md). Shorter only in tests.
   DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
   DELIVERY_RELAY_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(500),
   RATE_LIMIT_READ_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
   RATE_LIMIT_WRITE_PER_MINUTE: z.coerce.number().int().min(1).default(200),
   RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(30),
   RATE_LIMIT_KEY_PREFIX: z.string().min(1).default('audit-trail:rl'),
-  // SPEC.md limits are per minute; a shorter window exists for tests and should not be set in production.
+  // The documented limits are per minute (docs/api.md); a shorter window exists for tests and should not be set in production.
   RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(3600).default(60),
   CONTROLLER_NAMESPACES: commaList.default([]),
   // The controller reconciles only ApiKey and WebhookEndpoint resources of this class (spec.controllerClass;

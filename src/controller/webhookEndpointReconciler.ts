@@ -15,7 +15,7 @@ import { ROTATE_ANNOTATION, WEBHOOK_ENDPOINT, webhookEndpointSpecSchema, type We
 /** Holds deletion of a WebhookEndpoint until its endpoint (and delivery history) is deleted. */
 export const WEBHOOK_FINALIZER = 'audittrail.dev/delete-endpoint';
 /**
- * SPEC.md has no reactivation: an auto-disabled endpoint stays disabled. Setting this annotation to a new
+ * There is no reactivation (docs/webhooks.md): an auto-disabled endpoint stays disabled. Setting this annotation to a new
  * value asks the controller for a new endpoint (new id and signing secret) in its place.
  */
 export const RECREATE_ANNOTATION = 'audittrail.dev/recreate';

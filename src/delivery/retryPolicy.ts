@@ -1,5 +1,5 @@
 /**
- * When the next attempt of a failed delivery happens (SPEC.md "Retry and failure rules"; DESIGN.md §2):
+ * When the next attempt of a failed delivery happens (docs/webhooks.md "Success, retries and auto-disable"):
  * attempt 1 at once, then the configured delays (1 m, 5 m, 30 m, 2 h), each varied uniformly by ±20 %.
  * A delivery has one attempt more than the schedule has delays.
  */

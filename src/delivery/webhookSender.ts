@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream';
 import { Pool } from 'undici';
 import { blockedAddressReason, guardedLookup } from '../webhooks/targetGuard.ts';
 
-/** At most this much of a receiver's response is read and kept (DESIGN.md §2). */
+/** At most this much of a receiver's response is read and kept (docs/webhooks.md). */
 export const RESPONSE_EXCERPT_BYTES = 1024;
 
 export interface SendResult {
@@ -17,7 +17,7 @@ export interface SendResult {
 }
 
 export interface WebhookSenderOptions {
-  /** SPEC.md: success is a 2xx within 10 s, measured from connect to the end of the response. */
+  /** Success is a 2xx within 10 s (docs/webhooks.md), measured from connect to the end of the response. */
   readonly timeoutMs: number;
   /** Keep-alive connections per endpoint: also the most concurrent requests one endpoint gets. */
   readonly connectionsPerEndpoint: number;
@@ -33,7 +33,7 @@ const DEADLINE_SWEEP_MS = 100;
  * undici's own timeouts sit this far past the deadline, as a backstop only. They start later than the
  * attempt and can fire early: a timer of up to a second starts from the event loop's cached time, a longer
  * one runs on a 499 ms tick. At the limit itself they once ended a 600 ms attempt at 571 ms, and a 10 s one
- * could have failed a receiver answering at 9.6 s, which SPEC.md counts as a success.
+ * could have failed a receiver answering at 9.6 s, which the contract counts as a success.
  */
 const UNDICI_TIMEOUT_MARGIN_MS = 1_000;
 

@@ -12,7 +12,7 @@ export interface CursorPosition {
 const MAC_BYTES = 16;
 
 /**
- * Opaque, authenticated page cursors (DESIGN.md §2 "Pagination"). The text carries only the position; the
+ * Opaque, authenticated page cursors (docs/api.md "Paging"). The text carries only the position; the
  * MAC also covers the tenant and the filters, so a cursor edited by hand, issued to another tenant or
  * replayed under other filters fails verification and is a 422 rather than a silently wrong page.
  */

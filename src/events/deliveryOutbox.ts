@@ -13,8 +13,8 @@ export const DELIVERIES_PENDING_CHANNEL = 'audit_deliveries_pending';
 
 /**
  * Common table expressions that record one delivery per stored event × matching active endpoint of its
- * tenant. They belong to the statement that stores the events (SPEC.md: endpoints are matched "at the time
- * the audit event is written"), so no path can store an event and skip its deliveries. `stored` names a
+ * tenant. They belong to the statement that stores the events (docs/webhooks.md: an event is matched against
+ * the endpoints active when it is written), so no path can store an event and skip its deliveries. `stored` names a
  * relation of that statement with the columns tenant_id, event_id, action and occurred_at; `tenants` is a
  * text[] holding every tenant of the batch. The filter rule (the webhook filter of the API docs): an
  * entry ending in a dot is a prefix (`phi.` matches every `phi.*` action), any other entry matches that

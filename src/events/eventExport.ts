@@ -16,7 +16,7 @@ export interface ExportSession {
 }
 
 /**
- * Synchronous bulk export (SPEC.md "POST /audit/export"). Both queries run in one REPEATABLE READ snapshot:
+ * Synchronous bulk export (docs/api.md "POST /audit/export"). Both queries run in one REPEATABLE READ snapshot:
  * the first sizes the window (so X-Service-Truncated is known before the first byte), the second streams
  * rows with backpressure through a server-side cursor, so memory does not grow with the export.
  *

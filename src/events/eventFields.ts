@@ -16,7 +16,7 @@ export const IDENTIFIER_MAX_LENGTH = 256;
 /** Canonical UUID text, any version (producers may supply v4 or v7 ids). */
 export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** RFC 3339 date-time with `Z` or a numeric offset (DESIGN.md §2 "Time"). */
+/** RFC 3339 date-time with `Z` or a numeric offset (docs/api.md, `since` and `until`). */
 const RFC3339_PATTERN = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
 
 /**

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ValidationError } from '../platform/errors.ts';
 import { ACTION_MAX_LENGTH, ACTION_PATTERN, RESOURCE_TYPE_MAX_LENGTH, parseTimestampCeilMs } from './eventFields.ts';
 
-/** Filters shared by the list and the export (SPEC.md). Times are epoch milliseconds. */
+/** Filters shared by the list and the export (docs/api.md). Times are epoch milliseconds. */
 export interface EventFilters {
   readonly action?: string;
   readonly resourceType?: string;

@@ -35,7 +35,7 @@ export class EventReader {
     return `{"events":[${page.join(',')}],"page":${descriptor}}`;
   }
 
-  /** The event as JSON text. Unknown, malformed and other tenants' ids are the same 404 (SPEC.md). */
+  /** The event as JSON text. Unknown, malformed and other tenants' ids are the same 404 (docs/api.md). */
   async findOne(tenantId: string, eventId: string): Promise<string> {
     const notFound = () => new NotFoundError('No event with this id.');
     if (!UUID_PATTERN.test(eventId)) throw notFound();

@@ -33,7 +33,7 @@ export interface StoredEventKey {
 
 /**
  * The API representation rendered by Postgres from the columns, for rows stored without a document
- * (migration 005); byte-identical to renderEventDocument's. Field order is the SPEC's. Every free-text
+ * (migration 005); byte-identical to renderEventDocument's. Field order is the API's (docs/api.md "Events"). Every free-text
  * column goes through to_json for escaping; event_id, tenant_id, action and source_ip are restricted to
  * characters that need none (UUID, TENANT_ID_PATTERN, ACTION_PATTERN, an IP address or ''), and the
  * booleans print as true/false. The composite type audit_event_v2 of migration 001 is unused.
@@ -61,7 +61,7 @@ const EVENT_DOCUMENT = `COALESCE(e.document, ${EVENT_JSON})`;
 const EPOCH_MS = `(extract(epoch FROM e.occurred_at) * 1000)::int8`;
 
 /**
- * The API representation of an event (SPEC.md field order), rendered once when it is stored and kept in
+ * The API representation of an event (in the field order of docs/api.md "Events"), rendered once when it is stored and kept in
  * events.document; `timestamp` is the event's instant in wire form. JSON.stringify escapes exactly what
  * Postgres' to_json does (quote, backslash, control characters), so EVENT_JSON renders the same bytes.
  */

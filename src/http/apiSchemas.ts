@@ -5,7 +5,7 @@ import { z } from 'zod';
  * against it. Requests are validated by the schemas next to their routes.
  */
 
-// Response objects are loose: SPEC.md lets the service add fields, and clients must ignore unknown ones.
+// Response objects are loose: the service may add fields (docs/api.md "Versioning"), and clients must ignore unknown ones.
 export const auditEventSchema = z
   .looseObject({
     event_id: z.string().meta({ format: 'uuid' }),

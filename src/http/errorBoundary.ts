@@ -4,7 +4,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { RequestState } from './state.ts';
 
-/** Byte-identical for every cause (SPEC.md Authentication rule 1): missing, malformed, unknown, revoked. */
+/** Byte-identical for every cause (docs/api.md "Errors"): missing, malformed, unknown, revoked. */
 export const UNAUTHORIZED_BODY = '{"error":"unauthorized"}';
 
 /**

@@ -12,7 +12,7 @@ import type { RequestState } from './state.ts';
 
 /**
  * Validates a query string against a strict schema. Unknown parameters and repeated single-valued ones are
- * 422: in an audit trail a silently ignored filter is a wrong answer (DESIGN.md §2).
+ * 422: in an audit trail a silently ignored filter is a wrong answer (docs/api.md).
  */
 export function parseQuery<S extends z.ZodType>(schema: S, query: Record<string, string | string[] | undefined>): z.output<S> {
   const repeated = Object.entries(query).filter(([, value]) => Array.isArray(value));

@@ -144,7 +144,7 @@ function describeDuration(ms: number): string {
 
 /**
  * Fills what the producer left out: a UUIDv7 and the current time, "" and "{}" for the optional text and
- * JSON fields (DESIGN.md §2 "Event fields").
+ * JSON fields (docs/api.md "Events").
  */
 function toNewEvent(input: EventInput, now: number = Date.now()): NewEvent {
   const occurredAtMs = input.timestamp ?? now;

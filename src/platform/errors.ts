@@ -1,6 +1,6 @@
 /**
  * Named errors that carry their HTTP meaning. The HTTP boundary maps any AppError to its status and
- * body; only errors with `expose` show their message to clients (DESIGN.md §2 "Errors").
+ * body; only errors with `expose` show their message to clients (docs/api.md "Errors").
  */
 
 export interface FieldProblem {
@@ -58,7 +58,7 @@ export class UnauthorizedError extends AppError {
   readonly code = 'unauthorized';
 
   constructor(cause?: string) {
-    // The cause is for logs only; every 401 body is byte-identical (SPEC.md Authentication rule 1).
+    // The cause is for logs only; every 401 body is byte-identical (docs/api.md "Errors").
     super(cause ?? 'unauthorized');
   }
 }

@@ -6,7 +6,7 @@ export type EnvelopeSource = DeliveredEvent;
 export const ENVELOPE_SCHEMA_VERSION = '1';
 
 /**
- * The delivery body of SPEC.md ("Delivery request"). Built only from the stored event with a fixed key
+ * The delivery body (docs/webhooks.md "The delivery request"). Built only from the stored event with a fixed key
  * order, so every redelivery carries the same bytes; only the signature's timestamp changes. `details`
  * is an object here, unlike the JSON string of the read API.
  */

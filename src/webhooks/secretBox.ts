@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 
 /**
- * Webhook signing secrets at rest (DESIGN.md §2): AES-256-GCM under SECRET_ENCRYPTION_KEY, stored as
+ * Webhook signing secrets at rest (docs/webhooks.md): AES-256-GCM under SECRET_ENCRYPTION_KEY, stored as
  * version byte ‖ 12-byte IV ‖ 16-byte tag ‖ ciphertext. The version byte leaves room for key rotation.
  */
 const FORMAT_VERSION = 1;

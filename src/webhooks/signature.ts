@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 /**
- * The `X-Service-Signature` scheme of SPEC.md ("Signature header"): `t=<unix seconds>,v1=<hex>` where v1 is
+ * The `X-Service-Signature` scheme (docs/webhooks.md "Verifying the signature"): `t=<unix seconds>,v1=<hex>` where v1 is
  * HMAC-SHA-256, keyed with the endpoint secret (its hex text, as the owner received it), over
  * `t=<t>.` followed by the raw body bytes.
  */
@@ -21,7 +21,7 @@ export function signDelivery(secret: SigningKey, rawBody: Buffer | string, nowMs
 }
 
 export interface VerifyOptions {
-  /** Largest accepted |now − t| in seconds; 300 by default (SPEC.md). */
+  /** Largest accepted |now − t| in seconds; 300 by default (docs/webhooks.md). */
   readonly toleranceS?: number;
   /** The receiver's clock, in epoch milliseconds. */
   readonly now?: number;
@@ -68,7 +68,7 @@ function parseSignatureHeader(header: string | undefined): { timestamp: number; 
       if (!/^[0-9a-f]{64}$/i.test(value)) return undefined;
       signatures.push(Buffer.from(value, 'hex'));
     }
-    // Other schemes (v0, a future v2) are ignored, as SPEC.md's verification rules only name v1.
+    // Other schemes (v0, a future v2) are ignored, as the verification rules only name v1.
   }
   return timestamp === undefined || signatures.length === 0 ? undefined : { timestamp, signatures };
 }

@@ -3,7 +3,7 @@ import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 
 /**
- * The SSRF guard (DESIGN.md §2): a webhook may only reach public unicast addresses. Checked when an
+ * The SSRF guard (docs/webhooks.md): a webhook may only reach public unicast addresses. Checked when an
  * endpoint is registered and again on every delivery, where the connection goes to the very address that
  * was checked (the lookup below is the socket's own), so a DNS answer that changes between check and
  * connect (rebinding) cannot smuggle a private target in.

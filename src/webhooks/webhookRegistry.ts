@@ -52,7 +52,7 @@ export interface Ownership {
 }
 
 /**
- * The webhook registry (SPEC.md "Webhook endpoint"): register, list, disable, delete, and in-place updates
+ * The webhook registry (docs/webhooks.md): register, list, disable, delete, and in-place updates
  * for the Kubernetes controller. Every change writes its `admin.webhook.*` event in the same transaction.
  */
 export class WebhookRegistry {
@@ -169,7 +169,7 @@ export class WebhookRegistry {
   }
 
   /**
-   * The rules of DESIGN.md §2 for disable and delete: unknown id → 404; another tenant's → 403 (SPEC.md);
+   * The rules for disable and delete (docs/webhooks.md): unknown id → 404; another tenant's → 403;
    * owned by a WebhookEndpoint resource and not called by its controller → 409.
    */
   private async lockOwned(client: pg.PoolClient, tenantId: string, id: string, ownership: Ownership): Promise<WebhookEndpoint> {

@@ -106,7 +106,7 @@ export async function findManagedEndpoint(db: Queryable, managedBy: string): Pro
 
 /**
  * Marks the endpoint inactive and cancels its pending deliveries, retries included, so nothing more is
- * attempted (SPEC.md: "new deliveries stop"). Returns the endpoint as it now is.
+ * attempted (docs/webhooks.md: pending retries stop). Returns the endpoint as it now is.
  */
 export async function disableEndpoint(db: Queryable, id: string, reason: 'manual' | 'auto'): Promise<WebhookEndpoint> {
   const { rows } = await db.query<EndpointRow>(

@@ -79,7 +79,7 @@ describe('CustomResourceDefinitions', () => {
 
   const webhookCases: Array<[string, Record<string, unknown>, boolean]> = [
     ['a minimal endpoint', { tenantId: 'acme', url: 'https://siem.example.com/hook', secretName: 'hook' }, true],
-    ['SPEC filter examples', { tenantId: 'acme', url: 'https://siem.example.com/hook', eventFilter: ['phi.', 'admin.', 'phi.read'], secretName: 'hook' }, true],
+    ['documented filter examples', { tenantId: 'acme', url: 'https://siem.example.com/hook', eventFilter: ['phi.', 'admin.', 'phi.read'], secretName: 'hook' }, true],
     ['a wildcard filter', { tenantId: 'acme', url: 'https://siem.example.com/hook', eventFilter: ['phi.*'], secretName: 'hook' }, false],
     ['an upper-case filter', { tenantId: 'acme', url: 'https://siem.example.com/hook', eventFilter: ['PHI.'], secretName: 'hook' }, false],
     ['51 filter entries', { tenantId: 'acme', url: 'https://siem.example.com/hook', eventFilter: Array.from({ length: 51 }, (_, i) => `a${i}.`), secretName: 'hook' }, false],

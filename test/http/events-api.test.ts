@@ -55,7 +55,7 @@ describe('GET /audit/events and /audit/events/{id}', () => {
       expect(response.json.page).to.deep.equal({ limit: 100, returned: claims.length, next_cursor: null, has_more: false });
     });
 
-    it('renders every field of SPEC.md with its type', async () => {
+    it('renders every documented field with its type', async () => {
       const response = await list(keyA, '?action=admin.login');
       const [event] = response.json.events;
       const source = tenantAEvents[2]!;

@@ -117,7 +117,7 @@ describe('POST /audit/export', function () {
     });
   });
 
-  describe('the SPEC walk past the 10,000 cap', () => {
+  describe('the documented walk past the 10,000 cap', () => {
     // 25,000 events; 3,000 of them share the millisecond where the first page's cap falls.
     const crowdedMs = T0 + 3_600_000;
     const walkEvents = [

@@ -31,14 +31,14 @@ describe('per-key rate limits', function () {
   });
   const readKey = () => mintKey(db.url, { tenantId: 'limits', scopes: ['audit:read', 'audit:export'] }).then((minted) => minted.key);
 
-  describe('with the SPEC limits (1,000 reads a minute)', () => {
+  describe('with the documented limits (1,000 reads a minute)', () => {
     let api: TestService;
     before(async () => {
       api = await startTestService({ databaseUrl: db.url, roles: ['api'], env: isolated() });
     });
     after(() => api?.stop());
 
-    it('refuses the 1,001st read in a minute and not the 1,000th, with the SPEC body and headers', async () => {
+    it('refuses the 1,001st read in a minute and not the 1,000th, with the documented body and headers', async () => {
       const key = await readKey();
       const url = `${api.baseUrl}/audit/events?limit=1`;
       const statuses: number[] = [];

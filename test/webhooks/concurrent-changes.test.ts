@@ -21,7 +21,7 @@ describe('concurrent webhook changes of one tenant', function () {
     api = await startTestService({
       databaseUrl: db.url,
       roles: ['api'],
-      // The limits are SPEC.md's per minute; this test makes a few hundred calls in seconds.
+      // The documented limits are per minute (docs/api.md); this test makes a few hundred calls in seconds.
       env: { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', RATE_LIMIT_WRITE_PER_MINUTE: '100000', RATE_LIMIT_READ_PER_MINUTE: '100000' },
     });
     ({ key } = await mintKey(db.url, { tenantId: 'busy', scopes: ['audit:read', 'webhooks:write'] }));

@@ -81,7 +81,7 @@ describe('webhook delivery', function () {
     await waitFor(() => sentinel.received.length === 4, 'the sentinel delivery, on its fourth attempt', 20_000);
   }
 
-  it('signs the envelope of SPEC.md so that an independent HMAC and verifyWebhookSignature both accept it', async () => {
+  it('signs the documented envelope so that an independent HMAC and verifyWebhookSignature both accept it', async () => {
     const { tenantId, key } = await freshTenant();
     const target = await receiver();
     const { secret } = await register(key, target.url, ['phi.']);
@@ -141,7 +141,7 @@ describe('webhook delivery', function () {
     expect(timestamps).to.deep.equal([new Date(first.occurredAtMs).toISOString(), new Date(second.occurredAtMs).toISOString()]);
   });
 
-  it('matches every filter example of SPEC.md, at the time the event is written', async () => {
+  it('matches every documented filter example, at the time the event is written', async () => {
     const { tenantId, key } = await freshTenant();
     const target = await receiver();
     // The empty filter also matches the admin.webhook.create events of its own and later registrations.

@@ -1,7 +1,9 @@
 import { expect } from 'chai';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
+import { spawnInFreshShell } from '../support/freshShell.ts';
 import { freePort } from '../support/ports.ts';
 import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
@@ -27,14 +29,15 @@ describe('examples/receiver.ts', function () {
     await db?.drop();
   });
 
-  it('verifies and acknowledges real deliveries, and refuses a forged one', async () => {
+  it('starts as the README says from a fresh shell, verifies and acknowledges real deliveries, refuses a forged one', async () => {
     const port = await freePort();
     const { key } = await mintKey(db.url, { tenantId: 'example', scopes: ['webhooks:write'] });
     const registered = await call(`${service.baseUrl}/audit/webhooks`, { key, body: { url: `http://127.0.0.1:${port}/`, event_filter: ['phi.'] } });
     expect(registered.status).to.equal(201);
 
     let output = '';
-    receiver = spawn(process.execPath, ['examples/receiver.ts'], { env: { ...process.env, WEBHOOK_SECRET: registered.json.secret, PORT: String(port) } });
+    // The README's command, on the machine's own node: npm puts the project's Node 24 first on PATH.
+    receiver = spawnInFreshShell(`WEBHOOK_SECRET=${registered.json.secret} PORT=${port} exec npm run receiver`);
     receiver.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     receiver.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     await waitFor(() => output.includes('listening'), 'the receiver to listen');
@@ -54,5 +57,12 @@ describe('examples/receiver.ts', function () {
       body: '{"type":"phi.read","id":"x"}',
     });
     expect(forged.status).to.equal(401);
+
+    // Stopped like a background job (kill %1): the signal npm passes on reaches the receiver itself.
+    const exited = once(receiver, 'exit');
+    receiver.kill('SIGTERM');
+    await exited;
+    const afterStop = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST' }).then(() => 'answered', () => 'refused');
+    expect(afterStop).to.equal('refused');
   });
 });

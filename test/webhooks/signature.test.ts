@@ -13,7 +13,7 @@ function header(secret: string, t: number, body: string): string {
 }
 
 describe('verifyWebhookSignature', () => {
-  it('accepts a signature computed as SPEC.md describes', () => {
+  it('accepts a signature computed as docs/webhooks.md describes', () => {
     expect(verifyWebhookSignature(SECRET, header(SECRET, T, BODY), BODY, { now: NOW })).to.deep.equal({ valid: true, timestamp: T });
     expect(verifyWebhookSignature(SECRET, header(SECRET, T, BODY), Buffer.from(BODY), { now: NOW }).valid).to.equal(true);
   });

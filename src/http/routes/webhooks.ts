@@ -11,7 +11,7 @@ import { principalOf, type AppContext, type RequestState } from '../state.ts';
 import { authenticatedResponse, json, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
 import { noQuerySchema } from './events.ts';
 
-/** The endpoint object of SPEC.md; list output adds consecutive_failures and last_delivery_at. */
+/** The endpoint object (docs/webhooks.md); list output adds consecutive_failures and last_delivery_at. */
 export const webhookEndpointSchema = z
   .looseObject({
     id: z.string().meta({ example: 'wh_6f1c0e3a9b2d4c5e8f7a6b5c4d3e2f1a' }),

@@ -1,7 +1,9 @@
 /**
  * A webhook receiver for audit-trail deliveries, runnable as is:
  *
- *   WEBHOOK_SECRET=<secret from registration> node examples/receiver.ts   (listens on PORT, default 9000)
+ *   WEBHOOK_SECRET=<secret from registration> npm run receiver   (listens on PORT, default 9000)
+ *
+ * (npm runs it on the project's Node 24, from node_modules/.bin, whatever the machine's own node is.)
  *
  * It verifies the signature over the raw bytes before parsing anything, answers quickly (2xx within 10 s
  * or the delivery is retried), and drops repeats: delivery is at least once, so the same (id, type) can

@@ -51,10 +51,10 @@ wait_for_server() {
   while kill -0 "$server" 2>/dev/null; do wait "$server" || true; done
   wait "$server" # its exit status, kept by bash
 }
-stopping=false
 on_stop_signal() {
-  $stopping && return
-  stopping=true
+  # Later signals are the service's to count (the group delivers them to it too); the script ignores
+  # them and keeps waiting, so that make returns only once the service has stopped.
+  trap '' INT TERM
   echo "run: stopping; the service drains in-flight work first" >&2
   wait_for_server
   exit

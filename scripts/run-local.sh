@@ -24,6 +24,9 @@ set -a
 . .local/dev.env
 set +a
 export PORT="${PORT:-8080}" INTERNAL_PORT="${INTERNAL_PORT:-8081}"
+# The drain delay lets a load balancer stop sending before the listeners close; locally there is none,
+# and Ctrl-C should not take five seconds.
+export SHUTDOWN_DRAIN_DELAY_MS="${SHUTDOWN_DRAIN_DELAY_MS:-0}"
 ingest_token=${INGEST_TOKENS%%,*}
 
 node dist/cli.js migrate --create-database

@@ -24,19 +24,22 @@ describe('graceful shutdown on SIGTERM', function () {
     await db?.drop();
   });
 
+  /** The environment of `audit-trail serve --roles api` on this file's database and the given ports. */
+  const serveEnv = (port: number, internalPort: number, overrides: Record<string, string>) => ({
+    ...process.env,
+    DATABASE_URL: db.url,
+    KEY_PEPPER: TEST_PEPPER,
+    SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+    PORT: String(port),
+    INTERNAL_PORT: String(internalPort),
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    ...overrides,
+  });
+
   const startApi = async (drainDelayMs: number) => {
     const [port, internalPort] = [await freePort(), await freePort()];
-    const env = {
-      ...process.env,
-      DATABASE_URL: db.url,
-      KEY_PEPPER: TEST_PEPPER,
-      SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-      PORT: String(port),
-      INTERNAL_PORT: String(internalPort),
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'warn',
-      SHUTDOWN_DRAIN_DELAY_MS: String(drainDelayMs),
-    };
+    const env = serveEnv(port, internalPort, { SHUTDOWN_DRAIN_DELAY_MS: String(drainDelayMs) });
     child = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', 'api'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
     const exited = once(child, 'exit');
     await waitFor(async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200, 'service ready');
@@ -133,19 +136,12 @@ describe('graceful shutdown on SIGTERM', function () {
     /** `audit-trail serve --roles api`, its log captured so the test can see each signal handled. */
     async function serveLogged(): Promise<{ child: ChildProcess; port: number; output(): string }> {
       const [port, internalPort] = [await freePort(), await freePort()];
-      const env = {
-        ...process.env,
-        DATABASE_URL: db.url,
-        KEY_PEPPER: TEST_PEPPER,
-        SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-        PORT: String(port),
-        INTERNAL_PORT: String(internalPort),
-        HOST: '127.0.0.1',
+      const env = serveEnv(port, internalPort, {
         LOG_LEVEL: 'info',
         // The held request below is what keeps the drain open, not the grace period or the drain delay.
         SHUTDOWN_GRACE_MS: '60000',
         SHUTDOWN_DRAIN_DELAY_MS: '0',
-      };
+      });
       const served = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', 'api'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
       serving.push(served);
       let output = '';

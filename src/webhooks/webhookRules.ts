@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ACTION_MAX_LENGTH } from '../events/eventFields.ts';
 
 /**
- * What a webhook endpoint may be (DESIGN.md §2 "Webhooks"). The public API and the WebhookEndpoint custom
+ * What a webhook endpoint may be (docs/webhooks.md "Registering an endpoint"). The public API and the WebhookEndpoint custom
  * resource validate with these same rules, and the CRD schema is generated from the constants here.
  */
 

@@ -3,7 +3,6 @@
  * attempt 1 at once, then the configured delays (1 m, 5 m, 30 m, 2 h), each varied uniformly by ±20 %.
  * A delivery has one attempt more than the schedule has delays.
  */
-export const AUTO_DISABLE_AFTER_FAILED_DELIVERIES = 10;
 const JITTER = 0.2;
 
 export class RetryPolicy {

@@ -89,7 +89,7 @@ async function keys(args: string[], config: Config, log: Logger): Promise<number
   const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'audit-trail keys');
   const db = new Database({ url: config.databaseUrl, poolSize: 2, applicationName: 'audit-trail keys', log });
   const service = new ApiKeyService({ db, writer: new EventWriter(db), pepper, environment: config.keyEnvironment });
-  const actor = { userId: process.env.AUDIT_ACTOR || 'operator-cli', userRole: 'operator' };
+  const actor = { userId: config.operatorActor, userRole: 'operator' };
   try {
     switch (subcommand) {
       case 'mint': {

@@ -149,6 +149,8 @@ const environmentSchema = z.object({
   CONTROLLER_RETRY_PERIOD_MS: z.coerce.number().int().min(100).default(2_000),
   POD_NAME: z.string().optional(),
   POD_NAMESPACE: z.string().optional(),
+  // Who the operator commands (keys, import) name as the actor of the admin events they write.
+  AUDIT_ACTOR: z.string().min(1).max(256).default('operator-cli'),
   SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).default(10_000),
   // After SIGTERM: how long a pod keeps serving (not ready, Connection: close) before it stops accepting,
   // so that Services and load balancers stop sending to it first. The chart's preStop pause matches it.
@@ -262,6 +264,7 @@ function toConfig(env: z.output<typeof environmentSchema>) {
     },
     podName: env.POD_NAME,
     podNamespace: env.POD_NAMESPACE,
+    operatorActor: env.AUDIT_ACTOR,
     shutdownGraceMs: env.SHUTDOWN_GRACE_MS,
     shutdownDrainDelayMs: env.SHUTDOWN_DRAIN_DELAY_MS,
   };

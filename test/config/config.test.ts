@@ -17,7 +17,13 @@ describe('configuration', () => {
       keyEnvironment: 'live',
       logLevel: 'info',
       keyPepper: undefined,
+      operatorActor: 'operator-cli',
+      shutdownDrainDelayMs: 5_000,
     });
+    expect(config.ingestWindow).to.deep.equal({ maxAgeMs: 400 * 86_400_000, maxFutureSkewMs: 5 * 60_000 });
+    expect(loadConfig({ AUDIT_ACTOR: 'alice@ops' }).operatorActor).to.equal('alice@ops');
+    expect(loadConfig({ INGEST_MAX_EVENT_AGE: '30d' }).ingestWindow.maxAgeMs).to.equal(30 * 86_400_000);
+    expect(() => loadConfig({ INGEST_MAX_EVENT_AGE: 'a year' })).to.throw(/INGEST_MAX_EVENT_AGE: must be a duration/);
     expect(config.delivery.scheduleMs).to.deep.equal([60_000, 300_000, 1_800_000, 7_200_000]);
     expect(Object.isFrozen(config)).to.equal(true);
   });

@@ -88,7 +88,7 @@ describe('POST /audit/export', function () {
   });
 
   describe('bad requests change nothing and say why', () => {
-    const cases: Array<[string, () => Promise<{ status: number; json: any }>, number, string?]> = [
+    const cases: Array<[string, () => Promise<{ status: number; json: any }>, number, string?, string?]> = [
       ['limit in the body', () => exportCall({ limit: 10 }), 422, 'limit'],
       ['cursor in the body', () => exportCall({ cursor: 'abc' }), 422, 'cursor'],
       ['an unknown field', () => exportCall({ tenant_id: 'other' }), 422, 'tenant_id'],
@@ -97,16 +97,16 @@ describe('POST /audit/export', function () {
       ['since after until', () => exportCall({ since: '2026-09-02T00:00:00Z', until: '2026-09-01T00:00:00Z' }), 422, 'since'],
       ['an unknown format', () => exportCall({}, '?format=csv'), 422, 'format'],
       ['an unknown query parameter', () => exportCall({}, '?limit=5'), 422, 'limit'],
-      ['malformed JSON', () => exportCall('{"action": '), 400],
-      ['a JSON array', () => exportCall([]), 422],
-      ['a text/plain body', () => exportCall('action=phi.read', '', { 'content-type': 'text/plain' }), 415],
+      ['malformed JSON', () => exportCall('{"action": '), 400, undefined, 'invalid_json'],
+      ['a JSON array', () => exportCall([]), 422, '(body)'],
+      ['a text/plain body', () => exportCall('action=phi.read', '', { 'content-type': 'text/plain' }), 415, undefined, 'unsupported_media_type'],
     ];
-    for (const [what, send, status, field] of cases) {
+    for (const [what, send, status, field, code = 'validation_failed'] of cases) {
       it(`answers ${status} for ${what}`, async () => {
         const response = await send();
         expect(response.status).to.equal(status);
+        expect(response.json.error).to.equal(code);
         if (field) expect(response.json.details.map((detail: { field: string }) => detail.field)).to.include(field);
-        else expect(response.json.error).to.be.a('string');
       });
     }
 

@@ -6,7 +6,7 @@
  */
 import pg from 'pg';
 import { createDatabaseIfMissing, migrate } from '../../src/db/migrate.ts';
-import { EVENT_JSON } from '../../src/events/eventStore.ts';
+import { EVENT_JSON } from '../../src/events/eventDocument.ts';
 import { createLogger } from '../../src/platform/logger.ts';
 
 export const SERVER_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';

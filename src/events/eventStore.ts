@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { booleanArrayLiteral, lineSeparatedList, textArrayLiteral } from '../db/arrayLiteral.ts';
 import { prepared, type Queryable } from '../db/database.ts';
 import type { CursorPosition } from './cursor.ts';
+import { EVENT_DOCUMENT_VERSION, EVENT_JSON, renderEventDocument } from './eventDocument.ts';
 import type { EventFilters } from './eventFilters.ts';
 
 /** An event as the write path stores it (row shape; its API document is rendered by renderEventDocument). */
@@ -32,57 +33,24 @@ export interface StoredEventKey {
 }
 
 /**
- * The API representation rendered by Postgres from the columns, for rows stored without a document
- * (migration 005); byte-identical to renderEventDocument's. Field order is the API's (docs/api.md "Events"). Every free-text
- * column goes through to_json for escaping; event_id, tenant_id, action and source_ip are restricted to
- * characters that need none (UUID, TENANT_ID_PATTERN, ACTION_PATTERN, an IP address or ''), and the
- * booleans print as true/false. The composite type audit_event_v2 of migration 001 is unused.
+ * What every read sends: the stored document as it was written, whatever its version, or for a row stored
+ * before there were documents, its version-1 rendering from the columns.
  */
-export const EVENT_JSON = `'{"event_id":"' || e.event_id
-    || '","timestamp":"' || to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-    || '","action":"' || e.action
-    || '","user_id":' || to_json(e.user_id)
-    || ',"user_role":' || to_json(e.user_role)
-    || ',"resource_type":' || to_json(e.resource_type)
-    || ',"resource_id":' || to_json(e.resource_id)
-    || ',"fields_accessed":' || to_json(e.fields_accessed)
-    || ',"phi_involved":' || e.phi_involved
-    || ',"tenant_id":"' || e.tenant_id
-    || '","source_ip":"' || e.source_ip
-    || '","user_agent":' || to_json(e.user_agent)
-    || ',"justification":' || to_json(e.justification)
-    || ',"success":' || e.success
-    || ',"details":' || to_json(e.details)
-    || '}'`;
-
-/** What every read sends: the stored document, or for a row stored before there was one, its rendering. */
 const EVENT_DOCUMENT = `COALESCE(e.document, ${EVENT_JSON})`;
 
 const EPOCH_MS = `(extract(epoch FROM e.occurred_at) * 1000)::int8`;
 
 /**
- * The API representation of an event (in the field order of docs/api.md "Events"), rendered once when it is stored and kept in
- * events.document; `timestamp` is the event's instant in wire form. JSON.stringify escapes exactly what
- * Postgres' to_json does (quote, backslash, control characters), so EVENT_JSON renders the same bytes.
- */
-export function renderEventDocument(event: NewEvent, timestamp: string): string {
-  const string = JSON.stringify;
-  return `{"event_id":"${event.eventId}","timestamp":"${timestamp}","action":"${event.action}","user_id":${string(event.userId)}`
-    + `,"user_role":${string(event.userRole)},"resource_type":${string(event.resourceType)},"resource_id":${string(event.resourceId)}`
-    + `,"fields_accessed":${string(event.fieldsAccessed)},"phi_involved":${event.phiInvolved},"tenant_id":"${event.tenantId}"`
-    + `,"source_ip":"${event.sourceIp}","user_agent":${string(event.userAgent)},"justification":${string(event.justification)}`
-    + `,"success":${event.success},"details":${string(event.details)}}`;
-}
-
-/**
  * The INSERT of a batch whose columns arrive as array literals or line-separated lists, $1–$16
- * (eventColumnArrays), unnested server-side. Rows that already exist, same tenant, timestamp and id, are
+ * (eventColumnArrays), unnested server-side, with the version the documents were rendered in: a constant
+ * of the statement, not a seventeenth array. Rows that already exist, same tenant, timestamp and id, are
  * a producer's retry and are skipped; RETURNING yields the rows actually stored. Meant to be the first
- * part of one statement that does the rest of a write with those rows (ingestion/storeBatch.ts).
+ * part of one statement that does the rest of a write with those rows (events/storeBatch.ts).
  */
 export const INSERT_EVENTS = `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
-                         fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document)
-     SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
+                         fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document,
+                         document_version)
+     SELECT *, ${EVENT_DOCUMENT_VERSION}::smallint FROM unnest($1::text[], $2::timestamptz[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
                           $8::text[], $9::text[], $10::boolean[], $11::text[], $12::text[], $13::text[],
                           $14::boolean[], string_to_array($15, E'\\n'), string_to_array($16, E'\\n'))
      ON CONFLICT DO NOTHING

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AUDIT_EVENT_FIELDS, type AuditEventField, type AuditEventFieldName } from '../client/auditEvent.ts';
 
 /**
  * Response shapes of the public API, for the OpenAPI document and for tests that check real responses
@@ -7,24 +8,19 @@ import { z } from 'zod';
 
 // Response objects are loose: the service may add fields (docs/api.md "Versioning"), and clients must ignore unknown ones.
 export const auditEventSchema = z
-  .looseObject({
-    event_id: z.string().meta({ format: 'uuid' }),
-    timestamp: z.string().meta({ format: 'date-time', description: 'UTC, millisecond precision.' }),
-    action: z.string().meta({ example: 'phi.read' }),
-    user_id: z.string(),
-    user_role: z.string(),
-    resource_type: z.string(),
-    resource_id: z.string(),
-    fields_accessed: z.string().meta({ description: 'A JSON array in a string; "" for non-PHI events.' }),
-    phi_involved: z.boolean(),
-    tenant_id: z.string(),
-    source_ip: z.string(),
-    user_agent: z.string(),
-    justification: z.string(),
-    success: z.boolean(),
-    details: z.string().meta({ description: 'A JSON object in a string; "{}" when empty.' }),
-  })
+  .looseObject(auditEventShape())
   .meta({ id: 'AuditEvent', description: 'One audit event. Clients must tolerate additional fields.' });
+
+type FieldSchema<Field extends AuditEventField> = Field['type'] extends 'boolean' ? z.ZodBoolean : z.ZodString;
+
+/** The zod fields of the event, one per entry of the client's field table and in its order. */
+function auditEventShape(): { [Name in AuditEventFieldName]: FieldSchema<(typeof AUDIT_EVENT_FIELDS)[Name]> } {
+  const fields = Object.entries(AUDIT_EVENT_FIELDS).map(([name, field]: [string, AuditEventField]) => {
+    const { type, ...meta } = field;
+    return [name, (type === 'boolean' ? z.boolean() : z.string()).meta(meta)];
+  });
+  return Object.fromEntries(fields) as { [Name in AuditEventFieldName]: FieldSchema<(typeof AUDIT_EVENT_FIELDS)[Name]> };
+}
 
 export const pageSchema = z
   .looseObject({

@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import { Database } from '../../src/db/database.ts';
 import { CursorCodec } from '../../src/events/cursor.ts';
 import { EventReader } from '../../src/events/eventReader.ts';
-import { EVENT_JSON, exportQuery } from '../../src/events/eventStore.ts';
+import { EVENT_DOCUMENT_VERSION, EVENT_JSON, renderEventDocument } from '../../src/events/eventDocument.ts';
+import { exportQuery } from '../../src/events/eventStore.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/events.ts';
@@ -57,6 +58,48 @@ describe('stored event documents', () => {
     const withoutDocument = await reader.findOne('doc', legacy.eventId);
     const asStored = (text: string) => text.replace(legacy.eventId, written.eventId).replace('08:00:00.000Z', '08:00:00.001Z');
     expect(asStored(withoutDocument)).to.equal(withDocument);
+  });
+
+  it('writes version 1 documents byte for byte as they were written before the shape had one definition', async () => {
+    // Stored documents are compared and hashed as bytes: this text must never change for version 1.
+    const golden = String.raw`{"event_id":"0198f3a0-0000-7000-8000-0000000000aa","timestamp":"2026-10-05T08:00:00.123Z","action":"phi.read","user_id":"dr \"who\" \\ ü","user_role":"clinician","resource_type":"patient_record","resource_id":"p-1\n2","fields_accessed":"[\"diagnosis\"]","phi_involved":true,"tenant_id":"golden","source_ip":"2001:db8::1","user_agent":"agent\t1\u0001","justification":"","success":false,"details":"{\"ward\":\"3B\"}"}`;
+    const event = newEvent({
+      tenantId: 'golden', eventId: '0198f3a0-0000-7000-8000-0000000000aa', occurredAtMs: Date.parse('2026-10-05T08:00:00.123Z'),
+      userId: 'dr "who" \\ ü', resourceType: 'patient_record', resourceId: 'p-1\n2', sourceIp: '2001:db8::1', userAgent: 'agent\t1\u0001',
+      success: false, details: '{"ward":"3B"}',
+    });
+    expect(EVENT_DOCUMENT_VERSION).to.equal(1);
+    expect(renderEventDocument(event, '2026-10-05T08:00:00.123Z')).to.equal(golden);
+    await new EventWriter(db).write([event], 'test');
+    const { rows } = await database.pool.query(`SELECT document, ${EVENT_JSON} AS rendered, document_version FROM events e WHERE event_id = $1`, [event.eventId]);
+    expect(rows[0]).to.deep.equal({ document: golden, rendered: golden, document_version: 1 });
+  });
+
+  it('records the version of every document, 1 for rows written before there were versions', async () => {
+    const { rows } = await database.pool.query('SELECT event_id, document_version FROM events WHERE event_id = ANY($1::uuid[]) ORDER BY occurred_at', [
+      [written.eventId, legacy.eventId],
+    ]);
+    expect(rows).to.deep.equal([
+      { event_id: legacy.eventId, document_version: 1 },
+      { event_id: written.eventId, document_version: EVENT_DOCUMENT_VERSION },
+    ]);
+  });
+
+  it('serves a stored document as it was written, whatever its version', async () => {
+    // A row as a future version 2 would store it: a field more, after the others. Served as sealed, never re-rendered.
+    const future = { ...written, tenantId: 'doc-v2', eventId: '0198f3a0-0000-7000-8000-000000000002' };
+    const document = `${renderEventDocument(future, '2026-10-05T08:00:00.001Z').slice(0, -1)},"sealed_by":"a later version"}`;
+    await database.pool.query(
+      `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
+                           fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document, document_version)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 2)`,
+      [future.tenantId, new Date(future.occurredAtMs).toISOString(), future.eventId, future.action, future.userId, future.userRole,
+        future.resourceType, future.resourceId, future.fieldsAccessed, future.phiInvolved, future.sourceIp, future.userAgent,
+        future.justification, future.success, future.details, document],
+    );
+    expect(await reader.findOne('doc-v2', future.eventId)).to.equal(document);
+    const page = await reader.listPage({ tenantId: 'doc-v2', filters: {}, limit: 10, cursor: undefined });
+    expect(page.startsWith(`{"events":[${document}],`)).to.equal(true);
   });
 
   it('lists, pages and exports both kinds of row', async () => {

@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { generateClientTypes } from '../../tools/openapi-typegen/index.ts';
+import type { z } from 'zod';
+import { AUDIT_EVENT_FIELDS, type AuditEvent } from '../../src/client/auditEvent.ts';
 import { auditEventSchema, eventListSchema } from '../../src/http/apiSchemas.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
@@ -77,6 +79,17 @@ describe('GET /api/v2/public/openapi.json', () => {
     expect(parsed.success, JSON.stringify(parsed.error?.issues)).to.equal(true);
     // And the document's component is generated from that same schema.
     expect(document.components.schemas.AuditEvent.required).to.have.members(Object.keys(auditEventSchema.shape));
+  });
+
+  it("documents the event from the client's field table: every field, in order, with its type and description", () => {
+    const component = document.components.schemas.AuditEvent;
+    expect(Object.keys(component.properties)).to.deep.equal(Object.keys(AUDIT_EVENT_FIELDS));
+    for (const [name, field] of Object.entries(AUDIT_EVENT_FIELDS)) {
+      expect(component.properties[name], name).to.include({ type: field.type, description: field.description });
+    }
+    // The server's type of an event and the client's are one type: each is assignable to the other.
+    const sameType: [z.infer<typeof auditEventSchema>] extends [AuditEvent] ? ([AuditEvent] extends [z.infer<typeof auditEventSchema>] ? true : false) : false = true;
+    expect(sameType).to.equal(true);
   });
 
   describe('a client generated with openapi-typescript and openapi-fetch', function () {

@@ -1,0 +1,11 @@
+-- The version of the shape each stored document was rendered in (eventDocument.EVENT_DOCUMENT_VERSION),
+-- so that the shape can change without touching a stored row: the table is append-only, and an event is
+-- served, and sealed, in the form it was written in. Writers record the version they rendered; the
+-- default is 1 for ever, the version of every row stored before this column (those without a document
+-- too, which readers render from the columns in version 1) and of writers that do not name one (a pod
+-- of the previous release during a rolling upgrade). A version 2 raises the writers' constant and leaves
+-- this default alone (docs/operations.md "Stored event documents").
+--
+-- A constant default is kept in the catalog (Postgres 11+): adding the column rewrites no partition and
+-- reads 1 for the existing rows.
+ALTER TABLE events ADD COLUMN document_version smallint NOT NULL DEFAULT 1;

@@ -1,0 +1,93 @@
+import { AUDIT_EVENT_FIELDS, type AuditEventFieldName, type JsonTypes } from '../client/auditEvent.ts';
+import type { NewEvent } from './eventStore.ts';
+
+/**
+ * The version of the document shape this code renders, recorded with every event it stores
+ * (events.document_version, migration 007). Stored documents are served as they were written, whatever
+ * their version: an event is sealed in the form it was stored in, and the table is append-only, so a
+ * change of shape never rewrites old rows. For a version 2 (a field added at the end of AUDIT_EVENT_FIELDS):
+ * raise this constant, so that writers record 2; keep the column's default at 1, the version of writers
+ * that do not name one (older pods during a rolling upgrade); and keep EVENT_JSON rendering version 1,
+ * because the rows it renders, those stored without a document, all are. Code that reads fields out of a
+ * stored document must then expect both versions (docs/operations.md "Stored event documents").
+ */
+export const EVENT_DOCUMENT_VERSION = 1;
+
+type JsonTypeOf<Name extends AuditEventFieldName> = JsonTypes[(typeof AUDIT_EVENT_FIELDS)[Name]['type']];
+
+/** Where the value of one field comes from: in SQL, an expression on the row `e`; in the write path, the event being stored. */
+interface FieldSource<Name extends AuditEventFieldName> {
+  readonly column: string;
+  readonly value: (event: NewEvent, timestamp: string) => JsonTypeOf<Name>;
+  /**
+   * The field's values are restricted, by the checks of ingestion and the types of their columns, to
+   * characters JSON never escapes (a UUID, a timestamp, ACTION_PATTERN, TENANT_ID_PATTERN, an IP address or
+   * ''), so they are written between quotes as they are: fewer calls on the ingest path.
+   */
+  readonly verbatim?: true;
+}
+
+/** The source of every field of the API's event; the type refuses a field of the table left without one. */
+const FIELD_SOURCES: { readonly [Name in AuditEventFieldName]: FieldSource<Name> } = {
+  event_id: { column: 'e.event_id', value: (event) => event.eventId, verbatim: true },
+  timestamp: { column: `to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`, value: (_event, timestamp) => timestamp, verbatim: true },
+  action: { column: 'e.action', value: (event) => event.action, verbatim: true },
+  user_id: { column: 'e.user_id', value: (event) => event.userId },
+  user_role: { column: 'e.user_role', value: (event) => event.userRole },
+  resource_type: { column: 'e.resource_type', value: (event) => event.resourceType },
+  resource_id: { column: 'e.resource_id', value: (event) => event.resourceId },
+  fields_accessed: { column: 'e.fields_accessed', value: (event) => event.fieldsAccessed },
+  phi_involved: { column: 'e.phi_involved', value: (event) => event.phiInvolved },
+  tenant_id: { column: 'e.tenant_id', value: (event) => event.tenantId, verbatim: true },
+  source_ip: { column: 'e.source_ip', value: (event) => event.sourceIp, verbatim: true },
+  user_agent: { column: 'e.user_agent', value: (event) => event.userAgent },
+  justification: { column: 'e.justification', value: (event) => event.justification },
+  success: { column: 'e.success', value: (event) => event.success },
+  details: { column: 'e.details', value: (event) => event.details },
+};
+
+/** How a field is written: a boolean bare, a verbatim string between quotes, any other string escaped. */
+type FieldKind = 'boolean' | 'verbatim' | 'escaped';
+
+/** The document's fields in the table's order, each with its key as written (`{"event_id":` or `,"user_id":`). */
+const DOCUMENT_FIELDS = (Object.keys(AUDIT_EVENT_FIELDS) as AuditEventFieldName[]).map((name, index) => {
+  const source = FIELD_SOURCES[name] as FieldSource<AuditEventFieldName>;
+  const kind: FieldKind = AUDIT_EVENT_FIELDS[name].type === 'boolean' ? 'boolean' : source.verbatim ? 'verbatim' : 'escaped';
+  return { key: `${index === 0 ? '{' : ','}"${name}":`, kind, column: source.column, value: source.value };
+});
+
+/**
+ * The API representation of an event, rendered once when it is stored and kept in events.document;
+ * `timestamp` is the event's instant in wire form. JSON.stringify escapes exactly what Postgres' to_json
+ * does (quote, backslash, control characters), so EVENT_JSON renders the same bytes.
+ */
+export function renderEventDocument(event: NewEvent, timestamp: string): string {
+  // A loop over a table built once; the ingest path renders every event it stores.
+  let document = '';
+  for (const field of DOCUMENT_FIELDS) {
+    const value = field.value(event, timestamp);
+    if (field.kind === 'escaped') document += field.key + JSON.stringify(value);
+    else if (field.kind === 'verbatim') document += `${field.key}"${value as string}"`;
+    else document += field.key + (value ? 'true' : 'false');
+  }
+  return `${document}}`;
+}
+
+const sqlText = (text: string) => `'${text.replaceAll("'", "''")}'`;
+
+/** The quote that ends the field at `index` when it is a verbatim string ('' past either end). */
+const closingQuote = (index: number) => (DOCUMENT_FIELDS[index]?.kind === 'verbatim' ? '"' : '');
+
+/**
+ * The same document rendered by Postgres from the columns of the row `e`, for rows stored without one
+ * (migration 005), all of them version 1; byte-identical to renderEventDocument's. Free text goes through
+ * to_json for escaping, verbatim strings between quotes, and the booleans print as true/false. Each line
+ * opens with the previous field's closing quote, so the text reads like the document. (The composite type
+ * audit_event_v2 of migration 001 is unused.)
+ */
+export const EVENT_JSON = DOCUMENT_FIELDS.map(({ key, kind, column }, index) => {
+  const opening = sqlText(closingQuote(index - 1) + key + (kind === 'verbatim' ? '"' : ''));
+  return `${opening} || ${kind === 'escaped' ? `to_json(${column})` : column}`;
+})
+  .concat(sqlText(`${closingQuote(DOCUMENT_FIELDS.length - 1)}}`))
+  .join('\n    || ');

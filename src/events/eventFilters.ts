@@ -17,8 +17,9 @@ const timestampText = z
   .meta({ format: 'date-time', example: '2026-11-01T00:00:00.000Z' });
 
 /**
- * The filter fields as clients send them (query string or JSON body). One zod schema validates requests,
- * types the handlers and documents the API.
+ * The filters as clients send them in JSON (the export's body); the list's query string takes the same
+ * fields, with phi_involved as text (http/routes/events.ts). One zod shape validates requests, types the
+ * handlers, documents the API and names the filters a cursor is bound to.
  */
 export const filterFieldsSchema = {
   action: z
@@ -31,17 +32,23 @@ export const filterFieldsSchema = {
     .min(1)
     .max(RESOURCE_TYPE_MAX_LENGTH)
     .meta({ description: 'Exact resource type.', example: 'claim' }),
+  phi_involved: z.boolean().meta({ description: 'true: only PHI events; false: only non-PHI events.', example: true }),
   since: timestampText.meta({ description: 'Inclusive lower bound (RFC 3339).' }),
   until: timestampText.meta({ description: 'Exclusive upper bound (RFC 3339).' }),
 };
 
-export type FilterFields = {
-  action?: string | undefined;
-  resource_type?: string | undefined;
-  phi_involved?: boolean | undefined;
-  since?: string | undefined;
-  until?: string | undefined;
-};
+type FilterName = keyof typeof filterFieldsSchema;
+
+export type FilterFields = { [Name in FilterName]?: z.output<(typeof filterFieldsSchema)[Name]> | undefined };
+
+/** The field of EventFilters each filter becomes: a filter added to the schema without one does not compile. */
+const EVENT_FILTER_NAMES = {
+  action: 'action',
+  resource_type: 'resourceType',
+  phi_involved: 'phiInvolved',
+  since: 'sinceMs',
+  until: 'untilMs',
+} as const satisfies { readonly [Name in FilterName]: keyof EventFilters };
 
 export function toEventFilters(fields: FilterFields): EventFilters {
   const filters: { -readonly [K in keyof EventFilters]: EventFilters[K] } = {};
@@ -56,13 +63,15 @@ export function toEventFilters(fields: FilterFields): EventFilters {
   return filters;
 }
 
-/** Stable text form of the filters; the cursor is bound to it. */
+/** Every filter of the schema, in the schema's order, as named in EventFilters. */
+const CANONICAL_ORDER = (Object.keys(filterFieldsSchema) as FilterName[]).map((name) => EVENT_FILTER_NAMES[name]);
+
+/**
+ * Stable text form of the filters; the cursor is bound to it. Every filter of the schema has its place, so
+ * a new one cannot be left out; it is appended, and then every cursor issued before invalidates once
+ * (docs/api.md "Versioning": only a cursor's opacity is promised). Today's filters keep the text they
+ * had, so cursors survive a deploy that adds none.
+ */
 export function canonicalFilters(filters: EventFilters): string {
-  return JSON.stringify([
-    filters.action ?? null,
-    filters.resourceType ?? null,
-    filters.phiInvolved ?? null,
-    filters.sinceMs ?? null,
-    filters.untilMs ?? null,
-  ]);
+  return JSON.stringify(CANONICAL_ORDER.map((name) => filters[name] ?? null));
 }

@@ -12,21 +12,20 @@ export const DEFAULT_PAGE_SIZE = 100;
 export const MAX_PAGE_SIZE = 1000;
 
 /** Query parameters of GET /audit/events: validate requests, type the handler, document the API. */
-export const listEventsQuerySchema = z.strictObject({
-  action: filterFieldsSchema.action.optional(),
-  resource_type: filterFieldsSchema.resource_type.optional(),
-  phi_involved: queryBoolean().optional().meta({ description: 'true: only PHI events; false: only non-PHI events.' }),
-  since: filterFieldsSchema.since.optional(),
-  until: filterFieldsSchema.until.optional(),
-  limit: queryInteger(1, MAX_PAGE_SIZE)
-    .optional()
-    .meta({ description: `Page size, 1 to ${MAX_PAGE_SIZE}; default ${DEFAULT_PAGE_SIZE}.` }),
-  cursor: z
-    .string()
-    .max(200)
-    .optional()
-    .meta({ description: "The previous page's next_cursor, passed back unchanged. Opaque." }),
-});
+export const listEventsQuerySchema = z
+  .strictObject(filterFieldsSchema)
+  .partial()
+  .extend({
+    phi_involved: queryBoolean().optional().meta({ description: filterFieldsSchema.phi_involved.description }),
+    limit: queryInteger(1, MAX_PAGE_SIZE)
+      .optional()
+      .meta({ description: `Page size, 1 to ${MAX_PAGE_SIZE}; default ${DEFAULT_PAGE_SIZE}.` }),
+    cursor: z
+      .string()
+      .max(200)
+      .optional()
+      .meta({ description: "The previous page's next_cursor, passed back unchanged. Opaque." }),
+  });
 
 /** Endpoints without parameters still refuse unknown ones rather than ignore them. */
 export const noQuerySchema = z.strictObject({});

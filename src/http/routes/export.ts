@@ -13,15 +13,7 @@ import { authenticatedResponse, json, queryParameters, ref, standardErrorRespons
 import { auditEventSchema } from '../apiSchemas.ts';
 
 /** The export body: the list filters, in JSON (phi_involved is a JSON boolean here). */
-export const exportBodySchema = z
-  .strictObject({
-    action: filterFieldsSchema.action.optional(),
-    resource_type: filterFieldsSchema.resource_type.optional(),
-    phi_involved: z.boolean().optional().meta({ description: 'true: only PHI events; false: only non-PHI events.' }),
-    since: filterFieldsSchema.since.optional(),
-    until: filterFieldsSchema.until.optional(),
-  })
-  .meta({ id: 'ExportRequest' });
+export const exportBodySchema = z.strictObject(filterFieldsSchema).partial().meta({ id: 'ExportRequest' });
 
 export const exportQuerySchema = z.strictObject({
   format: z

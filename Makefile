@@ -11,8 +11,10 @@ node_modules/.installed: package.json package-lock.json
 
 install: node_modules/.installed
 
+# The service into dist/, and the customer client package (src/client, no dependencies) into packages/client/dist.
 build: install
 	npm run build
+	npm run build --prefix packages/client
 
 lint: install
 	tsc -p tsconfig.json --noEmit
@@ -38,4 +40,4 @@ crds: install
 	node scripts/generate-crds.ts
 
 clean:
-	rm -rf dist node_modules
+	rm -rf dist packages/client/dist node_modules

@@ -11,7 +11,7 @@
  * database with a TTL longer than the retry schedule (about 3 hours).
  */
 import { createServer } from 'node:http';
-import { verifyWebhookSignature } from '../src/index.ts';
+import { verifyWebhookSignature } from '../src/client/index.ts';
 
 const secret = process.env.WEBHOOK_SECRET;
 if (!secret) {

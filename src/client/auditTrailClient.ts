@@ -4,26 +4,7 @@
  * jitter while honouring Retry-After, and turns the cursor and export walks into async iterators.
  */
 
-export interface AuditEvent {
-  event_id: string;
-  timestamp: string;
-  action: string;
-  user_id: string;
-  user_role: string;
-  resource_type: string;
-  resource_id: string;
-  /** A JSON array in a string; "" for non-PHI events. */
-  fields_accessed: string;
-  phi_involved: boolean;
-  tenant_id: string;
-  source_ip: string;
-  user_agent: string;
-  justification: string;
-  success: boolean;
-  /** A JSON object in a string. */
-  details: string;
-  [extra: string]: unknown;
-}
+import type { AuditEvent } from './auditEvent.ts';
 
 export interface EventFilters {
   action?: string;
@@ -191,15 +172,9 @@ export class AuditTrailClient {
   }
 }
 
+/** The filters as the API takes them: instants in RFC 3339. */
 function filterValues(filters: EventFilters): Record<string, string | boolean | undefined> {
-  const time = (value: Date | string | undefined) => (value instanceof Date ? value.toISOString() : value);
-  return {
-    action: filters.action,
-    resource_type: filters.resource_type,
-    phi_involved: filters.phi_involved,
-    since: time(filters.since),
-    until: time(filters.until),
-  };
+  return Object.fromEntries(Object.entries(filters).map(([name, value]) => [name, value instanceof Date ? value.toISOString() : value]));
 }
 
 function toQuery(values: Record<string, string | boolean | undefined>): string {

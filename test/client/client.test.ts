@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
-import { AuditTrailApiError, AuditTrailClient } from '../../src/index.ts';
+import { AuditTrailApiError, AuditTrailClient } from '../../src/client/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { mintKey, startTestService, type TestService } from '../support/service.ts';

@@ -3,7 +3,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { verifyWebhookSignature } from '../../src/index.ts';
+import { verifyWebhookSignature } from '../../src/client/index.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { deleteEndpoint } from '../../src/webhooks/webhookStore.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { createHmac } from 'node:crypto';
-import { verifyWebhookSignature } from '../../src/index.ts';
+import { verifyWebhookSignature } from '../../src/client/index.ts';
 import { signDelivery } from '../../src/webhooks/signature.ts';
 
 const SECRET = '3f'.repeat(32);

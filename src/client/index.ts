@@ -1,0 +1,18 @@
+// The entry of the customer package (@audit-trail/client, packages/client): the API client and the webhook
+// verifier. Everything here runs on Node's own modules; nothing in src/client imports the service.
+export { AUDIT_EVENT_FIELDS, type AuditEvent, type AuditEventField, type AuditEventFieldName } from './auditEvent.ts';
+export {
+  AuditTrailApiError,
+  AuditTrailClient,
+  type ClientOptions,
+  type EventFilters,
+  type EventPage,
+  type WebhookEndpoint,
+} from './auditTrailClient.ts';
+export {
+  DEFAULT_SIGNATURE_TOLERANCE_S,
+  verifyWebhookSignature,
+  type VerificationFailure,
+  type VerificationResult,
+  type VerifyOptions,
+} from './webhookSignature.ts';

@@ -1,0 +1,68 @@
+import { createHmac, timingSafeEqual, type KeyObject } from 'node:crypto';
+
+/**
+ * The `X-Service-Signature` scheme (docs/webhooks.md "Verifying the signature"): `t=<unix seconds>,v1=<hex>` where v1 is
+ * HMAC-SHA-256, keyed with the endpoint secret (its hex text, as the owner received it), over
+ * `t=<t>.` followed by the raw body bytes. Receivers verify with this module; the service signs with
+ * the same signatureOf (webhooks/signature.ts), so the two cannot drift apart.
+ */
+
+export const DEFAULT_SIGNATURE_TOLERANCE_S = 300;
+
+/** The v1 signature's bytes: the endpoint secret's text, or a KeyObject made from its bytes. */
+export function signatureOf(secret: string | KeyObject, timestamp: number, rawBody: Buffer | string): Buffer {
+  return createHmac('sha256', secret).update(`t=${timestamp}.`).update(rawBody).digest();
+}
+
+export interface VerifyOptions {
+  /** Largest accepted |now − t| in seconds; 300 by default (docs/webhooks.md). */
+  readonly toleranceS?: number;
+  /** The receiver's clock, in epoch milliseconds. */
+  readonly now?: number;
+}
+
+export type VerificationFailure = 'malformed_header' | 'timestamp_out_of_tolerance' | 'signature_mismatch';
+
+export type VerificationResult = { readonly valid: true; readonly timestamp: number } | { readonly valid: false; readonly reason: VerificationFailure };
+
+/**
+ * Verifies a delivery as a receiver should: parse, check the clock window, recompute over the raw bytes
+ * (never a re-serialised body), compare in constant time. Several v1 values are accepted, so that a
+ * sender may sign with two secrets during a rotation.
+ */
+export function verifyWebhookSignature(
+  secret: string,
+  header: string | undefined,
+  rawBody: Buffer | string,
+  options: VerifyOptions = {},
+): VerificationResult {
+  const parsed = parseSignatureHeader(header);
+  if (!parsed) return { valid: false, reason: 'malformed_header' };
+  const tolerance = options.toleranceS ?? DEFAULT_SIGNATURE_TOLERANCE_S;
+  const nowS = (options.now ?? Date.now()) / 1000;
+  if (Math.abs(nowS - parsed.timestamp) > tolerance) return { valid: false, reason: 'timestamp_out_of_tolerance' };
+  const expected = signatureOf(secret, parsed.timestamp, rawBody);
+  const matches = parsed.signatures.some((candidate) => candidate.length === expected.length && timingSafeEqual(candidate, expected));
+  return matches ? { valid: true, timestamp: parsed.timestamp } : { valid: false, reason: 'signature_mismatch' };
+}
+
+function parseSignatureHeader(header: string | undefined): { timestamp: number; signatures: Buffer[] } | undefined {
+  if (!header) return undefined;
+  let timestamp: number | undefined;
+  const signatures: Buffer[] = [];
+  for (const part of header.split(',')) {
+    const separator = part.indexOf('=');
+    if (separator <= 0) return undefined;
+    const name = part.slice(0, separator).trim();
+    const value = part.slice(separator + 1).trim();
+    if (name === 't') {
+      if (!/^\d{1,12}$/.test(value) || timestamp !== undefined) return undefined;
+      timestamp = Number(value);
+    } else if (name === 'v1') {
+      if (!/^[0-9a-f]{64}$/i.test(value)) return undefined;
+      signatures.push(Buffer.from(value, 'hex'));
+    }
+    // Other schemes (v0, a future v2) are ignored, as the verification rules only name v1.
+  }
+  return timestamp === undefined || signatures.length === 0 ? undefined : { timestamp, signatures };
+}

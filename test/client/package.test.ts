@@ -1,0 +1,129 @@
+import { expect } from 'chai';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { AUDIT_EVENT_FIELDS } from '../../src/client/auditEvent.ts';
+import { signDelivery } from '../../src/webhooks/signature.ts';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { newEvent, seedEvents } from '../support/events.ts';
+import { mintKey, startTestService, type TestService } from '../support/service.ts';
+
+const run = promisify(execFile);
+const PACKAGE_DIRECTORY = resolve('packages/client');
+const TSC = resolve('node_modules/.bin/tsc');
+
+/** A scratch project's environment: the project Node and tsc first, npm's cache its own, no inherited module paths. */
+function scratchEnvironment(scratch: string): NodeJS.ProcessEnv {
+  const { NODE_OPTIONS: _options, NODE_PATH: _path, ...inherited } = process.env;
+  return { ...inherited, npm_config_cache: join(scratch, '.npm-cache'), npm_config_audit: 'false', npm_config_fund: 'false' };
+}
+
+describe('the @audit-trail/client package, packed and installed in a project of its own', function () {
+  this.timeout(120_000);
+  let scratch: string;
+  let db: TestDatabase;
+  let api: TestService;
+  let packedFiles: string[];
+
+  before(async () => {
+    scratch = await mkdtemp(join(tmpdir(), 'audit-trail-client-'));
+    const env = scratchEnvironment(scratch);
+    // npm pack runs the package's prepack, which builds dist from src/client.
+    const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', scratch], { cwd: PACKAGE_DIRECTORY, env });
+    const [packed] = JSON.parse(stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
+    packedFiles = packed!.files.map((file) => file.path);
+    const project = join(scratch, 'project');
+    await run('mkdir', [project]);
+    await writeFile(join(project, 'package.json'), JSON.stringify({ name: 'scratch', private: true, type: 'module' }));
+    // Offline: a package without dependencies needs nothing but its tarball.
+    await run('npm', ['install', '--offline', join(scratch, packed!.filename)], { cwd: project, env });
+
+    db = await createTestDatabase();
+    api = await startTestService({ databaseUrl: db.url, roles: ['api'] });
+  });
+
+  after(async () => {
+    await api?.stop();
+    await db?.drop();
+    if (scratch) await rm(scratch, { recursive: true, force: true });
+  });
+
+  it('ships every module of src/client, compiled, with its declarations', async () => {
+    const modules = (await readdir('src/client')).filter((file) => file.endsWith('.ts')).map((file) => file.replace(/\.ts$/, ''));
+    expect(modules).to.include.members(['index', 'auditTrailClient', 'auditEvent', 'webhookSignature']);
+    const expected = modules.flatMap((module) => [`dist/${module}.js`, `dist/${module}.d.ts`]);
+    expect(packedFiles.filter((path) => path.startsWith('dist/') && !path.endsWith('.map'))).to.have.members(expected);
+  });
+
+  it('installs with no dependencies at all', async () => {
+    const project = join(scratch, 'project');
+    const lock = JSON.parse(await readFile(join(project, 'package-lock.json'), 'utf8')) as { packages: Record<string, unknown> };
+    expect(Object.keys(lock.packages).filter((path) => path !== '')).to.deep.equal(['node_modules/@audit-trail/client']);
+    const manifest = JSON.parse(await readFile(join(project, 'node_modules/@audit-trail/client/package.json'), 'utf8'));
+    const declared = ['dependencies', 'peerDependencies', 'optionalDependencies'].flatMap((field) => Object.keys(manifest[field] ?? {}));
+    expect(declared).to.deep.equal([]);
+    expect(await readdir(join(project, 'node_modules'))).to.have.members(['.package-lock.json', '@audit-trail']);
+  });
+
+  it('lists real events and verifies a signature of the service, from plain Node', async () => {
+    const T0 = Date.parse('2026-09-01T00:00:00.000Z');
+    const events = [newEvent({ tenantId: 'packaged', occurredAtMs: T0 }), newEvent({ tenantId: 'packaged', occurredAtMs: T0 + 1, phiInvolved: false })];
+    await seedEvents(db.url, events);
+    const { key } = await mintKey(db.url, { tenantId: 'packaged', scopes: ['audit:read'] });
+    const secret = 'ab'.repeat(32);
+    const body = '{"type":"phi.read","id":"0190c2a4-7a1e-7c3b-9a4e-1d2c3b4a5f60"}';
+    const program = `
+      import { AuditTrailClient, verifyWebhookSignature } from '@audit-trail/client';
+      const client = new AuditTrailClient({ baseUrl: process.env.BASE_URL, apiKey: process.env.API_KEY });
+      const events = [];
+      // limit 1: the walk follows next_cursor; the key's own admin.key.create event is filtered out.
+      for await (const event of client.listEvents({ action: 'phi.read', limit: 1 })) events.push(event);
+      const { SECRET, SIGNATURE, BODY } = process.env;
+      console.log(JSON.stringify({
+        events,
+        verdict: verifyWebhookSignature(SECRET, SIGNATURE, BODY),
+        tampered: verifyWebhookSignature(SECRET, SIGNATURE, BODY.replace('read', 'rEad')),
+      }));`;
+    const project = join(scratch, 'project');
+    await writeFile(join(project, 'use.js'), program);
+    const { stdout } = await run(process.execPath, ['use.js'], {
+      cwd: project,
+      env: { ...scratchEnvironment(scratch), BASE_URL: api.baseUrl, API_KEY: key, SECRET: secret, SIGNATURE: signDelivery(secret, body), BODY: body },
+    });
+    const result = JSON.parse(stdout);
+    expect(result.events.map((event: { event_id: string }) => event.event_id)).to.deep.equal([events[1]!.eventId, events[0]!.eventId]);
+    expect(Object.keys(result.events[0])).to.deep.equal(Object.keys(AUDIT_EVENT_FIELDS));
+    expect(result.events[0]).to.include({ tenant_id: 'packaged', phi_involved: false, timestamp: '2026-09-01T00:00:00.001Z' });
+    expect(result.verdict).to.include({ valid: true });
+    expect(result.tampered).to.deep.equal({ valid: false, reason: 'signature_mismatch' });
+  });
+
+  it('types the events from its declarations, in a TypeScript project of its own', async () => {
+    const project = join(scratch, 'project');
+    await writeFile(join(project, 'consumer.ts'), `
+      import { type AuditEvent, type VerificationResult } from '@audit-trail/client';
+      import { AUDIT_EVENT_FIELDS } from '@audit-trail/client/auditEvent';
+      declare const event: AuditEvent;
+      export const id: string = event.event_id;
+      export const phi: boolean = event.phi_involved;
+      export const fields: Array<keyof typeof AUDIT_EVENT_FIELDS> = ['details'];
+      // @ts-expect-error success is a boolean
+      export const wrong: string = event.success;
+      // @ts-expect-error fields the service may add are unknown, not any
+      export const missing: 'x' = event.no_such_field;
+      export type Verdict = VerificationResult['valid'];
+    `);
+    await writeFile(join(project, 'tsconfig.json'), JSON.stringify({
+      compilerOptions: {
+        target: 'es2024', module: 'nodenext', moduleResolution: 'nodenext', strict: true, noEmit: true,
+        // The package's declarations mention Buffer and fetch: a Node project has @types/node, here the repository's.
+        typeRoots: [resolve('node_modules/@types')], types: ['node'],
+      },
+      files: ['consumer.ts'],
+    }));
+    const checked = await run(TSC, ['-p', project]).then(() => '', (failure: { stdout?: string }) => failure.stdout ?? String(failure));
+    expect(checked).to.equal('');
+  });
+});

@@ -12,14 +12,15 @@ export const auditEventSchema = z
   .meta({ id: 'AuditEvent', description: 'One audit event. Clients must tolerate additional fields.' });
 
 type FieldSchema<Field extends AuditEventField> = Field['type'] extends 'boolean' ? z.ZodBoolean : z.ZodString;
+type AuditEventShape = { [Name in AuditEventFieldName]: FieldSchema<(typeof AUDIT_EVENT_FIELDS)[Name]> };
 
 /** The zod fields of the event, one per entry of the client's field table and in its order. */
-function auditEventShape(): { [Name in AuditEventFieldName]: FieldSchema<(typeof AUDIT_EVENT_FIELDS)[Name]> } {
+function auditEventShape(): AuditEventShape {
   const fields = Object.entries(AUDIT_EVENT_FIELDS).map(([name, field]: [string, AuditEventField]) => {
     const { type, ...meta } = field;
     return [name, (type === 'boolean' ? z.boolean() : z.string()).meta(meta)];
   });
-  return Object.fromEntries(fields) as { [Name in AuditEventFieldName]: FieldSchema<(typeof AUDIT_EVENT_FIELDS)[Name]> };
+  return Object.fromEntries(fields) as AuditEventShape;
 }
 
 export const pageSchema = z

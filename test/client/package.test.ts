@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -14,7 +14,7 @@ const run = promisify(execFile);
 const PACKAGE_DIRECTORY = resolve('packages/client');
 const TSC = resolve('node_modules/.bin/tsc');
 
-/** A scratch project's environment: the project Node and tsc first, npm's cache its own, no inherited module paths. */
+/** A scratch project's environment: npm's cache its own, no inherited module paths or Node options. */
 function scratchEnvironment(scratch: string): NodeJS.ProcessEnv {
   const { NODE_OPTIONS: _options, NODE_PATH: _path, ...inherited } = process.env;
   return { ...inherited, npm_config_cache: join(scratch, '.npm-cache'), npm_config_audit: 'false', npm_config_fund: 'false' };
@@ -35,7 +35,7 @@ describe('the @audit-trail/client package, packed and installed in a project of 
     const [packed] = JSON.parse(stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
     packedFiles = packed!.files.map((file) => file.path);
     const project = join(scratch, 'project');
-    await run('mkdir', [project]);
+    await mkdir(project);
     await writeFile(join(project, 'package.json'), JSON.stringify({ name: 'scratch', private: true, type: 'module' }));
     // Offline: a package without dependencies needs nothing but its tarball.
     await run('npm', ['install', '--offline', join(scratch, packed!.filename)], { cwd: project, env });

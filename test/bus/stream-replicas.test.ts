@@ -23,6 +23,15 @@ describe('JetStream streams on a three-node NATS cluster (NATS_STREAM_REPLICAS)'
       60_000,
       250,
     );
+    // A leader can be elected before every peer has caught up with the meta group; until then a
+    // three-replica stream finds "no suitable peers for placement" (seen on a loaded machine).
+    await waitFor(
+      async () => jsm.streams.add({ name: 'PLACEMENT_PROBE', subjects: ['placement.probe'], num_replicas: 3 }).then(() => true, () => false),
+      'the cluster to place a three-replica stream',
+      60_000,
+      500,
+    );
+    await jsm.streams.delete('PLACEMENT_PROBE');
   });
 
   after(async () => {

@@ -1,0 +1,267 @@
+/**
+ * Verification of the trail's tamper evidence, for customers: every event is a leaf of its tenant's
+ * append-only Merkle tree (RFC 9162 §2.1 hashing), and the service signs tree heads with Ed25519. A customer
+ * who keeps signed heads can prove with these functions alone that an event they were shown is still in the
+ * tree, unchanged and at its place, and that a later head extends an earlier one.
+ *
+ * Depends on node:crypto only, and on nothing else of this repository: it ships in the dependency-free client.
+ */
+import { createHash, createPublicKey, verify as verifySignature, type KeyObject } from 'node:crypto';
+
+/** A signed tree head as the API serves it. */
+export interface SignedTreeHead {
+  tenant_id: string;
+  tree_size: number;
+  /** Lowercase hex of the tree's root hash. */
+  root_hash: string;
+  /** ISO 8601 UTC with milliseconds. */
+  timestamp: string;
+  key_id: string;
+  /** Base64 Ed25519 signature over treeHeadSigningInput(head). */
+  signature: string;
+}
+
+export interface InclusionProof {
+  leaf_index: number;
+  tree_size: number;
+  leaf_hash: string;
+  audit_path: string[];
+}
+
+export interface ConsistencyProof {
+  first: number;
+  second: number;
+  proof: string[];
+}
+
+/** A public key the customer trusts, with the window in which it may have signed (from GET /audit/integrity/keys). */
+export interface TrustedKey {
+  /** SPKI PEM, or a KeyObject. */
+  public_key_pem: string | KeyObject;
+  valid_from?: string | null;
+  valid_until?: string | null;
+}
+
+export type Verification = { readonly valid: true } | { readonly valid: false; readonly reason: string };
+
+const VALID: Verification = Object.freeze({ valid: true });
+const invalid = (reason: string): Verification => ({ valid: false, reason });
+
+const LEAF_PREFIX = Buffer.from([0x00]);
+const NODE_PREFIX = Buffer.from([0x01]);
+const HEX_HASH = /^[0-9a-f]{64}$/;
+
+/**
+ * RFC 8785 (JCS) canonical JSON of a value parsed from JSON: object members sorted by the UTF-16 code
+ * units of their names, no whitespace, strings and numbers serialised as ECMAScript's JSON.stringify does
+ * (which is what RFC 8785 §3.2.2 prescribes). Strings that are not well-formed Unicode are refused, as
+ * RFC 8785 requires I-JSON input.
+ */
+export function canonicalJson(value: unknown): string {
+  if (typeof value === 'string') {
+    if (!value.isWellFormed()) throw new TypeError('canonical JSON: a string holds an unpaired surrogate');
+    return JSON.stringify(value);
+  }
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) throw new TypeError('canonical JSON: numbers must be finite');
+    return JSON.stringify(value);
+  }
+  if (value === null || typeof value === 'boolean') return JSON.stringify(value);
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (typeof value === 'object') {
+    const record = value as Record<string, unknown>;
+    const members = Object.keys(record)
+      .filter((name) => record[name] !== undefined)
+      .sort()
+      .map((name) => `${canonicalJson(name)}:${canonicalJson(record[name])}`);
+    return `{${members.join(',')}}`;
+  }
+  throw new TypeError(`canonical JSON: cannot serialise a ${typeof value}`);
+}
+
+/** SHA-256(0x00 ‖ leaf): the hash of one leaf (RFC 9162 §2.1.1). */
+export function hashLeaf(leaf: string | Uint8Array): Buffer {
+  return createHash('sha256').update(LEAF_PREFIX).update(leaf).digest();
+}
+
+/** SHA-256(0x01 ‖ left ‖ right): the hash of an interior node (RFC 9162 §2.1.1). */
+export function hashChildren(left: Uint8Array, right: Uint8Array): Buffer {
+  return createHash('sha256').update(NODE_PREFIX).update(left).update(right).digest();
+}
+
+/**
+ * The leaf hash of an event: of its RFC 8785 canonical JSON. `event` is the event as the API serves it
+ * (a parsed object, or its JSON text); members the export adds beside an event (`proof`, `tree_head`) must
+ * be removed first (eventFromExportLine does so).
+ */
+export function eventLeafHash(event: string | Record<string, unknown>): string {
+  const parsed = typeof event === 'string' ? (JSON.parse(event) as unknown) : event;
+  return hashLeaf(canonicalJson(parsed)).toString('hex');
+}
+
+/** Splits an exported event (NDJSON line or element of the JSON export) into the event and what was added to it. */
+export function eventFromExportLine(line: string | Record<string, unknown>): {
+  event: Record<string, unknown>;
+  proof: InclusionProof | null | undefined;
+  treeHead: SignedTreeHead | null | undefined;
+} {
+  const { proof, tree_head: treeHead, ...event } = (typeof line === 'string' ? JSON.parse(line) : line) as Record<string, unknown>;
+  return { event, proof: proof as InclusionProof | null | undefined, treeHead: treeHead as SignedTreeHead | null | undefined };
+}
+
+/** The bytes a tree head's signature covers: the RFC 8785 canonical JSON of exactly its five fields. */
+export function treeHeadSigningInput(head: Omit<SignedTreeHead, 'signature'>): string {
+  return canonicalJson({
+    tenant_id: head.tenant_id,
+    tree_size: head.tree_size,
+    root_hash: head.root_hash,
+    timestamp: head.timestamp,
+    key_id: head.key_id,
+  });
+}
+
+/** The key id the service derives from an Ed25519 public key: hex of the first 16 bytes of SHA-256 over its SPKI DER. */
+export function keyIdOf(publicKey: string | KeyObject): string {
+  const key = typeof publicKey === 'string' ? createPublicKey(publicKey) : publicKey;
+  const der = key.export({ type: 'spki', format: 'der' });
+  return createHash('sha256').update(der).digest().subarray(0, 16).toString('hex');
+}
+
+/**
+ * Checks a signed tree head: the signature of a trusted key whose id it names, made within that key's
+ * validity window when one is known. The key id is recomputed from each trusted key, never taken on trust.
+ */
+export function verifyTreeHead(head: SignedTreeHead, trustedKeys: readonly TrustedKey[]): Verification {
+  if (typeof head !== 'object' || head === null) return invalid('not a tree head');
+  if (!Number.isSafeInteger(head.tree_size) || head.tree_size < 0) return invalid('tree_size is not a non-negative integer');
+  if (typeof head.root_hash !== 'string' || !HEX_HASH.test(head.root_hash)) return invalid('root_hash is not 64 lowercase hex digits');
+  if (typeof head.timestamp !== 'string' || Number.isNaN(Date.parse(head.timestamp))) return invalid('timestamp is not a time');
+  if (typeof head.signature !== 'string' || typeof head.key_id !== 'string' || typeof head.tenant_id !== 'string') {
+    return invalid('tenant_id, key_id and signature must be strings');
+  }
+  const key = trustedKeys.find((candidate) => keyIdOf(candidate.public_key_pem) === head.key_id);
+  if (!key) return invalid(`signed by key ${head.key_id}, which is not among the trusted keys`);
+  const publicKey = typeof key.public_key_pem === 'string' ? createPublicKey(key.public_key_pem) : key.public_key_pem;
+  const signed = verifySignature(null, Buffer.from(treeHeadSigningInput(head)), publicKey, Buffer.from(head.signature, 'base64'));
+  if (!signed) return invalid('the signature does not match the tree head');
+  const at = Date.parse(head.timestamp);
+  if (key.valid_from && at < Date.parse(key.valid_from)) return invalid(`signed at ${head.timestamp}, before key ${head.key_id} was valid (${key.valid_from})`);
+  if (key.valid_until && at >= Date.parse(key.valid_until)) return invalid(`signed at ${head.timestamp}, after key ${head.key_id} was retired (${key.valid_until})`);
+  return VALID;
+}
+
+/** What a proof is checked against: the size and root of a tree head (verified first with verifyTreeHead). */
+export interface TreeSummary {
+  tree_size: number;
+  root_hash: string;
+}
+
+/**
+ * Checks that the leaf with this hash is at `leaf_index` of the tree of the given head, by the algorithm of
+ * RFC 9162 §2.1.3.2. The size comes from the head: a proof's own tree_size proves nothing.
+ */
+export function verifyInclusion(leafHash: string, proof: InclusionProof, head: TreeSummary): Verification {
+  const { leaf_index: index, audit_path: path } = proof;
+  const size = head.tree_size;
+  if (proof.tree_size !== size) return invalid(`the proof is for tree size ${proof.tree_size}, the tree head's size is ${size}`);
+  if (!Number.isSafeInteger(index) || !Number.isSafeInteger(size) || index < 0 || index >= size) {
+    return invalid(`leaf_index ${index} is not inside a tree of size ${size}`);
+  }
+  if (!Array.isArray(path) || !path.every((hash) => typeof hash === 'string' && HEX_HASH.test(hash))) {
+    return invalid('audit_path must hold 64-hex-digit hashes');
+  }
+  if (leafHash !== proof.leaf_hash) return invalid('the event does not hash to the proof\'s leaf_hash');
+  let fn = index;
+  let sn = size - 1;
+  let r = Buffer.from(leafHash, 'hex');
+  for (const hex of path) {
+    if (sn === 0) return invalid('audit_path is longer than the tree allows');
+    const p = Buffer.from(hex, 'hex');
+    if (isOdd(fn) || fn === sn) {
+      r = hashChildren(p, r);
+      if (!isOdd(fn)) {
+        while (!isOdd(fn) && fn !== 0) {
+          fn = half(fn);
+          sn = half(sn);
+        }
+      }
+    } else {
+      r = hashChildren(r, p);
+    }
+    fn = half(fn);
+    sn = half(sn);
+  }
+  if (sn !== 0) return invalid('audit_path is shorter than the tree requires');
+  return r.toString('hex') === head.root_hash ? VALID : invalid('the audit path does not lead to the tree head\'s root hash');
+}
+
+/**
+ * Checks that the tree of the first head is a prefix of the tree of the second, by the algorithm of
+ * RFC 9162 §2.1.4.2. The sizes come from the heads (verified first with verifyTreeHead).
+ */
+export function verifyConsistency(proof: ConsistencyProof, firstHead: TreeSummary, secondHead: TreeSummary): Verification {
+  const { proof: path } = proof;
+  const first = firstHead.tree_size;
+  const second = secondHead.tree_size;
+  const firstRoot = firstHead.root_hash;
+  const secondRoot = secondHead.root_hash;
+  if (proof.first !== first || proof.second !== second) {
+    return invalid(`the proof is between sizes ${proof.first} and ${proof.second}, the tree heads' sizes are ${first} and ${second}`);
+  }
+  if (!Number.isSafeInteger(first) || !Number.isSafeInteger(second) || first < 1 || first > second) {
+    return invalid(`sizes ${first} and ${second} are not 1 ≤ first ≤ second`);
+  }
+  if (!Array.isArray(path) || !path.every((hash) => typeof hash === 'string' && HEX_HASH.test(hash))) {
+    return invalid('proof must hold 64-hex-digit hashes');
+  }
+  if (first === second) {
+    if (path.length !== 0) return invalid('a proof between equal sizes must be empty');
+    return firstRoot === secondRoot ? VALID : invalid(`two different root hashes for tree size ${first}`);
+  }
+  const hashes = path.map((hex) => Buffer.from(hex, 'hex'));
+  if (hashes.length === 0) return invalid('the proof is empty');
+  if (isPowerOfTwo(first)) hashes.unshift(Buffer.from(firstRoot, 'hex'));
+  let fn = first - 1;
+  let sn = second - 1;
+  while (isOdd(fn)) {
+    fn = half(fn);
+    sn = half(sn);
+  }
+  let fr = hashes[0]!;
+  let sr = hashes[0]!;
+  for (const c of hashes.slice(1)) {
+    if (sn === 0) return invalid('the proof is longer than the trees allow');
+    if (isOdd(fn) || fn === sn) {
+      fr = hashChildren(c, fr);
+      sr = hashChildren(c, sr);
+      if (!isOdd(fn)) {
+        while (!isOdd(fn) && fn !== 0) {
+          fn = half(fn);
+          sn = half(sn);
+        }
+      }
+    } else {
+      sr = hashChildren(sr, c);
+    }
+    fn = half(fn);
+    sn = half(sn);
+  }
+  if (sn !== 0) return invalid('the proof is shorter than the trees require');
+  if (fr.toString('hex') !== firstRoot) return invalid(`the proof does not lead to the root of the tree of size ${first}`);
+  if (sr.toString('hex') !== secondRoot) return invalid(`the proof does not lead to the root of the tree of size ${second}`);
+  return VALID;
+}
+
+// Tree sizes may exceed 2^32, where JavaScript's bitwise operators would truncate: arithmetic instead.
+function isOdd(n: number): boolean {
+  return n % 2 === 1;
+}
+
+function half(n: number): number {
+  return Math.floor(n / 2);
+}
+
+function isPowerOfTwo(n: number): boolean {
+  while (n > 1 && n % 2 === 0) n /= 2;
+  return n === 1;
+}

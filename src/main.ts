@@ -19,6 +19,9 @@ import { EventExporter } from './events/eventExport.ts';
 import { EventReader } from './events/eventReader.ts';
 import { ensureEventPartitions } from './events/eventStore.ts';
 import { HttpPort } from './http/httpServer.ts';
+import { integrityOpenApi, integrityRoutes } from './http/routes/integrity.ts';
+import { IntegrityReader } from './integrity/integrityReader.ts';
+import { startSealer } from './integrity/sealerRole.ts';
 import { buildInternalApp, type ReadinessCheck } from './http/internalApp.ts';
 import { buildPublicApp } from './http/publicApp.ts';
 import { eventRoutes, eventsOpenApi } from './http/routes/events.ts';
@@ -36,7 +39,7 @@ import { SERVICE_VERSION } from './platform/version.ts';
 import { SecretBox } from './webhooks/secretBox.ts';
 import { WebhookRegistry } from './webhooks/webhookRegistry.ts';
 
-export const ROLES = ['api', 'ingest', 'relay', 'worker', 'controller'] as const;
+export const ROLES = ['api', 'ingest', 'relay', 'worker', 'controller', 'sealer'] as const;
 export type Role = (typeof ROLES)[number];
 
 export interface RunningService {
@@ -171,6 +174,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       releasers.add('delivery worker', () => worker.stop());
     }
 
+    if (has('sealer')) await startSealer(config, db, log.child({ role: 'sealer' }), metrics, releasers);
+
     if (has('controller')) {
       const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'the controller role');
       // Loaded only for this role: the Kubernetes client alone adds about 80 MB to a process's memory.
@@ -223,6 +228,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         },
       });
       const reader = new EventReader(db, new CursorCodec(pepper));
+      const integrity = new IntegrityReader(db, pepper);
       const app = buildPublicApp({
         log,
         metrics,
@@ -233,7 +239,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         version: SERVICE_VERSION,
         features: [
           { router: eventRoutes(reader), openapi: eventsOpenApi },
-          { router: exportRoutes(new EventExporter(db), writer), openapi: exportOpenApi },
+          { router: integrityRoutes(integrity, config.seal.intervalMs), openapi: integrityOpenApi },
+          { router: exportRoutes(new EventExporter(db), writer, integrity), openapi: exportOpenApi },
           { router: webhookRoutes(webhookRegistry(config, db, writer, 'the api role')), openapi: webhooksOpenApi({ allowHttp: config.webhookAllowHttp }) },
         ],
       });

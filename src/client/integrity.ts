@@ -173,7 +173,7 @@ export function verifyInclusion(leafHash: string, proof: InclusionProof, head: T
   if (leafHash !== proof.leaf_hash) return invalid('the event does not hash to the proof\'s leaf_hash');
   let fn = index;
   let sn = size - 1;
-  let r = Buffer.from(leafHash, 'hex');
+  let r: Buffer = Buffer.from(leafHash, 'hex');
   for (const hex of path) {
     if (sn === 0) return invalid('audit_path is longer than the tree allows');
     const p = Buffer.from(hex, 'hex');
@@ -218,7 +218,7 @@ export function verifyConsistency(proof: ConsistencyProof, firstHead: TreeSummar
     if (path.length !== 0) return invalid('a proof between equal sizes must be empty');
     return firstRoot === secondRoot ? VALID : invalid(`two different root hashes for tree size ${first}`);
   }
-  const hashes = path.map((hex) => Buffer.from(hex, 'hex'));
+  const hashes: Buffer[] = path.map((hex) => Buffer.from(hex, 'hex'));
   if (hashes.length === 0) return invalid('the proof is empty');
   if (isPowerOfTwo(first)) hashes.unshift(Buffer.from(firstRoot, 'hex'));
   let fn = first - 1;
@@ -227,8 +227,8 @@ export function verifyConsistency(proof: ConsistencyProof, firstHead: TreeSummar
     fn = half(fn);
     sn = half(sn);
   }
-  let fr = hashes[0]!;
-  let sr = hashes[0]!;
+  let fr: Buffer = hashes[0]!;
+  let sr: Buffer = hashes[0]!;
   for (const c of hashes.slice(1)) {
     if (sn === 0) return invalid('the proof is longer than the trees allow');
     if (isOdd(fn) || fn === sn) {

@@ -1,3 +1,4 @@
+import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { accessSync, constants } from 'node:fs';
 import { z } from 'zod';
 import { parseCidrList } from '../platform/cidr.ts';
@@ -27,6 +28,18 @@ const duration = (example: string) =>
     }
     return ms;
   });
+
+// An Ed25519 private key in PEM (PKCS#8). The message never repeats the value: it is a secret.
+const ed25519PrivateKey = z.string().transform((pem, ctx): KeyObject => {
+  try {
+    const key = createPrivateKey(pem.replace(/\\n/g, '\n'));
+    if (key.asymmetricKeyType === 'ed25519') return key;
+    ctx.addIssue({ code: 'custom', message: `must be an Ed25519 private key, not ${key.asymmetricKeyType ?? 'a symmetric key'}` });
+  } catch {
+    ctx.addIssue({ code: 'custom', message: 'must be an Ed25519 private key in PEM (PKCS#8), as `openssl genpkey -algorithm ed25519` writes it' });
+  }
+  return z.NEVER;
+});
 
 const port = z.coerce.number().int().min(0, 'must be a port number').max(65535, 'must be a port number');
 
@@ -147,6 +160,11 @@ const environmentSchema = z.object({
   CONTROLLER_LEASE_DURATION_MS: z.coerce.number().int().min(1000).default(15_000),
   CONTROLLER_RENEW_DEADLINE_MS: z.coerce.number().int().min(500).default(10_000),
   CONTROLLER_RETRY_PERIOD_MS: z.coerce.number().int().min(100).default(2_000),
+  // Tamper evidence (docs/integrity.md): every committed event gets its leaf within SEAL_INTERVAL, and a
+  // tenant's tree gets a signed head at least every SEAL_HEARTBEAT even without new events.
+  SEAL_INTERVAL: duration('10s').pipe(z.number().min(100, 'must be at least 100ms')).default(10_000),
+  SEAL_HEARTBEAT: duration('1h').pipe(z.number().min(1000, 'must be at least 1s').max(3_600_000, 'must be at most 1h: heads come at least hourly')).default(3_600_000),
+  SEAL_SIGNING_KEY: ed25519PrivateKey.optional(),
   POD_NAME: z.string().optional(),
   POD_NAMESPACE: z.string().optional(),
   // Who the operator commands (keys, import) name as the actor of the admin events they write.
@@ -262,6 +280,7 @@ function toConfig(env: z.output<typeof environmentSchema>) {
       renewDeadlineMs: env.CONTROLLER_RENEW_DEADLINE_MS,
       retryPeriodMs: env.CONTROLLER_RETRY_PERIOD_MS,
     },
+    seal: { intervalMs: env.SEAL_INTERVAL, heartbeatMs: env.SEAL_HEARTBEAT, signingKey: env.SEAL_SIGNING_KEY },
     podName: env.POD_NAME,
     podNamespace: env.POD_NAMESPACE,
     operatorActor: env.AUDIT_ACTOR,

@@ -11,6 +11,8 @@ export const EXPORT_ROW_CAP = 10_000;
 /** One export in progress: known truncation, rows as JSON text, and one connection held until close(). */
 export interface ExportSession {
   readonly truncated: boolean;
+  /** The export's snapshot (pg_export_snapshot), when asked for: another connection can read in it. */
+  readonly snapshotId: string | undefined;
   rows(): AsyncIterable<string>;
   close(): Promise<void>;
 }
@@ -34,10 +36,11 @@ export class EventExporter {
     this.cap = cap;
   }
 
-  async open(tenantId: string, filters: EventFilters): Promise<ExportSession> {
+  async open(tenantId: string, filters: EventFilters, options: { shareSnapshot?: boolean } = {}): Promise<ExportSession> {
     const client = await this.db.connect();
     try {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      const snapshotId = options.shareSnapshot ? (await client.query<{ id: string }>('SELECT pg_export_snapshot() AS id')).rows[0]!.id : undefined;
       const window = await measureExportWindow(client, tenantId, filters, this.cap);
       const truncated = window.boundaryMs !== undefined;
       const everyRowInBoundary = truncated && window.newestMs === window.boundaryMs;
@@ -46,7 +49,7 @@ export class EventExporter {
         filters,
         !truncated ? {} : everyRowInBoundary ? { onlyMs: window.boundaryMs } : { newerThanMs: window.boundaryMs },
       );
-      return new StreamingExport(client, truncated, query);
+      return new StreamingExport(client, truncated, query, snapshotId);
     } catch (error) {
       client.release(error as Error);
       throw translateUnavailable(error);
@@ -56,15 +59,17 @@ export class EventExporter {
 
 class StreamingExport implements ExportSession {
   readonly truncated: boolean;
+  readonly snapshotId: string | undefined;
   private readonly client: pg.PoolClient;
   private readonly query: { text: string; values: unknown[] };
   private stream: QueryStream | undefined;
   private connectionLost: Error | undefined;
   private closed = false;
 
-  constructor(client: pg.PoolClient, truncated: boolean, query: { text: string; values: unknown[] }) {
+  constructor(client: pg.PoolClient, truncated: boolean, query: { text: string; values: unknown[] }, snapshotId: string | undefined) {
     this.client = client;
     this.truncated = truncated;
+    this.snapshotId = snapshotId;
     this.query = query;
   }
 

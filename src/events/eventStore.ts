@@ -34,9 +34,11 @@ export interface StoredEventKey {
 
 /**
  * What every read sends: the stored document as it was written, whatever its version, or for a row stored
- * before there were documents, its version-1 rendering from the columns.
+ * before there were documents, its version-1 rendering from the columns. A sealed event's leaf is the hash
+ * of this (integrity/sealStore.ts), so whatever a later version changes here must keep serving sealed
+ * events exactly as they were sealed (test/integrity/served-form.test.ts).
  */
-const EVENT_DOCUMENT = `COALESCE(e.document, ${EVENT_JSON})`;
+export const EVENT_DOCUMENT = `COALESCE(e.document, ${EVENT_JSON})`;
 
 const EPOCH_MS = `(extract(epoch FROM e.occurred_at) * 1000)::int8`;
 

@@ -74,7 +74,28 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  readonly eventsSealed = new Counter({
+    name: 'audit_events_sealed_total',
+    help: 'Events appended to their tenant\'s Merkle tree by this sealer',
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+  }
+
+  /**
+   * audit_seal_oldest_unsealed_age_seconds, measured at each scrape (not at each sealing pass, so that a
+   * stuck sealer shows a growing age rather than a frozen one).
+   */
+  registerSealBacklogAge(measure: () => Promise<number>): void {
+    new Gauge({
+      name: 'audit_seal_oldest_unsealed_age_seconds',
+      help: 'Seconds since the oldest event still waiting for its Merkle leaf was committed; 0 when none waits',
+      registers: [this.registry],
+      async collect() {
+        this.set(await measure());
+      },
+    });
   }
 }

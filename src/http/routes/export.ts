@@ -5,6 +5,8 @@ import { EXPORT_ROW_CAP, type EventExporter, type ExportSession } from '../../ev
 import { filterFieldsSchema, toEventFilters, type EventFilters } from '../../events/eventFilters.ts';
 import { adminEvent } from '../../events/adminEvent.ts';
 import type { EventWriter } from '../../events/eventWriter.ts';
+import type { ExportProofs } from '../../integrity/exportProofs.ts';
+import type { IntegrityReader } from '../../integrity/integrityReader.ts';
 import { requireScope } from '../authenticate.ts';
 import { jsonBody, parseBody, parseQuery } from '../requestInput.ts';
 import { ValidationError } from '../../platform/errors.ts';
@@ -20,6 +22,10 @@ export const exportQuerySchema = z.strictObject({
     .enum(['json', 'ndjson'], { message: 'must be json or ndjson' })
     .optional()
     .meta({ description: 'json (default): one object; ndjson: one event per line.' }),
+  proofs: z
+    .enum(['true', 'false'], { message: 'must be true or false' })
+    .optional()
+    .meta({ description: 'true: each event carries its inclusion proof against the signed tree head included in the response (docs/integrity.md).' }),
 });
 
 type ExportFormat = 'json' | 'ndjson';
@@ -41,23 +47,27 @@ function refusePaging(body: unknown): void {
 // Rows are sent in chunks of about this many characters: fewer writes than one per row, bounded memory.
 const CHUNK_CHARS = 64 * 1024;
 
-export function exportRoutes(exporter: EventExporter, writer: EventWriter): Router<RequestState> {
+export function exportRoutes(exporter: EventExporter, writer: EventWriter, integrity: IntegrityReader): Router<RequestState> {
   const router = new Router<RequestState>();
 
   router.post('/audit/export', requireScope('audit:export'), jsonBody('64kb'), async (ctx) => {
-    const { format = 'json' } = parseQuery(exportQuerySchema, ctx.query);
+    const { format = 'json', proofs } = parseQuery(exportQuerySchema, ctx.query);
     refusePaging(ctx.request.body);
     // No body at all means no filters; a body of `null` is a client's mistake, not "export everything".
     const given: unknown = ctx.request.body;
     const body = parseBody(exportBodySchema, given === undefined || given === '' ? {} : given);
     const filters = toEventFilters(body);
-    const session = await exporter.open(principalOf(ctx).tenantId, filters);
+    const session = await exporter.open(principalOf(ctx).tenantId, filters, { shareSnapshot: proofs === 'true' });
+    const proven = proofs === 'true' ? await integrity.openExportProofs(principalOf(ctx).tenantId, session).catch(async (error: unknown) => {
+      await session.close();
+      throw error;
+    }) : undefined;
     ctx.status = 200;
     // Known before the first byte: the window was sized in the export's snapshot.
     ctx.set('X-Service-Truncated', String(session.truncated));
     ctx.set('Cache-Control', 'no-store');
     ctx.type = format === 'ndjson' ? 'application/x-ndjson' : 'application/json';
-    ctx.body = Readable.from(renderExport(session, format, (count, completed) => recordExport(ctx, writer, filters, format, session.truncated, count, completed)), {
+    ctx.body = Readable.from(renderExport(session, format, (count, completed) => recordExport(ctx, writer, filters, format, session.truncated, count, completed), proven), {
       objectMode: false,
     });
   });
@@ -74,12 +84,13 @@ async function* renderExport(
   session: ExportSession,
   format: ExportFormat,
   record: (count: number, completed: boolean) => Promise<void>,
+  proven?: ExportProofs,
 ): AsyncGenerator<string> {
   let count = 0;
   let recorded = false;
   let pending = format === 'json' ? '{"events":[' : '';
   try {
-    for await (const json of session.rows()) {
+    for await (const json of proven ? proven.decorate(session.rows(), format) : session.rows()) {
       pending += format === 'json' ? (count === 0 ? json : `,${json}`) : `${json}\n`;
       count += 1;
       if (pending.length >= CHUNK_CHARS) {
@@ -90,9 +101,11 @@ async function* renderExport(
     await session.close();
     recorded = true;
     await record(count, true);
-    if (format === 'json') pending += `],"count":${count},"truncated":${session.truncated}}`;
+    const head = proven ? `,"tree_head":${JSON.stringify(proven.head ?? null)}` : '';
+    if (format === 'json') pending += `],"count":${count},"truncated":${session.truncated}${head}}`;
     yield pending;
   } finally {
+    await proven?.close();
     await session.close();
     if (!recorded) await record(count, false).catch(() => undefined);
   }

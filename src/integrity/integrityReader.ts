@@ -1,0 +1,100 @@
+import type { ConsistencyProof, InclusionProof, SignedTreeHead } from '../client/integrity.ts';
+import type { Database, Queryable } from '../db/database.ts';
+import { UUID_PATTERN } from '../events/eventFields.ts';
+import { ConflictError, NotFoundError, ValidationError } from '../platform/errors.ts';
+import { ExportProofs } from './exportProofs.ts';
+import { TileSet, tilesForConsistency, tilesForInclusion } from './tiles.ts';
+import { TreeHeadCursor } from './treeHeadCursor.ts';
+import { findEventLeaf, latestTreeHead, listSealKeys, listTreeHeads, loadTiles, treeHeadOfSize, type SealKeyRecord } from './treeStore.ts';
+
+/** 409 for an event committed but not yet given its leaf; the client retries after Retry-After. */
+export class NotYetSealedError extends ConflictError {
+  readonly retryAfterSeconds: number;
+
+  constructor(retryAfterSeconds: number) {
+    super('not_yet_sealed', 'The event is stored but not yet sealed into the tree; retry after Retry-After seconds.');
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}
+
+export interface HeadsRequest {
+  readonly tenantId: string;
+  readonly sinceMs: number | undefined;
+  readonly untilMs: number | undefined;
+  readonly limit: number;
+  readonly cursor: string | undefined;
+}
+
+/** The read side of tamper evidence: heads, proofs and keys, for the API. */
+export class IntegrityReader {
+  private readonly db: Database;
+  private readonly cursors: TreeHeadCursor;
+
+  constructor(db: Database, pepper: string) {
+    this.db = db;
+    this.cursors = new TreeHeadCursor(pepper);
+  }
+
+  async latestHead(tenantId: string): Promise<SignedTreeHead> {
+    const head = await latestTreeHead(this.db, tenantId);
+    if (!head) throw new NotFoundError('No signed tree head yet: nothing of this tenant has been sealed.');
+    return head;
+  }
+
+  /** `{"tree_heads": [...], "page": {...}}`, newest first. */
+  async headsPage(request: HeadsRequest): Promise<object> {
+    const { tenantId, limit } = request;
+    const window = JSON.stringify([request.sinceMs ?? null, request.untilMs ?? null]);
+    const beforeMs = request.cursor === undefined ? undefined : this.cursors.decode(request.cursor, tenantId, window);
+    const heads = await listTreeHeads(this.db, tenantId, { sinceMs: request.sinceMs, untilMs: request.untilMs, beforeMs }, limit + 1);
+    const hasMore = heads.length > limit;
+    const page = hasMore ? heads.slice(0, limit) : heads;
+    const last = page.at(-1);
+    const nextCursor = hasMore && last ? this.cursors.encode(Date.parse(last.timestamp), tenantId, window) : null;
+    return { tree_heads: page, page: { limit, returned: page.length, next_cursor: nextCursor, has_more: hasMore } };
+  }
+
+  /** The head a proof is computed against: of exactly this size, or the latest. */
+  private async headFor(db: Queryable, tenantId: string, treeSize: number | undefined, field: string): Promise<SignedTreeHead> {
+    if (treeSize === undefined) return this.latestHead(tenantId);
+    const head = await treeHeadOfSize(db, tenantId, treeSize);
+    if (!head) throw new NotFoundError(`No signed tree head of size ${treeSize} (${field}); sizes are listed by GET /audit/integrity/tree-heads.`);
+    return head;
+  }
+
+  async inclusionProof(tenantId: string, eventId: string, treeSize: number | undefined, retryAfterSeconds: number): Promise<InclusionProof> {
+    const notFound = () => new NotFoundError('No event with this id.');
+    if (!UUID_PATTERN.test(eventId)) throw notFound();
+    const leaf = await findEventLeaf(this.db, tenantId, eventId.toLowerCase());
+    if (!leaf) throw notFound();
+    if (leaf.leafIndex === undefined) throw new NotYetSealedError(retryAfterSeconds);
+    const head = await this.headFor(this.db, tenantId, treeSize, 'tree_size');
+    if (leaf.leafIndex >= head.tree_size) {
+      throw ValidationError.single('tree_size', `the tree head of size ${head.tree_size} does not include this event (leaf ${leaf.leafIndex}); ask for a larger size`);
+    }
+    const tiles = new TileSet(await loadTiles(this.db, tenantId, tilesForInclusion(leaf.leafIndex, head.tree_size)));
+    return {
+      leaf_index: leaf.leafIndex,
+      tree_size: head.tree_size,
+      leaf_hash: tiles.leafHash(leaf.leafIndex).toString('hex'),
+      audit_path: tiles.inclusionPath(leaf.leafIndex, head.tree_size).map((hash) => hash.toString('hex')),
+    };
+  }
+
+  async consistencyProof(tenantId: string, first: number, second: number): Promise<ConsistencyProof> {
+    if (first > second) throw ValidationError.single('first', 'must not be greater than second');
+    await this.headFor(this.db, tenantId, first, 'first');
+    await this.headFor(this.db, tenantId, second, 'second');
+    const tiles = new TileSet(await loadTiles(this.db, tenantId, tilesForConsistency(first, second)));
+    return { first, second, proof: tiles.consistencyPath(first, second).map((hash) => hash.toString('hex')) };
+  }
+
+  /** Proofs for an export opened with a shared snapshot (EventExporter.open with shareSnapshot). */
+  async openExportProofs(tenantId: string, session: { readonly snapshotId: string | undefined }): Promise<ExportProofs> {
+    return ExportProofs.open(this.db, tenantId, session.snapshotId!);
+  }
+
+  async keys(): Promise<{ keys: SealKeyRecord[] }> {
+    return { keys: await listSealKeys(this.db) };
+  }
+}

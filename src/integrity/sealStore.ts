@@ -1,0 +1,181 @@
+import type pg from 'pg';
+import { textArrayLiteral } from '../db/arrayLiteral.ts';
+import { prepared, type Queryable } from '../db/database.ts';
+import { EVENT_DOCUMENT } from '../events/eventStore.ts';
+import type { SignedTreeHead } from '../client/integrity.ts';
+import type { Tile } from './tiles.ts';
+
+/** SQL of sealing: the queue, the tree's state row (the per-tenant lock), appending leaves, heads, keys. */
+
+/** Tenants with events waiting, and tenants whose latest head is older than the heartbeat. */
+export async function tenantsToSeal(db: Queryable, heartbeatMs: number): Promise<string[]> {
+  const { rows } = await db.query<{ tenant_id: string }>(
+    `SELECT DISTINCT tenant_id FROM seal_queue
+     UNION
+     SELECT tenant_id FROM merkle_trees
+      WHERE tree_size > 0 AND last_head_at < clock_timestamp() - $1 * interval '1 millisecond'`,
+    [heartbeatMs],
+  );
+  return rows.map((row) => row.tenant_id);
+}
+
+export interface TreeState {
+  readonly size: number;
+  readonly root: Buffer | undefined;
+  readonly lastHeadAtMs: number | undefined;
+  /** The database's clock, in milliseconds: heads are dated by it, as key validity windows are. */
+  readonly nowMs: number;
+  /** Whether the sealer's key may still sign (a newer key retires it). */
+  readonly keyCurrent: boolean;
+}
+
+/**
+ * Locks the tenant's tree for this transaction, or returns undefined when another sealer holds it (the
+ * caller moves on; that sealer will do the work). The key row is share-locked, so a newer key cannot
+ * retire this one until the heads signed with it are committed.
+ */
+export async function lockTree(client: pg.PoolClient, tenantId: string, keyId: string): Promise<TreeState | undefined> {
+  await client.query(prepared('INSERT INTO merkle_trees (tenant_id) VALUES ($1) ON CONFLICT (tenant_id) DO NOTHING', [tenantId]));
+  const { rows } = await client.query<{ tree_size: number; root_hash: Buffer | null; last_head_ms: number | null; now_ms: number; key_current: boolean | null }>(
+    prepared(
+      `SELECT tree_size, root_hash,
+              (extract(epoch FROM last_head_at) * 1000)::int8 AS last_head_ms,
+              (extract(epoch FROM date_trunc('milliseconds', clock_timestamp())) * 1000)::int8 AS now_ms,
+              (SELECT valid_until IS NULL FROM seal_keys WHERE key_id = $2 FOR SHARE) AS key_current
+         FROM merkle_trees WHERE tenant_id = $1
+         FOR UPDATE SKIP LOCKED`,
+      [tenantId, keyId],
+    ),
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  return {
+    size: row.tree_size,
+    root: row.root_hash ?? undefined,
+    lastHeadAtMs: row.last_head_ms ?? undefined,
+    nowMs: row.now_ms,
+    keyCurrent: row.key_current === true,
+  };
+}
+
+export interface QueuedEvent {
+  readonly queueId: number;
+  /** Postgres' text form of occurred_at, passed back as it is. */
+  readonly occurredAt: string;
+  readonly eventId: string;
+  /** The event as the API serves it; undefined if the row is gone. */
+  readonly document: string | undefined;
+}
+
+/**
+ * The oldest queue rows of a tenant, expanded to their events in queue order with the documents the API
+ * serves for them: a leaf is the hash of exactly what a reader gets (eventStore.EVENT_DOCUMENT).
+ */
+export async function takeQueuedEvents(client: pg.PoolClient, tenantId: string, maxRows: number): Promise<QueuedEvent[]> {
+  const query: pg.QueryArrayConfig = {
+    ...prepared(
+      `SELECT q.id, k.occurred_at::text, k.event_id::text, ${EVENT_DOCUMENT}
+         FROM (SELECT id, event_occurred_at, event_ids FROM seal_queue WHERE tenant_id = $1 ORDER BY id LIMIT $2) q
+         CROSS JOIN LATERAL unnest(q.event_occurred_at, q.event_ids) WITH ORDINALITY AS k(occurred_at, event_id, position)
+         LEFT JOIN events e ON e.tenant_id = $1 AND e.occurred_at = k.occurred_at AND e.event_id = k.event_id
+        ORDER BY q.id, k.position`,
+      [tenantId, maxRows],
+    ),
+    rowMode: 'array',
+  };
+  const rows = (await client.query(query)).rows as unknown as Array<[number, string, string, string | null]>;
+  return rows.map(([queueId, occurredAt, eventId, document]) => ({ queueId, occurredAt, eventId, document: document ?? undefined }));
+}
+
+export interface Append {
+  readonly tenantId: string;
+  readonly firstIndex: number;
+  readonly leaves: ReadonlyArray<{ readonly occurredAt: string; readonly eventId: string }>;
+  readonly tiles: readonly Tile[];
+  readonly queueIds: readonly number[];
+  readonly head: SignedTreeHead;
+}
+
+/**
+ * The whole append as one statement: the leaves, the changed tiles, the queue rows taken, the signed head
+ * and the tree's new state. Committed with the lock taken by lockTree.
+ */
+export async function recordAppend(client: pg.PoolClient, append: Append): Promise<void> {
+  const { head } = append;
+  await client.query(
+    prepared(
+      `WITH leaves AS (
+         INSERT INTO merkle_leaves (tenant_id, leaf_index, event_occurred_at, event_id)
+         SELECT $1, $2 + k.position - 1, k.occurred_at, k.event_id
+           FROM unnest($3::timestamptz[], $4::uuid[]) WITH ORDINALITY AS k(occurred_at, event_id, position)
+       ), tiles AS (
+         INSERT INTO merkle_tiles (tenant_id, level, tile_index, hashes)
+         SELECT $1, t.level, t.tile_index, t.hashes FROM unnest($5::smallint[], $6::bigint[], $7::bytea[]) AS t(level, tile_index, hashes)
+         ON CONFLICT (tenant_id, level, tile_index) DO UPDATE SET hashes = excluded.hashes
+       ), dequeued AS (
+         DELETE FROM seal_queue WHERE tenant_id = $1 AND id = ANY($8::bigint[])
+       ), signed AS (
+         INSERT INTO tree_heads (tenant_id, signed_at, tree_size, root_hash, key_id, signature)
+         VALUES ($1, $9::timestamptz, $10, $11, $12, $13)
+       )
+       UPDATE merkle_trees SET tree_size = $10, root_hash = $11, last_head_at = $9::timestamptz WHERE tenant_id = $1`,
+      [
+        append.tenantId,
+        append.firstIndex,
+        textArrayLiteral(append.leaves.map((leaf) => leaf.occurredAt)),
+        textArrayLiteral(append.leaves.map((leaf) => leaf.eventId)),
+        append.tiles.map((tile) => tile.level),
+        append.tiles.map((tile) => tile.index),
+        append.tiles.map((tile) => tile.hashes),
+        append.queueIds,
+        head.timestamp,
+        head.tree_size,
+        Buffer.from(head.root_hash, 'hex'),
+        head.key_id,
+        Buffer.from(head.signature, 'base64'),
+      ],
+    ),
+  );
+}
+
+/** Queue rows whose events were all gone when their turn came (only a tampered store has such rows). */
+export async function dropQueueRows(client: pg.PoolClient, tenantId: string, queueIds: readonly number[]): Promise<void> {
+  await client.query('DELETE FROM seal_queue WHERE tenant_id = $1 AND id = ANY($2::bigint[])', [tenantId, queueIds]);
+}
+
+/** A heartbeat: a new head for the same tree. */
+export async function recordHeartbeat(client: pg.PoolClient, head: SignedTreeHead): Promise<void> {
+  await client.query(
+    prepared(
+      `WITH signed AS (
+         INSERT INTO tree_heads (tenant_id, signed_at, tree_size, root_hash, key_id, signature)
+         VALUES ($1, $2::timestamptz, $3, $4, $5, $6)
+       )
+       UPDATE merkle_trees SET last_head_at = $2::timestamptz WHERE tenant_id = $1`,
+      [head.tenant_id, head.timestamp, head.tree_size, Buffer.from(head.root_hash, 'hex'), head.key_id, Buffer.from(head.signature, 'base64')],
+    ),
+  );
+}
+
+/**
+ * Makes this key the one that signs: registers it, and retires the current key if it is another. Refuses
+ * (returns the time) when this key was retired before: a retired key never signs again, so that an old
+ * replica left running during a rotation cannot take over from the new key.
+ */
+export async function registerSealKey(client: pg.PoolClient, keyId: string, publicKeyPem: string): Promise<{ retiredAt: string | undefined }> {
+  await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['audit_trail.seal_keys']);
+  const { rows } = await client.query<{ valid_until: Date | null }>('SELECT valid_until FROM seal_keys WHERE key_id = $1', [keyId]);
+  if (rows[0]?.valid_until) return { retiredAt: rows[0].valid_until.toISOString() };
+  if (rows[0]) return { retiredAt: undefined };
+  await client.query('UPDATE seal_keys SET valid_until = clock_timestamp() WHERE valid_until IS NULL');
+  await client.query('INSERT INTO seal_keys (key_id, public_key_pem, valid_from) VALUES ($1, $2, clock_timestamp())', [keyId, publicKeyPem]);
+  return { retiredAt: undefined };
+}
+
+/** Seconds since the oldest queued event was committed; 0 when nothing waits. */
+export async function oldestUnsealedAgeSeconds(db: Queryable): Promise<number> {
+  const { rows } = await db.query<{ age: number | null }>(
+    'SELECT extract(epoch FROM clock_timestamp() - min(enqueued_at))::float8 AS age FROM seal_queue',
+  );
+  return Math.max(0, rows[0]?.age ?? 0);
+}

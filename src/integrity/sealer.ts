@@ -1,0 +1,170 @@
+import type pg from 'pg';
+import { eventLeafHash } from '../client/integrity.ts';
+import type { Database } from '../db/database.ts';
+import { coerceError } from '../platform/errors.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { ServiceMetrics } from '../platform/metrics.ts';
+import { dropQueueRows, lockTree, recordAppend, recordHeartbeat, registerSealKey, takeQueuedEvents, tenantsToSeal, type TreeState } from './sealStore.ts';
+import { TileSet, appendLeaves, rightEdgeTiles } from './tiles.ts';
+import { loadTiles } from './treeStore.ts';
+import type { TreeHeadSigner } from './treeHeadSigner.ts';
+
+export interface SealerOptions {
+  readonly db: Database;
+  readonly signer: TreeHeadSigner;
+  /** SEAL_INTERVAL: every committed event gets its leaf within it while the sealer keeps up. */
+  readonly intervalMs: number;
+  /** SEAL_HEARTBEAT: a tenant's latest head is never older than this (at most an hour). */
+  readonly heartbeatMs: number;
+  readonly log: Logger;
+  readonly metrics?: ServiceMetrics;
+}
+
+export class RetiredSigningKeyError extends Error {
+  override name = 'RetiredSigningKeyError';
+}
+
+/** Queue rows sealed per transaction: up to ~20,000 events with the write path's batches of 1,000. */
+const QUEUE_ROWS_PER_APPEND = 20;
+const ERROR_BACKOFF_MS = 1_000;
+
+export interface PassResult {
+  readonly sealed: number;
+  readonly heads: number;
+  /** Tenants skipped because another sealer held their tree. */
+  readonly busy: number;
+}
+
+/**
+ * The sealer role: appends committed events to their tenant's Merkle tree and signs a head after every
+ * append, plus a heartbeat head per tenant at least every SEAL_HEARTBEAT. It looks every half interval, so
+ * an event waits at most about one interval while the sealer keeps up. Replicas may run side by side:
+ * each tenant's tree is appended to under its row lock, taken with SKIP LOCKED, so they share the tenants
+ * and never append to one tree at once.
+ */
+export class Sealer {
+  private readonly options: SealerOptions;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+  private wake: (() => void) | undefined;
+
+  constructor(options: SealerOptions) {
+    this.options = options;
+  }
+
+  /** Registers the signing key (retiring the previous one) and starts sealing. */
+  async start(): Promise<void> {
+    const { signer } = this.options;
+    const { retiredAt } = await this.options.db.transaction((client) => registerSealKey(client, signer.keyId, signer.publicKeyPem));
+    if (retiredAt) {
+      throw new RetiredSigningKeyError(`SEAL_SIGNING_KEY (key id ${signer.keyId}) was retired at ${retiredAt} by a newer key; a retired key never signs again`);
+    }
+    this.options.log.info({ key_id: signer.keyId, interval_ms: this.options.intervalMs }, 'sealer started');
+    this.running = this.loop();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake?.();
+    await this.running;
+  }
+
+  private async loop(): Promise<void> {
+    const cadenceMs = Math.max(50, Math.floor(this.options.intervalMs / 2));
+    while (!this.stopped) {
+      const started = Date.now();
+      let pauseMs = cadenceMs;
+      try {
+        await this.sealPass();
+      } catch (thrown) {
+        const error = coerceError(thrown);
+        if (error instanceof RetiredSigningKeyError) {
+          // Another replica runs with a newer key now: this one must not sign again.
+          this.options.log.error({ err: error }, 'signing key retired; the sealer stops signing');
+          return;
+        }
+        this.options.log.warn({ err: error }, 'sealing pass failed; will retry');
+        pauseMs = ERROR_BACKOFF_MS;
+      }
+      await this.sleep(Math.max(0, pauseMs - (Date.now() - started)));
+    }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    if (this.stopped || ms === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  /** One pass over every tenant with work: what the loop runs, and what tests call to seal at once. */
+  async sealPass(): Promise<PassResult> {
+    const tenants = await tenantsToSeal(this.options.db, this.options.heartbeatMs);
+    let sealed = 0;
+    let heads = 0;
+    let busy = 0;
+    for (const tenantId of tenants) {
+      for (;;) {
+        if (this.stopped) return { sealed, heads, busy };
+        const outcome = await this.options.db.transaction((client) => this.sealTenant(client, tenantId));
+        if (outcome.kind === 'busy') busy += 1;
+        if (outcome.kind === 'appended' || outcome.kind === 'heartbeat') heads += 1;
+        sealed += outcome.sealed;
+        this.options.metrics?.eventsSealed.inc(outcome.sealed);
+        if (!outcome.more) break;
+      }
+    }
+    return { sealed, heads, busy };
+  }
+
+  /**
+   * One transaction for one tenant: lock its tree, take the oldest queued events, append their leaves and
+   * sign the new head; or sign a heartbeat when nothing waits and the latest head is old enough.
+   */
+  private async sealTenant(client: pg.PoolClient, tenantId: string): Promise<TenantOutcome> {
+    const { signer, log } = this.options;
+    const tree = await lockTree(client, tenantId, signer.keyId);
+    if (!tree) return { kind: 'busy', sealed: 0, more: false };
+    if (!tree.keyCurrent) throw new RetiredSigningKeyError(`key ${signer.keyId} is no longer the current signing key`);
+    const queued = await takeQueuedEvents(client, tenantId, QUEUE_ROWS_PER_APPEND);
+    const queueIds = [...new Set(queued.map((event) => event.queueId))];
+    const present = queued.filter((event) => event.document !== undefined);
+    if (present.length < queued.length) {
+      // Only possible in a store altered behind the service's back: there is no event to seal.
+      log.error({ tenant_id: tenantId, event_ids: queued.filter((event) => event.document === undefined).map((event) => event.eventId) }, 'queued events are missing from the store');
+    }
+    if (present.length === 0) {
+      if (queueIds.length > 0) await dropQueueRows(client, tenantId, queueIds);
+      if (tree.size === 0 || !this.heartbeatDue(tree)) return { kind: 'idle', sealed: 0, more: queueIds.length === QUEUE_ROWS_PER_APPEND };
+      await recordHeartbeat(client, signer.sign({ tenant_id: tenantId, tree_size: tree.size, root_hash: tree.root!.toString('hex'), timestamp: headTimestamp(tree) }));
+      return { kind: 'heartbeat', sealed: 0, more: false };
+    }
+    const leafHashes = present.map((event) => Buffer.from(eventLeafHash(event.document!), 'hex'));
+    const edge = new TileSet(await loadTiles(client, tenantId, rightEdgeTiles(tree.size)));
+    const appended = appendLeaves(tree.size, edge, leafHashes);
+    const head = signer.sign({ tenant_id: tenantId, tree_size: appended.size, root_hash: appended.root.toString('hex'), timestamp: headTimestamp(tree) });
+    await recordAppend(client, { tenantId, firstIndex: tree.size, leaves: present, tiles: appended.tiles, queueIds, head });
+    // Only a full take can leave more waiting for this tenant.
+    return { kind: 'appended', sealed: present.length, more: queueIds.length === QUEUE_ROWS_PER_APPEND };
+  }
+
+  private heartbeatDue(tree: TreeState): boolean {
+    return tree.lastHeadAtMs === undefined || tree.nowMs - tree.lastHeadAtMs >= this.options.heartbeatMs;
+  }
+}
+
+interface TenantOutcome {
+  readonly kind: 'busy' | 'idle' | 'heartbeat' | 'appended';
+  readonly sealed: number;
+  readonly more: boolean;
+}
+
+/** Heads of one tenant are dated strictly increasingly: the timestamp orders the history and keys it. */
+function headTimestamp(tree: TreeState): string {
+  const at = tree.lastHeadAtMs === undefined ? tree.nowMs : Math.max(tree.nowMs, tree.lastHeadAtMs + 1);
+  return new Date(at).toISOString();
+}

@@ -1,0 +1,149 @@
+import { prepared, type Queryable } from '../db/database.ts';
+import type { SignedTreeHead } from '../client/integrity.ts';
+import type { Tile, TileKey } from './tiles.ts';
+
+/** SQL of the stored trees, for the readers (API, export, checks) and the sealer alike. */
+
+export async function loadTiles(db: Queryable, tenantId: string, keys: readonly TileKey[]): Promise<Tile[]> {
+  if (keys.length === 0) return [];
+  const { rows } = await db.query<{ level: number; tile_index: number; hashes: Buffer }>(
+    prepared(
+      `SELECT t.level, t.tile_index, t.hashes
+         FROM unnest($2::smallint[], $3::bigint[]) AS k(level, tile_index)
+         JOIN merkle_tiles t ON t.tenant_id = $1 AND t.level = k.level AND t.tile_index = k.tile_index`,
+      [tenantId, keys.map((key) => key.level), keys.map((key) => key.index)],
+    ),
+  );
+  return rows.map((row) => ({ level: row.level, index: row.tile_index, hashes: row.hashes }));
+}
+
+type HeadRow = {
+  tenant_id: string;
+  tree_size: number;
+  root_hash: Buffer;
+  signed_at: string;
+  key_id: string;
+  signature: Buffer;
+};
+
+const HEAD_COLUMNS = `tenant_id, tree_size, root_hash, to_char(signed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS signed_at, key_id, signature`;
+
+function toHead(row: HeadRow): SignedTreeHead {
+  return {
+    tenant_id: row.tenant_id,
+    tree_size: row.tree_size,
+    root_hash: row.root_hash.toString('hex'),
+    timestamp: row.signed_at,
+    key_id: row.key_id,
+    signature: row.signature.toString('base64'),
+  };
+}
+
+export async function latestTreeHead(db: Queryable, tenantId: string): Promise<SignedTreeHead | undefined> {
+  const { rows } = await db.query<HeadRow>(
+    prepared(`SELECT ${HEAD_COLUMNS} FROM tree_heads WHERE tenant_id = $1 ORDER BY signed_at DESC LIMIT 1`, [tenantId]),
+  );
+  return rows[0] && toHead(rows[0]);
+}
+
+/** The latest head signed for exactly this size. */
+export async function treeHeadOfSize(db: Queryable, tenantId: string, treeSize: number): Promise<SignedTreeHead | undefined> {
+  const { rows } = await db.query<HeadRow>(
+    prepared(`SELECT ${HEAD_COLUMNS} FROM tree_heads WHERE tenant_id = $1 AND tree_size = $2 ORDER BY signed_at DESC LIMIT 1`, [tenantId, treeSize]),
+  );
+  return rows[0] && toHead(rows[0]);
+}
+
+export interface HeadWindow {
+  readonly sinceMs?: number;
+  readonly untilMs?: number;
+  /** Continue after this head (newest first). */
+  readonly beforeMs?: number;
+}
+
+/** Heads newest first, within [since, until), after the cursor position. */
+export async function listTreeHeads(db: Queryable, tenantId: string, window: HeadWindow, limit: number): Promise<SignedTreeHead[]> {
+  const { rows } = await db.query<HeadRow>(
+    prepared(
+      `SELECT ${HEAD_COLUMNS} FROM tree_heads
+        WHERE tenant_id = $1
+          AND ($2::timestamptz IS NULL OR signed_at >= $2::timestamptz)
+          AND ($3::timestamptz IS NULL OR signed_at < $3::timestamptz)
+          AND ($4::timestamptz IS NULL OR signed_at < $4::timestamptz)
+        ORDER BY signed_at DESC
+        LIMIT $5`,
+      [tenantId, isoOrNull(window.sinceMs), isoOrNull(window.untilMs), isoOrNull(window.beforeMs), limit],
+    ),
+  );
+  return rows.map(toHead);
+}
+
+/** Every head of a tenant, oldest first (the integrity check). */
+export async function allTreeHeads(db: Queryable, tenantId: string): Promise<SignedTreeHead[]> {
+  const { rows } = await db.query<HeadRow>(`SELECT ${HEAD_COLUMNS} FROM tree_heads WHERE tenant_id = $1 ORDER BY signed_at`, [tenantId]);
+  return rows.map(toHead);
+}
+
+function isoOrNull(ms: number | undefined): string | null {
+  return ms === undefined ? null : new Date(ms).toISOString();
+}
+
+export interface EventLeaf {
+  /** undefined while the event waits for its leaf. */
+  readonly leafIndex: number | undefined;
+}
+
+/**
+ * The leaf of the event with this id in this tenant, the newest such event when a producer reused an id
+ * with another timestamp; undefined when the tenant has no such event.
+ */
+export async function findEventLeaf(db: Queryable, tenantId: string, eventId: string): Promise<EventLeaf | undefined> {
+  const { rows } = await db.query<{ leaf_index: number | null }>(
+    prepared(
+      `SELECT l.leaf_index
+         FROM events e
+         LEFT JOIN merkle_leaves l ON l.event_id = e.event_id AND l.tenant_id = e.tenant_id AND l.event_occurred_at = e.occurred_at
+        WHERE e.tenant_id = $1 AND e.event_id = $2::uuid
+        ORDER BY e.occurred_at DESC
+        LIMIT 1`,
+      [tenantId, eventId],
+    ),
+  );
+  const row = rows[0];
+  return row && { leafIndex: row.leaf_index ?? undefined };
+}
+
+/** Leaf indexes of events given by id and wire timestamp; absent from the map when not sealed. */
+export async function leafIndexesOf(
+  db: Queryable,
+  tenantId: string,
+  events: ReadonlyArray<{ readonly eventId: string; readonly timestamp: string }>,
+): Promise<Map<string, number>> {
+  const { rows } = await db.query<{ event_id: string; timestamp: string; leaf_index: number }>(
+    prepared(
+      `SELECT k.event_id::text, k.ts AS timestamp, l.leaf_index
+         FROM unnest($2::uuid[], $3::text[]) AS k(event_id, ts)
+         JOIN merkle_leaves l ON l.event_id = k.event_id AND l.tenant_id = $1 AND l.event_occurred_at = k.ts::timestamptz`,
+      [tenantId, events.map((event) => event.eventId), events.map((event) => event.timestamp)],
+    ),
+  );
+  return new Map(rows.map((row) => [`${row.event_id}@${row.timestamp}`, row.leaf_index]));
+}
+
+export type SealKeyRecord = {
+  readonly key_id: string;
+  readonly algorithm: 'Ed25519';
+  readonly public_key_pem: string;
+  readonly valid_from: string;
+  readonly valid_until: string | null;
+};
+
+const ISO = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+export async function listSealKeys(db: Queryable): Promise<SealKeyRecord[]> {
+  const { rows } = await db.query<SealKeyRecord>(
+    `SELECT key_id, algorithm, public_key_pem, ${ISO('valid_from')} AS valid_from, ${ISO('valid_until')} AS valid_until
+       FROM seal_keys ORDER BY valid_from`,
+  );
+  return rows;
+}

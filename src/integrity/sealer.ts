@@ -54,13 +54,18 @@ export class Sealer {
 
   /** Registers the signing key (retiring the previous one) and starts sealing. */
   async start(): Promise<void> {
+    await this.registerKey();
+    this.options.log.info({ key_id: this.options.signer.keyId, interval_ms: this.options.intervalMs }, 'sealer started');
+    this.running = this.loop();
+  }
+
+  /** Makes the signing key current; what start() does before its loop (and tests before sealPass). */
+  async registerKey(): Promise<void> {
     const { signer } = this.options;
     const { retiredAt } = await this.options.db.transaction((client) => registerSealKey(client, signer.keyId, signer.publicKeyPem));
     if (retiredAt) {
       throw new RetiredSigningKeyError(`SEAL_SIGNING_KEY (key id ${signer.keyId}) was retired at ${retiredAt} by a newer key; a retired key never signs again`);
     }
-    this.options.log.info({ key_id: signer.keyId, interval_ms: this.options.intervalMs }, 'sealer started');
-    this.running = this.loop();
   }
 
   async stop(): Promise<void> {

@@ -4,6 +4,8 @@ import { constants } from 'node:os';
 import { parseArgs } from 'node:util';
 import { ApiKeyService } from './auth/apiKeyService.ts';
 import type { ApiKeyRecord } from './auth/apiKeyStore.ts';
+import { INTEGRITY_USAGE, runIntegrity } from './cli/integrityCommand.ts';
+import { VERIFY_USAGE, runVerify } from './cli/verifyCommand.ts';
 import { ConfigError, loadConfig, requireSetting, type Config } from './config/config.ts';
 import { Database } from './db/database.ts';
 import { createDatabaseIfMissing, migrate } from './db/migrate.ts';
@@ -18,12 +20,14 @@ import { SERVICE_VERSION } from './platform/version.ts';
 const USAGE = `audit-trail ${SERVICE_VERSION}
 
 Usage:
-  audit-trail serve [--roles api,ingest,relay,worker,controller]
+  audit-trail serve [--roles api,ingest,relay,worker,controller,sealer]
   audit-trail migrate [--create-database]
   audit-trail keys mint --tenant T --scopes a,b [--cidr C]... [--description D] [--json]
   audit-trail keys revoke <lookup_id>
   audit-trail keys list [--tenant T] [--json]
   audit-trail import [--allow-old] FILE.ndjson
+  ${INTEGRITY_USAGE}
+  ${VERIFY_USAGE}
 
 Configuration comes from the environment (DATABASE_URL, REDIS_URL, NATS_URL, PORT, INTERNAL_PORT,
 INGEST_TOKENS, KEY_PEPPER, SECRET_ENCRYPTION_KEY, KEY_ENVIRONMENT, LOG_LEVEL, ...); see README.md.
@@ -56,6 +60,10 @@ async function main(argv: string[]): Promise<number> {
       return keys(rest, config, log);
     case 'import':
       return importFile(rest, config, log);
+    case 'integrity':
+      return runIntegrity(rest, config, log);
+    case 'verify':
+      return runVerify(rest);
     default:
       throw new UsageError(`unknown command "${command}"; see audit-trail --help`);
   }

@@ -81,23 +81,30 @@ function foldRight(hashes: readonly Buffer[]): Buffer {
 
 /** Tiles in memory, from which hashes of subtrees, ranges, roots and proofs are computed. */
 export class TileSet {
-  private readonly tiles = new Map<string, Buffer>();
+  private readonly byKey = new Map<string, Buffer>();
 
   constructor(tiles: Iterable<Tile> = []) {
     for (const tile of tiles) this.add(tile);
   }
 
   add(tile: Tile): void {
-    this.tiles.set(keyText(tile), tile.hashes);
+    this.byKey.set(keyText(tile), tile.hashes);
+  }
+
+  tiles(): Tile[] {
+    return [...this.byKey].map(([key, hashes]) => {
+      const [level, index] = key.split('/').map(Number) as [number, number];
+      return { level, index, hashes };
+    });
   }
 
   has(key: TileKey): boolean {
-    return this.tiles.has(keyText(key));
+    return this.byKey.has(keyText(key));
   }
 
   nodeHash(node: TreeNode): Buffer {
     const { key, offset, count } = locate(node);
-    const hashes = this.tiles.get(keyText(key));
+    const hashes = this.byKey.get(keyText(key));
     if (!hashes || hashes.length < (offset + count) * HASH_BYTES) {
       throw new MissingTileError(`tile ${keyText(key)} lacks the subtree at level ${node.level}, index ${node.index}`);
     }

@@ -1,0 +1,78 @@
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { verifyExport } from '../client/exportVerifier.ts';
+import type { ConsistencyProof, SignedTreeHead, TrustedKey } from '../client/integrity.ts';
+
+export const VERIFY_USAGE =
+  'audit-trail verify --export FILE --public-key FILE... [--tree-head FILE...] [--consistency FILE...] [--complete]';
+
+/**
+ * `audit-trail verify`: checks an export made with proofs=true offline, with no database and no network.
+ * Exits 0 with a summary, 1 naming every failing event and the reason, 2 for a usage problem.
+ */
+export async function runVerify(args: string[], out: NodeJS.WritableStream = process.stdout, err: NodeJS.WritableStream = process.stderr): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      export: { type: 'string' },
+      'public-key': { type: 'string', multiple: true, default: [] },
+      'tree-head': { type: 'string', multiple: true, default: [] },
+      consistency: { type: 'string', multiple: true, default: [] },
+      complete: { type: 'boolean', default: false },
+    },
+  });
+  if (!values.export || values['public-key'].length === 0) {
+    err.write(`audit-trail verify: --export and --public-key are required\nusage: ${VERIFY_USAGE}\n`);
+    return 2;
+  }
+  let inputs;
+  try {
+    inputs = {
+      exportText: await readFile(values.export, 'utf8'),
+      trustedKeys: (await Promise.all(values['public-key'].map(readTrustedKeys))).flat(),
+      savedHeads: (await Promise.all(values['tree-head'].map((path) => readJsonList<SignedTreeHead>(path, 'tree_heads')))).flat(),
+      consistencyProofs: (await Promise.all(values.consistency.map((path) => readJsonList<ConsistencyProof>(path, 'proofs')))).flat(),
+    };
+  } catch (error) {
+    err.write(`audit-trail verify: ${(error as Error).message}\n`);
+    return 2;
+  }
+  const report = verifyExport({ ...inputs, complete: values.complete });
+  for (const failure of report.failures) {
+    err.write(`audit-trail verify: ${failure.eventId ? `event ${failure.eventId}: ` : ''}${failure.reason}\n`);
+  }
+  const head = report.head ? `the tree head of size ${report.head.tree_size} signed at ${report.head.timestamp} by key ${report.head.key_id}` : 'no tree head';
+  const summary = `${report.events} events, ${report.proven} proven against ${head}, ${report.unsealed} not yet sealed; ${report.savedHeads} saved tree heads`;
+  if (report.failures.length > 0) {
+    err.write(`audit-trail verify: FAILED (${report.failures.length} problems): ${summary}\n`);
+    return 1;
+  }
+  out.write(`verified: ${summary} consistent with it\n`);
+  return 0;
+}
+
+/** PEM public keys (one or more per file), or the JSON of GET /audit/integrity/keys with validity windows. */
+async function readTrustedKeys(path: string): Promise<TrustedKey[]> {
+  const text = await readFile(path, 'utf8');
+  const pems = text.match(/-----BEGIN PUBLIC KEY-----[\s\S]+?-----END PUBLIC KEY-----/g);
+  if (pems) return pems.map((pem) => ({ public_key_pem: `${pem}\n` }));
+  const keys = parseJson(text, path) as { keys?: TrustedKey[] };
+  if (!Array.isArray(keys.keys)) throw new Error(`${path} holds neither PEM public keys nor {"keys": [...]}`);
+  return keys.keys;
+}
+
+/** One object, an array of them, or a page that lists them under `member`. */
+async function readJsonList<T>(path: string, member: string): Promise<T[]> {
+  const parsed = parseJson(await readFile(path, 'utf8'), path);
+  if (Array.isArray(parsed)) return parsed as T[];
+  const list = (parsed as Record<string, unknown>)[member];
+  return Array.isArray(list) ? (list as T[]) : [parsed as T];
+}
+
+function parseJson(text: string, path: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new Error(`${path} is not JSON`);
+  }
+}

@@ -1,0 +1,186 @@
+/**
+ * Offline verification of an export made with `proofs=true` (docs/integrity.md), for `audit-trail verify`
+ * and for customers' own code: every event's inclusion proof, the signatures of the export's head and of
+ * the heads the customer kept, and that all those heads describe one append-only history.
+ *
+ * Depends on node:crypto (through integrity.ts) only: part of the dependency-free client.
+ */
+import {
+  eventFromExportLine,
+  eventLeafHash,
+  verifyConsistency,
+  verifyInclusion,
+  verifyTreeHead,
+  type ConsistencyProof,
+  type InclusionProof,
+  type SignedTreeHead,
+  type TrustedKey,
+} from './integrity.ts';
+
+export interface ExportVerificationInput {
+  /** The export's body: the JSON object, or NDJSON text. */
+  exportText: string;
+  trustedKeys: readonly TrustedKey[];
+  /** Heads the customer kept earlier. */
+  savedHeads?: readonly SignedTreeHead[];
+  /** Consistency proofs fetched from GET /audit/integrity/consistency, linking saved heads and the export's. */
+  consistencyProofs?: readonly ConsistencyProof[];
+  /** The export is the tenant's whole trail (no filters, not truncated): every leaf below the head must be in it. */
+  complete?: boolean;
+}
+
+export interface ExportFailure {
+  /** The event concerned, when the failure is about one. */
+  eventId?: string;
+  reason: string;
+}
+
+export interface ExportVerificationReport {
+  events: number;
+  proven: number;
+  /** Events committed after the export's head: no proof yet. */
+  unsealed: number;
+  head: SignedTreeHead | undefined;
+  savedHeads: number;
+  failures: ExportFailure[];
+}
+
+interface ExportedEvent {
+  event: Record<string, unknown>;
+  proof: InclusionProof | null | undefined;
+  head: SignedTreeHead | null | undefined;
+}
+
+/** Reads either export format into events with their proofs and heads. */
+function readExport(text: string): ExportedEvent[] {
+  let whole: unknown;
+  try {
+    whole = JSON.parse(text);
+  } catch {
+    // NDJSON: more than one JSON value.
+  }
+  if (typeof whole === 'object' && whole !== null && Array.isArray((whole as { events?: unknown }).events)) return readJsonExport(whole as Record<string, unknown>);
+  return text
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => {
+      const { event, proof, treeHead } = eventFromExportLine(line);
+      return { event, proof, head: treeHead };
+    });
+}
+
+function readJsonExport(parsed: Record<string, unknown>): ExportedEvent[] {
+  const head = (parsed.tree_head ?? undefined) as SignedTreeHead | null | undefined;
+  return (parsed.events as Array<Record<string, unknown>>).map((element) => {
+    const { event, proof } = eventFromExportLine(element);
+    return { event, proof, head };
+  });
+}
+
+const describeHead = (head: SignedTreeHead) => `the tree head of size ${head.tree_size} signed at ${head.timestamp}`;
+
+export function verifyExport(input: ExportVerificationInput): ExportVerificationReport {
+  const failures: ExportFailure[] = [];
+  let exported: ExportedEvent[];
+  try {
+    exported = readExport(input.exportText);
+  } catch (error) {
+    return { events: 0, proven: 0, unsealed: 0, head: undefined, savedHeads: 0, failures: [{ reason: `the export is not JSON or NDJSON: ${(error as Error).message}` }] };
+  }
+
+  // The heads the export carries (one, unless NDJSON lines were mixed from several exports).
+  const heads = new Map<string, SignedTreeHead>();
+  for (const { head } of exported) if (head) heads.set(head.signature, head);
+  const headVerdicts = new Map<string, boolean>();
+  for (const head of heads.values()) {
+    const verdict = verifyTreeHead(head, input.trustedKeys);
+    headVerdicts.set(head.signature, verdict.valid);
+    if (!verdict.valid) failures.push({ reason: `${describeHead(head)} in the export: ${verdict.reason}` });
+  }
+
+  let proven = 0;
+  let unsealed = 0;
+  const leafOwners = new Map<number, string>();
+  for (const { event, proof, head } of exported) {
+    const eventId = typeof event.event_id === 'string' ? event.event_id : '(no event_id)';
+    if (proof === null || proof === undefined) {
+      unsealed += 1;
+      continue;
+    }
+    if (!head) {
+      failures.push({ eventId, reason: 'the event has a proof but the export has no tree head' });
+      continue;
+    }
+    let leafHash: string;
+    try {
+      leafHash = eventLeafHash(event);
+    } catch (error) {
+      failures.push({ eventId, reason: `the event cannot be canonicalised: ${(error as Error).message}` });
+      continue;
+    }
+    const verdict = verifyInclusion(leafHash, proof, head);
+    if (!verdict.valid) {
+      failures.push({ eventId, reason: verdict.reason });
+      continue;
+    }
+    const owner = leafOwners.get(proof.leaf_index);
+    if (owner !== undefined && owner !== eventId) failures.push({ eventId, reason: `event ${owner} claims the same leaf ${proof.leaf_index}` });
+    leafOwners.set(proof.leaf_index, eventId);
+    if (headVerdicts.get(head.signature)) proven += 1;
+  }
+
+  const exportHead = [...heads.values()].sort((a, b) => b.tree_size - a.tree_size)[0];
+  if (input.complete && exportHead) {
+    const missing: number[] = [];
+    for (let index = 0; index < exportHead.tree_size && missing.length <= 20; index += 1) if (!leafOwners.has(index)) missing.push(index);
+    if (missing.length > 0) {
+      failures.push({ reason: `the export is said to be complete but lacks the events of leaves ${missing.slice(0, 20).join(', ')}${missing.length > 20 ? ', ...' : ''} of ${describeHead(exportHead)}` });
+    }
+  }
+
+  const saved = input.savedHeads ?? [];
+  failures.push(...checkHistory(saved, [...heads.values()], input.trustedKeys, input.consistencyProofs ?? []));
+  return { events: exported.length, proven, unsealed, head: exportHead, savedHeads: saved.length, failures };
+}
+
+/**
+ * The kept heads and the export's must be signed, of one tenant, and describe one append-only history:
+ * heads of one size must have one root, and each kept head must be consistent with the export's head by a
+ * consistency proof (RFC 9162 §2.1.4).
+ */
+function checkHistory(saved: readonly SignedTreeHead[], exportHeads: readonly SignedTreeHead[], trustedKeys: readonly TrustedKey[], proofs: readonly ConsistencyProof[]): ExportFailure[] {
+  const failures: ExportFailure[] = [];
+  const valid: SignedTreeHead[] = [];
+  for (const head of saved) {
+    const verdict = verifyTreeHead(head, trustedKeys);
+    if (verdict.valid) valid.push(head);
+    else failures.push({ reason: `saved ${describeHead(head)}: ${verdict.reason}` });
+  }
+  const all = [...valid, ...exportHeads];
+  const tenants = new Set(all.map((head) => head.tenant_id));
+  if (tenants.size > 1) failures.push({ reason: `the tree heads belong to several tenants (${[...tenants].join(', ')})` });
+  const bySize = new Map<number, SignedTreeHead>();
+  for (const head of all) {
+    const other = bySize.get(head.tree_size);
+    if (other && other.root_hash !== head.root_hash) {
+      failures.push({ reason: `two different tree heads for size ${head.tree_size}: signed at ${other.timestamp} and at ${head.timestamp}` });
+    }
+    bySize.set(head.tree_size, head);
+  }
+  const target = exportHeads[0];
+  if (!target) return failures;
+  for (const head of valid) {
+    if (head.tree_size === target.tree_size) continue;
+    const [first, second] = head.tree_size < target.tree_size ? [head, target] : [target, head];
+    const proof = proofs.find((candidate) => candidate.first === first.tree_size && candidate.second === second.tree_size);
+    if (!proof) {
+      failures.push({
+        reason: `no consistency proof between sizes ${first.tree_size} and ${second.tree_size}: save GET /audit/integrity/consistency?first=${first.tree_size}&second=${second.tree_size} and pass it with --consistency`,
+      });
+      continue;
+    }
+    const verdict = verifyConsistency(proof, first, second);
+    if (!verdict.valid) failures.push({ reason: `${describeHead(first)} and ${describeHead(second)} are not consistent: ${verdict.reason}` });
+  }
+  return failures;
+}

@@ -1,0 +1,248 @@
+import type pg from 'pg';
+import { eventLeafHash, verifyTreeHead, type SignedTreeHead } from '../client/integrity.ts';
+import type { Database } from '../db/database.ts';
+import { EVENT_JSON } from '../events/eventStore.ts';
+import { TILE_WIDTH, TileSet, tilesForRanges, type Tile } from './tiles.ts';
+import { allTreeHeads, listSealKeys, loadTiles } from './treeStore.ts';
+
+/** One finding of the server-side audit; `eventId` names the event when there is one to name. */
+export interface IntegrityProblem {
+  readonly tenantId: string;
+  readonly kind:
+    | 'leaf_mismatch'
+    | 'columns_mismatch'
+    | 'event_missing'
+    | 'leaf_missing'
+    | 'unsealed_overdue'
+    | 'tree_corrupt'
+    | 'head_invalid'
+    | 'head_conflict';
+  readonly eventId?: string;
+  readonly leafIndex?: number;
+  readonly message: string;
+}
+
+export interface TenantReport {
+  readonly tenantId: string;
+  readonly leaves: number;
+  readonly heads: number;
+  /** Leaves whose event is gone with a dropped month partition: retention, not tampering. */
+  readonly retained: number;
+  readonly problems: IntegrityProblem[];
+}
+
+/**
+ * `audit-trail integrity check`: recomputes every leaf from the stored rows as the API would serve them,
+ * compares each row's columns with its stored document, recomputes the tree from its tiles up to every
+ * signed head, verifies every head's signature and key window, and finds events with no leaf (never
+ * queued) or waiting longer than SEAL_INTERVAL. Each tenant is read in one snapshot.
+ */
+export async function checkIntegrity(db: Database, options: { tenantId?: string; sealIntervalMs: number }): Promise<TenantReport[]> {
+  const tenants = options.tenantId ? [options.tenantId] : await tenantsWithTrails(db);
+  const reports: TenantReport[] = [];
+  for (const tenantId of tenants) {
+    const client = await db.connect();
+    try {
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      reports.push(await checkTenant(client, tenantId, options.sealIntervalMs));
+      await client.query('ROLLBACK');
+      client.release();
+    } catch (error) {
+      client.release(error as Error);
+      throw error;
+    }
+  }
+  return reports;
+}
+
+async function tenantsWithTrails(db: Database): Promise<string[]> {
+  const { rows } = await db.query<{ tenant_id: string }>(
+    'SELECT tenant_id FROM merkle_trees UNION SELECT DISTINCT tenant_id FROM events ORDER BY 1',
+  );
+  return rows.map((row) => row.tenant_id);
+}
+
+async function checkTenant(client: pg.PoolClient, tenantId: string, sealIntervalMs: number): Promise<TenantReport> {
+  const problems: IntegrityProblem[] = [];
+  const report = (problem: Omit<IntegrityProblem, 'tenantId'>) => problems.push({ tenantId, ...problem });
+  const { rows: trees } = await client.query<{ tree_size: number }>('SELECT tree_size FROM merkle_trees WHERE tenant_id = $1', [tenantId]);
+  const treeSize = trees[0]?.tree_size ?? 0;
+  const upper = new TileSet(await upperTiles(client, tenantId));
+  const { leaves, retained } = await checkLeaves(client, tenantId, treeSize, upper, report);
+  const heads = await allTreeHeads(client, tenantId);
+  await checkHeads(client, tenantId, heads, upper, treeSize, report);
+  await checkUnsealed(client, tenantId, sealIntervalMs, report);
+  return { tenantId, leaves, heads: heads.length, retained, problems };
+}
+
+/** Tiles above the leaf level: a few per million leaves, held in memory for the whole check. */
+async function upperTiles(client: pg.PoolClient, tenantId: string): Promise<Tile[]> {
+  const { rows } = await client.query<{ level: number; tile_index: number; hashes: Buffer }>(
+    'SELECT level, tile_index, hashes FROM merkle_tiles WHERE tenant_id = $1 AND level > 0',
+    [tenantId],
+  );
+  return rows.map((row) => ({ level: row.level, index: row.tile_index, hashes: row.hashes }));
+}
+
+interface LeafRow {
+  leaf_index: number;
+  event_id: string;
+  occurred_at: string;
+  document: string | null;
+  rendered: string | null;
+  /** Whether the month partition the event belongs to still exists. */
+  partition_exists: boolean;
+}
+
+/** Leaves read per round: 100 leaf-level tiles. */
+const LEAVES_PER_ROUND = 100 * TILE_WIDTH;
+
+/**
+ * Walks the leaves in order beside the leaf-level tiles: each leaf's event must exist and hash to the
+ * tile's entry, and each full tile's root must be the entry above it.
+ */
+async function checkLeaves(
+  client: pg.PoolClient,
+  tenantId: string,
+  treeSize: number,
+  upper: TileSet,
+  report: (problem: Omit<IntegrityProblem, 'tenantId'>) => void,
+): Promise<{ leaves: number; retained: number }> {
+  let expected = 0;
+  let retained = 0;
+  for (let from = 0; ; from += LEAVES_PER_ROUND) {
+    const { rows } = await client.query<LeafRow>(
+      `SELECT l.leaf_index, l.event_id::text, to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at,
+              e.document, CASE WHEN e.event_id IS NOT NULL THEN ${EVENT_JSON} END AS rendered,
+              to_regclass('events_' || to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY_MM')) IS NOT NULL AS partition_exists
+         FROM merkle_leaves l
+         LEFT JOIN events e ON e.tenant_id = l.tenant_id AND e.occurred_at = l.event_occurred_at AND e.event_id = l.event_id
+        WHERE l.tenant_id = $1 AND l.leaf_index >= $2 AND l.leaf_index < $3
+        ORDER BY l.leaf_index`,
+      [tenantId, from, from + LEAVES_PER_ROUND],
+    );
+    if (rows.length === 0 && from >= treeSize) break;
+    const firstTile = from / TILE_WIDTH;
+    const tiles = await loadTiles(client, tenantId, Array.from({ length: LEAVES_PER_ROUND / TILE_WIDTH }, (_, i) => ({ level: 0, index: firstTile + i })));
+    for (const tile of tiles) checkTileRoot(tile, upper, report);
+    const leafTiles = new TileSet(tiles);
+    for (const row of rows) {
+      if (row.leaf_index !== expected) {
+        report({ kind: 'tree_corrupt', leafIndex: expected, message: `leaves ${expected} to ${row.leaf_index - 1} have no event recorded` });
+      }
+      expected = row.leaf_index + 1;
+      const event = { eventId: row.event_id, leafIndex: row.leaf_index };
+      const served = row.document ?? row.rendered;
+      if (served === null) {
+        if (!row.partition_exists) {
+          retained += 1;
+          continue;
+        }
+        report({ kind: 'event_missing', ...event, message: `event ${row.event_id} (leaf ${row.leaf_index}, ${row.occurred_at}) is missing from the store` });
+        continue;
+      }
+      let stored: string;
+      try {
+        stored = leafTiles.leafHash(row.leaf_index).toString('hex');
+      } catch {
+        report({ kind: 'tree_corrupt', ...event, message: `leaf ${row.leaf_index} has no hash in the tree` });
+        continue;
+      }
+      if (eventLeafHash(served) !== stored) {
+        report({ kind: 'leaf_mismatch', ...event, message: `event ${row.event_id} (leaf ${row.leaf_index}): its stored form no longer matches its leaf` });
+      }
+      if (row.document !== null && row.rendered !== null && row.document !== row.rendered) {
+        report({ kind: 'columns_mismatch', ...event, message: `event ${row.event_id} (leaf ${row.leaf_index}): its columns no longer match its stored document` });
+      }
+    }
+  }
+  if (expected !== treeSize) {
+    report({ kind: 'tree_corrupt', message: `the tree has ${treeSize} leaves but ${expected} are recorded` });
+  }
+  return { leaves: expected, retained };
+}
+
+/** A full tile's root must be the entry it contributed to the level above. */
+function checkTileRoot(tile: Tile, upper: TileSet, report: (problem: Omit<IntegrityProblem, 'tenantId'>) => void): void {
+  if (tile.hashes.length !== TILE_WIDTH * 32) return;
+  const root = new TileSet([tile]).nodeHash({ level: 8 * (tile.level + 1), index: tile.index });
+  let above: Buffer;
+  try {
+    above = upper.nodeHash({ level: 8 * (tile.level + 1), index: tile.index });
+  } catch {
+    report({ kind: 'tree_corrupt', message: `tile ${tile.level}/${tile.index} is full but the level above lacks its root` });
+    return;
+  }
+  if (!root.equals(above)) report({ kind: 'tree_corrupt', message: `tile ${tile.level}/${tile.index} does not hash to its entry in the level above` });
+}
+
+/**
+ * Every head must verify under a known key within its window, and its root must be the root the stored
+ * tree has at its size; two heads of one size must agree, and sizes never shrink.
+ */
+async function checkHeads(
+  client: pg.PoolClient,
+  tenantId: string,
+  heads: readonly SignedTreeHead[],
+  upper: TileSet,
+  treeSize: number,
+  report: (problem: Omit<IntegrityProblem, 'tenantId'>) => void,
+): Promise<void> {
+  for (const tile of upper.tiles()) checkTileRoot(tile, upper, report);
+  const keys = await listSealKeys(client);
+  const rootsBySize = new Map<number, SignedTreeHead>();
+  let previous: SignedTreeHead | undefined;
+  const describe = (head: SignedTreeHead) => `the tree head of size ${head.tree_size} signed at ${head.timestamp}`;
+  for (const head of heads) {
+    const signature = verifyTreeHead(head, keys);
+    if (!signature.valid) report({ kind: 'head_invalid', message: `${describe(head)}: ${signature.reason}` });
+    const earlier = rootsBySize.get(head.tree_size);
+    if (earlier && earlier.root_hash !== head.root_hash) {
+      report({ kind: 'head_conflict', message: `two different tree heads for size ${head.tree_size}: signed at ${earlier.timestamp} and at ${head.timestamp}` });
+    }
+    rootsBySize.set(head.tree_size, head);
+    if (previous && head.tree_size < previous.tree_size) report({ kind: 'head_conflict', message: `${describe(head)} is smaller than the head before it (${previous.tree_size})` });
+    previous = head;
+    if (head.tree_size > treeSize) {
+      report({ kind: 'head_conflict', message: `${describe(head)} is larger than the stored tree (${treeSize})` });
+      continue;
+    }
+    const tiles = new TileSet([...upper.tiles(), ...(await loadTiles(client, tenantId, tilesForRanges([{ start: 0, end: head.tree_size }]).filter((key) => key.level === 0)))]);
+    let root: string;
+    try {
+      root = tiles.root(head.tree_size).toString('hex');
+    } catch {
+      report({ kind: 'tree_corrupt', message: `the stored tree lacks hashes for ${describe(head)}` });
+      continue;
+    }
+    if (root !== head.root_hash) report({ kind: 'head_conflict', message: `${describe(head)} does not match the stored tree at that size` });
+  }
+}
+
+/** Events with no leaf: waiting longer than the interval, or never queued at all. */
+async function checkUnsealed(client: pg.PoolClient, tenantId: string, sealIntervalMs: number, report: (problem: Omit<IntegrityProblem, 'tenantId'>) => void): Promise<void> {
+  const { rows } = await client.query<{ event_id: string; occurred_at: string; enqueued_at: string | null; overdue: boolean }>(
+    `WITH queued AS (
+       SELECT k.event_id, k.occurred_at, q.enqueued_at
+         FROM seal_queue q CROSS JOIN LATERAL unnest(q.event_ids, q.event_occurred_at) AS k(event_id, occurred_at)
+        WHERE q.tenant_id = $1
+     )
+     SELECT e.event_id::text, to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at,
+            to_char(queued.enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS enqueued_at,
+            queued.enqueued_at < clock_timestamp() - $2 * interval '1 millisecond' AS overdue
+       FROM events e
+       LEFT JOIN queued ON queued.event_id = e.event_id AND queued.occurred_at = e.occurred_at
+      WHERE e.tenant_id = $1
+        AND NOT EXISTS (SELECT 1 FROM merkle_leaves l WHERE l.event_id = e.event_id AND l.tenant_id = e.tenant_id AND l.event_occurred_at = e.occurred_at)
+        AND (queued.event_id IS NULL OR queued.enqueued_at < clock_timestamp() - $2 * interval '1 millisecond')
+      ORDER BY e.occurred_at, e.event_id`,
+    [tenantId, sealIntervalMs],
+  );
+  for (const row of rows) {
+    if (row.enqueued_at === null) {
+      report({ kind: 'leaf_missing', eventId: row.event_id, message: `event ${row.event_id} (${row.occurred_at}) has no leaf and is not waiting for one` });
+    } else {
+      report({ kind: 'unsealed_overdue', eventId: row.event_id, message: `event ${row.event_id} (${row.occurred_at}) has waited for its leaf since ${row.enqueued_at}, longer than SEAL_INTERVAL` });
+    }
+  }
+}

@@ -29,7 +29,10 @@ export async function startTestSealer(databaseUrl: string, key: KeyObject, optio
   const signer = new TreeHeadSigner(key);
   const sealer = new Sealer({ db, signer, intervalMs: 3_600_000, heartbeatMs: options.heartbeatMs ?? 3_600_000, log: testLogger() });
   // No loop: the test's passes are the only ones.
-  await sealer.registerKey();
+  await sealer.registerKey().catch(async (error: unknown) => {
+    await db.close();
+    throw error;
+  });
   return {
     sealer,
     db,

@@ -1,14 +1,17 @@
 import { expect } from 'chai';
+import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { CHART, byKind, environment, helm, named, parseManifests, podSpecs, type Manifest } from '../support/helm.ts';
 
 const ALL_OPTIONS = 'test/chart/all-options.yaml';
+const TEST_SEAL_KEY = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 /** Without a cluster the chart generates no secrets: these stand for a Secret the operator manages. */
 const EXISTING_SECRET = ['--set', 'secrets.existingSecret=audit-trail-env'];
 const GIVEN_SECRETS = [
   '--set', `secrets.keyPepper=${'p'.repeat(40)}`,
   '--set', `secrets.secretEncryptionKey=${'a1'.repeat(32)}`,
   '--set', `secrets.ingestTokens=${'t'.repeat(30)}`,
+  '--set', `secrets.sealSigningKey=${TEST_SEAL_KEY}`,
 ];
 
 async function render(...extra: string[]): Promise<Manifest[]> {
@@ -73,8 +76,9 @@ describe('Helm chart', function () {
       'rel-audit-trail-ingest': ['serve', '--roles', 'ingest'],
       'rel-audit-trail-worker': ['serve', '--roles', 'relay,worker'],
       'rel-audit-trail-controller': ['serve', '--roles', 'controller'],
+      'rel-audit-trail-sealer': ['serve', '--roles', 'sealer'],
     });
-    expect(byKind(everything, 'PodDisruptionBudget')).to.have.length(4);
+    expect(byKind(everything, 'PodDisruptionBudget')).to.have.length(5);
     expect(byKind(everything, 'HorizontalPodAutoscaler').map((hpa) => hpa.metadata.name).sort()).to.deep.equal([
       'rel-audit-trail-api', 'rel-audit-trail-ingest', 'rel-audit-trail-worker',
     ]);
@@ -173,6 +177,26 @@ describe('Helm chart', function () {
     expect(environment(pod.containers[0]).DATABASE_URL).to.deep.equal({ secretKeyRef: { name: 'audit-trail-env', key: 'DATABASE_URL' } });
   });
 
+  it('gives SEAL_SIGNING_KEY from the Secret to the sealer pods only, and SEAL_INTERVAL to every pod', () => {
+    const secret = named(defaults, 'Secret', 'rel-audit-trail-env');
+    expect(secret.stringData.SEAL_SIGNING_KEY).to.equal(TEST_SEAL_KEY);
+    for (const deployment of byKind(everything, 'Deployment')) {
+      const env = environment(deployment.spec.template.spec.containers[0]);
+      expect(env.SEAL_INTERVAL, deployment.metadata.name).to.equal('5s');
+      if (deployment.metadata.name === 'rel-audit-trail-sealer') {
+        expect(env.SEAL_SIGNING_KEY).to.deep.equal({ secretKeyRef: { name: 'audit-trail-env', key: 'SEAL_SIGNING_KEY' } });
+      } else {
+        expect(env, deployment.metadata.name).not.to.have.property('SEAL_SIGNING_KEY');
+      }
+    }
+  });
+
+  it('needs no signing key when the sealer is disabled, and renders no sealer then', async () => {
+    const manifests = await render(...GIVEN_SECRETS.slice(0, -2), '--set', 'sealer.enabled=false');
+    expect(byKind(manifests, 'Deployment').map((deployment) => deployment.metadata.name)).not.to.include('rel-audit-trail-sealer');
+    expect(await refusal(...GIVEN_SECRETS.slice(0, -2))).to.contain('secrets.sealSigningKey');
+  });
+
   it('uses an existing Secret for every connection string and secret when one is named, and creates none', () => {
     expect(byKind(everything, 'Secret')).to.deep.equal([]);
     const env = named(everything, 'Deployment', 'rel-audit-trail-api').spec.template.spec.containers[0].env;
@@ -228,6 +252,7 @@ describe('Helm chart', function () {
       'http://rel-audit-trail-internal:8081/readyz',
       'http://rel-audit-trail-worker-internal:8081/readyz',
       'http://rel-audit-trail-controller-internal:8081/readyz',
+      'http://rel-audit-trail-sealer-internal:8081/readyz',
     ]);
     for (const url of urls(defaults)) {
       const service = named(defaults, 'Service', new URL(url).hostname);
@@ -235,7 +260,7 @@ describe('Helm chart', function () {
       const role = service.spec.selector['app.kubernetes.io/component'];
       expect(named(defaults, 'Deployment', `rel-audit-trail-${role}`).spec.template.metadata.labels).to.deep.include(service.spec.selector);
     }
-    const withoutWorkers = await render(...EXISTING_SECRET, '--set', 'worker.enabled=false', '--set', 'controller.enabled=false');
+    const withoutWorkers = await render(...EXISTING_SECRET, '--set', 'worker.enabled=false', '--set', 'controller.enabled=false', '--set', 'sealer.enabled=false');
     expect(urls(withoutWorkers)).to.deep.equal(['http://rel-audit-trail-api-internal:8081/readyz', 'http://rel-audit-trail-internal:8081/readyz']);
     // A long release name still gives Service names of at most 63 characters.
     const long = await render(...EXISTING_SECRET, '--set', `fullnameOverride=${'x'.repeat(52)}`);

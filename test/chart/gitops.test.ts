@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
+import { createPrivateKey, generateKeyPairSync } from 'node:crypto';
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -32,7 +33,8 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
 
   describe('secrets', () => {
     it('renders byte-identical output twice for the same values', async () => {
-      const given = ['--set', `secrets.keyPepper=${'p'.repeat(40)}`, '--set', `secrets.secretEncryptionKey=${'b2'.repeat(32)}`, '--set', `secrets.ingestTokens=${'t'.repeat(30)}`];
+      const sealKey = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+      const given = ['--set', `secrets.keyPepper=${'p'.repeat(40)}`, '--set', `secrets.secretEncryptionKey=${'b2'.repeat(32)}`, '--set', `secrets.ingestTokens=${'t'.repeat(30)}`, '--set', `secrets.sealSigningKey=${sealKey}`];
       for (const args of [['--set', 'secrets.existingSecret=audit-trail-env'], ['-f', ALL_OPTIONS], given, [...given, '--set', 'crds.enabled=true']]) {
         const first = await template(args);
         expect(await template(args), args.join(' ')).to.equal(first);
@@ -71,6 +73,7 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
         expect(secret.stringData.KEY_PEPPER).to.match(/^[A-Za-z0-9]{48}$/);
         expect(secret.stringData.SECRET_ENCRYPTION_KEY).to.match(/^[0-9a-f]{64}$/);
         expect(secret.stringData.INGEST_TOKENS).to.have.length.of.at.least(24);
+        expect(createPrivateKey(secret.stringData.SEAL_SIGNING_KEY).asymmetricKeyType).to.equal('ed25519');
         expect(secret.metadata.annotations).to.deep.equal({ 'helm.sh/resource-policy': 'keep' });
 
         cluster.putSecret({ metadata: { name: 'rel-audit-trail-env', namespace: 'audit' }, stringData: secret.stringData });

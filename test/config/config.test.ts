@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import { promisify } from 'node:util';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
 
@@ -25,6 +26,7 @@ describe('configuration', () => {
     expect(loadConfig({ INGEST_MAX_EVENT_AGE: '30d' }).ingestWindow.maxAgeMs).to.equal(30 * 86_400_000);
     expect(() => loadConfig({ INGEST_MAX_EVENT_AGE: 'a year' })).to.throw(/INGEST_MAX_EVENT_AGE: must be a duration/);
     expect(config.delivery.scheduleMs).to.deep.equal([60_000, 300_000, 1_800_000, 7_200_000]);
+    expect(config.seal).to.deep.equal({ intervalMs: 10_000, heartbeatMs: 3_600_000, signingKey: undefined });
     expect(Object.isFrozen(config)).to.equal(true);
   });
 
@@ -41,6 +43,16 @@ describe('configuration', () => {
     expect(config.ingestTokens).to.have.length(2);
   });
 
+  it('reads the sealing interval, heartbeat and Ed25519 signing key, also a key written on one line with \\n', () => {
+    const pem = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    const config = loadConfig({ SEAL_INTERVAL: '500ms', SEAL_HEARTBEAT: '10m', SEAL_SIGNING_KEY: pem.trimEnd().replace(/\n/g, '\\n') });
+    expect(config.seal.intervalMs).to.equal(500);
+    expect(config.seal.heartbeatMs).to.equal(600_000);
+    expect(config.seal.signingKey?.asymmetricKeyType).to.equal('ed25519');
+    const ecKey = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    expect(() => loadConfig({ SEAL_SIGNING_KEY: ecKey })).to.throw(/^SEAL_SIGNING_KEY: must be an Ed25519 private key, not ec$/);
+  });
+
   const bad: Array<[string, string, RegExp]> = [
     ['PORT', 'eighty', /PORT/],
     ['PORT', '70000', /PORT: must be a port number/],
@@ -53,6 +65,10 @@ describe('configuration', () => {
     ['WEBHOOK_ALLOW_HTTP', 'maybe', /WEBHOOK_ALLOW_HTTP: must be true or false/],
     ['DELIVERY_SCHEDULE', '1m,soon', /DELIVERY_SCHEDULE: must be a comma-separated list of durations/],
     ['INGEST_TOKENS', 'short', /INGEST_TOKENS: each token must be at least 24 characters/],
+    ['SEAL_INTERVAL', 'often', /SEAL_INTERVAL: must be a duration such as 10s/],
+    ['SEAL_INTERVAL', '10ms', /SEAL_INTERVAL: must be at least 100ms/],
+    ['SEAL_HEARTBEAT', '2h', /SEAL_HEARTBEAT: must be at most 1h/],
+    ['SEAL_SIGNING_KEY', 'secret-value', /^SEAL_SIGNING_KEY: must be an Ed25519 private key in PEM \(PKCS#8\)/],
   ];
   for (const [variable, value, message] of bad) {
     it(`refuses ${variable}=${value} naming the variable`, () => {

@@ -158,6 +158,8 @@ nats: NATS_TLS
   value: {{ .root.Values.config.webhookAllowPrivateTargets | quote }}
 - name: DELIVERY_SCHEDULE
   value: {{ .root.Values.config.deliverySchedule | quote }}
+- name: SEAL_INTERVAL
+  value: {{ .root.Values.config.sealInterval | quote }}
 - name: DELIVERY_ENDPOINT_CONCURRENCY
   value: {{ .root.Values.config.deliveryEndpointConcurrency | quote }}
 - name: RATE_LIMIT_READ_PER_MINUTE
@@ -194,6 +196,7 @@ api: {cliRoles: api, public: true, uses: [postgres, redis]}
 ingest: {cliRoles: ingest, public: false, uses: [postgres, nats]}
 worker: {cliRoles: "relay,worker", public: false, uses: [postgres, nats]}
 controller: {cliRoles: controller, public: false, uses: [postgres]}
+sealer: {cliRoles: sealer, public: false, uses: [postgres]}
 {{- end }}
 
 {{/*

@@ -21,11 +21,23 @@ ALTER TABLE seal_queue ALTER COLUMN event_ids SET STORAGE EXTERNAL, ALTER COLUMN
 -- A statement-level trigger rather than a clause of the write path's statement: every writer is covered
 -- (ingestion, admin events, import, a pod of the previous release during a rolling upgrade, psql), and a
 -- statement that stored nothing (a producer's retry) queues nothing. Both arrays are aggregated from one
--- pass over the transition table, so their elements correspond.
+-- pass over the transition table, so their elements correspond. A bulk statement (a psql load, a
+-- backfill) is queued in rows of 1,000 so that the sealer can take it in bounded transactions; the write
+-- path's batches (at most 1,000 events) take the cheap branch.
 CREATE FUNCTION audit_enqueue_for_sealing() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO seal_queue (tenant_id, event_occurred_at, event_ids)
-  SELECT tenant_id, array_agg(occurred_at), array_agg(event_id) FROM stored_events GROUP BY tenant_id;
+  IF (SELECT count(*) FROM stored_events) <= 5000 THEN
+    INSERT INTO seal_queue (tenant_id, event_occurred_at, event_ids)
+    SELECT tenant_id, array_agg(occurred_at), array_agg(event_id) FROM stored_events GROUP BY tenant_id;
+  ELSE
+    INSERT INTO seal_queue (tenant_id, event_occurred_at, event_ids)
+    SELECT tenant_id, array_agg(occurred_at ORDER BY occurred_at, event_id), array_agg(event_id ORDER BY occurred_at, event_id)
+      FROM (SELECT tenant_id, occurred_at, event_id,
+                   (row_number() OVER (PARTITION BY tenant_id ORDER BY occurred_at, event_id) - 1) / 1000 AS chunk
+              FROM stored_events) numbered
+     GROUP BY tenant_id, chunk
+     ORDER BY tenant_id, chunk;
+  END IF;
   RETURN NULL;
 END;
 $$;

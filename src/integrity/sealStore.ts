@@ -68,18 +68,23 @@ export interface QueuedEvent {
 }
 
 /**
- * The oldest queue rows of a tenant, expanded to their events in queue order with the documents the API
- * serves for them: a leaf is the hash of exactly what a reader gets (eventStore.EVENT_DOCUMENT).
+ * The oldest queue rows of a tenant, as many as start below `maxEvents` events (a row holds at most 5,000),
+ * expanded to their events in queue order with the documents the API serves for them: a leaf is the hash
+ * of exactly what a reader gets (eventStore.EVENT_DOCUMENT).
  */
-export async function takeQueuedEvents(client: pg.PoolClient, tenantId: string, maxRows: number): Promise<QueuedEvent[]> {
+export async function takeQueuedEvents(client: pg.PoolClient, tenantId: string, maxEvents: number): Promise<QueuedEvent[]> {
   const query: pg.QueryArrayConfig = {
     ...prepared(
       `SELECT q.id, k.occurred_at::text, k.event_id::text, ${EVENT_DOCUMENT}
-         FROM (SELECT id, event_occurred_at, event_ids FROM seal_queue WHERE tenant_id = $1 ORDER BY id LIMIT $2) q
+         FROM (SELECT id, event_occurred_at, event_ids
+                 FROM (SELECT id, event_occurred_at, event_ids,
+                              sum(cardinality(event_ids)) OVER (ORDER BY id) - cardinality(event_ids) AS before
+                         FROM seal_queue WHERE tenant_id = $1) counted
+                WHERE before < $2) q
          CROSS JOIN LATERAL unnest(q.event_occurred_at, q.event_ids) WITH ORDINALITY AS k(occurred_at, event_id, position)
          LEFT JOIN events e ON e.tenant_id = $1 AND e.occurred_at = k.occurred_at AND e.event_id = k.event_id
         ORDER BY q.id, k.position`,
-      [tenantId, maxRows],
+      [tenantId, maxEvents],
     ),
     rowMode: 'array',
   };

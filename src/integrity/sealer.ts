@@ -24,8 +24,8 @@ export class RetiredSigningKeyError extends Error {
   override name = 'RetiredSigningKeyError';
 }
 
-/** Queue rows sealed per transaction: up to ~20,000 events with the write path's batches of 1,000. */
-const QUEUE_ROWS_PER_APPEND = 20;
+/** Events appended per transaction, give or take one queue row (at most 5,000 events). */
+const EVENTS_PER_APPEND = 10_000;
 const ERROR_BACKOFF_MS = 1_000;
 
 export interface PassResult {
@@ -135,7 +135,7 @@ export class Sealer {
     const tree = await lockTree(client, tenantId, signer.keyId);
     if (!tree) return { kind: 'busy', sealed: 0, more: false };
     if (!tree.keyCurrent) throw new RetiredSigningKeyError(`key ${signer.keyId} is no longer the current signing key`);
-    const queued = await takeQueuedEvents(client, tenantId, QUEUE_ROWS_PER_APPEND);
+    const queued = await takeQueuedEvents(client, tenantId, EVENTS_PER_APPEND);
     const queueIds = [...new Set(queued.map((event) => event.queueId))];
     const present = queued.filter((event) => event.document !== undefined);
     if (present.length < queued.length) {
@@ -144,7 +144,7 @@ export class Sealer {
     }
     if (present.length === 0) {
       if (queueIds.length > 0) await dropQueueRows(client, tenantId, queueIds);
-      if (tree.size === 0 || !this.heartbeatDue(tree)) return { kind: 'idle', sealed: 0, more: queueIds.length === QUEUE_ROWS_PER_APPEND };
+      if (tree.size === 0 || !this.heartbeatDue(tree)) return { kind: 'idle', sealed: 0, more: queued.length >= EVENTS_PER_APPEND };
       await recordHeartbeat(client, signer.sign({ tenant_id: tenantId, tree_size: tree.size, root_hash: tree.root!.toString('hex'), timestamp: headTimestamp(tree) }));
       return { kind: 'heartbeat', sealed: 0, more: false };
     }
@@ -154,7 +154,7 @@ export class Sealer {
     const head = signer.sign({ tenant_id: tenantId, tree_size: appended.size, root_hash: appended.root.toString('hex'), timestamp: headTimestamp(tree) });
     await recordAppend(client, { tenantId, firstIndex: tree.size, leaves: present, tiles: appended.tiles, queueIds, head });
     // Only a full take can leave more waiting for this tenant.
-    return { kind: 'appended', sealed: present.length, more: queueIds.length === QUEUE_ROWS_PER_APPEND };
+    return { kind: 'appended', sealed: present.length, more: queued.length >= EVENTS_PER_APPEND };
   }
 
   private heartbeatDue(tree: TreeState): boolean {

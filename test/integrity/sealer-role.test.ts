@@ -66,6 +66,22 @@ describe('the sealer role', function () {
     await sealer.close();
   });
 
+  it('queues a bulk statement in rows of 1,000 and seals it in bounded transactions, oldest first', async () => {
+    await db.pool.query(
+      `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id, phi_involved, success)
+       SELECT 'bulk', timestamptz '2026-10-01T00:00:00Z' + i * interval '1 millisecond', gen_random_uuid(), 'phi.read', 'u', 'r', 'claim', 'c', true, true
+         FROM generate_series(1, 12000) AS i`,
+    );
+    const { rows } = await db.pool.query(`SELECT cardinality(event_ids) AS n FROM seal_queue WHERE tenant_id = 'bulk' ORDER BY id`);
+    expect(rows.map((row: { n: number }) => row.n)).to.deep.equal(Array(12).fill(1000));
+    const sealer = await startTestSealer(db.url, sealKeyPair().privateKey);
+    const pass = await sealer.sealNow();
+    expect(pass).to.deep.equal({ sealed: 12000, heads: 2, busy: 0 });
+    const order = await db.pool.query(`SELECT bool_and(ok) AS ordered FROM (SELECT event_occurred_at >= lag(event_occurred_at) OVER (ORDER BY leaf_index) AS ok FROM merkle_leaves WHERE tenant_id = 'bulk') steps`);
+    expect(order.rows[0].ordered).to.equal(true);
+    await sealer.close();
+  });
+
   it('lets several sealers run at once without sealing an event twice or skipping one', async () => {
     const key = sealKeyPair();
     const sealers = await Promise.all([1, 2, 3].map(() => startTestSealer(db.url, key.privateKey)));

@@ -55,16 +55,25 @@ CREATE TABLE merkle_trees (
   last_head_at timestamptz
 );
 
--- Which event each leaf is. The unique index is what proofs look events up by, and also refuses a second
--- leaf for one event.
-CREATE TABLE merkle_leaves (
-  tenant_id         text        NOT NULL,
-  leaf_index        bigint      NOT NULL,
-  event_occurred_at timestamptz NOT NULL,
-  event_id          uuid        NOT NULL,
-  PRIMARY KEY (tenant_id, leaf_index)
+-- Which event each leaf is: one row per queue row the sealer appended, its events in leaf order from
+-- first_leaf on. A row per leaf (two index entries each) cost the sealer more than everything else it
+-- does; the arrays move from the queue as they are. The GIN index finds an event's range for its proof.
+CREATE TABLE merkle_leaf_ranges (
+  tenant_id         text          NOT NULL,
+  first_leaf        bigint        NOT NULL CHECK (first_leaf >= 0),
+  event_occurred_at timestamptz[] NOT NULL,
+  event_ids         uuid[]        NOT NULL CHECK (cardinality(event_ids) > 0),
+  PRIMARY KEY (tenant_id, first_leaf),
+  CHECK (cardinality(event_occurred_at) = cardinality(event_ids))
 );
-CREATE UNIQUE INDEX merkle_leaves_by_event ON merkle_leaves (event_id, tenant_id, event_occurred_at);
+ALTER TABLE merkle_leaf_ranges ALTER COLUMN event_ids SET STORAGE EXTERNAL, ALTER COLUMN event_occurred_at SET STORAGE EXTERNAL;
+CREATE INDEX merkle_leaf_ranges_by_event ON merkle_leaf_ranges USING gin (event_ids);
+
+-- The leaves one per row, for the integrity check and for people reading the database.
+CREATE VIEW merkle_leaves AS
+SELECT r.tenant_id, r.first_leaf + k.position - 1 AS leaf_index, k.event_occurred_at, k.event_id
+  FROM merkle_leaf_ranges r
+ CROSS JOIN LATERAL unnest(r.event_occurred_at, r.event_ids) WITH ORDINALITY AS k(event_occurred_at, event_id, position);
 
 -- The tree's hashes as tiles (integrity/tiles.ts): up to 256 hashes of complete subtrees at tree level
 -- 8 × level, concatenated. The last tile of a level grows until it is full.

@@ -115,9 +115,13 @@ async function checkLeaves(
       `SELECT l.leaf_index, l.event_id::text, to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at,
               e.document, CASE WHEN e.event_id IS NOT NULL THEN ${EVENT_JSON} END AS rendered,
               to_regclass('events_' || to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY_MM')) IS NOT NULL AS partition_exists
-         FROM merkle_leaves l
+         FROM (SELECT r.tenant_id, r.first_leaf + k.position - 1 AS leaf_index, k.event_occurred_at, k.event_id
+                 FROM merkle_leaf_ranges r
+                 CROSS JOIN LATERAL unnest(r.event_occurred_at, r.event_ids) WITH ORDINALITY AS k(event_occurred_at, event_id, position)
+                 -- A range holds at most 5,000 leaves: the first bound lets the primary key find the ranges.
+                WHERE r.tenant_id = $1 AND r.first_leaf > $2 - 5000 AND r.first_leaf < $3) l
          LEFT JOIN events e ON e.tenant_id = l.tenant_id AND e.occurred_at = l.event_occurred_at AND e.event_id = l.event_id
-        WHERE l.tenant_id = $1 AND l.leaf_index >= $2 AND l.leaf_index < $3
+        WHERE l.leaf_index >= $2 AND l.leaf_index < $3
         ORDER BY l.leaf_index`,
       [tenantId, from, from + LEAVES_PER_ROUND],
     );
@@ -226,6 +230,10 @@ async function checkUnsealed(client: pg.PoolClient, tenantId: string, sealInterv
        SELECT k.event_id, k.occurred_at, q.enqueued_at
          FROM seal_queue q CROSS JOIN LATERAL unnest(q.event_ids, q.event_occurred_at) AS k(event_id, occurred_at)
         WHERE q.tenant_id = $1
+     ), sealed AS (
+       SELECT k.event_id, k.occurred_at
+         FROM merkle_leaf_ranges r CROSS JOIN LATERAL unnest(r.event_ids, r.event_occurred_at) AS k(event_id, occurred_at)
+        WHERE r.tenant_id = $1
      )
      SELECT e.event_id::text, to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at,
             to_char(queued.enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS enqueued_at,
@@ -233,7 +241,7 @@ async function checkUnsealed(client: pg.PoolClient, tenantId: string, sealInterv
        FROM events e
        LEFT JOIN queued ON queued.event_id = e.event_id AND queued.occurred_at = e.occurred_at
       WHERE e.tenant_id = $1
-        AND NOT EXISTS (SELECT 1 FROM merkle_leaves l WHERE l.event_id = e.event_id AND l.tenant_id = e.tenant_id AND l.event_occurred_at = e.occurred_at)
+        AND NOT EXISTS (SELECT 1 FROM sealed WHERE sealed.event_id = e.event_id AND sealed.occurred_at = e.occurred_at)
         AND (queued.event_id IS NULL OR queued.enqueued_at < clock_timestamp() - $2 * interval '1 millisecond')
       ORDER BY e.occurred_at, e.event_id`,
     [tenantId, sealIntervalMs],

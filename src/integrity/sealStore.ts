@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import { textArrayLiteral } from '../db/arrayLiteral.ts';
 import { prepared, type Queryable } from '../db/database.ts';
 import { EVENT_DOCUMENT } from '../events/eventStore.ts';
 import type { SignedTreeHead } from '../client/integrity.ts';
@@ -60,11 +59,10 @@ export async function lockTree(client: pg.PoolClient, tenantId: string, keyId: s
 
 export interface QueuedEvent {
   readonly queueId: number;
-  /** Postgres' text form of occurred_at, passed back as it is. */
-  readonly occurredAt: string;
-  readonly eventId: string;
   /** The event as the API serves it; undefined if the row is gone. */
   readonly document: string | undefined;
+  /** Postgres' text forms of the event's key, given only when the row is gone (to report it). */
+  readonly missingKey: { readonly occurredAt: string; readonly eventId: string } | undefined;
 }
 
 /**
@@ -75,7 +73,8 @@ export interface QueuedEvent {
 export async function takeQueuedEvents(client: pg.PoolClient, tenantId: string, maxEvents: number): Promise<QueuedEvent[]> {
   const query: pg.QueryArrayConfig = {
     ...prepared(
-      `SELECT q.id, k.occurred_at::text, k.event_id::text, ${EVENT_DOCUMENT}
+      `SELECT q.id, ${EVENT_DOCUMENT},
+              CASE WHEN e.event_id IS NULL THEN k.occurred_at::text END, CASE WHEN e.event_id IS NULL THEN k.event_id::text END
          FROM (SELECT id, event_occurred_at, event_ids
                  FROM (SELECT id, event_occurred_at, event_ids,
                               sum(cardinality(event_ids)) OVER (ORDER BY id) - cardinality(event_ids) AS before
@@ -88,47 +87,73 @@ export async function takeQueuedEvents(client: pg.PoolClient, tenantId: string, 
     ),
     rowMode: 'array',
   };
-  const rows = (await client.query(query)).rows as unknown as Array<[number, string, string, string | null]>;
-  return rows.map(([queueId, occurredAt, eventId, document]) => ({ queueId, occurredAt, eventId, document: document ?? undefined }));
+  const rows = (await client.query(query)).rows as unknown as Array<[number, string | null, string | null, string | null]>;
+  return rows.map(([queueId, document, occurredAt, eventId]) => ({
+    queueId,
+    document: document ?? undefined,
+    missingKey: document === null ? { occurredAt: occurredAt!, eventId: eventId! } : undefined,
+  }));
+}
+
+/** Leaves from firstLeaf on: the events of one queue row, or (partial) those of them still in the store. */
+export interface LeafRange {
+  readonly queueId: number;
+  readonly firstLeaf: number;
+  readonly partial: boolean;
 }
 
 export interface Append {
   readonly tenantId: string;
-  readonly firstIndex: number;
-  readonly leaves: ReadonlyArray<{ readonly occurredAt: string; readonly eventId: string }>;
+  readonly ranges: readonly LeafRange[];
   readonly tiles: readonly Tile[];
+  /** Every queue row taken, including rows none of whose events remained. */
   readonly queueIds: readonly number[];
   readonly head: SignedTreeHead;
 }
 
 /**
- * The whole append as one statement: the leaves, the changed tiles, the queue rows taken, the signed head
- * and the tree's new state. Committed with the lock taken by lockTree.
+ * The whole append as one statement: the leaf ranges (a queue row's arrays move as they are), the changed
+ * tiles, the queue rows taken, the signed head and the tree's new state. Committed with the lock taken by
+ * lockTree.
  */
 export async function recordAppend(client: pg.PoolClient, append: Append): Promise<void> {
-  const { head } = append;
+  const { head, tenantId } = append;
+  const whole = append.ranges.filter((range) => !range.partial);
+  for (const range of append.ranges) {
+    if (!range.partial) continue;
+    // Only in a store altered behind the service's back: the range keeps the row's events that remain.
+    await client.query(
+      `INSERT INTO merkle_leaf_ranges (tenant_id, first_leaf, event_occurred_at, event_ids)
+       SELECT $1, $2, array_agg(k.occurred_at ORDER BY k.position), array_agg(k.event_id ORDER BY k.position)
+         FROM seal_queue q
+        CROSS JOIN LATERAL unnest(q.event_occurred_at, q.event_ids) WITH ORDINALITY AS k(occurred_at, event_id, position)
+         JOIN events e ON e.tenant_id = $1 AND e.occurred_at = k.occurred_at AND e.event_id = k.event_id
+        WHERE q.tenant_id = $1 AND q.id = $3`,
+      [tenantId, range.firstLeaf, range.queueId],
+    );
+  }
   await client.query(
     prepared(
-      `WITH leaves AS (
-         INSERT INTO merkle_leaves (tenant_id, leaf_index, event_occurred_at, event_id)
-         SELECT $1, $2 + k.position - 1, k.occurred_at, k.event_id
-           FROM unnest($3::timestamptz[], $4::uuid[]) WITH ORDINALITY AS k(occurred_at, event_id, position)
+      `WITH ranges AS (
+         INSERT INTO merkle_leaf_ranges (tenant_id, first_leaf, event_occurred_at, event_ids)
+         SELECT $1, r.first_leaf, q.event_occurred_at, q.event_ids
+           FROM unnest($2::bigint[], $3::bigint[]) AS r(queue_id, first_leaf)
+           JOIN seal_queue q ON q.tenant_id = $1 AND q.id = r.queue_id
        ), tiles AS (
          INSERT INTO merkle_tiles (tenant_id, level, tile_index, hashes)
-         SELECT $1, t.level, t.tile_index, t.hashes FROM unnest($5::smallint[], $6::bigint[], $7::bytea[]) AS t(level, tile_index, hashes)
+         SELECT $1, t.level, t.tile_index, t.hashes FROM unnest($4::smallint[], $5::bigint[], $6::bytea[]) AS t(level, tile_index, hashes)
          ON CONFLICT (tenant_id, level, tile_index) DO UPDATE SET hashes = excluded.hashes
        ), dequeued AS (
-         DELETE FROM seal_queue WHERE tenant_id = $1 AND id = ANY($8::bigint[])
+         DELETE FROM seal_queue WHERE tenant_id = $1 AND id = ANY($7::bigint[])
        ), signed AS (
          INSERT INTO tree_heads (tenant_id, signed_at, tree_size, root_hash, key_id, signature)
-         VALUES ($1, $9::timestamptz, $10, $11, $12, $13)
+         VALUES ($1, $8::timestamptz, $9, $10, $11, $12)
        )
-       UPDATE merkle_trees SET tree_size = $10, root_hash = $11, last_head_at = $9::timestamptz WHERE tenant_id = $1`,
+       UPDATE merkle_trees SET tree_size = $9, root_hash = $10, last_head_at = $8::timestamptz WHERE tenant_id = $1`,
       [
-        append.tenantId,
-        append.firstIndex,
-        textArrayLiteral(append.leaves.map((leaf) => leaf.occurredAt)),
-        textArrayLiteral(append.leaves.map((leaf) => leaf.eventId)),
+        tenantId,
+        whole.map((range) => range.queueId),
+        whole.map((range) => range.firstLeaf),
         append.tiles.map((tile) => tile.level),
         append.tiles.map((tile) => tile.index),
         append.tiles.map((tile) => tile.hashes),

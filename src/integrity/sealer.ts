@@ -1,10 +1,10 @@
 import type pg from 'pg';
-import { eventLeafHash } from '../client/integrity.ts';
+import { eventLeaf } from '../client/integrity.ts';
 import type { Database } from '../db/database.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { dropQueueRows, lockTree, recordAppend, recordHeartbeat, registerSealKey, takeQueuedEvents, tenantsToSeal, type TreeState } from './sealStore.ts';
+import { dropQueueRows, lockTree, recordAppend, recordHeartbeat, registerSealKey, takeQueuedEvents, tenantsToSeal, type LeafRange, type QueuedEvent, type TreeState } from './sealStore.ts';
 import { TileSet, appendLeaves, rightEdgeTiles } from './tiles.ts';
 import { loadTiles } from './treeStore.ts';
 import type { TreeHeadSigner } from './treeHeadSigner.ts';
@@ -140,7 +140,7 @@ export class Sealer {
     const present = queued.filter((event) => event.document !== undefined);
     if (present.length < queued.length) {
       // Only possible in a store altered behind the service's back: there is no event to seal.
-      log.error({ tenant_id: tenantId, event_ids: queued.filter((event) => event.document === undefined).map((event) => event.eventId) }, 'queued events are missing from the store');
+      log.error({ tenant_id: tenantId, event_ids: queued.flatMap((event) => (event.missingKey ? [event.missingKey.eventId] : [])) }, 'queued events are missing from the store');
     }
     if (present.length === 0) {
       if (queueIds.length > 0) await dropQueueRows(client, tenantId, queueIds);
@@ -148,11 +148,11 @@ export class Sealer {
       await recordHeartbeat(client, signer.sign({ tenant_id: tenantId, tree_size: tree.size, root_hash: tree.root!.toString('hex'), timestamp: headTimestamp(tree) }));
       return { kind: 'heartbeat', sealed: 0, more: false };
     }
-    const leafHashes = present.map((event) => Buffer.from(eventLeafHash(event.document!), 'hex'));
+    const leafHashes = present.map((event) => eventLeaf(event.document!));
     const edge = new TileSet(await loadTiles(client, tenantId, rightEdgeTiles(tree.size)));
     const appended = appendLeaves(tree.size, edge, leafHashes);
     const head = signer.sign({ tenant_id: tenantId, tree_size: appended.size, root_hash: appended.root.toString('hex'), timestamp: headTimestamp(tree) });
-    await recordAppend(client, { tenantId, firstIndex: tree.size, leaves: present, tiles: appended.tiles, queueIds, head });
+    await recordAppend(client, { tenantId, ranges: leafRanges(queued, tree.size), tiles: appended.tiles, queueIds, head });
     // Only a full take can leave more waiting for this tenant.
     return { kind: 'appended', sealed: present.length, more: queued.length >= EVENTS_PER_APPEND };
   }
@@ -160,6 +160,23 @@ export class Sealer {
   private heartbeatDue(tree: TreeState): boolean {
     return tree.lastHeadAtMs === undefined || tree.nowMs - tree.lastHeadAtMs >= this.options.heartbeatMs;
   }
+}
+
+/** The leaf ranges of the queue rows taken, in order, leaving out events that are gone. */
+function leafRanges(queued: readonly QueuedEvent[], firstLeaf: number): LeafRange[] {
+  const ranges: LeafRange[] = [];
+  let next = firstLeaf;
+  for (let start = 0; start < queued.length; ) {
+    const queueId = queued[start]!.queueId;
+    let end = start;
+    while (end < queued.length && queued[end]!.queueId === queueId) end += 1;
+    const row = queued.slice(start, end);
+    const present = row.filter((event) => event.document !== undefined).length;
+    if (present > 0) ranges.push({ queueId, firstLeaf: next, partial: present < row.length });
+    next += present;
+    start = end;
+  }
+  return ranges;
 }
 
 interface TenantOutcome {

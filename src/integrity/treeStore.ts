@@ -100,9 +100,12 @@ export interface EventLeaf {
 export async function findEventLeaf(db: Queryable, tenantId: string, eventId: string): Promise<EventLeaf | undefined> {
   const { rows } = await db.query<{ leaf_index: number | null }>(
     prepared(
-      `SELECT l.leaf_index
+      `SELECT (SELECT r.first_leaf + s.i - 1
+                 FROM merkle_leaf_ranges r CROSS JOIN LATERAL generate_subscripts(r.event_ids, 1) AS s(i)
+                WHERE r.event_ids @> ARRAY[e.event_id] AND r.tenant_id = e.tenant_id
+                  AND r.event_ids[s.i] = e.event_id AND r.event_occurred_at[s.i] = e.occurred_at
+                LIMIT 1) AS leaf_index
          FROM events e
-         LEFT JOIN merkle_leaves l ON l.event_id = e.event_id AND l.tenant_id = e.tenant_id AND l.event_occurred_at = e.occurred_at
         WHERE e.tenant_id = $1 AND e.event_id = $2::uuid
         ORDER BY e.occurred_at DESC
         LIMIT 1`,
@@ -121,9 +124,11 @@ export async function leafIndexesOf(
 ): Promise<Map<string, number>> {
   const { rows } = await db.query<{ event_id: string; timestamp: string; leaf_index: number }>(
     prepared(
-      `SELECT k.event_id::text, k.ts AS timestamp, l.leaf_index
+      `SELECT k.event_id::text, k.ts AS timestamp, r.first_leaf + s.i - 1 AS leaf_index
          FROM unnest($2::uuid[], $3::text[]) AS k(event_id, ts)
-         JOIN merkle_leaves l ON l.event_id = k.event_id AND l.tenant_id = $1 AND l.event_occurred_at = k.ts::timestamptz`,
+         JOIN merkle_leaf_ranges r ON r.event_ids @> ARRAY[k.event_id] AND r.tenant_id = $1
+         CROSS JOIN LATERAL generate_subscripts(r.event_ids, 1) AS s(i)
+        WHERE r.event_ids[s.i] = k.event_id AND r.event_occurred_at[s.i] = k.ts::timestamptz`,
       [tenantId, events.map((event) => event.eventId), events.map((event) => event.timestamp)],
     ),
   );

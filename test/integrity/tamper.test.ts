@@ -152,11 +152,16 @@ describe('tamper evidence: what a superuser changes is detected and named', func
 
   it('names both events when two swap positions in the tree', async () => {
     const [a, b] = [events.get('tamper-swap')![5]!, events.get('tamper-swap')![30]!];
-    const indexOf = async (eventId: string) => (await db.pool.query('SELECT leaf_index FROM merkle_leaves WHERE event_id = $1', [eventId])).rows[0].leaf_index as number;
-    const [indexA, indexB] = [await indexOf(a.eventId), await indexOf(b.eventId)];
-    await tamper('UPDATE merkle_leaves SET leaf_index = -1 WHERE event_id = $1', [a.eventId]);
-    await tamper('UPDATE merkle_leaves SET leaf_index = $2 WHERE event_id = $1', [b.eventId, indexA]);
-    await tamper('UPDATE merkle_leaves SET leaf_index = $2 WHERE event_id = $1', [a.eventId, indexB]);
+    // Their keys trade places in the record of which event each leaf is.
+    await tamper(
+      `UPDATE merkle_leaf_ranges SET
+         event_ids = array_replace(array_replace(array_replace(event_ids, $1::uuid, '00000000-0000-0000-0000-000000000000'), $2::uuid, $1::uuid), '00000000-0000-0000-0000-000000000000', $2::uuid),
+         event_occurred_at = (SELECT array_agg(CASE WHEN id = $1::uuid THEN (SELECT occurred_at FROM events WHERE event_id = $2::uuid)
+                                                    WHEN id = $2::uuid THEN (SELECT occurred_at FROM events WHERE event_id = $1::uuid) ELSE at END ORDER BY n)
+                                FROM unnest(event_ids, event_occurred_at) WITH ORDINALITY AS x(id, at, n))
+       WHERE tenant_id = 'tamper-swap'`,
+      [a.eventId, b.eventId],
+    );
     const offline = verify('--export', (await save('tamper-swap', 'swap')).export);
     expect(offline.status).to.equal(1);
     expect(failingEvents(offline.stderr)).to.deep.equal([a.eventId, b.eventId].sort());

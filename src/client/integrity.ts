@@ -119,9 +119,16 @@ export function hashLeaf(leaf: string | Uint8Array): Buffer {
   return createHash('sha256').update(LEAF_PREFIX).update(leaf).digest();
 }
 
+// 0x01 ‖ left ‖ right, filled for each interior node: crypto.hash reads it before returning.
+const nodeInput = Buffer.alloc(65, 1);
+
 /** SHA-256(0x01 ‖ left ‖ right): the hash of an interior node (RFC 9162 §2.1.1). */
 export function hashChildren(left: Uint8Array, right: Uint8Array): Buffer {
-  if (oneShotHash) return oneShotHash('sha256', Buffer.concat([NODE_PREFIX, left, right]), 'buffer');
+  if (oneShotHash && left.length === 32 && right.length === 32) {
+    nodeInput.set(left, 1);
+    nodeInput.set(right, 33);
+    return oneShotHash('sha256', nodeInput, 'buffer');
+  }
   return createHash('sha256').update(NODE_PREFIX).update(left).update(right).digest();
 }
 

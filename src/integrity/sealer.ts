@@ -1,10 +1,10 @@
 import type pg from 'pg';
-import { eventLeaf } from '../client/integrity.ts';
 import type { Database } from '../db/database.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { dropQueueRows, lockTree, recordAppend, recordHeartbeat, registerSealKey, takeQueuedEvents, tenantsToSeal, type LeafRange, type QueuedEvent, type TreeState } from './sealStore.ts';
+import { documentLeaf } from './documentLeaf.ts';
 import { TileSet, appendLeaves, rightEdgeTiles } from './tiles.ts';
 import { loadTiles } from './treeStore.ts';
 import type { TreeHeadSigner } from './treeHeadSigner.ts';
@@ -148,7 +148,7 @@ export class Sealer {
       await recordHeartbeat(client, signer.sign({ tenant_id: tenantId, tree_size: tree.size, root_hash: tree.root!.toString('hex'), timestamp: headTimestamp(tree) }));
       return { kind: 'heartbeat', sealed: 0, more: false };
     }
-    const leafHashes = present.map((event) => eventLeaf(event.document!));
+    const leafHashes = present.map((event) => documentLeaf(event.document!));
     const edge = new TileSet(await loadTiles(client, tenantId, rightEdgeTiles(tree.size)));
     const appended = appendLeaves(tree.size, edge, leafHashes);
     const head = signer.sign({ tenant_id: tenantId, tree_size: appended.size, root_hash: appended.root.toString('hex'), timestamp: headTimestamp(tree) });

@@ -1,0 +1,204 @@
+/**
+ * Sealing benchmark (issue 18): the cost of tamper evidence on ingestion, in one run, for HTTP batches
+ * (500 events, 4 producers) and JetStream (a drain of messages published beforehand), each in three modes
+ * that alternate round by round:
+ *   - before:  the seal-queue trigger disabled and no sealer: ingestion as it was before sealing existed;
+ *   - queued:  the trigger on (every stored batch queues its events), no sealer process;
+ *   - sealing: the trigger on and a sealer process (`serve --roles sealer`) running beside the ingest role.
+ * The goal is sealing ≥ 0.9 × queued (medians over the rounds); before shows what the queue itself costs. During sealing phases the
+ * age of the oldest unsealed event is sampled every 200 ms until the sealer has caught up: it must stay
+ * under 3 × SEAL_INTERVAL. SEAL_INTERVAL is 1 s here (BENCH_SEAL_INTERVAL), ten times shorter than the
+ * default, so that the sealer works while ingestion runs rather than after it.
+ *
+ *   node bench/sealing.ts
+ */
+import { generateKeyPairSync, randomBytes, randomUUID } from 'node:crypto';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import pg from 'pg';
+import { BusNames, ensureConsumer, ingestConsumerDefinition } from '../src/bus/streams.ts';
+import { parseDuration } from '../src/config/config.ts';
+import { readDeploymentId } from '../src/db/deploymentIdentity.ts';
+import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
+import { createLogger } from '../src/platform/logger.ts';
+import { SERVER_URL } from './support/listDataset.ts';
+import { BENCH_INGEST_TOKEN, builtCli, freePort, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+
+const DATABASE_URL = `${SERVER_URL}/audit_bench_sealing`;
+const EVENTS = Number(process.env.BENCH_SEAL_EVENTS ?? 100_000);
+const ROUNDS = Number(process.env.BENCH_SEAL_ROUNDS ?? 3);
+const SEAL_INTERVAL = process.env.BENCH_SEAL_INTERVAL ?? '1s';
+const BATCH = 500;
+const PRODUCERS = 4;
+const MODES = ['before', 'queued', 'sealing'] as const;
+type Mode = (typeof MODES)[number];
+
+const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
+await admin.connect();
+await admin.query('DROP DATABASE IF EXISTS audit_bench_sealing WITH (FORCE)');
+await admin.end();
+await createDatabaseIfMissing(DATABASE_URL);
+await migrate(DATABASE_URL, createLogger('warn'));
+const db = new pg.Client({ connectionString: DATABASE_URL });
+await db.connect();
+const signingKey = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+const sealEnv = { DATABASE_URL, SEAL_SIGNING_KEY: signingKey, SEAL_INTERVAL, HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
+
+function producerEvent(tenant: string, index: number) {
+  return {
+    event_id: randomUUID(),
+    timestamp: new Date().toISOString(),
+    tenant_id: tenant,
+    action: index % 3 === 0 ? 'phi.read' : 'phi.query',
+    user_id: `user-${index % 500}`,
+    user_role: 'clinician',
+    resource_type: 'patient_record',
+    resource_id: `p-${index}`,
+    phi_involved: true,
+    fields_accessed: ['diagnosis', 'medications'],
+    success: true,
+    source_ip: '10.1.2.3',
+    user_agent: 'bench-producer/1.0',
+    details: { ward: `${index % 40}` },
+  };
+}
+
+const queued = async () => Number((await db.query('SELECT coalesce(sum(cardinality(event_ids)), 0) AS n FROM seal_queue')).rows[0].n);
+const oldestUnsealedS = async () => Number((await db.query('SELECT coalesce(extract(epoch FROM clock_timestamp() - min(enqueued_at)), 0)::float8 AS age FROM seal_queue')).rows[0].age);
+
+async function startSealer() {
+  const port = await freePort();
+  const sealer = startNode(builtCli('serve', '--roles', 'sealer'), { ...sealEnv, INTERNAL_PORT: String(port) });
+  await waitForHttp(`http://127.0.0.1:${port}/readyz`);
+  return sealer;
+}
+
+/** Seals whatever earlier phases left queued, so that every phase starts from an empty queue. */
+async function drainQueue(): Promise<void> {
+  if ((await queued()) === 0) return;
+  const sealer = await startSealer();
+  while ((await queued()) > 0) await new Promise((resolve) => setTimeout(resolve, 200));
+  await stopProcess(sealer);
+}
+
+async function setMode(mode: Mode) {
+  await drainQueue();
+  await db.query(`ALTER TABLE events ${mode === 'before' ? 'DISABLE' : 'ENABLE'} TRIGGER events_enqueue_for_sealing`);
+  return mode === 'sealing' ? startSealer() : undefined;
+}
+
+/** Samples the oldest unsealed event's age until stopped, then until the queue is empty. */
+function watchBacklog() {
+  let worst = 0;
+  let running = true;
+  const sampling = (async () => {
+    while (running || (await queued()) > 0) {
+      worst = Math.max(worst, await oldestUnsealedS());
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await sampling;
+      return worst;
+    },
+  };
+}
+
+// HTTP: one ingest process for every phase, warmed up first.
+const internalPort = await freePort();
+const ingest = startNode(builtCli('serve', '--roles', 'ingest'), {
+  DATABASE_URL, INGEST_TOKENS: BENCH_INGEST_TOKEN, NATS_NAMESPACE: `bench${randomBytes(3).toString('hex')}`, HOST: '127.0.0.1', INTERNAL_PORT: String(internalPort), LOG_LEVEL: 'warn',
+});
+await waitForHttp(`http://127.0.0.1:${internalPort}/readyz`);
+
+async function httpPhase(tenant: string, events: number): Promise<number> {
+  const batches = Array.from({ length: events / BATCH }, (_, batch) => JSON.stringify({ events: Array.from({ length: BATCH }, (_, i) => producerEvent(tenant, batch * BATCH + i)) }));
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(Array.from({ length: PRODUCERS }, async () => {
+    while (next < batches.length) {
+      const response = await fetch(`http://127.0.0.1:${internalPort}/internal/v1/events`, {
+        method: 'POST', headers: { authorization: `Bearer ${BENCH_INGEST_TOKEN}`, 'content-type': 'application/json' }, body: batches[next++]!,
+      });
+      if (!response.ok) throw new Error(`ingest answered ${response.status}: ${await response.text()}`);
+      await response.arrayBuffer();
+    }
+  }));
+  return events / ((performance.now() - started) / 1000);
+}
+
+async function jetstreamPhase(tenant: string): Promise<number> {
+  const namespace = `bench${randomBytes(3).toString('hex')}`;
+  const nc = await connect({ servers: process.env.NATS_URL ?? '127.0.0.1:4222' });
+  const names = new BusNames({ namespace, deploymentId: await readDeploymentId(db) });
+  const jsm = await jetstreamManager(nc);
+  const definition = ingestConsumerDefinition(names);
+  await ensureConsumer(jsm, definition);
+  const js = jetstream(nc);
+  const subject = names.ingestSubject(tenant);
+  for (let start = 0; start < EVENTS; start += 1000) {
+    await Promise.all(Array.from({ length: Math.min(1000, EVENTS - start) }, (_, i) => js.publish(subject, JSON.stringify(producerEvent(tenant, start + i)))));
+  }
+  const consumer = startNode(builtCli('serve', '--roles', 'ingest'), {
+    DATABASE_URL, INGEST_TOKENS: BENCH_INGEST_TOKEN, NATS_NAMESPACE: namespace, HOST: '127.0.0.1', INTERNAL_PORT: String(await freePort()), LOG_LEVEL: 'warn',
+  });
+  const stored = async () => (await db.query('SELECT EXISTS (SELECT 1 FROM events WHERE tenant_id = $1) AS found', [tenant])).rows[0].found as boolean;
+  while (!(await stored())) await new Promise((resolve) => setTimeout(resolve, 20));
+  const started = performance.now();
+  for (;;) {
+    const info = await jsm.consumers.info(definition.stream.name, definition.consumer.durable_name);
+    if (info.num_pending === 0 && info.num_ack_pending === 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const rate = EVENTS / ((performance.now() - started) / 1000);
+  await stopProcess(consumer);
+  await jsm.streams.delete(definition.stream.name);
+  await nc.close();
+  return rate;
+}
+
+await httpPhase('warmup', 20_000);
+const rates: Record<'http' | 'jetstream', Record<Mode, number[]>> = {
+  http: { before: [], queued: [], sealing: [] },
+  jetstream: { before: [], queued: [], sealing: [] },
+};
+const worstBacklogS: number[] = [];
+for (let round = 0; round < ROUNDS; round += 1) {
+  for (const input of ['http', 'jetstream'] as const) {
+    // The order rotates round by round, so that no mode always runs first (or last) on a machine whose
+    // speed drifts.
+    for (const mode of [...MODES.slice(round % MODES.length), ...MODES.slice(0, round % MODES.length)]) {
+      const sealer = await setMode(mode);
+      const backlog = mode === 'sealing' ? watchBacklog() : undefined;
+      const tenant = `${input}-${mode}-${round}`;
+      const rate = input === 'http' ? await httpPhase(tenant, EVENTS) : await jetstreamPhase(tenant);
+      rates[input][mode].push(Math.round(rate));
+      if (backlog) worstBacklogS.push(Number((await backlog.stop()).toFixed(2)));
+      if (sealer) await stopProcess(sealer);
+      console.error(`round ${round + 1}, ${input}, ${mode}: ${Math.round(rate)} events/s`);
+    }
+  }
+}
+await stopProcess(ingest);
+await db.query('ALTER TABLE events ENABLE TRIGGER events_enqueue_for_sealing');
+await db.end();
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted.length % 2 ? sorted[(sorted.length - 1) / 2]! : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2;
+};
+const ratio = (a: number[], b: number[]) => Number((median(a) / median(b)).toFixed(2));
+const intervalS = parseDuration(SEAL_INTERVAL)! / 1000;
+console.log(JSON.stringify({
+  benchmark: 'sealing',
+  command: 'node bench/sealing.ts',
+  events_per_phase: EVENTS,
+  rounds: ROUNDS,
+  seal_interval: SEAL_INTERVAL,
+  http: { events_per_s: rates.http, sealing_vs_queued: ratio(rates.http.sealing, rates.http.queued), queued_vs_before: ratio(rates.http.queued, rates.http.before), sealing_vs_before: ratio(rates.http.sealing, rates.http.before) },
+  jetstream: { events_per_s: rates.jetstream, sealing_vs_queued: ratio(rates.jetstream.sealing, rates.jetstream.queued), queued_vs_before: ratio(rates.jetstream.queued, rates.jetstream.before), sealing_vs_before: ratio(rates.jetstream.sealing, rates.jetstream.before) },
+  oldest_unsealed_s: { worst_per_sealing_phase: worstBacklogS, in_intervals: Number((Math.max(...worstBacklogS) / intervalS).toFixed(2)) },
+  goals: { sealing_vs_queued: '>= 0.90', oldest_unsealed_in_intervals: '< 3' },
+}, null, 2));

@@ -5,7 +5,7 @@ import { dirname, join, normalize, relative } from 'node:path';
 /**
  * The folders of src/ are layers, and an import may only point down (or stay in its folder): edges (the
  * composition root and CLI, HTTP, the Kubernetes controller) → adapters and processes (delivery,
- * ingestion) → domain (auth, webhooks) → the trail (events) → infrastructure (db, bus) → platform and
+ * ingestion) → domain (auth, webhooks, integrity) → the trail (events) → infrastructure (db, bus) → platform and
  * config. The customer client stands alone. A picture of the imports with an arrow going up is a design
  * asking for a change; this keeps the picture honest.
  */
@@ -14,9 +14,9 @@ const LAYERS: ReadonlyArray<readonly string[]> = [
   ['config'],
   ['db', 'bus'],
   ['events'],
-  ['auth', 'webhooks'],
+  ['auth', 'webhooks', 'integrity'],
   ['delivery', 'ingestion'],
-  ['http', 'controller'],
+  ['http', 'controller', 'cli'],
   ['(root)'],
 ];
 const STANDALONE = ['client'];

@@ -8,7 +8,7 @@ import type { EventWriter } from '../../events/eventWriter.ts';
 import type { ExportProofs } from '../../integrity/exportProofs.ts';
 import type { IntegrityReader } from '../../integrity/integrityReader.ts';
 import { requireScope } from '../authenticate.ts';
-import { jsonBody, parseBody, parseQuery } from '../requestInput.ts';
+import { jsonBody, parseBody, parseQuery, queryBoolean } from '../requestInput.ts';
 import { ValidationError } from '../../platform/errors.ts';
 import { principalOf, type AppContext, type RequestState } from '../state.ts';
 import { authenticatedResponse, json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
@@ -22,8 +22,7 @@ export const exportQuerySchema = z.strictObject({
     .enum(['json', 'ndjson'], { message: 'must be json or ndjson' })
     .optional()
     .meta({ description: 'json (default): one object; ndjson: one event per line.' }),
-  proofs: z
-    .enum(['true', 'false'], { message: 'must be true or false' })
+  proofs: queryBoolean()
     .optional()
     .meta({ description: 'true: each event carries its inclusion proof against the signed tree head included in the response (docs/integrity.md).' }),
 });
@@ -57,8 +56,8 @@ export function exportRoutes(exporter: EventExporter, writer: EventWriter, integ
     const given: unknown = ctx.request.body;
     const body = parseBody(exportBodySchema, given === undefined || given === '' ? {} : given);
     const filters = toEventFilters(body);
-    const session = await exporter.open(principalOf(ctx).tenantId, filters, { shareSnapshot: proofs === 'true' });
-    const proven = proofs === 'true' ? await integrity.openExportProofs(principalOf(ctx).tenantId, session).catch(async (error: unknown) => {
+    const session = await exporter.open(principalOf(ctx).tenantId, filters, { shareSnapshot: proofs === true });
+    const proven = proofs ? await integrity.openExportProofs(principalOf(ctx).tenantId, session).catch(async (error: unknown) => {
       await session.close();
       throw error;
     }) : undefined;

@@ -6,16 +6,12 @@ import { NotYetSealedError, type IntegrityReader } from '../../integrity/integri
 import { ValidationError } from '../../platform/errors.ts';
 import { requireScope } from '../authenticate.ts';
 import { pageSchema } from '../apiSchemas.ts';
-import { json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
-import { parseQuery } from '../requestInput.ts';
+import { authenticatedResponse, json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
+import { parseQuery, queryInteger } from '../requestInput.ts';
 import { principalOf, type RequestState } from '../state.ts';
 import { DEFAULT_PAGE_SIZE, listEventsQuerySchema, noQuerySchema } from './events.ts';
 
-const treeSize = (description: string) =>
-  z
-    .string()
-    .regex(/^[1-9][0-9]{0,14}$/, 'must be a positive integer (the tree_size of a signed tree head)')
-    .meta({ description });
+const treeSize = (description: string) => queryInteger(1, Number.MAX_SAFE_INTEGER).meta({ description });
 
 export const proofQuerySchema = z.strictObject({
   tree_size: treeSize('The size of the signed tree head to prove against; the latest head by default.').optional(),
@@ -52,7 +48,7 @@ export function integrityRoutes(integrity: IntegrityReader, sealIntervalMs: numb
       tenantId: principalOf(ctx).tenantId,
       sinceMs,
       untilMs,
-      limit: query.limit === undefined ? DEFAULT_PAGE_SIZE : Number(query.limit),
+      limit: query.limit ?? DEFAULT_PAGE_SIZE,
       cursor: query.cursor,
     });
   });
@@ -63,7 +59,7 @@ export function integrityRoutes(integrity: IntegrityReader, sealIntervalMs: numb
       ctx.body = await integrity.inclusionProof(
         principalOf(ctx).tenantId,
         ctx.params.event_id!,
-        query.tree_size === undefined ? undefined : Number(query.tree_size),
+        query.tree_size,
         retryAfterSeconds,
       );
     } catch (error) {
@@ -74,7 +70,7 @@ export function integrityRoutes(integrity: IntegrityReader, sealIntervalMs: numb
 
   router.get('/audit/integrity/consistency', requireScope('audit:read'), async (ctx) => {
     const query = parseQuery(consistencyQuerySchema, ctx.query);
-    ctx.body = await integrity.consistencyProof(principalOf(ctx).tenantId, Number(query.first), Number(query.second));
+    ctx.body = await integrity.consistencyProof(principalOf(ctx).tenantId, query.first, query.second);
   });
 
   router.get('/audit/integrity/keys', requireScope('audit:read'), async (ctx) => {
@@ -122,17 +118,17 @@ export const sealKeyListSchema = z
   })
   .meta({ id: 'SealKeyList' });
 
-const get = (operationId: string, summary: string, parameters: object[], ok: object, extra: Record<string, unknown> = {}) => ({
+const get = (operationId: string, summary: string, parameters: object[], ok: { description: string; content: object }, extra: Record<string, unknown> = {}) => ({
   get: {
     operationId,
     summary,
     security: [{ apiKey: [] }],
     parameters,
-    responses: { '200': ok, ...extra, ...standardErrorResponses('audit:read') },
+    responses: { '200': authenticatedResponse(ok), ...extra, ...standardErrorResponses('audit:read') },
   },
 });
 
-const notFound = (description: string) => ({ '404': { description, content: json(ref('Error')) } });
+const notFound = (description: string) => ({ '404': authenticatedResponse({ description, content: json(ref('Error')) }) });
 
 export const integrityOpenApi: OpenApiContribution = {
   schemas: [signedTreeHeadSchema, treeHeadListSchema, inclusionProofSchema, consistencyProofSchema, sealKeyListSchema],
@@ -152,11 +148,10 @@ export const integrityOpenApi: OpenApiContribution = {
       { description: 'The inclusion proof.', content: json(ref('InclusionProof')) },
       {
         ...notFound("Unknown event (or another tenant's), or no signed tree head of tree_size."),
-        '409': {
-          description: 'not_yet_sealed: the event is stored but has no leaf yet; retry after Retry-After seconds.',
-          headers: { 'Retry-After': { schema: { type: 'integer' } } },
-          content: json(ref('Error')),
-        },
+        '409': authenticatedResponse(
+          { description: 'not_yet_sealed: the event is stored but has no leaf yet; retry after Retry-After seconds.', content: json(ref('Error')) },
+          'Retry-After',
+        ),
       },
     ),
     '/audit/integrity/consistency': get('getConsistencyProof', 'A consistency proof between two signed tree heads.', queryParameters(consistencyQuerySchema), {

@@ -174,7 +174,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       releasers.add('delivery worker', () => worker.stop());
     }
 
-    if (has('sealer')) await startSealer(config, db, log.child({ role: 'sealer' }), metrics, releasers);
+    if (has('sealer')) readiness.push(await startSealer(config, db, log.child({ role: 'sealer' }), metrics, releasers));
 
     if (has('controller')) {
       const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'the controller role');

@@ -47,6 +47,8 @@ export class Sealer {
   private running: Promise<void> | undefined;
   private stopped = false;
   private wake: (() => void) | undefined;
+  /** Set once a newer key retired this sealer's: it signs nothing more. */
+  retired: RetiredSigningKeyError | undefined;
 
   constructor(options: SealerOptions) {
     this.options = options;
@@ -85,6 +87,7 @@ export class Sealer {
         const error = coerceError(thrown);
         if (error instanceof RetiredSigningKeyError) {
           // Another replica runs with a newer key now: this one must not sign again.
+          this.retired = error;
           this.options.log.error({ err: error }, 'signing key retired; the sealer stops signing');
           return;
         }

@@ -130,6 +130,21 @@ describe('the sealer role', function () {
     expect(await rejection(startTestService({ databaseUrl: db.url, roles: ['sealer'] }))).to.match(/SEAL_SIGNING_KEY: is required by the sealer role/);
   });
 
+  it('turns a running sealer unready once a newer key retires its own', async () => {
+    const [oldKey, newKey] = [sealKeyPair(), sealKeyPair()];
+    const service = await startTestService({ databaseUrl: db.url, roles: ['sealer'], env: { SEAL_INTERVAL: '200ms', SEAL_SIGNING_KEY: oldKey.privatePem } });
+    try {
+      expect((await fetch(`${service.internalUrl}/readyz`)).status).to.equal(200);
+      const newer = await startTestSealer(db.url, newKey.privateKey);
+      await seedEvents(db.url, [newEvent({ tenantId: 'rot' })]);
+      await waitFor(async () => (await fetch(`${service.internalUrl}/readyz`)).status === 503, 'the old sealer unready');
+      expect(await newer.sealNow()).to.include({ sealed: 1 });
+      await newer.close();
+    } finally {
+      await service.stop();
+    }
+  });
+
   it('rotates keys: the new key retires the old, old heads stay verifiable in its window, and the old key never signs again', async () => {
     const [oldKey, newKey] = [sealKeyPair(), sealKeyPair()];
     const api = await startTestService({ databaseUrl: db.url, roles: ['api'] });

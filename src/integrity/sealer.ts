@@ -115,10 +115,21 @@ export class Sealer {
     let sealed = 0;
     let heads = 0;
     let busy = 0;
+    let failed: Error | undefined;
     for (const tenantId of tenants) {
       for (;;) {
         if (this.stopped) return { sealed, heads, busy };
-        const outcome = await this.options.db.transaction((client) => this.sealTenant(client, tenantId));
+        let outcome: TenantOutcome;
+        try {
+          outcome = await this.options.db.transaction((client) => this.sealTenant(client, tenantId));
+        } catch (thrown) {
+          const error = coerceError(thrown);
+          if (error instanceof RetiredSigningKeyError) throw error;
+          // One tenant's trouble must not hold up the others' sealing: they go on, the pass reports it.
+          this.options.log.warn({ err: error, tenant_id: tenantId }, 'sealing a tenant failed; will retry');
+          failed ??= error;
+          break;
+        }
         if (outcome.kind === 'busy') busy += 1;
         if (outcome.kind === 'appended' || outcome.kind === 'heartbeat') heads += 1;
         sealed += outcome.sealed;
@@ -126,6 +137,7 @@ export class Sealer {
         if (!outcome.more) break;
       }
     }
+    if (failed) throw failed;
     return { sealed, heads, busy };
   }
 

@@ -7,7 +7,7 @@
  *   node bench/ingest.ts
  */
 import { spawnSync } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
@@ -18,6 +18,7 @@ import { renderEventDocument } from '../src/events/eventDocument.ts';
 import type { NewEvent } from '../src/events/eventStore.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { SERVER_URL } from './support/listDataset.ts';
+import { producerEvent } from './support/producers.ts';
 import { BENCH_INGEST_TOKEN, builtCli, cpuMeter, freePort, pidsOfName, pidsOfUser, startNode, stopProcess, waitForHttp } from './support/processes.ts';
 
 const DATABASE_URL = `${SERVER_URL}/audit_bench_ingest`;
@@ -35,24 +36,6 @@ const db = new pg.Client({ connectionString: DATABASE_URL });
 await db.connect();
 const count = async (tenant: string) => Number((await db.query('SELECT count(*) FROM events WHERE tenant_id = $1', [tenant])).rows[0].count);
 
-function producerEvent(tenant: string, index: number) {
-  return {
-    event_id: randomUUID(),
-    timestamp: new Date().toISOString(),
-    tenant_id: tenant,
-    action: index % 3 === 0 ? 'phi.read' : 'phi.query',
-    user_id: `user-${index % 500}`,
-    user_role: 'clinician',
-    resource_type: 'patient_record',
-    resource_id: `p-${index}`,
-    phi_involved: true,
-    fields_accessed: ['diagnosis', 'medications'],
-    success: true,
-    source_ip: '10.1.2.3',
-    user_agent: 'bench-producer/1.0',
-    details: { ward: `${index % 40}` },
-  };
-}
 
 // Baseline: COPY of the same rows, as CSV, through psql; the document is the one the write path would store.
 const csvField = (value: string) => `"${value.replace(/"/g, '""')}"`;

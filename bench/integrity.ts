@@ -56,7 +56,7 @@ async function ensureDataset(): Promise<{ sealRate: number | undefined }> {
         `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
                              fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document)
          SELECT e.*, ${EVENT_JSON}
-         FROM (SELECT '${TENANT}' AS tenant_id, now() - interval '60 days' + n * interval '2 milliseconds' AS occurred_at, gen_random_uuid() AS event_id,
+         FROM (SELECT '${TENANT}' AS tenant_id, date_trunc('milliseconds', now()) - interval '60 days' + n * interval '2 milliseconds' AS occurred_at, gen_random_uuid() AS event_id,
                       (ARRAY['phi.read','phi.query','auth.login','admin.key.create'])[1 + n % 4] AS action, 'user-' || (n % 5000) AS user_id,
                       'clinician' AS user_role, 'patient_record' AS resource_type, 'p-' || n AS resource_id, '["diagnosis"]' AS fields_accessed,
                       true AS phi_involved, '10.1.2.3' AS source_ip, 'bench-agent/1.0' AS user_agent, '' AS justification, true AS success,

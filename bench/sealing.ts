@@ -12,7 +12,7 @@
  *
  *   node bench/sealing.ts
  */
-import { generateKeyPairSync, randomBytes, randomUUID } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
@@ -22,6 +22,7 @@ import { readDeploymentId } from '../src/db/deploymentIdentity.ts';
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { SERVER_URL } from './support/listDataset.ts';
+import { producerEvent } from './support/producers.ts';
 import { BENCH_INGEST_TOKEN, builtCli, freePort, startNode, stopProcess, waitForHttp } from './support/processes.ts';
 
 const DATABASE_URL = `${SERVER_URL}/audit_bench_sealing`;
@@ -44,24 +45,6 @@ await db.connect();
 const signingKey = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 const sealEnv = { DATABASE_URL, SEAL_SIGNING_KEY: signingKey, SEAL_INTERVAL, HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
 
-function producerEvent(tenant: string, index: number) {
-  return {
-    event_id: randomUUID(),
-    timestamp: new Date().toISOString(),
-    tenant_id: tenant,
-    action: index % 3 === 0 ? 'phi.read' : 'phi.query',
-    user_id: `user-${index % 500}`,
-    user_role: 'clinician',
-    resource_type: 'patient_record',
-    resource_id: `p-${index}`,
-    phi_involved: true,
-    fields_accessed: ['diagnosis', 'medications'],
-    success: true,
-    source_ip: '10.1.2.3',
-    user_agent: 'bench-producer/1.0',
-    details: { ward: `${index % 40}` },
-  };
-}
 
 const queued = async () => Number((await db.query('SELECT coalesce(sum(cardinality(event_ids)), 0) AS n FROM seal_queue')).rows[0].n);
 const oldestUnsealedS = async () => Number((await db.query('SELECT coalesce(extract(epoch FROM clock_timestamp() - min(enqueued_at)), 0)::float8 AS age FROM seal_queue')).rows[0].age);

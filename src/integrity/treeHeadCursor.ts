@@ -1,39 +1,24 @@
-import { createHmac, createSecretKey, hkdfSync, timingSafeEqual, type KeyObject } from 'node:crypto';
-import { ValidationError } from '../platform/errors.ts';
-
-const MAC_BYTES = 16;
+import { SignedCursor, invalidCursor } from '../events/cursor.ts';
 
 /**
- * Opaque, authenticated cursors of the tree-head history, as the event list's (events/cursor.ts): the text
- * carries the signed_at of the page's last head; the MAC, under a key of its own, also covers the tenant
- * and the window, so a cursor from another tenant, window or endpoint is a 422.
+ * Page cursors of the tree-head history, signed like the event list's under a key of their own: the text
+ * carries the signed_at of the page's last head, and the MAC also covers the tenant and the time window.
  */
 export class TreeHeadCursor {
-  private readonly key: KeyObject;
+  private readonly signed: SignedCursor;
 
   constructor(pepper: string) {
-    this.key = createSecretKey(Buffer.from(hkdfSync('sha256', pepper, 'audit-trail', 'tree-head-cursor-v1', 32)));
+    this.signed = new SignedCursor(pepper, 'tree-head-cursor-v1');
   }
 
   encode(signedAtMs: number, tenantId: string, window: string): string {
-    const payload = Buffer.from(`1:${signedAtMs}`).toString('base64url');
-    return `${payload}.${this.mac(payload, tenantId, window).toString('base64url')}`;
+    return this.signed.encode(`1:${signedAtMs}`, `${tenantId}\n${window}`);
   }
 
   decode(cursor: string, tenantId: string, window: string): number {
-    const invalid = () => ValidationError.single('cursor', 'is not a cursor issued for this query; start again without it');
-    const [payload, macText, ...rest] = cursor.split('.');
-    if (!payload || !macText || rest.length > 0) throw invalid();
-    const given = Buffer.from(macText, 'base64url');
-    const expected = this.mac(payload, tenantId, window);
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw invalid();
-    const [version, millis] = Buffer.from(payload, 'base64url').toString('utf8').split(':');
+    const [version, millis] = (this.signed.decode(cursor, `${tenantId}\n${window}`) ?? '').split(':');
     const signedAtMs = Number(millis);
-    if (version !== '1' || !Number.isSafeInteger(signedAtMs)) throw invalid();
+    if (version !== '1' || !Number.isSafeInteger(signedAtMs)) throw invalidCursor();
     return signedAtMs;
-  }
-
-  private mac(payload: string, tenantId: string, window: string): Buffer {
-    return createHmac('sha256', this.key).update(`${tenantId}\n${window}\n${payload}`).digest().subarray(0, MAC_BYTES);
   }
 }

@@ -7,10 +7,15 @@
 -- would (ids and timestamps are assigned at insert, not at commit). The sealer deletes the row in the
 -- transaction that appends its leaves, so no event is sealed twice. One row per statement and tenant, its
 -- events as arrays in insertion order: the write path pays one small row per batch, not one per event.
+-- ingested_at and the bounds of occurred_at are the events' own: by them a proof finds an event's leaves
+-- (merkle_leaf_ranges) from the event's row.
 CREATE TABLE seal_queue (
   tenant_id         text          NOT NULL,
   id                bigint        GENERATED ALWAYS AS IDENTITY,
   enqueued_at       timestamptz   NOT NULL DEFAULT now(),
+  ingested_at       timestamptz   NOT NULL,
+  min_occurred_at   timestamptz   NOT NULL,
+  max_occurred_at   timestamptz   NOT NULL,
   event_occurred_at timestamptz[] NOT NULL,
   event_ids         uuid[]        NOT NULL,
   PRIMARY KEY (tenant_id, id)
@@ -22,21 +27,24 @@ ALTER TABLE seal_queue ALTER COLUMN event_ids SET STORAGE EXTERNAL, ALTER COLUMN
 -- (ingestion, admin events, import, a pod of the previous release during a rolling upgrade, psql), and a
 -- statement that stored nothing (a producer's retry) queues nothing. Both arrays are aggregated from one
 -- pass over the transition table, so their elements correspond. A bulk statement (a psql load, a
--- backfill) is queued in rows of 1,000 so that the sealer can take it in bounded transactions; the write
--- path's batches (at most 1,000 events) take the cheap branch.
+-- backfill) is queued in rows of 1,000 in event order, so that the sealer takes it in bounded
+-- transactions and a proof finds a leaf among few rows; the write path's batches (at most 1,000 events)
+-- take the cheap branch.
 CREATE FUNCTION audit_enqueue_for_sealing() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF (SELECT count(*) FROM stored_events) <= 5000 THEN
-    INSERT INTO seal_queue (tenant_id, event_occurred_at, event_ids)
-    SELECT tenant_id, array_agg(occurred_at), array_agg(event_id) FROM stored_events GROUP BY tenant_id;
+    INSERT INTO seal_queue (tenant_id, ingested_at, min_occurred_at, max_occurred_at, event_occurred_at, event_ids)
+    SELECT tenant_id, ingested_at, min(occurred_at), max(occurred_at), array_agg(occurred_at), array_agg(event_id)
+      FROM stored_events GROUP BY tenant_id, ingested_at;
   ELSE
-    INSERT INTO seal_queue (tenant_id, event_occurred_at, event_ids)
-    SELECT tenant_id, array_agg(occurred_at ORDER BY occurred_at, event_id), array_agg(event_id ORDER BY occurred_at, event_id)
-      FROM (SELECT tenant_id, occurred_at, event_id,
-                   (row_number() OVER (PARTITION BY tenant_id ORDER BY occurred_at, event_id) - 1) / 1000 AS chunk
+    INSERT INTO seal_queue (tenant_id, ingested_at, min_occurred_at, max_occurred_at, event_occurred_at, event_ids)
+    SELECT tenant_id, ingested_at, min(occurred_at), max(occurred_at),
+           array_agg(occurred_at ORDER BY occurred_at, event_id), array_agg(event_id ORDER BY occurred_at, event_id)
+      FROM (SELECT tenant_id, ingested_at, occurred_at, event_id,
+                   (row_number() OVER (PARTITION BY tenant_id, ingested_at ORDER BY occurred_at, event_id) - 1) / 1000 AS chunk
               FROM stored_events) numbered
-     GROUP BY tenant_id, chunk
-     ORDER BY tenant_id, chunk;
+     GROUP BY tenant_id, ingested_at, chunk
+     ORDER BY tenant_id, ingested_at, chunk;
   END IF;
   RETURN NULL;
 END;
@@ -57,17 +65,21 @@ CREATE TABLE merkle_trees (
 
 -- Which event each leaf is: one row per queue row the sealer appended, its events in leaf order from
 -- first_leaf on. A row per leaf (two index entries each) cost the sealer more than everything else it
--- does; the arrays move from the queue as they are. The GIN index finds an event's range for its proof.
+-- does; the arrays move from the queue as they are. A proof finds an event's range from the event's row:
+-- same tenant and ingested_at (one statement's), occurred_at within the bounds.
 CREATE TABLE merkle_leaf_ranges (
   tenant_id         text          NOT NULL,
   first_leaf        bigint        NOT NULL CHECK (first_leaf >= 0),
+  ingested_at       timestamptz   NOT NULL,
+  min_occurred_at   timestamptz   NOT NULL,
+  max_occurred_at   timestamptz   NOT NULL,
   event_occurred_at timestamptz[] NOT NULL,
   event_ids         uuid[]        NOT NULL CHECK (cardinality(event_ids) > 0),
   PRIMARY KEY (tenant_id, first_leaf),
   CHECK (cardinality(event_occurred_at) = cardinality(event_ids))
 );
 ALTER TABLE merkle_leaf_ranges ALTER COLUMN event_ids SET STORAGE EXTERNAL, ALTER COLUMN event_occurred_at SET STORAGE EXTERNAL;
-CREATE INDEX merkle_leaf_ranges_by_event ON merkle_leaf_ranges USING gin (event_ids);
+CREATE INDEX merkle_leaf_ranges_by_statement ON merkle_leaf_ranges (tenant_id, ingested_at, min_occurred_at) INCLUDE (max_occurred_at);
 
 -- The leaves one per row, for the integrity check and for people reading the database.
 CREATE VIEW merkle_leaves AS
@@ -112,11 +124,12 @@ CREATE TABLE tree_heads (
 );
 CREATE INDEX tree_heads_by_size ON tree_heads (tenant_id, tree_size, signed_at);
 
--- The events stored before this migration are queued too, oldest first, in rows of up to 1,000.
-INSERT INTO seal_queue (tenant_id, event_occurred_at, event_ids)
-SELECT tenant_id, array_agg(occurred_at ORDER BY occurred_at, event_id), array_agg(event_id ORDER BY occurred_at, event_id)
-FROM (SELECT tenant_id, occurred_at, event_id,
-             (row_number() OVER (PARTITION BY tenant_id ORDER BY occurred_at, event_id) - 1) / 1000 AS chunk
+-- The events stored before this migration are queued too, statement by statement, in rows of up to 1,000.
+INSERT INTO seal_queue (tenant_id, ingested_at, min_occurred_at, max_occurred_at, event_occurred_at, event_ids)
+SELECT tenant_id, ingested_at, min(occurred_at), max(occurred_at),
+       array_agg(occurred_at ORDER BY occurred_at, event_id), array_agg(event_id ORDER BY occurred_at, event_id)
+FROM (SELECT tenant_id, ingested_at, occurred_at, event_id,
+             (row_number() OVER (PARTITION BY tenant_id, ingested_at ORDER BY occurred_at, event_id) - 1) / 1000 AS chunk
       FROM events) numbered
-GROUP BY tenant_id, chunk
-ORDER BY tenant_id, chunk;
+GROUP BY tenant_id, ingested_at, chunk
+ORDER BY tenant_id, ingested_at, chunk;

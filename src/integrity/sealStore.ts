@@ -126,8 +126,9 @@ export async function recordAppend(client: pg.PoolClient, append: Append): Promi
     if (!range.partial) continue;
     // Only in a store altered behind the service's back: the range keeps the row's events that remain.
     await client.query(
-      `INSERT INTO merkle_leaf_ranges (tenant_id, first_leaf, event_occurred_at, event_ids)
-       SELECT $1, $2, array_agg(k.occurred_at ORDER BY k.position), array_agg(k.event_id ORDER BY k.position)
+      `INSERT INTO merkle_leaf_ranges (tenant_id, first_leaf, ingested_at, min_occurred_at, max_occurred_at, event_occurred_at, event_ids)
+       SELECT $1, $2, min(q.ingested_at), min(k.occurred_at), max(k.occurred_at),
+              array_agg(k.occurred_at ORDER BY k.position), array_agg(k.event_id ORDER BY k.position)
          FROM seal_queue q
         CROSS JOIN LATERAL unnest(q.event_occurred_at, q.event_ids) WITH ORDINALITY AS k(occurred_at, event_id, position)
          JOIN events e ON e.tenant_id = $1 AND e.occurred_at = k.occurred_at AND e.event_id = k.event_id
@@ -138,8 +139,8 @@ export async function recordAppend(client: pg.PoolClient, append: Append): Promi
   await client.query(
     prepared(
       `WITH ranges AS (
-         INSERT INTO merkle_leaf_ranges (tenant_id, first_leaf, event_occurred_at, event_ids)
-         SELECT $1, r.first_leaf, q.event_occurred_at, q.event_ids
+         INSERT INTO merkle_leaf_ranges (tenant_id, first_leaf, ingested_at, min_occurred_at, max_occurred_at, event_occurred_at, event_ids)
+         SELECT $1, r.first_leaf, q.ingested_at, q.min_occurred_at, q.max_occurred_at, q.event_occurred_at, q.event_ids
            FROM unnest($2::bigint[], $3::bigint[]) AS r(queue_id, first_leaf)
            JOIN seal_queue q ON q.tenant_id = $1 AND q.id = r.queue_id
        ), tiles AS (

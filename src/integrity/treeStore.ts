@@ -94,17 +94,27 @@ export interface EventLeaf {
 }
 
 /**
+ * The leaf of an event's row `e`, as an expression: its range is the one appended from the statement
+ * that stored it (same tenant and ingested_at, occurred_at within the bounds; a bulk statement has
+ * several), and its place there the position of its id (array_positions: an id a producer reused with
+ * another timestamp may be there twice).
+ */
+const LEAF_OF_EVENT = `(SELECT r.first_leaf + p.position - 1
+     FROM merkle_leaf_ranges r
+     CROSS JOIN LATERAL unnest(array_positions(r.event_ids, e.event_id)) AS p(position)
+    WHERE r.tenant_id = e.tenant_id AND r.ingested_at = e.ingested_at
+      AND r.min_occurred_at <= e.occurred_at AND r.max_occurred_at >= e.occurred_at
+      AND r.event_occurred_at[p.position] = e.occurred_at
+    LIMIT 1)`;
+
+/**
  * The leaf of the event with this id in this tenant, the newest such event when a producer reused an id
  * with another timestamp; undefined when the tenant has no such event.
  */
 export async function findEventLeaf(db: Queryable, tenantId: string, eventId: string): Promise<EventLeaf | undefined> {
   const { rows } = await db.query<{ leaf_index: number | null }>(
     prepared(
-      `SELECT (SELECT r.first_leaf + s.i - 1
-                 FROM merkle_leaf_ranges r CROSS JOIN LATERAL generate_subscripts(r.event_ids, 1) AS s(i)
-                WHERE r.event_ids @> ARRAY[e.event_id] AND r.tenant_id = e.tenant_id
-                  AND r.event_ids[s.i] = e.event_id AND r.event_occurred_at[s.i] = e.occurred_at
-                LIMIT 1) AS leaf_index
+      `SELECT ${LEAF_OF_EVENT} AS leaf_index
          FROM events e
         WHERE e.tenant_id = $1 AND e.event_id = $2::uuid
         ORDER BY e.occurred_at DESC
@@ -122,17 +132,15 @@ export async function leafIndexesOf(
   tenantId: string,
   events: ReadonlyArray<{ readonly eventId: string; readonly timestamp: string }>,
 ): Promise<Map<string, number>> {
-  const { rows } = await db.query<{ event_id: string; timestamp: string; leaf_index: number }>(
+  const { rows } = await db.query<{ event_id: string; timestamp: string; leaf_index: number | null }>(
     prepared(
-      `SELECT k.event_id::text, k.ts AS timestamp, r.first_leaf + s.i - 1 AS leaf_index
+      `SELECT k.event_id::text, k.ts AS timestamp, ${LEAF_OF_EVENT} AS leaf_index
          FROM unnest($2::uuid[], $3::text[]) AS k(event_id, ts)
-         JOIN merkle_leaf_ranges r ON r.event_ids @> ARRAY[k.event_id] AND r.tenant_id = $1
-         CROSS JOIN LATERAL generate_subscripts(r.event_ids, 1) AS s(i)
-        WHERE r.event_ids[s.i] = k.event_id AND r.event_occurred_at[s.i] = k.ts::timestamptz`,
+         JOIN events e ON e.tenant_id = $1 AND e.occurred_at = k.ts::timestamptz AND e.event_id = k.event_id`,
       [tenantId, events.map((event) => event.eventId), events.map((event) => event.timestamp)],
     ),
   );
-  return new Map(rows.map((row) => [`${row.event_id}@${row.timestamp}`, row.leaf_index]));
+  return new Map(rows.filter((row) => row.leaf_index !== null).map((row) => [`${row.event_id}@${row.timestamp}`, row.leaf_index!]));
 }
 
 export type SealKeyRecord = {

@@ -87,16 +87,15 @@ SELECT r.tenant_id, r.first_leaf + k.position - 1 AS leaf_index, k.event_occurre
   FROM merkle_leaf_ranges r
  CROSS JOIN LATERAL unnest(r.event_occurred_at, r.event_ids) WITH ORDINALITY AS k(event_occurred_at, event_id, position);
 
--- The tree's hashes as tiles (integrity/tiles.ts): up to 256 hashes of complete subtrees at tree level
--- 8 × level, concatenated. The last tile of a level grows until it is full.
+-- The tree's hashes as tiles (integrity/tiles.ts): up to 16 hashes of complete subtrees at tree level
+-- 4 × level, concatenated. The last tile of a level grows until it is full.
 CREATE TABLE merkle_tiles (
   tenant_id  text     NOT NULL,
   level      smallint NOT NULL,
   tile_index bigint   NOT NULL,
-  hashes     bytea    NOT NULL CHECK (length(hashes) % 32 = 0 AND length(hashes) BETWEEN 32 AND 8192),
+  hashes     bytea    NOT NULL CHECK (length(hashes) % 32 = 0 AND length(hashes) BETWEEN 32 AND 512),
   PRIMARY KEY (tenant_id, level, tile_index)
 );
-ALTER TABLE merkle_tiles ALTER COLUMN hashes SET STORAGE EXTERNAL;
 
 -- Public keys that signed tree heads, kept for as long as heads they signed are: a head verifies under the
 -- key it names if it was signed within that key's window. A newer key retires the current one; a retired

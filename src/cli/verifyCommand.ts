@@ -54,11 +54,13 @@ export async function runVerify(args: string[], out: NodeJS.WritableStream = pro
 /** PEM public keys (one or more per file), or the JSON of GET /audit/integrity/keys with validity windows. */
 async function readTrustedKeys(path: string): Promise<TrustedKey[]> {
   const text = await readFile(path, 'utf8');
+  if (text.trimStart().startsWith('{')) {
+    const keys = parseJson(text, path) as { keys?: TrustedKey[] };
+    if (Array.isArray(keys.keys)) return keys.keys;
+  }
   const pems = text.match(/-----BEGIN PUBLIC KEY-----[\s\S]+?-----END PUBLIC KEY-----/g);
-  if (pems) return pems.map((pem) => ({ public_key_pem: `${pem}\n` }));
-  const keys = parseJson(text, path) as { keys?: TrustedKey[] };
-  if (!Array.isArray(keys.keys)) throw new Error(`${path} holds neither PEM public keys nor {"keys": [...]}`);
-  return keys.keys;
+  if (!pems) throw new Error(`${path} holds neither PEM public keys nor the {"keys": [...]} of GET /audit/integrity/keys`);
+  return pems.map((pem) => ({ public_key_pem: `${pem}\n` }));
 }
 
 /** One object, an array of them, or a page that lists them under `member`. */

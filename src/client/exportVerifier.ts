@@ -100,6 +100,8 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
 
   let proven = 0;
   let unsealed = 0;
+  // Per head: the nodes already proven to lead to its root (verifyInclusion's `proven`).
+  const provenNodes = new Map<string, Map<string, string>>();
   const leafOwners = new Map<number, string>();
   for (const { event, proof, head } of exported) {
     const eventId = typeof event.event_id === 'string' ? event.event_id : '(no event_id)';
@@ -118,7 +120,9 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
       failures.push({ eventId, reason: `the event cannot be canonicalised: ${(error as Error).message}` });
       continue;
     }
-    const verdict = verifyInclusion(leafHash, proof, head);
+    let nodes = provenNodes.get(head.signature);
+    if (!nodes) provenNodes.set(head.signature, (nodes = new Map()));
+    const verdict = verifyInclusion(leafHash, proof, head, nodes);
     if (!verdict.valid) {
       failures.push({ eventId, reason: verdict.reason });
       continue;

@@ -206,8 +206,12 @@ export interface TreeSummary {
 /**
  * Checks that the leaf with this hash is at `leaf_index` of the tree of the given head, by the algorithm of
  * RFC 9162 §2.1.3.2. The size comes from the head: a proof's own tree_size proves nothing.
+ *
+ * `proven`, shared by the checks of many events against one head, keeps the nodes already shown to lead
+ * to its root: a path that reaches one of them with the same hash is proven there (an export's neighbouring
+ * events share most of their paths), and one that reaches it with another hash is refused.
  */
-export function verifyInclusion(leafHash: string, proof: InclusionProof, head: TreeSummary): Verification {
+export function verifyInclusion(leafHash: string, proof: InclusionProof, head: TreeSummary, proven?: Map<string, string>): Verification {
   const { leaf_index: index, audit_path: path } = proof;
   const size = head.tree_size;
   if (proof.tree_size !== size) return invalid(`the proof is for tree size ${proof.tree_size}, the tree head's size is ${size}`);
@@ -220,7 +224,23 @@ export function verifyInclusion(leafHash: string, proof: InclusionProof, head: T
   if (leafHash !== proof.leaf_hash) return invalid('the event does not hash to the proof\'s leaf_hash');
   let fn = index;
   let sn = size - 1;
+  let level = 0;
   let r: Buffer = Buffer.from(leafHash, 'hex');
+  // The nodes this path passes through, by level and index: remembered in `proven` once it succeeds.
+  const passed: Array<[string, string]> = [];
+  const reached = (): Verification | undefined => {
+    if (!proven) return undefined;
+    const node = `${level}/${fn}`;
+    const known = proven.get(node);
+    const hash = r.toString('hex');
+    if (known === undefined) {
+      passed.push([node, hash]);
+      return undefined;
+    }
+    return known === hash ? VALID : invalid(`the audit path contradicts another proof against this tree head at level ${level}`);
+  };
+  let verdict = reached();
+  if (verdict) return verdict;
   for (const hex of path) {
     if (sn === 0) return invalid('audit_path is longer than the tree allows');
     const p = Buffer.from(hex, 'hex');
@@ -230,6 +250,7 @@ export function verifyInclusion(leafHash: string, proof: InclusionProof, head: T
         while (!isOdd(fn) && fn !== 0) {
           fn = half(fn);
           sn = half(sn);
+          level += 1;
         }
       }
     } else {
@@ -237,9 +258,21 @@ export function verifyInclusion(leafHash: string, proof: InclusionProof, head: T
     }
     fn = half(fn);
     sn = half(sn);
+    level += 1;
+    verdict = reached();
+    if (verdict) {
+      if (verdict.valid) remember(proven!, passed);
+      return verdict;
+    }
   }
   if (sn !== 0) return invalid('audit_path is shorter than the tree requires');
-  return r.toString('hex') === head.root_hash ? VALID : invalid('the audit path does not lead to the tree head\'s root hash');
+  if (r.toString('hex') !== head.root_hash) return invalid('the audit path does not lead to the tree head\'s root hash');
+  if (proven) remember(proven, passed);
+  return VALID;
+}
+
+function remember(proven: Map<string, string>, passed: ReadonlyArray<[string, string]>): void {
+  for (const [node, hash] of passed) proven.set(node, hash);
 }
 
 /**

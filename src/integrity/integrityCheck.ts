@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { eventLeafHash, verifyTreeHead, type SignedTreeHead } from '../client/integrity.ts';
 import type { Database } from '../db/database.ts';
 import { EVENT_JSON } from '../events/eventStore.ts';
-import { TILE_WIDTH, TileSet, tilesForRanges, type Tile } from './tiles.ts';
+import { TILE_HEIGHT, TILE_WIDTH, TileSet, tileRoot, tilesForRanges, type Tile } from './tiles.ts';
 import { allTreeHeads, listSealKeys, loadTiles } from './treeStore.ts';
 
 /** One finding of the server-side audit; `eventId` names the event when there is one to name. */
@@ -94,8 +94,8 @@ interface LeafRow {
   partition_exists: boolean;
 }
 
-/** Leaves read per round: 100 leaf-level tiles. */
-const LEAVES_PER_ROUND = 100 * TILE_WIDTH;
+/** Leaves read per round, a whole number of leaf-level tiles. */
+const LEAVES_PER_ROUND = 1600 * TILE_WIDTH;
 
 /**
  * Walks the leaves in order beside the leaf-level tiles: each leaf's event must exist and hash to the
@@ -169,10 +169,10 @@ async function checkLeaves(
 /** A full tile's root must be the entry it contributed to the level above. */
 function checkTileRoot(tile: Tile, upper: TileSet, report: (problem: Omit<IntegrityProblem, 'tenantId'>) => void): void {
   if (tile.hashes.length !== TILE_WIDTH * 32) return;
-  const root = new TileSet([tile]).nodeHash({ level: 8 * (tile.level + 1), index: tile.index });
+  const root = tileRoot(tile);
   let above: Buffer;
   try {
-    above = upper.nodeHash({ level: 8 * (tile.level + 1), index: tile.index });
+    above = upper.nodeHash({ level: TILE_HEIGHT * (tile.level + 1), index: tile.index });
   } catch {
     report({ kind: 'tree_corrupt', message: `tile ${tile.level}/${tile.index} is full but the level above lacks its root` });
     return;

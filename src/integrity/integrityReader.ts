@@ -65,10 +65,14 @@ export class IntegrityReader {
   async inclusionProof(tenantId: string, eventId: string, treeSize: number | undefined, retryAfterSeconds: number): Promise<InclusionProof> {
     const notFound = () => new NotFoundError('No event with this id.');
     if (!UUID_PATTERN.test(eventId)) throw notFound();
-    const leaf = await findEventLeaf(this.db, tenantId, eventId.toLowerCase());
+    // Both at once: a proof's latency is mostly round trips.
+    const [leaf, head] = await Promise.all([
+      findEventLeaf(this.db, tenantId, eventId.toLowerCase()),
+      this.headFor(this.db, tenantId, treeSize, 'tree_size').catch((error: unknown) => error as Error),
+    ]);
     if (!leaf) throw notFound();
     if (leaf.leafIndex === undefined) throw new NotYetSealedError(retryAfterSeconds);
-    const head = await this.headFor(this.db, tenantId, treeSize, 'tree_size');
+    if (head instanceof Error) throw head;
     if (leaf.leafIndex >= head.tree_size) {
       throw ValidationError.single('tree_size', `the tree head of size ${head.tree_size} does not include this event (leaf ${leaf.leafIndex}); ask for a larger size`);
     }

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { verifyTreeHead, type SignedTreeHead } from '../../src/client/integrity.ts';
 import { formatTimestamp } from '../../src/events/eventFields.ts';
 import { renderEventDocument } from '../../src/events/eventStore.ts';
+import { checkIntegrity } from '../../src/integrity/integrityCheck.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer } from '../support/integrity.ts';
@@ -79,6 +80,15 @@ describe('the sealer role', function () {
     expect(pass).to.deep.equal({ sealed: 12000, heads: 2, busy: 0 });
     const order = await db.pool.query(`SELECT bool_and(ok) AS ordered FROM (SELECT event_occurred_at >= lag(event_occurred_at) OVER (ORDER BY leaf_index) AS ok FROM merkle_leaves WHERE tenant_id = 'bulk') steps`);
     expect(order.rows[0].ordered).to.equal(true);
+    // A tree deep enough for full tiles on two levels: the integrity check recomputes each from the one below.
+    expect((await checkIntegrity(sealer.db, { tenantId: 'bulk', sealIntervalMs: 10_000 }))[0]!.problems).to.deep.equal([]);
+    await db.pool.query(`UPDATE merkle_tiles SET hashes = overlay(hashes PLACING '\\x00'::bytea FROM 1 FOR 1) WHERE tenant_id = 'bulk' AND level = 1 AND tile_index = 0`);
+    // The altered entry disagrees with the tile below it and with the entry above it.
+    const problems = (await checkIntegrity(sealer.db, { tenantId: 'bulk', sealIntervalMs: 10_000 }))[0]!.problems;
+    expect(problems.map((problem) => problem.message)).to.deep.equal([
+      'tile 0/0 does not hash to its entry in the level above',
+      'tile 1/0 does not hash to its entry in the level above',
+    ]);
     await sealer.close();
   });
 

@@ -58,12 +58,12 @@ describe('served form of sealed events', function () {
   it('list, lookup and export serve every sealed event in the form its leaf was computed from', async () => {
     const { rows } = await db.pool.query(
       `SELECT l.event_id::text, l.leaf_index, t.hashes FROM merkle_leaves l
-         JOIN merkle_tiles t ON t.tenant_id = l.tenant_id AND t.level = 0 AND t.tile_index = l.leaf_index / 256
+         JOIN merkle_tiles t ON t.tenant_id = l.tenant_id AND t.level = 0 AND t.tile_index = l.leaf_index / 16
         WHERE l.tenant_id = 'served'`,
     );
     const leaves = new Map<string, string>(
       rows.map((row: { event_id: string; leaf_index: number; hashes: Buffer }) => {
-        const offset = (row.leaf_index % 256) * 32;
+        const offset = (row.leaf_index % 16) * 32;
         return [row.event_id, row.hashes.subarray(offset, offset + 32).toString('hex')];
       }),
     );

@@ -3,9 +3,9 @@ import type { Database, Queryable } from '../db/database.ts';
 import { UUID_PATTERN } from '../events/eventFields.ts';
 import { ConflictError, NotFoundError, ValidationError } from '../platform/errors.ts';
 import { ExportProofs } from './exportProofs.ts';
-import { TileSet, tilesForConsistency, tilesForInclusion } from './tiles.ts';
+import { TileSet, tilesForConsistency } from './tiles.ts';
 import { TreeHeadCursor } from './treeHeadCursor.ts';
-import { findEventLeaf, latestTreeHead, listSealKeys, listTreeHeads, loadTiles, treeHeadOfSize, type SealKeyRecord } from './treeStore.ts';
+import { latestTreeHead, listSealKeys, listTreeHeads, loadTiles, proofMaterial, treeHeadOfSize, type SealKeyRecord } from './treeStore.ts';
 
 /** 409 for an event committed but not yet given its leaf; the client retries after Retry-After. */
 export class NotYetSealedError extends ConflictError {
@@ -65,23 +65,24 @@ export class IntegrityReader {
   async inclusionProof(tenantId: string, eventId: string, treeSize: number | undefined, retryAfterSeconds: number): Promise<InclusionProof> {
     const notFound = () => new NotFoundError('No event with this id.');
     if (!UUID_PATTERN.test(eventId)) throw notFound();
-    // Both at once: a proof's latency is mostly round trips.
-    const [leaf, head] = await Promise.all([
-      findEventLeaf(this.db, tenantId, eventId.toLowerCase()),
-      this.headFor(this.db, tenantId, treeSize, 'tree_size').catch((error: unknown) => error as Error),
-    ]);
-    if (!leaf) throw notFound();
-    if (leaf.leafIndex === undefined) throw new NotYetSealedError(retryAfterSeconds);
-    if (head instanceof Error) throw head;
-    if (leaf.leafIndex >= head.tree_size) {
-      throw ValidationError.single('tree_size', `the tree head of size ${head.tree_size} does not include this event (leaf ${leaf.leafIndex}); ask for a larger size`);
+    const material = await proofMaterial(this.db, tenantId, eventId.toLowerCase(), treeSize);
+    if (!material.eventFound) throw notFound();
+    const { leafIndex, head } = material;
+    if (leafIndex === undefined) throw new NotYetSealedError(retryAfterSeconds);
+    if (!head) {
+      throw treeSize === undefined
+        ? new NotFoundError('No signed tree head yet: nothing of this tenant has been sealed.')
+        : new NotFoundError(`No signed tree head of size ${treeSize} (tree_size); sizes are listed by GET /audit/integrity/tree-heads.`);
     }
-    const tiles = new TileSet(await loadTiles(this.db, tenantId, tilesForInclusion(leaf.leafIndex, head.tree_size)));
+    if (leafIndex >= head.tree_size) {
+      throw ValidationError.single('tree_size', `the tree head of size ${head.tree_size} does not include this event (leaf ${leafIndex}); ask for a larger size`);
+    }
+    const tiles = new TileSet(material.tiles);
     return {
-      leaf_index: leaf.leafIndex,
+      leaf_index: leafIndex,
       tree_size: head.tree_size,
-      leaf_hash: tiles.leafHash(leaf.leafIndex).toString('hex'),
-      audit_path: tiles.inclusionPath(leaf.leafIndex, head.tree_size).map((hash) => hash.toString('hex')),
+      leaf_hash: tiles.leafHash(leafIndex).toString('hex'),
+      audit_path: tiles.inclusionPath(leafIndex, head.tree_size).map((hash) => hash.toString('hex')),
     };
   }
 

@@ -1,6 +1,6 @@
 import { prepared, type Queryable } from '../db/database.ts';
 import type { SignedTreeHead } from '../client/integrity.ts';
-import type { Tile, TileKey } from './tiles.ts';
+import { TILE_HEIGHT, type Tile, type TileKey } from './tiles.ts';
 
 /** SQL of the stored trees, for the readers (API, export, checks) and the sealer alike. */
 
@@ -21,19 +21,21 @@ type HeadRow = {
   tenant_id: string;
   tree_size: number;
   root_hash: Buffer;
-  signed_at: string;
+  signed_at_text: string;
   key_id: string;
   signature: Buffer;
 };
 
-const HEAD_COLUMNS = `tenant_id, tree_size, root_hash, to_char(signed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS signed_at, key_id, signature`;
+// The text form gets a name of its own: as "signed_at" it would shadow the column in ORDER BY, which would
+// then sort text instead of walking the index.
+const HEAD_COLUMNS = `tenant_id, tree_size, root_hash, to_char(signed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS signed_at_text, key_id, signature`;
 
 function toHead(row: HeadRow): SignedTreeHead {
   return {
     tenant_id: row.tenant_id,
     tree_size: row.tree_size,
     root_hash: row.root_hash.toString('hex'),
-    timestamp: row.signed_at,
+    timestamp: row.signed_at_text,
     key_id: row.key_id,
     signature: row.signature.toString('base64'),
   };
@@ -88,11 +90,6 @@ function isoOrNull(ms: number | undefined): string | null {
   return ms === undefined ? null : new Date(ms).toISOString();
 }
 
-export interface EventLeaf {
-  /** undefined while the event waits for its leaf. */
-  readonly leafIndex: number | undefined;
-}
-
 /**
  * The leaf of an event's row `e`, as an expression: its range is the one appended from the statement
  * that stored it (same tenant and ingested_at, occurred_at within the bounds; a bulk statement has
@@ -107,23 +104,53 @@ const LEAF_OF_EVENT = `(SELECT r.first_leaf + p.position - 1
       AND r.event_occurred_at[p.position] = e.occurred_at
     LIMIT 1)`;
 
+export interface ProofMaterial {
+  /** False when the tenant has no event with this id. */
+  readonly eventFound: boolean;
+  readonly leafIndex: number | undefined;
+  /** The latest head, or the latest of the size asked for; undefined when there is none. */
+  readonly head: SignedTreeHead | undefined;
+  /** Every tile the event's inclusion proof against that head can need (a few more, at most two a level). */
+  readonly tiles: Tile[];
+}
+
 /**
- * The leaf of the event with this id in this tenant, the newest such event when a producer reused an id
- * with another timestamp; undefined when the tenant has no such event.
+ * Everything an inclusion proof needs, in one round trip: the event's leaf, the head, and per tile level the
+ * tile of the leaf's ancestor (all its siblings there live in it) and the tree's last tile (the right-edge
+ * subtrees). A proof's latency was mostly its three sequential round trips.
  */
-export async function findEventLeaf(db: Queryable, tenantId: string, eventId: string): Promise<EventLeaf | undefined> {
-  const { rows } = await db.query<{ leaf_index: number | null }>(
+export async function proofMaterial(db: Queryable, tenantId: string, eventId: string, treeSize: number | undefined): Promise<ProofMaterial> {
+  const { rows } = await db.query<HeadRow & { event_found: boolean; leaf_index: number | null; levels: number[] | null; indexes: number[] | null; tiles: Buffer[] | null }>(
     prepared(
-      `SELECT ${LEAF_OF_EVENT} AS leaf_index
-         FROM events e
-        WHERE e.tenant_id = $1 AND e.event_id = $2::uuid
-        ORDER BY e.occurred_at DESC
-        LIMIT 1`,
-      [tenantId, eventId],
+      `WITH leaf AS (
+         SELECT ${LEAF_OF_EVENT} AS leaf_index FROM events e
+          WHERE e.tenant_id = $1 AND e.event_id = $2::uuid ORDER BY e.occurred_at DESC LIMIT 1
+       ), head AS (
+         SELECT ${HEAD_COLUMNS} FROM tree_heads
+          WHERE tenant_id = $1 AND ($3::bigint IS NULL OR tree_size = $3::bigint) ORDER BY signed_at DESC LIMIT 1
+       ), wanted AS (
+         SELECT DISTINCT b.level::smallint AS level, k.tile_index
+           FROM leaf, head, generate_series(0, 15) AS b(level)
+          CROSS JOIN LATERAL (VALUES (leaf.leaf_index >> (${TILE_HEIGHT} * (b.level + 1))),
+                                     ((head.tree_size >> (${TILE_HEIGHT} * b.level)) >> ${TILE_HEIGHT})) AS k(tile_index)
+          WHERE leaf.leaf_index < head.tree_size AND (head.tree_size >> (${TILE_HEIGHT} * b.level)) > 0
+       )
+       SELECT EXISTS (SELECT 1 FROM leaf) AS event_found, (SELECT leaf_index FROM leaf) AS leaf_index, head.*,
+              (SELECT array_agg(t.level) FROM wanted w JOIN merkle_tiles t ON t.tenant_id = $1 AND t.level = w.level AND t.tile_index = w.tile_index) AS levels,
+              (SELECT array_agg(t.tile_index) FROM wanted w JOIN merkle_tiles t ON t.tenant_id = $1 AND t.level = w.level AND t.tile_index = w.tile_index) AS indexes,
+              (SELECT array_agg(t.hashes) FROM wanted w JOIN merkle_tiles t ON t.tenant_id = $1 AND t.level = w.level AND t.tile_index = w.tile_index) AS tiles
+         FROM (SELECT 1) one LEFT JOIN head ON true`,
+      [tenantId, eventId, treeSize ?? null],
     ),
   );
-  const row = rows[0];
-  return row && { leafIndex: row.leaf_index ?? undefined };
+  const row = rows[0]!;
+  const levels = row.levels ?? [];
+  return {
+    eventFound: row.event_found,
+    leafIndex: row.leaf_index ?? undefined,
+    head: row.tenant_id === null || row.tenant_id === undefined ? undefined : toHead(row),
+    tiles: levels.map((level, index) => ({ level, index: row.indexes![index]!, hashes: row.tiles![index]! })),
+  };
 }
 
 /** Leaf indexes of events given by id and wire timestamp; absent from the map when not sealed. */

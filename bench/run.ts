@@ -11,6 +11,8 @@ const BENCHMARKS: Record<string, string> = {
   export: 'bench/export.ts',
   limiter: 'bench/limiter.ts',
   delivery: 'bench/delivery.ts',
+  sealing: 'bench/sealing.ts',
+  integrity: 'bench/integrity.ts',
 };
 
 const wanted = process.argv.slice(2);

@@ -46,7 +46,7 @@ const signingKey = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkc
 const sealEnv = { DATABASE_URL, SEAL_SIGNING_KEY: signingKey, SEAL_INTERVAL, HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
 
 
-const queued = async () => Number((await db.query('SELECT coalesce(sum(cardinality(event_ids)), 0) AS n FROM seal_queue')).rows[0].n);
+const queued = async () => Number((await db.query('SELECT coalesce(sum(event_count), 0) AS n FROM seal_queue')).rows[0].n);
 const oldestUnsealedS = async () => Number((await db.query('SELECT coalesce(extract(epoch FROM clock_timestamp() - min(enqueued_at)), 0)::float8 AS age FROM seal_queue')).rows[0].age);
 
 async function startSealer() {

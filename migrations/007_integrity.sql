@@ -16,6 +16,8 @@ CREATE TABLE seal_queue (
   ingested_at       timestamptz   NOT NULL,
   min_occurred_at   timestamptz   NOT NULL,
   max_occurred_at   timestamptz   NOT NULL,
+  -- cardinality(event_ids), kept so that counting a backlog does not read (detoast) every array.
+  event_count       integer       NOT NULL,
   event_occurred_at timestamptz[] NOT NULL,
   event_ids         uuid[]        NOT NULL,
   PRIMARY KEY (tenant_id, id)
@@ -33,12 +35,12 @@ ALTER TABLE seal_queue ALTER COLUMN event_ids SET STORAGE EXTERNAL, ALTER COLUMN
 CREATE FUNCTION audit_enqueue_for_sealing() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF (SELECT count(*) FROM stored_events) <= 5000 THEN
-    INSERT INTO seal_queue (tenant_id, ingested_at, min_occurred_at, max_occurred_at, event_occurred_at, event_ids)
-    SELECT tenant_id, ingested_at, min(occurred_at), max(occurred_at), array_agg(occurred_at), array_agg(event_id)
+    INSERT INTO seal_queue (tenant_id, ingested_at, min_occurred_at, max_occurred_at, event_count, event_occurred_at, event_ids)
+    SELECT tenant_id, ingested_at, min(occurred_at), max(occurred_at), count(*), array_agg(occurred_at), array_agg(event_id)
       FROM stored_events GROUP BY tenant_id, ingested_at;
   ELSE
-    INSERT INTO seal_queue (tenant_id, ingested_at, min_occurred_at, max_occurred_at, event_occurred_at, event_ids)
-    SELECT tenant_id, ingested_at, min(occurred_at), max(occurred_at),
+    INSERT INTO seal_queue (tenant_id, ingested_at, min_occurred_at, max_occurred_at, event_count, event_occurred_at, event_ids)
+    SELECT tenant_id, ingested_at, min(occurred_at), max(occurred_at), count(*),
            array_agg(occurred_at ORDER BY occurred_at, event_id), array_agg(event_id ORDER BY occurred_at, event_id)
       FROM (SELECT tenant_id, ingested_at, occurred_at, event_id,
                    (row_number() OVER (PARTITION BY tenant_id, ingested_at ORDER BY occurred_at, event_id) - 1) / 1000 AS chunk
@@ -124,8 +126,8 @@ CREATE TABLE tree_heads (
 CREATE INDEX tree_heads_by_size ON tree_heads (tenant_id, tree_size, signed_at);
 
 -- The events stored before this migration are queued too, statement by statement, in rows of up to 1,000.
-INSERT INTO seal_queue (tenant_id, ingested_at, min_occurred_at, max_occurred_at, event_occurred_at, event_ids)
-SELECT tenant_id, ingested_at, min(occurred_at), max(occurred_at),
+INSERT INTO seal_queue (tenant_id, ingested_at, min_occurred_at, max_occurred_at, event_count, event_occurred_at, event_ids)
+SELECT tenant_id, ingested_at, min(occurred_at), max(occurred_at), count(*),
        array_agg(occurred_at ORDER BY occurred_at, event_id), array_agg(event_id ORDER BY occurred_at, event_id)
 FROM (SELECT tenant_id, ingested_at, occurred_at, event_id,
              (row_number() OVER (PARTITION BY tenant_id, ingested_at ORDER BY occurred_at, event_id) - 1) / 1000 AS chunk

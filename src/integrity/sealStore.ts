@@ -76,8 +76,7 @@ export async function takeQueuedEvents(client: pg.PoolClient, tenantId: string, 
       `SELECT q.id, k.position, ${EVENT_DOCUMENT},
               CASE WHEN e.event_id IS NULL THEN k.occurred_at::text END, CASE WHEN e.event_id IS NULL THEN k.event_id::text END
          FROM (SELECT id, event_occurred_at, event_ids
-                 FROM (SELECT id, event_occurred_at, event_ids,
-                              sum(cardinality(event_ids)) OVER (ORDER BY id) - cardinality(event_ids) AS before
+                 FROM (SELECT id, event_occurred_at, event_ids, sum(event_count) OVER (ORDER BY id) - event_count AS before
                          FROM seal_queue WHERE tenant_id = $1) counted
                 WHERE before < $2) q
          CROSS JOIN LATERAL unnest(q.event_occurred_at, q.event_ids) WITH ORDINALITY AS k(occurred_at, event_id, position)

@@ -6,7 +6,7 @@ import { completeSubtrees, consistencyRanges, inclusionRanges, type LeafRange, t
  * consecutive hashes of complete subtrees at tree level 4·L (level 0: leaf hashes; level 1: roots of
  * 16-leaf subtrees; ...). Every complete subtree's hash is then one tile entry or the root of at most 8
  * entries of one tile, so a proof reads one small tile per level (six for millions of leaves, 512 bytes
- * each, stored inline) and hashes about 90 times; appending writes about 34 bytes per leaf. (Tiles of 256,
+ * each, stored inline) and hashes about 90 times; the tiles take about 42 bytes per leaf. (Tiles of 256,
  * as tlog serves them, cost a proof 700 hashes and TOASTed reads.) Only complete subtrees are stored; the
  * right edge of a tree of any size is computed from them, so proofs against older tree sizes need nothing
  * kept for those sizes.

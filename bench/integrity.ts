@@ -18,7 +18,7 @@ import pg from 'pg';
 import { verifyExport } from '../src/client/exportVerifier.ts';
 import { Database } from '../src/db/database.ts';
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
-import { EVENT_JSON } from '../src/events/eventStore.ts';
+import { EVENT_JSON } from '../src/events/eventDocument.ts';
 import { Sealer } from '../src/integrity/sealer.ts';
 import { TreeHeadSigner } from '../src/integrity/treeHeadSigner.ts';
 import { createLogger } from '../src/platform/logger.ts';

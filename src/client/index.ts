@@ -16,3 +16,20 @@ export {
   type VerificationResult,
   type VerifyOptions,
 } from './webhookSignature.ts';
+export {
+  canonicalJson,
+  eventFromExportLine,
+  eventLeafHash,
+  keyIdOf,
+  treeHeadSigningInput,
+  verifyConsistency,
+  verifyInclusion,
+  verifyTreeHead,
+  type ConsistencyProof,
+  type InclusionProof,
+  type SignedTreeHead,
+  type TreeSummary,
+  type TrustedKey,
+  type Verification,
+} from './integrity.ts';
+export { verifyExport, type ExportFailure, type ExportVerificationInput, type ExportVerificationReport } from './exportVerifier.ts';

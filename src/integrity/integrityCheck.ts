@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { eventLeafHash, verifyTreeHead, type SignedTreeHead } from '../client/integrity.ts';
 import type { Database } from '../db/database.ts';
-import { EVENT_JSON } from '../events/eventStore.ts';
+import { EVENT_JSON } from '../events/eventDocument.ts';
 import { TILE_HEIGHT, TILE_WIDTH, TileSet, tileRoot, tilesForRanges, type Tile } from './tiles.ts';
 import { allTreeHeads, listSealKeys, loadTiles } from './treeStore.ts';
 
@@ -89,7 +89,9 @@ interface LeafRow {
   event_id: string;
   occurred_at: string;
   document: string | null;
+  /** The columns rendered as a version-1 document (what EVENT_JSON renders). */
   rendered: string | null;
+  document_version: number | null;
   /** Whether the month partition the event belongs to still exists. */
   partition_exists: boolean;
 }
@@ -113,7 +115,7 @@ async function checkLeaves(
   for (let from = 0; ; from += LEAVES_PER_ROUND) {
     const { rows } = await client.query<LeafRow>(
       `SELECT l.leaf_index, l.event_id::text, to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at,
-              e.document, CASE WHEN e.event_id IS NOT NULL THEN ${EVENT_JSON} END AS rendered,
+              e.document, CASE WHEN e.event_id IS NOT NULL THEN ${EVENT_JSON} END AS rendered, e.document_version,
               to_regclass('events_' || to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY_MM')) IS NOT NULL AS partition_exists
          FROM (SELECT r.tenant_id, r.first_leaf + k.position - 1 AS leaf_index, k.event_occurred_at, k.event_id
                  FROM merkle_leaf_ranges r
@@ -155,7 +157,8 @@ async function checkLeaves(
       if (eventLeafHash(served) !== stored) {
         report({ kind: 'leaf_mismatch', ...event, message: `event ${row.event_id} (leaf ${row.leaf_index}): its stored form no longer matches its leaf` });
       }
-      if (row.document !== null && row.rendered !== null && row.document !== row.rendered) {
+      // Only a version-1 document can be compared with the columns' version-1 rendering.
+      if (row.document !== null && row.rendered !== null && row.document_version === 1 && row.document !== row.rendered) {
         report({ kind: 'columns_mismatch', ...event, message: `event ${row.event_id} (leaf ${row.leaf_index}): its columns no longer match its stored document` });
       }
     }

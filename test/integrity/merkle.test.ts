@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import canonicalize from 'canonicalize';
 import { canonicalJson, eventLeafHash, hashLeaf, verifyConsistency, verifyInclusion } from '../../src/client/integrity.ts';
 import { formatTimestamp } from '../../src/events/eventFields.ts';
-import { renderEventDocument } from '../../src/events/eventStore.ts';
+import { renderEventDocument } from '../../src/events/eventDocument.ts';
 import { documentLeaf } from '../../src/integrity/documentLeaf.ts';
 import { TileSet, appendLeaves, rightEdgeTiles, tilesForConsistency, tilesForInclusion, type Tile } from '../../src/integrity/tiles.ts';
 import { newEvent } from '../support/events.ts';

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { verifyTreeHead, type SignedTreeHead } from '../../src/client/integrity.ts';
 import { formatTimestamp } from '../../src/events/eventFields.ts';
-import { renderEventDocument } from '../../src/events/eventStore.ts';
+import { renderEventDocument } from '../../src/events/eventDocument.ts';
 import { checkIntegrity } from '../../src/integrity/integrityCheck.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';

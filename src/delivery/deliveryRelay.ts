@@ -6,8 +6,9 @@ import { NotificationListener } from '../db/notificationListener.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { DELIVERIES_PENDING_CHANNEL, releaseStalePublications, takeDueDeliveries, timeUntilNextDue, unmarkPublished, type DueDelivery } from '../events/deliveryOutbox.ts';
+import { DELIVERIES_PENDING_CHANNEL, takeDueDeliveries, timeUntilNextDue, unmarkPublished, type DueDelivery } from '../events/deliveryOutbox.ts';
 import { deliveryHeaders, deliveryMessageId, encodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE } from './deliveryMessage.ts';
+import { LostPublications } from './lostPublications.ts';
 
 export interface DeliveryRelayOptions {
   readonly db: Database;
@@ -16,6 +17,7 @@ export interface DeliveryRelayOptions {
   readonly names: BusNames;
   /** Replicas of the AUDIT_DELIVERIES stream (NATS_STREAM_REPLICAS); 1 by default. */
   readonly streamReplicas?: number;
+  /** DELIVERY_ACK_WAIT_MS: lost messages are looked for about twice as often. */
   readonly ackWaitMs: number;
   /**
    * The longest the relay sleeps between looks at the outbox. New deliveries and newly scheduled retries
@@ -28,9 +30,8 @@ export interface DeliveryRelayOptions {
 }
 
 const BATCH_SIZE = 500;
-/** A delivery published this long ago and still pending lost its message (see releaseStalePublications). */
-const REPUBLISH_AFTER_MS = 5 * 60_000;
-const STALE_SWEEP_INTERVAL_MS = 60_000;
+/** JetStream's answer to a publish is waited for this long; then the deliveries are put back. */
+const PUBLISH_TIMEOUT_MS = 5_000;
 const ERROR_BACKOFF_MS = 1_000;
 const MIN_IDLE_MS = 20;
 
@@ -47,7 +48,7 @@ export class DeliveryRelay {
   private stopped = false;
   private wake: (() => void) | undefined;
   private pendingWake = false;
-  private lastSweep = 0;
+  private lostPublications: LostPublications | undefined;
 
   constructor(options: DeliveryRelayOptions) {
     this.options = options;
@@ -63,8 +64,19 @@ export class DeliveryRelay {
 
   async start(): Promise<void> {
     const definition = deliveryConsumerDefinition(this.options.names, this.options.ackWaitMs, this.options.streamReplicas);
-    await ensureConsumer(await jetstreamManager(this.options.bus.nc), definition);
+    const jsm = await jetstreamManager(this.options.bus.nc);
+    await ensureConsumer(jsm, definition);
     this.js = jetstream(this.options.bus.nc);
+    this.lostPublications = new LostPublications({
+      db: this.options.db,
+      jsm,
+      stream: definition.stream.name,
+      consumer: definition.consumer.durable_name,
+      intervalMs: Math.max(1_000, this.options.ackWaitMs / 2),
+      publishLagMs: PUBLISH_TIMEOUT_MS,
+      log: this.options.log,
+      metrics: this.options.metrics,
+    });
     this.subject = this.options.names.deliverySubject();
     await this.listener.start();
     this.running = this.loop();
@@ -87,7 +99,7 @@ export class DeliveryRelay {
       let published = 0;
       try {
         this.pendingWake = false;
-        await this.sweepIfDue();
+        await this.lostPublications!.sweepIfDue();
         published = await this.publishDue();
       } catch (thrown) {
         this.options.log.warn({ err: coerceError(thrown) }, 'delivery relay pass failed; retrying');
@@ -126,6 +138,7 @@ export class DeliveryRelay {
         this.js!.publish(this.subject, encodeDeliveryMessage(deliveries.map(({ id, attempt }) => ({ deliveryId: id, attempt }))), {
           msgID: deliveryMessageId({ deliveryId: deliveries[0]!.id, attempt: deliveries[0]!.attempt }, deliveries[0]!.publication),
           headers: deliveryHeaders(this.options.names.deploymentId),
+          timeout: PUBLISH_TIMEOUT_MS,
         }),
       ),
     );
@@ -139,13 +152,6 @@ export class DeliveryRelay {
     }
     this.options.metrics.relayPublished.inc(due.length - failed.length);
     return due.length - failed.length;
-  }
-
-  private async sweepIfDue(): Promise<void> {
-    if (Date.now() - this.lastSweep < STALE_SWEEP_INTERVAL_MS) return;
-    this.lastSweep = Date.now();
-    const released = await releaseStalePublications(this.options.db, REPUBLISH_AFTER_MS);
-    if (released > 0) this.options.log.warn({ released }, 'republishing deliveries whose messages were not consumed');
   }
 
   /** Waits `ms`, or less when nudged (a NOTIFY, or stop()). */

@@ -1,4 +1,4 @@
-import { jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, type Consumer, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import type { BusConnection } from '../bus/natsConnection.ts';
 import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/streams.ts';
 import type { Queryable } from '../db/database.ts';
@@ -36,19 +36,30 @@ export interface DeliveryWorkerOptions {
 }
 
 /**
- * Backpressure: while this many messages are held for endpoints that are keeping up (loading, queued, in
+ * Backpressure: while this many deliveries are held for endpoints that are keeping up (loading, queued, in
  * flight or being recorded), the worker stops pulling; JetStream keeps the rest for other workers. Slow
  * endpoints do not count: their overflow is deferred, so hung receivers never stop the worker from
  * pulling work for healthy ones.
  */
 const MAX_HELD_FOR_FAST_ENDPOINTS = 2_000;
+/**
+ * How long one pull waits for messages when there are none. Short, so that a pull lost with its server (a
+ * NATS restart) is replaced within seconds; an idle worker sends one pull request this often.
+ */
+const PULL_EXPIRES_MS = 5_000;
+const PULL_RETRY_MS = 1_000;
 const LOAD_BATCH = 256;
 const LOAD_LINGER_MS = 2;
 const FLUSH_FAILURE_REDELIVERY_MS = 5_000;
 
-/** A JetStream message and how many of its deliveries are still being worked on. */
+/**
+ * A JetStream message (one stream sequence) and how many of its deliveries are still being worked on. A
+ * copy of the message that JetStream redelivers while we hold it is folded into its ticket, never given
+ * one of its own (see receive).
+ */
 interface Ticket {
-  readonly message: JsMsg;
+  /** The latest copy received: acknowledgements and keep-alives go to it. */
+  message: JsMsg;
   unsettled: number;
   /** Set when a delivery of the message must be tried again: once all are settled, the message is
    * negatively acknowledged with this delay and comes back whole (entries already recorded are skipped). */
@@ -81,10 +92,11 @@ interface Routed {
  */
 export class DeliveryWorker {
   private readonly options: DeliveryWorkerOptions;
-  private messages: ConsumerMessages | undefined;
+  private pull: ConsumerMessages | undefined;
   private running: Promise<void> | undefined;
   private readonly held = new Map<string, Held>();
-  private readonly tickets = new Set<Ticket>();
+  /** By stream sequence. */
+  private readonly tickets = new Map<number, Ticket>();
   private readonly lanes: EndpointLanes<Routed>;
   private readonly recorder: OutcomeRecorder<Held>;
   private readonly signingKeys: SigningKeys;
@@ -121,12 +133,10 @@ export class DeliveryWorker {
     const definition = deliveryConsumerDefinition(this.options.names, this.options.ackWaitMs, this.options.streamReplicas);
     await ensureConsumer(await jetstreamManager(this.options.bus.nc), definition);
     const consumer = await jetstream(this.options.bus.nc).consumers.get(definition.stream.name, definition.consumer.durable_name);
-    // Messages carry up to MAX_DELIVERIES_PER_MESSAGE deliveries: buffer about what backpressure lets us hold.
-    this.messages = await consumer.consume({ max_messages: Math.ceil(MAX_HELD_FOR_FAST_ENDPOINTS / MAX_DELIVERIES_PER_MESSAGE) });
     // Held messages (queued, in flight, or waiting for their outcome to commit) must not be redelivered
     // to another worker meanwhile: tell JetStream we are still working on them.
     this.keepAliveTimer = setInterval(() => {
-      for (const ticket of this.tickets) ticket.message.working();
+      for (const ticket of this.tickets.values()) ticket.message.working();
     }, Math.max(500, Math.floor(this.options.ackWaitMs / 3))).unref();
     // A lane turning slow (a receiver that stopped answering) gives back its excess queue and frees the
     // backpressure without any request finishing, so both are checked on a timer too.
@@ -134,14 +144,14 @@ export class DeliveryWorker {
       for (const { endpointId, item } of this.lanes.trimSlowLanes()) this.defer(item.held, endpointId);
       this.maybeResumePulling();
     }, 250).unref();
-    this.running = this.consumeLoop(this.messages);
+    this.running = this.pullLoop(consumer);
   }
 
   /** Stops pulling, finishes requests in flight, writes their outcomes; queued messages go back unacked. */
   async stop(): Promise<void> {
     this.stopping = true;
-    await this.messages?.close().catch(() => undefined);
     this.resumePulling?.();
+    await this.pull?.close().catch(() => undefined);
     await this.running;
     clearTimeout(this.loadTimer);
     for (const { held } of this.lanes.takeWaiting()) this.settle(held, 0);
@@ -153,37 +163,74 @@ export class DeliveryWorker {
     clearInterval(this.resumeTimer);
   }
 
-  private async consumeLoop(messages: ConsumerMessages): Promise<void> {
-    for await (const message of messages) {
-      const publisher = publisherOf(message.headers);
-      if (publisher !== undefined && publisher !== this.options.names.deploymentId) {
-        this.strays.leave(message, publisher);
-        continue;
-      }
-      const deliveries = decodeDeliveryMessage(message.data);
-      if (!deliveries) {
-        this.options.log.warn({ stream_seq: message.info.streamSequence }, 'undecodable delivery message dropped');
-        message.term();
-        continue;
-      }
-      const ticket: Ticket = { message, unsettled: 0, redeliverAfterMs: undefined, provablyOurs: publisher !== undefined, stray: false };
-      for (const delivery of deliveries) {
-        // A redelivery of a message we still hold (our keep-alive came late): the copy we hold settles it.
-        const key = heldKey(delivery);
-        if (this.held.has(key)) continue;
-        const held = { ticket, ...delivery };
-        ticket.unsettled += 1;
-        this.held.set(key, held);
-        this.loadBuffer.push(held);
-      }
-      if (ticket.unsettled === 0) continue;
-      this.tickets.add(ticket);
-      if (this.loadBuffer.length >= LOAD_BATCH) this.loadBatch();
-      else this.loadTimer ??= setTimeout(() => this.loadBatch(), LOAD_LINGER_MS);
-      if (this.heldForFastEndpoints() >= MAX_HELD_FOR_FAST_ENDPOINTS) {
+  /**
+   * Pulls only as many messages as backpressure lets the worker hold, and takes each into a ticket (kept
+   * alive) at once. With consume(), a batch already pulled waited in the client's buffer, unacknowledged and
+   * without keep-alive, for as long as backpressure paused the worker: after the ack wait JetStream sent
+   * those messages again, to this worker or another one, while their first copies were still to be read.
+   */
+  private async pullLoop(consumer: Consumer): Promise<void> {
+    while (!this.stopping) {
+      const room = MAX_HELD_FOR_FAST_ENDPOINTS - this.heldForFastEndpoints();
+      if (room < MAX_HELD_FOR_FAST_ENDPOINTS / 2) {
         await new Promise<void>((resolve) => (this.resumePulling = resolve));
+        continue;
+      }
+      try {
+        // Messages carry up to MAX_DELIVERIES_PER_MESSAGE deliveries.
+        const pull = await consumer.fetch({ max_messages: Math.ceil(room / MAX_DELIVERIES_PER_MESSAGE), expires: PULL_EXPIRES_MS });
+        this.pull = pull;
+        if (this.stopping) await pull.close();
+        for await (const message of pull) this.receive(message);
+      } catch (thrown) {
+        if (this.stopping) break;
+        this.options.log.warn({ err: coerceError(thrown) }, 'pulling delivery messages failed; pulling again');
+        await new Promise((resolve) => setTimeout(resolve, PULL_RETRY_MS));
       }
     }
+  }
+
+  private receive(message: JsMsg): void {
+    const publisher = publisherOf(message.headers);
+    if (publisher !== undefined && publisher !== this.options.names.deploymentId) {
+      this.strays.leave(message, publisher);
+      return;
+    }
+    // A copy of a message we hold: JetStream sent it again because our keep-alive did not reach it in time
+    // (a NATS restart restores the consumer's older state and redelivers at once). The ticket we hold settles
+    // it. Settling the copy on its own would acknowledge the stream message, deleting it from the work
+    // queue, while deliveries of the first copy were still queued: had one of them then failed to be
+    // recorded (its message negatively acknowledged for redelivery), or the worker died, nothing would
+    // have been left to redeliver, and the delivery would have waited for the relay's sweep.
+    const holding = this.tickets.get(message.info.streamSequence);
+    if (holding) {
+      holding.message = message;
+      return;
+    }
+    const deliveries = decodeDeliveryMessage(message.data);
+    if (!deliveries) {
+      this.options.log.warn({ stream_seq: message.info.streamSequence }, 'undecodable delivery message dropped');
+      message.term();
+      return;
+    }
+    const ticket: Ticket = { message, unsettled: 0, redeliverAfterMs: undefined, provablyOurs: publisher !== undefined, stray: false };
+    for (const delivery of deliveries) {
+      // Already held for another message (the relay published it again): that message, unacknowledged
+      // until its own deliveries settle, stands for this one too.
+      const key = heldKey(delivery);
+      if (this.held.has(key)) continue;
+      const held = { ticket, ...delivery };
+      ticket.unsettled += 1;
+      this.held.set(key, held);
+      this.loadBuffer.push(held);
+    }
+    if (ticket.unsettled === 0) {
+      message.ack();
+      return;
+    }
+    this.tickets.set(message.info.streamSequence, ticket);
+    if (this.loadBuffer.length >= LOAD_BATCH) this.loadBatch();
+    else this.loadTimer ??= setTimeout(() => this.loadBatch(), LOAD_LINGER_MS);
   }
 
   /** Held messages of endpoints that have shown they keep up; others cannot stop the worker from pulling. */
@@ -308,7 +355,7 @@ export class DeliveryWorker {
     if (redeliverAfterMs !== undefined) ticket.redeliverAfterMs = Math.max(ticket.redeliverAfterMs ?? 0, redeliverAfterMs);
     ticket.unsettled -= 1;
     if (ticket.unsettled > 0) return;
-    this.tickets.delete(ticket);
+    this.tickets.delete(ticket.message.info.streamSequence);
     if (ticket.stray) this.strays.leave(ticket.message, undefined);
     else if (ticket.redeliverAfterMs === undefined) ticket.message.ack();
     else ticket.message.nak(ticket.redeliverAfterMs);

@@ -79,7 +79,7 @@ export interface DueDelivery {
 /**
  * Takes up to `limit` due, unpublished deliveries, oldest due first, and marks them published. Marking
  * comes before publishing, and commits first, so a worker that receives the message at once never finds
- * the row still unmarked; a relay that dies before publishing leaves rows that releaseStalePublications
+ * the row still unmarked; a relay that dies before publishing leaves rows that releaseLostPublications
  * makes due again. SKIP LOCKED lets several relays share the outbox.
  */
 export async function takeDueDeliveries(db: Queryable, limit: number): Promise<DueDelivery[]> {
@@ -115,18 +115,22 @@ export async function unmarkPublished(db: Queryable, ids: readonly string[]): Pr
 }
 
 /**
- * Makes deliveries published long ago due again. Their message should have been consumed by now; if it
- * never reached the stream (a relay died between marking and publishing) or the stream lost it, this is
- * how the delivery still happens. Should the first message turn up after all, the worker's attempt check
- * makes whichever copy comes second harmless.
+ * Makes deliveries marked published before `publishedBefore` due again: the relay's sweep found that their
+ * messages are gone (delivery/lostPublications.ts). Should a message turn up after all, the worker's attempt
+ * check makes whichever copy comes second harmless. Also returns the database's clock, which the sweep's
+ * next sample is taken on. Without a cutoff it only reads the clock.
  */
-export async function releaseStalePublications(db: Queryable, olderThanMs: number): Promise<number> {
-  const result = await db.query(
-    `UPDATE deliveries SET published_at = NULL
-     WHERE state = 'pending' AND published_at < now() - make_interval(secs => $1::double precision / 1000)`,
-    [olderThanMs],
+export async function releaseLostPublications(db: Queryable, publishedBefore: Date | undefined): Promise<{ now: Date; released: number }> {
+  const { rows } = await db.query<{ now: Date; released: number }>(
+    `WITH released AS (
+       UPDATE deliveries SET published_at = NULL
+       WHERE state = 'pending' AND published_at < $1::timestamptz
+       RETURNING 1
+     )
+     SELECT now() AS now, (SELECT count(*) FROM released)::int AS released`,
+    [publishedBefore ?? null],
   );
-  return result.rowCount ?? 0;
+  return rows[0]!;
 }
 
 /** Everything a worker needs for one attempt. `envelope` fields come from the stored event. */

@@ -74,6 +74,12 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  readonly relayRepublished = new Counter({
+    name: 'webhook_relay_republished_total',
+    help: 'Deliveries whose JetStream message was lost (a relay died before publishing, NATS lost it), made due again',
+    registers: [this.registry],
+  });
+
   readonly eventsSealed = new Counter({
     name: 'audit_events_sealed_total',
     help: 'Events appended to their tenant\'s Merkle tree by this sealer',

@@ -96,9 +96,10 @@ describe('deployments sharing a NATS', function () {
       }),
     );
     await Promise.all(deployments.map(({ db, events }) => seedEvents(db.url, events)));
-    // Well within the 5 minutes after which a lost message is republished.
+    // Sooner than a message lost to the other deployment could be republished: the relay's sweep needs two
+    // intervals of half the 30 s ack wait.
     for (const { db, receiver, events } of deployments) {
-      await waitFor(() => receiver.received.length >= events.length, `all ${events.length} deliveries of ${db.name}`, 20_000);
+      await waitFor(() => receiver.received.length >= events.length, `all ${events.length} deliveries of ${db.name}`, 10_000);
       expect(receiver.received.map((delivery) => delivery.json().id).sort()).to.deep.equal(events.map((event) => event.eventId).sort());
       await waitFor(async () => {
         const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE state = 'succeeded' AND attempts = 1`);

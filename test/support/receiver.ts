@@ -9,8 +9,8 @@ export interface ReceivedDelivery {
   json(): any;
 }
 
-/** What the receiver answers: a status, or 'hang' to never answer (until the test ends). */
-export type Reply = number | 'hang' | { status: number; body?: string; headers?: Record<string, string> };
+/** What the receiver answers: a status, or 'hang' to never answer (until the test ends); delayMs answers that much later. */
+export type Reply = number | 'hang' | { status: number; body?: string; headers?: Record<string, string>; delayMs?: number };
 
 export interface TestReceiver {
   readonly url: string;
@@ -34,8 +34,9 @@ export async function startReceiver(initial: Reply = 204, path = '/hook'): Promi
       received.push(delivery);
       const reply = typeof answer === 'function' ? answer(delivery) : answer;
       if (reply === 'hang') return;
-      const { status, body = '', headers = {} } = typeof reply === 'number' ? { status: reply } : reply;
-      response.writeHead(status, headers).end(body);
+      const { status, body = '', headers = {}, delayMs = 0 } = typeof reply === 'number' ? { status: reply } : reply;
+      if (delayMs === 0) response.writeHead(status, headers).end(body);
+      else setTimeout(() => response.writeHead(status, headers).end(body), delayMs);
     });
   });
   server.on('connection', (socket) => {

@@ -1,0 +1,256 @@
+import { expect } from 'chai';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { jetstreamManager, type ConsumerInfo } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { BusNames } from '../../src/bus/streams.ts';
+import { Database } from '../../src/db/database.ts';
+import type { NewEvent } from '../../src/events/eventStore.ts';
+import type { Role } from '../../src/main.ts';
+import { EventWriter } from '../../src/events/eventWriter.ts';
+import { SecretBox } from '../../src/webhooks/secretBox.ts';
+import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { newEvent, seedEvents } from '../support/events.ts';
+import { freePort } from '../support/ports.ts';
+import { PrivateNats, PrivatePostgres } from '../support/private-services.ts';
+import { startReceiver, type Reply, type TestReceiver } from '../support/receiver.ts';
+import { TEST_ENCRYPTION_KEY, call, startTestService, testLogger, type TestService } from '../support/service.ts';
+import { waitFor } from '../support/wait.ts';
+
+const DELIVERY_ENV = {
+  WEBHOOK_ALLOW_HTTP: 'true',
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+  DELIVERY_RELAY_POLL_MS: '100',
+};
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Webhook delivery through the faults of issue 16, on Postgres and NATS servers of this file's own: relay and
+ * worker killed, NATS frozen, killed with SIGKILL and restarted on its store, Postgres stopped immediately.
+ * No delivery may be lost, and none may wait for more than about the ack wait once the faults are over.
+ */
+describe('webhook delivery through faults', function () {
+  this.timeout(120_000);
+  let postgres: PrivatePostgres;
+  let nats: PrivateNats;
+  const databases: TestDatabase[] = [];
+  const pools: Database[] = [];
+  const receivers: TestReceiver[] = [];
+  const services: TestService[] = [];
+  const children = new Set<ChildProcess>();
+
+  before(async () => {
+    [postgres, nats] = await Promise.all([PrivatePostgres.start(), PrivateNats.start()]);
+  });
+
+  afterEach(async () => {
+    for (const child of children) child.kill('SIGKILL');
+    await Promise.all(services.splice(0).map((service) => service.stop()));
+    await Promise.all(receivers.splice(0).map((receiver) => receiver.close()));
+    await Promise.all(pools.splice(0).map((pool) => pool.close()));
+  });
+
+  after(async () => {
+    await Promise.all(databases.map((db) => db.pool.end().catch(() => undefined)));
+    await nats?.remove();
+    await postgres?.remove();
+  });
+
+  /** A database of the private Postgres with one endpoint per reply, each on a receiver of its own. */
+  async function deployment(tenantId: string, replies: Reply[]) {
+    const db = await createTestDatabase(postgres.url);
+    databases.push(db);
+    const pool = new Database({ url: db.url, poolSize: 2, applicationName: 'faults test', log: testLogger() });
+    pools.push(pool);
+    const writer = new EventWriter(pool);
+    const registry = new WebhookRegistry({ db: pool, writer, secrets: new SecretBox(TEST_ENCRYPTION_KEY), policy: { allowHttp: true, allowPrivateTargets: true } });
+    const endpoints: Array<{ id: string; receiver: TestReceiver }> = [];
+    for (const reply of replies) {
+      const receiver = await startReceiver(reply);
+      receivers.push(receiver);
+      const { endpoint } = await registry.register(tenantId, { url: receiver.url, event_filter: ['phi.'] }, { userId: 'test', userRole: 'operator' });
+      endpoints.push({ id: endpoint.id, receiver });
+    }
+    return { db, writer, endpoints };
+  }
+
+  async function startInProcess(db: TestDatabase, roles: Role[], env: Record<string, string>) {
+    const service = await startTestService({ databaseUrl: db.url, roles, env: { ...DELIVERY_ENV, NATS_URL: nats.url, ...env } });
+    services.push(service);
+    return { service, stream: new BusNames({ namespace: service.busNamespace, deploymentId: '' }).deliveryStream() };
+  }
+
+  async function withJetStream<T>(fn: (jsm: Awaited<ReturnType<typeof jetstreamManager>>) => Promise<T>): Promise<T> {
+    const nc = await connect({ servers: nats.url, reconnect: false });
+    try {
+      return await fn(await jetstreamManager(nc));
+    } finally {
+      await nc.close();
+    }
+  }
+
+  /** A service role in a process of its own, to be killed or stopped by its PID. */
+  async function startRole(db: TestDatabase, role: 'relay' | 'worker', env: Record<string, string>): Promise<ChildProcess> {
+    const internalPort = await freePort();
+    const child = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', role], {
+      env: {
+        ...process.env,
+        ...DELIVERY_ENV,
+        SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+        SHUTDOWN_DRAIN_DELAY_MS: '0',
+        HOST: '127.0.0.1',
+        LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'error',
+        DATABASE_URL: db.url,
+        NATS_URL: nats.url,
+        INTERNAL_PORT: String(internalPort),
+        ...env,
+      },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    children.add(child);
+    child.once('exit', () => children.delete(child));
+    await waitFor(async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200, `${role} ready`, 30_000);
+    return child;
+  }
+
+  async function kill(child: ChildProcess): Promise<void> {
+    const exited = once(child, 'exit');
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  const consumerOf = (stream: string): Promise<ConsumerInfo> => withJetStream((jsm) => jsm.consumers.info(stream, 'audit-delivery-workers'));
+
+  it('keeps a message in the stream until every delivery in it is settled, when JetStream sends it again meanwhile', async () => {
+    const { db, endpoints } = await deployment('fold', [204, 'hang']);
+    const [fast, hung] = endpoints as [(typeof endpoints)[0], (typeof endpoints)[0]];
+    const env = { DELIVERY_ACK_WAIT_MS: '1000', DELIVERY_TIMEOUT_MS: '15000' };
+    const { service, stream } = await startInProcess(db, ['relay'], env);
+    const worker = await startRole(db, 'worker', { ...env, NATS_NAMESPACE: service.busNamespace });
+    await seedEvents(db.url, [newEvent({ tenantId: 'fold' })]);
+    await waitFor(() => fast.receiver.received.length === 1 && hung.receiver.received.length === 1, 'both requests');
+    const state = async (endpointId: string) => (await db.pool.query('SELECT state, attempts FROM deliveries WHERE endpoint_id = $1', [endpointId])).rows[0];
+    await waitFor(async () => (await state(fast.id)).state === 'succeeded', 'the fast delivery to be recorded');
+    // One message carries both deliveries; the hung one is still on the wire.
+    const { first_seq: seq, messages } = await withJetStream(async (jsm) => (await jsm.streams.info(stream)).state);
+    expect(messages).to.equal(1);
+
+    // A worker that stops answering for longer than the ack wait (here frozen; in production a long pause,
+    // or a NATS restart that brings back older consumer state) gets the message again while it holds it.
+    process.kill(worker.pid!, 'SIGSTOP');
+    await sleep(2_500);
+    process.kill(worker.pid!, 'SIGCONT');
+    await waitFor(async () => (await consumerOf(stream)).delivered.consumer_seq >= 2, 'JetStream to send the message again');
+    // Settling the copy on its own would have deleted the message while the hung delivery, not yet
+    // recorded, still needed it.
+    await sleep(1_000);
+    expect(await withJetStream(async (jsm) => (await jsm.streams.getMessage(stream, { seq })) !== null), 'the message still in the stream').to.equal(true);
+    expect(await state(hung.id)).to.deep.equal({ state: 'pending', attempts: 0 });
+    // The hung request ends at its time limit: its attempt is recorded and the message acknowledged.
+    await waitFor(async () => (await state(hung.id)).attempts === 1, 'the hung attempt to be recorded', 30_000);
+    await waitFor(async () => (await withJetStream((jsm) => jsm.streams.info(stream))).state.messages === 0, 'the message to be acknowledged');
+  });
+
+  it('pulls no more messages than it can hold, so none waits unacknowledged without a keep-alive', async () => {
+    // A receiver answering in 100 ms takes 160 deliveries a second over 16 connections: 6,000 (120 messages)
+    // wait much longer than the ack wait, and the worker holds 2,000 of them at a time.
+    const { db, endpoints } = await deployment('pull', [{ status: 204, delayMs: 100 }]);
+    const { stream } = await startInProcess(db, ['relay', 'worker'], { DELIVERY_ACK_WAIT_MS: '1000' });
+    await seedEvents(db.url, Array.from({ length: 6_000 }, () => newEvent({ tenantId: 'pull' })));
+    await waitFor(() => endpoints[0]!.receiver.received.length >= 100, 'deliveries under way');
+    // Long enough for the worker to stop pulling at 2,000 held deliveries and to start again at 1,000.
+    await sleep(10_000);
+    const consumer = await consumerOf(stream);
+    expect(consumer.num_redelivered, 'messages sent again while the worker had them').to.equal(0);
+    expect(consumer.num_ack_pending).to.be.below(100);
+    expect(consumer.num_pending).to.be.above(0);
+  });
+
+  describe('the sequence of issue 16', () => {
+    const ACK_WAIT_MS = 5_000;
+
+    /** Writes events as a producer would through the outages: a batch that fails is sent again. */
+    function startWriting(writer: EventWriter, tenantId: string, eventsPerTick: number, tickMs: number) {
+      const written: NewEvent[] = [];
+      let stopped = false;
+      const done = (async () => {
+        while (!stopped) {
+          const batch = Array.from({ length: eventsPerTick }, () => newEvent({ tenantId }));
+          while (!(await writer.write(batch, 'test').then(() => true, () => false))) await sleep(100);
+          written.push(...batch);
+          await sleep(tickMs);
+        }
+      })();
+      return {
+        written,
+        stop: async () => {
+          stopped = true;
+          await done;
+        },
+      };
+    }
+
+    it('delivers every (event, endpoint) pair within the ack wait and a few seconds of the last fault', async () => {
+      // Receivers of different speeds, so that the worker holds messages of the slower ones for a while.
+      const { db, writer, endpoints } = await deployment('faults', [204, { status: 204, delayMs: 5 }, { status: 204, delayMs: 20 }]);
+      const env = { DELIVERY_ACK_WAIT_MS: String(ACK_WAIT_MS), NATS_NAMESPACE: 'faults' };
+      let relay = await startRole(db, 'relay', env);
+      let worker = await startRole(db, 'worker', env);
+      const burst = startWriting(writer, 'faults', 30, 100);
+
+      // The relay dies with deliveries marked published whose publish is waiting for NATS, down, to return.
+      await sleep(1_500);
+      await nats.stop('crash');
+      await sleep(500);
+      await kill(relay);
+      await nats.start();
+      await sleep(1_000);
+      relay = await startRole(db, 'relay', env);
+
+      // The worker dies holding messages: they come back after the ack wait.
+      await sleep(3_000);
+      await kill(worker);
+      await sleep(2_000);
+      worker = await startRole(db, 'worker', env);
+
+      // NATS dies with messages held by the worker and publishes in flight.
+      await sleep(3_000);
+      await nats.stop('crash');
+      await sleep(1_000);
+      await nats.start();
+
+      // Postgres stops with outcomes being written and rows being marked.
+      await sleep(3_000);
+      await postgres.stop('crash');
+      await postgres.start();
+      await burst.stop();
+      const lastFaultAt = Date.now();
+
+      const seen = endpoints.map(() => ({ ids: new Set<string>(), counted: 0 }));
+      const pairs = () =>
+        endpoints.reduce((sum, { receiver }, index) => {
+          const entry = seen[index]!;
+          for (; entry.counted < receiver.received.length; entry.counted += 1) entry.ids.add(receiver.received[entry.counted]!.json().id as string);
+          return sum + entry.ids.size;
+        }, 0);
+      const wanted = burst.written.length * endpoints.length;
+      const deadline = lastFaultAt + ACK_WAIT_MS + 10_000;
+      while (pairs() < wanted && Date.now() < deadline) await sleep(100);
+
+      const missing = wanted - pairs();
+      const waiting = async () =>
+        (
+          await db.pool.query(
+            `SELECT state, attempts, published_at IS NOT NULL AS published, count(*)::int AS deliveries FROM deliveries WHERE state <> 'succeeded' GROUP BY 1, 2, 3`,
+          )
+        ).rows;
+      expect(missing, `${missing} of ${wanted} pairs missing after the last fault; not succeeded: ${JSON.stringify(await waiting())}`).to.equal(0);
+      for (const [index, { receiver }] of endpoints.entries()) {
+        expect(burst.written.every((event) => seen[index]!.ids.has(event.eventId)), `every event at ${receiver.url}`).to.equal(true);
+      }
+      await Promise.all([kill(relay), kill(worker)]);
+    });
+  });
+});

@@ -95,3 +95,32 @@ export function buildOpenApiDocument(version: string, contributions: readonly Op
     paths: Object.assign({}, ...all.map((contribution) => contribution.paths)),
   };
 }
+
+/** A route as a router serves it: upper-case method and koa path (`/audit/events/:event_id`). */
+export interface ServedRoute {
+  readonly method: string;
+  readonly path: string;
+}
+
+/** The routes of a router, as `method path`; HEAD, which the router adds to every GET, is left out. */
+export function servedRoutes(router: { readonly stack: ReadonlyArray<{ readonly path: string | RegExp; readonly methods: readonly string[] }> }): ServedRoute[] {
+  return router.stack.flatMap((layer) =>
+    typeof layer.path === 'string' ? layer.methods.filter((method) => method !== 'HEAD').map((method) => ({ method, path: layer.path as string })) : [],
+  );
+}
+
+/**
+ * Routes and their documentation are written side by side, in each feature's module; this keeps them
+ * from drifting apart. Returns what one has and the other lacks, in both directions, so the public app
+ * can refuse to start with an undocumented route or a documented path that nothing serves.
+ */
+export function undocumentedRoutes(routes: readonly ServedRoute[], contribution: OpenApiContribution): string[] {
+  const served = new Set(routes.map(({ method, path }) => `${method.toLowerCase()} ${path.replace(/:(\w+)/g, '{$1}')}`));
+  const documented = new Set(
+    Object.entries(contribution.paths).flatMap(([path, operations]) => Object.keys(operations).map((method) => `${method} ${path}`)),
+  );
+  return [
+    ...[...served].filter((route) => !documented.has(route)).map((route) => `served but not documented: ${route}`),
+    ...[...documented].filter((route) => !served.has(route)).map((route) => `documented but not served: ${route}`),
+  ];
+}

@@ -7,7 +7,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { authenticate } from './authenticate.ts';
 import { errorBoundary } from './errorBoundary.ts';
-import { buildOpenApiDocument, type OpenApiContribution } from './openapi.ts';
+import { buildOpenApiDocument, servedRoutes, undocumentedRoutes, type OpenApiContribution } from './openapi.ts';
 import { requestContext } from './requestContext.ts';
 import { reportStreamError } from './errorBoundary.ts';
 import type { RequestState } from './state.ts';
@@ -25,7 +25,8 @@ export interface PublicAppOptions {
   readonly version: string;
   /** Runs after authentication and before the routes (the per-key rate limiter). */
   readonly afterAuthentication?: readonly Middleware<RequestState>[];
-  /** Feature routers mounted under the public prefix, each with its OpenAPI contribution. */
+  /** Feature routers mounted under the public prefix, each with its OpenAPI contribution, which must
+   * document exactly the routes the router serves (the app refuses to build otherwise). */
   readonly features: ReadonlyArray<{ readonly router: Router<RequestState>; readonly openapi?: OpenApiContribution }>;
 }
 
@@ -36,6 +37,8 @@ export function buildPublicApp(options: PublicAppOptions): Koa<RequestState> {
   app.use(requestContext(options.log, options.metrics, options.trustedProxies));
   app.use(errorBoundary(options.metrics));
 
+  const drift = options.features.flatMap((feature) => undocumentedRoutes(servedRoutes(feature.router), feature.openapi ?? { paths: {} }));
+  if (drift.length > 0) throw new Error(`the public API and its OpenAPI document disagree: ${drift.join('; ')}`);
   const openapi = JSON.stringify(
     buildOpenApiDocument(
       options.version,

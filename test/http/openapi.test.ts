@@ -4,10 +4,12 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import SwaggerParser from '@apidevtools/swagger-parser';
+import Router from '@koa/router';
 import { generateClientTypes } from '../../tools/openapi-typegen/index.ts';
 import type { z } from 'zod';
 import { AUDIT_EVENT_FIELDS, type AuditEvent } from '../../src/client/auditEvent.ts';
 import { auditEventSchema, eventListSchema } from '../../src/http/apiSchemas.ts';
+import { servedRoutes, undocumentedRoutes } from '../../src/http/openapi.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
@@ -90,6 +92,20 @@ describe('GET /api/v2/public/openapi.json', () => {
     // The server's type of an event and the client's are one type: each is assignable to the other.
     const sameType: [z.infer<typeof auditEventSchema>] extends [AuditEvent] ? ([AuditEvent] extends [z.infer<typeof auditEventSchema>] ? true : false) : false = true;
     expect(sameType).to.equal(true);
+  });
+
+  it('documents every route the API serves, and nothing it does not serve', () => {
+    // The paths of the live document are those of the features' routers: building the app checks it.
+    const operations = Object.entries(document.paths).flatMap(([path, methods]: [string, any]) => Object.keys(methods).map((method) => `${method} ${path}`));
+    expect(operations).to.include.members(['get /audit/events', 'get /audit/events/{event_id}', 'post /audit/export', 'post /audit/webhooks']);
+    const router = new Router();
+    router.get('/audit/things/:thing_id', () => undefined);
+    router.post('/audit/things', () => undefined);
+    const contribution = { paths: { '/audit/things/{thing_id}': { get: {} }, '/audit/gone': { delete: {} } } };
+    expect(undocumentedRoutes(servedRoutes(router), contribution)).to.deep.equal([
+      'served but not documented: post /audit/things',
+      'documented but not served: delete /audit/gone',
+    ]);
   });
 
   describe('a client generated with openapi-typescript and openapi-fetch', function () {

@@ -106,7 +106,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       busNames = new BusNames({ namespace: options.busNamespace ?? config.natsNamespace, deploymentId });
       bus = await connectBus(config.natsUrl, `audit-trail ${roles.join(',')}`, log, { tls: config.natsTls, credsFile: config.natsCredsFile });
       releasers.add('nats connection', () => bus!.close());
-      readiness.push({ name: 'nats', check: () => bus!.ping() });
+      // Degraded, not unready: nothing a pod serves over HTTP needs NATS (HTTP ingest writes to Postgres,
+      // the API reads it), and a pod out of rotation would stop HTTP producers and readers for an outage
+      // that only delays JetStream ingestion and deliveries, which resume by themselves.
+      readiness.push({ name: 'nats', critical: false, check: () => bus!.ping() });
     }
 
     if (has('ingest')) {

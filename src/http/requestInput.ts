@@ -74,3 +74,19 @@ export function jsonBody(limit: string): Middleware<RequestState> {
     await parser(ctx, next);
   };
 }
+
+/**
+ * A JSON body that may be left out: without one (no Content-Length or Content-Length: 0, no
+ * Transfer-Encoding) ctx.request.body is undefined; with one, the rules of jsonBody apply.
+ */
+export function optionalJsonBody(limit: string): Middleware<RequestState> {
+  const parse = jsonBody(limit);
+  return async (ctx, next) => {
+    // koa's is() answers null exactly when the request has no body.
+    if (ctx.is('application/json') === null) {
+      ctx.request.body = undefined;
+      return next();
+    }
+    return parse(ctx, next);
+  };
+}

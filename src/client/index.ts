@@ -11,7 +11,10 @@ export {
 } from './auditTrailClient.ts';
 export {
   DEFAULT_SIGNATURE_TOLERANCE_S,
+  standardWebhooksSecretOf,
+  verifyStandardWebhook,
   verifyWebhookSignature,
+  type StandardWebhookHeaders,
   type VerificationFailure,
   type VerificationResult,
   type VerifyOptions,

@@ -76,14 +76,15 @@ export function jsonBody(limit: string): Middleware<RequestState> {
 }
 
 /**
- * A JSON body that may be left out: without one (no Content-Length or Content-Length: 0, no
- * Transfer-Encoding) ctx.request.body is undefined; with one, the rules of jsonBody apply.
+ * A JSON body that may be left out: without one (no Transfer-Encoding, and no Content-Length or
+ * Content-Length: 0) ctx.request.body is undefined; with one, the rules of jsonBody apply.
  */
 export function optionalJsonBody(limit: string): Middleware<RequestState> {
   const parse = jsonBody(limit);
   return async (ctx, next) => {
-    // koa's is() answers null exactly when the request has no body.
-    if (ctx.is('application/json') === null) {
+    // Content-Length: 0 is what clients send for a POST without a body (koa's is() counts it as a body).
+    const length = ctx.get('Content-Length');
+    if (!ctx.get('Transfer-Encoding') && (length === '' || length === '0')) {
       ctx.request.body = undefined;
       return next();
     }

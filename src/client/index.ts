@@ -7,7 +7,10 @@ export {
   type ClientOptions,
   type EventFilters,
   type EventPage,
+  type RotatedWebhookSecret,
   type WebhookEndpoint,
+  type WebhookSecret,
+  type WebhookTestResult,
 } from './auditTrailClient.ts';
 export {
   DEFAULT_SIGNATURE_TOLERANCE_S,

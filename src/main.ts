@@ -13,6 +13,7 @@ import { readDeploymentId } from './db/deploymentIdentity.ts';
 import { DeliveryRelay } from './delivery/deliveryRelay.ts';
 import { DeliveryWorker } from './delivery/deliveryWorker.ts';
 import { RetryPolicy } from './delivery/retryPolicy.ts';
+import { TestDeliveries } from './delivery/testDelivery.ts';
 import { WebhookSender } from './delivery/webhookSender.ts';
 import { CursorCodec } from './events/cursor.ts';
 import { EventExporter } from './events/eventExport.ts';
@@ -230,6 +231,19 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
           await redis.ping();
         },
       });
+      const registry = webhookRegistry(config, db, writer, 'the api role');
+      // Test sends go out from the api role, through a sender of its own with the workers' settings.
+      const testSender = new WebhookSender({
+        timeoutMs: config.delivery.timeoutMs,
+        connectionsPerEndpoint: 1,
+        allowPrivateTargets: config.webhookAllowPrivateTargets,
+      });
+      releasers.add('webhook test sender', () => testSender.close());
+      const testDeliveries = new TestDeliveries({
+        registry,
+        secrets: new SecretBox(requireSetting(config.secretEncryptionKey, 'SECRET_ENCRYPTION_KEY', 'the api role')),
+        sender: testSender,
+      });
       const reader = new EventReader(db, new CursorCodec(pepper));
       const integrity = new IntegrityReader(db, pepper);
       const app = buildPublicApp({
@@ -244,7 +258,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
           { router: eventRoutes(reader), openapi: eventsOpenApi },
           { router: integrityRoutes(integrity, config.seal.intervalMs), openapi: integrityOpenApi },
           { router: exportRoutes(new EventExporter(db), writer, integrity), openapi: exportOpenApi },
-          { router: webhookRoutes(webhookRegistry(config, db, writer, 'the api role')), openapi: webhooksOpenApi({ allowHttp: config.webhookAllowHttp }) },
+          { router: webhookRoutes(registry, testDeliveries), openapi: webhooksOpenApi({ allowHttp: config.webhookAllowHttp }) },
         ],
       });
       publicServer = await HttpPort.listen(app.callback(), config.host, config.port, closing);

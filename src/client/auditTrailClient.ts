@@ -33,6 +33,30 @@ export interface WebhookEndpoint {
   [extra: string]: unknown;
 }
 
+/** A new signing secret, shown once (registration answers the same two forms of it). */
+export interface WebhookSecret {
+  endpoint: WebhookEndpoint;
+  /** 64 hex: the key of X-Service-Signature (verifyWebhookSignature). */
+  secret: string;
+  /** The same key for Standard Webhooks libraries (verifyStandardWebhook takes either form). */
+  standard_webhooks_secret: string;
+  [extra: string]: unknown;
+}
+
+export interface RotatedWebhookSecret extends WebhookSecret {
+  /** Until then deliveries are signed with the new and the replaced secret; after it with the new one only. */
+  previous_secret_expires_at: string;
+}
+
+/** The outcome of one test delivery: a failed attempt is a result, not an error. */
+export interface WebhookTestResult {
+  success: boolean;
+  status_code: number | null;
+  duration_ms: number;
+  error: string | null;
+  [extra: string]: unknown;
+}
+
 export interface ClientOptions {
   /** e.g. `https://audit.example.com/api/v2/public` */
   baseUrl: string;
@@ -125,9 +149,25 @@ export class AuditTrailClient {
   }
 
   /** Registers an endpoint; the secret is returned this once only. */
-  async registerWebhook(registration: { url: string; event_filter?: string[]; description?: string }): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
+  async registerWebhook(registration: { url: string; event_filter?: string[]; description?: string }): Promise<WebhookSecret> {
     const body = { event_filter: [], description: '', ...registration };
-    return (await this.request('POST', '/audit/webhooks', body)).json() as Promise<{ endpoint: WebhookEndpoint; secret: string }>;
+    return (await this.request('POST', '/audit/webhooks', body)).json() as Promise<WebhookSecret>;
+  }
+
+  /**
+   * Replaces an endpoint's signing secret. The replaced secret keeps signing beside the new one for
+   * `overlapS` seconds (server default: one day; 0 retires it at once), so receivers can switch without
+   * missing a delivery. Each successful call is a new secret; rotating again within the overlap retires
+   * the oldest at once.
+   */
+  async rotateSecret(id: string, options: { overlapS?: number } = {}): Promise<RotatedWebhookSecret> {
+    const body = options.overlapS === undefined ? undefined : { overlap_s: options.overlapS };
+    return (await this.request('POST', `/audit/webhooks/${encodeURIComponent(id)}/rotate-secret`, body)).json() as Promise<RotatedWebhookSecret>;
+  }
+
+  /** Sends one signed `webhook.test` delivery now and reports how the receiver answered. */
+  async testWebhook(id: string): Promise<WebhookTestResult> {
+    return (await this.request('POST', `/audit/webhooks/${encodeURIComponent(id)}/test`)).json() as Promise<WebhookTestResult>;
   }
 
   async listWebhooks(): Promise<WebhookEndpoint[]> {

@@ -7,11 +7,17 @@ export {
   type ClientOptions,
   type EventFilters,
   type EventPage,
+  type RotatedWebhookSecret,
   type WebhookEndpoint,
+  type WebhookSecret,
+  type WebhookTestResult,
 } from './auditTrailClient.ts';
 export {
   DEFAULT_SIGNATURE_TOLERANCE_S,
+  standardWebhooksSecretOf,
+  verifyStandardWebhook,
   verifyWebhookSignature,
+  type StandardWebhookHeaders,
   type VerificationFailure,
   type VerificationResult,
   type VerifyOptions,

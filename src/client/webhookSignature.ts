@@ -9,6 +9,21 @@ import { createHmac, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 export const DEFAULT_SIGNATURE_TOLERANCE_S = 300;
 
+/**
+ * The Standard Webhooks form of an endpoint secret (docs/webhooks.md "Standard Webhooks"): `whsec_` and the
+ * base64 of the HMAC key's bytes. The key of both schemes is the 64-hex secret's text as the owner received
+ * it (64 ASCII bytes), not the 32 bytes the hex spells: X-Service-Signature has always been keyed with the
+ * text, and one key for both keeps every existing receiver working.
+ */
+export function standardWebhooksSecretOf(secret: string): string {
+  return `whsec_${Buffer.from(secret, 'utf8').toString('base64')}`;
+}
+
+/** The Standard Webhooks v1 signature's bytes: HMAC-SHA-256 over `<webhook-id>.<webhook-timestamp>.<body>`. */
+export function standardSignatureOf(secret: string | Buffer | KeyObject, id: string, timestamp: number, rawBody: Buffer | string): Buffer {
+  return createHmac('sha256', secret).update(`${id}.${timestamp}.`).update(rawBody).digest();
+}
+
 /** The v1 signature's bytes: the endpoint secret's text, or a KeyObject made from its bytes. */
 export function signatureOf(secret: string | KeyObject, timestamp: number, rawBody: Buffer | string): Buffer {
   return createHmac('sha256', secret).update(`t=${timestamp}.`).update(rawBody).digest();
@@ -65,4 +80,40 @@ function parseSignatureHeader(header: string | undefined): { timestamp: number; 
     // Other schemes (v0, a future v2) are ignored, as the verification rules only name v1.
   }
   return timestamp === undefined || signatures.length === 0 ? undefined : { timestamp, signatures };
+}
+
+/** The three Standard Webhooks headers of a delivery, as the receiver got them. */
+export interface StandardWebhookHeaders {
+  readonly 'webhook-id'?: string;
+  readonly 'webhook-timestamp'?: string;
+  readonly 'webhook-signature'?: string;
+}
+
+/**
+ * Verifies the Standard Webhooks headers (`webhook-signature`: space-separated `v1,<base64>` values; during a
+ * secret rotation there are two). `secret` is the 64-hex secret or its `whsec_` form. The Standard Webhooks
+ * libraries verify the same headers; this one needs no dependency.
+ */
+export function verifyStandardWebhook(
+  secret: string,
+  headers: StandardWebhookHeaders,
+  rawBody: Buffer | string,
+  options: VerifyOptions = {},
+): VerificationResult {
+  const id = headers['webhook-id'];
+  const timestampText = headers['webhook-timestamp'];
+  const signatureText = headers['webhook-signature'];
+  if (!id || !timestampText || !/^\d{1,12}$/.test(timestampText) || !signatureText) return { valid: false, reason: 'malformed_header' };
+  const signatures = signatureText
+    .split(' ')
+    .filter((entry) => entry.startsWith('v1,'))
+    .map((entry) => Buffer.from(entry.slice(3), 'base64'));
+  if (signatures.length === 0) return { valid: false, reason: 'malformed_header' };
+  const timestamp = Number(timestampText);
+  const tolerance = options.toleranceS ?? DEFAULT_SIGNATURE_TOLERANCE_S;
+  if (Math.abs((options.now ?? Date.now()) / 1000 - timestamp) > tolerance) return { valid: false, reason: 'timestamp_out_of_tolerance' };
+  const key = secret.startsWith('whsec_') ? Buffer.from(secret.slice('whsec_'.length), 'base64') : Buffer.from(secret, 'utf8');
+  const expected = standardSignatureOf(key, id, timestamp, rawBody);
+  const matches = signatures.some((candidate) => candidate.length === expected.length && timingSafeEqual(candidate, expected));
+  return matches ? { valid: true, timestamp } : { valid: false, reason: 'signature_mismatch' };
 }

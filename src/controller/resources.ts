@@ -3,6 +3,8 @@ import { SCOPES } from '../auth/scopes.ts';
 import { TENANT_ID_PATTERN } from '../events/eventFields.ts';
 import { DNS_LABEL_MAX_LENGTH, DNS_LABEL_PATTERN, DNS_SUBDOMAIN_MAX_LENGTH, DNS_SUBDOMAIN_PATTERN } from '../platform/kubernetesNames.ts';
 import {
+  DEFAULT_ROTATION_OVERLAP_S,
+  MAX_ROTATION_OVERLAP_S,
   WEBHOOK_DESCRIPTION_MAX_LENGTH,
   WEBHOOK_FILTER_ENTRY_MAX_LENGTH,
   WEBHOOK_FILTER_ENTRY_PATTERN,
@@ -111,6 +113,14 @@ export const webhookEndpointSpecSchema = z
       .meta({ description: 'Action prefixes such as phi. or admin.key.create; empty or absent means every event.' }),
     description: z.string().max(WEBHOOK_DESCRIPTION_MAX_LENGTH).optional(),
     disabled: z.boolean().optional().meta({ description: 'true disables the endpoint: deliveries stop, its history stays (for good: there is no re-enabling).' }),
+    rotationOverlapSeconds: z
+      .int()
+      .min(0)
+      .max(MAX_ROTATION_OVERLAP_S)
+      .optional()
+      .meta({
+        description: `When the ${ROTATE_ANNOTATION} annotation rotates the signing secret: seconds the replaced secret keeps signing beside the new one (absent: ${DEFAULT_ROTATION_OVERLAP_S}, one day; 0 retires it at once).`,
+      }),
     secretName,
     controllerClass,
   })
@@ -151,6 +161,10 @@ export const webhookEndpointStatusSchema = z.object({
   consecutiveFailures: z.int().min(0).optional(),
   lastDeliveryAt: z.string().optional().meta({ format: 'date-time' }),
   recreateRequest: z.string().optional().meta({ description: 'The audittrail.dev/recreate annotation value the current endpoint was created for.' }),
+  previousSecretExpiresAt: z
+    .string()
+    .optional()
+    .meta({ format: 'date-time', description: 'After a rotation: until when the replaced signing secret still signs deliveries beside the one in the Secret.' }),
   rotateRequest,
   observedGeneration: z.int().min(0).optional(),
   conditions,

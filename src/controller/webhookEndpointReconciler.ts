@@ -3,7 +3,8 @@ import { ValidationError } from '../platform/errors.ts';
 import { checkInput } from '../platform/inputValidation.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
-import { normaliseWebhookUrl } from '../webhooks/webhookRules.ts';
+import { DEFAULT_ROTATION_OVERLAP_S, normaliseWebhookUrl } from '../webhooks/webhookRules.ts';
+import { standardWebhooksSecretOf } from '../client/webhookSignature.ts';
 import type { WebhookEndpoint } from '../webhooks/webhookStore.ts';
 import type { Health } from './conditions.ts';
 import type { DeploymentGuard } from './deploymentGuard.ts';
@@ -21,6 +22,13 @@ export const WEBHOOK_FINALIZER = 'audittrail.dev/delete-endpoint';
 export const RECREATE_ANNOTATION = 'audittrail.dev/recreate';
 export const SECRET_SIGNING_FIELD = 'signingSecret';
 export const SECRET_ENDPOINT_FIELD = 'endpointId';
+/** The same key in the Standard Webhooks form (whsec_…), for receivers verifying with those libraries. */
+export const SECRET_STANDARD_WEBHOOKS_FIELD = 'standardWebhooksSecret';
+/**
+ * Written by a rotation: until then the secret the Secret held before still signs every delivery beside the
+ * new one, so receivers that have not yet read the new value keep verifying.
+ */
+export const SECRET_PREVIOUS_EXPIRY_FIELD = 'previousSecretExpiresAt';
 
 type Status = {
   id?: string;
@@ -31,6 +39,7 @@ type Status = {
   recreateRequest?: string;
   /** The rotate annotation value handled last. */
   rotateRequest?: string;
+  previousSecretExpiresAt?: string;
 };
 export type WebhookEndpointObject = CustomResource<WebhookEndpointSpec, Status>;
 
@@ -116,9 +125,14 @@ export class WebhookEndpointReconciler {
         endpoint = await this.register(object, spec, managedBy, actor);
         // Annotations present before the first endpoint ask for nothing more.
         handled = { recreateRequest: annotations[RECREATE_ANNOTATION], rotateRequest: annotations[ROTATE_ANNOTATION] };
+      } else if (rotation !== undefined && recreation === undefined && endpoint.active) {
+        if (!(await resources.isCurrent(WEBHOOK_ENDPOINT.plural, object))) return;
+        const held = secret.state === 'owned' && secret.values[SECRET_ENDPOINT_FIELD] === endpoint.id ? secret.values[SECRET_SIGNING_FIELD] : undefined;
+        endpoint = await this.rotateInPlace(object, spec, endpoint, managedBy, actor, held);
+        handled = { ...handled, rotateRequest: rotation };
       } else if (rotation !== undefined || recreation !== undefined) {
         if (!(await resources.isCurrent(WEBHOOK_ENDPOINT.plural, object))) return;
-        endpoint = await this.rotate(object, spec, endpoint, managedBy, actor);
+        endpoint = await this.replace(object, spec, endpoint, managedBy, actor);
         handled = { recreateRequest: recreation ?? handled.recreateRequest, rotateRequest: rotation ?? handled.rotateRequest };
       } else if (endpoint.active && !(secret.state === 'owned' && secret.values[SECRET_ENDPOINT_FIELD] === endpoint.id)) {
         if (object.status?.id === endpoint.id) {
@@ -134,7 +148,7 @@ export class WebhookEndpointReconciler {
         // Registered, but neither the Secret nor status ever showed it (a crash in between): that secret is
         // known to no one, so the endpoint is replaced.
         if (!(await resources.isCurrent(WEBHOOK_ENDPOINT.plural, object))) return;
-        endpoint = await this.rotate(object, spec, endpoint, managedBy, actor);
+        endpoint = await this.replace(object, spec, endpoint, managedBy, actor);
       } else if (endpoint.active && changed(endpoint, spec)) {
         endpoint = await registry.update(endpoint.id, { url: spec.url, eventFilter: spec.eventFilter ?? [], description: spec.description ?? '' }, actor, managedBy);
         await this.options.events.record(involvedObject(object), 'Normal', 'EndpointUpdated', `Endpoint ${endpoint.id} updated in place.`);
@@ -153,12 +167,43 @@ export class WebhookEndpointReconciler {
   }
 
   /**
-   * A new signing secret in the Secret. For now by a new endpoint (new id and secret) in the old one's
-   * place: once the Secret holds the new secret, an active old endpoint is deleted (with its delivery
-   * history), an auto-disabled one is kept, disabled, with its history. A rotation that keeps the id and
-   * accepts both secrets for an overlap period would replace this method.
+   * The rotate annotation on an active endpoint: a new signing secret for the same endpoint, as
+   * POST /audit/webhooks/{id}/rotate-secret does, with spec.rotationOverlapSeconds of overlap. The secret the
+   * Secret holds (`held`, what receivers have) stays valid for the overlap, even when this is a retry of a
+   * rotation that changed the registry and then failed before the Secret was written: the secret of that
+   * first attempt, which no one ever saw, is the one retired.
    */
-  private async rotate(object: WebhookEndpointObject, spec: WebhookEndpointSpec, current: WebhookEndpoint, managedBy: string, actor: Actor): Promise<WebhookEndpoint> {
+  private async rotateInPlace(
+    object: WebhookEndpointObject,
+    spec: WebhookEndpointSpec,
+    current: WebhookEndpoint,
+    managedBy: string,
+    actor: Actor,
+    held: string | undefined,
+  ): Promise<WebhookEndpoint> {
+    const overlapS = spec.rotationOverlapSeconds ?? DEFAULT_ROTATION_OVERLAP_S;
+    const rotated = await this.options.registry.rotateSecret(current.tenantId, current.id, { overlap_s: overlapS }, actor, { managedBy }, held);
+    const expiresAt = rotated.previousSecretExpiresAt.toISOString();
+    await this.options.resources.writeOwnedSecret(object, spec.secretName, {
+      ...secretData(rotated.secret, current.id),
+      [SECRET_PREVIOUS_EXPIRY_FIELD]: expiresAt,
+    });
+    await this.options.events.record(
+      involvedObject(object),
+      'Normal',
+      'SecretRotated',
+      `Endpoint ${current.id} has a new signing secret in Secret ${spec.secretName}; the previous one also signs deliveries until ${expiresAt}.`,
+    );
+    return rotated.endpoint;
+  }
+
+  /**
+   * A new endpoint (new id and secret) in the old one's place, for an endpoint that no longer delivers
+   * (auto-disabled, or disabled outside Kubernetes) or whose secret no one ever received: once the Secret
+   * holds the new secret, an active old endpoint is deleted (with its delivery history), an inactive one is
+   * kept, disabled, with its history.
+   */
+  private async replace(object: WebhookEndpointObject, spec: WebhookEndpointSpec, current: WebhookEndpoint, managedBy: string, actor: Actor): Promise<WebhookEndpoint> {
     const replacement = await this.register(object, spec, managedBy, actor);
     if (current.active) await this.options.registry.delete(current.tenantId, current.id, actor, { managedBy });
     return replacement;
@@ -173,7 +218,7 @@ export class WebhookEndpointReconciler {
       managedBy,
     );
     try {
-      await resources.writeOwnedSecret(object, spec.secretName, { [SECRET_SIGNING_FIELD]: secret, [SECRET_ENDPOINT_FIELD]: endpoint.id });
+      await resources.writeOwnedSecret(object, spec.secretName, secretData(secret, endpoint.id));
     } catch (error) {
       await registry.delete(endpoint.tenantId, endpoint.id, actor, { managedBy });
       throw error;
@@ -190,9 +235,15 @@ export class WebhookEndpointReconciler {
       lastDeliveryAt: endpoint?.lastDeliveryAt?.toISOString(),
       recreateRequest: handled ? handled.recreateRequest : object.status?.recreateRequest,
       rotateRequest: handled ? handled.rotateRequest : object.status?.rotateRequest,
+      previousSecretExpiresAt: endpoint?.previousSecretExpiresAt?.toISOString(),
     };
     return reportHealth(this.options.resources, this.options.events, WEBHOOK_ENDPOINT.plural, object, fields, health);
   }
+}
+
+/** What the owned Secret holds for receivers: the signing secret in both forms, and the endpoint it signs for. */
+function secretData(secret: string, endpointId: string): Record<string, string> {
+  return { [SECRET_SIGNING_FIELD]: secret, [SECRET_STANDARD_WEBHOOKS_FIELD]: standardWebhooksSecretOf(secret), [SECRET_ENDPOINT_FIELD]: endpointId };
 }
 
 function healthOf(endpoint: WebhookEndpoint): Health {

@@ -307,7 +307,11 @@ export class DeliveryWorker {
   }
 
   private async attempt(held: Held, work: DeliveryWork): Promise<void> {
-    const request = deliveryRequest(work.event, held.attempt, this.signingKeys.of(work.endpointId, work.secretCiphertext));
+    // Signed with the secrets valid now: a previous secret whose overlap ended while the delivery waited
+    // in its lane does not sign.
+    const now = Date.now();
+    const keys = this.signingKeys.at(work.endpointId, { current: work.secretCiphertext, previous: work.previousSecret }, now);
+    const request = deliveryRequest(work.event, held.attempt, keys, now);
     const attemptedAt = new Date();
     const result = await this.options.sender.send(work.endpointId, work.url, request.body, request.headers);
     const retryDelay = result.ok ? undefined : this.options.retryPolicy.delayAfter(held.attempt);

@@ -143,6 +143,8 @@ export interface DeliveryWork {
   readonly endpointActive: boolean;
   readonly url: string;
   readonly secretCiphertext: Buffer;
+  /** The secret a rotation replaced, while its overlap lasts (docs/webhooks.md); null otherwise. */
+  readonly previousSecret: { readonly ciphertext: Buffer; readonly expiresAt: Date } | null;
   readonly event: DeliveredEvent;
 }
 
@@ -171,6 +173,8 @@ interface EndpointRow {
   active: boolean;
   url: string;
   secret_ciphertext: Buffer;
+  previous_secret_ciphertext: Buffer | null;
+  previous_secret_expires_at: Date | null;
   [column: string]: unknown;
 }
 
@@ -192,7 +196,14 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
   if (rows.length === 0) return new Map();
   const endpointIds = [...new Set(rows.map((row) => row.endpoint_id))];
   const { rows: endpointRows } = await db.query<EndpointRow>(
-    prepared('SELECT id, active, url, secret_ciphertext FROM webhook_endpoints WHERE id = ANY($1::text[])', [endpointIds]),
+    // A previous secret past its expiry is not even read; the signer checks the expiry again when it signs.
+    prepared(
+      `SELECT id, active, url, secret_ciphertext,
+              CASE WHEN previous_secret_expires_at > now() THEN previous_secret_ciphertext END AS previous_secret_ciphertext,
+              CASE WHEN previous_secret_expires_at > now() THEN previous_secret_expires_at END AS previous_secret_expires_at
+       FROM webhook_endpoints WHERE id = ANY($1::text[])`,
+      [endpointIds],
+    ),
   );
   const endpoints = new Map(endpointRows.map((row) => [row.id, row]));
   const work = new Map<string, DeliveryWork>();
@@ -209,6 +220,10 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
       endpointActive: endpoint.active,
       url: endpoint.url,
       secretCiphertext: endpoint.secret_ciphertext,
+      previousSecret:
+        endpoint.previous_secret_ciphertext && endpoint.previous_secret_expires_at
+          ? { ciphertext: endpoint.previous_secret_ciphertext, expiresAt: endpoint.previous_secret_expires_at }
+          : null,
       event: {
         eventId: row.event_id,
         timestamp: row.timestamp,

@@ -6,6 +6,8 @@ export interface OpenApiContribution {
   readonly paths: Record<string, Record<string, unknown>>;
   /** zod schemas (with `.meta({ id })`) referenced from those paths as `#/components/schemas/<id>`. */
   readonly schemas?: readonly z.ZodType[];
+  /** OpenAPI 3.1 `webhooks`: requests the service makes to its customers (the webhook deliveries). */
+  readonly webhooks?: Record<string, Record<string, unknown>>;
 }
 
 export const ref = (id: string) => ({ $ref: `#/components/schemas/${id}` });
@@ -93,6 +95,7 @@ export function buildOpenApiDocument(version: string, contributions: readonly Op
     servers: [{ url: '/api/v2/public' }],
     components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer' } }, schemas, headers: HEADERS },
     paths: Object.assign({}, ...all.map((contribution) => contribution.paths)),
+    webhooks: Object.assign({}, ...all.map((contribution) => contribution.webhooks ?? {})),
   };
 }
 

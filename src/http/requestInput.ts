@@ -74,3 +74,20 @@ export function jsonBody(limit: string): Middleware<RequestState> {
     await parser(ctx, next);
   };
 }
+
+/**
+ * A JSON body that may be left out: without one (no Transfer-Encoding, and no Content-Length or
+ * Content-Length: 0) ctx.request.body is undefined; with one, the rules of jsonBody apply.
+ */
+export function optionalJsonBody(limit: string): Middleware<RequestState> {
+  const parse = jsonBody(limit);
+  return async (ctx, next) => {
+    // Content-Length: 0 is what clients send for a POST without a body (koa's is() counts it as a body).
+    const length = ctx.get('Content-Length');
+    if (!ctx.get('Transfer-Encoding') && (length === '' || length === '0')) {
+      ctx.request.body = undefined;
+      return next();
+    }
+    return parse(ctx, next);
+  };
+}

@@ -3,7 +3,7 @@ import type { DeliveredEvent } from '../events/deliveryOutbox.ts';
 import { SERVICE_VERSION } from '../platform/version.ts';
 import { buildEnvelope } from './envelope.ts';
 import type { SecretBox } from './secretBox.ts';
-import { signDelivery } from './signature.ts';
+import { signatureHeaders } from './signature.ts';
 
 /** What a delivery attempt POSTs: the envelope's bytes and the headers that go with them. */
 export interface DeliveryRequest {
@@ -13,40 +13,65 @@ export interface DeliveryRequest {
 
 /**
  * The request of one attempt (docs/webhooks.md "The delivery request"): the envelope built from the stored
- * event, so that every attempt carries the same bytes, signed at the moment of sending.
+ * event, so that every attempt carries the same bytes, signed at the moment of sending with every secret
+ * valid then (`signingKeys`, newest first).
  */
-export function deliveryRequest(event: DeliveredEvent, attempt: number, signingKey: KeyObject): DeliveryRequest {
-  const body = buildEnvelope(event);
+export function deliveryRequest(event: DeliveredEvent, attempt: number, signingKeys: readonly KeyObject[], nowMs = Date.now()): DeliveryRequest {
+  return signedRequest(buildEnvelope(event), event.eventId, attempt, signingKeys, nowMs);
+}
+
+/** The headers of every delivery, test sends included, around an envelope's bytes. */
+export function signedRequest(body: string, eventId: string, attempt: number, signingKeys: readonly KeyObject[], nowMs = Date.now()): DeliveryRequest {
   return {
     body,
     headers: {
       'content-type': 'application/json',
       'user-agent': `audit-trail-webhooks/${SERVICE_VERSION}`,
-      'x-service-signature': signDelivery(signingKey, body),
-      'x-service-event-id': event.eventId,
+      ...signatureHeaders(signingKeys, eventId, body, nowMs),
+      'x-service-event-id': eventId,
       'x-service-delivery-attempt': String(attempt),
     },
   };
 }
 
+/** An endpoint's secrets as stored: the current one, and the one a rotation replaced while its overlap lasts. */
+export interface SealedSecrets {
+  readonly current: Buffer;
+  readonly previous: { readonly ciphertext: Buffer; readonly expiresAt: Date } | null;
+}
+
+interface OpenedKey {
+  readonly sealed: Buffer;
+  readonly key: KeyObject;
+}
+
 /**
  * Endpoint signing keys, opened from their sealed form and imported once per secret: createHmac would
  * import a text key on every call, and a worker signs thousands of bodies a second with a few keys.
+ * Whether a previous secret may still sign is decided on every call, against the time of signing, never
+ * cached: an expired secret never signs again, however long its key stays in this cache.
  */
 export class SigningKeys {
   private readonly secrets: SecretBox;
-  private readonly keys = new Map<string, { sealed: Buffer; key: KeyObject }>();
+  private readonly keys = new Map<string, { current: OpenedKey; previous: OpenedKey | undefined }>();
 
   constructor(secrets: SecretBox) {
     this.secrets = secrets;
   }
 
-  /** Throws when the secret does not open with this process's key. */
-  of(endpointId: string, sealed: Buffer): KeyObject {
+  /** The keys that sign at `nowMs`, newest first. Throws when a secret does not open with this process's key. */
+  at(endpointId: string, sealed: SealedSecrets, nowMs: number): KeyObject[] {
+    const valid = sealed.previous !== null && nowMs < sealed.previous.expiresAt.getTime() ? sealed.previous.ciphertext : undefined;
     const cached = this.keys.get(endpointId);
-    if (cached && cached.sealed.equals(sealed)) return cached.key;
-    const key = createSecretKey(Buffer.from(this.secrets.open(sealed), 'utf8'));
-    this.keys.set(endpointId, { sealed, key });
-    return key;
+    const current = this.open(cached, sealed.current);
+    const previous = valid ? this.open(cached, valid) : undefined;
+    this.keys.set(endpointId, { current, previous });
+    return previous ? [current.key, previous.key] : [current.key];
+  }
+
+  /** A key already opened for the endpoint (a rotation moves the current one to previous), or a new one. */
+  private open(cached: { current: OpenedKey; previous: OpenedKey | undefined } | undefined, sealed: Buffer): OpenedKey {
+    for (const known of [cached?.current, cached?.previous]) if (known?.sealed.equals(sealed)) return known;
+    return { sealed, key: createSecretKey(Buffer.from(this.secrets.open(sealed), 'utf8')) };
   }
 }

@@ -1,15 +1,39 @@
 import type { KeyObject } from 'node:crypto';
-import { signatureOf } from '../client/webhookSignature.ts';
+import { signatureOf, standardSignatureOf } from '../client/webhookSignature.ts';
 
 /**
- * Signing a delivery, for the sender. The scheme and its verification live with the customer client
- * (client/webhookSignature.ts), which receivers install; this side only stamps the header.
+ * Signing a delivery, for the sender. The schemes and their verification live with the customer client
+ * (client/webhookSignature.ts), which receivers install; this side only stamps the headers.
  */
 
 /** The endpoint secret's text, or a KeyObject made from its bytes (a sender signing many bodies imports it once). */
 export type SigningKey = string | KeyObject;
 
-export function signDelivery(secret: SigningKey, rawBody: Buffer | string, nowMs = Date.now()): string {
+/**
+ * `X-Service-Signature`: `t=<t>,v1=<hex>`, with one v1 per valid secret, the newest first (during a rotation's
+ * overlap a receiver holding either secret verifies).
+ */
+export function signDelivery(secrets: SigningKey | readonly SigningKey[], rawBody: Buffer | string, nowMs = Date.now()): string {
   const timestamp = Math.floor(nowMs / 1000);
-  return `t=${timestamp},v1=${signatureOf(secret, timestamp, rawBody).toString('hex')}`;
+  const signatures = keysOf(secrets).map((secret) => `v1=${signatureOf(secret, timestamp, rawBody).toString('hex')}`);
+  return `t=${timestamp},${signatures.join(',')}`;
+}
+
+/**
+ * Every signature header of a delivery: `X-Service-Signature` and the three Standard Webhooks headers
+ * (`webhook-id` is the event id, `webhook-signature` one `v1,<base64>` per valid secret, space-separated),
+ * all with one timestamp.
+ */
+export function signatureHeaders(secrets: readonly SigningKey[], eventId: string, rawBody: Buffer | string, nowMs = Date.now()): Record<string, string> {
+  const timestamp = Math.floor(nowMs / 1000);
+  return {
+    'x-service-signature': signDelivery(secrets, rawBody, nowMs),
+    'webhook-id': eventId,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': secrets.map((secret) => `v1,${standardSignatureOf(secret, eventId, timestamp, rawBody).toString('base64')}`).join(' '),
+  };
+}
+
+function keysOf(secrets: SigningKey | readonly SigningKey[]): readonly SigningKey[] {
+  return typeof secrets === 'string' || !Array.isArray(secrets) ? [secrets as SigningKey] : secrets;
 }

@@ -6,6 +6,7 @@ import type { Queryable } from '../db/database.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../platform/errors.ts';
 import { parseInput } from '../platform/inputValidation.ts';
+import type { SealedSecrets } from './deliveryRequest.ts';
 import { SecretBox, generateWebhookId, generateWebhookSecret } from './secretBox.ts';
 import { targetProblem, type TargetPolicy } from './targetGuard.ts';
 import {
@@ -13,6 +14,7 @@ import {
   eventFilterSchema,
   normaliseEventFilter,
   normaliseWebhookUrl,
+  secretRotationSchema,
   webhookDescriptionSchema,
   webhookRegistrationSchema,
   webhookUrlSchema,
@@ -22,10 +24,12 @@ import {
   deleteEndpoint,
   disableEndpoint,
   findEndpoint,
+  findEndpointSecrets,
   findManagedEndpoint,
   insertEndpointWithinLimit,
   lockTenantEndpoints,
   listEndpoints,
+  rotateEndpointSecret,
   updateEndpoint,
   type EndpointChanges,
   type WebhookEndpoint,
@@ -35,6 +39,20 @@ export interface RegisteredEndpoint {
   readonly endpoint: WebhookEndpoint;
   /** Shown once to whoever registered the endpoint; only its ciphertext is stored. */
   readonly secret: string;
+}
+
+export interface RotatedSecret {
+  readonly endpoint: WebhookEndpoint;
+  /** The new signing secret, shown once like a registration's. */
+  readonly secret: string;
+  /** The replaced secret signs beside the new one until then, and never after. */
+  readonly previousSecretExpiresAt: Date;
+}
+
+/** An active endpoint and what signs its deliveries, for a test send. */
+export interface DeliveryTarget {
+  readonly endpoint: WebhookEndpoint;
+  readonly secrets: SealedSecrets;
 }
 
 export interface WebhookRegistryOptions {
@@ -135,6 +153,52 @@ export class WebhookRegistry {
       await deleteEndpoint(client, id);
       return { result: undefined, events: [webhookEvent('admin.webhook.delete', endpoint, actor)] };
     });
+  }
+
+  /**
+   * A new signing secret for the endpoint (docs/webhooks.md "Rotating the signing secret"). The secret it
+   * replaces keeps signing beside it for `overlap_s` seconds; one that was still overlapping from an earlier
+   * rotation is retired at once, so at most two are ever valid. `input` is the request body (422 when
+   * invalid); an inactive endpoint, which never signs again, is 409 `endpoint_inactive`.
+   *
+   * `keep` is for the controller: the secret its Secret holds, i.e. the one receivers have. When it is one
+   * of the endpoint's valid secrets it becomes the previous one, whichever it is: a rotation repeated after
+   * a crash that came before the Secret was written then keeps the receivers' secret valid, not the new
+   * secret that no one ever saw.
+   */
+  async rotateSecret(tenantId: string, id: string, input: unknown, actor: Actor, ownership: Ownership = {}, keep?: string): Promise<RotatedSecret> {
+    const { overlap_s: overlapS } = parseInput(secretRotationSchema, input);
+    const secret = generateWebhookSecret();
+    return this.writer.recordWith('internal', async (client) => {
+      const endpoint = await this.lockOwned(client, tenantId, id, ownership);
+      if (!endpoint.active) throw new ConflictError('endpoint_inactive', 'The endpoint is inactive and never signs again; register a new one.');
+      const sealed = (await findEndpointSecrets(client, id))!;
+      const previous = keep !== undefined && sealed.previous && this.secrets.open(sealed.previous.ciphertext) === keep && this.secrets.open(sealed.current) !== keep ? sealed.previous.ciphertext : sealed.current;
+      const expiresAt = new Date(Date.now() + overlapS * 1000);
+      const rotated = await rotateEndpointSecret(client, id, this.secrets.seal(secret), previous, expiresAt);
+      const retiredEarly = sealed.previous !== null && previous !== sealed.previous.ciphertext;
+      const event = webhookEvent('admin.webhook.rotate_secret', rotated, actor, {
+        overlap_s: overlapS,
+        previous_secret_expires_at: expiresAt.toISOString(),
+        // An older secret still in its overlap stopped signing with this rotation.
+        older_secret_retired: retiredEarly,
+      });
+      return { result: { endpoint: rotated, secret, previousSecretExpiresAt: expiresAt }, events: [event] };
+    });
+  }
+
+  /**
+   * The endpoint a test send goes to, with its secrets: unknown → 404, another tenant's → 403, inactive → 409
+   * `endpoint_inactive`. An endpoint a WebhookEndpoint resource owns may be tested: a test changes nothing.
+   */
+  async deliveryTarget(tenantId: string, id: string): Promise<DeliveryTarget> {
+    const endpoint = await findEndpoint(this.db, id);
+    if (!endpoint) throw new NotFoundError('No such webhook endpoint.');
+    if (endpoint.tenantId !== tenantId) throw new ForbiddenError('The webhook endpoint belongs to another tenant.');
+    if (!endpoint.active) throw new ConflictError('endpoint_inactive', 'The endpoint is inactive; deliveries to it have stopped for good.');
+    const secrets = await findEndpointSecrets(this.db, id);
+    if (!secrets) throw new NotFoundError('No such webhook endpoint.');
+    return { endpoint, secrets };
   }
 
   /**

@@ -89,3 +89,18 @@ export function webhookRegistrationSchema(policy: WebhookUrlPolicy) {
 }
 
 export type WebhookRegistration = z.output<ReturnType<typeof webhookRegistrationSchema>>;
+
+/** How long a rotated-out secret keeps signing beside the new one (docs/webhooks.md): one day unless asked. */
+export const DEFAULT_ROTATION_OVERLAP_S = 86_400;
+/** At most a week: two secrets valid for longer is a leak waiting to be used. */
+export const MAX_ROTATION_OVERLAP_S = 604_800;
+
+/** The body of POST /audit/webhooks/{id}/rotate-secret; an absent body means every default. */
+export const secretRotationSchema = z.strictObject({
+  overlap_s: z
+    .int()
+    .min(0)
+    .max(MAX_ROTATION_OVERLAP_S)
+    .default(DEFAULT_ROTATION_OVERLAP_S)
+    .meta({ description: `Seconds the replaced secret keeps signing beside the new one (default ${DEFAULT_ROTATION_OVERLAP_S}; 0 retires it at once).` }),
+});

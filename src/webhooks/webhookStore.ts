@@ -1,5 +1,6 @@
 import { prepared, type Queryable } from '../db/database.ts';
 import { cancelPendingDeliveries, deleteEndpointDeliveries } from '../events/deliveryOutbox.ts';
+import type { SealedSecrets } from './deliveryRequest.ts';
 
 /** webhook_endpoints as the domain sees it; the sealed secret stays in the store and delivery modules. */
 export interface WebhookEndpoint {
@@ -15,6 +16,8 @@ export interface WebhookEndpoint {
   readonly managedBy: string | null;
   readonly createdAt: Date;
   readonly disabledAt: Date | null;
+  /** Until when the secret replaced by the last rotation still signs; null when none does (or it has expired). */
+  readonly previousSecretExpiresAt: Date | null;
 }
 
 interface EndpointRow {
@@ -30,11 +33,13 @@ interface EndpointRow {
   managed_by: string | null;
   created_at: Date;
   disabled_at: Date | null;
+  previous_secret_expires_at: Date | null;
   [column: string]: unknown;
 }
 
 const COLUMNS = `id, tenant_id, url, event_filter, description, active, disabled_reason, consecutive_failures,
-                 last_delivery_at, managed_by, created_at, disabled_at`;
+                 last_delivery_at, managed_by, created_at, disabled_at,
+                 CASE WHEN previous_secret_expires_at > now() THEN previous_secret_expires_at END AS previous_secret_expires_at`;
 
 function toEndpoint(row: EndpointRow): WebhookEndpoint {
   return {
@@ -50,6 +55,7 @@ function toEndpoint(row: EndpointRow): WebhookEndpoint {
     managedBy: row.managed_by,
     createdAt: row.created_at,
     disabledAt: row.disabled_at,
+    previousSecretExpiresAt: row.previous_secret_expires_at,
   };
 }
 
@@ -127,6 +133,36 @@ export async function deleteEndpoint(db: Queryable, id: string): Promise<boolean
   const result = await db.query('DELETE FROM webhook_endpoints WHERE id = $1', [id]);
   await deleteEndpointDeliveries(db, id);
   return (result.rowCount ?? 0) > 0;
+}
+
+/** The endpoint's sealed secrets: the current one, and the previous one while it is still valid. */
+export async function findEndpointSecrets(db: Queryable, id: string): Promise<SealedSecrets | undefined> {
+  const { rows } = await db.query<{ secret_ciphertext: Buffer; previous_secret_ciphertext: Buffer | null; previous_secret_expires_at: Date | null }>(
+    `SELECT secret_ciphertext,
+            CASE WHEN previous_secret_expires_at > now() THEN previous_secret_ciphertext END AS previous_secret_ciphertext,
+            CASE WHEN previous_secret_expires_at > now() THEN previous_secret_expires_at END AS previous_secret_expires_at
+     FROM webhook_endpoints WHERE id = $1`,
+    [id],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  const previous = row.previous_secret_ciphertext && row.previous_secret_expires_at ? { ciphertext: row.previous_secret_ciphertext, expiresAt: row.previous_secret_expires_at } : null;
+  return { current: row.secret_ciphertext, previous };
+}
+
+/**
+ * Makes `secret` the endpoint's signing secret and `previous` the one that keeps signing beside it until
+ * `previousExpiresAt`. Whatever was previous before is overwritten: at most two secrets are ever valid.
+ */
+export async function rotateEndpointSecret(db: Queryable, id: string, secret: Buffer, previous: Buffer, previousExpiresAt: Date): Promise<WebhookEndpoint> {
+  const { rows } = await db.query<EndpointRow>(
+    `UPDATE webhook_endpoints
+     SET secret_ciphertext = $2, previous_secret_ciphertext = $3, previous_secret_expires_at = $4
+     WHERE id = $1
+     RETURNING ${COLUMNS}`,
+    [id, secret, previous, previousExpiresAt],
+  );
+  return toEndpoint(rows[0]!);
 }
 
 export interface EndpointChanges {

@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
-import { AuditTrailApiError, AuditTrailClient } from '../../src/client/index.ts';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { AuditTrailApiError, AuditTrailClient, standardWebhooksSecretOf, verifyStandardWebhook, verifyWebhookSignature } from '../../src/client/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { mintKey, startTestService, type TestService } from '../support/service.ts';
@@ -21,7 +23,7 @@ describe('AuditTrailClient against the running service', function () {
   before(async () => {
     db = await createTestDatabase();
     await seedEvents(db.url, events);
-    api = await startTestService({ databaseUrl: db.url, roles: ['api'], env: { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true' } });
+    api = await startTestService({ databaseUrl: db.url, roles: ['api'], env: { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_ALLOW_HTTP: 'true' } });
     const { key } = await mintKey(db.url, { tenantId: 'client', scopes: ['audit:read', 'audit:export', 'webhooks:write'] });
     client = new AuditTrailClient({ baseUrl: api.baseUrl, apiKey: key });
   });
@@ -39,6 +41,43 @@ describe('AuditTrailClient against the running service', function () {
     const refused = await client.registerWebhook({ url: 'ftp://nope' }).then(() => undefined, (error: unknown) => error);
     expect(refused).to.be.instanceOf(AuditTrailApiError);
     expect((refused as AuditTrailApiError).status).to.equal(422);
+  });
+
+  it('rotates a secret with overlap and sends a test delivery that verifies with either secret', async () => {
+    const received: Array<{ headers: Record<string, string>; body: Buffer }> = [];
+    const server = createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.on('end', () => {
+        received.push({ headers: request.headers as Record<string, string>, body: Buffer.concat(chunks) });
+        response.writeHead(202).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+      const registered = await client.registerWebhook({ url });
+      expect(registered.standard_webhooks_secret).to.equal(standardWebhooksSecretOf(registered.secret));
+      const rotated = await client.rotateSecret(registered.endpoint.id, { overlapS: 120 });
+      expect(rotated.secret).to.match(/^[0-9a-f]{64}$/).and.not.equal(registered.secret);
+      expect(Date.parse(rotated.previous_secret_expires_at) - Date.now()).to.be.closeTo(120_000, 5_000);
+      const result = await client.testWebhook(registered.endpoint.id);
+      expect(result).to.include({ success: true, status_code: 202, error: null });
+      const [delivery] = received;
+      for (const secret of [registered.secret, rotated.secret]) {
+        expect(verifyWebhookSignature(secret, delivery!.headers['x-service-signature'], delivery!.body).valid).to.equal(true);
+        expect(verifyStandardWebhook(secret, delivery!.headers, delivery!.body).valid).to.equal(true);
+      }
+      const defaulted = await client.rotateSecret(registered.endpoint.id);
+      expect(Date.parse(defaulted.previous_secret_expires_at) - Date.now()).to.be.closeTo(86_400_000, 5_000);
+      await client.disableWebhook(registered.endpoint.id);
+      const inactive = await client.testWebhook(registered.endpoint.id).then(() => undefined, (error: unknown) => error);
+      expect(inactive).to.be.instanceOf(AuditTrailApiError);
+      expect(inactive).to.include({ status: 409, code: 'endpoint_inactive' });
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   after(async () => {

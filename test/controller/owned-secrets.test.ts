@@ -176,7 +176,7 @@ describe('a deleted Secret, and rotation on request', function () {
     expect((await written('preset')).keys).to.equal(1);
   });
 
-  it('WebhookEndpoint: a deleted Secret is reported as Stalled/SecretMissing; the endpoint keeps its id and stays active; rotation replaces the secret', async () => {
+  it('WebhookEndpoint: a deleted Secret is reported as Stalled/SecretMissing; the endpoint keeps its id and stays active; rotation writes a new secret for the same endpoint', async () => {
     await create('webhookendpoints', 'lost-hook', { tenantId: 'acme', url: receiver.url, secretName: 'lost-hook-secret' });
     await waitFor(async () => condition(await get('webhookendpoints', 'lost-hook'), 'Ready')?.status === 'True', 'Ready=True');
     const { id } = (await get('webhookendpoints', 'lost-hook')).status;
@@ -192,10 +192,14 @@ describe('a deleted Secret, and rotation on request', function () {
     await annotate('webhookendpoints', 'lost-hook', { [ROTATE_ANNOTATION]: '1' });
     await waitFor(async () => (await get('webhookendpoints', 'lost-hook')).status?.rotateRequest === '1', 'the rotation to be handled');
     const rotated = await get('webhookendpoints', 'lost-hook');
-    expect(rotated.status.id).not.to.equal(id);
+    // Rotated in place (docs/kubernetes.md): same endpoint and history; the secret receivers had still
+    // signs until status.previousSecretExpiresAt.
+    expect(rotated.status.id).to.equal(id);
     expect(rotated.status.active).to.equal(true);
-    expect(await secretValue('lost-hook-secret', 'endpointId')).to.equal(rotated.status.id);
+    expect(await secretValue('lost-hook-secret', 'endpointId')).to.equal(id);
     expect(await secretValue('lost-hook-secret', 'signingSecret')).not.to.equal(oldSecret);
+    expect(await secretValue('lost-hook-secret', 'previousSecretExpiresAt')).to.equal(rotated.status.previousSecretExpiresAt);
     expect(condition(rotated, 'Ready')).to.include({ status: 'True', reason: 'Active' });
+    expect(await written('lost-hook')).to.deep.include({ endpoints: 1, trail: ['admin.webhook.create', 'admin.webhook.rotate_secret'] });
   });
 });

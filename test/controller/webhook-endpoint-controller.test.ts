@@ -1,10 +1,13 @@
 import { expect } from 'chai';
 import { createHmac } from 'node:crypto';
+import { standardWebhooksSecretOf, verifyStandardWebhook, verifyWebhookSignature } from '../../src/client/index.ts';
+import { ROTATE_ANNOTATION } from '../../src/controller/resources.ts';
 import { RECREATE_ANNOTATION } from '../../src/controller/webhookEndpointReconciler.ts';
+import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
-import { startReceiver, type TestReceiver } from '../support/receiver.ts';
-import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
+import { startReceiver, type ReceivedDelivery, type TestReceiver } from '../support/receiver.ts';
+import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
 const NAMESPACE = 'team-b';
@@ -79,6 +82,111 @@ describe('WebhookEndpoint controller', function () {
     expect(disable.status).to.equal(409);
     expect(disable.json.error).to.equal('managed_by_kubernetes');
     expect((await call(`${harness.api.baseUrl}/audit/webhooks/${id}`, { key, method: 'DELETE' })).status).to.equal(409);
+    const rotation = await call(`${harness.api.baseUrl}/audit/webhooks/${id}/rotate-secret`, { key, method: 'POST', body: { overlap_s: 60 } });
+    expect(rotation.status).to.equal(409);
+    expect(rotation.json.error).to.equal('managed_by_kubernetes');
+  });
+
+  describe('rotation through the rotate annotation', () => {
+    let target: TestReceiver;
+    before(async () => {
+      target = await startReceiver(204);
+    });
+    after(async () => {
+      await target?.close();
+    });
+
+    const secretData = async (name: string) => {
+      const secret = await harness.core.readNamespacedSecret({ name, namespace: NAMESPACE });
+      return Object.fromEntries(Object.entries(secret.data!).map(([field, value]) => [field, Buffer.from(value, 'base64').toString('utf8')]));
+    };
+    const stored = async (id: string) => {
+      const { rows } = await harness.db.pool.query('SELECT secret_ciphertext, previous_secret_ciphertext FROM webhook_endpoints WHERE id = $1', [id]);
+      const box = new SecretBox(TEST_ENCRYPTION_KEY);
+      return { current: box.open(rows[0].secret_ciphertext), previous: rows[0].previous_secret_ciphertext ? box.open(rows[0].previous_secret_ciphertext) : null };
+    };
+    /** One phi.read event for `tenantId`, as the receiver got it. */
+    const deliverOne = async (tenantId: string) => {
+      const event = newEvent({ tenantId, action: 'phi.read' });
+      await seedEvents(harness.db.url, [event]);
+      await waitFor(() => target.received.some((delivery) => delivery.headers['x-service-event-id'] === event.eventId), 'the delivery');
+      return target.received.find((delivery) => delivery.headers['x-service-event-id'] === event.eventId)!;
+    };
+    const verifies = (secret: string, delivery: ReceivedDelivery) =>
+      verifyWebhookSignature(secret, String(delivery.headers['x-service-signature']), delivery.rawBody).valid &&
+      verifyStandardWebhook(standardWebhooksSecretOf(secret), delivery.headers as Record<string, string>, delivery.rawBody).valid;
+
+    it('rotates in place with spec.rotationOverlapSeconds: same endpoint, the new secret in the Secret, both signing until the expiry, then only the new one', async () => {
+      await create(endpointResource('rotating', { tenantId: 'rot', url: target.url, eventFilter: ['phi.'], rotationOverlapSeconds: 3, secretName: 'rotating-hook' }));
+      await waitFor(async () => ready(await get('rotating'))?.status === 'True', 'Ready=True');
+      const { id } = (await get('rotating')).status;
+      const first = await secretData('rotating-hook');
+      expect(first).to.deep.equal({ signingSecret: first.signingSecret, standardWebhooksSecret: standardWebhooksSecretOf(first.signingSecret!), endpointId: id });
+
+      await patch('rotating', { metadata: { annotations: { [ROTATE_ANNOTATION]: 'one' } } });
+      await waitFor(async () => (await get('rotating')).status.rotateRequest === 'one', 'the rotation to be handled');
+      const rotated = await get('rotating');
+      expect(rotated.status).to.include({ id, active: true });
+      expect(ready(rotated)).to.include({ status: 'True', reason: 'Active' });
+      const second = await secretData('rotating-hook');
+      expect(second.endpointId).to.equal(id);
+      expect(second.signingSecret).to.match(/^[0-9a-f]{64}$/).and.not.equal(first.signingSecret);
+      expect(second.standardWebhooksSecret).to.equal(standardWebhooksSecretOf(second.signingSecret!));
+      expect(second.previousSecretExpiresAt).to.equal(rotated.status.previousSecretExpiresAt);
+      const expiresAt = Date.parse(second.previousSecretExpiresAt!);
+      expect(expiresAt - Date.now()).to.be.within(0, 3_000);
+      expect(await stored(id)).to.deep.equal({ current: second.signingSecret, previous: first.signingSecret });
+
+      const during = await deliverOne('rot');
+      expect(during.receivedAt).to.be.below(expiresAt);
+      expect(verifies(first.signingSecret!, during)).to.equal(true);
+      expect(verifies(second.signingSecret!, during)).to.equal(true);
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, expiresAt + 50 - Date.now())));
+      const after = await deliverOne('rot');
+      expect(verifies(second.signingSecret!, after)).to.equal(true);
+      expect(verifies(first.signingSecret!, after)).to.equal(false);
+
+      // The trail shows a rotation, not a new endpoint; the resync clears the expired overlap from status.
+      const trail = await harness.db.pool.query(`SELECT action FROM events WHERE resource_id = $1 ORDER BY occurred_at`, [id]);
+      expect(trail.rows.map((row) => row.action)).to.deep.equal(['admin.webhook.create', 'admin.webhook.rotate_secret']);
+      await harness.reconciledAgain(NAMESPACE, 'rotating-hook');
+      await waitFor(async () => (await get('rotating')).status.previousSecretExpiresAt === undefined, 'the expired overlap to leave status');
+    });
+
+    it('defaults the overlap to one day, and after a rotation that changed the registry but never reached the Secret keeps the secret receivers have', async () => {
+      await create(endpointResource('resumed', { tenantId: 'rot-2', url: target.url, eventFilter: ['phi.'], secretName: 'resumed-hook' }));
+      await waitFor(async () => ready(await get('resumed'))?.status === 'True', 'Ready=True');
+      const object = await get('resumed');
+      const { id } = object.status;
+      const held = (await secretData('resumed-hook')).signingSecret!;
+      // The first attempt of a rotation, cut off after the registry changed: its secret reached no one.
+      const managedBy = `kubernetes:${NAMESPACE}/resumed/${object.metadata.uid}`;
+      const lost = await harness.registry.rotateSecret('rot-2', id, { overlap_s: 86_400 }, { userId: 'test', userRole: 'controller' }, { managedBy });
+      expect(await stored(id)).to.deep.equal({ current: lost.secret, previous: held });
+
+      await patch('resumed', { metadata: { annotations: { [ROTATE_ANNOTATION]: 'after-crash' } } });
+      await waitFor(async () => (await get('resumed')).status.rotateRequest === 'after-crash', 'the rotation to be handled');
+      const now = (await secretData('resumed-hook')).signingSecret!;
+      expect(now).not.to.equal(lost.secret);
+      expect(await stored(id)).to.deep.equal({ current: now, previous: held });
+      const expiresAt = Date.parse((await get('resumed')).status.previousSecretExpiresAt);
+      expect(expiresAt - Date.now()).to.be.closeTo(86_400_000, 10_000);
+      const delivery = await deliverOne('rot-2');
+      expect(verifies(held, delivery)).to.equal(true);
+      expect(verifies(now, delivery)).to.equal(true);
+      expect(verifies(lost.secret, delivery)).to.equal(false);
+    });
+
+    it('refuses an overlap outside 0..604800 by the CRD schema', async () => {
+      for (const overlap of [-1, 604_801, 1.5]) {
+        const refused = await create(endpointResource(`overlap-${String(overlap).replace(/\W/g, '')}`, { tenantId: 'rot', url: target.url, rotationOverlapSeconds: overlap, secretName: 'overlap-hook' })).then(
+          () => undefined,
+          (error: { code: number; body: string }) => error,
+        );
+        expect(refused?.code, String(overlap)).to.equal(422);
+        expect(String(refused?.body)).to.include('rotationOverlapSeconds');
+      }
+    });
   });
 
   it('refuses invalid specs by the CRD schema', async () => {

@@ -63,6 +63,27 @@ describe('GET /api/v2/public/openapi.json', () => {
     expect(document.components.headers['Retry-After'].schema).to.deep.equal({ type: 'integer' });
   });
 
+  it('documents secret rotation, test sends and the signature headers of every delivery', () => {
+    const rotation = document.paths['/audit/webhooks/{id}/rotate-secret'].post;
+    expect(rotation.requestBody.required).to.equal(false);
+    expect(document.components.schemas.WebhookSecretRotation.properties.overlap_s).to.include({ type: 'integer', minimum: 0, maximum: 604800, default: 86400 });
+    expect(document.components.schemas.WebhookSecretRotation.additionalProperties).to.equal(false);
+    expect(Object.keys(rotation.responses)).to.include.members(['200', '403', '404', '409', '422']);
+    expect(document.components.schemas.WebhookSecretRotated.required).to.include.members(['secret', 'standard_webhooks_secret', 'previous_secret_expires_at']);
+    expect(document.components.schemas.WebhookRegistered.required).to.include('standard_webhooks_secret');
+    const test = document.paths['/audit/webhooks/{id}/test'].post;
+    expect(test.requestBody).to.equal(undefined);
+    expect(Object.keys(test.responses)).to.include.members(['200', '403', '404', '409']);
+    expect(document.components.schemas.WebhookTestResult.required).to.have.members(['success', 'status_code', 'duration_ms', 'error']);
+    const delivery = document.webhooks.auditEvent.post;
+    expect(delivery.parameters.map((parameter: { name: string }) => parameter.name)).to.include.members([
+      'X-Service-Signature',
+      'webhook-id',
+      'webhook-timestamp',
+      'webhook-signature',
+    ]);
+  });
+
   it("gives the export's two formats their own response types", () => {
     const content = document.paths['/audit/export'].post.responses['200'].content;
     expect(content['application/json'].schema).to.deep.equal({ $ref: '#/components/schemas/ExportResult' });

@@ -2,11 +2,13 @@ import Router from '@koa/router';
 import { z } from 'zod';
 import type { Actor } from '../../events/adminEvent.ts';
 import { NotFoundError } from '../../platform/errors.ts';
+import type { TestDeliveries } from '../../delivery/testDelivery.ts';
+import { standardWebhooksSecretOf } from '../../client/webhookSignature.ts';
 import type { WebhookRegistry } from '../../webhooks/webhookRegistry.ts';
-import { WEBHOOK_ID_PATTERN, webhookRegistrationSchema, type WebhookUrlPolicy } from '../../webhooks/webhookRules.ts';
+import { WEBHOOK_ID_PATTERN, secretRotationSchema, webhookRegistrationSchema, type WebhookUrlPolicy } from '../../webhooks/webhookRules.ts';
 import type { WebhookEndpoint } from '../../webhooks/webhookStore.ts';
 import { requireScope } from '../authenticate.ts';
-import { jsonBody, parseQuery } from '../requestInput.ts';
+import { jsonBody, optionalJsonBody, parseQuery } from '../requestInput.ts';
 import { principalOf, type AppContext, type RequestState } from '../state.ts';
 import { authenticatedResponse, json, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
 import { noQuerySchema } from './events.ts';
@@ -27,12 +29,40 @@ export const webhookEndpointStatusSchema = webhookEndpointSchema
   .extend({
     consecutive_failures: z.int().meta({ description: 'Failed deliveries in a row; 10 disables the endpoint.' }),
     last_delivery_at: z.string().nullable().meta({ format: 'date-time', description: 'Time of the last attempt, whatever its outcome.' }),
+    previous_secret_expires_at: z
+      .string()
+      .nullable()
+      .meta({ format: 'date-time', description: 'While a rotated-out secret still signs beside the current one: until when. null otherwise.' }),
   })
   .meta({ id: 'WebhookEndpointStatus' });
 
+const signingSecret = z.string().meta({ description: 'HMAC signing secret (64 hex). Shown once.', example: '9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08' });
+const standardWebhooksSecret = z.string().meta({
+  description: 'The same key in the Standard Webhooks form: whsec_ and the base64 of the secret text (its 64 ASCII bytes are the HMAC key of both signatures).',
+  example: 'whsec_OWY4NmQwODE4ODRjN2Q2NTlhMmZlYWEwYzU1YWQwMTVhM2JmNGYxYjJiMGI4MjJjZDE1ZDZjMTViMGYwMGEwOA==',
+});
 const registeredSchema = z
-  .looseObject({ endpoint: webhookEndpointSchema, secret: z.string().meta({ description: 'HMAC signing secret (64 hex). Shown once.' }) })
+  .looseObject({ endpoint: webhookEndpointSchema, secret: signingSecret, standard_webhooks_secret: standardWebhooksSecret })
   .meta({ id: 'WebhookRegistered' });
+const rotatedSchema = z
+  .looseObject({
+    endpoint: webhookEndpointSchema,
+    secret: signingSecret,
+    standard_webhooks_secret: standardWebhooksSecret,
+    previous_secret_expires_at: z.string().meta({
+      format: 'date-time',
+      description: 'Until then every delivery is signed with the new and the replaced secret; after it with the new one only.',
+    }),
+  })
+  .meta({ id: 'WebhookSecretRotated' });
+const testResultSchema = z
+  .looseObject({
+    success: z.boolean().meta({ description: 'A 2xx within the delivery timeout.' }),
+    status_code: z.int().nullable().meta({ description: "The receiver's status; null when no response arrived." }),
+    duration_ms: z.int(),
+    error: z.string().nullable().meta({ description: 'Why no usable response arrived (timeout, refused connection, refused target); null with a status.' }),
+  })
+  .meta({ id: 'WebhookTestResult' });
 const endpointListSchema = z.looseObject({ endpoints: z.array(webhookEndpointStatusSchema) }).meta({ id: 'WebhookEndpointList' });
 const disabledSchema = z.looseObject({ endpoint: webhookEndpointSchema }).meta({ id: 'WebhookDisabled' });
 
@@ -52,6 +82,7 @@ function toApiWithStatus(endpoint: WebhookEndpoint) {
     ...toApi(endpoint),
     consecutive_failures: endpoint.consecutiveFailures,
     last_delivery_at: endpoint.lastDeliveryAt?.toISOString() ?? null,
+    previous_secret_expires_at: endpoint.previousSecretExpiresAt?.toISOString() ?? null,
   };
 }
 
@@ -73,7 +104,7 @@ function endpointId(ctx: AppContext): string {
   return id;
 }
 
-export function webhookRoutes(registry: WebhookRegistry): Router<RequestState> {
+export function webhookRoutes(registry: WebhookRegistry, tests: TestDeliveries): Router<RequestState> {
   const router = new Router<RequestState>();
 
   router.post('/audit/webhooks', requireScope('webhooks:write'), jsonBody('16kb'), async (ctx) => {
@@ -82,7 +113,7 @@ export function webhookRoutes(registry: WebhookRegistry): Router<RequestState> {
     ctx.status = 201;
     ctx.set('Location', `${ctx.path.replace(/\/$/, '')}/${endpoint.id}`);
     ctx.set('Cache-Control', 'no-store');
-    ctx.body = { endpoint: toApi(endpoint), secret };
+    ctx.body = { endpoint: toApi(endpoint), secret, standard_webhooks_secret: standardWebhooksSecretOf(secret) };
   });
 
   router.get('/audit/webhooks', requireScope('audit:read'), async (ctx) => {
@@ -97,6 +128,27 @@ export function webhookRoutes(registry: WebhookRegistry): Router<RequestState> {
     ctx.body = { endpoint: toApi(endpoint) };
   });
 
+  router.post('/audit/webhooks/:id/rotate-secret', requireScope('webhooks:write'), optionalJsonBody('16kb'), async (ctx) => {
+    parseQuery(noQuerySchema, ctx.query);
+    const id = endpointId(ctx);
+    // No body is every default; a body, even `null` or `[]`, must be the documented object.
+    const input: unknown = ctx.request.body === undefined ? {} : ctx.request.body;
+    const rotated = await registry.rotateSecret(principalOf(ctx).tenantId, id, input, actorOf(ctx));
+    ctx.set('Cache-Control', 'no-store');
+    ctx.body = {
+      endpoint: toApi(rotated.endpoint),
+      secret: rotated.secret,
+      standard_webhooks_secret: standardWebhooksSecretOf(rotated.secret),
+      previous_secret_expires_at: rotated.previousSecretExpiresAt.toISOString(),
+    };
+  });
+
+  router.post('/audit/webhooks/:id/test', requireScope('webhooks:write'), async (ctx) => {
+    parseQuery(noQuerySchema, ctx.query);
+    const result = await tests.send(principalOf(ctx).tenantId, endpointId(ctx), actorOf(ctx));
+    ctx.body = { success: result.success, status_code: result.statusCode, duration_ms: result.durationMs, error: result.error };
+  });
+
   router.delete('/audit/webhooks/:id', requireScope('webhooks:write'), async (ctx) => {
     parseQuery(noQuerySchema, ctx.query);
     await registry.delete(principalOf(ctx).tenantId, endpointId(ctx), actorOf(ctx));
@@ -106,8 +158,51 @@ export function webhookRoutes(registry: WebhookRegistry): Router<RequestState> {
   return router;
 }
 
+/** The body of a delivery (docs/webhooks.md "The delivery request"). */
+const deliveryEnvelopeSchema = z
+  .looseObject({
+    type: z.string().meta({ description: "The event's action; webhook.test for a test send." }),
+    id: z.string().meta({ format: 'uuid', description: 'The event id; stable across redeliveries. Receivers dedupe on (id, type).' }),
+    timestamp: z.string().meta({ format: 'date-time' }),
+    tenant_id: z.string(),
+    actor: z.looseObject({ user_id: z.string(), user_role: z.string() }),
+    resource: z.looseObject({ type: z.string(), id: z.string() }),
+    phi_involved: z.boolean(),
+    success: z.boolean(),
+    details: z.record(z.string(), z.unknown()),
+    schema_version: z.string().meta({ example: '1' }),
+  })
+  .meta({ id: 'WebhookDelivery' });
+
+const header = (name: string, description: string, example: string) => ({ name, in: 'header', required: true, description, schema: { type: 'string' }, example });
+
+/** The headers of every delivery, test sends included. */
+const deliveryHeaders = [
+  header(
+    'X-Service-Signature',
+    't=<unix seconds>,v1=<hex HMAC-SHA-256 over "t=<t>." and the raw body>; during a secret rotation one v1 per valid secret, the newest first.',
+    't=1767225600,v1=5f0c…,v1=a41b…',
+  ),
+  header('webhook-id', 'Standard Webhooks: the event id (as X-Service-Event-Id).', '0192f5a4-7c1e-7d3a-9b2f-4c5d6e7f8a9b'),
+  header('webhook-timestamp', 'Standard Webhooks: unix seconds, the t of X-Service-Signature.', '1767225600'),
+  header(
+    'webhook-signature',
+    'Standard Webhooks: v1,<base64 HMAC-SHA-256 over "<webhook-id>.<webhook-timestamp>.<body>">, keyed with the same secret; space-separated, one per valid secret, during a rotation.',
+    'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=',
+  ),
+  header('X-Service-Event-Id', 'The event id.', '0192f5a4-7c1e-7d3a-9b2f-4c5d6e7f8a9b'),
+  header('X-Service-Delivery-Attempt', 'The attempt number, from 1.', '1'),
+];
+
 export function webhooksOpenApi(policy: WebhookUrlPolicy): OpenApiContribution {
   const registration = webhookRegistrationSchema(policy).meta({ id: 'WebhookRegistration' });
+  const rotation = secretRotationSchema.meta({ id: 'WebhookSecretRotation' });
+  const inactive = {
+    '409': authenticatedResponse({
+      description: 'endpoint_inactive: the endpoint is disabled; or (rotate-secret only) managed_by_kubernetes: a WebhookEndpoint resource owns it.',
+      content: json(ref('Error')),
+    }),
+  };
   const idParameter = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: WEBHOOK_ID_PATTERN.source } };
   const notYours = {
     '403': authenticatedResponse({ description: 'The key lacks webhooks:write, or the endpoint belongs to another tenant.', content: json(ref('Error')) }),
@@ -115,7 +210,28 @@ export function webhooksOpenApi(policy: WebhookUrlPolicy): OpenApiContribution {
     '409': authenticatedResponse({ description: 'The endpoint is managed by a Kubernetes WebhookEndpoint resource.', content: json(ref('Error')) }),
   };
   return {
-    schemas: [registration, webhookEndpointSchema, webhookEndpointStatusSchema, registeredSchema, endpointListSchema, disabledSchema],
+    schemas: [
+      registration,
+      rotation,
+      webhookEndpointSchema,
+      webhookEndpointStatusSchema,
+      registeredSchema,
+      endpointListSchema,
+      disabledSchema,
+      rotatedSchema,
+      testResultSchema,
+      deliveryEnvelopeSchema,
+    ],
+    webhooks: {
+      auditEvent: {
+        post: {
+          summary: "A delivery: one audit event matching the endpoint's filter, POSTed to its URL (docs/webhooks.md).",
+          parameters: deliveryHeaders,
+          requestBody: { required: true, content: json(ref('WebhookDelivery')) },
+          responses: { '2XX': { description: 'Delivered. Anything else (3xx included), or no answer within 10 s, is a failed attempt.' } },
+        },
+      },
+    },
     paths: {
       '/audit/webhooks': {
         post: {
@@ -152,6 +268,37 @@ export function webhooksOpenApi(policy: WebhookUrlPolicy): OpenApiContribution {
             '200': authenticatedResponse({ description: 'The endpoint, now inactive.', content: json(ref('WebhookDisabled')) }),
             ...standardErrorResponses('webhooks:write'),
             ...notYours,
+          },
+        },
+      },
+      '/audit/webhooks/{id}/rotate-secret': {
+        post: {
+          operationId: 'rotateWebhookSecret',
+          summary:
+            'Replace the signing secret. The replaced one keeps signing beside the new one for overlap_s seconds (one older secret still overlapping is retired at once), so receivers can switch without missing a delivery.',
+          security: [{ apiKey: [] }],
+          parameters: [idParameter],
+          requestBody: { required: false, content: json(ref('WebhookSecretRotation')) },
+          responses: {
+            '200': authenticatedResponse({ description: 'The new secret, shown once.', content: json(ref('WebhookSecretRotated')) }),
+            ...standardErrorResponses('webhooks:write'),
+            ...notYours,
+            ...inactive,
+          },
+        },
+      },
+      '/audit/webhooks/{id}/test': {
+        post: {
+          operationId: 'testWebhook',
+          summary:
+            'Send one signed webhook.test delivery now and report the outcome. Nothing is stored and a failure does not count towards auto-disable. Allowed on endpoints a WebhookEndpoint resource owns.',
+          security: [{ apiKey: [] }],
+          parameters: [idParameter],
+          responses: {
+            '200': authenticatedResponse({ description: 'The outcome of the attempt (a failed attempt is still a 200).', content: json(ref('WebhookTestResult')) }),
+            ...standardErrorResponses('webhooks:write'),
+            ...notYours,
+            ...inactive,
           },
         },
       },

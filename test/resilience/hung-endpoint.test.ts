@@ -71,10 +71,47 @@ describe('a hung webhook endpoint', function () {
     return { db, endpoints: registered };
   }
 
-  async function startService(db: TestDatabase, env: Record<string, string> = {}): Promise<TestService> {
-    const service = await startTestService({ databaseUrl: db.url, roles: ['relay', 'worker'], env: { ...DELIVERY_ENV, NATS_URL: nats.url, ...env } });
+  /** A relay and a worker; with `busNamespace`, one more of each sharing another service's outbox and queue. */
+  async function startService(db: TestDatabase, env: Record<string, string> = {}, busNamespace?: string): Promise<TestService> {
+    const service = await startTestService({ databaseUrl: db.url, roles: ['relay', 'worker'], busNamespace, env: { ...DELIVERY_ENV, NATS_URL: nats.url, ...env } });
     services.push(service);
     return service;
+  }
+
+  /** Sums one series over the services. */
+  async function metric(running: TestService[], series: string): Promise<number> {
+    let total = 0;
+    for (const service of running) total += await service.metric(series);
+    return total;
+  }
+
+  /**
+   * Waits until the backlog has been published once and has settled, then counts over a window: the hung
+   * receiver's requests, and the publications, parkings and deferrals of the services.
+   */
+  async function steadyState(running: TestService[], hung: TestReceiver, backlog: number, windowMs: number) {
+    // Every delivery is published once and reaches a worker, which holds what the endpoint's slots and a short
+    // queue behind them take; what happens to the rest is what this test is about.
+    await waitFor(async () => (await metric(running, 'webhook_relay_published_total')) >= backlog, 'the backlog to be published', 30_000);
+    await sleep(3 * TIMEOUT_MS);
+    const counters = async () => ({
+      published: await metric(running, 'webhook_relay_published_total'),
+      deferred: await metric(running, 'webhook_deliveries_deferred_total'),
+      parked: await metric(running, 'webhook_deliveries_parked_total'),
+      attempts: hung.received.length,
+      at: Date.now(),
+    });
+    const before = await counters();
+    await sleep(windowMs);
+    const after = await counters();
+    const window = {
+      seconds: (after.at - before.at) / 1000,
+      attempts: after.attempts - before.attempts,
+      published: after.published - before.published,
+      parked: after.parked - before.parked,
+      deferred: after.deferred - before.deferred,
+    };
+    return { ...window, figures: JSON.stringify(window) };
   }
 
   async function states(db: TestDatabase, endpointId: string): Promise<Record<string, number>> {
@@ -96,33 +133,14 @@ describe('a hung webhook endpoint', function () {
     const service = await startService(db);
     await seedEvents(db.url, Array.from({ length: BACKLOG }, () => newEvent({ tenantId: 'hung' })));
 
-    // Every delivery is published once and reaches a worker, which holds what the endpoint's slots and a short
-    // queue behind them take; what happens to the rest is what this test is about.
-    await waitFor(async () => (await service.metric('webhook_relay_published_total')) >= BACKLOG, 'the backlog to be published', 30_000);
-    await sleep(3 * TIMEOUT_MS);
-
-    const counters = async () => ({
-      published: await service.metric('webhook_relay_published_total'),
-      deferred: await service.metric('webhook_deliveries_deferred_total'),
-      parked: await service.metric('webhook_deliveries_parked_total'),
-      attempts: hung.receiver.received.length,
-      at: Date.now(),
-    });
-    const before = await counters();
-    await sleep(6_000);
-    const after = await counters();
-    const seconds = (after.at - before.at) / 1000;
-    const attempts = after.attempts - before.attempts;
-    const published = after.published - before.published;
-    const figures = `${attempts} attempts, ${published} publications, ${after.parked - before.parked} parkings in ${seconds} s`;
-
+    const { seconds, attempts, published, parked: parkings, deferred, figures } = await steadyState([service], hung.receiver, BACKLOG, 6_000);
     // The pace its slots allow: CONCURRENCY requests, each held until the time limit.
     expect(attempts, figures).to.be.within(Math.floor(0.5 * CONCURRENCY * (seconds / (TIMEOUT_MS / 1000))), 2 * CONCURRENCY * (seconds + 1));
     // Work follows the requests that finish, not the 3,000 waiting: about one publication per attempt (plus
     // the relay's sweep, one per ack wait), where deferring cycled the whole backlog every few seconds.
     expect(published, figures).to.be.at.most(2 * attempts + 10);
-    expect(after.parked - before.parked, figures).to.be.at.most(2 * attempts + 10);
-    expect(after.deferred - before.deferred, figures).to.equal(0);
+    expect(parkings, figures).to.be.at.most(2 * attempts + 10);
+    expect(deferred, figures).to.equal(0);
 
     // Parking counts no attempt: every attempt recorded is one the receiver saw (those on the wire are not recorded yet).
     const { rows } = await db.pool.query(
@@ -158,6 +176,38 @@ describe('a hung webhook endpoint', function () {
     const final = await states(db, hung.id);
     expect(final.succeeded! + (final.pending ?? 0)).to.equal(BACKLOG);
     expect(await service.metric('webhook_deliveries_unparked_total{by="request"}')).to.be.greaterThan(BACKLOG - 20 * CONCURRENCY);
+  });
+
+  it('keeps every worker sharing the outbox at its own concurrency, and loses nothing, with two relays and two workers', async () => {
+    const BACKLOG = 2_000;
+    const { db, endpoints } = await deployment([{ tenantId: 'shared', reply: 'hang' }]);
+    const [hung] = endpoints as [(typeof endpoints)[0]];
+    const first = await startService(db);
+    const second = await startService(db, {}, first.busNamespace);
+    await seedEvents(db.url, Array.from({ length: BACKLOG }, () => newEvent({ tenantId: 'shared' })));
+
+    const { seconds, attempts, published, deferred, figures } = await steadyState([first, second], hung.receiver, BACKLOG, 6_000);
+    // Each worker has its own CONCURRENCY slots, and parked deliveries reach both.
+    expect(attempts, figures).to.be.within(Math.floor(0.5 * 2 * CONCURRENCY * seconds), 2 * 2 * CONCURRENCY * (seconds + 1));
+    expect(published, figures).to.be.at.most(2 * attempts + 10);
+    expect(deferred, figures).to.equal(0);
+
+    hung.receiver.reply(204);
+    await waitFor(async () => {
+      const now = await states(db, hung.id);
+      return now.parked === undefined && now.pending_unattempted === undefined;
+    }, 'every parked delivery to be sent', 60_000, 200);
+    const final = await states(db, hung.id);
+    expect(final.succeeded! + (final.pending ?? 0)).to.equal(BACKLOG);
+    // Every request the receiver saw is one recorded attempt (records are unique per delivery and attempt):
+    // the two workers never made the same attempt twice. Requests on the wire are recorded once they end.
+    await waitFor(async () => {
+      const { rows } = await db.pool.query(
+        `SELECT count(*)::int AS records FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = $1`,
+        [hung.id],
+      );
+      return rows[0].records === hung.receiver.received.length;
+    }, 'every request to be recorded as an attempt');
   });
 
   it('sends parked deliveries that nothing in flight would release, within about the ack wait', async () => {

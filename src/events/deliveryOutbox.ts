@@ -368,8 +368,8 @@ export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryO
        RETURNING d.id, o.state, o.attempted_ms
      )
      -- A retry scheduled here wakes the relays, which then sleep until it falls due rather than finding it
-     -- at their next poll (a poll's rounding would swamp the jitter of a short schedule). Deferrals are
-     -- not attempts and wake nobody. Once per statement, like the fan-out's notification.
+     -- at their next poll (a poll's rounding would swamp the jitter of a short schedule). Deferrals and
+     -- parkings are not attempts and wake nobody. Once per statement, like the fan-out's notification.
      SELECT id::text AS id,
             (SELECT CASE WHEN count(*) > 0 THEN pg_notify($10, '') END
                FROM updated WHERE state = 'pending' AND attempted_ms IS NOT NULL) AS notified

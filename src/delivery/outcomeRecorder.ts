@@ -86,9 +86,11 @@ export class OutcomeRecorder<S> {
         await lockEndpoints(client, batch.map((pending) => pending.endpointId));
         const sorted = [...batch].sort((a, b) => compareIds(a.outcome.deliveryId, b.outcome.deliveryId));
         const changed = await recordOutcomes(client, sorted.map(({ outcome }) => outcome));
-        const releases = parkedReleases(sorted.filter(({ outcome }) => changed.has(outcome.deliveryId)));
+        const applied = sorted.filter(({ outcome }) => changed.has(outcome.deliveryId));
+        // In this transaction: a finished request's release is never lost, nor made twice.
+        const releases = parkedReleases(applied);
         const unparked = await unparkDeliveries(client, [...releases.keys()], [...releases.values()]);
-        const endpoints = await applyEndpointTallies(client, tallyEndpointOutcomes(sorted.filter(({ outcome }) => changed.has(outcome.deliveryId))));
+        const endpoints = await applyEndpointTallies(client, tallyEndpointOutcomes(applied));
         const events = [];
         for (const endpoint of endpoints.filter(shouldAutoDisable)) {
           const disabled = await disableEndpoint(client, endpoint.id, 'auto');

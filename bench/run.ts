@@ -11,6 +11,7 @@ const BENCHMARKS: Record<string, string> = {
   export: 'bench/export.ts',
   limiter: 'bench/limiter.ts',
   delivery: 'bench/delivery.ts',
+  'hung-endpoint': 'bench/hungEndpoint.ts',
   sealing: 'bench/sealing.ts',
   integrity: 'bench/integrity.ts',
 };

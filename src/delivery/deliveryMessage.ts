@@ -52,7 +52,7 @@ export function decodeDeliveryMessage(data: Uint8Array): DeliveryMessage[] | und
 /**
  * Nats-Msg-Id of a message: that of its first delivery, `<delivery>.<attempt>.<publication>`. A publication
  * of a delivery goes into exactly one message, so the id is unique per message: JetStream drops only true
- * copies (a publish the client retried), never an attempt that was deferred and is due again.
+ * copies (a publish the client retried), never an attempt that was deferred or parked and is due again.
  */
 export function deliveryMessageId(first: DeliveryMessage, publication: number): string {
   return `${first.deliveryId}.${first.attempt}.${publication}`;

@@ -6,7 +6,14 @@ import { NotificationListener } from '../db/notificationListener.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { DELIVERIES_PENDING_CHANNEL, takeDueDeliveries, timeUntilNextDue, unmarkPublished, type DueDelivery } from '../events/deliveryOutbox.ts';
+import {
+  DELIVERIES_PENDING_CHANNEL,
+  takeDueDeliveries,
+  timeUntilNextDue,
+  unmarkPublished,
+  unparkOldestPerEndpoint,
+  type DueDelivery,
+} from '../events/deliveryOutbox.ts';
 import { deliveryHeaders, deliveryMessageId, encodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE } from './deliveryMessage.ts';
 import { LostPublications } from './lostPublications.ts';
 
@@ -17,7 +24,10 @@ export interface DeliveryRelayOptions {
   readonly names: BusNames;
   /** Replicas of the AUDIT_DELIVERIES stream (NATS_STREAM_REPLICAS); 1 by default. */
   readonly streamReplicas?: number;
-  /** DELIVERY_ACK_WAIT_MS: lost messages are looked for about twice as often. */
+  /**
+   * DELIVERY_ACK_WAIT_MS: lost messages are looked for about twice as often, and each endpoint's oldest
+   * parked delivery is released this often.
+   */
   readonly ackWaitMs: number;
   /**
    * The longest the relay sleeps between looks at the outbox. New deliveries and newly scheduled retries
@@ -49,6 +59,7 @@ export class DeliveryRelay {
   private wake: (() => void) | undefined;
   private pendingWake = false;
   private lostPublications: LostPublications | undefined;
+  private nextParkedSweepAt = 0;
 
   constructor(options: DeliveryRelayOptions) {
     this.options = options;
@@ -100,6 +111,7 @@ export class DeliveryRelay {
       try {
         this.pendingWake = false;
         await this.lostPublications!.sweepIfDue();
+        await this.releaseParkedIfDue();
         published = await this.publishDue();
       } catch (thrown) {
         this.options.log.warn({ err: coerceError(thrown) }, 'delivery relay pass failed; retrying');
@@ -125,6 +137,19 @@ export class DeliveryRelay {
     if (untilDue === undefined) return this.options.pollMs;
     // Due already but not taken by this pass: another relay holds it and publishes it; do not spin.
     return Math.min(this.options.pollMs, Math.max(MIN_IDLE_MS, untilDue));
+  }
+
+  /**
+   * Parked deliveries are released by requests to their endpoint finishing (outcomeRecorder.ts). This
+   * releases one per endpoint every ack wait besides, so that an endpoint's parked deliveries move on even
+   * if nothing of it is left in flight to release them: at most one extra publication per parked endpoint
+   * and ack wait, whatever its backlog.
+   */
+  private async releaseParkedIfDue(): Promise<void> {
+    if (Date.now() < this.nextParkedSweepAt) return;
+    this.nextParkedSweepAt = Date.now() + Math.max(1_000, this.options.ackWaitMs);
+    const released = await unparkOldestPerEndpoint(this.options.db);
+    if (released > 0) this.options.metrics.webhookUnparked.inc({ by: 'sweep' }, released);
   }
 
   /** One pass: take due deliveries, publish them in batches, put back those JetStream did not accept. */

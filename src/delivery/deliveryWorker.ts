@@ -10,7 +10,7 @@ import type { ServiceMetrics } from '../platform/metrics.ts';
 import { SigningKeys, deliveryRequest } from '../webhooks/deliveryRequest.ts';
 import type { SecretBox } from '../webhooks/secretBox.ts';
 import { decodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE, publisherOf, type DeliveryMessage } from './deliveryMessage.ts';
-import { EndpointLanes, MAX_DEFER_MS } from './endpointLanes.ts';
+import { EndpointLanes } from './endpointLanes.ts';
 import { OutcomeRecorder } from './outcomeRecorder.ts';
 import type { RetryPolicy } from './retryPolicy.ts';
 import { StrayMessages } from './strayMessages.ts';
@@ -38,7 +38,7 @@ export interface DeliveryWorkerOptions {
 /**
  * Backpressure: while this many deliveries are held for endpoints that are keeping up (loading, queued, in
  * flight or being recorded), the worker stops pulling; JetStream keeps the rest for other workers. Slow
- * endpoints do not count: their overflow is deferred, so hung receivers never stop the worker from
+ * endpoints do not count: their overflow is parked, so hung receivers never stop the worker from
  * pulling work for healthy ones.
  */
 const MAX_HELD_FOR_FAST_ENDPOINTS = 2_000;
@@ -48,9 +48,15 @@ const MAX_HELD_FOR_FAST_ENDPOINTS = 2_000;
  */
 const PULL_EXPIRES_MS = 5_000;
 const PULL_RETRY_MS = 1_000;
+/** A delivery that arrives while the worker stops comes back after about this long, to another worker. */
+const STOPPING_DEFER_MS = 5_000;
+/** A delivery this worker cannot prepare (its endpoint's secret does not open) comes back after about this long. */
+const UNPREPARABLE_DEFER_MS = 60_000;
 const LOAD_BATCH = 256;
 const LOAD_LINGER_MS = 2;
 const FLUSH_FAILURE_REDELIVERY_MS = 5_000;
+/** A saturated endpoint's parking is logged at most this often (per endpoint and worker). */
+const PARKING_LOG_INTERVAL_MS = 60_000;
 
 /**
  * A JetStream message (one stream sequence) and how many of its deliveries are still being worked on. A
@@ -86,7 +92,8 @@ interface Routed {
 /**
  * A delivery worker: one member of the durable pull consumer. Messages are loaded from Postgres in
  * batches, sent with bounded concurrency per endpoint (a hung receiver holds at most its own slots; its
- * overflow goes back to Postgres, never blocking the consumer), and every outcome is written, in batches,
+ * overflow is parked in Postgres, never blocking the consumer, and comes back as requests to it finish:
+ * see outcomeRecorder.ts), and every outcome is written, in batches,
  * before its message is acknowledged, so a worker killed at any point loses nothing: the message comes
  * back and the attempt is made again (at least once).
  */
@@ -108,6 +115,8 @@ export class DeliveryWorker {
   private stopping = false;
   private resumePulling: (() => void) | undefined;
   private resumeTimer: NodeJS.Timeout | undefined;
+  /** Per saturated endpoint: deliveries parked since its parking was last logged, and when that was. */
+  private readonly parkingLog = new Map<string, { parked: number; loggedAt: number }>();
 
   constructor(options: DeliveryWorkerOptions) {
     this.options = options;
@@ -141,8 +150,9 @@ export class DeliveryWorker {
     // A lane turning slow (a receiver that stopped answering) gives back its excess queue and frees the
     // backpressure without any request finishing, so both are checked on a timer too.
     this.resumeTimer = setInterval(() => {
-      for (const { endpointId, item } of this.lanes.trimSlowLanes()) this.defer(item.held, endpointId);
+      for (const { endpointId, item } of this.lanes.trimSlowLanes()) this.park(item.held, endpointId);
       this.maybeResumePulling();
+      this.forgetQuietParking();
     }, 250).unref();
     this.running = this.pullLoop(consumer);
   }
@@ -280,11 +290,44 @@ export class DeliveryWorker {
       this.record(held, work.endpointId, { kind: 'cancelled', deliveryId: held.deliveryId, attempt: held.attempt });
       return;
     }
-    if (this.lanes.admit(work.endpointId, { held, work }, !this.stopping) === 'overflow') this.defer(held, work.endpointId);
+    // Stopping: nothing of this worker's will finish to release a parked delivery, so it gets a due time.
+    if (this.stopping) this.defer(held, work.endpointId, STOPPING_DEFER_MS);
+    else if (this.lanes.admit(work.endpointId, { held, work }) === 'overflow') this.park(held, work.endpointId);
   }
 
-  /** Puts a delivery back in Postgres, due again once its endpoint may have recovered; no attempt is counted. */
-  private defer(held: Held, endpointId: string, aboutMs = this.lanes.deferralOf(endpointId)): void {
+  /**
+   * Every slot of the endpoint is busy and its queue is full: the delivery waits in Postgres, parked, until
+   * requests to the endpoint finish (each releases one; outcomeRecorder.ts). Its requests in flight here
+   * are recorded after this (the recorder keeps order), so at least one release follows every parking; no
+   * attempt is counted. A deferral to a due time instead made a hung endpoint's whole backlog come back
+   * through the relay, JetStream and this worker every few seconds.
+   */
+  private park(held: Held, endpointId: string): void {
+    this.options.metrics.webhookParked.inc();
+    this.record(held, endpointId, { kind: 'parked', deliveryId: held.deliveryId, attempt: held.attempt });
+    const now = Date.now();
+    const parking = this.parkingLog.get(endpointId);
+    if (parking && now - parking.loggedAt < PARKING_LOG_INTERVAL_MS) {
+      parking.parked += 1;
+      return;
+    }
+    this.options.log.warn(
+      { endpoint_id: endpointId, parked: (parking?.parked ?? 0) + 1, concurrency: this.options.endpointConcurrency },
+      'webhook endpoint saturated (every request slot busy): its further deliveries are parked until requests to it finish',
+    );
+    this.parkingLog.set(endpointId, { parked: 0, loggedAt: now });
+  }
+
+  /** Endpoints whose parking was last logged long ago start afresh: the next parking is logged at once. */
+  private forgetQuietParking(): void {
+    const now = Date.now();
+    for (const [endpointId, parking] of this.parkingLog) {
+      if (now - parking.loggedAt >= 2 * PARKING_LOG_INTERVAL_MS) this.parkingLog.delete(endpointId);
+    }
+  }
+
+  /** Puts a delivery back in Postgres, due again after about `aboutMs`; no attempt is counted. */
+  private defer(held: Held, endpointId: string, aboutMs: number): void {
     this.options.metrics.webhookDeferred.inc();
     const dueAt = new Date(Date.now() + aboutMs * (0.5 + Math.random()));
     this.record(held, endpointId, { kind: 'deferred', deliveryId: held.deliveryId, attempt: held.attempt, dueAt });
@@ -303,7 +346,7 @@ export class DeliveryWorker {
       { err: coerceError(thrown), endpoint_id: work.endpointId, delivery_id: held.deliveryId },
       'could not prepare a delivery (is SECRET_ENCRYPTION_KEY the key its endpoint secret was sealed with?); it will be tried again later',
     );
-    this.defer(held, work.endpointId, MAX_DEFER_MS);
+    this.defer(held, work.endpointId, UNPREPARABLE_DEFER_MS);
   }
 
   private async attempt(held: Held, work: DeliveryWork): Promise<void> {

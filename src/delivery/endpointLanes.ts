@@ -1,7 +1,7 @@
 /**
  * Per-endpoint lanes of a worker: at most `concurrency` requests in flight to one endpoint, a queue behind
  * them, and the judgement of which endpoints keep up. A hung receiver holds at most its own slots; what
- * its lane cannot take is handed back (overflow) to be deferred in Postgres, never blocking the consumer.
+ * its lane cannot take is handed back (overflow) to be parked in Postgres, never blocking the consumer.
  */
 
 /**
@@ -12,13 +12,6 @@
 const SLOW_ENDPOINT_QUEUE_PER_SLOT = 4;
 const ENDPOINT_QUEUE_HARD_CAP = 5_000;
 const SLOW_AFTER_MS = 1_000;
-/**
- * An overflowing item comes back after about as long as its endpoint has been stuck, within these bounds:
- * a receiver that hangs for minutes would otherwise have its whole backlog cycle through the relay,
- * JetStream and the worker every few seconds, taking capacity from healthy ones.
- */
-const MIN_DEFER_MS = 5_000;
-export const MAX_DEFER_MS = 60_000;
 
 interface Lane<T> {
   inFlight: number;
@@ -49,9 +42,11 @@ export class EndpointLanes<T> {
     this.options = options;
   }
 
-  /** Sends at once when the endpoint has a free slot, else queues within its cap; `overflow` when neither. */
-  admit(endpointId: string, item: T, accepting: boolean): Admission {
-    if (!accepting) return 'overflow';
+  /**
+   * Sends at once when the endpoint has a free slot, else queues within its cap; `overflow` when neither,
+   * which happens only while all its slots are busy.
+   */
+  admit(endpointId: string, item: T): Admission {
     const lane = this.laneOf(endpointId);
     if (lane.inFlight < this.options.concurrency) {
       this.dispatch(endpointId, lane, item);
@@ -62,13 +57,6 @@ export class EndpointLanes<T> {
       return 'queued';
     }
     return 'overflow';
-  }
-
-  /** When an overflowing item of this endpoint should come back: about as long as it has been stuck. */
-  deferralOf(endpointId: string): number {
-    const lane = this.lanes.get(endpointId);
-    const stuckFor = lane ? Date.now() - lane.lastFinishedAt : 0;
-    return Math.min(MAX_DEFER_MS, Math.max(MIN_DEFER_MS, stuckFor));
   }
 
   /** Lanes that turned slow keep only their slow-lane queue; the excess is returned, with its endpoint. */

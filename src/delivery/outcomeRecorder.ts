@@ -1,5 +1,5 @@
 import type { Actor } from '../events/adminEvent.ts';
-import { recordOutcomes, type DeliveryOutcome } from '../events/deliveryOutbox.ts';
+import { recordOutcomes, unparkDeliveries, type DeliveryOutcome } from '../events/deliveryOutbox.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -86,7 +86,11 @@ export class OutcomeRecorder<S> {
         await lockEndpoints(client, batch.map((pending) => pending.endpointId));
         const sorted = [...batch].sort((a, b) => compareIds(a.outcome.deliveryId, b.outcome.deliveryId));
         const changed = await recordOutcomes(client, sorted.map(({ outcome }) => outcome));
-        const endpoints = await applyEndpointTallies(client, tallyEndpointOutcomes(sorted.filter(({ outcome }) => changed.has(outcome.deliveryId))));
+        const applied = sorted.filter(({ outcome }) => changed.has(outcome.deliveryId));
+        // In this transaction: a finished request's release is never lost, nor made twice.
+        const releases = parkedReleases(applied);
+        const unparked = await unparkDeliveries(client, [...releases.keys()], [...releases.values()]);
+        const endpoints = await applyEndpointTallies(client, tallyEndpointOutcomes(applied));
         const events = [];
         for (const endpoint of endpoints.filter(shouldAutoDisable)) {
           const disabled = await disableEndpoint(client, endpoint.id, 'auto');
@@ -94,7 +98,9 @@ export class OutcomeRecorder<S> {
           this.options.log.warn({ endpoint_id: endpoint.id, tenant_id: disabled.tenantId }, 'webhook endpoint disabled after consecutive failed deliveries');
           events.push(webhookEvent('admin.webhook.auto_disable', disabled, SYSTEM_ACTOR, { reason: `${endpoint.consecutiveFailures} consecutive failed deliveries` }));
         }
-        return { result: undefined, events };
+        return { result: unparked, events };
+      }).then((unparked) => {
+        if (unparked > 0) this.options.metrics.webhookUnparked.inc({ by: 'request' }, unparked);
       });
       this.options.onWritten(batch.map((pending) => pending.settles), true);
     } catch (thrown) {
@@ -103,6 +109,21 @@ export class OutcomeRecorder<S> {
       this.options.onWritten(batch.map((pending) => pending.settles), false);
     }
   }
+}
+
+/**
+ * How many parked deliveries each endpoint's finished requests release: one per request, so that an
+ * endpoint that stays saturated gets exactly as much work as it finishes (its attempts go on at the pace
+ * of its slots, and nothing cycles through the relay meanwhile); two per success, so that a receiver that
+ * recovered has its backlog released at a pace that doubles with every round of answers.
+ */
+function parkedReleases(recorded: ReadonlyArray<PendingOutcome<unknown>>): Map<string, number> {
+  const releases = new Map<string, number>();
+  for (const { endpointId, outcome } of recorded) {
+    if (outcome.kind !== 'attempted') continue;
+    releases.set(endpointId, (releases.get(endpointId) ?? 0) + (outcome.state === 'succeeded' ? 2 : 1));
+  }
+  return releases;
 }
 
 /** Bigint ids as text, in numeric order. */

@@ -4,7 +4,8 @@ import { prepared, type Queryable } from '../db/database.ts';
  * The delivery outbox: the only module with SQL on `deliveries` and `delivery_attempts`. The trail's write
  * path records a delivery per stored event and matching endpoint in the statement that stores the event
  * (fanOutClauses); the relay claims due deliveries; the worker loads what to send and records what
- * happened; the webhook registry cancels and deletes an endpoint's deliveries. Each function is one
+ * happened (or parks the delivery while its endpoint is saturated, and releases parked ones as requests to
+ * it finish); the webhook registry cancels and deletes an endpoint's deliveries. Each function is one
  * statement over arrays, whatever the batch size.
  */
 
@@ -131,6 +132,70 @@ export async function releaseLostPublications(db: Queryable, publishedBefore: Da
     [publishedBefore ?? null],
   );
   return rows[0]!;
+}
+
+/**
+ * Releases parked deliveries as requests to their endpoints finish: up to `counts[i]` of endpoint
+ * `endpointIds[i]`'s, oldest due first, become pending again and wake the relays. Run in the transaction
+ * that records those requests' outcomes, so a release is never lost nor made twice for one request. Cheap
+ * when nothing is parked (an empty partial index), so it runs for every batch. SKIP LOCKED: a row locked by
+ * another worker's outcome is being settled by it, and waiting here could deadlock with that worker's lock
+ * order. Returns how many were released.
+ */
+export async function unparkDeliveries(db: Queryable, endpointIds: readonly string[], counts: readonly number[]): Promise<number> {
+  if (endpointIds.length === 0) return 0;
+  const { rows } = await db.query<{ released: number }>(
+    prepared(`WITH released AS (
+       UPDATE deliveries SET state = 'pending'
+       WHERE id IN (SELECT parked.id
+                    FROM unnest($1::text[], $2::int[]) AS wanted(endpoint_id, n)
+                    CROSS JOIN LATERAL (SELECT id FROM deliveries
+                                        WHERE state = 'parked' AND endpoint_id = wanted.endpoint_id
+                                        ORDER BY due_at, id
+                                        LIMIT wanted.n
+                                        FOR UPDATE SKIP LOCKED) AS parked)
+         AND state = 'parked'
+       RETURNING 1
+     )
+     SELECT count(*)::int AS released, (SELECT CASE WHEN count(*) > 0 THEN pg_notify($3, '') END FROM released) AS notified
+     FROM released`,
+    [endpointIds, counts, DELIVERIES_PENDING_CHANNEL]),
+  );
+  return rows[0]?.released ?? 0;
+}
+
+/**
+ * The safety net under unparkDeliveries: releases the oldest parked delivery of every endpoint that has
+ * any. Parked deliveries are released by requests to their endpoint finishing; should none be left to
+ * finish (a release skipped over a locked row, a rollback to code that does not release), this keeps every
+ * endpoint's parked deliveries moving. The endpoints are found by walking the parked index from one
+ * endpoint to the next, so the cost follows the number of endpoints, not of parked deliveries.
+ */
+export async function unparkOldestPerEndpoint(db: Queryable): Promise<number> {
+  const { rows } = await db.query<{ released: number }>(
+    prepared(`WITH RECURSIVE parked_endpoint AS (
+       (SELECT endpoint_id FROM deliveries WHERE state = 'parked' ORDER BY endpoint_id LIMIT 1)
+       UNION ALL
+       SELECT (SELECT d.endpoint_id FROM deliveries d WHERE d.state = 'parked' AND d.endpoint_id > p.endpoint_id ORDER BY d.endpoint_id LIMIT 1)
+       FROM parked_endpoint p WHERE p.endpoint_id IS NOT NULL
+     ), released AS (
+       UPDATE deliveries SET state = 'pending'
+       WHERE id IN (SELECT oldest.id
+                    FROM parked_endpoint p
+                    CROSS JOIN LATERAL (SELECT id FROM deliveries
+                                        WHERE state = 'parked' AND endpoint_id = p.endpoint_id
+                                        ORDER BY due_at, id
+                                        LIMIT 1
+                                        FOR UPDATE SKIP LOCKED) AS oldest
+                    WHERE p.endpoint_id IS NOT NULL)
+         AND state = 'parked'
+       RETURNING 1
+     )
+     SELECT count(*)::int AS released, (SELECT CASE WHEN count(*) > 0 THEN pg_notify($1, '') END FROM released) AS notified
+     FROM released`,
+    [DELIVERIES_PENDING_CHANNEL]),
+  );
+  return rows[0]?.released ?? 0;
 }
 
 /** Everything a worker needs for one attempt. `envelope` fields come from the stored event. */
@@ -260,8 +325,13 @@ export type DeliveryOutcome =
       readonly dueAt: Date | null;
       readonly record: AttemptRecord;
     }
-  /** No attempt was made (the endpoint was saturated); the same attempt is due again at dueAt. */
+  /** No attempt was made (the worker could not make it, or was stopping); the same attempt is due again at dueAt. */
   | { readonly kind: 'deferred'; readonly deliveryId: string; readonly attempt: number; readonly dueAt: Date }
+  /**
+   * No attempt was made: every slot of the endpoint was busy. The delivery waits, parked, until requests to
+   * its endpoint finish (unparkDeliveries); its due time stays, so it keeps its place among the parked.
+   */
+  | { readonly kind: 'parked'; readonly deliveryId: string; readonly attempt: number }
   /** The endpoint is inactive: nothing more will be attempted. */
   | { readonly kind: 'cancelled'; readonly deliveryId: string; readonly attempt: number };
 
@@ -269,8 +339,9 @@ export type DeliveryOutcome =
  * Records a batch of outcomes in one statement: the attempt records (a redelivered message repeats an
  * attempt whose record may already exist: the first record stands; a deleted delivery gets none) and each
  * delivery's new state, applied only if the delivery still waits for exactly that attempt, so a duplicate
- * message cannot count an attempt twice. Returns the ids of the deliveries that changed. Times travel as
- * epoch milliseconds.
+ * message cannot count an attempt twice (a parked delivery waits for its attempt too: a copy of its message
+ * that another worker held meanwhile may still make it). Returns the ids of the deliveries that changed.
+ * Times travel as epoch milliseconds.
  */
 export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryOutcome[]): Promise<Set<string>> {
   if (outcomes.length === 0) return new Set();
@@ -291,14 +362,14 @@ export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryO
            attempts = CASE WHEN o.attempted_ms IS NULL THEN o.attempt - 1 ELSE o.attempt END,
            due_at = COALESCE(to_timestamp(o.due_ms / 1000), d.due_at),
            published_at = NULL,
-           completed_at = CASE WHEN o.state = 'pending' THEN NULL ELSE now() END
+           completed_at = CASE WHEN o.state IN ('pending', 'parked') THEN NULL ELSE now() END
        FROM outcome o
-       WHERE d.id = o.id AND d.state = 'pending' AND d.attempts = o.attempt - 1
+       WHERE d.id = o.id AND d.state IN ('pending', 'parked') AND d.attempts = o.attempt - 1
        RETURNING d.id, o.state, o.attempted_ms
      )
      -- A retry scheduled here wakes the relays, which then sleep until it falls due rather than finding it
-     -- at their next poll (a poll's rounding would swamp the jitter of a short schedule). Deferrals are
-     -- not attempts and wake nobody. Once per statement, like the fan-out's notification.
+     -- at their next poll (a poll's rounding would swamp the jitter of a short schedule). Deferrals and
+     -- parkings are not attempts and wake nobody. Once per statement, like the fan-out's notification.
      SELECT id::text AS id,
             (SELECT CASE WHEN count(*) > 0 THEN pg_notify($10, '') END
                FROM updated WHERE state = 'pending' AND attempted_ms IS NOT NULL) AS notified
@@ -306,8 +377,8 @@ export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryO
     [
       outcomes.map((outcome) => outcome.deliveryId),
       outcomes.map((outcome) => outcome.attempt),
-      outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.state : outcome.kind === 'deferred' ? 'pending' : 'cancelled')),
-      outcomes.map((outcome) => (outcome.kind === 'cancelled' ? null : (outcome.dueAt?.getTime() ?? null))),
+      outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.state : outcome.kind === 'deferred' ? 'pending' : outcome.kind)),
+      outcomes.map((outcome) => (outcome.kind === 'attempted' || outcome.kind === 'deferred' ? (outcome.dueAt?.getTime() ?? null) : null)),
       outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.attemptedAt.getTime() : null)),
       outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.durationMs : null)),
       outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.statusCode : null)),
@@ -324,7 +395,7 @@ export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryO
  * disabled by hand or automatically). Run after the endpoint's row is locked.
  */
 export async function cancelPendingDeliveries(db: Queryable, endpointId: string): Promise<void> {
-  await db.query(`UPDATE deliveries SET state = 'cancelled', completed_at = now() WHERE endpoint_id = $1 AND state = 'pending'`, [endpointId]);
+  await db.query(`UPDATE deliveries SET state = 'cancelled', completed_at = now() WHERE endpoint_id = $1 AND state IN ('pending', 'parked')`, [endpointId]);
 }
 
 /**

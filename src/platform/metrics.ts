@@ -58,7 +58,20 @@ export class ServiceMetrics {
 
   readonly webhookDeferred = new Counter({
     name: 'webhook_deliveries_deferred_total',
-    help: 'Deliveries put back for later because their endpoint already had a full queue in this worker',
+    help: 'Deliveries put back unattempted with a due time: the worker was stopping, or could not open the endpoint secret',
+    registers: [this.registry],
+  });
+
+  readonly webhookParked = new Counter({
+    name: 'webhook_deliveries_parked_total',
+    help: 'Deliveries parked in Postgres because every slot of their endpoint in this worker was busy (a slow or hung receiver)',
+    registers: [this.registry],
+  });
+
+  readonly webhookUnparked = new Counter({
+    name: 'webhook_deliveries_unparked_total',
+    help: 'Parked deliveries released to be published again: by a finished request to their endpoint (request) or by the relay sweep (sweep)',
+    labelNames: ['by'],
     registers: [this.registry],
   });
 

@@ -47,10 +47,11 @@ describe('endpoint failure counting and auto-disable', () => {
     ]);
   });
 
-  it('leaves out endpoints with no attempt in the batch (deferrals and cancellations are not attempts)', () => {
+  it('leaves out endpoints with no attempt in the batch (deferrals, parkings and cancellations are not attempts)', () => {
     expect(
       tallyEndpointOutcomes([
         { endpointId: 'wh_c', outcome: { kind: 'deferred', deliveryId: '1', attempt: 2, dueAt: at(1) } },
+        { endpointId: 'wh_c', outcome: { kind: 'parked', deliveryId: '3', attempt: 1 } },
         { endpointId: 'wh_c', outcome: { kind: 'cancelled', deliveryId: '2', attempt: 1 } },
       ]),
     ).to.deep.equal([]);

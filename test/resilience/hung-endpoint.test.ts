@@ -1,0 +1,225 @@
+import { expect } from 'chai';
+import { Database } from '../../src/db/database.ts';
+import { EventWriter } from '../../src/events/eventWriter.ts';
+import { SecretBox } from '../../src/webhooks/secretBox.ts';
+import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { newEvent, seedEvents } from '../support/events.ts';
+import { PrivateNats, PrivatePostgres } from '../support/private-services.ts';
+import { startReceiver, type Reply, type TestReceiver } from '../support/receiver.ts';
+import { TEST_ENCRYPTION_KEY, startTestService, testLogger, type TestService } from '../support/service.ts';
+import { waitFor } from '../support/wait.ts';
+
+const CONCURRENCY = 4;
+const TIMEOUT_MS = 1_000;
+const DELIVERY_ENV = {
+  WEBHOOK_ALLOW_HTTP: 'true',
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+  DELIVERY_RELAY_POLL_MS: '100',
+  DELIVERY_ENDPOINT_CONCURRENCY: String(CONCURRENCY),
+  DELIVERY_TIMEOUT_MS: String(TIMEOUT_MS),
+  // A timed-out attempt is retried only after the test: every attempt seen here is a first attempt.
+  DELIVERY_SCHEDULE: '1h,1h,1h,1h',
+};
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A receiver that accepts requests and never answers (issue 16, item 2), on Postgres and NATS servers of this
+ * file's own. Its backlog must cost work per endpoint, not per delivery and second: its deliveries wait parked
+ * in Postgres and come back only as its requests finish.
+ */
+describe('a hung webhook endpoint', function () {
+  this.timeout(120_000);
+  let postgres: PrivatePostgres;
+  let nats: PrivateNats;
+  const databases: TestDatabase[] = [];
+  const pools: Database[] = [];
+  const receivers: TestReceiver[] = [];
+  const services: TestService[] = [];
+
+  before(async () => {
+    [postgres, nats] = await Promise.all([PrivatePostgres.start(), PrivateNats.start()]);
+  });
+
+  afterEach(async () => {
+    await Promise.all(services.splice(0).map((service) => service.stop()));
+    await Promise.all(receivers.splice(0).map((receiver) => receiver.close()));
+    await Promise.all(pools.splice(0).map((pool) => pool.close()));
+  });
+
+  after(async () => {
+    await Promise.all(databases.map((db) => db.pool.end().catch(() => undefined)));
+    await nats?.remove();
+    await postgres?.remove();
+  });
+
+  /** A database of the private Postgres with one endpoint per tenant and reply, each on a receiver of its own. */
+  async function deployment(endpoints: Array<{ tenantId: string; reply: Reply }>) {
+    const db = await createTestDatabase(postgres.url);
+    databases.push(db);
+    const pool = new Database({ url: db.url, poolSize: 2, applicationName: 'hung endpoint test', log: testLogger() });
+    pools.push(pool);
+    const registry = new WebhookRegistry({ db: pool, writer: new EventWriter(pool), secrets: new SecretBox(TEST_ENCRYPTION_KEY), policy: { allowHttp: true, allowPrivateTargets: true } });
+    const registered: Array<{ id: string; receiver: TestReceiver }> = [];
+    for (const { tenantId, reply } of endpoints) {
+      const receiver = await startReceiver(reply);
+      receivers.push(receiver);
+      const { endpoint } = await registry.register(tenantId, { url: receiver.url, event_filter: ['phi.'] }, { userId: 'test', userRole: 'operator' });
+      registered.push({ id: endpoint.id, receiver });
+    }
+    return { db, endpoints: registered };
+  }
+
+  /** A relay and a worker; with `busNamespace`, one more of each sharing another service's outbox and queue. */
+  async function startService(db: TestDatabase, env: Record<string, string> = {}, busNamespace?: string): Promise<TestService> {
+    const service = await startTestService({ databaseUrl: db.url, roles: ['relay', 'worker'], busNamespace, env: { ...DELIVERY_ENV, NATS_URL: nats.url, ...env } });
+    services.push(service);
+    return service;
+  }
+
+  /** Sums one series over the services. */
+  async function metric(running: TestService[], series: string): Promise<number> {
+    let total = 0;
+    for (const service of running) total += await service.metric(series);
+    return total;
+  }
+
+  /**
+   * Waits until the backlog has been published once and has settled, then counts over a window: the hung
+   * receiver's requests, and the publications, parkings and deferrals of the services.
+   */
+  async function steadyState(running: TestService[], hung: TestReceiver, backlog: number, windowMs: number) {
+    // Every delivery is published once and reaches a worker, which holds what the endpoint's slots and a short
+    // queue behind them take; what happens to the rest is what this test is about.
+    await waitFor(async () => (await metric(running, 'webhook_relay_published_total')) >= backlog, 'the backlog to be published', 30_000);
+    await sleep(3 * TIMEOUT_MS);
+    const counters = async () => ({
+      published: await metric(running, 'webhook_relay_published_total'),
+      deferred: await metric(running, 'webhook_deliveries_deferred_total'),
+      parked: await metric(running, 'webhook_deliveries_parked_total'),
+      attempts: hung.received.length,
+      at: Date.now(),
+    });
+    const before = await counters();
+    await sleep(windowMs);
+    const after = await counters();
+    const window = {
+      seconds: (after.at - before.at) / 1000,
+      attempts: after.attempts - before.attempts,
+      published: after.published - before.published,
+      parked: after.parked - before.parked,
+      deferred: after.deferred - before.deferred,
+    };
+    return { ...window, figures: JSON.stringify(window) };
+  }
+
+  async function states(db: TestDatabase, endpointId: string): Promise<Record<string, number>> {
+    const { rows } = await db.pool.query(
+      `SELECT state || CASE WHEN state = 'pending' AND attempts = 0 THEN '_unattempted' ELSE '' END AS state, count(*)::int AS n
+       FROM deliveries WHERE endpoint_id = $1 GROUP BY 1`,
+      [endpointId],
+    );
+    return Object.fromEntries(rows.map((row) => [row.state, row.n]));
+  }
+
+  it('parks its backlog: publications bounded by its concurrency, attempts at the pace of its slots, others on time, all sent once it answers', async () => {
+    const BACKLOG = 3_000;
+    const { db, endpoints } = await deployment([
+      { tenantId: 'hung', reply: 'hang' },
+      { tenantId: 'healthy', reply: 204 },
+    ]);
+    const [hung, healthy] = endpoints as [(typeof endpoints)[0], (typeof endpoints)[0]];
+    const service = await startService(db);
+    await seedEvents(db.url, Array.from({ length: BACKLOG }, () => newEvent({ tenantId: 'hung' })));
+
+    const { seconds, attempts, published, parked: parkings, deferred, figures } = await steadyState([service], hung.receiver, BACKLOG, 6_000);
+    // The pace its slots allow: CONCURRENCY requests, each held until the time limit.
+    expect(attempts, figures).to.be.within(Math.floor(0.5 * CONCURRENCY * (seconds / (TIMEOUT_MS / 1000))), 2 * CONCURRENCY * (seconds + 1));
+    // Work follows the requests that finish, not the 3,000 waiting: about one publication per attempt (plus
+    // the relay's sweep, one per ack wait), where deferring cycled the whole backlog every few seconds.
+    expect(published, figures).to.be.at.most(2 * attempts + 10);
+    expect(parkings, figures).to.be.at.most(2 * attempts + 10);
+    expect(deferred, figures).to.equal(0);
+
+    // Parking counts no attempt: every attempt recorded is one the receiver saw (those on the wire are not recorded yet).
+    const { rows } = await db.pool.query(
+      `SELECT count(*)::int AS records FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = $1`,
+      [hung.id],
+    );
+    expect(rows[0].records).to.be.within(hung.receiver.received.length - 2 * CONCURRENCY, hung.receiver.received.length);
+    // All but what the worker holds is parked, unattempted.
+    const { rows: parked } = await db.pool.query(
+      `SELECT count(*)::int AS n, count(*) FILTER (WHERE attempts > 0)::int AS attempted FROM deliveries WHERE endpoint_id = $1 AND state = 'parked'`,
+      [hung.id],
+    );
+    expect(parked[0].n).to.be.above(BACKLOG - hung.receiver.received.length - 10 * CONCURRENCY);
+    expect(parked[0].attempted).to.equal(0);
+
+    // Another endpoint's deliveries go out at once meanwhile.
+    const latencies: number[] = [];
+    for (let round = 0; round < 5; round += 1) {
+      const written = Date.now();
+      await seedEvents(db.url, [newEvent({ tenantId: 'healthy' })]);
+      await waitFor(() => healthy.receiver.received.length === round + 1, 'the healthy delivery', 5_000, 5);
+      latencies.push(healthy.receiver.received[round]!.receivedAt - written);
+    }
+    expect(Math.max(...latencies), `latencies ${latencies.join(', ')} ms`).to.be.below(1_000);
+
+    // The receiver answers again: the parked backlog is released as its answers come and every delivery not
+    // yet attempted is sent (those that timed out wait for their retry, an hour away).
+    hung.receiver.reply(204);
+    await waitFor(async () => {
+      const now = await states(db, hung.id);
+      return now.parked === undefined && now.pending_unattempted === undefined;
+    }, 'every parked delivery to be sent', 60_000, 200);
+    const final = await states(db, hung.id);
+    expect(final.succeeded! + (final.pending ?? 0)).to.equal(BACKLOG);
+    expect(await service.metric('webhook_deliveries_unparked_total{by="request"}')).to.be.greaterThan(BACKLOG - 20 * CONCURRENCY);
+  });
+
+  it('keeps every worker sharing the outbox at its own concurrency, and loses nothing, with two relays and two workers', async () => {
+    const BACKLOG = 2_000;
+    const { db, endpoints } = await deployment([{ tenantId: 'shared', reply: 'hang' }]);
+    const [hung] = endpoints as [(typeof endpoints)[0]];
+    const first = await startService(db);
+    const second = await startService(db, {}, first.busNamespace);
+    await seedEvents(db.url, Array.from({ length: BACKLOG }, () => newEvent({ tenantId: 'shared' })));
+
+    const { seconds, attempts, published, deferred, figures } = await steadyState([first, second], hung.receiver, BACKLOG, 6_000);
+    // Each worker has its own CONCURRENCY slots, and parked deliveries reach both.
+    expect(attempts, figures).to.be.within(Math.floor(0.5 * 2 * CONCURRENCY * seconds), 2 * 2 * CONCURRENCY * (seconds + 1));
+    expect(published, figures).to.be.at.most(2 * attempts + 10);
+    expect(deferred, figures).to.equal(0);
+
+    hung.receiver.reply(204);
+    await waitFor(async () => {
+      const now = await states(db, hung.id);
+      return now.parked === undefined && now.pending_unattempted === undefined;
+    }, 'every parked delivery to be sent', 60_000, 200);
+    const final = await states(db, hung.id);
+    expect(final.succeeded! + (final.pending ?? 0)).to.equal(BACKLOG);
+    // Every request the receiver saw is one recorded attempt (records are unique per delivery and attempt):
+    // the two workers never made the same attempt twice. Requests on the wire are recorded once they end.
+    await waitFor(async () => {
+      const { rows } = await db.pool.query(
+        `SELECT count(*)::int AS records FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = $1`,
+        [hung.id],
+      );
+      return rows[0].records === hung.receiver.received.length;
+    }, 'every request to be recorded as an attempt');
+  });
+
+  it('sends parked deliveries that nothing in flight would release, within about the ack wait', async () => {
+    const { db, endpoints } = await deployment([{ tenantId: 'stranded', reply: 204 }]);
+    const [endpoint] = endpoints as [(typeof endpoints)[0]];
+    // Parked with nothing of their endpoint in flight: as after a rollback to a version that does not release
+    // them, or a release that skipped them.
+    await seedEvents(db.url, Array.from({ length: 50 }, () => newEvent({ tenantId: 'stranded' })));
+    await db.pool.query(`UPDATE deliveries SET state = 'parked' WHERE endpoint_id = $1`, [endpoint.id]);
+    const service = await startService(db, { DELIVERY_ACK_WAIT_MS: '1000' });
+    await waitFor(async () => (await states(db, endpoint.id)).succeeded === 50, 'the parked deliveries to be sent', 15_000);
+    expect(endpoint.receiver.received).to.have.length(50);
+    expect(await service.metric('webhook_deliveries_unparked_total{by="sweep"}')).to.be.at.least(1);
+  });
+});

@@ -2,9 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { verifyExport } from '../client/exportVerifier.ts';
 import type { ConsistencyProof, SignedTreeHead, TrustedKey } from '../client/integrity.ts';
-
-export const VERIFY_USAGE =
-  'audit-trail verify --export FILE --public-key FILE... [--tree-head FILE...] [--consistency FILE...] [--complete]';
+import { VERIFY_USAGE } from './usage.ts';
 
 /**
  * `audit-trail verify`: checks an export made with proofs=true offline, with no database and no network.

@@ -2,9 +2,10 @@
  * The sealer's CPU per event, apart from ingestion: queue EVENTS events through the write path (batches of
  * 500, as the HTTP benchmark's), then seal them with an in-process sealer on one connection and count the
  * CPU time the sealer's Node process and its Postgres backend spent (process.cpuUsage and /proc/PID/stat
- * of the backend). CPU time, unlike a rate, hardly depends on what else the machine runs, which on a
- * shared 2-core machine decides the ingest ratios of bench/sealing.ts. Run with --cpu-prof to see where
- * the Node side goes: BENCH_SEAL_PROFILE=FILE.cpuprofile profiles the sealing alone, without the queueing.
+ * of the backend). On a shared 2-core machine the ingest ratios of bench/sealing.ts move with whatever else
+ * runs; CPU time per event moves much less (about ±15 % between runs under a load of 6–10), so it is the
+ * figure to compare changes of the sealer by. BENCH_SEAL_PROFILE=FILE.cpuprofile writes a CPU profile of
+ * the sealing alone (without the queueing) per round.
  *
  *   node bench/sealCost.ts
  */

@@ -3,8 +3,7 @@ import type { Config } from '../config/config.ts';
 import { Database } from '../db/database.ts';
 import { checkIntegrity } from '../integrity/integrityCheck.ts';
 import type { Logger } from '../platform/logger.ts';
-
-export const INTEGRITY_USAGE = 'audit-trail integrity check [--tenant T] [--json]';
+import { INTEGRITY_USAGE } from './usage.ts';
 
 /**
  * `audit-trail integrity check`: the server-side audit of the stored trail against its Merkle trees

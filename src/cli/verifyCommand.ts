@@ -2,9 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { verifyExport } from '../client/exportVerifier.ts';
 import type { ConsistencyProof, SignedTreeHead, TrustedKey } from '../client/integrity.ts';
-
-export const VERIFY_USAGE =
-  'audit-trail verify --export FILE --public-key FILE... [--tree-head FILE...] [--consistency FILE...] [--complete]';
+import { VERIFY_USAGE } from './usage.ts';
 
 /**
  * `audit-trail verify`: checks an export made with proofs=true offline, with no database and no network.
@@ -28,7 +26,9 @@ export async function runVerify(args: string[], out: NodeJS.WritableStream = pro
   let inputs;
   try {
     inputs = {
-      exportText: await readFile(values.export, 'utf8'),
+      // Read as bytes and decoded at once: readFile's 'utf8' decodes chunk by chunk into a string of many
+      // pieces, which parsing then had to flatten (a third of the verification's time for 22 MB).
+      exportText: (await readFile(values.export)).toString('utf8'),
       trustedKeys: (await Promise.all(values['public-key'].map(readTrustedKeys))).flat(),
       savedHeads: (await Promise.all(values['tree-head'].map((path) => readJsonList<SignedTreeHead>(path, 'tree_heads')))).flat(),
       consistencyProofs: (await Promise.all(values.consistency.map((path) => readJsonList<ConsistencyProof>(path, 'proofs')))).flat(),

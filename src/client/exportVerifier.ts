@@ -6,8 +6,7 @@
  * Depends on node:crypto (through integrity.ts) only: part of the dependency-free client.
  */
 import {
-  eventFromExportLine,
-  eventLeafHash,
+  exportedEventLeafHash,
   verifyConsistency,
   verifyInclusion,
   verifyTreeHead,
@@ -46,12 +45,13 @@ export interface ExportVerificationReport {
 }
 
 interface ExportedEvent {
-  event: Record<string, unknown>;
+  /** The parsed line or element: the event's members, and the proof (and head) the export added. */
+  exported: Record<string, unknown>;
   proof: InclusionProof | null | undefined;
   head: SignedTreeHead | null | undefined;
 }
 
-/** Reads either export format into events with their proofs and heads. */
+/** Reads either export format into events with their proofs and heads; each line is parsed once. */
 function readExport(text: string): ExportedEvent[] {
   let whole: unknown;
   try {
@@ -60,21 +60,33 @@ function readExport(text: string): ExportedEvent[] {
     // NDJSON: more than one JSON value.
   }
   if (typeof whole === 'object' && whole !== null && Array.isArray((whole as { events?: unknown }).events)) return readJsonExport(whole as Record<string, unknown>);
-  return text
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => {
-      const { event, proof, treeHead } = eventFromExportLine(line);
-      return { event, proof, head: treeHead };
-    });
+  const events: ExportedEvent[] = [];
+  // Every line of one export carries the same head: parsed once, and the same object for all its lines.
+  const heads = new Map<string, SignedTreeHead | null>();
+  for (let start = 0; start < text.length; ) {
+    let end = text.indexOf('\n', start);
+    if (end < 0) end = text.length;
+    const line = text.slice(start, end);
+    start = end + 1;
+    if (line.trim() === '') continue;
+    const exported = JSON.parse(line) as Record<string, unknown>;
+    if (typeof exported !== 'object' || exported === null || Array.isArray(exported)) throw new TypeError('a line is not a JSON object');
+    events.push({ exported, proof: exported.proof as InclusionProof | null | undefined, head: sharedHead(exported.tree_head, heads) });
+  }
+  return events;
+}
+
+function sharedHead(head: unknown, heads: Map<string, SignedTreeHead | null>): SignedTreeHead | null | undefined {
+  if (typeof head !== 'object' || head === null) return head as null | undefined;
+  const key = JSON.stringify(head);
+  let shared = heads.get(key);
+  if (shared === undefined) heads.set(key, (shared = head as SignedTreeHead));
+  return shared;
 }
 
 function readJsonExport(parsed: Record<string, unknown>): ExportedEvent[] {
   const head = (parsed.tree_head ?? undefined) as SignedTreeHead | null | undefined;
-  return (parsed.events as Array<Record<string, unknown>>).map((element) => {
-    const { event, proof } = eventFromExportLine(element);
-    return { event, proof, head };
-  });
+  return (parsed.events as Array<Record<string, unknown>>).map((exported) => ({ exported, proof: exported.proof as InclusionProof | null | undefined, head }));
 }
 
 const describeHead = (head: SignedTreeHead) => `the tree head of size ${head.tree_size} signed at ${head.timestamp}`;
@@ -88,22 +100,23 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
     return { events: 0, proven: 0, unsealed: 0, head: undefined, savedHeads: 0, failures: [{ reason: `the export is not JSON or NDJSON: ${(error as Error).message}` }] };
   }
 
-  // The heads the export carries (one, unless NDJSON lines were mixed from several exports).
-  const heads = new Map<string, SignedTreeHead>();
-  for (const { head } of exported) if (head) heads.set(head.signature, head);
-  const headVerdicts = new Map<string, boolean>();
-  for (const head of heads.values()) {
+  // The heads the export carries (one, unless NDJSON lines were mixed from several exports), by identity:
+  // readExport gives the lines of one head one object, and a head that differs in any field another.
+  const heads = new Set<SignedTreeHead>();
+  for (const { head } of exported) if (head) heads.add(head);
+  const headVerdicts = new Map<SignedTreeHead, boolean>();
+  for (const head of heads) {
     const verdict = verifyTreeHead(head, input.trustedKeys);
-    headVerdicts.set(head.signature, verdict.valid);
+    headVerdicts.set(head, verdict.valid);
     if (!verdict.valid) failures.push({ reason: `${describeHead(head)} in the export: ${verdict.reason}` });
   }
 
   let proven = 0;
   let unsealed = 0;
   // Per head: the nodes already proven to lead to its root (verifyInclusion's `proven`).
-  const provenNodes = new Map<string, Map<string, string>>();
+  const provenNodes = new Map<SignedTreeHead, Map<string, string>>();
   const leafOwners = new Map<number, string>();
-  for (const { event, proof, head } of exported) {
+  for (const { exported: event, proof, head } of exported) {
     const eventId = typeof event.event_id === 'string' ? event.event_id : '(no event_id)';
     if (proof === null || proof === undefined) {
       unsealed += 1;
@@ -115,13 +128,13 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
     }
     let leafHash: string;
     try {
-      leafHash = eventLeafHash(event);
+      leafHash = exportedEventLeafHash(event);
     } catch (error) {
       failures.push({ eventId, reason: `the event cannot be canonicalised: ${(error as Error).message}` });
       continue;
     }
-    let nodes = provenNodes.get(head.signature);
-    if (!nodes) provenNodes.set(head.signature, (nodes = new Map()));
+    let nodes = provenNodes.get(head);
+    if (!nodes) provenNodes.set(head, (nodes = new Map()));
     const verdict = verifyInclusion(leafHash, proof, head, nodes);
     if (!verdict.valid) {
       failures.push({ eventId, reason: verdict.reason });
@@ -130,7 +143,7 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
     const owner = leafOwners.get(proof.leaf_index);
     if (owner !== undefined && owner !== eventId) failures.push({ eventId, reason: `event ${owner} claims the same leaf ${proof.leaf_index}` });
     leafOwners.set(proof.leaf_index, eventId);
-    if (headVerdicts.get(head.signature)) proven += 1;
+    if (headVerdicts.get(head)) proven += 1;
   }
 
   const exportHead = [...heads.values()].sort((a, b) => b.tree_size - a.tree_size)[0];

@@ -1,6 +1,4 @@
-import { once } from 'node:events';
 import type pg from 'pg';
-import QueryStream from 'pg-query-stream';
 import type { Database } from '../db/database.ts';
 import { translateUnavailable } from '../db/database.ts';
 import type { EventFilters } from './eventFilters.ts';
@@ -20,7 +18,7 @@ export interface ExportSession {
 /**
  * Synchronous bulk export (docs/api.md "POST /audit/export"). Both queries run in one REPEATABLE READ snapshot:
  * the first sizes the window (so X-Service-Truncated is known before the first byte), the second streams
- * rows with backpressure through a server-side cursor, so memory does not grow with the export.
+ * rows with backpressure through a cursor (StreamingExport), so memory does not grow with the export.
  *
  * At the cap the export ends on a millisecond boundary: every event of the last returned millisecond is
  * included, and none of the next, so repeating with `until` = last timestamp visits every event once.
@@ -57,12 +55,21 @@ export class EventExporter {
   }
 }
 
+/** Rows per FETCH: what one round trip carries, and the most an export holds in memory at a time. */
+const FETCH_ROWS = 500;
+
+/**
+ * The rows come through a cursor declared in the export's transaction and read with one FETCH per batch.
+ * Each FETCH is a statement of its own, so the statement timeout bounds the work of fetching a batch, not
+ * the whole export: a protocol-level cursor (pg-query-stream) is one statement from its first row to its
+ * last, and its timeout ran on while a slow client read, cutting big exports off. Between FETCHes the
+ * connection waits idle in the transaction, as long as the client takes to read what it was sent.
+ */
 class StreamingExport implements ExportSession {
   readonly truncated: boolean;
   readonly snapshotId: string | undefined;
   private readonly client: pg.PoolClient;
   private readonly query: { text: string; values: unknown[] };
-  private stream: QueryStream | undefined;
   private connectionLost: Error | undefined;
   private closed = false;
 
@@ -74,10 +81,8 @@ class StreamingExport implements ExportSession {
   }
 
   async *rows(): AsyncIterable<string> {
-    const stream = this.client.query(new QueryStream(this.query.text, this.query.values, { batchSize: 500 }));
-    this.stream = stream;
-    // pg-cursor leaves a pending read unanswered when its connection dies between fetches (and its close
-    // then never completes), so the connection's own error or end is raced against every read.
+    // A pending query is not always answered when its connection dies (pg-cursor left reads hanging), so
+    // the connection's own error or end is raced against every round trip.
     let onLost!: (error?: Error) => void;
     const lost = new Promise<never>((_, reject) => {
       onLost = (error?: Error) => {
@@ -88,12 +93,12 @@ class StreamingExport implements ExportSession {
     lost.catch(() => undefined);
     this.client.once('error', onLost);
     this.client.once('end', onLost);
-    const iterator = (stream as AsyncIterable<{ json: string }>)[Symbol.asyncIterator]();
     try {
+      await Promise.race([this.client.query(`DECLARE export_rows NO SCROLL CURSOR FOR ${this.query.text}`, this.query.values), lost]);
       for (;;) {
-        const next = await Promise.race([iterator.next(), lost]);
-        if (next.done) return;
-        yield next.value.json;
+        const { rows } = await Promise.race([this.client.query<{ json: string }>(`FETCH FORWARD ${FETCH_ROWS} FROM export_rows`), lost]);
+        for (const row of rows) yield row.json;
+        if (rows.length < FETCH_ROWS) return;
       }
     } catch (error) {
       throw translateUnavailable(error);
@@ -104,9 +109,8 @@ class StreamingExport implements ExportSession {
   }
 
   /**
-   * Returns the connection to the pool at once, also when the client went away mid-stream: the cursor is
-   * closed and the read-only transaction ended. A connection that died, or does not close its cursor in
-   * time, is discarded instead.
+   * Returns the connection to the pool at once, also when the client went away mid-stream: ending the
+   * read-only transaction closes the cursor. A connection that died is discarded instead.
    */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -116,13 +120,6 @@ class StreamingExport implements ExportSession {
       return;
     }
     try {
-      const stream = this.stream;
-      if (stream && !stream.destroyed) {
-        // Rejects (and the connection is discarded) when the cursor does not close in time.
-        const closed = once(stream, 'close', { signal: AbortSignal.timeout(CURSOR_CLOSE_TIMEOUT_MS) });
-        stream.destroy();
-        await closed;
-      }
       await this.client.query('ROLLBACK');
       this.client.release();
     } catch (error) {
@@ -130,5 +127,3 @@ class StreamingExport implements ExportSession {
     }
   }
 }
-
-const CURSOR_CLOSE_TIMEOUT_MS = 2_000;

@@ -129,10 +129,18 @@ export function positionOf(document: string): CursorPosition {
   return { eventId, occurredAtMs: Date.parse(timestamp) };
 }
 
-/** The serialised event, or undefined when it does not exist in this tenant. */
+/**
+ * The serialised event, or undefined when it does not exist in this tenant. A producer that reuses an
+ * event_id with another timestamp stores two events (id and timestamp together identify a retry, and
+ * refusing the reuse would cost every write a look-up in every partition): the lookup then answers the
+ * newest, always the same one, as the proof endpoint does (docs/api.md).
+ */
 export async function findEventDocument(db: Queryable, tenantId: string, eventId: string): Promise<string | undefined> {
   const { rows } = await db.query<{ json: string }>(
-    prepared(`SELECT ${EVENT_DOCUMENT} AS json FROM events e WHERE e.tenant_id = $1 AND e.event_id = $2::uuid LIMIT 1`, [tenantId, eventId]),
+    prepared(
+      `SELECT ${EVENT_DOCUMENT} AS json FROM events e WHERE e.tenant_id = $1 AND e.event_id = $2::uuid ORDER BY e.occurred_at DESC LIMIT 1`,
+      [tenantId, eventId],
+    ),
   );
   return rows[0]?.json;
 }

@@ -275,6 +275,21 @@ describe('GET /audit/events and /audit/events/{id}', () => {
       expect(own.json.tenant_id).to.equal('tenant-b');
     });
 
+    it('answers the newest of two events a producer stored under one id, every time', async () => {
+      const eventId = randomUUID();
+      // The older one stored last, so that insertion order cannot pass for the rule.
+      await seedEvents(db.url, [newEvent({ tenantId: 'reuser', eventId, occurredAtMs: T0 + 2 * HOUR, resourceId: 'newer' })]);
+      await seedEvents(db.url, [newEvent({ tenantId: 'reuser', eventId, occurredAtMs: T0 - 40 * 24 * HOUR, resourceId: 'older' })]);
+      const key = (await mintKey(db.url, { tenantId: 'reuser', scopes: ['audit:read'] })).key;
+      for (let attempt = 0; attempt < 3; attempt += 1) {
+        const response = await call(`${api.baseUrl}/audit/events/${eventId}`, { key });
+        expect(response.status).to.equal(200);
+        expect(response.json.resource_id).to.equal('newer');
+      }
+      const listed = (await list(key)).json.events as Array<{ event_id: string; resource_id: string }>;
+      expect(listed.filter((event) => event.event_id === eventId).map((event) => event.resource_id)).to.deep.equal(['newer', 'older']);
+    });
+
     it('refuses unknown query parameters on the lookup too', async () => {
       const response = await call(`${api.baseUrl}/audit/events/${tenantAEvents[0]!.eventId}?tenant_id=tenant-b`, { key: keyA });
       expect(response.status).to.equal(422);

@@ -196,11 +196,13 @@ describe('POST /audit/export', function () {
           res.once('data', async (first: string) => {
             body += first;
             res.pause();
-            // Kill the backend serving the export while the client holds back.
-            await db.pool.query(
+            // Kill the backend serving the export while the client holds back (its last statement declared
+            // or fetched from the export's cursor).
+            const { rowCount } = await db.pool.query(
               `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%"fields_accessed":%'`,
+                WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%export_rows%'`,
             );
+            expect(rowCount).to.equal(1);
             res.on('data', (chunk: string) => (body += chunk));
             res.resume();
           });

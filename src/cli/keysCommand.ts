@@ -1,0 +1,84 @@
+import { parseArgs } from 'node:util';
+import { ApiKeyService } from '../auth/apiKeyService.ts';
+import type { ApiKeyRecord } from '../auth/apiKeyStore.ts';
+import { requireSetting, type Config } from '../config/config.ts';
+import { Database } from '../db/database.ts';
+import { EventWriter } from '../events/eventWriter.ts';
+import type { Logger } from '../platform/logger.ts';
+import { UsageError } from './usage.ts';
+
+/** `audit-trail keys mint|revoke|list`: API keys managed by an operator. */
+export async function runKeys(args: string[], config: Config, log: Logger): Promise<number> {
+  const [subcommand, ...rest] = args;
+  const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'audit-trail keys');
+  const db = new Database({ url: config.databaseUrl, poolSize: 2, applicationName: 'audit-trail keys', log });
+  const service = new ApiKeyService({ db, writer: new EventWriter(db), pepper, environment: config.keyEnvironment });
+  const actor = { userId: config.operatorActor, userRole: 'operator' };
+  try {
+    switch (subcommand) {
+      case 'mint': {
+        const { values } = parseArgs({
+          args: rest,
+          options: {
+            tenant: { type: 'string' },
+            scopes: { type: 'string' },
+            cidr: { type: 'string', multiple: true, default: [] },
+            description: { type: 'string', default: '' },
+            json: { type: 'boolean', default: false },
+          },
+        });
+        if (!values.tenant || !values.scopes) throw new UsageError('keys mint needs --tenant and --scopes');
+        const minted = await service.mint(
+          {
+            tenantId: values.tenant,
+            scopes: values.scopes.split(',').map((scope) => scope.trim()).filter(Boolean),
+            allowedCidrs: values.cidr,
+            description: values.description,
+          },
+          actor,
+        );
+        process.stdout.write(values.json ? `${JSON.stringify({ key: minted.key, ...describeKey(minted.record) })}\n` : `${minted.key}\n`);
+        return 0;
+      }
+      case 'revoke': {
+        const { positionals } = parseArgs({ args: rest, allowPositionals: true, options: {} });
+        if (positionals.length !== 1) throw new UsageError('keys revoke takes one lookup id (the 8-hex segment of the key)');
+        const record = await service.revoke(positionals[0]!, actor);
+        process.stdout.write(`revoked ${record.lookupId} (tenant ${record.tenantId})\n`);
+        return 0;
+      }
+      case 'list': {
+        const { values } = parseArgs({ args: rest, options: { tenant: { type: 'string' }, json: { type: 'boolean', default: false } } });
+        const records = await service.list(values.tenant);
+        if (values.json) {
+          process.stdout.write(`${JSON.stringify(records.map(describeKey))}\n`);
+        } else {
+          for (const record of records) {
+            const key = describeKey(record);
+            process.stdout.write(`${key.lookup_id}  ${key.state.padEnd(7)}  ${key.tenant_id}  ${key.scopes.join(',')}  ${key.description}\n`);
+          }
+        }
+        return 0;
+      }
+      default:
+        throw new UsageError('keys takes mint, revoke or list; see audit-trail --help');
+    }
+  } finally {
+    await db.close();
+  }
+}
+
+function describeKey(record: ApiKeyRecord) {
+  return {
+    lookup_id: record.lookupId,
+    tenant_id: record.tenantId,
+    environment: record.environment,
+    scopes: record.scopes,
+    allowed_cidrs: record.allowedCidrs,
+    description: record.description,
+    managed_by: record.managedBy,
+    state: record.revokedAt ? 'revoked' : 'active',
+    created_at: record.createdAt.toISOString(),
+    revoked_at: record.revokedAt?.toISOString() ?? null,
+  };
+}

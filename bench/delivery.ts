@@ -32,16 +32,23 @@ const CONCURRENCY = 16;
 const log = createLogger('warn');
 const children: ChildProcess[] = [];
 
+/**
+ * Every child's stdout is read to the end, its first line kept: a service's log lines that nobody read
+ * would fill the pipe, and pino's synchronous writes then block the process (mid-measurement, or for
+ * ever at shutdown, after the bench stopped reading).
+ */
+const firstLines = new WeakMap<ChildProcess, Promise<unknown>>();
+
 function node(args: string[], env: Record<string, string> = {}): ChildProcess {
   const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const lines = createInterface({ input: child.stdout! });
+  firstLines.set(child, once(lines, 'line').then(([line]) => JSON.parse(line as string)));
   children.push(child);
   return child;
 }
 
 async function firstLine(child: ChildProcess): Promise<any> {
-  const lines = createInterface({ input: child.stdout! });
-  const [line] = (await once(lines, 'line')) as [string];
-  return JSON.parse(line);
+  return firstLines.get(child);
 }
 
 async function waitReady(port: number): Promise<void> {

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { AuditTrailApiError, AuditTrailClient } from '../../src/client/index.ts';
 import { responseExcerpt } from '../../src/webhooks/responseExcerpt.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
@@ -438,6 +439,42 @@ describe('webhook delivery log, manual retry and replay', function () {
       }
       expect(await snapshot(owner.tenantId)).to.equal(before);
       expect(await trailActions(intruder.tenantId, 'admin.webhook.')).to.deep.equal([]);
+    });
+  });
+
+  describe('the TypeScript client', () => {
+    it('walks the delivery log page by page, shows, retries and replays', async () => {
+      const { tenantId, key } = await freshTenant();
+      const client = new AuditTrailClient({ baseUrl: service.baseUrl, apiKey: key });
+      const older = Array.from({ length: 3 }, (_, index) => newEvent({ tenantId, occurredAtMs: Date.now() - DAY_MS + index }));
+      await seedEvents(db.url, older);
+      const target = await receiver(503);
+      const id = await register(key, target.url, ['phi.']);
+      const live = Array.from({ length: 5 }, () => newEvent({ tenantId }));
+      await seedEvents(db.url, live);
+      await waitFor(() => target.received.length === 5, 'the first attempts');
+      await waitFor(async () => (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE endpoint_id = $1 AND attempts = 1`, [id])).rows[0].n === 5, 'recorded');
+
+      const pages = [];
+      for await (const page of client.listDeliveries(id, { status: 'pending', limit: 2 })) pages.push(page);
+      expect(pages.map((page) => page.deliveries.length)).to.deep.equal([2, 2, 1]);
+      const [newest] = pages[0]!.deliveries;
+      expect(newest!.event_id).to.equal(live.at(-1)!.eventId);
+
+      const detail = await client.getDelivery(id, newest!.id);
+      expect(detail.attempts.map((attempt) => attempt.status_code)).to.deep.equal([503]);
+      target.reply(204);
+      expect((await client.retryDelivery(id, newest!.id)).status).to.equal('pending');
+      await waitFor(async () => (await client.getDelivery(id, newest!.id)).delivery.status === 'succeeded', 'the retry');
+      const again = await client.retryDelivery(id, newest!.id).then(() => undefined, (error: unknown) => error);
+      expect(again).to.be.instanceOf(AuditTrailApiError);
+      expect((again as AuditTrailApiError).code).to.equal('already_delivered');
+
+      const replay = await client.replay(id, { since: new Date(Date.now() - 2 * DAY_MS), until: new Date() });
+      expect(replay.status).to.equal('running');
+      await waitFor(async () => (await client.getReplay(id, replay.id)).status === 'completed', 'the replay');
+      // The three older events and the four live ones not yet delivered.
+      expect(await client.getReplay(id, replay.id)).to.include({ events_matched: 8, deliveries_created: 7 });
     });
   });
 });

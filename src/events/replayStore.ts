@@ -114,6 +114,21 @@ export async function pendingDeliveries(db: Queryable, endpointId: string, cap: 
   return rows[0]!.pending;
 }
 
+/**
+ * Deliveries of other endpoints published and not yet finished, counted up to `cap`: whether live traffic is
+ * on its way through the relay, JetStream and the workers (a range of deliveries_in_flight).
+ */
+export async function inFlightElsewhere(db: Queryable, endpointId: string, cap: number): Promise<number> {
+  const { rows } = await db.query<{ in_flight: number }>(
+    prepared(
+      `SELECT count(*)::int AS in_flight FROM (SELECT 1 FROM deliveries
+        WHERE state = 'pending' AND published_at IS NOT NULL AND endpoint_id <> $1 LIMIT $2) f`,
+      [endpointId, cap],
+    ),
+  );
+  return rows[0]!.in_flight;
+}
+
 interface ReplayState {
   readonly replay: Replay;
   readonly positionOccurredAt: Date | null;

@@ -345,7 +345,7 @@ describe('webhook delivery log, manual retry and replay', function () {
       const { tenantId, key } = await freshTenant();
       const now = Date.now();
       // Older than the endpoint: only the replay delivers them.
-      await seedEvents(db.url, Array.from({ length: 600 }, (_, index) => newEvent({ tenantId, occurredAtMs: now - DAY_MS + index })));
+      await seedEvents(db.url, Array.from({ length: 1500 }, (_, index) => newEvent({ tenantId, occurredAtMs: now - DAY_MS + index })));
       const target = await receiver(204);
       const id = await register(key, target.url, ['phi.']);
       const iso = (ms: number) => new Date(ms).toISOString();
@@ -376,11 +376,14 @@ describe('webhook delivery log, manual retry and replay', function () {
       const first = await call(api(`${id}/replay`), { key, body: { since: iso(now - 90 * DAY_MS), until: iso(now) } });
       expect(first.status, first.text).to.equal(202);
       const progress = () => call(api(`${id}/replays/${first.json.replay.id}`), { key }).then((response) => response.json.replay);
-      await waitFor(async () => (await progress()).deliveries_created === 500, 'the first chunk');
+      await waitFor(async () => (await progress()).deliveries_created >= 100, 'the first chunks');
       const second = await call(api(`${id}/replay`), { key, body: { since: iso(now - DAY_MS), until: iso(now) } });
       expect(second.status).to.equal(409);
       expect(second.json.error).to.equal('replay_running');
-      expect(await progress()).to.include({ status: 'running', events_matched: 500, deliveries_created: 500 });
+      // Held at its cap of pending deliveries (at most 1,000) while the receiver does not answer.
+      const held = await progress();
+      expect(held.status).to.equal('running');
+      expect(held.deliveries_created).to.equal(held.events_matched).and.to.be.at.most(1000);
       // Disabling the endpoint cancels the replay with its deliveries.
       expect((await call(api(`${id}/disable`), { key, method: 'POST' })).status).to.equal(200);
       await waitFor(async () => (await progress()).status === 'cancelled', 'the replay to be cancelled');

@@ -7,13 +7,18 @@
 -- deliveries_by_endpoint served (disable and delete find an endpoint's deliveries by it), and its state
 -- column the replay's count of an endpoint's pending deliveries; so it replaces that index and the write
 -- path keeps one per-endpoint index, only wider.
-CREATE INDEX deliveries_log ON deliveries (endpoint_id, state, created_at, id);
-DROP INDEX deliveries_by_endpoint;
+--
+-- A migration runs in a transaction, so these indexes are built with the table's writes (and so fan-out,
+-- and so ingestion) blocked while they build. On a large deliveries table, build them beforehand with
+-- CREATE INDEX CONCURRENTLY under these names (docs/operations.md "Upgrade and migrations"): IF NOT EXISTS
+-- then skips them here.
+CREATE INDEX IF NOT EXISTS deliveries_log ON deliveries (endpoint_id, state, created_at, id);
+DROP INDEX IF EXISTS deliveries_by_endpoint;
 
 -- A replay with only_undelivered skips the events already delivered successfully to the endpoint: the
 -- lookup is by endpoint and event. Partial, so a delivery enters it once (when it succeeds), not at each
 -- of its updates.
-CREATE INDEX deliveries_succeeded_events ON deliveries (endpoint_id, event_occurred_at, event_id) WHERE state = 'succeeded';
+CREATE INDEX IF NOT EXISTS deliveries_succeeded_events ON deliveries (endpoint_id, event_occurred_at, event_id) WHERE state = 'succeeded';
 
 -- Set by a manual retry of a delivery that had already failed: its failure was counted towards the
 -- endpoint's auto-disable once, and a failed retry must not count it again. A constant default is kept in

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { AuditTrailApiError, AuditTrailClient } from '../../src/client/index.ts';
+import { deliveryDetailSchema, deliveryEnvelopeSchema, deliveryListSchema, replayEnvelopeSchema } from '../../src/http/routes/webhookDeliveries.ts';
 import { responseExcerpt } from '../../src/webhooks/responseExcerpt.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
@@ -99,6 +100,8 @@ describe('webhook delivery log, manual retry and replay', function () {
         const query: string = cursor ? `?limit=3&cursor=${encodeURIComponent(cursor)}` : '?limit=3';
         const page = await call(api(`${id}/deliveries${query}`), { key });
         expect(page.status, page.text).to.equal(200);
+        // What the OpenAPI document promises.
+        deliveryListSchema.parse(page.json);
         expect(page.json.page).to.include({ limit: 3, returned: page.json.deliveries.length });
         seen.push(...page.json.deliveries);
         cursor = page.json.page.next_cursor;
@@ -160,6 +163,7 @@ describe('webhook delivery log, manual retry and replay', function () {
       const { id: deliveryId } = await deliveryOf(id, event.eventId);
       const detail = await call(api(`${id}/deliveries/${deliveryId}`), { key });
       expect(detail.status, detail.text).to.equal(200);
+      deliveryDetailSchema.parse(detail.json);
       expect(detail.json.delivery).to.include({ id: deliveryId, event_id: event.eventId, status: 'pending', attempts: 1, last_status_code: 500 });
       expect(detail.json.attempts).to.have.length(1);
       const [attempt] = detail.json.attempts;
@@ -213,6 +217,7 @@ describe('webhook delivery log, manual retry and replay', function () {
       const asked = Date.now();
       const retried = await call(api(`${id}/deliveries/${deliveryId}/retry`), { key, method: 'POST' });
       expect(retried.status, retried.text).to.equal(202);
+      deliveryEnvelopeSchema.parse(retried.json);
       expect(retried.json.delivery).to.include({ id: deliveryId, status: 'pending', attempts: 1 });
       expect(Date.parse(retried.json.delivery.next_attempt_at)).to.be.at.most(Date.now() + 1000);
       await waitFor(() => target.received.length === before + 1, 'the retry', 5_000, 10);
@@ -318,6 +323,7 @@ describe('webhook delivery log, manual retry and replay', function () {
       const until = new Date(Date.now() + 1000).toISOString();
       const started = await call(api(`${id}/replay`), { key, body: { since, until, only_undelivered: true } });
       expect(started.status, started.text).to.equal(202);
+      replayEnvelopeSchema.parse(started.json);
       expect(started.json.replay).to.include({ status: 'running', since, until, only_undelivered: true, events_matched: 0, deliveries_created: 0, completed_at: null });
       expect(started.json.replay.id).to.match(/^rpl_[0-9a-f]{32}$/);
       expect(started.headers.get('location')).to.equal(`/api/v2/public/audit/webhooks/${id}/replays/${started.json.replay.id}`);

@@ -74,10 +74,10 @@ const replaySchema = z
     completed_at: z.string().nullable().meta({ format: 'date-time' }),
   })
   .meta({ id: 'Replay' });
-const deliveryListSchema = z.looseObject({ deliveries: z.array(deliverySchema), page: pageSchema }).meta({ id: 'DeliveryList' });
-const deliveryDetailSchema = z.looseObject({ delivery: deliverySchema, attempts: z.array(attemptSchema) }).meta({ id: 'DeliveryDetail' });
-const deliveryEnvelopeSchema = z.looseObject({ delivery: deliverySchema }).meta({ id: 'DeliveryRetried' });
-const replayEnvelopeSchema = z.looseObject({ replay: replaySchema }).meta({ id: 'ReplayStatus' });
+export const deliveryListSchema = z.looseObject({ deliveries: z.array(deliverySchema), page: pageSchema }).meta({ id: 'DeliveryList' });
+export const deliveryDetailSchema = z.looseObject({ delivery: deliverySchema, attempts: z.array(attemptSchema) }).meta({ id: 'DeliveryDetail' });
+export const deliveryEnvelopeSchema = z.looseObject({ delivery: deliverySchema }).meta({ id: 'DeliveryRetried' });
+export const replayEnvelopeSchema = z.looseObject({ replay: replaySchema }).meta({ id: 'ReplayStatus' });
 
 export function deliveryToApi(delivery: DeliveryLogEntry) {
   return {

@@ -212,6 +212,9 @@ describe('webhook delivery log, manual retry and replay', function () {
       await seedEvents(db.url, [event]);
       await waitFor(async () => (await deliveryOf(id, event.eventId))?.attempts === 1, 'the first attempt');
       const { id: deliveryId } = await deliveryOf(id, event.eventId);
+      // Owned by a Kubernetes WebhookEndpoint resource: a retry changes no configuration, so it is allowed.
+      await db.pool.query(`UPDATE webhook_endpoints SET managed_by = 'team-a/siem' WHERE id = $1`, [id]);
+      expect((await call(api(`${id}/disable`), { key, method: 'POST' })).json.error).to.equal('managed_by_kubernetes');
       target.reply(204);
       const before = target.received.length;
       const asked = Date.now();
@@ -318,6 +321,8 @@ describe('webhook delivery log, manual retry and replay', function () {
       await waitFor(async () => (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE endpoint_id = $1 AND attempts = 1`, [id])).rows[0].n === 6, 'live attempts');
       failing.clear();
       const received = target.received.length;
+      // Allowed on an endpoint a Kubernetes resource manages, like a retry.
+      await db.pool.query(`UPDATE webhook_endpoints SET managed_by = 'team-a/siem' WHERE id = $1`, [id]);
 
       const since = new Date(start).toISOString();
       const until = new Date(Date.now() + 1000).toISOString();

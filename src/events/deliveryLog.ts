@@ -5,9 +5,9 @@ import { prepared, type Queryable } from '../db/database.ts';
  * delivery's attempts. Reads only; the outbox (deliveryOutbox.ts) owns the writes of the delivery path.
  */
 
-/** The states a delivery row can be in (migrations/003). */
-export type DeliveryState = 'pending' | 'succeeded' | 'failed' | 'cancelled';
-export const DELIVERY_STATES: readonly DeliveryState[] = ['pending', 'succeeded', 'failed', 'cancelled'];
+/** The states a delivery row can be in (migrations/003, 009). */
+export type DeliveryState = 'pending' | 'parked' | 'succeeded' | 'failed' | 'cancelled';
+export const DELIVERY_STATES: readonly DeliveryState[] = ['pending', 'parked', 'succeeded', 'failed', 'cancelled'];
 
 /** Where the next page starts: the last delivery returned, in log order (created_at DESC, id DESC). */
 export interface DeliveryLogPosition {

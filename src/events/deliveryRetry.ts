@@ -20,7 +20,8 @@ export async function lockDeliveryState(db: Queryable, endpointId: string, deliv
  * Makes a failed or pending delivery due now. A failed one becomes pending for one more attempt (the
  * retry schedule has none left for it, so that attempt is its last) and is marked as already counted
  * against the endpoint, so that failing again does not count it twice. A pending one whose next attempt
- * waits for its time is brought forward; one already published is being attempted now and is left as is.
+ * waits for its time is brought forward, and a parked one (waiting for its hung endpoint) is released as
+ * unparkDeliveries would; one already published is being attempted now and is left as is.
  */
 export async function scheduleManualRetry(db: Queryable, deliveryId: string): Promise<void> {
   await db.query(
@@ -30,7 +31,7 @@ export async function scheduleManualRetry(db: Queryable, deliveryId: string): Pr
            completed_at = NULL,
            due_at = CASE WHEN published_at IS NULL THEN now() ELSE due_at END,
            failure_counted = failure_counted OR state = 'failed'
-       WHERE id = $1::int8 AND state IN ('pending', 'failed')
+       WHERE id = $1::int8 AND state IN ('pending', 'parked', 'failed')
        RETURNING published_at
      )
      SELECT pg_notify($2, '') FROM retried WHERE published_at IS NULL`,

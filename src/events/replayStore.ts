@@ -106,10 +106,10 @@ export async function releaseReplay(session: Queryable, replayId: string): Promi
   await session.query('SELECT pg_advisory_unlock(hashtextextended($1::text, 7302))', [replayId]);
 }
 
-/** Pending deliveries of the endpoint, counted up to `cap` (a short range of deliveries_log). */
+/** Deliveries of the endpoint still to be made (pending or parked), counted up to `cap` (ranges of deliveries_log). */
 export async function pendingDeliveries(db: Queryable, endpointId: string, cap: number): Promise<number> {
   const { rows } = await db.query<{ pending: number }>(
-    prepared(`SELECT count(*)::int AS pending FROM (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND state = 'pending' LIMIT $2) p`, [endpointId, cap]),
+    prepared(`SELECT count(*)::int AS pending FROM (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND state IN ('pending', 'parked') LIMIT $2) p`, [endpointId, cap]),
   );
   return rows[0]!.pending;
 }

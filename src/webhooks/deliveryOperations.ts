@@ -10,6 +10,7 @@ import {
   listEndpointDeliveries,
   type AttemptEntry,
   type DeliveryLogEntry,
+  DELIVERY_STATES as ALL_STATES,
   type DeliveryState,
 } from '../events/deliveryLog.ts';
 import { lockDeliveryState, scheduleManualRetry } from '../events/deliveryRetry.ts';
@@ -33,17 +34,18 @@ const UNTIL_FUTURE_TOLERANCE_MS = 60_000;
 /**
  * The statuses of the API. `cancelled` rows (deliveries stopped because their endpoint was disabled while
  * they waited) are `failed` to clients: nothing more will be attempted and the event did not arrive.
+ * `parked` rows (waiting for a hung endpoint to finish a request) are `pending`: their next attempt is to come.
  */
 export const DELIVERY_STATUSES = ['pending', 'succeeded', 'failed'] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 const STATES_OF: Record<DeliveryStatus, readonly DeliveryState[]> = {
-  pending: ['pending'],
+  pending: ['pending', 'parked'],
   succeeded: ['succeeded'],
   failed: ['failed', 'cancelled'],
 };
 
 export function statusOf(state: DeliveryState): DeliveryStatus {
-  return state === 'cancelled' ? 'failed' : state;
+  return state === 'cancelled' ? 'failed' : state === 'parked' ? 'pending' : state;
 }
 
 export const replayRequestSchema = z
@@ -96,7 +98,7 @@ export class WebhookDeliveries {
     const after = request.cursor === undefined ? undefined : this.cursors.decode(request.cursor, binding);
     const rows = await listEndpointDeliveries(this.db, {
       endpointId,
-      states: request.status ? STATES_OF[request.status] : ['pending', 'succeeded', 'failed', 'cancelled'],
+      states: request.status ? STATES_OF[request.status] : ALL_STATES,
       sinceMs: request.sinceMs,
       untilMs: request.untilMs,
       after,

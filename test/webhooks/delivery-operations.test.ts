@@ -395,6 +395,26 @@ describe('webhook delivery log, manual retry and replay', function () {
       const held = await progress();
       expect(held.status).to.equal('running');
       expect(held.deliveries_created).to.equal(held.events_matched).and.to.be.at.most(1000);
+      // Beyond its slots the hung endpoint's deliveries are parked: to clients they are pending, and a retry
+      // releases one.
+      await waitFor(async () => (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE endpoint_id = $1 AND state = 'parked'`, [id])).rows[0].n > 0, 'parked deliveries');
+      const { rows: parked } = await db.pool.query(`SELECT 'dlv_' || id AS id FROM deliveries WHERE endpoint_id = $1 AND state = 'parked' LIMIT 1`, [id]);
+      const shown = await call(api(`${id}/deliveries/${parked[0].id}`), { key });
+      expect(shown.json.delivery.status).to.equal('pending');
+      const pendingIds = [];
+      for (let cursor: string | null = null, first = true; first || cursor; first = false) {
+        const page: any = await call(api(`${id}/deliveries?status=pending&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`), { key });
+        pendingIds.push(...page.json.deliveries.map((delivery: any) => delivery.id));
+        cursor = page.json.page.next_cursor;
+      }
+      expect(pendingIds).to.include(parked[0].id);
+      expect(pendingIds).to.have.length((await progress()).deliveries_created);
+      const publications = async () => (await db.pool.query(`SELECT publications FROM deliveries WHERE id = $1`, [parked[0].id.slice(4)])).rows[0].publications;
+      const publishedBefore = await publications();
+      expect((await call(api(`${id}/deliveries/${parked[0].id}/retry`), { key, method: 'POST' })).status).to.equal(202);
+      // Released: the relay publishes it again (the worker may park it anew: its endpoint still hangs).
+      // Within a second or two, long before the hung requests time out (10 s) and release parked ones themselves.
+      await waitFor(async () => (await publications()) > publishedBefore, 'the parked delivery to be published again', 2_000);
       // Disabling the endpoint cancels the replay with its deliveries.
       expect((await call(api(`${id}/disable`), { key, method: 'POST' })).status).to.equal(200);
       await waitFor(async () => (await progress()).status === 'cancelled', 'the replay to be cancelled');

@@ -87,7 +87,7 @@ export function deliveryToApi(delivery: DeliveryLogEntry) {
     status: statusOf(delivery.state),
     attempts: delivery.attempts,
     created_at: delivery.createdAt.toISOString(),
-    next_attempt_at: delivery.state === 'pending' ? delivery.dueAt.toISOString() : null,
+    next_attempt_at: statusOf(delivery.state) === 'pending' ? delivery.dueAt.toISOString() : null,
     last_attempt_at: iso(delivery.lastAttemptAt),
     last_status_code: delivery.lastStatusCode,
     last_error: delivery.lastError,

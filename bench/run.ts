@@ -12,6 +12,7 @@ const BENCHMARKS: Record<string, string> = {
   limiter: 'bench/limiter.ts',
   delivery: 'bench/delivery.ts',
   'hung-endpoint': 'bench/hungEndpoint.ts',
+  replay: 'bench/replay.ts',
   sealing: 'bench/sealing.ts',
   'seal-cost': 'bench/sealCost.ts',
   integrity: 'bench/integrity.ts',

@@ -1,11 +1,14 @@
 /**
  * The receiver of the delivery benchmark, in its own process so that it does not share a CPU thread with
- * the driver. Paths: /ok answers 204, /fail answers 500, /hang never answers. GET /stats returns what
- * /ok received: count and, with ?latencies=1, delivery latencies (receipt time − event timestamp, ms).
+ * the driver. Paths: /ok answers 204, /body answers 200 with a 300-byte JSON body (what a receiver that
+ * acknowledges with a body costs the delivery path: its excerpt is recorded), /fail answers 500, /hang never
+ * answers. GET /stats returns what /ok and /body received: count and, with ?latencies=1, delivery latencies (receipt time − event timestamp, ms).
  * GET /reset clears it.
  */
 import { createServer } from 'node:http';
 
+// A receiver's typical acknowledgement, with a few multi-byte characters for the excerpt to keep whole.
+const ACK_BODY = JSON.stringify({ received: true, note: 'accepted for processing — é', padding: 'x'.repeat(240) });
 let latencies: number[] = [];
 let firstAt = 0;
 let lastAt = 0;
@@ -38,7 +41,8 @@ const server = createServer((request, response) => {
     if (match) latencies.push(now - Date.parse(match[1]!));
     if (firstAt === 0) firstAt = now;
     lastAt = now;
-    response.writeHead(204).end();
+    if (request.url?.startsWith('/body')) response.writeHead(200, { 'content-type': 'application/json' }).end(ACK_BODY);
+    else response.writeHead(204).end();
   });
 });
 

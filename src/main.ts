@@ -12,10 +12,12 @@ import { Database } from './db/database.ts';
 import { readDeploymentId } from './db/deploymentIdentity.ts';
 import { DeliveryRelay } from './delivery/deliveryRelay.ts';
 import { DeliveryWorker } from './delivery/deliveryWorker.ts';
+import { ReplayRunner } from './delivery/replayRunner.ts';
 import { RetryPolicy } from './delivery/retryPolicy.ts';
 import { TestDeliveries } from './delivery/testDelivery.ts';
 import { WebhookSender } from './delivery/webhookSender.ts';
 import { CursorCodec } from './events/cursor.ts';
+import { DeliveryCursorCodec } from './events/deliveryCursor.ts';
 import { EventExporter } from './events/eventExport.ts';
 import { EventReader } from './events/eventReader.ts';
 import { ensureEventPartitions } from './events/eventStore.ts';
@@ -30,6 +32,7 @@ import { exportOpenApi, exportRoutes } from './http/routes/export.ts';
 import { rateLimit } from './http/rateLimit.ts';
 import { ingestRoutes } from './http/routes/ingest.ts';
 import { webhookRoutes, webhooksOpenApi } from './http/routes/webhooks.ts';
+import { webhookDeliveriesOpenApi, webhookDeliveryRoutes } from './http/routes/webhookDeliveries.ts';
 import type { RequestState } from './http/state.ts';
 import { EventWriter } from './events/eventWriter.ts';
 import { JetStreamIngest } from './ingestion/jetstreamIngest.ts';
@@ -38,6 +41,7 @@ import type { Logger } from './platform/logger.ts';
 import { ServiceMetrics } from './platform/metrics.ts';
 import { SERVICE_VERSION } from './platform/version.ts';
 import { SecretBox } from './webhooks/secretBox.ts';
+import { WebhookDeliveries } from './webhooks/deliveryOperations.ts';
 import { WebhookRegistry } from './webhooks/webhookRegistry.ts';
 
 export const ROLES = ['api', 'ingest', 'relay', 'worker', 'controller', 'sealer'] as const;
@@ -150,6 +154,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       });
       await relay.start();
       releasers.add('delivery relay', () => relay.stop());
+      // Replays are outbox work: the relays run them, one process per replay (delivery/replayRunner.ts).
+      const replays = new ReplayRunner({ db, pollMs: Math.min(config.delivery.relayPollMs, 1_000), log: log.child({ role: 'relay', component: 'replays' }), metrics });
+      replays.start();
+      releasers.add('replay runner', () => replays.stop());
     }
 
     if (has('worker')) {
@@ -259,6 +267,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
           { router: integrityRoutes(integrity, config.seal.intervalMs), openapi: integrityOpenApi },
           { router: exportRoutes(new EventExporter(db), writer, integrity), openapi: exportOpenApi },
           { router: webhookRoutes(registry, testDeliveries), openapi: webhooksOpenApi({ allowHttp: config.webhookAllowHttp }) },
+          {
+            router: webhookDeliveryRoutes(new WebhookDeliveries({ db, writer, cursors: new DeliveryCursorCodec(pepper) })),
+            openapi: webhookDeliveriesOpenApi(),
+          },
         ],
       });
       publicServer = await HttpPort.listen(app.callback(), config.host, config.port, closing);

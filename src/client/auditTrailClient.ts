@@ -57,6 +57,65 @@ export interface WebhookTestResult {
   [extra: string]: unknown;
 }
 
+/** One delivery of an event to an endpoint (docs/webhooks.md "Delivery log"). */
+export interface WebhookDelivery {
+  /** `dlv_…` */
+  id: string;
+  event_id: string;
+  /** null once retention has dropped the event. */
+  action: string | null;
+  /** `failed` also covers deliveries cancelled when their endpoint was disabled. */
+  status: 'pending' | 'succeeded' | 'failed';
+  attempts: number;
+  created_at: string;
+  next_attempt_at: string | null;
+  last_attempt_at: string | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  [extra: string]: unknown;
+}
+
+export interface DeliveryAttempt {
+  attempt: number;
+  started_at: string;
+  duration_ms: number;
+  status_code: number | null;
+  error: string | null;
+  /** At most the first 1 KiB of the receiver's response body. */
+  response_excerpt: string;
+  [extra: string]: unknown;
+}
+
+export interface DeliveryFilters {
+  status?: 'pending' | 'succeeded' | 'failed';
+  /** Deliveries created at or after: a Date or an RFC 3339 string. */
+  since?: Date | string;
+  /** Deliveries created before. */
+  until?: Date | string;
+  /** Page size, 1 to 100 (default 50). */
+  limit?: number;
+}
+
+export interface DeliveryPage {
+  deliveries: WebhookDelivery[];
+  page: { limit: number; returned: number; next_cursor: string | null; has_more: boolean };
+}
+
+/** A replay of a time range to an endpoint (docs/webhooks.md "Replay"). */
+export interface WebhookReplay {
+  /** `rpl_…` */
+  id: string;
+  status: 'running' | 'completed' | 'cancelled';
+  since: string;
+  until: string;
+  only_undelivered: boolean;
+  events_matched: number;
+  deliveries_created: number;
+  created_at: string;
+  completed_at: string | null;
+  [extra: string]: unknown;
+}
+
 export interface ClientOptions {
   /** e.g. `https://audit.example.com/api/v2/public` */
   baseUrl: string;
@@ -184,6 +243,54 @@ export class AuditTrailClient {
     await this.request('DELETE', `/audit/webhooks/${encodeURIComponent(id)}`);
   }
 
+  /** One page of an endpoint's deliveries, newest first. */
+  async listDeliveryPage(endpointId: string, filters: DeliveryFilters & { cursor?: string } = {}): Promise<DeliveryPage> {
+    const { limit, cursor, ...rest } = filters;
+    const query = toQuery({ ...filterValues(rest), limit: limit?.toString(), cursor });
+    return (await this.request('GET', `${webhookPath(endpointId)}/deliveries${query}`)).json() as Promise<DeliveryPage>;
+  }
+
+  /** Every page of an endpoint's delivery log, newest first, following next_cursor to the end. */
+  async *listDeliveries(endpointId: string, filters: DeliveryFilters = {}): AsyncGenerator<DeliveryPage> {
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await this.listDeliveryPage(endpointId, { ...filters, cursor });
+      yield page;
+      if (!page.page.has_more || !page.page.next_cursor) return;
+      cursor = page.page.next_cursor;
+    }
+  }
+
+  /** One delivery with its attempts. */
+  async getDelivery(endpointId: string, deliveryId: string): Promise<{ delivery: WebhookDelivery; attempts: DeliveryAttempt[] }> {
+    const response = await this.request('GET', `${webhookPath(endpointId)}/deliveries/${encodeURIComponent(deliveryId)}`);
+    return response.json() as Promise<{ delivery: WebhookDelivery; attempts: DeliveryAttempt[] }>;
+  }
+
+  /**
+   * One more attempt of a failed or pending delivery, made within a second. Rejects with 409
+   * `already_delivered` for a succeeded delivery and `endpoint_inactive` for a disabled endpoint.
+   */
+  async retryDelivery(endpointId: string, deliveryId: string): Promise<WebhookDelivery> {
+    const response = await this.request('POST', `${webhookPath(endpointId)}/deliveries/${encodeURIComponent(deliveryId)}/retry`);
+    return ((await response.json()) as { delivery: WebhookDelivery }).delivery;
+  }
+
+  /**
+   * Delivers again every event of [since, until) (at most 90 days) that matches the endpoint's filter;
+   * with only_undelivered (the default) those already delivered successfully are skipped. Runs in the
+   * background: follow it with getReplay. Rejects with 409 `replay_running` while one runs.
+   */
+  async replay(endpointId: string, range: { since: Date | string; until: Date | string; only_undelivered?: boolean }): Promise<WebhookReplay> {
+    const response = await this.request('POST', `${webhookPath(endpointId)}/replay`, filterValues(range));
+    return ((await response.json()) as { replay: WebhookReplay }).replay;
+  }
+
+  async getReplay(endpointId: string, replayId: string): Promise<WebhookReplay> {
+    const response = await this.request('GET', `${webhookPath(endpointId)}/replays/${encodeURIComponent(replayId)}`);
+    return ((await response.json()) as { replay: WebhookReplay }).replay;
+  }
+
   private async request(method: string, path: string, body?: unknown): Promise<Response> {
     const headers: Record<string, string> = { authorization: `Bearer ${this.options.apiKey}`, accept: 'application/json' };
     if (this.options.userAgent) headers['user-agent'] = this.options.userAgent;
@@ -212,9 +319,13 @@ export class AuditTrailClient {
   }
 }
 
+function webhookPath(endpointId: string): string {
+  return `/audit/webhooks/${encodeURIComponent(endpointId)}`;
+}
+
 /** The filters as the API takes them: instants in RFC 3339. */
-function filterValues(filters: EventFilters): Record<string, string | boolean | undefined> {
-  return Object.fromEntries(Object.entries(filters).map(([name, value]) => [name, value instanceof Date ? value.toISOString() : value]));
+function filterValues(filters: object): Record<string, string | boolean | undefined> {
+  return Object.fromEntries(Object.entries(filters as Record<string, Date | string | boolean | undefined>).map(([name, value]) => [name, value instanceof Date ? value.toISOString() : value]));
 }
 
 function toQuery(values: Record<string, string | boolean | undefined>): string {

@@ -1,5 +1,6 @@
 import type { Actor } from '../events/adminEvent.ts';
 import { recordOutcomes, unparkDeliveries, type DeliveryOutcome } from '../events/deliveryOutbox.ts';
+import { failuresAlreadyCounted } from '../events/deliveryRetry.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -90,7 +91,10 @@ export class OutcomeRecorder<S> {
         // In this transaction: a finished request's release is never lost, nor made twice.
         const releases = parkedReleases(applied);
         const unparked = await unparkDeliveries(client, [...releases.keys()], [...releases.values()]);
-        const endpoints = await applyEndpointTallies(client, tallyEndpointOutcomes(applied));
+        // Only failures can have been counted before (events/deliveryRetry.ts); most batches have none.
+        const failed = applied.filter(({ outcome }) => outcome.kind === 'attempted' && outcome.state === 'failed');
+        const counted = await failuresAlreadyCounted(client, failed.map(({ outcome }) => outcome.deliveryId));
+        const endpoints = await applyEndpointTallies(client, tallyEndpointOutcomes(applied, counted));
         const events = [];
         for (const endpoint of endpoints.filter(shouldAutoDisable)) {
           const disabled = await disableEndpoint(client, endpoint.id, 'auto');

@@ -1,10 +1,11 @@
 import { isIP } from 'node:net';
 import type { Readable } from 'node:stream';
 import { Pool } from 'undici';
+import { RESPONSE_EXCERPT_BYTES, responseExcerpt } from '../webhooks/responseExcerpt.ts';
 import { blockedAddressReason, guardedLookup } from '../webhooks/targetGuard.ts';
 
 /** At most this much of a receiver's response is read and kept (docs/webhooks.md). */
-export const RESPONSE_EXCERPT_BYTES = 1024;
+export { RESPONSE_EXCERPT_BYTES };
 
 export interface SendResult {
   /** A 2xx within the time limit. */
@@ -161,7 +162,8 @@ function readExcerpt(body: Readable): Promise<string> {
     let length = 0;
     const finish = () => {
       body.off('data', onData);
-      resolve(Buffer.concat(chunks).subarray(0, RESPONSE_EXCERPT_BYTES).toString('utf8'));
+      // Valid text without NUL, within the limit: what Postgres stores (webhooks/responseExcerpt.ts).
+      resolve(responseExcerpt(Buffer.concat(chunks)));
     };
     const onData = (chunk: Buffer) => {
       chunks.push(chunk);

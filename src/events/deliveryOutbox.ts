@@ -34,12 +34,21 @@ export function fanOutClauses(stored: string, tenants: string): string {
        SELECT endpoint.id, event.tenant_id, event.event_id, event.occurred_at
        FROM ${stored} AS event
        JOIN fan_out_endpoint AS endpoint ON endpoint.tenant_id = event.tenant_id
-       WHERE cardinality(endpoint.event_filter) = 0
-          OR EXISTS (SELECT 1 FROM unnest(endpoint.event_filter) AS entry
-                     WHERE event.action = entry
-                        OR starts_with(event.action, CASE WHEN right(entry, 1) = '.' THEN entry ELSE entry || '.' END))
+       WHERE ${endpointFilterMatches('endpoint.event_filter', 'event.action')}
        RETURNING 1
      )`;
+}
+
+/**
+ * The filter rule of fanOutClauses as a condition: whether the action `action` matches the text[] filter
+ * `filter`. Replays (events/replayStore.ts) match with it too, so a replayed range selects exactly the
+ * events live fan-out would have.
+ */
+export function endpointFilterMatches(filter: string, action: string): string {
+  return `(cardinality(${filter}) = 0
+          OR EXISTS (SELECT 1 FROM unnest(${filter}) AS entry
+                     WHERE ${action} = entry
+                        OR starts_with(${action}, CASE WHEN right(entry, 1) = '.' THEN entry ELSE entry || '.' END)))`;
 }
 
 /**

@@ -11,9 +11,13 @@ export const AUTO_DISABLE_AFTER_FAILED_DELIVERIES = 10;
 /**
  * Folds a batch's outcomes into one counter update per endpoint, in the order given: a success resets the
  * count, each delivery that went terminal adds one, every attempt moves last_delivery_at. Endpoints in id
- * order, the lock order of the store.
+ * order, the lock order of the store. `alreadyCounted` names deliveries whose failure was counted before
+ * (a manual retry of a failed delivery): failing again, they count as an attempt only.
  */
-export function tallyEndpointOutcomes(outcomes: ReadonlyArray<{ readonly endpointId: string; readonly outcome: DeliveryOutcome }>): EndpointTally[] {
+export function tallyEndpointOutcomes(
+  outcomes: ReadonlyArray<{ readonly endpointId: string; readonly outcome: DeliveryOutcome }>,
+  alreadyCounted: ReadonlySet<string> = new Set(),
+): EndpointTally[] {
   const tallies = new Map<string, { reset: boolean; failures: number; last: Date }>();
   for (const { outcome, endpointId } of outcomes) {
     if (outcome.kind !== 'attempted') continue;
@@ -22,7 +26,7 @@ export function tallyEndpointOutcomes(outcomes: ReadonlyArray<{ readonly endpoin
     if (outcome.state === 'succeeded') {
       tally.reset = true;
       tally.failures = 0;
-    } else if (outcome.state === 'failed') {
+    } else if (outcome.state === 'failed' && !alreadyCounted.has(outcome.deliveryId)) {
       tally.failures += 1;
     }
     if (attemptedAt > tally.last) tally.last = attemptedAt;

@@ -87,7 +87,7 @@ function toApiWithStatus(endpoint: WebhookEndpoint) {
 }
 
 /** The caller as recorded in admin.webhook.* events: the key, never the person behind it. */
-function actorOf(ctx: AppContext): Actor {
+export function actorOf(ctx: AppContext): Actor {
   const principal = principalOf(ctx);
   return {
     userId: `api_key:${principal.lookupId}`,

@@ -1,0 +1,49 @@
+import { prepared, type Queryable } from '../db/database.ts';
+import { DELIVERIES_PENDING_CHANNEL } from './deliveryOutbox.ts';
+
+/**
+ * SQL of manual retries (docs/webhooks.md "Manual retry"). A retry is made through the outbox like any
+ * attempt: the row becomes due now and the relays are notified, in the caller's transaction, so a retry
+ * that was accepted is made even if every process dies right after.
+ */
+
+/** The delivery's state, row-locked. Run after the endpoint's lock (the lock order: endpoint, then delivery). */
+export async function lockDeliveryState(db: Queryable, endpointId: string, deliveryId: string): Promise<string | undefined> {
+  const { rows } = await db.query<{ state: string }>('SELECT state FROM deliveries WHERE id = $1::int8 AND endpoint_id = $2 FOR UPDATE', [
+    deliveryId,
+    endpointId,
+  ]);
+  return rows[0]?.state;
+}
+
+/**
+ * Makes a failed or pending delivery due now. A failed one becomes pending for one more attempt (the
+ * retry schedule has none left for it, so that attempt is its last) and is marked as already counted
+ * against the endpoint, so that failing again does not count it twice. A pending one whose next attempt
+ * waits for its time is brought forward, and a parked one (waiting for its hung endpoint) is released as
+ * unparkDeliveries would; one already published is being attempted now and is left as is.
+ */
+export async function scheduleManualRetry(db: Queryable, deliveryId: string): Promise<void> {
+  await db.query(
+    `WITH retried AS (
+       UPDATE deliveries
+       SET state = 'pending',
+           completed_at = NULL,
+           due_at = CASE WHEN published_at IS NULL THEN now() ELSE due_at END,
+           failure_counted = failure_counted OR state = 'failed'
+       WHERE id = $1::int8 AND state IN ('pending', 'parked', 'failed')
+       RETURNING published_at
+     )
+     SELECT pg_notify($2, '') FROM retried WHERE published_at IS NULL`,
+    [deliveryId, DELIVERIES_PENDING_CHANNEL],
+  );
+}
+
+/** Of these deliveries, those whose failure has already been counted against their endpoint. */
+export async function failuresAlreadyCounted(db: Queryable, deliveryIds: readonly string[]): Promise<Set<string>> {
+  if (deliveryIds.length === 0) return new Set();
+  const { rows } = await db.query<{ id: string }>(
+    prepared('SELECT id::text AS id FROM deliveries WHERE id = ANY($1::int8[]) AND failure_counted', [deliveryIds]),
+  );
+  return new Set(rows.map((row) => row.id));
+}

@@ -8,10 +8,8 @@
  * Processes: this driver writes events through the service's own write path (EventWriter, so fan-out is
  * included); the relay, the worker and the receiver each run in a process of their own.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
-import { createInterface } from 'node:readline';
 import pg from 'pg';
 import { Database } from '../src/db/database.ts';
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
@@ -21,7 +19,7 @@ import { createLogger } from '../src/platform/logger.ts';
 import { newEvent } from '../test/support/events.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
-import { builtCli } from './support/processes.ts';
+import { builtCli, spawnReporting, waitReady, type ReportingChild } from './support/processes.ts';
 
 const SERVER = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DATABASE_URL = `${SERVER}/audit_bench_delivery`;
@@ -32,32 +30,10 @@ const CONCURRENCY = 16;
 const log = createLogger('warn');
 const children: ChildProcess[] = [];
 
-/**
- * Every child's stdout is read to the end, its first line kept: a service's log lines that nobody read
- * would fill the pipe, and pino's synchronous writes then block the process (mid-measurement, or for
- * ever at shutdown, after the bench stopped reading).
- */
-const firstLines = new WeakMap<ChildProcess, Promise<unknown>>();
-
-function node(args: string[], env: Record<string, string> = {}): ChildProcess {
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
-  const lines = createInterface({ input: child.stdout! });
-  firstLines.set(child, once(lines, 'line').then(([line]) => JSON.parse(line as string)));
-  children.push(child);
-  return child;
-}
-
-async function firstLine(child: ChildProcess): Promise<any> {
-  return firstLines.get(child);
-}
-
-async function waitReady(port: number): Promise<void> {
-  for (let tries = 0; tries < 200; tries += 1) {
-    const status = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status, () => 0);
-    if (status === 200) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`service on ${port} never became ready`);
+function node(args: string[], env: Record<string, string> = {}): ReportingChild {
+  const reporting = spawnReporting(args, env);
+  children.push(reporting.child);
+  return reporting;
 }
 
 async function freshDatabase(): Promise<void> {
@@ -87,7 +63,7 @@ interface ReceiverStats {
 async function main(): Promise<void> {
   await freshDatabase();
   const receiver = node(['bench/webhookReceiver.ts']);
-  const { port: receiverPort } = await firstLine(receiver);
+  const { port: receiverPort } = await receiver.firstLine;
   const receiverUrl = `http://127.0.0.1:${receiverPort}`;
   const stats = async (latencies = false): Promise<ReceiverStats> =>
     (await fetch(`${receiverUrl}/stats${latencies ? '?latencies=1' : ''}`)).json() as Promise<ReceiverStats>;
@@ -98,7 +74,7 @@ async function main(): Promise<void> {
   // from one run to the next on these shared machines.
   const bareSender = async (): Promise<number> => {
     const bare = node(['bench/bareSender.ts'], { TARGET_URL: `${receiverUrl}/ok`, COUNT: String(PEAK_EVENTS), CONCURRENCY: String(CONCURRENCY) });
-    const result = (await firstLine(bare)) as { sent: number; seconds: number };
+    const result = (await bare.firstLine) as { sent: number; seconds: number };
     await reset();
     return result.sent / result.seconds;
   };

@@ -12,10 +12,8 @@
  * 16, a 10 s time limit, the 1 m, 5 m, … schedule), once as a relay and a worker process and once with both
  * roles in one process. Each window starts after the backlog has been published once and has settled.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { once } from 'node:events';
-import { createInterface } from 'node:readline';
 import { Database } from '../src/db/database.ts';
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
 import { EventWriter } from '../src/events/eventWriter.ts';
@@ -24,7 +22,7 @@ import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
 import { newEvent } from '../test/support/events.ts';
 import { PrivateNats, PrivatePostgres } from '../test/support/private-services.ts';
-import { BENCH_ENCRYPTION_KEY, builtCli, freePort, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+import { BENCH_ENCRYPTION_KEY, builtCli, freePort, spawnReporting, startNode, stopProcess, waitForHttp } from './support/processes.ts';
 
 const WINDOW_S = Number(process.env.BENCH_HUNG_SECONDS ?? 20);
 const WARM_UP_MS = 15_000;
@@ -99,9 +97,8 @@ async function counters(ports: number[]): Promise<Record<string, number>> {
 
 /** The delivery benchmark's receiver, in a process of its own; its /hang path accepts and never answers. */
 async function startReceiverProcess(): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ['bench/webhookReceiver.ts'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const [line] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
-  return { child, url: `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}` };
+  const { child, firstLine } = spawnReporting(['bench/webhookReceiver.ts']);
+  return { child, url: `http://127.0.0.1:${((await firstLine) as { port: number }).port}` };
 }
 
 async function runLayout(postgres: PrivatePostgres, nats: PrivateNats, layout: 'separate' | 'combined', receiverUrl: string) {

@@ -11,10 +11,8 @@
  * worker process deliver; the live and the replay receivers run in processes of their own, so that old
  * replayed timestamps never mix with live latencies.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
-import { createInterface } from 'node:readline';
 import pg from 'pg';
 import { Database } from '../src/db/database.ts';
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
@@ -26,7 +24,7 @@ import { WebhookDeliveries } from '../src/webhooks/deliveryOperations.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
 import { newEvent } from '../test/support/events.ts';
-import { builtCli } from './support/processes.ts';
+import { builtCli, spawnReporting, waitReady, type ReportingChild } from './support/processes.ts';
 
 const SERVER = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DATABASE_URL = `${SERVER}/audit_bench_replay`;
@@ -39,25 +37,10 @@ const DAY_MS = 86_400_000;
 const log = createLogger('warn');
 const children: ChildProcess[] = [];
 
-function node(args: string[], env: Record<string, string> = {}): ChildProcess {
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
-  children.push(child);
-  return child;
-}
-
-async function firstLine(child: ChildProcess): Promise<any> {
-  const lines = createInterface({ input: child.stdout! });
-  const [line] = (await once(lines, 'line')) as [string];
-  return JSON.parse(line);
-}
-
-async function waitReady(port: number): Promise<void> {
-  for (let tries = 0; tries < 200; tries += 1) {
-    const status = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status, () => 0);
-    if (status === 200) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`service on ${port} never became ready`);
+function node(args: string[], env: Record<string, string> = {}): ReportingChild {
+  const reporting = spawnReporting(args, env);
+  children.push(reporting.child);
+  return reporting;
 }
 
 async function freshDatabase(): Promise<void> {
@@ -82,8 +65,8 @@ interface ReceiverStats {
 
 /** A receiver process and its counters. */
 async function receiver() {
-  const child = node(['bench/webhookReceiver.ts']);
-  const { port } = await firstLine(child);
+  const { child, firstLine } = node(['bench/webhookReceiver.ts']);
+  const { port } = await firstLine;
   const url = `http://127.0.0.1:${port}`;
   const stats = async (latencies = false): Promise<ReceiverStats> => (await fetch(`${url}/stats${latencies ? '?latencies=1' : ''}`)).json() as Promise<ReceiverStats>;
   const reset = async () => void (await fetch(`${url}/reset`));
@@ -107,7 +90,7 @@ async function main(): Promise<void> {
   // The bare sender against the same receiver and path (/body: a 300-byte answer), before and after.
   const bareSender = async (): Promise<number> => {
     const bare = node(['bench/bareSender.ts'], { TARGET_URL: `${live.url}/body`, COUNT: String(PATH_EVENTS), CONCURRENCY: String(CONCURRENCY) });
-    const result = (await firstLine(bare)) as { sent: number; seconds: number };
+    const result = (await bare.firstLine) as { sent: number; seconds: number };
     await live.reset();
     return result.sent / result.seconds;
   };

@@ -2,6 +2,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { once } from 'node:events';
+import { createInterface } from 'node:readline';
 
 const children = new Set<ChildProcess>();
 process.on('exit', () => {
@@ -117,4 +118,33 @@ export function pidsOfUser(user: string): number[] {
 export function pidsOfName(name: string): number[] {
   const result = spawnSync('pgrep', ['-x', name], { encoding: 'utf8' });
   return result.stdout.split('\n').filter(Boolean).map(Number);
+}
+
+/**
+ * A child whose stdout is read to the end, its first line (a JSON report: a receiver's port, a baseline's
+ * figures) kept. A service's log lines that nobody read would fill the pipe, and pino's synchronous writes
+ * then block the process: mid-measurement, or for ever at shutdown once the driver stopped reading.
+ */
+export interface ReportingChild {
+  readonly child: ChildProcess;
+  readonly firstLine: Promise<any>;
+}
+
+export function spawnReporting(args: string[], env: Record<string, string> = {}): ReportingChild {
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const lines = createInterface({ input: child.stdout! });
+  const firstLine = once(lines, 'line').then(([line]) => JSON.parse(line as string));
+  // A child that dies before its first line rejects it; unobserved for children nobody asks.
+  firstLine.catch(() => undefined);
+  return { child, firstLine };
+}
+
+/** Waits for a service's /readyz to answer 200. */
+export async function waitReady(port: number): Promise<void> {
+  for (let tries = 0; tries < 200; tries += 1) {
+    const status = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status, () => 0);
+    if (status === 200) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`service on ${port} never became ready`);
 }

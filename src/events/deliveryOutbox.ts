@@ -1,7 +1,10 @@
 import { prepared, type Queryable } from '../db/database.ts';
 
 /**
- * The delivery outbox: the only module with SQL on `deliveries` and `delivery_attempts`. The trail's write
+ * The delivery outbox: the module with the delivery path's SQL on `deliveries` and `delivery_attempts`.
+ * Only three siblings in this folder touch those tables besides it, each for one operation of the webhook
+ * API and reusing the rules defined here (filter matching, the relays' channel): deliveryLog.ts reads the
+ * log, deliveryRetry.ts makes a delivery due now, replayStore.ts creates a replay's deliveries. The trail's write
  * path records a delivery per stored event and matching endpoint in the statement that stores the event
  * (fanOutClauses); the relay claims due deliveries; the worker loads what to send and records what
  * happened (or parks the delivery while its endpoint is saturated, and releases parked ones as requests to

@@ -10,16 +10,14 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { Database } from '../src/db/database.ts';
-import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
 import type { NewEvent } from '../src/events/eventStore.ts';
 import { EventWriter } from '../src/events/eventWriter.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { newEvent } from '../test/support/events.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
-import { builtCli, spawnReporting, waitReady, type ReportingChild } from './support/processes.ts';
+import { builtCli, freshDatabase, percentile, spawnReporting, waitReady, type ReportingChild } from './support/processes.ts';
 
 const SERVER = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DATABASE_URL = `${SERVER}/audit_bench_delivery`;
@@ -36,19 +34,6 @@ function node(args: string[], env: Record<string, string> = {}): ReportingChild 
   return reporting;
 }
 
-async function freshDatabase(): Promise<void> {
-  const admin = new pg.Client({ connectionString: `${SERVER}/postgres` });
-  await admin.connect();
-  await admin.query('DROP DATABASE IF EXISTS audit_bench_delivery WITH (FORCE)');
-  await admin.end();
-  await createDatabaseIfMissing(DATABASE_URL);
-  await migrate(DATABASE_URL, log);
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
-}
-
 function event(tenantId: string): NewEvent {
   return newEvent({ tenantId, details: '{"reason":"bench"}' });
 }
@@ -61,7 +46,7 @@ interface ReceiverStats {
 }
 
 async function main(): Promise<void> {
-  await freshDatabase();
+  await freshDatabase(SERVER, 'audit_bench_delivery', log);
   const receiver = node(['bench/webhookReceiver.ts']);
   const { port: receiverPort } = await receiver.firstLine;
   const receiverUrl = `http://127.0.0.1:${receiverPort}`;

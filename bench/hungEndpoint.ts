@@ -22,7 +22,7 @@ import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
 import { newEvent } from '../test/support/events.ts';
 import { PrivateNats, PrivatePostgres } from '../test/support/private-services.ts';
-import { BENCH_ENCRYPTION_KEY, builtCli, freePort, spawnReporting, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+import { BENCH_ENCRYPTION_KEY, builtCli, cpuByPid, freePort, spawnReporting, startNode, stopProcess, waitForHttp } from './support/processes.ts';
 
 const WINDOW_S = Number(process.env.BENCH_HUNG_SECONDS ?? 20);
 const WARM_UP_MS = 15_000;
@@ -30,19 +30,6 @@ const SETTLE_MS = 5_000;
 const BACKLOGS = [2_000, 8_000];
 const log = createLogger('warn');
 
-/** CPU seconds (user + system) of each process now; ended ones are absent. */
-function cpuSeconds(pids: Iterable<number>): Map<number, number> {
-  const seconds = new Map<number, number>();
-  for (const pid of pids) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      seconds.set(pid, (Number(fields[11]) + Number(fields[12])) / 100); // USER_HZ is 100 on Linux
-    } catch {
-      // Gone.
-    }
-  }
-  return seconds;
-}
 
 function childrenOf(pid: number): number[] {
   const result = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' });
@@ -57,13 +44,13 @@ async function measure(groups: Record<string, () => number[]>, seconds: number):
   const first = new Map<string, Map<number, number>>();
   const last = new Map<string, Map<number, number>>();
   for (const [name, pids] of Object.entries(groups)) {
-    first.set(name, cpuSeconds(pids()));
+    first.set(name, cpuByPid(pids()));
     last.set(name, new Map(first.get(name)));
   }
   const started = Date.now();
   while (Date.now() - started < seconds * 1000) {
     await new Promise((resolve) => setTimeout(resolve, 1_000));
-    for (const [name, pids] of Object.entries(groups)) for (const [pid, cpu] of cpuSeconds(pids())) last.get(name)!.set(pid, cpu);
+    for (const [name, pids] of Object.entries(groups)) for (const [pid, cpu] of cpuByPid(pids())) last.get(name)!.set(pid, cpu);
   }
   const elapsed = (Date.now() - started) / 1000;
   const percent: Record<string, number> = {};

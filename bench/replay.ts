@@ -13,9 +13,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { Database } from '../src/db/database.ts';
-import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
 import { DeliveryCursorCodec } from '../src/events/deliveryCursor.ts';
 import type { NewEvent } from '../src/events/eventStore.ts';
 import { EventWriter } from '../src/events/eventWriter.ts';
@@ -24,7 +22,7 @@ import { WebhookDeliveries } from '../src/webhooks/deliveryOperations.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
 import { newEvent } from '../test/support/events.ts';
-import { builtCli, spawnReporting, waitReady, type ReportingChild } from './support/processes.ts';
+import { builtCli, freshDatabase, percentile, spawnReporting, waitReady, type ReportingChild } from './support/processes.ts';
 
 const SERVER = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DATABASE_URL = `${SERVER}/audit_bench_replay`;
@@ -41,19 +39,6 @@ function node(args: string[], env: Record<string, string> = {}): ReportingChild 
   const reporting = spawnReporting(args, env);
   children.push(reporting.child);
   return reporting;
-}
-
-async function freshDatabase(): Promise<void> {
-  const admin = new pg.Client({ connectionString: `${SERVER}/postgres` });
-  await admin.connect();
-  await admin.query('DROP DATABASE IF EXISTS audit_bench_replay WITH (FORCE)');
-  await admin.end();
-  await createDatabaseIfMissing(DATABASE_URL);
-  await migrate(DATABASE_URL, log);
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 }
 
 interface ReceiverStats {
@@ -83,7 +68,7 @@ async function receiver() {
 }
 
 async function main(): Promise<void> {
-  await freshDatabase();
+  await freshDatabase(SERVER, 'audit_bench_replay', log);
   const live = await receiver();
   const replayed = await receiver();
 

@@ -3,6 +3,9 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
+import pg from 'pg';
+import { createDatabaseIfMissing, migrate } from '../../src/db/migrate.ts';
+import type { Logger } from '../../src/platform/logger.ts';
 
 const children = new Set<ChildProcess>();
 process.on('exit', () => {
@@ -79,7 +82,7 @@ export const BENCH_ENCRYPTION_KEY = 'ab'.repeat(32);
 export const BENCH_INGEST_TOKEN = 'bench-ingest-token-0123456789abcdef';
 
 /** CPU seconds (user + system) used so far by each of the given processes; ended ones are absent. */
-function cpuByPid(pids: readonly number[]): Map<number, number> {
+export function cpuByPid(pids: Iterable<number>): Map<number, number> {
   const seconds = new Map<number, number>();
   for (const pid of pids) {
     try {
@@ -147,4 +150,22 @@ export async function waitReady(port: number): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   throw new Error(`service on ${port} never became ready`);
+}
+
+/** The p-th percentile of ascending values. */
+export function percentile(sorted: readonly number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+}
+
+/** Drops and creates a benchmark's database, migrated: every run starts from empty tables. */
+export async function freshDatabase(server: string, name: string, log: Logger): Promise<void> {
+  const admin = new pg.Client({ connectionString: `${server}/postgres` });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  } finally {
+    await admin.end();
+  }
+  await createDatabaseIfMissing(`${server}/${name}`);
+  await migrate(`${server}/${name}`, log);
 }

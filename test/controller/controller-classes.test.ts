@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness, type Deployment } from '../support/controller-harness.ts';
 import { waitFor } from '../support/wait.ts';
@@ -51,7 +52,6 @@ describe('several releases in one cluster', function () {
       .map((entry) => `${entry.method} ${entry.path}`);
   const managedKeys = async (deployment: Deployment, name: string) =>
     (await deployment.db.pool.query(`SELECT lookup_id, revoked_at FROM api_keys WHERE managed_by LIKE $1`, [`kubernetes:${NAMESPACE}/${name}/%`])).rows;
-  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
   it('each release reconciles only its own class, once: one key each, and the other controller writes nothing', async () => {
     await create('stg', 'staging');

@@ -1,10 +1,10 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { GROUP, VERSION, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { waitFor } from '../support/wait.ts';
 
 const NAMESPACE = 'team-q';
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * What the controller costs the API server when nothing changes, and when the API server struggles: no

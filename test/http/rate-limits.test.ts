@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -5,7 +6,6 @@ import { PrivateRedis } from '../support/private-services.ts';
 import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('per-key rate limits', function () {
   this.timeout(60_000);

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -24,7 +25,6 @@ const DELIVERY_ENV = {
   DELIVERY_RELAY_POLL_MS: '100',
 };
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Webhook delivery through the faults of issue 16, on Postgres and NATS servers of this file's own: relay and

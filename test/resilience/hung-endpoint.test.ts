@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { Database } from '../../src/db/database.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
@@ -27,7 +28,6 @@ const DELIVERY_ENV = {
   DELIVERY_SCHEDULE: '1h,1h,1h,1h',
 };
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * A receiver that accepts requests and never answers (issue 16, item 2), on Postgres and NATS servers of this

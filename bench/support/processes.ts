@@ -117,6 +117,13 @@ export function pidsOfUser(user: string): number[] {
   return result.stdout.split('\n').filter(Boolean).map(Number);
 }
 
+/** The backends of a local Postgres server connected to one database (by psql: meters ask synchronously). */
+export function backendsOf(serverUrl: string, database: string): number[] {
+  const sql = `SELECT pid FROM pg_stat_activity WHERE datname = '${database.replaceAll("'", "''")}'`;
+  const result = spawnSync('psql', ['-d', `${serverUrl}/postgres`, '-Atc', sql], { encoding: 'utf8' });
+  return result.stdout.split('\n').filter(Boolean).map(Number);
+}
+
 /** Processes whose name is exactly `name` (nats-server, redis-server). */
 export function pidsOfName(name: string): number[] {
   const result = spawnSync('pgrep', ['-x', name], { encoding: 'utf8' });

@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { createHmac, timingSafeEqual, type Hmac, type KeyObject } from 'node:crypto';
 
 /**
  * The `X-Service-Signature` scheme (docs/webhooks.md "Verifying the signature"): `t=<unix seconds>,v1=<hex>` where v1 is
@@ -21,12 +21,20 @@ export function standardWebhooksSecretOf(secret: string): string {
 
 /** The Standard Webhooks v1 signature's bytes: HMAC-SHA-256 over `<webhook-id>.<webhook-timestamp>.<body>`. */
 export function standardSignatureOf(secret: string | Buffer | KeyObject, id: string, timestamp: number, rawBody: Buffer | string): Buffer {
-  return createHmac('sha256', secret).update(`${id}.${timestamp}.`).update(rawBody).digest();
+  return signedContent(createHmac('sha256', secret), `${id}.${timestamp}.`, rawBody).digest();
 }
 
 /** The v1 signature's bytes: the endpoint secret's text, or a KeyObject made from its bytes. */
 export function signatureOf(secret: string | KeyObject, timestamp: number, rawBody: Buffer | string): Buffer {
-  return createHmac('sha256', secret).update(`t=${timestamp}.`).update(rawBody).digest();
+  return signedContent(createHmac('sha256', secret), `t=${timestamp}.`, rawBody).digest();
+}
+
+/**
+ * The HMAC fed the prefix and the body. A text body goes in as one string with its prefix: a second
+ * update call cost more than the copy it saves (the worker signs every attempt twice).
+ */
+function signedContent(hmac: Hmac, prefix: string, rawBody: Buffer | string): Hmac {
+  return typeof rawBody === 'string' ? hmac.update(prefix + rawBody) : hmac.update(prefix).update(rawBody);
 }
 
 export interface VerifyOptions {

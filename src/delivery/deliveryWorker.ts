@@ -14,7 +14,7 @@ import { EndpointLanes } from './endpointLanes.ts';
 import { OutcomeRecorder } from './outcomeRecorder.ts';
 import type { RetryPolicy } from './retryPolicy.ts';
 import { StrayMessages } from './strayMessages.ts';
-import type { WebhookSender } from './webhookSender.ts';
+import type { SendResult, WebhookSender } from './webhookSender.ts';
 
 export interface DeliveryWorkerOptions {
   readonly bus: BusConnection;
@@ -361,8 +361,25 @@ export class DeliveryWorker {
     const state = result.ok ? 'succeeded' : retryDelay === undefined ? 'failed' : 'pending';
     this.options.metrics.webhookAttempts.inc({ result: state === 'succeeded' ? 'success' : state === 'failed' ? 'failed' : 'retry' });
     this.options.metrics.webhookAttemptDuration.observe(result.durationMs / 1000);
-    // Ids, attempt and what came back, so an operator can follow one delivery; never the URL (its query
-    // may carry a token), the body, the signature or the receiver's answer.
+    this.logAttempt(held, work, result, state, retryDelay);
+    this.record(held, work.endpointId, {
+      kind: 'attempted',
+      deliveryId: held.deliveryId,
+      attempt: held.attempt,
+      state,
+      dueAt: retryDelay === undefined ? null : new Date(Date.now() + retryDelay),
+      record: { attemptedAt, durationMs: result.durationMs, statusCode: result.statusCode, error: result.error, responseExcerpt: result.responseExcerpt },
+    });
+  }
+
+  /**
+   * Ids, attempt and what came back, so an operator can follow one delivery; never the URL (its query may
+   * carry a token), the body, the signature or the receiver's answer. A success is logged at debug level,
+   * so its line is not even assembled at the usual levels: that is thousands of objects a second.
+   */
+  private logAttempt(held: Held, work: DeliveryWork, result: SendResult, state: 'succeeded' | 'failed' | 'pending', retryDelay: number | undefined): void {
+    const { log } = this.options;
+    if (result.ok && !log.isLevelEnabled('debug')) return;
     const logged = {
       tenant_id: work.event.tenantId,
       endpoint_id: work.endpointId,
@@ -374,17 +391,9 @@ export class DeliveryWorker {
       duration_ms: result.durationMs,
       next_attempt_in_ms: retryDelay ?? null,
     };
-    if (result.ok) this.options.log.debug(logged, 'webhook delivered');
-    else if (state === 'failed') this.options.log.warn(logged, 'webhook delivery failed on its last attempt');
-    else this.options.log.warn(logged, 'webhook delivery attempt failed; it will be retried');
-    this.record(held, work.endpointId, {
-      kind: 'attempted',
-      deliveryId: held.deliveryId,
-      attempt: held.attempt,
-      state,
-      dueAt: retryDelay === undefined ? null : new Date(Date.now() + retryDelay),
-      record: { attemptedAt, durationMs: result.durationMs, statusCode: result.statusCode, error: result.error, responseExcerpt: result.responseExcerpt },
-    });
+    if (result.ok) log.debug(logged, 'webhook delivered');
+    else if (state === 'failed') log.warn(logged, 'webhook delivery failed on its last attempt');
+    else log.warn(logged, 'webhook delivery attempt failed; it will be retried');
   }
 
   private record(held: Held, endpointId: string, outcome: DeliveryOutcome): void {

@@ -163,7 +163,7 @@ function readExcerpt(body: Readable): Promise<string> {
     const finish = () => {
       body.off('data', onData);
       // Valid text without NUL, within the limit: what Postgres stores (webhooks/responseExcerpt.ts).
-      resolve(responseExcerpt(Buffer.concat(chunks)));
+      resolve(chunks.length === 0 ? '' : responseExcerpt(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
     };
     const onData = (chunk: Buffer) => {
       chunks.push(chunk);

@@ -8,15 +8,20 @@ export const RESPONSE_EXCERPT_BYTES = 1024;
  * replaced by U+FFFD. A binary or truncated body still leaves a readable, bounded excerpt.
  */
 export function responseExcerpt(body: Buffer): string {
+  if (body.length === 0) return '';
   const decoded = decodeWithinBytes(body.subarray(0, RESPONSE_EXCERPT_BYTES)).replaceAll('\u0000', '\uFFFD');
   // Replacement characters take three bytes where the byte they replace took one: cut again if they grew it.
   if (Buffer.byteLength(decoded) <= RESPONSE_EXCERPT_BYTES) return decoded;
   return decodeWithinBytes(Buffer.from(decoded).subarray(0, RESPONSE_EXCERPT_BYTES));
 }
 
+// Shared: decode() without { stream: true } keeps no state between calls, and a worker decodes one
+// excerpt per attempt.
+const UTF8 = new TextDecoder('utf-8', { fatal: false });
+
 /** Decodes, leaving out a character cut off at the end rather than turning it into U+FFFD. */
 function decodeWithinBytes(bytes: Buffer): string {
-  return new TextDecoder('utf-8', { fatal: false }).decode(bytes.subarray(0, completeLength(bytes)));
+  return UTF8.decode(bytes.subarray(0, completeLength(bytes)));
 }
 
 /** The length of `bytes` without a trailing multi-byte sequence that is incomplete. */

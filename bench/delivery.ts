@@ -13,7 +13,6 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
 import { Database } from '../src/db/database.ts';
 import type { NewEvent } from '../src/events/eventStore.ts';
 import { EventWriter } from '../src/events/eventWriter.ts';
@@ -21,6 +20,7 @@ import { createLogger } from '../src/platform/logger.ts';
 import { newEvent } from '../test/support/events.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
+import { startWarmDelivery } from './support/warmDelivery.ts';
 import { builtCli, cpuMeter, freshDatabase, percentile, backendsOf, pidsOfName, spawnReporting, waitReady, type ReportingChild } from './support/processes.ts';
 
 const SERVER = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
@@ -57,7 +57,7 @@ async function main(): Promise<void> {
   const receiverUrl = `http://127.0.0.1:${receiverPort}`;
   const stats = async (latencies = false): Promise<ReceiverStats> =>
     (await fetch(`${receiverUrl}/stats${latencies ? '?latencies=1' : ''}`)).json() as Promise<ReceiverStats>;
-  const reset = () => fetch(`${receiverUrl}/reset`);
+  const reset = async () => void (await fetch(`${receiverUrl}/reset`));
 
   // Baseline: the bare sender, same receiver, same concurrency per endpoint as the worker. It runs before
   // and after the service's phases and the mean is the baseline: a two-second run alone moved by ±10 %
@@ -109,33 +109,19 @@ async function main(): Promise<void> {
       await writer.write(Array.from({ length: Math.min(500, count - written) }, () => event(tenants[0]!)), 'bench');
     }
   };
-  const workerEnv = { ...serviceEnv, NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS ?? '' };
-  const startRelay = async () => {
-    const relay = node(builtCli('serve', '--roles', 'relay'), { ...serviceEnv, INTERNAL_PORT: '18091' });
-    await waitReady(18091);
-    return relay;
-  };
+  const workerEnv = { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS ?? '' };
   let service: ReportingChild[];
   if (separate) {
-    // Warm-up: the worker delivers WARMUP_EVENTS first, as a worker that has been running would have (its
-    // code compiled, its pools and caches filled). The relay then stops while the outbox is filled, so the
-    // measured path starts with every delivery waiting and a warm worker, as the bare sender is warm.
-    const worker = node(builtCli('serve', '--roles', 'worker'), { ...workerEnv, INTERNAL_PORT: '18092' });
-    await waitReady(18092);
-    const warmRelay = await startRelay();
-    await reset();
-    await fill(WARMUP_EVENTS);
-    await waitForCount(WARMUP_EVENTS);
-    warmRelay.child.kill('SIGTERM');
-    await once(warmRelay.child, 'exit');
-    await reset();
-    await fill(PEAK_EVENTS);
-    service = [worker, await startRelay()];
+    const { worker, relay } = await startWarmDelivery(
+      { spawn: node, env: serviceEnv, workerEnv, workerPort: 18092, relayPort: 18091, warmupEvents: WARMUP_EVENTS, fill, delivered: waitForCount, resetReceiver: reset },
+      PEAK_EVENTS,
+    );
+    service = [worker, relay];
   } else {
     // One process holds both roles, so it cannot stay warm while the outbox fills: this layout runs cold.
     await reset();
     await fill(PEAK_EVENTS);
-    service = [node(builtCli('serve', '--roles', 'relay,worker'), { ...workerEnv, INTERNAL_PORT: '18092' })];
+    service = [node(builtCli('serve', '--roles', 'relay,worker'), { ...serviceEnv, ...workerEnv, INTERNAL_PORT: '18092' })];
     await waitReady(18092);
   }
   // CPU per delivery of each part while the path drains: steadier than the rate on a shared machine, and

@@ -6,7 +6,7 @@
  *
  *   node bench/replay.ts            (make bench runs it too)
  *
- * Processes as in bench/delivery.ts: this driver writes events through the service's write path and starts
+ * Processes as in bench/delivery.ts, measured warm as there: this driver writes events through the service's write path and starts
  * replays through the service's own domain object; one relay process (which runs the replays) and one
  * worker process deliver; the live and the replay receivers run in processes of their own, so that old
  * replayed timestamps never mix with live latencies.
@@ -22,13 +22,15 @@ import { WebhookDeliveries } from '../src/webhooks/deliveryOperations.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
 import { newEvent } from '../test/support/events.ts';
-import { builtCli, freshDatabase, percentile, spawnReporting, waitReady, type ReportingChild } from './support/processes.ts';
+import { freshDatabase, percentile, spawnReporting, type ReportingChild } from './support/processes.ts';
+import { startWarmDelivery } from './support/warmDelivery.ts';
 
 const SERVER = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DATABASE_URL = `${SERVER}/audit_bench_replay`;
 const ENCRYPTION_KEY = randomBytes(32).toString('hex');
 const REPLAY_EVENTS = Number(process.env.BENCH_REPLAY_EVENTS ?? 100_000);
 const PATH_EVENTS = Number(process.env.BENCH_DELIVERY_EVENTS ?? 50_000);
+const WARMUP_EVENTS = Number(process.env.BENCH_DELIVERY_WARMUP ?? 10_000);
 const PACED_SECONDS = Number(process.env.BENCH_DELIVERY_SECONDS ?? 10);
 const CONCURRENCY = 16;
 const DAY_MS = 86_400_000;
@@ -74,7 +76,7 @@ async function main(): Promise<void> {
 
   // The bare sender against the same receiver and path (/body: a 300-byte answer), before and after.
   const bareSender = async (): Promise<number> => {
-    const bare = node(['bench/bareSender.ts'], { TARGET_URL: `${live.url}/body`, COUNT: String(PATH_EVENTS), CONCURRENCY: String(CONCURRENCY) });
+    const bare = node(['bench/bareSender.ts'], { TARGET_URL: `${live.url}/body`, COUNT: String(PATH_EVENTS), WARMUP: String(WARMUP_EVENTS), CONCURRENCY: String(CONCURRENCY) });
     const result = (await bare.firstLine) as { sent: number; seconds: number };
     await live.reset();
     return result.sent / result.seconds;
@@ -98,8 +100,7 @@ async function main(): Promise<void> {
   const liveTenants = Array.from({ length: 10 }, (_, index) => `live-${index}`);
   for (const tenant of liveTenants) await registry.register(tenant, { url: `${live.url}/body`, event_filter: ['phi.'] }, actor);
 
-  // The delivery path with excerpts: the outbox filled first, then drained by the relay and the worker.
-  await writeEvents(PATH_EVENTS, () => newEvent({ tenantId: liveTenants[0]!, details: '{"reason":"bench"}' }));
+  // The delivery path with excerpts: the outbox filled first, then drained by the relay and a warm worker.
   const serviceEnv = {
     DATABASE_URL,
     NATS_NAMESPACE: `bench${randomBytes(3).toString('hex')}`,
@@ -110,10 +111,19 @@ async function main(): Promise<void> {
     HOST: '127.0.0.1',
     LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
   };
-  node(builtCli('serve', '--roles', 'worker'), { ...serviceEnv, INTERNAL_PORT: '18192' });
-  node(builtCli('serve', '--roles', 'relay'), { ...serviceEnv, INTERNAL_PORT: '18191' });
-  await waitReady(18192);
-  await waitReady(18191);
+  await startWarmDelivery(
+    {
+      spawn: node,
+      env: serviceEnv,
+      workerPort: 18192,
+      relayPort: 18191,
+      warmupEvents: WARMUP_EVENTS,
+      fill: (count) => writeEvents(count, () => newEvent({ tenantId: liveTenants[0]!, details: '{"reason":"bench"}' })),
+      delivered: (count) => live.waitForCount(count),
+      resetReceiver: live.reset,
+    },
+    PATH_EVENTS,
+  );
   const drained = await live.waitForCount(PATH_EVENTS);
   const pathRate = (PATH_EVENTS - 1) / ((drained.lastAt - drained.firstAt) / 1000);
   const excerpts = await db.query<{ recorded: number; bytes: number }>(

@@ -170,6 +170,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       releasers.add('webhook sender', () => sender.close());
       const worker = new DeliveryWorker({
         db,
+        databaseUrl: config.databaseUrl,
         bus: bus!,
         names: busNames!,
         streamReplicas: config.natsStreamReplicas,

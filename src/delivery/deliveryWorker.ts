@@ -7,11 +7,12 @@ import type { EventWriter } from '../events/eventWriter.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { SigningKeys, deliveryRequest } from '../webhooks/deliveryRequest.ts';
+import { SigningKeys, deliveryRequest, type SealedSecrets } from '../webhooks/deliveryRequest.ts';
 import type { SecretBox } from '../webhooks/secretBox.ts';
 import { decodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE, publisherOf, type DeliveryMessage } from './deliveryMessage.ts';
 import { EndpointLanes } from './endpointLanes.ts';
 import { OutcomeRecorder } from './outcomeRecorder.ts';
+import { RotatedSecrets } from './rotatedSecrets.ts';
 import type { RetryPolicy } from './retryPolicy.ts';
 import { StrayMessages } from './strayMessages.ts';
 import type { SendResult, WebhookSender } from './webhookSender.ts';
@@ -23,6 +24,8 @@ export interface DeliveryWorkerOptions {
   readonly streamReplicas?: number;
   /** What to send is read here. */
   readonly db: Queryable;
+  /** For the LISTEN connection that hears of secret rotations (rotatedSecrets.ts). */
+  readonly databaseUrl: string;
   /** Attempt records and admin.webhook.auto_disable events go through the one write path. */
   readonly writer: EventWriter;
   readonly secrets: SecretBox;
@@ -87,6 +90,8 @@ interface Held {
 interface Routed {
   readonly held: Held;
   readonly work: DeliveryWork;
+  /** When its secrets were read, in RotatedSecrets' generations. */
+  readonly secretsGeneration: number;
 }
 
 /**
@@ -107,6 +112,7 @@ export class DeliveryWorker {
   private readonly lanes: EndpointLanes<Routed>;
   private readonly recorder: OutcomeRecorder<Held>;
   private readonly signingKeys: SigningKeys;
+  private readonly rotatedSecrets: RotatedSecrets;
   private readonly strays: StrayMessages;
   private loadBuffer: Held[] = [];
   private loadTimer: NodeJS.Timeout | undefined;
@@ -122,9 +128,10 @@ export class DeliveryWorker {
     this.options = options;
     this.strays = new StrayMessages(options.log, options.metrics);
     this.signingKeys = new SigningKeys(options.secrets);
+    this.rotatedSecrets = new RotatedSecrets({ db: options.db, databaseUrl: options.databaseUrl, log: options.log });
     this.lanes = new EndpointLanes<Routed>({
       concurrency: options.endpointConcurrency,
-      send: (_, { held, work }) => this.attempt(held, work).catch((thrown: unknown) => this.attemptImpossible(held, work, thrown)),
+      send: (_, routed) => this.attempt(routed).catch((thrown: unknown) => this.attemptImpossible(routed.held, routed.work, thrown)),
       onSlotFreed: () => this.maybeResumePulling(),
     });
     this.recorder = new OutcomeRecorder<Held>({
@@ -141,6 +148,7 @@ export class DeliveryWorker {
   async start(): Promise<void> {
     const definition = deliveryConsumerDefinition(this.options.names, this.options.ackWaitMs, this.options.streamReplicas);
     await ensureConsumer(await jetstreamManager(this.options.bus.nc), definition);
+    await this.rotatedSecrets.start();
     const consumer = await jetstream(this.options.bus.nc).consumers.get(definition.stream.name, definition.consumer.durable_name);
     // Held messages (queued, in flight, or waiting for their outcome to commit) must not be redelivered
     // to another worker meanwhile: tell JetStream we are still working on them.
@@ -171,6 +179,7 @@ export class DeliveryWorker {
     await this.recorder.flushAll();
     clearInterval(this.keepAliveTimer);
     clearInterval(this.resumeTimer);
+    await this.rotatedSecrets.stop();
   }
 
   /**
@@ -261,9 +270,10 @@ export class DeliveryWorker {
     const batch = this.loadBuffer;
     this.loadBuffer = [];
     if (batch.length === 0) return;
+    const secretsGeneration = this.rotatedSecrets.generation();
     const task = loadDeliveryWork(this.options.db, [...new Set(batch.map((held) => held.deliveryId))])
       .then((work) => {
-        for (const held of batch) this.route(held, work.get(held.deliveryId));
+        for (const held of batch) this.route(held, work.get(held.deliveryId), secretsGeneration);
       })
       .catch((thrown: unknown) => {
         this.options.log.warn({ err: coerceError(thrown), messages: batch.length }, 'could not load deliveries; they will be redelivered');
@@ -274,7 +284,7 @@ export class DeliveryWorker {
   }
 
   /** Decides what a loaded message needs: nothing (stale), cancellation, an attempt, or deferral. */
-  private route(held: Held, work: DeliveryWork | undefined): void {
+  private route(held: Held, work: DeliveryWork | undefined, secretsGeneration: number): void {
     // Not in our database: deleted with its endpoint if the message is ours, else perhaps another deployment's.
     if (!work && !held.ticket.provablyOurs) {
       held.ticket.stray = true;
@@ -292,7 +302,7 @@ export class DeliveryWorker {
     }
     // Stopping: nothing of this worker's will finish to release a parked delivery, so it gets a due time.
     if (this.stopping) this.defer(held, work.endpointId, STOPPING_DEFER_MS);
-    else if (this.lanes.admit(work.endpointId, { held, work }) === 'overflow') this.park(held, work.endpointId);
+    else if (this.lanes.admit(work.endpointId, { held, work, secretsGeneration }) === 'overflow') this.park(held, work.endpointId);
   }
 
   /**
@@ -349,11 +359,25 @@ export class DeliveryWorker {
     this.defer(held, work.endpointId, UNPREPARABLE_DEFER_MS);
   }
 
-  private async attempt(held: Held, work: DeliveryWork): Promise<void> {
-    // Signed with the secrets valid now: a previous secret whose overlap ended while the delivery waited
-    // in its lane does not sign.
+  private async attempt({ held, work, secretsGeneration }: Routed): Promise<void> {
+    // Signed with the secrets valid now: a previous secret whose overlap ended, or that a second rotation
+    // retired, while the delivery waited in its lane does not sign.
+    const loaded = { secrets: { current: work.secretCiphertext, previous: work.previousSecret }, generation: secretsGeneration };
+    let sealed: SealedSecrets | undefined;
+    try {
+      sealed = await this.rotatedSecrets.signing(work.endpointId, loaded);
+    } catch (thrown) {
+      this.options.log.warn({ err: coerceError(thrown), endpoint_id: work.endpointId }, 'could not read a rotated endpoint secret; the delivery will be tried again');
+      this.defer(held, work.endpointId, FLUSH_FAILURE_REDELIVERY_MS);
+      return;
+    }
+    // Deleted with its endpoint meanwhile: nothing to send, nothing to record.
+    if (!sealed) {
+      this.settle(held);
+      return;
+    }
     const now = Date.now();
-    const keys = this.signingKeys.at(work.endpointId, { current: work.secretCiphertext, previous: work.previousSecret }, now);
+    const keys = this.signingKeys.at(work.endpointId, sealed, now);
     const request = deliveryRequest(work.event, held.attempt, keys, now);
     const attemptedAt = new Date();
     const result = await this.options.sender.send(work.endpointId, work.url, request.body, request.headers);

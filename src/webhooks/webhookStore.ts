@@ -150,17 +150,24 @@ export async function findEndpointSecrets(db: Queryable, id: string): Promise<Se
   return { current: row.secret_ciphertext, previous };
 }
 
+/** Workers LISTEN here: a rotation's notification (its payload the endpoint id) arrives when it commits. */
+export const ENDPOINT_SECRETS_CHANNEL = 'audit_webhook_secrets';
+
 /**
  * Makes `secret` the endpoint's signing secret and `previous` the one that keeps signing beside it until
  * `previousExpiresAt`. Whatever was previous before is overwritten: at most two secrets are ever valid.
+ * Workers are notified, so that deliveries they loaded before sign with these (delivery/rotatedSecrets.ts).
  */
 export async function rotateEndpointSecret(db: Queryable, id: string, secret: Buffer, previous: Buffer, previousExpiresAt: Date): Promise<WebhookEndpoint> {
   const { rows } = await db.query<EndpointRow>(
-    `UPDATE webhook_endpoints
-     SET secret_ciphertext = $2, previous_secret_ciphertext = $3, previous_secret_expires_at = $4
-     WHERE id = $1
-     RETURNING ${COLUMNS}`,
-    [id, secret, previous, previousExpiresAt],
+    `WITH rotated AS (
+       UPDATE webhook_endpoints
+       SET secret_ciphertext = $2, previous_secret_ciphertext = $3, previous_secret_expires_at = $4
+       WHERE id = $1
+       RETURNING ${COLUMNS}
+     )
+     SELECT rotated.*, pg_notify($5, $1) FROM rotated`,
+    [id, secret, previous, previousExpiresAt, ENDPOINT_SECRETS_CHANNEL],
   );
   return toEndpoint(rows[0]!);
 }

@@ -250,6 +250,31 @@ describe('webhook secret rotation, test sends and Standard Webhooks', function (
       expect(events.map((event) => JSON.parse(event.details).older_secret_retired).slice(0, 2)).to.deep.equal([true, false]);
     });
 
+    it('signs a delivery that waited in its lane through two rotations with the two newest secrets only', async () => {
+      const { tenantId, key } = await freshTenant();
+      // Every slot of the endpoint (16) held for 800 ms: long enough to rotate twice meanwhile, short of
+      // the second after which the worker would park the waiting delivery (and read it again later).
+      const slots = 16;
+      const target = await receiver();
+      target.reply(() => (target.received.length <= slots ? { status: 204, delayMs: 800 } : 204));
+      const first = await register(key, target.url);
+      const events = Array.from({ length: slots + 1 }, () => newEvent({ tenantId, action: 'phi.read' }));
+      await seedEvents(db.url, events);
+      await waitFor(() => target.received.length >= slots, 'every slot busy');
+      const second = await rotate(key, first.endpoint.id, { overlap_s: 3600 });
+      const third = await rotate(key, first.endpoint.id, { overlap_s: 3600 });
+      expect([second.status, third.status]).to.deep.equal([200, 200]);
+
+      await waitFor(() => target.received.length === slots + 1, 'the delivery that waited');
+      const waited = target.received[slots]!;
+      expect(v1Count(waited)).to.equal(2);
+      expect(acceptsService(third.json.secret, waited)).to.equal(true);
+      expect(acceptsService(second.json.secret, waited)).to.equal(true);
+      expect(acceptsService(first.secret, waited)).to.equal(false);
+      expect(acceptsStandard(first.standard_webhooks_secret, waited)).to.equal(false);
+      expect(acceptsStandard(third.json.standard_webhooks_secret, waited)).to.equal(true);
+    });
+
     it('with overlap_s 0 retires the old secret at once; without a body the overlap is one day', async () => {
       const { tenantId, key } = await freshTenant();
       const target = await receiver();

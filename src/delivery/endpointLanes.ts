@@ -6,12 +6,19 @@
 
 /**
  * Items a slow endpoint may have waiting beyond its concurrency; the rest overflows. An endpoint is slow
- * when all its slots are busy and none finished for a while; a fast endpoint's queue drains as it fills
+ * when all its slots are busy and none finished for a while, or when what it has waiting has waited long:
+ * requests that each end at a time limit shorter than SLOW_AFTER_MS finish often enough for the first
+ * test never to hold, yet the queue behind them barely moves. A fast endpoint's queue drains as it fills
  * and may grow to the hard cap.
  */
 const SLOW_ENDPOINT_QUEUE_PER_SLOT = 4;
 const ENDPOINT_QUEUE_HARD_CAP = 5_000;
 const SLOW_AFTER_MS = 1_000;
+/**
+ * Twice the longest a healthy endpoint's queue waited in bench/delivery.ts (the worker's whole 2,000 held
+ * for one endpoint, drained at 2,000-5,000 a second: at most a second on a loaded machine).
+ */
+const SLOW_QUEUE_WAIT_MS = 2_000;
 
 interface Lane<T> {
   inFlight: number;
@@ -19,7 +26,13 @@ interface Lane<T> {
   lastFinishedAt: number;
   /** Requests finished so far: a lane with none has not shown it keeps up. */
   finished: number;
-  readonly waiting: T[];
+  /** In arrival order, each with the time it was queued. */
+  readonly waiting: Array<Waiting<T>>;
+}
+
+interface Waiting<T> {
+  readonly item: T;
+  readonly since: number;
 }
 
 export interface EndpointLanesOptions<T> {
@@ -53,7 +66,7 @@ export class EndpointLanes<T> {
       return 'sent';
     }
     if (lane.waiting.length < this.queueCapOf(lane)) {
-      lane.waiting.push(item);
+      lane.waiting.push({ item, since: Date.now() });
       return 'queued';
     }
     return 'overflow';
@@ -65,7 +78,7 @@ export class EndpointLanes<T> {
     for (const [endpointId, lane] of this.lanes) {
       const cap = this.queueCapOf(lane);
       if (lane.waiting.length <= cap) continue;
-      for (const item of lane.waiting.splice(cap)) excess.push({ endpointId, item });
+      for (const { item } of lane.waiting.splice(cap)) excess.push({ endpointId, item });
     }
     return excess;
   }
@@ -81,7 +94,7 @@ export class EndpointLanes<T> {
 
   /** Everything still queued (when stopping); requests in flight go on. */
   takeWaiting(): T[] {
-    return [...this.lanes.values()].flatMap((lane) => lane.waiting.splice(0));
+    return [...this.lanes.values()].flatMap((lane) => lane.waiting.splice(0).map(({ item }) => item));
   }
 
   /** Resolves when every request in flight has settled. */
@@ -90,7 +103,10 @@ export class EndpointLanes<T> {
   }
 
   private isSlow(lane: Lane<T>): boolean {
-    return lane.inFlight >= this.options.concurrency && Date.now() - lane.lastFinishedAt > SLOW_AFTER_MS;
+    const now = Date.now();
+    if (lane.inFlight >= this.options.concurrency && now - lane.lastFinishedAt > SLOW_AFTER_MS) return true;
+    const oldest = lane.waiting[0];
+    return oldest !== undefined && now - oldest.since > SLOW_QUEUE_WAIT_MS;
   }
 
   private queueCapOf(lane: Lane<T>): number {
@@ -104,7 +120,7 @@ export class EndpointLanes<T> {
       lane.finished += 1;
       lane.lastFinishedAt = Date.now();
       const next = lane.waiting.shift();
-      if (next !== undefined) this.dispatch(endpointId, lane, next);
+      if (next !== undefined) this.dispatch(endpointId, lane, next.item);
       else if (lane.inFlight === 0) this.lanes.delete(endpointId);
       this.options.onSlotFreed();
     });

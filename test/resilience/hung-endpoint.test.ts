@@ -14,8 +14,8 @@ import { waitFor } from '../support/wait.ts';
 const CONCURRENCY = 4;
 /**
  * Well above the lanes' one second without a finished request that marks an endpoint slow (endpointLanes.ts),
- * as the default 10 s is: with a 1 s limit the slow moment lasted a few milliseconds between timeouts and a
- * 250 ms check could miss it, so the backlog stayed queued in the worker instead of parked.
+ * as the default 10 s is. A limit under a second is the case of its own test below: requests then finish by
+ * timing out often enough for that test never to hold, and the queue's wait is what marks the endpoint slow.
  */
 const TIMEOUT_MS = 2_500;
 const DELIVERY_ENV = {
@@ -196,6 +196,32 @@ describe('a hung webhook endpoint', function () {
     const final = await states(db, hung.id);
     expect(final.succeeded! + (final.pending ?? 0)).to.equal(BACKLOG);
     expect(await service.metric('webhook_deliveries_unparked_total{by="request"}')).to.be.greaterThan(BACKLOG - 20 * CONCURRENCY);
+  });
+
+  it('parks its backlog with a request limit under a second too, and other endpoints keep getting theirs', async () => {
+    const BACKLOG = 2_000;
+    const { db, endpoints } = await deployment([
+      { tenantId: 'hung', reply: 'hang' },
+      { tenantId: 'healthy', reply: 204 },
+    ]);
+    const [hung, healthy] = endpoints as [(typeof endpoints)[0], (typeof endpoints)[0]];
+    // One of its requests ends at the limit every 125 ms, so "nothing finished for a second" never holds:
+    // only how long its queue has waited shows that the endpoint does not keep up.
+    const service = await startService(db, { DELIVERY_TIMEOUT_MS: '500' });
+    await seedEvents(db.url, Array.from({ length: BACKLOG }, () => newEvent({ tenantId: 'hung' })));
+    await waitFor(async () => (await service.metric('webhook_relay_published_total')) >= BACKLOG, 'the backlog to be published', 30_000);
+    await waitFor(async () => ((await states(db, hung.id)).parked ?? 0) > BACKLOG / 2, 'most of the backlog to be parked', 20_000, 200);
+
+    // The worker went on pulling: another endpoint's deliveries go out at once.
+    const latencies: number[] = [];
+    for (let round = 0; round < 5; round += 1) {
+      const written = Date.now();
+      await seedEvents(db.url, [newEvent({ tenantId: 'healthy' })]);
+      await waitFor(() => healthy.receiver.received.length === round + 1, 'the healthy delivery', 5_000, 5);
+      latencies.push(healthy.receiver.received[round]!.receivedAt - written);
+    }
+    expect(Math.max(...latencies), `latencies ${latencies.join(', ')} ms`).to.be.below(1_000);
+    expect(await service.metric('webhook_deliveries_deferred_total')).to.equal(0);
   });
 
   it('keeps every worker sharing the outbox at its own concurrency, and loses nothing, with two relays and two workers', async () => {

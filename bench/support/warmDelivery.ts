@@ -21,7 +21,7 @@ export interface WarmDeliveryOptions {
 /**
  * A worker process and a relay process for a "delivery path" measurement, measured warm as a worker in
  * production is (it runs for days; a cold one spent about a seventh of its CPU compiling during a ten-second
- * path phase): the worker delivers `warmupEvents` first, then the relay stops while `pathEvents` are written,
+ * path phase, and still a sixth after 10,000 deliveries): the worker delivers `warmupEvents` first, then the relay stops while `pathEvents` are written,
  * and a new relay starts with every delivery waiting. The receiver is reset before the path's events.
  */
 export async function startWarmDelivery(options: WarmDeliveryOptions, pathEvents: number): Promise<{ worker: ReportingChild; relay: ReportingChild }> {

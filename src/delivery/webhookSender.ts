@@ -1,8 +1,8 @@
 import { isIP } from 'node:net';
-import type { Readable } from 'node:stream';
 import { Pool } from 'undici';
-import { RESPONSE_EXCERPT_BYTES, responseExcerpt } from '../webhooks/responseExcerpt.ts';
+import { RESPONSE_EXCERPT_BYTES } from '../webhooks/responseExcerpt.ts';
 import { blockedAddressReason, guardedLookup } from '../webhooks/targetGuard.ts';
+import { AttemptHandler } from './attemptHandler.ts';
 
 /** At most this much of a receiver's response is read and kept (docs/webhooks.md). */
 export { RESPONSE_EXCERPT_BYTES };
@@ -64,7 +64,7 @@ export class WebhookSender {
    * Requests in flight and when each must be aborted. One timer sweeps them all: a timer per request
    * (AbortSignal.timeout) was a measurable part of the worker's time at thousands of requests a second.
    */
-  private readonly deadlines = new Map<AbortController, number>();
+  private readonly deadlines = new Map<AttemptHandler, number>();
   private readonly sweeper: NodeJS.Timeout;
   private readonly deadlineTimer: NodeJS.Timeout;
 
@@ -75,23 +75,24 @@ export class WebhookSender {
   }
 
   /** Sends one delivery to `url` over the pool of endpoint `endpointId`. */
-  async send(endpointId: string, url: string, body: string, headers: Record<string, string>): Promise<SendResult> {
+  send(endpointId: string, url: string, body: string, headers: Record<string, string>): Promise<SendResult> {
     const started = performance.now();
-    const elapsed = () => Math.round(performance.now() - started);
     const target = this.targetFor(endpointId, url);
-    if (target.blocked) return { ok: false, statusCode: null, error: target.blocked, responseExcerpt: '', durationMs: 0 };
-    const deadline = new AbortController();
-    this.deadlines.set(deadline, performance.now() + this.options.timeoutMs);
-    try {
-      const response = await target.pool.request({ path: target.path, method: 'POST', headers, body, signal: deadline.signal });
-      const excerpt = await readExcerpt(response.body);
-      const ok = response.statusCode >= 200 && response.statusCode < 300;
-      return { ok, statusCode: response.statusCode, error: null, responseExcerpt: excerpt, durationMs: elapsed() };
-    } catch (error) {
-      return { ok: false, statusCode: null, error: describeFailure(error, this.options.timeoutMs), responseExcerpt: '', durationMs: elapsed() };
-    } finally {
-      this.deadlines.delete(deadline);
-    }
+    if (target.blocked) return Promise.resolve({ ok: false, statusCode: null, error: target.blocked, responseExcerpt: '', durationMs: 0 });
+    return new Promise((resolve) => {
+      const handler = new AttemptHandler((response) => {
+        this.deadlines.delete(handler);
+        const durationMs = Math.round(performance.now() - started);
+        if (response.error) {
+          resolve({ ok: false, statusCode: null, error: describeFailure(response.error, this.options.timeoutMs), responseExcerpt: '', durationMs });
+          return;
+        }
+        const ok = response.statusCode >= 200 && response.statusCode < 300;
+        resolve({ ok, statusCode: response.statusCode, error: null, responseExcerpt: response.excerpt, durationMs });
+      });
+      this.deadlines.set(handler, started + this.options.timeoutMs);
+      target.pool.dispatch({ path: target.path, method: 'POST', headers, body }, handler);
+    });
   }
 
   async close(): Promise<void> {
@@ -129,10 +130,10 @@ export class WebhookSender {
   private abortOverdue(): void {
     // The monotonic clock: a wall-clock step (NTP on a VM) must not cut a request short.
     const now = performance.now();
-    for (const [controller, deadline] of this.deadlines) {
+    for (const [handler, deadline] of this.deadlines) {
       if (deadline > now) continue;
-      this.deadlines.delete(controller);
-      controller.abort(new TimeoutError('the request reached its deadline'));
+      this.deadlines.delete(handler);
+      handler.abort(new TimeoutError('the request reached its deadline'));
     }
   }
 
@@ -155,32 +156,9 @@ export class WebhookSender {
   }
 }
 
-/** Reads at most RESPONSE_EXCERPT_BYTES of a response body, then stops: a receiver cannot make us download more. */
-function readExcerpt(body: Readable): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let length = 0;
-    const finish = () => {
-      body.off('data', onData);
-      // Valid text without NUL, within the limit: what Postgres stores (webhooks/responseExcerpt.ts).
-      resolve(chunks.length === 0 ? '' : responseExcerpt(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
-    };
-    const onData = (chunk: Buffer) => {
-      chunks.push(chunk);
-      length += chunk.length;
-      if (length < RESPONSE_EXCERPT_BYTES) return;
-      body.destroy();
-      finish();
-    };
-    body.on('data', onData);
-    body.once('end', finish);
-    body.once('error', (error) => (length >= RESPONSE_EXCERPT_BYTES ? finish() : reject(error)));
-  });
-}
-
 function describeFailure(error: unknown, timeoutMs: number): string {
   const failure = error as { name?: string; code?: string; message?: string; cause?: { code?: string; message?: string; name?: string } };
-  // undici rejects an aborted request with the signal's reason: our deadline's TimeoutError.
+  // An aborted request ends with the reason it was aborted with: our deadline's TimeoutError.
   if (failure.name === 'TimeoutError' || failure.code === 'UND_ERR_HEADERS_TIMEOUT' || failure.code === 'UND_ERR_BODY_TIMEOUT' || failure.code === 'UND_ERR_CONNECT_TIMEOUT') {
     return `timeout: no complete response within ${timeoutMs} ms`;
   }

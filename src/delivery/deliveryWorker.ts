@@ -131,7 +131,11 @@ export class DeliveryWorker {
     this.rotatedSecrets = new RotatedSecrets({ db: options.db, databaseUrl: options.databaseUrl, log: options.log });
     this.lanes = new EndpointLanes<Routed>({
       concurrency: options.endpointConcurrency,
-      send: (_, routed) => this.attempt(routed).catch((thrown: unknown) => this.attemptImpossible(routed.held, routed.work, thrown)),
+      send: (_, routed) =>
+        this.attempt(routed).catch((thrown: unknown) => {
+          this.attemptImpossible(routed.held, routed.work, thrown);
+          return false;
+        }),
       onSlotFreed: () => this.maybeResumePulling(),
     });
     this.recorder = new OutcomeRecorder<Held>({
@@ -359,7 +363,8 @@ export class DeliveryWorker {
     this.defer(held, work.endpointId, UNPREPARABLE_DEFER_MS);
   }
 
-  private async attempt({ held, work, secretsGeneration }: Routed): Promise<void> {
+  /** Makes the attempt and records its outcome; resolves with whether the receiver answered (any status). */
+  private async attempt({ held, work, secretsGeneration }: Routed): Promise<boolean> {
     // Signed with the secrets valid now: a previous secret whose overlap ended, or that a second rotation
     // retired, while the delivery waited in its lane does not sign.
     const loaded = { secrets: { current: work.secretCiphertext, previous: work.previousSecret }, generation: secretsGeneration };
@@ -369,12 +374,12 @@ export class DeliveryWorker {
     } catch (thrown) {
       this.options.log.warn({ err: coerceError(thrown), endpoint_id: work.endpointId }, 'could not read a rotated endpoint secret; the delivery will be tried again');
       this.defer(held, work.endpointId, FLUSH_FAILURE_REDELIVERY_MS);
-      return;
+      return false;
     }
     // Deleted with its endpoint meanwhile: nothing to send, nothing to record.
     if (!sealed) {
       this.settle(held);
-      return;
+      return false;
     }
     const now = Date.now();
     const keys = this.signingKeys.at(work.endpointId, sealed, now);
@@ -394,6 +399,7 @@ export class DeliveryWorker {
       dueAt: retryDelay === undefined ? null : new Date(Date.now() + retryDelay),
       record: { attemptedAt, durationMs: result.durationMs, statusCode: result.statusCode, error: result.error, responseExcerpt: result.responseExcerpt },
     });
+    return result.statusCode !== null;
   }
 
   /**

@@ -6,40 +6,33 @@
 
 /**
  * Items a slow endpoint may have waiting beyond its concurrency; the rest overflows. An endpoint is slow
- * when all its slots are busy and none finished for a while, or when what it has waiting has waited long:
- * requests that each end at a time limit shorter than SLOW_AFTER_MS finish often enough for the first
- * test never to hold, yet the queue behind them barely moves. A fast endpoint's queue drains as it fills
+ * when all its slots are busy and it has answered none of them for a while: requests that end at a time
+ * limit do not count, or with a DELIVERY_TIMEOUT_MS under SLOW_AFTER_MS a receiver that never answers would
+ * finish one often enough never to look slow (and its queue, counted as held for an endpoint that keeps
+ * up, would stop the worker from pulling anyone's deliveries). A fast endpoint's queue drains as it fills
  * and may grow to the hard cap.
  */
 const SLOW_ENDPOINT_QUEUE_PER_SLOT = 4;
 const ENDPOINT_QUEUE_HARD_CAP = 5_000;
 const SLOW_AFTER_MS = 1_000;
-/**
- * Twice the longest a healthy endpoint's queue waited in bench/delivery.ts (the worker's whole 2,000 held
- * for one endpoint, drained at 2,000-5,000 a second: at most a second on a loaded machine).
- */
-const SLOW_QUEUE_WAIT_MS = 2_000;
 
 interface Lane<T> {
   inFlight: number;
-  /** Last time a request to the endpoint finished (or the lane opened). */
-  lastFinishedAt: number;
-  /** Requests finished so far: a lane with none has not shown it keeps up. */
-  finished: number;
-  /** In arrival order, each with the time it was queued. */
-  readonly waiting: Array<Waiting<T>>;
-}
-
-interface Waiting<T> {
-  readonly item: T;
-  readonly since: number;
+  /** Last time the endpoint answered a request, whatever the status (or the lane opened). */
+  lastAnsweredAt: number;
+  /** Requests answered so far: a lane with none has not shown it keeps up. */
+  answered: number;
+  readonly waiting: T[];
 }
 
 export interface EndpointLanesOptions<T> {
   /** Requests in flight to one endpoint. */
   readonly concurrency: number;
-  /** Makes the request of one item; the lane's slot is held until it settles. */
-  readonly send: (endpointId: string, item: T) => Promise<void>;
+  /**
+   * Makes the request of one item; the lane's slot is held until it settles, with whether the endpoint
+   * answered (any status) rather than timing out or failing to connect.
+   */
+  readonly send: (endpointId: string, item: T) => Promise<boolean>;
   /** A slot freed (the worker may pull again). */
   readonly onSlotFreed: () => void;
 }
@@ -66,7 +59,7 @@ export class EndpointLanes<T> {
       return 'sent';
     }
     if (lane.waiting.length < this.queueCapOf(lane)) {
-      lane.waiting.push({ item, since: Date.now() });
+      lane.waiting.push(item);
       return 'queued';
     }
     return 'overflow';
@@ -78,7 +71,7 @@ export class EndpointLanes<T> {
     for (const [endpointId, lane] of this.lanes) {
       const cap = this.queueCapOf(lane);
       if (lane.waiting.length <= cap) continue;
-      for (const { item } of lane.waiting.splice(cap)) excess.push({ endpointId, item });
+      for (const item of lane.waiting.splice(cap)) excess.push({ endpointId, item });
     }
     return excess;
   }
@@ -87,14 +80,14 @@ export class EndpointLanes<T> {
   heldByUnprovenEndpoints(): number {
     let held = 0;
     for (const lane of this.lanes.values()) {
-      if (lane.finished === 0 || this.isSlow(lane)) held += lane.waiting.length + lane.inFlight;
+      if (lane.answered === 0 || this.isSlow(lane)) held += lane.waiting.length + lane.inFlight;
     }
     return held;
   }
 
   /** Everything still queued (when stopping); requests in flight go on. */
   takeWaiting(): T[] {
-    return [...this.lanes.values()].flatMap((lane) => lane.waiting.splice(0).map(({ item }) => item));
+    return [...this.lanes.values()].flatMap((lane) => lane.waiting.splice(0));
   }
 
   /** Resolves when every request in flight has settled. */
@@ -103,10 +96,7 @@ export class EndpointLanes<T> {
   }
 
   private isSlow(lane: Lane<T>): boolean {
-    const now = Date.now();
-    if (lane.inFlight >= this.options.concurrency && now - lane.lastFinishedAt > SLOW_AFTER_MS) return true;
-    const oldest = lane.waiting[0];
-    return oldest !== undefined && now - oldest.since > SLOW_QUEUE_WAIT_MS;
+    return lane.inFlight >= this.options.concurrency && Date.now() - lane.lastAnsweredAt > SLOW_AFTER_MS;
   }
 
   private queueCapOf(lane: Lane<T>): number {
@@ -115,12 +105,16 @@ export class EndpointLanes<T> {
 
   private dispatch(endpointId: string, lane: Lane<T>, item: T): void {
     lane.inFlight += 1;
-    const task = this.options.send(endpointId, item).finally(() => {
+    // A send that throws is a bug elsewhere; the slot must come back all the same.
+    const sent = this.options.send(endpointId, item).catch(() => false);
+    const task = sent.then((answered) => {
       lane.inFlight -= 1;
-      lane.finished += 1;
-      lane.lastFinishedAt = Date.now();
+      if (answered) {
+        lane.answered += 1;
+        lane.lastAnsweredAt = Date.now();
+      }
       const next = lane.waiting.shift();
-      if (next !== undefined) this.dispatch(endpointId, lane, next.item);
+      if (next !== undefined) this.dispatch(endpointId, lane, next);
       else if (lane.inFlight === 0) this.lanes.delete(endpointId);
       this.options.onSlotFreed();
     });
@@ -131,7 +125,7 @@ export class EndpointLanes<T> {
   private laneOf(endpointId: string): Lane<T> {
     let lane = this.lanes.get(endpointId);
     if (!lane) {
-      lane = { inFlight: 0, lastFinishedAt: Date.now(), finished: 0, waiting: [] };
+      lane = { inFlight: 0, lastAnsweredAt: Date.now(), answered: 0, waiting: [] };
       this.lanes.set(endpointId, lane);
     }
     return lane;

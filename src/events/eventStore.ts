@@ -67,10 +67,10 @@ export const INSERT_EVENTS = `INSERT INTO events (tenant_id, occurred_at, event_
      RETURNING tenant_id, event_id, action, occurred_at`;
 
 /** The parameters $1–$17 of INSERT_EVENTS; `timestamps` are the events' instants in wire form. */
-export function eventColumnArrays(events: readonly NewEvent[], timestamps: readonly string[]): string[] {
+export function eventColumnArrays(events: readonly NewEvent[], timestamps: readonly string[]): Array<string | Buffer> {
   const column = (value: (event: NewEvent) => string) => textArrayLiteral(events.map(value));
   const rendered = events.map((event, index) => renderEvent(event, timestamps[index]!));
-  let leafHashes = '\\x';
+  let leafHashes = '';
   for (const { leafHash } of rendered) leafHashes += leafHash;
   return [
     column((event) => event.tenantId),
@@ -90,8 +90,8 @@ export function eventColumnArrays(events: readonly NewEvent[], timestamps: reado
     // JSON text: objects, never empty, never a raw line feed.
     lineSeparatedList(events.map((event) => event.details)),
     lineSeparatedList(rendered.map(({ document }) => document)),
-    // bytea's hex input form.
-    leafHashes,
+    // A Buffer goes to Postgres in binary: neither side encodes or decodes hex.
+    Buffer.from(leafHashes, 'hex'),
   ];
 }
 

@@ -157,6 +157,12 @@ export interface Append {
 export async function recordAppend(client: pg.PoolClient, append: Append): Promise<void> {
   const { head, tenantId } = append;
   const whole = append.ranges.filter((range) => !range.partial);
+  const tileStarts: number[] = [];
+  let start = 0;
+  for (const tile of append.tiles) {
+    tileStarts.push(start);
+    start += tile.hashes.length;
+  }
   for (const range of append.ranges) {
     if (!range.partial) continue;
     // Only in a store altered behind the service's back: the range keeps the row's events that remain.
@@ -179,28 +185,34 @@ export async function recordAppend(client: pg.PoolClient, append: Append): Promi
            FROM unnest($2::bigint[], $3::bigint[]) AS r(queue_id, first_leaf)
            JOIN seal_queue q ON q.tenant_id = $1 AND q.id = r.queue_id
        ), tiles AS (
+         -- The tiles' contents arrive as one bytea, each tile from its offset: a bytea[] parameter would
+         -- travel as hex text, encoded by the driver and decoded here (hundreds of tiles per append).
          INSERT INTO merkle_tiles (tenant_id, level, tile_index, hashes)
-         SELECT $1, t.level, t.tile_index, t.hashes FROM unnest($4::smallint[], $5::bigint[], $6::bytea[]) AS t(level, tile_index, hashes)
+         SELECT $1, t.level, t.tile_index, substring($13::bytea FROM t.start + 1 FOR t.bytes)
+           FROM unnest($4::smallint[], $5::bigint[], $6::int[], $7::int[]) AS t(level, tile_index, start, bytes)
          ON CONFLICT (tenant_id, level, tile_index) DO UPDATE SET hashes = excluded.hashes
        ), dequeued AS (
-         DELETE FROM seal_queue WHERE tenant_id = $1 AND id = ANY($7::bigint[])
+         DELETE FROM seal_queue WHERE tenant_id = $1 AND id = ANY($8::bigint[])
        ), signed AS (
          INSERT INTO tree_heads (tenant_id, signed_at, tree_size, root_hash, key_id, signature)
-         VALUES ($1, $8::timestamptz, $9, $10, $11, $12)
+         VALUES ($1, $9::timestamptz, $10, $11, $12, $14)
        )
-       UPDATE merkle_trees SET tree_size = $9, root_hash = $10, last_head_at = $8::timestamptz WHERE tenant_id = $1`,
+       UPDATE merkle_trees SET tree_size = $10, root_hash = $11, last_head_at = $9::timestamptz WHERE tenant_id = $1`,
       [
         tenantId,
         whole.map((range) => range.queueId),
         whole.map((range) => range.firstLeaf),
         append.tiles.map((tile) => tile.level),
         append.tiles.map((tile) => tile.index),
-        append.tiles.map((tile) => tile.hashes),
+        tileStarts,
+        append.tiles.map((tile) => tile.hashes.length),
         append.queueIds,
         head.timestamp,
         head.tree_size,
         Buffer.from(head.root_hash, 'hex'),
         head.key_id,
+        // Buffers go to Postgres in binary.
+        Buffer.concat(append.tiles.map((tile) => tile.hashes)),
         Buffer.from(head.signature, 'base64'),
       ],
     ),

@@ -155,7 +155,8 @@ export class Sealer {
     const more = rows.reduce((events, row) => events + row.eventCount, 0) >= EVENTS_PER_APPEND;
     const queueIds = rows.map((row) => row.queueId);
     const { ranges, leaves } = await this.rowLeaves(client, tenantId, rows, tree.size);
-    if (leaves.length === 0) {
+    const sealed = leaves.length / HASH_BYTES;
+    if (sealed === 0) {
       if (queueIds.length > 0) await dropQueueRows(client, tenantId, queueIds);
       if (tree.size === 0 || !this.heartbeatDue(tree)) return { kind: 'idle', sealed: 0, more };
       await recordHeartbeat(client, signer.sign({ tenant_id: tenantId, tree_size: tree.size, root_hash: tree.root!.toString('hex'), timestamp: headTimestamp(tree) }));
@@ -165,7 +166,7 @@ export class Sealer {
     const appended = appendLeaves(tree.size, edge, leaves);
     const head = signer.sign({ tenant_id: tenantId, tree_size: appended.size, root_hash: appended.root.toString('hex'), timestamp: headTimestamp(tree) });
     await recordAppend(client, { tenantId, ranges, tiles: appended.tiles, queueIds, head });
-    return { kind: 'appended', sealed: leaves.length, more };
+    return { kind: 'appended', sealed, more };
   }
 
   /**
@@ -173,31 +174,31 @@ export class Sealer {
    * on. A row's leaf hashes are its writer's (the write path computed them from the document it stored);
    * the events of a row without them are read back and hashed here, leaving out events that are gone.
    */
-  private async rowLeaves(client: pg.PoolClient, tenantId: string, rows: readonly QueueRow[], firstLeaf: number): Promise<{ ranges: LeafRange[]; leaves: Buffer[] }> {
+  private async rowLeaves(client: pg.PoolClient, tenantId: string, rows: readonly QueueRow[], firstLeaf: number): Promise<{ ranges: LeafRange[]; leaves: Buffer }> {
     const unhashed = rows.filter((row) => row.leafHashes === undefined).map((row) => row.queueId);
     const documents = unhashed.length > 0 ? groupByQueueRow(await queuedDocuments(client, tenantId, unhashed)) : new Map<number, QueuedEvent[]>();
     const ranges: LeafRange[] = [];
-    const leaves: Buffer[] = [];
+    const chunks: Buffer[] = [];
     const missing: string[] = [];
+    let count = 0;
     for (const row of rows) {
-      const start = leaves.length;
+      let leaves = row.leafHashes;
       let partial = false;
-      if (row.leafHashes) {
-        for (let offset = 0; offset < row.leafHashes.length; offset += HASH_BYTES) leaves.push(row.leafHashes.subarray(offset, offset + HASH_BYTES));
-      } else {
-        for (const event of documents.get(row.queueId) ?? []) {
-          if (event.document !== undefined) leaves.push(documentLeaf(event.document));
-          else {
-            partial = true;
-            missing.push(event.missingKey!.eventId);
-          }
-        }
+      if (!leaves) {
+        const events = documents.get(row.queueId) ?? [];
+        const present = events.filter((event) => event.document !== undefined);
+        partial = present.length < events.length;
+        for (const event of events) if (event.document === undefined) missing.push(event.missingKey!.eventId);
+        leaves = Buffer.concat(present.map((event) => documentLeaf(event.document!)));
       }
-      if (leaves.length > start) ranges.push({ queueId: row.queueId, firstLeaf: firstLeaf + start, partial });
+      if (leaves.length === 0) continue;
+      ranges.push({ queueId: row.queueId, firstLeaf: firstLeaf + count, partial });
+      chunks.push(leaves);
+      count += leaves.length / HASH_BYTES;
     }
     // Only possible in a store altered behind the service's back: there is no event to seal.
     if (missing.length > 0) this.options.log.error({ tenant_id: tenantId, event_ids: missing }, 'queued events are missing from the store');
-    return { ranges, leaves };
+    return { ranges, leaves: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) };
   }
 
   private heartbeatDue(tree: TreeState): boolean {

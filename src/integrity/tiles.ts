@@ -225,8 +225,10 @@ function edgeEntries(edge: TileSet, level: number, index: number, count: number)
   return hashes.subarray(0, count * HASH_BYTES);
 }
 
-// 0x01 ‖ left ‖ right, refilled for each interior node (crypto.hash reads it before returning).
+// 0x01 ‖ left ‖ right, refilled for each interior node (crypto.hash reads it before returning), and the
+// copy of a tile whose pairs are hashed in place.
 const nodeInput = Buffer.alloc(1 + 2 * HASH_BYTES, 1);
+const scratch = Buffer.alloc(TILE_WIDTH * HASH_BYTES);
 
 /**
  * The root of a full tile's 16 entries as a perfect subtree (RFC 9162 interior hashing, as hashChildren),
@@ -234,7 +236,7 @@ const nodeInput = Buffer.alloc(1 + 2 * HASH_BYTES, 1);
  * Buffer per node.
  */
 function perfectRootInto(hashes: Buffer, target: Buffer, offset: number): void {
-  const scratch = Buffer.from(hashes);
+  hashes.copy(scratch);
   for (let count = TILE_WIDTH; count > 1; count /= 2) {
     for (let pair = 0; pair < count / 2; pair += 1) {
       scratch.copy(nodeInput, 1, pair * 2 * HASH_BYTES, (pair + 1) * 2 * HASH_BYTES);

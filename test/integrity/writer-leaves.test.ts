@@ -215,6 +215,27 @@ describe('leaf hashes computed by the write path', function () {
       expect(problems.map((problem) => [problem.kind, problem.eventId])).to.deep.equal([['leaf_mismatch', victim.eventId]]);
       await sealer.close();
     });
+
+    it('seals an event a superuser deleted before its turn, and the integrity check names it', async () => {
+      const tenantId = 'deleted-early';
+      const events = awkwardEvents(20, tenantId, t0);
+      await seedEvents(db.url, events);
+      const client = await db.pool.connect();
+      try {
+        // As a superuser would: with the append-only triggers off.
+        await client.query('SET session_replication_role = replica');
+        await client.query('DELETE FROM events WHERE tenant_id = $1 AND event_id = $2', [tenantId, events[4]!.eventId]);
+      } finally {
+        await client.query('RESET session_replication_role');
+        client.release();
+      }
+      const sealer = await startTestSealer(db.url, keys.privateKey);
+      // The leaf is the writer's hash: the deletion cannot keep the event out of the tree.
+      expect((await sealer.sealNow()).sealed).to.equal(20);
+      const problems = (await checkIntegrity(sealer.db, { tenantId, sealIntervalMs: 10_000 }))[0]!.problems;
+      expect(problems.map((problem) => [problem.kind, problem.eventId])).to.deep.equal([['event_missing', events[4]!.eventId]]);
+      await sealer.close();
+    });
   });
 
   describe('migration 012 on a database written before it', () => {

@@ -5,7 +5,10 @@
  * of the backend). On a shared 2-core machine the ingest ratios of bench/sealing.ts move with whatever else
  * runs; CPU time per event moves much less (about ±15 % between runs under a load of 6–10), so it is the
  * figure to compare changes of the sealer by. BENCH_SEAL_PROFILE=FILE.cpuprofile writes a CPU profile of
- * the sealing alone (without the queueing) per round.
+ * the sealing alone (without the queueing) per round. The queueing is measured too (`write_*`): the write
+ * path's CPU per event, Node (EventWriter.write of parsed batches) and the writer's Postgres backends (the
+ * insert, its fan-out and the seal-queue trigger), so that work moved from the sealer into the write path
+ * shows on both sides.
  *
  *   node bench/sealCost.ts
  */
@@ -49,17 +52,28 @@ function processCpuS(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-const results: Array<{ node_us: number; postgres_us: number; total_us: number; wall_s: number }> = [];
+/** The writer pool's backends, all four connected by a warm-up write. */
+async function writerBackends(): Promise<number[]> {
+  await Promise.all(Array.from({ length: 4 }, (_, producer) => writer.write(parseEventBatch([producerEvent('warmup', producer)], window), 'bench')));
+  const { rows } = await db.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = 'bench seal cost writer'`);
+  return rows.map((row) => row.pid);
+}
+const writerPids = await writerBackends();
+await sealer.sealPass();
+
+const round2 = (value: number) => Number(value.toFixed(2));
+const results: Array<{ node_us: number; postgres_us: number; total_us: number; wall_s: number; write_node_us: number; write_postgres_us: number }> = [];
 for (let round = 0; round < ROUNDS; round += 1) {
   const tenant = `cost-${round}`;
-  for (let start = 0; start < EVENTS; start += BATCH * 4) {
-    await Promise.all(Array.from({ length: 4 }, (_, producer) => {
-      const first = start + producer * BATCH;
-      if (first >= EVENTS) return undefined;
-      const items = Array.from({ length: Math.min(BATCH, EVENTS - first) }, (_, i) => producerEvent(tenant, first + i));
-      return writer.write(parseEventBatch(items, window), 'bench');
-    }));
+  const batches = Array.from({ length: Math.ceil(EVENTS / BATCH) }, (_, batch) =>
+    parseEventBatch(Array.from({ length: Math.min(BATCH, EVENTS - batch * BATCH) }, (_, i) => producerEvent(tenant, batch * BATCH + i)), window));
+  const writeNode = process.cpuUsage();
+  const writePostgres = writerPids.reduce((sum, pid) => sum + processCpuS(pid), 0);
+  for (let start = 0; start < batches.length; start += 4) {
+    await Promise.all(batches.slice(start, start + 4).map((batch) => writer.write(batch, 'bench')));
   }
+  const writeNodeCpu = process.cpuUsage(writeNode);
+  const writePostgresUs = ((writerPids.reduce((sum, pid) => sum + processCpuS(pid), 0) - writePostgres) * 1e6) / EVENTS;
   const profiler = process.env.BENCH_SEAL_PROFILE ? new Session() : undefined;
   if (profiler) {
     profiler.connect();
@@ -80,7 +94,10 @@ for (let round = 0; round < ROUNDS; round += 1) {
   const nodeCpu = process.cpuUsage(node);
   const nodeUs = (nodeCpu.user + nodeCpu.system) / EVENTS;
   const postgresUs = ((processCpuS(backendPid) - postgres) * 1e6) / EVENTS;
-  results.push({ node_us: Number(nodeUs.toFixed(2)), postgres_us: Number(postgresUs.toFixed(2)), total_us: Number((nodeUs + postgresUs).toFixed(2)), wall_s: Number(wall.toFixed(2)) });
+  results.push({
+    node_us: round2(nodeUs), postgres_us: round2(postgresUs), total_us: round2(nodeUs + postgresUs), wall_s: round2(wall),
+    write_node_us: round2((writeNodeCpu.user + writeNodeCpu.system) / EVENTS), write_postgres_us: round2(writePostgresUs),
+  });
   console.error(`round ${round + 1}: ${JSON.stringify(results.at(-1))}`);
 }
 await db.close();
@@ -91,5 +108,6 @@ console.log(JSON.stringify({
   events_per_round: EVENTS,
   rounds: results,
   median_cpu_us_per_event: { node: median(results.map((r) => r.node_us)), postgres: median(results.map((r) => r.postgres_us)), total: median(results.map((r) => r.total_us)) },
+  median_write_cpu_us_per_event: { node: median(results.map((r) => r.write_node_us)), postgres: median(results.map((r) => r.write_postgres_us)) },
 }, null, 2));
 process.exit(0);

@@ -8,7 +8,16 @@
  * The goal is sealing ≥ 0.9 × queued (medians over the rounds); before shows what the queue itself costs. During sealing phases the
  * age of the oldest unsealed event is sampled every 200 ms until the sealer has caught up: it must stay
  * under 3 × SEAL_INTERVAL. SEAL_INTERVAL is 1 s here (BENCH_SEAL_INTERVAL), ten times shorter than the
- * default, so that the sealer works while ingestion runs rather than after it.
+ * default, so that the sealer works while ingestion runs rather than after it. Each sealing phase's sealer
+ * process has sealed BENCH_SEALER_WARMUP (20,000) events of another tenant before the phase starts, as a
+ * sealer that has been running has (startWarmSealer).
+ *
+ * On a shared machine the rates move with whatever else runs (the same mode's rounds spread by up to 2.4×
+ * in one run), so each phase also counts the CPU it cost per event: the ingest process, the sealer process
+ * (until it has sealed the phase's events), their Postgres backends and this driver, from the phase's first
+ * timed moment. Their ratio, queued over sealing, is the rate ratio a machine whose cores ingestion fills
+ * would show, and it moves much less with other load. (Postgres' shared background processes, the WAL
+ * writer and the checkpointer, and nats-server are left out: other sessions use them too.)
  *
  *   node bench/sealing.ts
  */
@@ -23,12 +32,13 @@ import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { SERVER_URL } from './support/listDataset.ts';
 import { producerEvent } from './support/producers.ts';
-import { BENCH_INGEST_TOKEN, builtCli, freePort, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+import { BENCH_INGEST_TOKEN, builtCli, cpuByPid, freePort, startNode, stopProcess, waitForHttp } from './support/processes.ts';
 
 const DATABASE_URL = `${SERVER_URL}/audit_bench_sealing`;
 const EVENTS = Number(process.env.BENCH_SEAL_EVENTS ?? 100_000);
 const ROUNDS = Number(process.env.BENCH_SEAL_ROUNDS ?? 3);
 const SEAL_INTERVAL = process.env.BENCH_SEAL_INTERVAL ?? '1s';
+const SEALER_WARMUP = Number(process.env.BENCH_SEALER_WARMUP ?? 20_000);
 const BATCH = 500;
 const PRODUCERS = 4;
 const MODES = ['before', 'queued', 'sealing'] as const;
@@ -47,6 +57,44 @@ const sealEnv = { DATABASE_URL, SEAL_SIGNING_KEY: signingKey, SEAL_INTERVAL, HOS
 
 
 const queued = async () => Number((await db.query('SELECT coalesce(sum(event_count), 0) AS n FROM seal_queue')).rows[0].n);
+/** The benchmark database's backends but this driver's: the ingest and sealer processes' connections. */
+const backendPids = async () =>
+  (await db.query(`SELECT pid FROM pg_stat_activity WHERE datname = 'audit_bench_sealing' AND pid <> pg_backend_pid()`)).rows.map((row) => Number(row.pid));
+
+/**
+ * CPU seconds from start() on of this driver, the given processes and the benchmark database's backends.
+ * Each process counts from its reading at start(), or from zero if it started later (a JetStream phase's
+ * ingest process connects within the phase), up to its last reading: sample() before a process is
+ * stopped keeps what it used.
+ */
+function phaseCpu(processes: () => Array<number | undefined>) {
+  const first = new Map<number, number>();
+  const last = new Map<number, number>();
+  let driver: NodeJS.CpuUsage | undefined;
+  let driverS = 0;
+  const pids = async () => [...processes().filter((pid): pid is number => pid !== undefined), ...(await backendPids())];
+  const meter = {
+    async start() {
+      for (const [pid, seconds] of cpuByPid(await pids())) first.set(pid, seconds);
+      driver = process.cpuUsage();
+    },
+    async sample() {
+      for (const [pid, seconds] of cpuByPid(await pids())) last.set(pid, seconds);
+      const own = process.cpuUsage(driver);
+      driverS = (own.user + own.system) / 1e6;
+    },
+    /** The total, and the part of each process given (the rest is Postgres and this driver). */
+    async seconds(): Promise<{ total: number; byProcess: number[] }> {
+      await meter.sample();
+      let total = driverS;
+      for (const [pid, now] of last) total += now - (first.get(pid) ?? 0);
+      const byProcess = processes().map((pid) => (pid === undefined ? 0 : (last.get(pid) ?? 0) - (first.get(pid) ?? 0)));
+      return { total, byProcess };
+    },
+  };
+  return meter;
+}
+
 const oldestUnsealedS = async () => Number((await db.query('SELECT coalesce(extract(epoch FROM clock_timestamp() - min(enqueued_at)), 0)::float8 AS age FROM seal_queue')).rows[0].age);
 
 async function startSealer() {
@@ -64,10 +112,25 @@ async function drainQueue(): Promise<void> {
   await stopProcess(sealer);
 }
 
+let warmups = 0;
+
+/**
+ * The sealer of a sealing phase, warmed up first by sealing SEALER_WARMUP events: a sealer runs for as
+ * long as the service does, and a fresh process spends its first 20,000 events compiling its code (about
+ * 10 µs of CPU per event against 3–4 once warm, measured; 0.15–0.2 s of CPU that a phase of 100,000
+ * events would otherwise charge to sealing). The ingest process is warmed up once for the same reason.
+ */
+async function startWarmSealer() {
+  const sealer = await startSealer();
+  await httpPhase(`sealer-warmup-${(warmups += 1)}`, SEALER_WARMUP);
+  while ((await queued()) > 0) await new Promise((resolve) => setTimeout(resolve, 100));
+  return sealer;
+}
+
 async function setMode(mode: Mode) {
   await drainQueue();
   await db.query(`ALTER TABLE events ${mode === 'before' ? 'DISABLE' : 'ENABLE'} TRIGGER events_enqueue_for_sealing`);
-  return mode === 'sealing' ? startSealer() : undefined;
+  return mode === 'sealing' ? startWarmSealer() : undefined;
 }
 
 /** Samples the oldest unsealed event's age until stopped, then until the queue is empty. */
@@ -96,9 +159,10 @@ const ingest = startNode(builtCli('serve', '--roles', 'ingest'), {
 });
 await waitForHttp(`http://127.0.0.1:${internalPort}/readyz`);
 
-async function httpPhase(tenant: string, events: number): Promise<number> {
+async function httpPhase(tenant: string, events: number, onStart: () => Promise<void> = async () => {}): Promise<number> {
   const batches = Array.from({ length: events / BATCH }, (_, batch) => JSON.stringify({ events: Array.from({ length: BATCH }, (_, i) => producerEvent(tenant, batch * BATCH + i)) }));
   let next = 0;
+  await onStart();
   const started = performance.now();
   await Promise.all(Array.from({ length: PRODUCERS }, async () => {
     while (next < batches.length) {
@@ -112,7 +176,7 @@ async function httpPhase(tenant: string, events: number): Promise<number> {
   return events / ((performance.now() - started) / 1000);
 }
 
-async function jetstreamPhase(tenant: string): Promise<number> {
+async function jetstreamPhase(tenant: string, onStart: (consumerPid: number) => Promise<void>, onEnd: () => Promise<void>): Promise<number> {
   const namespace = `bench${randomBytes(3).toString('hex')}`;
   const nc = await connect({ servers: process.env.NATS_URL ?? '127.0.0.1:4222' });
   const names = new BusNames({ namespace, deploymentId: await readDeploymentId(db) });
@@ -129,6 +193,7 @@ async function jetstreamPhase(tenant: string): Promise<number> {
   });
   const stored = async () => (await db.query('SELECT EXISTS (SELECT 1 FROM events WHERE tenant_id = $1) AS found', [tenant])).rows[0].found as boolean;
   while (!(await stored())) await new Promise((resolve) => setTimeout(resolve, 20));
+  await onStart(consumer.pid!);
   const started = performance.now();
   for (;;) {
     const info = await jsm.consumers.info(definition.stream.name, definition.consumer.durable_name);
@@ -136,6 +201,7 @@ async function jetstreamPhase(tenant: string): Promise<number> {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   const rate = EVENTS / ((performance.now() - started) / 1000);
+  await onEnd();
   await stopProcess(consumer);
   await jsm.streams.delete(definition.stream.name);
   await nc.close();
@@ -144,6 +210,10 @@ async function jetstreamPhase(tenant: string): Promise<number> {
 
 await httpPhase('warmup', 20_000);
 const rates: Record<'http' | 'jetstream', Record<Mode, number[]>> = {
+  http: { before: [], queued: [], sealing: [] },
+  jetstream: { before: [], queued: [], sealing: [] },
+};
+const cpuUsPerEvent: Record<'http' | 'jetstream', Record<Mode, number[]>> = {
   http: { before: [], queued: [], sealing: [] },
   jetstream: { before: [], queued: [], sealing: [] },
 };
@@ -156,11 +226,29 @@ for (let round = 0; round < ROUNDS; round += 1) {
       const sealer = await setMode(mode);
       const backlog = mode === 'sealing' ? watchBacklog() : undefined;
       const tenant = `${input}-${mode}-${round}`;
-      const rate = input === 'http' ? await httpPhase(tenant, EVENTS) : await jetstreamPhase(tenant);
+      let consumerPid: number | undefined;
+      const cpu = phaseCpu(() => [input === 'http' ? ingest.pid : consumerPid, sealer?.pid]);
+      const rate = input === 'http'
+        ? await httpPhase(tenant, EVENTS, () => cpu.start())
+        : await jetstreamPhase(
+            tenant,
+            async (pid) => {
+              consumerPid = pid;
+              await cpu.start();
+            },
+            () => cpu.sample(),
+          );
       rates[input][mode].push(Math.round(rate));
+      // The sealer's share includes sealing what the phase left queued.
       if (backlog) worstBacklogS.push(Number((await backlog.stop()).toFixed(2)));
+      const { total, byProcess } = await cpu.seconds();
+      const perEvent = (seconds: number) => ((seconds * 1e6) / EVENTS).toFixed(1);
+      cpuUsPerEvent[input][mode].push(Number(perEvent(total)));
       if (sealer) await stopProcess(sealer);
-      console.error(`round ${round + 1}, ${input}, ${mode}: ${Math.round(rate)} events/s`);
+      console.error(
+        `round ${round + 1}, ${input}, ${mode}: ${Math.round(rate)} events/s; CPU µs per event ${perEvent(total)} ` +
+          `(ingest process ${perEvent(byProcess[0]!)}, sealer process ${perEvent(byProcess[1]!)}, Postgres and driver ${perEvent(total - byProcess[0]! - byProcess[1]!)})`,
+      );
     }
   }
 }
@@ -180,8 +268,14 @@ console.log(JSON.stringify({
   events_per_phase: EVENTS,
   rounds: ROUNDS,
   seal_interval: SEAL_INTERVAL,
-  http: { events_per_s: rates.http, sealing_vs_queued: ratio(rates.http.sealing, rates.http.queued), queued_vs_before: ratio(rates.http.queued, rates.http.before), sealing_vs_before: ratio(rates.http.sealing, rates.http.before) },
-  jetstream: { events_per_s: rates.jetstream, sealing_vs_queued: ratio(rates.jetstream.sealing, rates.jetstream.queued), queued_vs_before: ratio(rates.jetstream.queued, rates.jetstream.before), sealing_vs_before: ratio(rates.jetstream.sealing, rates.jetstream.before) },
+  http: {
+    events_per_s: rates.http, sealing_vs_queued: ratio(rates.http.sealing, rates.http.queued), queued_vs_before: ratio(rates.http.queued, rates.http.before), sealing_vs_before: ratio(rates.http.sealing, rates.http.before),
+    cpu_us_per_event: cpuUsPerEvent.http, cpu_queued_over_sealing: ratio(cpuUsPerEvent.http.queued, cpuUsPerEvent.http.sealing), cpu_before_over_queued: ratio(cpuUsPerEvent.http.before, cpuUsPerEvent.http.queued),
+  },
+  jetstream: {
+    events_per_s: rates.jetstream, sealing_vs_queued: ratio(rates.jetstream.sealing, rates.jetstream.queued), queued_vs_before: ratio(rates.jetstream.queued, rates.jetstream.before), sealing_vs_before: ratio(rates.jetstream.sealing, rates.jetstream.before),
+    cpu_us_per_event: cpuUsPerEvent.jetstream, cpu_queued_over_sealing: ratio(cpuUsPerEvent.jetstream.queued, cpuUsPerEvent.jetstream.sealing), cpu_before_over_queued: ratio(cpuUsPerEvent.jetstream.before, cpuUsPerEvent.jetstream.queued),
+  },
   oldest_unsealed_s: { worst_per_sealing_phase: worstBacklogS, in_intervals: Number((Math.max(...worstBacklogS) / intervalS).toFixed(2)) },
   goals: { sealing_vs_queued: '>= 0.90', oldest_unsealed_in_intervals: '< 3' },
 }, null, 2));

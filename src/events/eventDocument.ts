@@ -1,4 +1,5 @@
 import { AUDIT_EVENT_FIELDS, type AuditEventFieldName, type JsonTypes } from '../client/auditEvent.ts';
+import { hashLeafHex } from '../client/integrity.ts';
 import type { NewEvent } from './eventStore.ts';
 
 /**
@@ -53,8 +54,25 @@ type FieldKind = 'boolean' | 'verbatim' | 'escaped';
 const DOCUMENT_FIELDS = (Object.keys(AUDIT_EVENT_FIELDS) as AuditEventFieldName[]).map((name, index) => {
   const source = FIELD_SOURCES[name] as FieldSource<AuditEventFieldName>;
   const kind: FieldKind = AUDIT_EVENT_FIELDS[name].type === 'boolean' ? 'boolean' : source.verbatim ? 'verbatim' : 'escaped';
-  return { key: `${index === 0 ? '{' : ','}"${name}":`, kind, column: source.column, value: source.value };
+  return { name, key: `${index === 0 ? '{' : ','}"${name}":`, kind, column: source.column, value: source.value };
 });
+
+/**
+ * The same members in RFC 8785 order (names sorted by their UTF-16 code units: the names are ASCII, so a
+ * plain sort), each with its key as the canonical form writes it and the index of its value in
+ * DOCUMENT_FIELDS.
+ */
+const CANONICAL_MEMBERS = DOCUMENT_FIELDS.map(({ name }, index) => ({ name, index }))
+  .sort((a, b) => (a.name < b.name ? -1 : 1))
+  .map(({ name, index }, position) => ({ key: `${position === 0 ? '{' : ','}"${name}":`, index }));
+
+/** One field's value as JSON text: a boolean bare, a verbatim string between quotes, any other string escaped. */
+function valueText(field: (typeof DOCUMENT_FIELDS)[number], event: NewEvent, timestamp: string): string {
+  const value = field.value(event, timestamp);
+  if (field.kind === 'escaped') return JSON.stringify(value);
+  if (field.kind === 'verbatim') return `"${value as string}"`;
+  return value ? 'true' : 'false';
+}
 
 /**
  * The API representation of an event, rendered once when it is stored and kept in events.document;
@@ -64,13 +82,38 @@ const DOCUMENT_FIELDS = (Object.keys(AUDIT_EVENT_FIELDS) as AuditEventFieldName[
 export function renderEventDocument(event: NewEvent, timestamp: string): string {
   // A loop over a table built once; the ingest path renders every event it stores.
   let document = '';
-  for (const field of DOCUMENT_FIELDS) {
-    const value = field.value(event, timestamp);
-    if (field.kind === 'escaped') document += field.key + JSON.stringify(value);
-    else if (field.kind === 'verbatim') document += `${field.key}"${value as string}"`;
-    else document += field.key + (value ? 'true' : 'false');
-  }
+  for (const field of DOCUMENT_FIELDS) document += field.key + valueText(field, event, timestamp);
   return `${document}}`;
+}
+
+export interface RenderedEvent {
+  /** renderEventDocument's document. */
+  readonly document: string;
+  /**
+   * The document's Merkle leaf hash, lowercase hex: SHA-256(0x00 ‖ its RFC 8785 canonical JSON), what
+   * integrity/documentLeaf.ts computes from the stored document (docs/integrity.md).
+   */
+  readonly leafHash: string;
+}
+
+/**
+ * The document and its leaf hash, for the write path: the sealer then appends the hash it is given
+ * instead of reading the document back and hashing it (events.leaf_hash, migration 012). Every value is
+ * already JSON as RFC 8785 writes it (JSON.stringify's escaping is the RFC's, §3.2.2.2, and ingestion
+ * refuses unpaired surrogates), so the canonical form is the same value texts in sorted member order: no
+ * second rendering, no parse.
+ */
+export function renderEvent(event: NewEvent, timestamp: string): RenderedEvent {
+  const texts: string[] = [];
+  let document = '';
+  for (const field of DOCUMENT_FIELDS) {
+    const text = valueText(field, event, timestamp);
+    texts.push(text);
+    document += field.key + text;
+  }
+  let canonical = '';
+  for (const member of CANONICAL_MEMBERS) canonical += member.key + texts[member.index]!;
+  return { document: `${document}}`, leafHash: hashLeafHex(`${canonical}}`) };
 }
 
 const sqlText = (text: string) => `'${text.replaceAll("'", "''")}'`;

@@ -10,7 +10,7 @@ import { DELIVERIES_PENDING_CHANNEL, fanOutClauses, fanOutNotification } from '.
  */
 const STORE_BATCH = `WITH stored AS (${INSERT_EVENTS}), ${fanOutClauses('stored', '$1::text[]')}
   SELECT tenant_id, event_id, (extract(epoch FROM occurred_at) * 1000)::int8 AS occurred_at_ms,
-         ${fanOutNotification('$17')} AS notified
+         ${fanOutNotification('$18')} AS notified
   FROM stored`;
 
 /** Stores the events not stored before and records their deliveries; returns the keys of the rows stored. */

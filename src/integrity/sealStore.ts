@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { prepared, type Queryable } from '../db/database.ts';
 import { EVENT_DOCUMENT } from '../events/eventStore.ts';
 import type { SignedTreeHead } from '../client/integrity.ts';
-import type { Tile } from './tiles.ts';
+import { HASH_BYTES, type Tile } from './tiles.ts';
 
 /** SQL of sealing: the queue, the tree's state row (the per-tenant lock), appending leaves, heads, keys. */
 
@@ -57,6 +57,44 @@ export async function lockTree(client: pg.PoolClient, tenantId: string, keyId: s
   };
 }
 
+/** A queue row: one statement's events of one tenant, in leaf order. */
+export interface QueueRow {
+  readonly queueId: number;
+  readonly eventCount: number;
+  /**
+   * The events' leaf hashes as their writer computed them, 32 bytes each in the row's order; undefined
+   * when the row has none (queued before migration 012, or by a writer that gives none).
+   */
+  readonly leafHashes: Buffer | undefined;
+}
+
+/**
+ * The oldest queue rows of a tenant, as many as start below `maxEvents` events (a row holds at most 5,000),
+ * in queue order. Only the queue is read: the events themselves are read only for rows without hashes
+ * (queuedDocuments).
+ */
+export async function takeQueueRows(client: pg.PoolClient, tenantId: string, maxEvents: number): Promise<QueueRow[]> {
+  const query: pg.QueryArrayConfig = {
+    ...prepared(
+      `SELECT id, event_count, leaf_hashes
+         FROM (SELECT id, event_count, leaf_hashes, sum(event_count) OVER (ORDER BY id) - event_count AS before
+                 FROM seal_queue WHERE tenant_id = $1) counted
+        WHERE before < $2
+        ORDER BY id`,
+      [tenantId, maxEvents],
+    ),
+    rowMode: 'array',
+  };
+  type Row = [queueId: number, eventCount: number, leafHashes: Buffer | null];
+  const rows = (await client.query(query)).rows as unknown as Row[];
+  return rows.map(([queueId, eventCount, leafHashes]) => ({
+    queueId,
+    eventCount,
+    // The table's CHECK guarantees the length; checked again here because a wrong one would shift leaves.
+    leafHashes: leafHashes !== null && leafHashes.length === eventCount * HASH_BYTES ? leafHashes : undefined,
+  }));
+}
+
 export interface QueuedEvent {
   readonly queueId: number;
   /** The event as the API serves it; undefined if the row is gone. */
@@ -66,22 +104,20 @@ export interface QueuedEvent {
 }
 
 /**
- * The oldest queue rows of a tenant, as many as start below `maxEvents` events (a row holds at most 5,000),
- * expanded to their events in queue order with the documents the API serves for them: a leaf is the hash
- * of exactly what a reader gets (eventStore.EVENT_DOCUMENT).
+ * The events of these queue rows, in queue order, with the documents the API serves for them: a leaf is
+ * the hash of exactly what a reader gets (eventStore.EVENT_DOCUMENT). For rows whose writer gave no leaf
+ * hashes.
  */
-export async function takeQueuedEvents(client: pg.PoolClient, tenantId: string, maxEvents: number): Promise<QueuedEvent[]> {
+export async function queuedDocuments(client: pg.PoolClient, tenantId: string, queueIds: readonly number[]): Promise<QueuedEvent[]> {
   const query: pg.QueryArrayConfig = {
     ...prepared(
       `SELECT q.id, k.position, ${EVENT_DOCUMENT},
               CASE WHEN e.event_id IS NULL THEN k.occurred_at::text END, CASE WHEN e.event_id IS NULL THEN k.event_id::text END
-         FROM (SELECT id, event_occurred_at, event_ids
-                 FROM (SELECT id, event_occurred_at, event_ids, sum(event_count) OVER (ORDER BY id) - event_count AS before
-                         FROM seal_queue WHERE tenant_id = $1) counted
-                WHERE before < $2) q
+         FROM seal_queue q
          CROSS JOIN LATERAL unnest(q.event_occurred_at, q.event_ids) WITH ORDINALITY AS k(occurred_at, event_id, position)
-         LEFT JOIN events e ON e.tenant_id = $1 AND e.occurred_at = k.occurred_at AND e.event_id = k.event_id`,
-      [tenantId, maxEvents],
+         LEFT JOIN events e ON e.tenant_id = $1 AND e.occurred_at = k.occurred_at AND e.event_id = k.event_id
+        WHERE q.tenant_id = $1 AND q.id = ANY($2::bigint[])`,
+      [tenantId, queueIds],
     ),
     rowMode: 'array',
   };
@@ -121,6 +157,12 @@ export interface Append {
 export async function recordAppend(client: pg.PoolClient, append: Append): Promise<void> {
   const { head, tenantId } = append;
   const whole = append.ranges.filter((range) => !range.partial);
+  const tileStarts: number[] = [];
+  let start = 0;
+  for (const tile of append.tiles) {
+    tileStarts.push(start);
+    start += tile.hashes.length;
+  }
   for (const range of append.ranges) {
     if (!range.partial) continue;
     // Only in a store altered behind the service's back: the range keeps the row's events that remain.
@@ -143,28 +185,34 @@ export async function recordAppend(client: pg.PoolClient, append: Append): Promi
            FROM unnest($2::bigint[], $3::bigint[]) AS r(queue_id, first_leaf)
            JOIN seal_queue q ON q.tenant_id = $1 AND q.id = r.queue_id
        ), tiles AS (
+         -- The tiles' contents arrive as one bytea, each tile from its offset: a bytea[] parameter would
+         -- travel as hex text, encoded by the driver and decoded here (hundreds of tiles per append).
          INSERT INTO merkle_tiles (tenant_id, level, tile_index, hashes)
-         SELECT $1, t.level, t.tile_index, t.hashes FROM unnest($4::smallint[], $5::bigint[], $6::bytea[]) AS t(level, tile_index, hashes)
+         SELECT $1, t.level, t.tile_index, substring($13::bytea FROM t.start + 1 FOR t.bytes)
+           FROM unnest($4::smallint[], $5::bigint[], $6::int[], $7::int[]) AS t(level, tile_index, start, bytes)
          ON CONFLICT (tenant_id, level, tile_index) DO UPDATE SET hashes = excluded.hashes
        ), dequeued AS (
-         DELETE FROM seal_queue WHERE tenant_id = $1 AND id = ANY($7::bigint[])
+         DELETE FROM seal_queue WHERE tenant_id = $1 AND id = ANY($8::bigint[])
        ), signed AS (
          INSERT INTO tree_heads (tenant_id, signed_at, tree_size, root_hash, key_id, signature)
-         VALUES ($1, $8::timestamptz, $9, $10, $11, $12)
+         VALUES ($1, $9::timestamptz, $10, $11, $12, $14)
        )
-       UPDATE merkle_trees SET tree_size = $9, root_hash = $10, last_head_at = $8::timestamptz WHERE tenant_id = $1`,
+       UPDATE merkle_trees SET tree_size = $10, root_hash = $11, last_head_at = $9::timestamptz WHERE tenant_id = $1`,
       [
         tenantId,
         whole.map((range) => range.queueId),
         whole.map((range) => range.firstLeaf),
         append.tiles.map((tile) => tile.level),
         append.tiles.map((tile) => tile.index),
-        append.tiles.map((tile) => tile.hashes),
+        tileStarts,
+        append.tiles.map((tile) => tile.hashes.length),
         append.queueIds,
         head.timestamp,
         head.tree_size,
         Buffer.from(head.root_hash, 'hex'),
         head.key_id,
+        // Buffers go to Postgres in binary.
+        Buffer.concat(append.tiles.map((tile) => tile.hashes)),
         Buffer.from(head.signature, 'base64'),
       ],
     ),

@@ -3,9 +3,9 @@ import type { Database } from '../db/database.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { dropQueueRows, lockTree, recordAppend, recordHeartbeat, registerSealKey, takeQueuedEvents, tenantsToSeal, type LeafRange, type QueuedEvent, type TreeState } from './sealStore.ts';
+import { dropQueueRows, lockTree, queuedDocuments, recordAppend, recordHeartbeat, registerSealKey, takeQueueRows, tenantsToSeal, type LeafRange, type QueueRow, type QueuedEvent, type TreeState } from './sealStore.ts';
 import { documentLeaf } from './documentLeaf.ts';
-import { TileSet, appendLeaves, rightEdgeTiles } from './tiles.ts';
+import { HASH_BYTES, TileSet, appendLeaves, rightEdgeTiles } from './tiles.ts';
 import { loadTiles } from './treeStore.ts';
 import type { TreeHeadSigner } from './treeHeadSigner.ts';
 
@@ -146,30 +146,59 @@ export class Sealer {
    * sign the new head; or sign a heartbeat when nothing waits and the latest head is old enough.
    */
   private async sealTenant(client: pg.PoolClient, tenantId: string): Promise<TenantOutcome> {
-    const { signer, log } = this.options;
+    const { signer } = this.options;
     const tree = await lockTree(client, tenantId, signer.keyId);
     if (!tree) return { kind: 'busy', sealed: 0, more: false };
     if (!tree.keyCurrent) throw new RetiredSigningKeyError(`key ${signer.keyId} is no longer the current signing key`);
-    const queued = await takeQueuedEvents(client, tenantId, EVENTS_PER_APPEND);
-    const queueIds = [...new Set(queued.map((event) => event.queueId))];
-    const present = queued.filter((event) => event.document !== undefined);
-    if (present.length < queued.length) {
-      // Only possible in a store altered behind the service's back: there is no event to seal.
-      log.error({ tenant_id: tenantId, event_ids: queued.flatMap((event) => (event.missingKey ? [event.missingKey.eventId] : [])) }, 'queued events are missing from the store');
-    }
-    if (present.length === 0) {
+    const rows = await takeQueueRows(client, tenantId, EVENTS_PER_APPEND);
+    // Only a full take can leave more waiting for this tenant.
+    const more = rows.reduce((events, row) => events + row.eventCount, 0) >= EVENTS_PER_APPEND;
+    const queueIds = rows.map((row) => row.queueId);
+    const { ranges, leaves } = await this.rowLeaves(client, tenantId, rows, tree.size);
+    const sealed = leaves.length / HASH_BYTES;
+    if (sealed === 0) {
       if (queueIds.length > 0) await dropQueueRows(client, tenantId, queueIds);
-      if (tree.size === 0 || !this.heartbeatDue(tree)) return { kind: 'idle', sealed: 0, more: queued.length >= EVENTS_PER_APPEND };
+      if (tree.size === 0 || !this.heartbeatDue(tree)) return { kind: 'idle', sealed: 0, more };
       await recordHeartbeat(client, signer.sign({ tenant_id: tenantId, tree_size: tree.size, root_hash: tree.root!.toString('hex'), timestamp: headTimestamp(tree) }));
       return { kind: 'heartbeat', sealed: 0, more: false };
     }
-    const leafHashes = present.map((event) => documentLeaf(event.document!));
     const edge = new TileSet(await loadTiles(client, tenantId, rightEdgeTiles(tree.size)));
-    const appended = appendLeaves(tree.size, edge, leafHashes);
+    const appended = appendLeaves(tree.size, edge, leaves);
     const head = signer.sign({ tenant_id: tenantId, tree_size: appended.size, root_hash: appended.root.toString('hex'), timestamp: headTimestamp(tree) });
-    await recordAppend(client, { tenantId, ranges: leafRanges(queued, tree.size), tiles: appended.tiles, queueIds, head });
-    // Only a full take can leave more waiting for this tenant.
-    return { kind: 'appended', sealed: present.length, more: queued.length >= EVENTS_PER_APPEND };
+    await recordAppend(client, { tenantId, ranges, tiles: appended.tiles, queueIds, head });
+    return { kind: 'appended', sealed, more };
+  }
+
+  /**
+   * The leaves of the queue rows taken, in order, and the range each row's leaves take from `firstLeaf`
+   * on. A row's leaf hashes are its writer's (the write path computed them from the document it stored);
+   * the events of a row without them are read back and hashed here, leaving out events that are gone.
+   */
+  private async rowLeaves(client: pg.PoolClient, tenantId: string, rows: readonly QueueRow[], firstLeaf: number): Promise<{ ranges: LeafRange[]; leaves: Buffer }> {
+    const unhashed = rows.filter((row) => row.leafHashes === undefined).map((row) => row.queueId);
+    const documents = unhashed.length > 0 ? groupByQueueRow(await queuedDocuments(client, tenantId, unhashed)) : new Map<number, QueuedEvent[]>();
+    const ranges: LeafRange[] = [];
+    const chunks: Buffer[] = [];
+    const missing: string[] = [];
+    let count = 0;
+    for (const row of rows) {
+      let leaves = row.leafHashes;
+      let partial = false;
+      if (!leaves) {
+        const events = documents.get(row.queueId) ?? [];
+        const present = events.filter((event) => event.document !== undefined);
+        partial = present.length < events.length;
+        for (const event of events) if (event.document === undefined) missing.push(event.missingKey!.eventId);
+        leaves = Buffer.concat(present.map((event) => documentLeaf(event.document!)));
+      }
+      if (leaves.length === 0) continue;
+      ranges.push({ queueId: row.queueId, firstLeaf: firstLeaf + count, partial });
+      chunks.push(leaves);
+      count += leaves.length / HASH_BYTES;
+    }
+    // Only possible in a store altered behind the service's back: there is no event to seal.
+    if (missing.length > 0) this.options.log.error({ tenant_id: tenantId, event_ids: missing }, 'queued events are missing from the store');
+    return { ranges, leaves: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) };
   }
 
   private heartbeatDue(tree: TreeState): boolean {
@@ -177,21 +206,14 @@ export class Sealer {
   }
 }
 
-/** The leaf ranges of the queue rows taken, in order, leaving out events that are gone. */
-function leafRanges(queued: readonly QueuedEvent[], firstLeaf: number): LeafRange[] {
-  const ranges: LeafRange[] = [];
-  let next = firstLeaf;
-  for (let start = 0; start < queued.length; ) {
-    const queueId = queued[start]!.queueId;
-    let end = start;
-    while (end < queued.length && queued[end]!.queueId === queueId) end += 1;
-    const row = queued.slice(start, end);
-    const present = row.filter((event) => event.document !== undefined).length;
-    if (present > 0) ranges.push({ queueId, firstLeaf: next, partial: present < row.length });
-    next += present;
-    start = end;
+function groupByQueueRow(events: readonly QueuedEvent[]): Map<number, QueuedEvent[]> {
+  const rows = new Map<number, QueuedEvent[]>();
+  for (const event of events) {
+    let row = rows.get(event.queueId);
+    if (!row) rows.set(event.queueId, (row = []));
+    row.push(event);
   }
-  return ranges;
+  return rows;
 }
 
 interface TenantOutcome {

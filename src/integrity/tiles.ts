@@ -1,3 +1,4 @@
+import { hash } from 'node:crypto';
 import { hashChildren } from '../client/integrity.ts';
 import { completeSubtrees, consistencyRanges, inclusionRanges, type LeafRange, type TreeNode } from './proofShapes.ts';
 
@@ -114,6 +115,10 @@ export class TileSet {
     return this.byKey.has(keyText(key));
   }
 
+  tileHashes(key: TileKey): Buffer | undefined {
+    return this.byKey.get(keyText(key));
+  }
+
   nodeHash(node: TreeNode): Buffer {
     const { key, offset, count } = locate(node);
     const hashes = this.byKey.get(keyText(key));
@@ -169,51 +174,74 @@ export interface AppendResult {
 }
 
 /**
- * Appends leaf hashes to a tree of `size` leaves whose right-edge tiles (rightEdgeTiles(size)) are given.
- * A tile that fills up contributes its root to the level above, as tlog tiles do.
+ * Appends leaf hashes (`leaves`: 32 bytes each, concatenated) to a tree of `size` leaves whose right-edge
+ * tiles (rightEdgeTiles(size)) are given. A tile that fills up contributes its root to the level above, as
+ * tlog tiles do. Level by level, the new entries stay one buffer: the tiles written are slices of it, and
+ * the roots of the full tiles, the level above's new entries, are hashed into another. The sealer appends
+ * every event this way, and a Buffer per entry was a third of its time here.
  */
-export function appendLeaves(size: number, edge: TileSet, leafHashes: readonly Buffer[]): AppendResult {
-  if (leafHashes.length === 0) throw new RangeError('nothing to append');
-  // Per tile level: the index of its last tile and that tile's entries so far.
-  const levels: Array<{ index: number; entries: Buffer[] }> = [];
-  const levelState = (level: number) => {
-    let state = levels[level];
-    if (!state) {
-      const entries = entriesAt(level, size);
-      const key = { level, index: Math.floor(entries / TILE_WIDTH) };
-      const count = entries % TILE_WIDTH;
-      const existing: Buffer[] = [];
-      if (count > 0) {
-        for (let offset = 0; offset < count; offset += 1) existing.push(edge.nodeHash({ level: level * TILE_HEIGHT, index: key.index * TILE_WIDTH + offset }));
-      }
-      state = { index: key.index, entries: existing };
-      levels[level] = state;
-    }
-    return state;
-  };
-  const written = new Map<string, Tile>();
-  const changed = new Set<number>();
-  const push = (level: number, hash: Buffer): void => {
-    const state = levelState(level);
-    state.entries.push(hash);
-    changed.add(level);
-    if (state.entries.length < TILE_WIDTH) return;
-    const full = Buffer.concat(state.entries);
-    written.set(keyText({ level, index: state.index }), { level, index: state.index, hashes: full });
-    state.index += 1;
-    state.entries = [];
-    push(level + 1, perfectRoot(full, 0, TILE_WIDTH));
-  };
-  for (const hash of leafHashes) push(0, hash);
-  const newSize = size + leafHashes.length;
-  // The root needs the last tile of every level, also of levels this append did not reach.
+export function appendLeaves(size: number, edge: TileSet, leaves: Buffer): AppendResult {
+  if (leaves.length === 0 || leaves.length % HASH_BYTES !== 0) throw new RangeError('nothing to append, or not whole hashes');
+  const newSize = size + leaves.length / HASH_BYTES;
+  const written: Tile[] = [];
+  // The last, incomplete tile of each level after the append: what the root is computed from.
   const after = new TileSet();
-  for (let level = 0; entriesAt(level, newSize) > 0; level += 1) {
-    const state = levelState(level);
-    if (state.entries.length === 0) continue;
-    const tile = { level, index: state.index, hashes: Buffer.concat(state.entries) };
-    after.add(tile);
-    if (changed.has(level)) written.set(keyText(tile), tile);
+  let added = leaves;
+  let level = 0;
+  for (; added.length > 0; level += 1) {
+    const before = entriesAt(level, size);
+    const index = Math.floor(before / TILE_WIDTH);
+    const kept = before % TILE_WIDTH;
+    // The level's entries from its last tile's first on: that tile's existing entries, then the new ones.
+    const entries = kept === 0 ? added : Buffer.concat([edgeEntries(edge, level, index, kept), added]);
+    const full = Math.floor(entries.length / (TILE_WIDTH * HASH_BYTES));
+    const roots = Buffer.allocUnsafe(full * HASH_BYTES);
+    for (let tile = 0; tile < full; tile += 1) {
+      const hashes = entries.subarray(tile * TILE_WIDTH * HASH_BYTES, (tile + 1) * TILE_WIDTH * HASH_BYTES);
+      written.push({ level, index: index + tile, hashes });
+      perfectRootInto(hashes, roots, tile * HASH_BYTES);
+    }
+    if (entries.length > full * TILE_WIDTH * HASH_BYTES) {
+      const last = { level, index: index + full, hashes: entries.subarray(full * TILE_WIDTH * HASH_BYTES) };
+      written.push(last);
+      after.add(last);
+    }
+    added = roots;
   }
-  return { size: newSize, root: after.root(newSize), tiles: [...written.values()] };
+  // Levels the append did not reach keep their last tile; the root needs it too.
+  for (; entriesAt(level, newSize) > 0; level += 1) {
+    const entries = entriesAt(level, newSize);
+    if (entries % TILE_WIDTH === 0) continue;
+    const index = Math.floor(entries / TILE_WIDTH);
+    after.add({ level, index, hashes: edgeEntries(edge, level, index, entries % TILE_WIDTH) });
+  }
+  return { size: newSize, root: after.root(newSize), tiles: written };
+}
+
+/** The first `count` entries of an edge tile, which must hold at least that many. */
+function edgeEntries(edge: TileSet, level: number, index: number, count: number): Buffer {
+  const hashes = edge.tileHashes({ level, index });
+  if (!hashes || hashes.length < count * HASH_BYTES) throw new MissingTileError(`tile ${level}/${index} lacks the tree's right edge`);
+  return hashes.subarray(0, count * HASH_BYTES);
+}
+
+// 0x01 ‖ left ‖ right, refilled for each interior node (crypto.hash reads it before returning), and the
+// copy of a tile whose pairs are hashed in place.
+const nodeInput = Buffer.alloc(1 + 2 * HASH_BYTES, 1);
+const scratch = Buffer.alloc(TILE_WIDTH * HASH_BYTES);
+
+/**
+ * The root of a full tile's 16 entries as a perfect subtree (RFC 9162 interior hashing, as hashChildren),
+ * written into `target` at `offset`: the pairs are hashed level by level in a scratch copy, without a
+ * Buffer per node.
+ */
+function perfectRootInto(hashes: Buffer, target: Buffer, offset: number): void {
+  hashes.copy(scratch);
+  for (let count = TILE_WIDTH; count > 1; count /= 2) {
+    for (let pair = 0; pair < count / 2; pair += 1) {
+      scratch.copy(nodeInput, 1, pair * 2 * HASH_BYTES, (pair + 1) * 2 * HASH_BYTES);
+      scratch.write(hash('sha256', nodeInput), pair * HASH_BYTES, 'hex');
+    }
+  }
+  scratch.copy(target, offset, 0, HASH_BYTES);
 }

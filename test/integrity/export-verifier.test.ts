@@ -20,7 +20,7 @@ describe('offline verification of an NDJSON export', () => {
     return renderEventDocument(event, formatTimestamp(event.occurredAtMs));
   });
   const tiles = new TileSet();
-  const appended = appendLeaves(0, tiles, documents.map(documentLeaf));
+  const appended = appendLeaves(0, tiles, Buffer.concat(documents.map(documentLeaf)));
   for (const tile of appended.tiles) tiles.add(tile);
   const head = signer.sign({ tenant_id: 'tenant-v', tree_size: appended.size, root_hash: appended.root.toString('hex'), timestamp: '2026-11-23T12:00:00.000Z' });
   const line = (document: string, index: number, lineHead: object = head) => {

@@ -25,7 +25,7 @@ function growTree(leaves: readonly Buffer[], steps: readonly number[]): { tiles:
   while (size < leaves.length) {
     const count = Math.min(steps[step++ % steps.length]!, leaves.length - size);
     const edge = new TileSet(rightEdgeTiles(size).map((key) => tiles.get(`${key.level}/${key.index}`)!));
-    const result = appendLeaves(size, edge, leaves.slice(size, size + count).map((leaf) => hashLeaf(leaf)));
+    const result = appendLeaves(size, edge, Buffer.concat(leaves.slice(size, size + count).map((leaf) => hashLeaf(leaf))));
     for (const tile of result.tiles) tiles.set(`${tile.level}/${tile.index}`, tile);
     size = result.size;
     roots.set(size, hex(result.root));

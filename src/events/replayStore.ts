@@ -209,6 +209,7 @@ export async function replayChunk(db: Queryable, replayId: string, chunkSize: nu
      ), wanted AS (
        SELECT m.* FROM matched m
        WHERE NOT $6::boolean
+          -- deliveries_succeeded_by_event (migration 013): the event's successes, then the endpoint on each.
           OR NOT EXISTS (SELECT 1 FROM deliveries d
                          WHERE d.endpoint_id = $7 AND d.state = 'succeeded' AND d.event_occurred_at = m.occurred_at AND d.event_id = m.event_id)
      ), created AS (

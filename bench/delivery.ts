@@ -9,7 +9,9 @@
  * included); the relay, the worker and the receiver each run in a process of their own. Both sides are
  * measured warm (bench/support/warmDelivery.ts): the bare sender sends BENCH_DELIVERY_WARMUP requests (20,000)
  * before its timed ones, and the worker delivers as many events before the path is measured. Perf profiles
- * of the path's worker: TurboFan compiling took 16 % of its CPU after 10,000 and 6 % after 20,000.
+ * of the path's worker: TurboFan compiling took 16 % of its CPU after 10,000 and 6 % after 20,000. The path
+ * is measured in BENCH_PATH_ROUNDS rounds (3), each between two runs of the bare sender, and its ratio is the
+ * median of the rounds' (bench/support/pathRounds.ts).
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -20,6 +22,7 @@ import { createLogger } from '../src/platform/logger.ts';
 import { newEvent } from '../test/support/events.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
+import { measurePathRounds } from './support/pathRounds.ts';
 import { startWarmDelivery } from './support/warmDelivery.ts';
 import { builtCli, cpuMeter, freshDatabase, percentile, backendsOf, pidsOfName, spawnReporting, waitReady, type ReportingChild } from './support/processes.ts';
 
@@ -29,6 +32,7 @@ const ENCRYPTION_KEY = randomBytes(32).toString('hex');
 const PEAK_EVENTS = Number(process.env.BENCH_DELIVERY_EVENTS ?? 50_000);
 const WARMUP_EVENTS = Number(process.env.BENCH_DELIVERY_WARMUP ?? 20_000);
 const PACED_SECONDS = Number(process.env.BENCH_DELIVERY_SECONDS ?? 10);
+const PATH_ROUNDS = Number(process.env.BENCH_PATH_ROUNDS ?? 3);
 const CONCURRENCY = 16;
 const log = createLogger('warn');
 const children: ChildProcess[] = [];
@@ -59,16 +63,15 @@ async function main(): Promise<void> {
     (await fetch(`${receiverUrl}/stats${latencies ? '?latencies=1' : ''}`)).json() as Promise<ReceiverStats>;
   const reset = async () => void (await fetch(`${receiverUrl}/reset`));
 
-  // Baseline: the bare sender, same receiver, same concurrency per endpoint as the worker. It runs before
-  // and after the service's phases and the mean is the baseline: a two-second run alone moved by ±10 %
-  // from one run to the next on these shared machines.
+  // Baseline: the bare sender, same receiver, same concurrency per endpoint as the worker. It runs before the
+  // first round of the path, after each round (support/pathRounds.ts), and after the service's phases.
   const bareSender = async (): Promise<number> => {
     const bare = node(['bench/bareSender.ts'], { TARGET_URL: `${receiverUrl}/ok`, COUNT: String(PEAK_EVENTS), WARMUP: String(WARMUP_EVENTS), CONCURRENCY: String(CONCURRENCY) });
     const result = (await bare.firstLine) as { sent: number; seconds: number };
     await reset();
     return result.sent / result.seconds;
   };
-  const bareBefore = await bareSender();
+  const bareFirst = await bareSender();
 
   const namespace = `bench${randomBytes(3).toString('hex')}`;
   const serviceEnv = {
@@ -110,33 +113,49 @@ async function main(): Promise<void> {
     }
   };
   const workerEnv = { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS ?? '' };
-  let service: ReportingChild[];
+  let worker: ReportingChild;
+  let relay: () => ReportingChild | undefined;
+  let refill: (events: number) => Promise<void>;
   if (separate) {
-    const { worker, relay } = await startWarmDelivery(
+    const warm = await startWarmDelivery(
       { spawn: node, env: serviceEnv, workerEnv, workerPort: 18092, relayPort: 18091, warmupEvents: WARMUP_EVENTS, fill, delivered: waitForCount, resetReceiver: reset },
       PEAK_EVENTS,
     );
-    service = [worker, relay];
+    ({ worker, relay, refill } = warm);
   } else {
-    // One process holds both roles, so it cannot stay warm while the outbox fills: this layout runs cold.
+    // One process holds both roles, so it cannot stay warm while the outbox fills: this layout runs cold,
+    // in one round.
     await reset();
     await fill(PEAK_EVENTS);
-    service = [node(builtCli('serve', '--roles', 'relay,worker'), { ...serviceEnv, ...workerEnv, INTERNAL_PORT: '18092' })];
+    worker = node(builtCli('serve', '--roles', 'relay,worker'), { ...serviceEnv, ...workerEnv, INTERNAL_PORT: '18092' });
+    relay = () => undefined;
+    refill = () => Promise.reject(new Error('the combined layout measures one round'));
     await waitReady(18092);
   }
   // CPU per delivery of each part while the path drains: steadier than the rate on a shared machine, and
   // it says where a change went. Postgres counts the benchmark database's backends (other sessions' work on
-  // the machine stays out; the WAL writer's share does too).
-  const meters = {
-    worker: cpuMeter(() => [service[0]!.child.pid!]),
-    relay: cpuMeter(() => (separate ? [service[1]!.child.pid!] : [])),
-    postgres: cpuMeter(() => backendsOf(SERVER, 'audit_bench_delivery')),
-    nats: cpuMeter(() => pidsOfName('nats-server')),
-    receiver: cpuMeter(() => [receiver.child.pid!]),
-  };
-  const drained = await waitForCount(PEAK_EVENTS);
-  const drainRate = (PEAK_EVENTS - 1) / ((drained.lastAt - drained.firstAt) / 1000);
-  const pathCpuUs = Object.fromEntries(Object.entries(meters).map(([part, meter]) => [part, Math.round((meter.elapsed() * 1e6) / PEAK_EVENTS)]));
+  // the machine stays out; the WAL writer's share does too). Summed over the rounds.
+  const cpuSeconds = { worker: 0, relay: 0, postgres: 0, nats: 0, receiver: 0 };
+  const rounds = await measurePathRounds(
+    separate ? PATH_ROUNDS : 1,
+    bareFirst,
+    async (round) => {
+      if (round > 0) await refill(PEAK_EVENTS);
+      const meters = {
+        worker: cpuMeter(() => [worker.child.pid!]),
+        relay: cpuMeter(() => [relay()?.child.pid].filter((pid) => pid !== undefined)),
+        postgres: cpuMeter(() => backendsOf(SERVER, 'audit_bench_delivery')),
+        nats: cpuMeter(() => pidsOfName('nats-server')),
+        receiver: cpuMeter(() => [receiver.child.pid!]),
+      };
+      const drained = await waitForCount(PEAK_EVENTS);
+      for (const [part, meter] of Object.entries(meters)) cpuSeconds[part as keyof typeof cpuSeconds] += meter.elapsed();
+      return (PEAK_EVENTS - 1) / ((drained.lastAt - drained.firstAt) / 1000);
+    },
+    bareSender,
+  );
+  const pathDeliveries = PEAK_EVENTS * rounds.rounds.length;
+  const pathCpuUs = Object.fromEntries(Object.entries(cpuSeconds).map(([part, seconds]) => [part, Math.round((seconds * 1e6) / pathDeliveries)]));
 
   // End to end: events for one endpoint written as fast as the write path takes them (batches of 500)
   // while the relay and the worker deliver them; all share the machine's two cores.
@@ -178,17 +197,20 @@ async function main(): Promise<void> {
   // The service's processes stop first, so the second baseline has the machine as the first one had it.
   for (const child of children.splice(1)) child.kill('SIGTERM');
   await new Promise((resolve) => setTimeout(resolve, 1_000));
-  const bareAfter = await bareSender();
-  const bareRate = (bareBefore + bareAfter) / 2;
+  const bareRuns = [...rounds.bareRuns, await bareSender()];
+  const bareRate = bareRuns.reduce((sum, rate) => sum + rate, 0) / bareRuns.length;
+  const pathRate = rounds.rounds.reduce((sum, round) => sum + round.path_per_s, 0) / rounds.rounds.length;
   const report = {
     benchmark: 'webhook delivery',
     command: 'node bench/delivery.ts',
     layout: separate ? 'relay and worker in two processes' : 'relay and worker in one process',
     bare_sender_per_s: Math.round(bareRate),
-    bare_sender_runs_per_s: [Math.round(bareBefore), Math.round(bareAfter)],
-    delivery_path_per_s: Math.round(drainRate),
-    delivery_path_ratio_vs_bare: Number((drainRate / bareRate).toFixed(2)),
-    // From the worker's start (its warm-up included) until the last delivery arrived.
+    bare_sender_runs_per_s: bareRuns.map(Math.round),
+    delivery_path_per_s: Math.round(pathRate),
+    // The median of the rounds' ratios, each to the bare sender's runs just before and after it.
+    delivery_path_ratio_vs_bare: rounds.medianRatio,
+    delivery_path_rounds: rounds.rounds,
+    // While the path drained, summed over the rounds.
     delivery_path_cpu_us_per_delivery: pathCpuUs,
     end_to_end_with_ingest_per_s: Math.round(peakRate),
     end_to_end_ratio_vs_bare: Number((peakRate / bareRate).toFixed(2)),

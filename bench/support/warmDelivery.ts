@@ -18,13 +18,23 @@ export interface WarmDeliveryOptions {
   readonly resetReceiver: () => Promise<void>;
 }
 
+/** A warm worker and the relay publishing for it. */
+export interface WarmDelivery {
+  readonly worker: ReportingChild;
+  /** The relay of the current path; refill replaces it. */
+  relay(): ReportingChild;
+  /** Stops the relay, writes `pathEvents` more with the receiver reset, and starts a new relay: the next path. */
+  refill(pathEvents: number): Promise<void>;
+}
+
 /**
  * A worker process and a relay process for a "delivery path" measurement, measured warm as a worker in
  * production is (it runs for days; a cold one spent about a seventh of its CPU compiling during a ten-second
- * path phase, and still a sixth after 10,000 deliveries): the worker delivers `warmupEvents` first, then the relay stops while `pathEvents` are written,
- * and a new relay starts with every delivery waiting. The receiver is reset before the path's events.
+ * path phase, and still a sixth after 10,000 deliveries): the worker delivers `warmupEvents` first, then the
+ * relay stops while `pathEvents` are written, and a new relay starts with every delivery waiting. The receiver
+ * is reset before the path's events.
  */
-export async function startWarmDelivery(options: WarmDeliveryOptions, pathEvents: number): Promise<{ worker: ReportingChild; relay: ReportingChild }> {
+export async function startWarmDelivery(options: WarmDeliveryOptions, pathEvents: number): Promise<WarmDelivery> {
   const startRelay = async () => {
     const relay = options.spawn(builtCli('serve', '--roles', 'relay'), { ...options.env, INTERNAL_PORT: String(options.relayPort) });
     await waitReady(options.relayPort);
@@ -32,13 +42,17 @@ export async function startWarmDelivery(options: WarmDeliveryOptions, pathEvents
   };
   const worker = options.spawn(builtCli('serve', '--roles', 'worker'), { ...options.env, ...options.workerEnv, INTERNAL_PORT: String(options.workerPort) });
   await waitReady(options.workerPort);
-  const warmingRelay = await startRelay();
+  let relay = await startRelay();
   await options.resetReceiver();
   await options.fill(options.warmupEvents);
   await options.delivered(options.warmupEvents);
-  warmingRelay.child.kill('SIGTERM');
-  await once(warmingRelay.child, 'exit');
-  await options.resetReceiver();
-  await options.fill(pathEvents);
-  return { worker, relay: await startRelay() };
+  const refill = async (events: number) => {
+    relay.child.kill('SIGTERM');
+    await once(relay.child, 'exit');
+    await options.resetReceiver();
+    await options.fill(events);
+    relay = await startRelay();
+  };
+  await refill(pathEvents);
+  return { worker, relay: () => relay, refill };
 }

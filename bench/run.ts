@@ -13,6 +13,7 @@ const BENCHMARKS: Record<string, string> = {
   delivery: 'bench/delivery.ts',
   'hung-endpoint': 'bench/hungEndpoint.ts',
   replay: 'bench/replay.ts',
+  'relay-pass': 'bench/relayPass.ts',
   sealing: 'bench/sealing.ts',
   'seal-cost': 'bench/sealCost.ts',
   integrity: 'bench/integrity.ts',

@@ -8,6 +8,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import {
   DELIVERIES_PENDING_CHANNEL,
+  RELEASED_PARKED_PAYLOAD,
   takeDueDeliveries,
   timeUntilNextDue,
   unmarkPublished,
@@ -44,6 +45,13 @@ const BATCH_SIZE = 500;
 const PUBLISH_TIMEOUT_MS = 5_000;
 const ERROR_BACKOFF_MS = 1_000;
 const MIN_IDLE_MS = 20;
+/**
+ * Quick passes (see passFloor) start this far before the last full pass, which covers deliveries written by
+ * transactions that began a little before it (a row's due time is its transaction's start) ...
+ */
+const FLOOR_MARGIN_MS = 1_000;
+/** ... and a full pass at least this often takes whatever the quick ones cannot see. */
+const FULL_PASS_INTERVAL_MS = 1_000;
 
 /**
  * The outbox relay: publishes due deliveries (new ones and retries whose time has come) to the
@@ -60,6 +68,9 @@ export class DeliveryRelay {
   private pendingWake = false;
   private lostPublications: LostPublications | undefined;
   private nextParkedSweepAt = 0;
+  /** Where quick passes start; undefined until a full pass has emptied the outbox of due deliveries. */
+  private floor: Date | undefined;
+  private nextFullPassAt = 0;
 
   constructor(options: DeliveryRelayOptions) {
     this.options = options;
@@ -68,8 +79,15 @@ export class DeliveryRelay {
       channel: DELIVERIES_PENDING_CHANNEL,
       name: 'audit-trail delivery-relay',
       log: options.log,
-      onNotification: () => this.nudge(),
-      onGap: () => this.nudge(),
+      onNotification: (payload) => {
+        if (payload === RELEASED_PARKED_PAYLOAD) this.floor = undefined;
+        this.nudge();
+      },
+      // Notifications may have been missed, released parked deliveries among them.
+      onGap: () => {
+        this.floor = undefined;
+        this.nudge();
+      },
     });
   }
 
@@ -110,7 +128,8 @@ export class DeliveryRelay {
       let published = 0;
       try {
         this.pendingWake = false;
-        await this.lostPublications!.sweepIfDue();
+        // Released lost publications keep their old due times: the pass after the sweep is a full one.
+        if ((await this.lostPublications!.sweepIfDue()) > 0) this.floor = undefined;
         await this.releaseParkedIfDue();
         published = await this.publishDue();
       } catch (thrown) {
@@ -133,10 +152,12 @@ export class DeliveryRelay {
    * at the next poll, so its ±20 % jitter is not swamped by the poll interval.
    */
   private async idleTime(): Promise<number> {
-    const untilDue = await timeUntilNextDue(this.options.db).catch(() => undefined);
-    if (untilDue === undefined) return this.options.pollMs;
+    // While quick passes run, a full one comes at least every FULL_PASS_INTERVAL_MS, however long the poll.
+    const pollMs = this.floor === undefined ? this.options.pollMs : Math.min(this.options.pollMs, Math.max(MIN_IDLE_MS, this.nextFullPassAt - Date.now()));
+    const untilDue = await timeUntilNextDue(this.options.db, this.floor).catch(() => undefined);
+    if (untilDue === undefined) return pollMs;
     // Due already but not taken by this pass: another relay holds it and publishes it; do not spin.
-    return Math.min(this.options.pollMs, Math.max(MIN_IDLE_MS, untilDue));
+    return Math.min(pollMs, Math.max(MIN_IDLE_MS, untilDue));
   }
 
   /**
@@ -149,12 +170,35 @@ export class DeliveryRelay {
     if (Date.now() < this.nextParkedSweepAt) return;
     this.nextParkedSweepAt = Date.now() + Math.max(1_000, this.options.ackWaitMs);
     const released = await unparkOldestPerEndpoint(this.options.db);
-    if (released > 0) this.options.metrics.webhookUnparked.inc({ by: 'sweep' }, released);
+    if (released > 0) {
+      this.options.metrics.webhookUnparked.inc({ by: 'sweep' }, released);
+      this.floor = undefined;
+    }
+  }
+
+  /**
+   * Where this pass starts in the outbox's due order: nowhere (a full pass) or the floor (a quick pass). A
+   * full pass walks every dead index entry earlier passes left behind (events/deliveryOutbox.ts,
+   * takeDueDeliveries); once one found fewer due deliveries than it could take, nothing was left due before
+   * its clock, and later passes start just before it. Deliveries made due with an earlier due time are
+   * released parked ones (a notification says so), lost publications and failed publishes put back (this
+   * relay's own doing), and rows of transactions older than the margin: the first three make the next
+   * pass full, and a full pass every FULL_PASS_INTERVAL_MS takes the last.
+   */
+  private passFloor(): Date | undefined {
+    if (this.floor !== undefined && Date.now() < this.nextFullPassAt) return this.floor;
+    this.floor = undefined;
+    return undefined;
   }
 
   /** One pass: take due deliveries, publish them in batches, put back those JetStream did not accept. */
   private async publishDue(): Promise<number> {
-    const due = await takeDueDeliveries(this.options.db, BATCH_SIZE);
+    const floor = this.passFloor();
+    const { due, now } = await takeDueDeliveries(this.options.db, BATCH_SIZE, floor);
+    if (floor === undefined && due.length < BATCH_SIZE) {
+      this.floor = new Date(now.getTime() - FLOOR_MARGIN_MS);
+      this.nextFullPassAt = Date.now() + FULL_PASS_INTERVAL_MS;
+    }
     if (due.length === 0) return 0;
     const messages: DueDelivery[][] = [];
     for (let start = 0; start < due.length; start += MAX_DELIVERIES_PER_MESSAGE) messages.push(due.slice(start, start + MAX_DELIVERIES_PER_MESSAGE));
@@ -173,6 +217,7 @@ export class DeliveryRelay {
       this.options.log.warn({ err: coerceError(reason), failed: failed.length }, 'could not publish deliveries; they stay due');
       this.options.metrics.errors.inc({ kind: 'relay_failed' });
       await unmarkPublished(this.options.db, failed.map((delivery) => delivery.id));
+      this.floor = undefined;
       await this.sleep(ERROR_BACKOFF_MS);
     }
     this.options.metrics.relayPublished.inc(due.length - failed.length);

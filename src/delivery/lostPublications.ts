@@ -61,9 +61,12 @@ export class LostPublications {
     this.options = options;
   }
 
-  /** Looks once the interval has passed since the last look; throws when NATS or Postgres cannot be asked. */
-  async sweepIfDue(): Promise<void> {
-    if (Date.now() < this.nextSweepAt) return;
+  /**
+   * Looks once the interval has passed since the last look, and returns how many deliveries it made due
+   * again; throws when NATS or Postgres cannot be asked.
+   */
+  async sweepIfDue(): Promise<number> {
+    if (Date.now() < this.nextSweepAt) return 0;
     this.nextSweepAt = Date.now() + this.options.intervalMs;
     const { jsm, stream, consumer } = this.options;
     const [streamInfo, consumerInfo] = await Promise.all([jsm.streams.info(stream), jsm.consumers.info(stream, consumer)]);
@@ -82,6 +85,7 @@ export class LostPublications {
       takenAt: Date.now(),
     });
     if (this.samples.length > MAX_SAMPLES) this.samples.shift();
+    return released;
   }
 
   /**

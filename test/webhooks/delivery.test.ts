@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { verifyWebhookSignature } from '../../src/client/index.ts';
+import { DELIVERIES_PENDING_CHANNEL } from '../../src/events/deliveryOutbox.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { deleteEndpoint } from '../../src/webhooks/webhookStore.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -223,6 +224,22 @@ describe('webhook delivery', function () {
     await seedEvents(db.url, [newEvent({ tenantId })]);
     await waitFor(async () => (await deliveryStates(id)).includes('succeeded'), 'the third delivery to succeed');
     expect((await endpointRow(id)).consecutive_failures).to.equal(0);
+  });
+
+  it('publishes a delivery made due with a due time long past within about a second (the relay floor)', async () => {
+    const { tenantId, key } = await freshTenant();
+    const target = await receiver(204);
+    const { id } = await register(key, target.url, ['phi.']);
+    await seedEvents(db.url, [newEvent({ tenantId })]);
+    await waitFor(async () => (await deliveryStates(id))[0] === 'succeeded', 'the first delivery recorded');
+    // As a delivery of a transaction that began before the relay's last full pass, or one another relay put
+    // back: due long before the floor its quick passes start from, with a notification that does not say so.
+    const madeDueAt = Date.now();
+    await db.pool.query(`UPDATE deliveries SET state = 'pending', completed_at = NULL, due_at = now() - interval '1 hour' WHERE endpoint_id = $1`, [id]);
+    await db.pool.query('SELECT pg_notify($1, $2)', [DELIVERIES_PENDING_CHANNEL, '']);
+    await waitFor(() => target.received.length === 2, 'the delivery made due again', 5_000);
+    expect(target.received[1]!.headers['x-service-delivery-attempt']).to.equal('2');
+    expect(target.received[1]!.receivedAt - madeDueAt).to.be.below(2_500);
   });
 
   it('treats a redirect as a failure without following it, and keeps at most 1 KiB of the response', async () => {

@@ -71,6 +71,8 @@ export class DeliveryRelay {
   /** Where quick passes start; undefined until a full pass has emptied the outbox of due deliveries. */
   private floor: Date | undefined;
   private nextFullPassAt = 0;
+  /** Counts forgetFloor calls, so that a full pass does not set a floor something made unsafe meanwhile. */
+  private floorsForgotten = 0;
 
   constructor(options: DeliveryRelayOptions) {
     this.options = options;
@@ -80,12 +82,12 @@ export class DeliveryRelay {
       name: 'audit-trail delivery-relay',
       log: options.log,
       onNotification: (payload) => {
-        if (payload === RELEASED_PARKED_PAYLOAD) this.floor = undefined;
+        if (payload === RELEASED_PARKED_PAYLOAD) this.forgetFloor();
         this.nudge();
       },
       // Notifications may have been missed, released parked deliveries among them.
       onGap: () => {
-        this.floor = undefined;
+        this.forgetFloor();
         this.nudge();
       },
     });
@@ -129,7 +131,7 @@ export class DeliveryRelay {
       try {
         this.pendingWake = false;
         // Released lost publications keep their old due times: the pass after the sweep is a full one.
-        if ((await this.lostPublications!.sweepIfDue()) > 0) this.floor = undefined;
+        if ((await this.lostPublications!.sweepIfDue()) > 0) this.forgetFloor();
         await this.releaseParkedIfDue();
         published = await this.publishDue();
       } catch (thrown) {
@@ -172,7 +174,7 @@ export class DeliveryRelay {
     const released = await unparkOldestPerEndpoint(this.options.db);
     if (released > 0) {
       this.options.metrics.webhookUnparked.inc({ by: 'sweep' }, released);
-      this.floor = undefined;
+      this.forgetFloor();
     }
   }
 
@@ -191,11 +193,19 @@ export class DeliveryRelay {
     return undefined;
   }
 
+  /** Deliveries may have been made due below the floor: the next pass is a full one. */
+  private forgetFloor(): void {
+    this.floor = undefined;
+    this.floorsForgotten += 1;
+  }
+
   /** One pass: take due deliveries, publish them in batches, put back those JetStream did not accept. */
   private async publishDue(): Promise<number> {
     const floor = this.passFloor();
+    const forgottenBefore = this.floorsForgotten;
     const { due, now } = await takeDueDeliveries(this.options.db, BATCH_SIZE, floor);
-    if (floor === undefined && due.length < BATCH_SIZE) {
+    // A release heard while the pass ran may have committed after the pass's snapshot: no floor from it.
+    if (floor === undefined && due.length < BATCH_SIZE && this.floorsForgotten === forgottenBefore) {
       this.floor = new Date(now.getTime() - FLOOR_MARGIN_MS);
       this.nextFullPassAt = Date.now() + FULL_PASS_INTERVAL_MS;
     }
@@ -217,7 +227,7 @@ export class DeliveryRelay {
       this.options.log.warn({ err: coerceError(reason), failed: failed.length }, 'could not publish deliveries; they stay due');
       this.options.metrics.errors.inc({ kind: 'relay_failed' });
       await unmarkPublished(this.options.db, failed.map((delivery) => delivery.id));
-      this.floor = undefined;
+      this.forgetFloor();
       await this.sleep(ERROR_BACKOFF_MS);
     }
     this.options.metrics.relayPublished.inc(due.length - failed.length);

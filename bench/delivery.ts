@@ -65,9 +65,17 @@ async function main(): Promise<void> {
 
   // Baseline: the bare sender, same receiver, same concurrency per endpoint as the worker. It runs before the
   // first round of the path, after each round (support/pathRounds.ts), and after the service's phases.
+  // Its CPU per request too: the sender's own during its timed requests, the receiver's over the warm-up and
+  // the timed requests (it does the same for each).
+  const bareCpuSeconds = { sender: 0, receiver: 0, requests: 0, receiverRequests: 0 };
   const bareSender = async (): Promise<number> => {
+    const receiverCpu = cpuMeter(() => [receiver.child.pid!]);
     const bare = node(['bench/bareSender.ts'], { TARGET_URL: `${receiverUrl}/ok`, COUNT: String(PEAK_EVENTS), WARMUP: String(WARMUP_EVENTS), CONCURRENCY: String(CONCURRENCY) });
-    const result = (await bare.firstLine) as { sent: number; seconds: number };
+    const result = (await bare.firstLine) as { sent: number; seconds: number; cpuSeconds: number };
+    bareCpuSeconds.sender += result.cpuSeconds;
+    bareCpuSeconds.requests += result.sent;
+    bareCpuSeconds.receiver += receiverCpu.elapsed();
+    bareCpuSeconds.receiverRequests += result.sent + WARMUP_EVENTS;
     await reset();
     return result.sent / result.seconds;
   };
@@ -156,6 +164,7 @@ async function main(): Promise<void> {
   );
   const pathDeliveries = PEAK_EVENTS * rounds.rounds.length;
   const pathCpuUs = Object.fromEntries(Object.entries(cpuSeconds).map(([part, seconds]) => [part, Math.round((seconds * 1e6) / pathDeliveries)]));
+  const pathCpuUsTotal = Object.values(cpuSeconds).reduce((sum, seconds) => sum + seconds, 0) * 1e6 / pathDeliveries;
 
   // End to end: events for one endpoint written as fast as the write path takes them (batches of 500)
   // while the relay and the worker deliver them; all share the machine's two cores.
@@ -212,6 +221,7 @@ async function main(): Promise<void> {
     delivery_path_rounds: rounds.rounds,
     // While the path drained, summed over the rounds.
     delivery_path_cpu_us_per_delivery: pathCpuUs,
+    ...cpuYardstick(bareCpuSeconds, bareRate, pathCpuUsTotal, pathRate),
     end_to_end_with_ingest_per_s: Math.round(peakRate),
     end_to_end_ratio_vs_bare: Number((peakRate / bareRate).toFixed(2)),
     ingest_during_peak_per_s: Math.round(ingestRate),
@@ -222,6 +232,27 @@ async function main(): Promise<void> {
     goals: { ratio_vs_bare: '>= 0.40', p50_ms: '< 50', p99_ms: '< 250', p99_ratio: '<= 2' },
   };
   console.log(JSON.stringify(report, null, 2));
+}
+
+/**
+ * The rate ratio mixes two things: what each side costs in CPU, and how much of the machine each keeps busy.
+ * The first moves far less between runs on a shared machine. `cpu_ratio` is the bare request's CPU (sender
+ * and receiver) over the path's per delivery (every process of it): the rate ratio the path would reach if
+ * both sides kept the same share of the cores busy. `cores_busy` says how far each side is from that.
+ */
+function cpuYardstick(
+  bare: { sender: number; receiver: number; requests: number; receiverRequests: number },
+  bareRate: number,
+  pathCpuUs: number,
+  pathRate: number,
+): Record<string, unknown> {
+  const senderUs = (bare.sender * 1e6) / bare.requests;
+  const receiverUs = (bare.receiver * 1e6) / bare.receiverRequests;
+  return {
+    bare_sender_cpu_us_per_request: { sender: Math.round(senderUs), receiver: Math.round(receiverUs) },
+    delivery_path_cpu_ratio_vs_bare: Number(((senderUs + receiverUs) / pathCpuUs).toFixed(2)),
+    cores_busy: { bare: Number((((senderUs + receiverUs) * bareRate) / 1e6).toFixed(2)), path: Number(((pathCpuUs * pathRate) / 1e6).toFixed(2)) },
+  };
 }
 
 try {

@@ -1,7 +1,8 @@
 /**
  * Webhook delivery benchmark (issue 4): deliveries/s from ingest to a local receiver answering 204 with one
- * worker process, against a bare undici sender posting the same kind of signed bodies in the same run;
- * commit-to-receipt latency at half the peak rate; and the same with 20 % of endpoints failing or hanging.
+ * worker process, against a bare undici sender posting the same kind of signed bodies, with a delivery's
+ * headers, in the same run; commit-to-receipt latency at half the peak rate; and the same with 20 % of
+ * endpoints failing or hanging.
  *
  *   node bench/delivery.ts            (make bench runs it too)
  *

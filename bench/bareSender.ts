@@ -1,8 +1,8 @@
 /**
  * Baseline of the delivery benchmark: the fastest a Node process can POST the same signed bodies, with the
  * headers of a delivery, to the same receiver with undici's Pool.request and a fixed number of concurrent
- * requests, with no database or queue behind it. Prints {"sent":N,"seconds":S,"cpuSeconds":C}, C being this process's CPU (user +
- * system) during the timed requests.
+ * requests, with no database or queue behind it. Prints {"sent":N,"seconds":S,"cpuSeconds":C}, C being
+ * this process's CPU (user + system) during the timed requests.
  */
 import { createSecretKey } from 'node:crypto';
 import { Pool } from 'undici';

@@ -165,7 +165,7 @@ async function main(): Promise<void> {
   );
   const pathDeliveries = PEAK_EVENTS * rounds.rounds.length;
   const pathCpuUs = Object.fromEntries(Object.entries(cpuSeconds).map(([part, seconds]) => [part, Math.round((seconds * 1e6) / pathDeliveries)]));
-  const pathCpuUsTotal = Object.values(cpuSeconds).reduce((sum, seconds) => sum + seconds, 0) * 1e6 / pathDeliveries;
+  const pathCpuUsTotal = (Object.values(cpuSeconds).reduce((sum, seconds) => sum + seconds, 0) * 1e6) / pathDeliveries;
 
   // End to end: events for one endpoint written as fast as the write path takes them (batches of 500)
   // while the relay and the worker deliver them; all share the machine's two cores.
@@ -237,10 +237,11 @@ async function main(): Promise<void> {
 
 /**
  * The rate ratio mixes two things: what each side costs in CPU, and how much of the machine each keeps busy.
- * `cpu_ratio` is the bare request's CPU (sender and receiver) over the path's per delivery (every process of
- * it): the rate ratio if both sides kept the same share of the cores busy, which `cores_busy` shows. The bare
- * sender is one Node thread and runs at about one core, so on two cores it is bound by its own thread while
- * the path is bound by the CPU of all its processes together. `worker_cpu_ratio` compares the two Node
+ * `delivery_path_cpu_ratio_vs_bare` is the bare request's CPU (sender and receiver) over the path's per
+ * delivery (every process of it): the rate ratio if both sides kept the same share of the cores busy, which
+ * `cores_busy` shows (they did, 1.57-1.64 of two cores, in every run of 2026-11-26). The bare sender is one
+ * Node thread and runs at about one core, so on two cores it is bound by its own thread while the path is
+ * bound by the CPU of all its processes together. `worker_cpu_ratio_vs_bare_sender` compares the two Node
  * processes alone: the rate ratio where each is its side's limit (a worker with a core of its own, Postgres
  * and the receivers on other machines, as in production).
  */

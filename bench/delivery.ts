@@ -239,7 +239,7 @@ async function main(): Promise<void> {
  * The rate ratio mixes two things: what each side costs in CPU, and how much of the machine each keeps busy.
  * `delivery_path_cpu_ratio_vs_bare` is the bare request's CPU (sender and receiver) over the path's per
  * delivery (every process of it): the rate ratio if both sides kept the same share of the cores busy, which
- * `cores_busy` shows (they did, 1.57-1.64 of two cores, in every run of 2026-11-26). The bare sender is one
+ * `cores_busy` shows (they did, 1.54-1.71 of two cores, in every run of 2026-11-26). The bare sender is one
  * Node thread and runs at about one core, so on two cores it is bound by its own thread while the path is
  * bound by the CPU of all its processes together. `worker_cpu_ratio_vs_bare_sender` compares the two Node
  * processes alone: the rate ratio where each is its side's limit (a worker with a core of its own, Postgres

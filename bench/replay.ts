@@ -1,7 +1,8 @@
 /**
  * Webhook replay benchmark (issue 17): a replay of 100,000 events to a healthy receiver against the bare
  * undici sender in the same run (goal ≥ 0.3×); live deliveries' p99 at half the peak rate during a replay
- * against the same without one (goal ≤ 2×); and the delivery path with the receiver answering with a body,
+ * (live traffic starting after the replay has run alone for BENCH_REPLAY_HEAD_START_MS) against the same
+ * without one (goal ≤ 2×); and the delivery path with the receiver answering with a body,
  * so that every attempt records its response excerpt (goal ≥ 0.40× the bare sender), in rounds as in
  * bench/delivery.ts.
  *

@@ -25,7 +25,7 @@ import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
 import { measurePathRounds } from './support/pathRounds.ts';
 import { startWarmDelivery } from './support/warmDelivery.ts';
-import { builtCli, cpuMeter, freshDatabase, percentile, backendsOf, pidsOfName, spawnReporting, waitReady, type ReportingChild } from './support/processes.ts';
+import { builtCli, cpuMeter, processCpuMeter, freshDatabase, percentile, backendsOf, pidsOfName, spawnReporting, waitReady, type ReportingChild } from './support/processes.ts';
 
 const SERVER = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DATABASE_URL = `${SERVER}/audit_bench_delivery`;
@@ -144,19 +144,20 @@ async function main(): Promise<void> {
   // CPU per delivery of each part while the path drains: steadier than the rate on a shared machine, and
   // it says where a change went. Postgres counts the benchmark database's backends (other sessions' work on
   // the machine stays out; the WAL writer's share does too). Summed over the rounds.
+  const deliveryMeters = () => ({
+    worker: cpuMeter(() => [worker.child.pid!]),
+    relay: cpuMeter(() => [relay()?.child.pid].filter((pid) => pid !== undefined)),
+    postgres: cpuMeter(() => backendsOf(SERVER, 'audit_bench_delivery')),
+    nats: cpuMeter(() => pidsOfName('nats-server')),
+    receiver: cpuMeter(() => [receiver.child.pid!]),
+  });
   const cpuSeconds = { worker: 0, relay: 0, postgres: 0, nats: 0, receiver: 0 };
   const rounds = await measurePathRounds(
     separate ? PATH_ROUNDS : 1,
     bareFirst,
     async (round) => {
       if (round > 0) await refill(PEAK_EVENTS);
-      const meters = {
-        worker: cpuMeter(() => [worker.child.pid!]),
-        relay: cpuMeter(() => [relay()?.child.pid].filter((pid) => pid !== undefined)),
-        postgres: cpuMeter(() => backendsOf(SERVER, 'audit_bench_delivery')),
-        nats: cpuMeter(() => pidsOfName('nats-server')),
-        receiver: cpuMeter(() => [receiver.child.pid!]),
-      };
+      const meters = deliveryMeters();
       const drained = await waitForCount(PEAK_EVENTS);
       for (const [part, meter] of Object.entries(meters)) cpuSeconds[part as keyof typeof cpuSeconds] += meter.elapsed();
       return (PEAK_EVENTS - 1) / ((drained.lastAt - drained.firstAt) / 1000);
@@ -169,11 +170,17 @@ async function main(): Promise<void> {
 
   // End to end: events for one endpoint written as fast as the write path takes them (batches of 500)
   // while the relay and the worker deliver them; all share the machine's two cores.
+  // Its CPU per event by part, as for the path; `writer` is this driver's own process (the write path's
+  // Node side, and the benchmark's making of the events).
   await reset();
+  const endToEndMeters = { writer: processCpuMeter(), ...deliveryMeters() };
   const peakStarted = Date.now();
   await fill(PEAK_EVENTS);
   const writtenAt = Date.now();
   const peak = await waitForCount(PEAK_EVENTS);
+  const endToEndCpuUs = Object.fromEntries(
+    Object.entries(endToEndMeters).map(([part, meter]) => [part, Math.round((meter.elapsed() * 1e6) / PEAK_EVENTS)]),
+  );
   const peakRate = PEAK_EVENTS / ((peak.lastAt - peakStarted) / 1000);
   const ingestRate = PEAK_EVENTS / ((writtenAt - peakStarted) / 1000);
 
@@ -225,6 +232,7 @@ async function main(): Promise<void> {
     ...cpuYardstick(bareCpuSeconds, bareRate, { total: pathCpuUsTotal, worker: (cpuSeconds.worker * 1e6) / pathDeliveries }, pathRate),
     end_to_end_with_ingest_per_s: Math.round(peakRate),
     end_to_end_ratio_vs_bare: Number((peakRate / bareRate).toFixed(2)),
+    end_to_end_cpu_us_per_event: endToEndCpuUs,
     ingest_during_peak_per_s: Math.round(ingestRate),
     paced_rate_per_s: Math.round(halfRate),
     latency_ms: { p50: percentile(noFailure, 50), p99: percentile(noFailure, 99), max: noFailure.at(-1) },

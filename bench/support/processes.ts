@@ -128,9 +128,15 @@ export function pidsOfUser(user: string): number[] {
   return result.stdout.split('\n').filter(Boolean).map(Number);
 }
 
-/** The backends of a local Postgres server connected to one database (by psql: meters ask synchronously). */
-export function backendsOf(serverUrl: string, database: string): number[] {
-  const sql = `SELECT pid FROM pg_stat_activity WHERE datname = '${database.replaceAll("'", "''")}'`;
+/**
+ * The backends of a local Postgres server connected to one database (by psql: meters ask synchronously),
+ * or only those whose application_name starts with one of `applications` (the service names its sessions
+ * after its roles: `audit-trail worker`, `audit-trail delivery-relay`, ...).
+ */
+export function backendsOf(serverUrl: string, database: string, applications: readonly string[] = ['']): number[] {
+  const literal = (text: string) => `'${text.replaceAll("'", "''")}'`;
+  const named = applications.map((prefix) => `starts_with(application_name, ${literal(prefix)})`).join(' OR ');
+  const sql = `SELECT pid FROM pg_stat_activity WHERE datname = ${literal(database)} AND (${named})`;
   const result = spawnSync('psql', ['-d', `${serverUrl}/postgres`, '-Atc', sql], { encoding: 'utf8' });
   return result.stdout.split('\n').filter(Boolean).map(Number);
 }

@@ -18,7 +18,12 @@ import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Database } from '../src/db/database.ts';
 import type { NewEvent } from '../src/events/eventStore.ts';
+import { connectBus } from '../src/bus/natsConnection.ts';
+import { BusNames } from '../src/bus/streams.ts';
+import { readDeploymentId } from '../src/db/deploymentIdentity.ts';
+import { DeliveryPublisher } from '../src/delivery/deliveryPublisher.ts';
 import { EventWriter } from '../src/events/eventWriter.ts';
+import { ServiceMetrics } from '../src/platform/metrics.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { newEvent } from '../test/support/events.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
@@ -116,9 +121,9 @@ async function main(): Promise<void> {
     }
   };
 
-  const fill = async (count: number) => {
+  const fill = async (count: number, through = writer) => {
     for (let written = 0; written < count; written += 500) {
-      await writer.write(Array.from({ length: Math.min(500, count - written) }, () => event(tenants[0]!)), 'bench');
+      await through.write(Array.from({ length: Math.min(500, count - written) }, () => event(tenants[0]!)), 'bench');
     }
   };
   const workerEnv = { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS ?? '' };
@@ -169,7 +174,16 @@ async function main(): Promise<void> {
   const pathCpuUsTotal = (Object.values(cpuSeconds).reduce((sum, seconds) => sum + seconds, 0) * 1e6) / pathDeliveries;
 
   // End to end: events for one endpoint written as fast as the write path takes them (batches of 500)
-  // while the relay and the worker deliver them; all share the machine's two cores.
+  // while the relay and the worker deliver them; all share the machine's two cores. From here on the events
+  // are written as an ingest pod writes them, publishing their deliveries after each commit
+  // (delivery/deliveryPublisher.ts); BENCH_PUBLISH_ON_WRITE=0 leaves them to the relay, as the path's fill
+  // does and as ingest did before.
+  const bus = await connectBus(process.env.NATS_URL ?? 'nats://127.0.0.1:4222', 'bench driver', log);
+  const publisher =
+    process.env.BENCH_PUBLISH_ON_WRITE === '0'
+      ? undefined
+      : new DeliveryPublisher({ db, bus, names: new BusNames({ namespace, deploymentId: await readDeploymentId(db) }), log, metrics: new ServiceMetrics() });
+  const ingestWriter = new EventWriter(db, undefined, publisher);
   // Its CPU per event by part, as for the path; `writer` is this driver's own process (the write path's
   // Node side, and the benchmark's making of the events).
   await reset();
@@ -183,7 +197,7 @@ async function main(): Promise<void> {
     postgres_of_worker: cpuMeter(() => backendsOf(SERVER, 'audit_bench_delivery', ['audit-trail worker', 'audit-trail delivery-worker'])),
   };
   const peakStarted = Date.now();
-  await fill(PEAK_EVENTS);
+  await fill(PEAK_EVENTS, ingestWriter);
   const writtenAt = Date.now();
   const peak = await waitForCount(PEAK_EVENTS);
   const endToEndCpuUs = Object.fromEntries(
@@ -205,7 +219,7 @@ async function main(): Promise<void> {
     const started = Date.now();
     for (let tick = 0; tick < ticks; tick += 1) {
       const batch = Array.from({ length: perTick }, (_, index) => event(tenants[(tick * perTick + index) % tenants.length]!));
-      await writer.write(batch, 'bench');
+      await ingestWriter.write(batch, 'bench');
       sent += batch.filter((item) => healthy.includes(item.tenantId)).length;
       const wait = started + (tick + 1) * tickMs - Date.now();
       if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
@@ -222,6 +236,8 @@ async function main(): Promise<void> {
   await db.query(`UPDATE webhook_endpoints SET url = $1 WHERE tenant_id = 'bench-9'`, [`${receiverUrl}/hang`]);
   const { latencies: withFailures, coresBusy: failingCoresBusy } = await paced(halfRate, tenants.slice(0, 8));
 
+  await publisher?.drain();
+  await bus.close();
   await db.close();
   // The service's processes stop first, so the second baseline has the machine as the first one had it.
   for (const child of children.splice(1)) child.kill('SIGTERM');
@@ -242,6 +258,7 @@ async function main(): Promise<void> {
     // While the path drained, summed over the rounds.
     delivery_path_cpu_us_per_delivery: pathCpuUs,
     ...cpuYardstick(bareCpuSeconds, bareRate, { total: pathCpuUsTotal, worker: (cpuSeconds.worker * 1e6) / pathDeliveries }, pathRate),
+    end_to_end_publisher: publisher ? 'the writer (as ingest)' : 'the relay',
     end_to_end_with_ingest_per_s: Math.round(peakRate),
     end_to_end_ratio_vs_bare: Number((peakRate / bareRate).toFixed(2)),
     end_to_end_cpu_us_per_event: endToEndCpuUs,

@@ -10,6 +10,7 @@ import { BusNames } from './bus/streams.ts';
 import { requireSetting, type Config } from './config/config.ts';
 import { Database } from './db/database.ts';
 import { readDeploymentId } from './db/deploymentIdentity.ts';
+import { DeliveryPublisher } from './delivery/deliveryPublisher.ts';
 import { DeliveryRelay } from './delivery/deliveryRelay.ts';
 import { DeliveryWorker } from './delivery/deliveryWorker.ts';
 import { ReplayRunner } from './delivery/replayRunner.ts';
@@ -101,10 +102,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     });
     releasers.add('postgres pool', () => db.close());
     readiness.push({ name: 'postgres', check: () => db.ping() });
-    const writer = new EventWriter(db, metrics);
 
     let bus: BusConnection | undefined;
     let busNames: BusNames | undefined;
+    let publisher: DeliveryPublisher | undefined;
     if (has('ingest') || has('relay') || has('worker')) {
       // Read once: it names this deployment's streams and messages for as long as the process runs.
       deploymentId = await readDeploymentId(db);
@@ -116,6 +117,13 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       // that only delays JetStream ingestion and deliveries, which resume by themselves.
       readiness.push({ name: 'nats', critical: false, check: () => bus!.ping() });
     }
+    if (has('ingest')) {
+      // Ingest writes nearly every event: it publishes their deliveries itself, and the relays take the rest.
+      publisher = new DeliveryPublisher({ db, bus: bus!, names: busNames!, log: log.child({ role: 'ingest', component: 'delivery-publisher' }), metrics });
+      // Released before the NATS connection (releasers run in reverse), after ingestion has stopped.
+      releasers.add('delivery publisher', () => publisher!.drain());
+    }
+    const writer = new EventWriter(db, metrics, publisher);
 
     if (has('ingest')) {
       const tokens = requireSetting(config.ingestTokens, 'INGEST_TOKENS', 'the ingest role');

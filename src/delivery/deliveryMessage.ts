@@ -1,4 +1,6 @@
+import type { JetStreamClient } from '@nats-io/jetstream';
 import { headers, type MsgHdrs } from '@nats-io/transport-node';
+import type { DueDelivery } from '../events/deliveryOutbox.ts';
 
 /**
  * The JetStream message that asks for attempts: `{"b":[["<delivery id>",<attempt>],...]}`, up to
@@ -76,4 +78,33 @@ export function deliveryHeaders(deploymentId: string): MsgHdrs {
 export function publisherOf(messageHeaders: MsgHdrs | undefined): string | undefined {
   const value = messageHeaders?.get(DEPLOYMENT_HEADER) ?? '';
   return value === '' ? undefined : value;
+}
+
+/** JetStream's answer to a publish is waited for this long; then the deliveries count as not published. */
+export const PUBLISH_TIMEOUT_MS = 5_000;
+
+/**
+ * Publishes deliveries in messages of up to MAX_DELIVERIES_PER_MESSAGE, all at once; returns the deliveries
+ * of the messages JetStream did not accept, and the first error. The relay and a publishing writer both
+ * publish through here, so their messages are the same.
+ */
+export async function publishDeliveryMessages(
+  js: JetStreamClient,
+  target: { readonly subject: string; readonly deploymentId: string },
+  due: readonly DueDelivery[],
+): Promise<{ failed: DueDelivery[]; error?: unknown }> {
+  const messages: DueDelivery[][] = [];
+  for (let start = 0; start < due.length; start += MAX_DELIVERIES_PER_MESSAGE) messages.push(due.slice(start, start + MAX_DELIVERIES_PER_MESSAGE));
+  const results = await Promise.allSettled(
+    messages.map((deliveries) =>
+      js.publish(target.subject, encodeDeliveryMessage(deliveries.map(({ id, attempt }) => ({ deliveryId: id, attempt }))), {
+        msgID: deliveryMessageId({ deliveryId: deliveries[0]!.id, attempt: deliveries[0]!.attempt }, deliveries[0]!.publication),
+        headers: deliveryHeaders(target.deploymentId),
+        timeout: PUBLISH_TIMEOUT_MS,
+      }),
+    ),
+  );
+  const failed = messages.filter((_, index) => results[index]!.status === 'rejected').flat();
+  const rejected = results.find((result) => result.status === 'rejected');
+  return rejected ? { failed, error: rejected.reason } : { failed };
 }

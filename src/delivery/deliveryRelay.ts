@@ -8,14 +8,13 @@ import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import {
   DELIVERIES_PENDING_CHANNEL,
-  RELEASED_PARKED_PAYLOAD,
+  OLD_DUE_TIMES_PAYLOAD,
   takeDueDeliveries,
   timeUntilNextDue,
   unmarkPublished,
   unparkOldestPerEndpoint,
-  type DueDelivery,
 } from '../events/deliveryOutbox.ts';
-import { deliveryHeaders, deliveryMessageId, encodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE } from './deliveryMessage.ts';
+import { PUBLISH_TIMEOUT_MS, publishDeliveryMessages } from './deliveryMessage.ts';
 import { LostPublications } from './lostPublications.ts';
 
 export interface DeliveryRelayOptions {
@@ -41,8 +40,6 @@ export interface DeliveryRelayOptions {
 }
 
 const BATCH_SIZE = 500;
-/** JetStream's answer to a publish is waited for this long; then the deliveries are put back. */
-const PUBLISH_TIMEOUT_MS = 5_000;
 const ERROR_BACKOFF_MS = 1_000;
 const MIN_IDLE_MS = 20;
 /**
@@ -82,7 +79,7 @@ export class DeliveryRelay {
       name: 'audit-trail delivery-relay',
       log: options.log,
       onNotification: (payload) => {
-        if (payload === RELEASED_PARKED_PAYLOAD) this.forgetFloor();
+        if (payload === OLD_DUE_TIMES_PAYLOAD) this.forgetFloor();
         this.nudge();
       },
       // Notifications may have been missed, released parked deliveries among them.
@@ -210,21 +207,9 @@ export class DeliveryRelay {
       this.nextFullPassAt = Date.now() + FULL_PASS_INTERVAL_MS;
     }
     if (due.length === 0) return 0;
-    const messages: DueDelivery[][] = [];
-    for (let start = 0; start < due.length; start += MAX_DELIVERIES_PER_MESSAGE) messages.push(due.slice(start, start + MAX_DELIVERIES_PER_MESSAGE));
-    const results = await Promise.allSettled(
-      messages.map((deliveries) =>
-        this.js!.publish(this.subject, encodeDeliveryMessage(deliveries.map(({ id, attempt }) => ({ deliveryId: id, attempt }))), {
-          msgID: deliveryMessageId({ deliveryId: deliveries[0]!.id, attempt: deliveries[0]!.attempt }, deliveries[0]!.publication),
-          headers: deliveryHeaders(this.options.names.deploymentId),
-          timeout: PUBLISH_TIMEOUT_MS,
-        }),
-      ),
-    );
-    const failed = messages.filter((_, index) => results[index]!.status === 'rejected').flat();
+    const { failed, error } = await publishDeliveryMessages(this.js!, { subject: this.subject, deploymentId: this.options.names.deploymentId }, due);
     if (failed.length > 0) {
-      const reason = (results.find((result) => result.status === 'rejected') as PromiseRejectedResult).reason;
-      this.options.log.warn({ err: coerceError(reason), failed: failed.length }, 'could not publish deliveries; they stay due');
+      this.options.log.warn({ err: coerceError(error), failed: failed.length }, 'could not publish deliveries; they stay due');
       this.options.metrics.errors.inc({ kind: 'relay_failed' });
       await unmarkPublished(this.options.db, failed.map((delivery) => delivery.id));
       this.forgetFloor();

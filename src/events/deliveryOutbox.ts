@@ -15,10 +15,19 @@ import { prepared, type Queryable } from '../db/database.ts';
 /** Relays LISTEN here, so a new delivery is published at once rather than at the next poll. */
 export const DELIVERIES_PENDING_CHANNEL = 'audit_deliveries_pending';
 /**
- * The payload of a notification for released parked deliveries. They keep their old due times, below the
- * floor of a relay's quick passes (takeDueDeliveries), so a relay that hears it makes its next pass a full one.
+ * The payload of a notification for deliveries made due again with their old due times: released parked
+ * ones, and ones a writer could not publish (returnToRelays). Those due times lie below the floor of a
+ * relay's quick passes (takeDueDeliveries), so a relay that hears it makes its next pass a full one. The text
+ * stays what relays of earlier versions listen for.
  */
-export const RELEASED_PARKED_PAYLOAD = 'unparked';
+export const OLD_DUE_TIMES_PAYLOAD = 'unparked';
+
+/**
+ * Who publishes the deliveries a write records: the relays, which claim them from the outbox (written
+ * unpublished, and the statement wakes them), or the writer itself once the statement has committed
+ * (written marked published, as a relay's claim would mark them; delivery/deliveryPublisher.ts).
+ */
+export type FanOutPublisher = 'relay' | 'writer';
 
 /**
  * Common table expressions that record one delivery per stored event × matching active endpoint of its
@@ -28,8 +37,15 @@ export const RELEASED_PARKED_PAYLOAD = 'unparked';
  * text[] holding every tenant of the batch. The filter rule (the webhook filter of the API docs): an
  * entry ending in a dot is a prefix (`phi.` matches every `phi.*` action), any other entry matches that
  * action and the actions below it (`phi.read` matches `phi.read.x`, never `phi.reader`); `[]` matches all.
+ * `fan_out_created` yields the new deliveries' ids.
+ *
+ * Written for the writer to publish, a delivery is marked published when its row is inserted, at the
+ * statement's clock rather than its transaction's start, so that the lost-publication sweep's bound (a
+ * message is in the stream within the publish timeout of its mark) counts from as late as possible. That
+ * saves the relay's claim, a second row version and three index entries per delivery.
  */
-export function fanOutClauses(stored: string, tenants: string): string {
+export function fanOutClauses(stored: string, tenants: string, publisher: FanOutPublisher = 'relay'): string {
+  const marked = publisher === 'writer';
   return `fan_out_endpoint AS (
        -- KEY SHARE, as a foreign key would take for every row: an endpoint being deleted is waited for and
        -- then skipped, and one fanned out to is not deleted before these deliveries are committed (its
@@ -38,12 +54,12 @@ export function fanOutClauses(stored: string, tenants: string): string {
        WHERE tenant_id = ANY(${tenants}) AND active
        FOR KEY SHARE
      ), fan_out_created AS (
-       INSERT INTO deliveries (endpoint_id, tenant_id, event_id, event_occurred_at)
-       SELECT endpoint.id, event.tenant_id, event.event_id, event.occurred_at
+       INSERT INTO deliveries (endpoint_id, tenant_id, event_id, event_occurred_at${marked ? ', published_at, publications' : ''})
+       SELECT endpoint.id, event.tenant_id, event.event_id, event.occurred_at${marked ? ', clock_timestamp(), 1' : ''}
        FROM ${stored} AS event
        JOIN fan_out_endpoint AS endpoint ON endpoint.tenant_id = event.tenant_id
        WHERE ${endpointFilterMatches('endpoint.event_filter', 'event.action')}
-       RETURNING 1
+       RETURNING id
      )`;
 }
 
@@ -153,6 +169,27 @@ export async function unmarkPublished(db: Queryable, ids: readonly string[]): Pr
 }
 
 /**
+ * Hands deliveries a writer could not publish to the relays: unmarked, as unmarkPublished does, and the
+ * relays woken with the payload that makes their next pass a full one (the deliveries keep their due
+ * times, which lie below the floor of a relay's quick passes). Only the first publication's rows: one a
+ * relay has published since (after a lost-publication sweep) is the relay's.
+ */
+export async function returnToRelays(db: Queryable, ids: readonly string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  const { rows } = await db.query<{ returned: number }>(
+    `WITH returned AS (
+       UPDATE deliveries SET published_at = NULL
+       WHERE id = ANY($1::bigint[]) AND state = 'pending' AND published_at IS NOT NULL AND publications = 1
+       RETURNING 1
+     )
+     SELECT count(*)::int AS returned, (SELECT CASE WHEN count(*) > 0 THEN pg_notify($2, $3) END FROM returned) AS notified
+     FROM returned`,
+    [ids, DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD],
+  );
+  return rows[0]?.returned ?? 0;
+}
+
+/**
  * Makes deliveries marked published before `publishedBefore` due again: the relay's sweep found that their
  * messages are gone (delivery/lostPublications.ts). Should a message turn up after all, the worker's attempt
  * check makes whichever copy comes second harmless. Also returns the database's clock, which the sweep's
@@ -196,7 +233,7 @@ export async function unparkDeliveries(db: Queryable, endpointIds: readonly stri
      )
      SELECT count(*)::int AS released, (SELECT CASE WHEN count(*) > 0 THEN pg_notify($3, $4) END FROM released) AS notified
      FROM released`,
-    [endpointIds, counts, DELIVERIES_PENDING_CHANNEL, RELEASED_PARKED_PAYLOAD]),
+    [endpointIds, counts, DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD]),
   );
   return rows[0]?.released ?? 0;
 }
@@ -230,7 +267,7 @@ export async function unparkOldestPerEndpoint(db: Queryable): Promise<number> {
      )
      SELECT count(*)::int AS released, (SELECT CASE WHEN count(*) > 0 THEN pg_notify($1, $2) END FROM released) AS notified
      FROM released`,
-    [DELIVERIES_PENDING_CHANNEL, RELEASED_PARKED_PAYLOAD]),
+    [DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD]),
   );
   return rows[0]?.released ?? 0;
 }

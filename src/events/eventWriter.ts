@@ -4,12 +4,23 @@ import { SQLSTATE, sqlState } from '../db/sqlstate.ts';
 import { formatTimestamp, monthStartMs } from '../events/eventFields.ts';
 import { ensureEventPartitions, type NewEvent, type StoredEventKey } from '../events/eventStore.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { storeBatch } from './storeBatch.ts';
+import { storeBatch, type StoredBatch } from './storeBatch.ts';
 
 export interface WriteResult {
   readonly event_id: string;
   readonly timestamp: string;
   readonly status: 'stored' | 'duplicate';
+}
+
+/**
+ * Publishes the deliveries of committed writes (delivery/deliveryPublisher.ts); declared here because the
+ * trail does not depend on the delivery processes.
+ */
+export interface NewDeliveryPublisher {
+  /** Whether a write now should leave its deliveries to this publisher rather than to the relays. */
+  readonly accepting: boolean;
+  /** Publishes committed deliveries written marked published; returns at once. */
+  publish(deliveryIds: readonly string[]): void;
 }
 
 /**
@@ -19,12 +30,15 @@ export interface WriteResult {
 export class EventWriter {
   private readonly db: Database;
   private readonly metrics: ServiceMetrics | undefined;
+  private readonly publisher: NewDeliveryPublisher | undefined;
   // Month starts (epoch ms) whose partition is known to exist; saves a round trip per batch.
   private readonly knownPartitions = new Set<number>();
 
-  constructor(db: Database, metrics?: ServiceMetrics) {
+  /** With a publisher, write() hands it the deliveries of what it stored while it accepts them. */
+  constructor(db: Database, metrics?: ServiceMetrics, publisher?: NewDeliveryPublisher) {
     this.db = db;
     this.metrics = metrics;
+    this.publisher = publisher;
   }
 
   /** Stores validated events in one statement; repeats of stored events are reported as duplicates. */
@@ -32,19 +46,22 @@ export class EventWriter {
     if (events.length === 0) return [];
     await this.ensurePartitions(events);
     const timestamps = events.map((event) => formatTimestamp(event.occurredAtMs));
-    let stored: StoredEventKey[];
+    const publisher = this.publisher?.accepting ? this.publisher : undefined;
+    const store = () => storeBatch(this.db, events, timestamps, publisher ? 'writer' : 'relay');
+    let batch: StoredBatch;
     try {
-      stored = await storeBatch(this.db, events, timestamps);
+      batch = await store();
     } catch (error) {
       // 23514 is also what a row without a partition gets: one known here may have been dropped since
       // (retention detaches old months). Check them all again once before the batch counts as refused.
       if (sqlState(error) !== SQLSTATE.checkViolation) throw error;
       this.knownPartitions.clear();
       await this.ensurePartitions(events);
-      stored = await storeBatch(this.db, events, timestamps);
+      batch = await store();
     }
-    this.metrics?.eventsIngested.inc({ source }, stored.length);
-    return writeResults(events, timestamps, stored);
+    publisher?.publish(batch.deliveryIds);
+    this.metrics?.eventsIngested.inc({ source }, batch.stored.length);
+    return writeResults(events, timestamps, batch.stored);
   }
 
   /**
@@ -57,7 +74,7 @@ export class EventWriter {
     const { result, stored } = await this.db.transaction(async (client) => {
       const { result, events } = await change(client);
       const timestamps = events.map((event) => formatTimestamp(event.occurredAtMs));
-      return { result, stored: await storeBatch(client, events, timestamps) };
+      return { result, stored: (await storeBatch(client, events, timestamps)).stored };
     });
     this.metrics?.eventsIngested.inc({ source }, stored.length);
     return result;

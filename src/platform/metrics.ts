@@ -83,7 +83,9 @@ export class ServiceMetrics {
 
   readonly relayPublished = new Counter({
     name: 'webhook_relay_published_total',
-    help: 'Delivery attempts handed to JetStream by the outbox relay',
+    // The name is older than publishing on write; it counts every publication, so the alerts comparing it
+    // with attempts (docs/operations.md) hold whoever published.
+    help: 'Delivery attempts handed to JetStream, by the outbox relay or by the ingest process that wrote them',
     registers: [this.registry],
   });
 

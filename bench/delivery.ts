@@ -7,7 +7,9 @@
  *   node bench/delivery.ts            (make bench runs it too)
  *
  * Processes: this driver writes events through the service's own write path (EventWriter, so fan-out is
- * included); the relay, the worker and the receiver each run in a process of their own. Both sides are
+ * included): for the path's rounds as a writer without a publisher (the relay publishes), for the end-to-end
+ * and paced phases as an ingest pod does (it publishes the deliveries of its writes; BENCH_PUBLISH_ON_WRITE=0
+ * leaves them to the relay). The relay, the worker and the receiver each run in a process of their own. Both sides are
  * measured warm (bench/support/warmDelivery.ts): the bare sender sends BENCH_DELIVERY_WARMUP requests (20,000)
  * before its timed ones, and the worker delivers as many events before the path is measured. Perf profiles
  * of the path's worker: TurboFan compiling took 16 % of its CPU after 10,000 and 6 % after 20,000. The path

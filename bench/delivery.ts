@@ -9,9 +9,10 @@
  * Processes: this driver writes events through the service's own write path (EventWriter, so fan-out is
  * included): for the path's rounds as a writer without a publisher (the relay publishes), for the end-to-end
  * and paced phases as an ingest pod does (it publishes the deliveries of its writes; BENCH_PUBLISH_ON_WRITE=0
- * leaves them to the relay). The relay, the worker and the receiver each run in a process of their own. Both sides are
- * measured warm (bench/support/warmDelivery.ts): the bare sender sends BENCH_DELIVERY_WARMUP requests (20,000)
- * before its timed ones, and the worker delivers as many events before the path is measured. Perf profiles
+ * leaves them to the relay). The relay, the worker and the receiver each run in a process of their own.
+ * Both sides are measured warm (bench/support/warmDelivery.ts): the bare sender sends BENCH_DELIVERY_WARMUP
+ * requests (20,000) before its timed ones, and the worker delivers as many events before the path is
+ * measured. Perf profiles
  * of the path's worker: TurboFan compiling took 16 % of its CPU after 10,000 and 6 % after 20,000. The path
  * is measured in BENCH_PATH_ROUNDS rounds (3), each between two runs of the bare sender, and its ratio is the
  * median of the rounds' (bench/support/pathRounds.ts).

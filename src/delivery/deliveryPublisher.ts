@@ -67,10 +67,13 @@ export class DeliveryPublisher implements NewDeliveryPublisher {
     if (ids.length === 0) return;
     const messages = Math.ceil(ids.length / MAX_DELIVERIES_PER_MESSAGE);
     this.messagesInFlight += messages;
-    const task = this.publishNow(ids).finally(() => {
-      this.messagesInFlight -= messages;
-      this.inFlight.delete(task);
-    });
+    const task = this.publishNow(ids)
+      // Not expected (publishNow settles its own failures), but a rejection nobody awaits would end the process.
+      .catch((thrown: unknown) => this.options.log.error({ err: coerceError(thrown) }, 'publishing new deliveries failed; the lost-publication sweep will publish them'))
+      .finally(() => {
+        this.messagesInFlight -= messages;
+        this.inFlight.delete(task);
+      });
     this.inFlight.add(task);
   }
 

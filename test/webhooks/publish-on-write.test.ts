@@ -10,6 +10,7 @@ import { storeBatch } from '../../src/events/storeBatch.ts';
 import { ServiceMetrics } from '../../src/platform/metrics.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, producerEvent } from '../support/events.ts';
+import { PrivateNats } from '../support/private-services.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { TEST_INGEST_TOKEN, call, mintKey, startTestService, testConfig, testLogger, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
@@ -123,5 +124,54 @@ describe('publishing deliveries on write', function () {
     await waitFor(() => eventIds.every((id) => receivedIds().has(id)), 'the unpublished deliveries found and delivered', 20_000);
     expect(Date.now() - started).to.be.below(15_000);
     expect((await deliveryRows(eventIds)).every((row) => row.state === 'succeeded' && row.publications === 2)).to.equal(true);
+  });
+});
+
+/** With a NATS of this file's own, stopped under a running service by its PID. */
+describe('publishing deliveries on write while NATS is down', function () {
+  this.timeout(90_000);
+  let nats: PrivateNats;
+  let db: TestDatabase;
+  let service: TestService;
+  let receiver: TestReceiver;
+  const tenantId = 'publish-outage';
+
+  before(async () => {
+    nats = await PrivateNats.start();
+    db = await createTestDatabase();
+    service = await startTestService({ databaseUrl: db.url, roles: ['api', 'ingest', 'relay', 'worker'], env: { ...DELIVERY_ENV, NATS_URL: nats.url } });
+    receiver = await startReceiver(204);
+    const { key } = await mintKey(db.url, { tenantId, scopes: ['webhooks:write'] });
+    const registered = await call(`${service.baseUrl}/audit/webhooks`, { key, body: { url: receiver.url, event_filter: [] } });
+    expect(registered.status, registered.text).to.equal(201);
+  });
+
+  after(async () => {
+    await service?.stop();
+    await receiver?.close();
+    await db?.drop();
+    await nats?.remove();
+  });
+
+  it('writes the deliveries for the relays meanwhile, and they are delivered once NATS is back', async () => {
+    await nats.stop();
+    await waitFor(async () => (await call(`${service.internalUrl}/readyz`)).json.checks.nats.ok === false, 'the service to see NATS gone');
+    const response = await call(`${service.internalUrl}/internal/v1/events`, {
+      body: { events: Array.from({ length: 30 }, () => producerEvent({ tenant_id: tenantId })) },
+      headers: { authorization: `Bearer ${TEST_INGEST_TOKEN}` },
+    });
+    expect(response.status, response.text).to.equal(200);
+    const eventIds = (response.json.events as Array<{ event_id: string }>).map((event) => event.event_id);
+    const { rows } = await db.pool.query<{ published: boolean; publications: number }>(
+      'SELECT published_at IS NOT NULL AS published, publications FROM deliveries WHERE event_id = ANY($1::uuid[])',
+      [eventIds],
+    );
+    // Stored with their deliveries, unpublished and unclaimed: the relays' to publish.
+    expect(rows).to.have.length(30);
+    expect(rows.every((row) => !row.published && row.publications === 0)).to.equal(true);
+
+    await nats.start();
+    const received = () => new Set(receiver.received.map((delivery) => delivery.json().id as string));
+    await waitFor(() => eventIds.every((id) => received().has(id)), 'the events written during the outage delivered', 30_000);
   });
 });

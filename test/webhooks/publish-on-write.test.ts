@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { connectBus, type BusConnection } from '../../src/bus/natsConnection.ts';
+import { connectBus } from '../../src/bus/natsConnection.ts';
 import { BusNames } from '../../src/bus/streams.ts';
 import { readDeploymentId } from '../../src/db/deploymentIdentity.ts';
 import { Database } from '../../src/db/database.ts';
@@ -65,7 +65,7 @@ describe('publishing deliveries on write', function () {
   }
 
   /** A publisher and a writer of this test's own, on the service's NATS; `namespace` names its streams. */
-  async function ownWriter(namespace: string): Promise<{ writer: EventWriter; publisher: DeliveryPublisher; bus: BusConnection; metrics: ServiceMetrics }> {
+  async function ownWriter(namespace: string): Promise<{ writer: EventWriter; publisher: DeliveryPublisher; metrics: ServiceMetrics }> {
     const pool = new Database({ url: db.url, poolSize: 2, applicationName: 'test writer', log: testLogger() });
     const bus = await connectBus(testConfig(db.url).natsUrl, 'test writer', testLogger());
     stopLater.push(() => pool.close(), () => bus.close());
@@ -73,7 +73,15 @@ describe('publishing deliveries on write', function () {
     const metrics = new ServiceMetrics();
     const publisher = new DeliveryPublisher({ db: pool, bus, names, log: testLogger(), metrics });
     stopLater.push(() => publisher.drain());
-    return { writer: new EventWriter(pool, metrics, publisher), publisher, bus, metrics };
+    return { writer: new EventWriter(pool, metrics, publisher), publisher, metrics };
+  }
+
+  /** A relay in the service's namespace, started by the first test that needs one. */
+  let relay: TestService | undefined;
+  async function relayRunning(): Promise<void> {
+    if (relay) return;
+    relay = await startTestService({ databaseUrl: db.url, roles: ['relay'], env: DELIVERY_ENV, busNamespace: service.busNamespace });
+    stopLater.push(() => relay!.stop());
   }
 
   it('delivers events posted to ingest with no relay running, each published once', async () => {
@@ -108,8 +116,7 @@ describe('publishing deliveries on write', function () {
     expect(receivedIds().has(first[0]!.eventId)).to.equal(false);
 
     // A relay in the service's namespace publishes both; the service's worker delivers them.
-    const relay = await startTestService({ databaseUrl: db.url, roles: ['relay'], env: DELIVERY_ENV, busNamespace: service.busNamespace });
-    stopLater.push(() => relay.stop());
+    await relayRunning();
     const all = [...first, ...second].map((event) => event.eventId);
     await waitFor(() => all.every((id) => receivedIds().has(id)), 'the handed-back deliveries delivered by way of the relay', 20_000);
   });
@@ -121,8 +128,9 @@ describe('publishing deliveries on write', function () {
     await storeBatch(db.pool, events, events.map((event) => formatTimestamp(event.occurredAtMs)), 'writer');
     const eventIds = events.map((event) => event.eventId);
     expect((await deliveryRows(eventIds)).every((row) => row.published && row.publications === 1)).to.equal(true);
-    // The relay started by the previous test sweeps every second; a delivery marked published counts as
-    // lost once the consumer has acknowledged everything the stream held 5 s (the publish timeout) after it.
+    // A relay sweeps every second; a delivery marked published counts as lost once the consumer has
+    // acknowledged everything the stream held 5 s (the publish timeout) after it.
+    await relayRunning();
     await waitFor(() => eventIds.every((id) => receivedIds().has(id)), 'the unpublished deliveries found and delivered', 20_000);
     expect(Date.now() - started).to.be.below(15_000);
     await waitFor(async () => (await deliveryRows(eventIds)).every((row) => row.state === 'succeeded'), 'every outcome recorded');

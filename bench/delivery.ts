@@ -33,7 +33,18 @@ import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
 import { measurePathRounds } from './support/pathRounds.ts';
 import { startWarmDelivery } from './support/warmDelivery.ts';
-import { builtCli, cpuMeter, processCpuMeter, freshDatabase, percentile, backendsOf, pidsOfName, spawnReporting, waitReady, type ReportingChild } from './support/processes.ts';
+import {
+  builtCli,
+  cpuMeter,
+  processCpuMeter,
+  freshDatabase,
+  percentile,
+  backendsOf,
+  pidsOfName,
+  spawnReporting,
+  waitReady,
+  type ReportingChild,
+} from './support/processes.ts';
 
 const SERVER = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DATABASE_URL = `${SERVER}/audit_bench_delivery`;
@@ -79,7 +90,12 @@ async function main(): Promise<void> {
   const bareCpuSeconds = { sender: 0, receiver: 0, requests: 0, receiverRequests: 0 };
   const bareSender = async (): Promise<number> => {
     const receiverCpu = cpuMeter(() => [receiver.child.pid!]);
-    const bare = node(['bench/bareSender.ts'], { TARGET_URL: `${receiverUrl}/ok`, COUNT: String(PEAK_EVENTS), WARMUP: String(WARMUP_EVENTS), CONCURRENCY: String(CONCURRENCY) });
+    const bare = node(['bench/bareSender.ts'], {
+      TARGET_URL: `${receiverUrl}/ok`,
+      COUNT: String(PEAK_EVENTS),
+      WARMUP: String(WARMUP_EVENTS),
+      CONCURRENCY: String(CONCURRENCY),
+    });
     const result = (await bare.firstLine) as { sent: number; seconds: number; cpuSeconds: number };
     bareCpuSeconds.sender += result.cpuSeconds;
     bareCpuSeconds.requests += result.sent;
@@ -109,7 +125,12 @@ async function main(): Promise<void> {
 
   const db = new Database({ url: DATABASE_URL, poolSize: 8, applicationName: 'bench driver', log });
   const writer = new EventWriter(db);
-  const registry = new WebhookRegistry({ db, writer, secrets: new SecretBox(ENCRYPTION_KEY), policy: { allowHttp: true, allowPrivateTargets: true } });
+  const registry = new WebhookRegistry({
+    db,
+    writer,
+    secrets: new SecretBox(ENCRYPTION_KEY),
+    policy: { allowHttp: true, allowPrivateTargets: true },
+  });
   const actor = { userId: 'bench', userRole: 'operator' };
   const tenants = Array.from({ length: 10 }, (_, index) => `bench-${index}`);
   for (const tenant of tenants) await registry.register(tenant, { url: `${receiverUrl}/ok`, event_filter: ['phi.'] }, actor);
@@ -126,7 +147,10 @@ async function main(): Promise<void> {
 
   const fill = async (count: number, through = writer) => {
     for (let written = 0; written < count; written += 500) {
-      await through.write(Array.from({ length: Math.min(500, count - written) }, () => event(tenants[0]!)), 'bench');
+      await through.write(
+        Array.from({ length: Math.min(500, count - written) }, () => event(tenants[0]!)),
+        'bench',
+      );
     }
   };
   const workerEnv = { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS ?? '' };
@@ -135,7 +159,17 @@ async function main(): Promise<void> {
   let refill: (events: number) => Promise<void>;
   if (separate) {
     const warm = await startWarmDelivery(
-      { spawn: node, env: serviceEnv, workerEnv, workerPort: 18092, relayPort: 18091, warmupEvents: WARMUP_EVENTS, fill, delivered: waitForCount, resetReceiver: reset },
+      {
+        spawn: node,
+        env: serviceEnv,
+        workerEnv,
+        workerPort: 18092,
+        relayPort: 18091,
+        warmupEvents: WARMUP_EVENTS,
+        fill,
+        delivered: waitForCount,
+        resetReceiver: reset,
+      },
       PEAK_EVENTS,
     );
     ({ worker, relay, refill } = warm);
@@ -173,7 +207,9 @@ async function main(): Promise<void> {
     bareSender,
   );
   const pathDeliveries = PEAK_EVENTS * rounds.rounds.length;
-  const pathCpuUs = Object.fromEntries(Object.entries(cpuSeconds).map(([part, seconds]) => [part, Math.round((seconds * 1e6) / pathDeliveries)]));
+  const pathCpuUs = Object.fromEntries(
+    Object.entries(cpuSeconds).map(([part, seconds]) => [part, Math.round((seconds * 1e6) / pathDeliveries)]),
+  );
   const pathCpuUsTotal = (Object.values(cpuSeconds).reduce((sum, seconds) => sum + seconds, 0) * 1e6) / pathDeliveries;
 
   // End to end: events for one endpoint written as fast as the write path takes them (batches of 500)
@@ -185,7 +221,13 @@ async function main(): Promise<void> {
   const publisher =
     process.env.BENCH_PUBLISH_ON_WRITE === '0'
       ? undefined
-      : new DeliveryPublisher({ db, bus, names: new BusNames({ namespace, deploymentId: await readDeploymentId(db) }), log, metrics: new ServiceMetrics() });
+      : new DeliveryPublisher({
+          db,
+          bus,
+          names: new BusNames({ namespace, deploymentId: await readDeploymentId(db) }),
+          log,
+          metrics: new ServiceMetrics(),
+        });
   const ingestWriter = new EventWriter(db, undefined, publisher);
   // Its CPU per event by part, as for the path; `writer` is this driver's own process (the write path's
   // Node side, and the benchmark's making of the events).
@@ -299,7 +341,11 @@ function cpuYardstick(
     bare_sender_cpu_us_per_request: { sender: Math.round(senderUs), receiver: Math.round(receiverUs) },
     delivery_path_cpu_ratio_vs_bare: ratio((senderUs + receiverUs) / pathCpuUs.total),
     worker_cpu_ratio_vs_bare_sender: ratio(senderUs / pathCpuUs.worker),
-    cores_busy: { bare: ratio(((senderUs + receiverUs) * bareRate) / 1e6), bare_sender: ratio((senderUs * bareRate) / 1e6), path: ratio((pathCpuUs.total * pathRate) / 1e6) },
+    cores_busy: {
+      bare: ratio(((senderUs + receiverUs) * bareRate) / 1e6),
+      bare_sender: ratio((senderUs * bareRate) / 1e6),
+      path: ratio((pathCpuUs.total * pathRate) / 1e6),
+    },
   };
 }
 

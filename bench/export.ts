@@ -61,14 +61,34 @@ await stopProcess(api.child);
 
 const copyRate = 10_000 / median(copy.map((run) => run.seconds));
 const rate = (runs: typeof json) => median(runs.map((run) => run.rows / run.seconds));
-console.log(JSON.stringify({
-  benchmark: 'export',
-  command: 'node bench/export.ts',
-  rows_per_export: json[0]!.rows,
-  copy: { median_s: Number(median(copy.map((run) => run.seconds)).toFixed(3)), rows_per_s: Math.round(copyRate), bytes: copy[0]!.bytes },
-  json: { median_s: Number(median(json.map((run) => run.seconds)).toFixed(3)), rows_per_s: Math.round(rate(json)), ratio_vs_copy: Number((rate(json) / copyRate).toFixed(2)), bytes: json[0]!.bytes },
-  ndjson: { median_s: Number(median(ndjson.map((run) => run.seconds)).toFixed(3)), rows_per_s: Math.round(rate(ndjson)), ratio_vs_copy: Number((rate(ndjson) / copyRate).toFixed(2)), bytes: ndjson[0]!.bytes },
-  api_rss_growth_mb: Math.round(Math.max(...json.map((run) => run.rssGrowthMb), ...ndjson.map((run) => run.rssGrowthMb))),
-  rounds: ROUNDS,
-  goals: { ratio_vs_copy: '>= 0.50', api_rss_growth_mb: '< 50' },
-}, null, 2));
+console.log(
+  JSON.stringify(
+    {
+      benchmark: 'export',
+      command: 'node bench/export.ts',
+      rows_per_export: json[0]!.rows,
+      copy: {
+        median_s: Number(median(copy.map((run) => run.seconds)).toFixed(3)),
+        rows_per_s: Math.round(copyRate),
+        bytes: copy[0]!.bytes,
+      },
+      json: {
+        median_s: Number(median(json.map((run) => run.seconds)).toFixed(3)),
+        rows_per_s: Math.round(rate(json)),
+        ratio_vs_copy: Number((rate(json) / copyRate).toFixed(2)),
+        bytes: json[0]!.bytes,
+      },
+      ndjson: {
+        median_s: Number(median(ndjson.map((run) => run.seconds)).toFixed(3)),
+        rows_per_s: Math.round(rate(ndjson)),
+        ratio_vs_copy: Number((rate(ndjson) / copyRate).toFixed(2)),
+        bytes: ndjson[0]!.bytes,
+      },
+      api_rss_growth_mb: Math.round(Math.max(...json.map((run) => run.rssGrowthMb), ...ndjson.map((run) => run.rssGrowthMb))),
+      rounds: ROUNDS,
+      goals: { ratio_vs_copy: '>= 0.50', api_rss_growth_mb: '< 50' },
+    },
+    null,
+    2,
+  ),
+);

@@ -13,7 +13,6 @@
  * roles in one process. Each window starts after the backlog has been published once and has settled.
  */
 import { spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { Database } from '../src/db/database.ts';
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
 import { EventWriter } from '../src/events/eventWriter.ts';
@@ -22,14 +21,22 @@ import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
 import { newEvent } from '../test/support/events.ts';
 import { PrivateNats, PrivatePostgres } from '../test/support/private-services.ts';
-import { BENCH_ENCRYPTION_KEY, builtCli, cpuByPid, freePort, spawnReporting, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+import {
+  BENCH_ENCRYPTION_KEY,
+  builtCli,
+  cpuByPid,
+  freePort,
+  spawnReporting,
+  startNode,
+  stopProcess,
+  waitForHttp,
+} from './support/processes.ts';
 
 const WINDOW_S = Number(process.env.BENCH_HUNG_SECONDS ?? 20);
 const WARM_UP_MS = 15_000;
 const SETTLE_MS = 5_000;
 const BACKLOGS = [2_000, 8_000];
 const log = createLogger('warn');
-
 
 function childrenOf(pid: number): number[] {
   const result = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' });
@@ -94,7 +101,12 @@ async function runLayout(postgres: PrivatePostgres, nats: PrivateNats, layout: '
   await migrate(databaseUrl, log);
   const db = new Database({ url: databaseUrl, poolSize: 2, applicationName: 'bench driver', log });
   const writer = new EventWriter(db);
-  const registry = new WebhookRegistry({ db, writer, secrets: new SecretBox(BENCH_ENCRYPTION_KEY), policy: { allowHttp: true, allowPrivateTargets: true } });
+  const registry = new WebhookRegistry({
+    db,
+    writer,
+    secrets: new SecretBox(BENCH_ENCRYPTION_KEY),
+    policy: { allowHttp: true, allowPrivateTargets: true },
+  });
   // Filtered, so that its own admin.webhook.create event is not delivered to it during the idle window.
   const actor = { userId: 'bench', userRole: 'operator' };
   const { endpoint } = await registry.register('hung', { url: `${receiverUrl}/hang`, event_filter: ['phi.'] }, actor);
@@ -128,7 +140,10 @@ async function runLayout(postgres: PrivatePostgres, nats: PrivateNats, layout: '
     const cpu = await measure(groups, WINDOW_S);
     const after = await counters(ports);
     const rate = (key: string) => Number(((after[key]! - before[key]!) / WINDOW_S).toFixed(2));
-    return { cpu_pct_of_a_core: cpu, per_s: { published: rate('published'), attempts: rate('attempts'), parked: rate('parked'), deferred: rate('deferred') } };
+    return {
+      cpu_pct_of_a_core: cpu,
+      per_s: { published: rate('published'), attempts: rate('attempts'), parked: rate('parked'), deferred: rate('deferred') },
+    };
   };
 
   // Past start-up (compilation, first connections). Idle is measured again at the end, in processes that
@@ -141,7 +156,10 @@ async function runLayout(postgres: PrivatePostgres, nats: PrivateNats, layout: '
   for (const backlog of BACKLOGS) {
     while (written < backlog) {
       const size = Math.min(1_000, backlog - written);
-      await writer.write(Array.from({ length: size }, () => newEvent({ tenantId: 'hung', details: '{"reason":"bench"}' })), 'bench');
+      await writer.write(
+        Array.from({ length: size }, () => newEvent({ tenantId: 'hung', details: '{"reason":"bench"}' })),
+        'bench',
+      );
       written += size;
     }
     // Published once at least (code that defers keeps publishing them: the window shows how often).
@@ -152,7 +170,9 @@ async function runLayout(postgres: PrivatePostgres, nats: PrivateNats, layout: '
     await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
     withBacklog[String(backlog)] = await phase();
   }
-  const { rows } = await db.query<{ state: string; n: number }>(`SELECT state, count(*)::int AS n FROM deliveries GROUP BY state ORDER BY state`);
+  const { rows } = await db.query<{ state: string; n: number }>(
+    `SELECT state, count(*)::int AS n FROM deliveries GROUP BY state ORDER BY state`,
+  );
   // Idle again: the endpoint deleted with its deliveries, its requests on the wire timed out and recorded.
   await registry.delete('hung', endpoint.id, actor);
   await new Promise((resolve) => setTimeout(resolve, WARM_UP_MS));
@@ -160,7 +180,12 @@ async function runLayout(postgres: PrivatePostgres, nats: PrivateNats, layout: '
   const idle = (name: string) => Math.min(idleAtStart.cpu_pct_of_a_core[name]!, idleAtEnd.cpu_pct_of_a_core[name]!);
   const beyondIdle = (measured: Awaited<ReturnType<typeof phase>>) => {
     const beyond = (name: string) => Number((measured.cpu_pct_of_a_core[name]! - idle(name)).toFixed(2));
-    return { service: beyond('service'), postgres: beyond('postgres'), service_and_postgres: Number((beyond('service') + beyond('postgres')).toFixed(2)), nats: beyond('nats') };
+    return {
+      service: beyond('service'),
+      postgres: beyond('postgres'),
+      service_and_postgres: Number((beyond('service') + beyond('postgres')).toFixed(2)),
+      nats: beyond('nats'),
+    };
   };
   await db.close();
   for (const { child } of services) await stopProcess(child);
@@ -168,7 +193,9 @@ async function runLayout(postgres: PrivatePostgres, nats: PrivateNats, layout: '
     layout: layout === 'separate' ? 'relay and worker in two processes' : 'relay and worker in one process',
     idle_at_start: idleAtStart,
     idle_at_end: idleAtEnd,
-    backlog: Object.fromEntries(Object.entries(withBacklog).map(([backlog, measured]) => [backlog, { ...measured, beyond_idle_pct: beyondIdle(measured) }])),
+    backlog: Object.fromEntries(
+      Object.entries(withBacklog).map(([backlog, measured]) => [backlog, { ...measured, beyond_idle_pct: beyondIdle(measured) }]),
+    ),
     deliveries_with_8000_pending: Object.fromEntries(rows.map((row) => [row.state, row.n])),
   };
 }

@@ -19,7 +19,17 @@ import type { NewEvent } from '../src/events/eventStore.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { SERVER_URL } from './support/listDataset.ts';
 import { producerEvent } from './support/producers.ts';
-import { BENCH_INGEST_TOKEN, builtCli, cpuMeter, freePort, pidsOfName, pidsOfUser, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+import {
+  BENCH_INGEST_TOKEN,
+  builtCli,
+  cpuMeter,
+  freePort,
+  pidsOfName,
+  pidsOfUser,
+  startNode,
+  stopProcess,
+  waitForHttp,
+} from './support/processes.ts';
 
 const DATABASE_URL = `${SERVER_URL}/audit_bench_ingest`;
 const EVENTS = Number(process.env.BENCH_INGEST_EVENTS ?? 100_000);
@@ -34,25 +44,63 @@ await createDatabaseIfMissing(DATABASE_URL);
 await migrate(DATABASE_URL, createLogger('warn'));
 const db = new pg.Client({ connectionString: DATABASE_URL });
 await db.connect();
-const count = async (tenant: string) => Number((await db.query('SELECT count(*) FROM events WHERE tenant_id = $1', [tenant])).rows[0].count);
-
+const count = async (tenant: string) =>
+  Number((await db.query('SELECT count(*) FROM events WHERE tenant_id = $1', [tenant])).rows[0].count);
 
 // Baseline: COPY of the same rows, as CSV, through psql; the document is the one the write path would store.
 const csvField = (value: string) => `"${value.replace(/"/g, '""')}"`;
 const csv = Array.from({ length: EVENTS }, (_, index) => {
   const event = producerEvent('copy', index);
   const row: NewEvent = {
-    tenantId: event.tenant_id, occurredAtMs: Date.parse(event.timestamp), eventId: event.event_id, action: event.action, userId: event.user_id,
-    userRole: event.user_role, resourceType: event.resource_type, resourceId: event.resource_id, fieldsAccessed: JSON.stringify(event.fields_accessed),
-    phiInvolved: true, sourceIp: event.source_ip, userAgent: event.user_agent, justification: '', success: true, details: JSON.stringify(event.details),
+    tenantId: event.tenant_id,
+    occurredAtMs: Date.parse(event.timestamp),
+    eventId: event.event_id,
+    action: event.action,
+    userId: event.user_id,
+    userRole: event.user_role,
+    resourceType: event.resource_type,
+    resourceId: event.resource_id,
+    fieldsAccessed: JSON.stringify(event.fields_accessed),
+    phiInvolved: true,
+    sourceIp: event.source_ip,
+    userAgent: event.user_agent,
+    justification: '',
+    success: true,
+    details: JSON.stringify(event.details),
   };
-  return [row.tenantId, event.timestamp, row.eventId, row.action, row.userId, row.userRole, row.resourceType, row.resourceId, row.fieldsAccessed,
-    'true', row.sourceIp, row.userAgent, row.justification, 'true', row.details, renderEventDocument(row, event.timestamp)].map(csvField).join(',');
+  return [
+    row.tenantId,
+    event.timestamp,
+    row.eventId,
+    row.action,
+    row.userId,
+    row.userRole,
+    row.resourceType,
+    row.resourceId,
+    row.fieldsAccessed,
+    'true',
+    row.sourceIp,
+    row.userAgent,
+    row.justification,
+    'true',
+    row.details,
+    renderEventDocument(row, event.timestamp),
+  ]
+    .map(csvField)
+    .join(',');
 }).join('\n');
 const copyStarted = performance.now();
-const copy = spawnSync('psql', [DATABASE_URL, '-X', '-q', '-c',
-  `\\copy events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id, fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document) FROM STDIN WITH (FORMAT csv)`],
-  { input: csv, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+const copy = spawnSync(
+  'psql',
+  [
+    DATABASE_URL,
+    '-X',
+    '-q',
+    '-c',
+    `\\copy events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id, fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document) FROM STDIN WITH (FORMAT csv)`,
+  ],
+  { input: csv, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
+);
 const copySeconds = (performance.now() - copyStarted) / 1000;
 if (copy.status !== 0) throw new Error(copy.stderr);
 if ((await count('copy')) !== EVENTS) throw new Error('COPY stored a different number of rows');
@@ -61,26 +109,37 @@ if ((await count('copy')) !== EVENTS) throw new Error('COPY stored a different n
 const namespace = `bench${randomBytes(3).toString('hex')}`;
 const internalPort = await freePort();
 const ingest = startNode(builtCli('serve', '--roles', 'ingest'), {
-  DATABASE_URL, INGEST_TOKENS: BENCH_INGEST_TOKEN, NATS_NAMESPACE: namespace, HOST: '127.0.0.1', INTERNAL_PORT: String(internalPort), LOG_LEVEL: 'warn',
+  DATABASE_URL,
+  INGEST_TOKENS: BENCH_INGEST_TOKEN,
+  NATS_NAMESPACE: namespace,
+  HOST: '127.0.0.1',
+  INTERNAL_PORT: String(internalPort),
+  LOG_LEVEL: 'warn',
   NODE_OPTIONS: process.env.BENCH_INGEST_NODE_OPTIONS ?? '',
 });
 await waitForHttp(`http://127.0.0.1:${internalPort}/readyz`);
 
 // HTTP: 4 producers posting batches of 500 until EVENTS are stored.
-const batches = Array.from({ length: EVENTS / BATCH }, (_, batch) => JSON.stringify({ events: Array.from({ length: BATCH }, (_, i) => producerEvent('http', batch * BATCH + i)) }));
+const batches = Array.from({ length: EVENTS / BATCH }, (_, batch) =>
+  JSON.stringify({ events: Array.from({ length: BATCH }, (_, i) => producerEvent('http', batch * BATCH + i)) }),
+);
 let next = 0;
 const cpuBefore = { ingest: cpuMeter(() => [ingest.pid!]), postgres: cpuMeter(() => pidsOfUser('postgres')), driver: process.cpuUsage() };
 const httpStarted = performance.now();
-await Promise.all(Array.from({ length: PRODUCERS }, async () => {
-  while (next < batches.length) {
-    const body = batches[next++]!;
-    const response = await fetch(`http://127.0.0.1:${internalPort}/internal/v1/events`, {
-      method: 'POST', headers: { authorization: `Bearer ${BENCH_INGEST_TOKEN}`, 'content-type': 'application/json' }, body,
-    });
-    if (!response.ok) throw new Error(`ingest answered ${response.status}: ${await response.text()}`);
-    await response.arrayBuffer();
-  }
-}));
+await Promise.all(
+  Array.from({ length: PRODUCERS }, async () => {
+    while (next < batches.length) {
+      const body = batches[next++]!;
+      const response = await fetch(`http://127.0.0.1:${internalPort}/internal/v1/events`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${BENCH_INGEST_TOKEN}`, 'content-type': 'application/json' },
+        body,
+      });
+      if (!response.ok) throw new Error(`ingest answered ${response.status}: ${await response.text()}`);
+      await response.arrayBuffer();
+    }
+  }),
+);
 const httpSeconds = (performance.now() - httpStarted) / 1000;
 const driverCpu = process.cpuUsage(cpuBefore.driver);
 const httpCpu = {
@@ -108,16 +167,26 @@ for (let start = 0; start < EVENTS; start += 1000) {
 const publishSeconds = (performance.now() - publishStarted) / 1000;
 await nc.close();
 const consumer = startNode(builtCli('serve', '--roles', 'ingest'), {
-  DATABASE_URL, INGEST_TOKENS: BENCH_INGEST_TOKEN, NATS_NAMESPACE: jsNamespace, HOST: '127.0.0.1', INTERNAL_PORT: String(await freePort()), LOG_LEVEL: 'warn',
+  DATABASE_URL,
+  INGEST_TOKENS: BENCH_INGEST_TOKEN,
+  NATS_NAMESPACE: jsNamespace,
+  HOST: '127.0.0.1',
+  INTERNAL_PORT: String(await freePort()),
+  LOG_LEVEL: 'warn',
   NODE_OPTIONS: process.env.BENCH_INGEST_NODE_OPTIONS ?? '',
 });
 // Timed from the first stored event until the consumer has nothing pending or unacknowledged (a message is
 // acknowledged after its commit). Both probes are cheap: counting the stored rows every 20 ms cost Postgres
 // more CPU than the difference being measured.
-const hasStored = async () => (await db.query("SELECT EXISTS (SELECT 1 FROM events WHERE tenant_id = 'jetstream') AS found")).rows[0].found as boolean;
+const hasStored = async () =>
+  (await db.query("SELECT EXISTS (SELECT 1 FROM events WHERE tenant_id = 'jetstream') AS found")).rows[0].found as boolean;
 while (!(await hasStored())) await new Promise((resolve) => setTimeout(resolve, 20));
 const firstStoredAt = performance.now();
-const cpuDrain = { ingest: cpuMeter(() => [consumer.pid!]), postgres: cpuMeter(() => pidsOfUser('postgres')), nats: cpuMeter(() => pidsOfName('nats-server')) };
+const cpuDrain = {
+  ingest: cpuMeter(() => [consumer.pid!]),
+  postgres: cpuMeter(() => pidsOfUser('postgres')),
+  nats: cpuMeter(() => pidsOfName('nats-server')),
+};
 const watcher = await connect({ servers: process.env.NATS_URL ?? '127.0.0.1:4222' });
 const watcherJsm = await jetstreamManager(watcher);
 const ingestDefinition = ingestConsumerDefinition(names);
@@ -138,12 +207,30 @@ if ((await count('jetstream')) !== EVENTS) throw new Error('JetStream ingest sto
 await db.end();
 
 const copyRate = EVENTS / copySeconds;
-console.log(JSON.stringify({
-  benchmark: 'ingest',
-  command: 'node bench/ingest.ts',
-  events: EVENTS,
-  copy_rows_per_s: Math.round(copyRate),
-  http: { cpu: httpCpu, seconds: Number(httpSeconds.toFixed(2)), events_per_s: Math.round(EVENTS / httpSeconds), ratio_vs_copy: Number((EVENTS / httpSeconds / copyRate).toFixed(2)), producers: PRODUCERS, batch: BATCH },
-  jetstream: { cpu: drainCpu, events_per_s: Math.round(EVENTS / jsSeconds), ratio_vs_copy: Number((EVENTS / jsSeconds / copyRate).toFixed(2)), driver_publish_per_s: Math.round(EVENTS / publishSeconds) },
-  goals: { ratio_vs_copy: '>= 0.50' },
-}, null, 2));
+console.log(
+  JSON.stringify(
+    {
+      benchmark: 'ingest',
+      command: 'node bench/ingest.ts',
+      events: EVENTS,
+      copy_rows_per_s: Math.round(copyRate),
+      http: {
+        cpu: httpCpu,
+        seconds: Number(httpSeconds.toFixed(2)),
+        events_per_s: Math.round(EVENTS / httpSeconds),
+        ratio_vs_copy: Number((EVENTS / httpSeconds / copyRate).toFixed(2)),
+        producers: PRODUCERS,
+        batch: BATCH,
+      },
+      jetstream: {
+        cpu: drainCpu,
+        events_per_s: Math.round(EVENTS / jsSeconds),
+        ratio_vs_copy: Number((EVENTS / jsSeconds / copyRate).toFixed(2)),
+        driver_publish_per_s: Math.round(EVENTS / publishSeconds),
+      },
+      goals: { ratio_vs_copy: '>= 0.50' },
+    },
+    null,
+    2,
+  ),
+);

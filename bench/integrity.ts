@@ -40,7 +40,9 @@ async function ensureDataset(): Promise<{ sealRate: number | undefined }> {
   const client = new pg.Client({ connectionString: DATABASE_URL });
   await client.connect();
   try {
-    await client.query('CREATE TABLE IF NOT EXISTS bench_datasets (name text PRIMARY KEY, rows bigint NOT NULL, loaded_at timestamptz NOT NULL DEFAULT now())');
+    await client.query(
+      'CREATE TABLE IF NOT EXISTS bench_datasets (name text PRIMARY KEY, rows bigint NOT NULL, loaded_at timestamptz NOT NULL DEFAULT now())',
+    );
     if ((await client.query('SELECT 1 FROM bench_datasets WHERE name = $1', [DATASET])).rowCount) {
       log(`dataset ${DATASET} present`);
       return { sealRate: undefined };
@@ -49,7 +51,8 @@ async function ensureDataset(): Promise<{ sealRate: number | undefined }> {
       throw new Error('audit_bench_integrity holds a partial dataset: drop the database and run again');
     }
     const started = Date.now();
-    for (let day = 0; day <= 62; day += 28) await client.query('SELECT audit_ensure_event_partition(now() - make_interval(days => $1))', [day]);
+    for (let day = 0; day <= 62; day += 28)
+      await client.query('SELECT audit_ensure_event_partition(now() - make_interval(days => $1))', [day]);
     const chunk = 250_000;
     for (let offset = 0; offset < EVENTS; offset += chunk) {
       await client.query(
@@ -98,7 +101,7 @@ await client.end();
 const api = await startApiProcess(DATABASE_URL);
 const headers = { authorization: `Bearer ${key}` };
 const base = `${api.baseUrl}/api/v2/public`;
-const head = await (await fetch(`${base}/audit/integrity/tree-head`, { headers })).json() as { tree_size: number };
+const head = (await (await fetch(`${base}/audit/integrity/tree-head`, { headers })).json()) as { tree_size: number };
 /** Sequential GETs of a path per sampled event, after 200 of warm-up: latencies sorted, in ms. */
 async function latencies(path: (eventId: string) => string): Promise<number[]> {
   const measured: number[] = [];
@@ -111,18 +114,29 @@ async function latencies(path: (eventId: string) => string): Promise<number[]> {
   }
   return measured.sort((a, b) => a - b);
 }
-const percentile = (sorted: number[], p: number) => Number(sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!.toFixed(2));
+const percentile = (sorted: number[], p: number) =>
+  Number(sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!.toFixed(2));
 // Baseline in the same run: the lookup of the same events, the cheapest authenticated read of the API.
 const lookups = await latencies((eventId) => `/audit/events/${eventId}`);
 const proofs = await latencies((eventId) => `/audit/events/${eventId}/proof`);
 
 const dir = mkdtempSync(join(tmpdir(), 'audit-bench-verify-'));
 const exportStarted = performance.now();
-const exported = await fetch(`${base}/audit/export?format=ndjson&proofs=true`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: '{}' });
+const exported = await fetch(`${base}/audit/export?format=ndjson&proofs=true`, {
+  method: 'POST',
+  headers: { ...headers, 'content-type': 'application/json' },
+  body: '{}',
+});
 const exportText = await exported.text();
 const exportSeconds = (performance.now() - exportStarted) / 1000;
 const plainStarted = performance.now();
-await (await fetch(`${base}/audit/export?format=ndjson`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: '{}' })).text();
+await (
+  await fetch(`${base}/audit/export?format=ndjson`, {
+    method: 'POST',
+    headers: { ...headers, 'content-type': 'application/json' },
+    body: '{}',
+  })
+).text();
 const plainSeconds = (performance.now() - plainStarted) / 1000;
 const keys = await (await fetch(`${base}/audit/integrity/keys`, { headers })).text();
 await stopProcess(api.child);
@@ -130,7 +144,11 @@ writeFileSync(join(dir, 'export.ndjson'), exportText);
 writeFileSync(join(dir, 'keys.json'), keys);
 
 const cliStarted = performance.now();
-const cli = spawnSync(process.execPath, builtCli('verify', '--export', join(dir, 'export.ndjson'), '--public-key', join(dir, 'keys.json')), { encoding: 'utf8' });
+const cli = spawnSync(
+  process.execPath,
+  builtCli('verify', '--export', join(dir, 'export.ndjson'), '--public-key', join(dir, 'keys.json')),
+  { encoding: 'utf8' },
+);
 const cliSeconds = (performance.now() - cliStarted) / 1000;
 if (cli.status !== 0) throw new Error(`verify failed: ${cli.stderr}`);
 const inProcessStarted = performance.now();
@@ -138,14 +156,35 @@ const report = verifyExport({ exportText, trustedKeys: JSON.parse(keys).keys });
 const inProcessSeconds = (performance.now() - inProcessStarted) / 1000;
 rmSync(dir, { recursive: true, force: true });
 
-console.log(JSON.stringify({
-  benchmark: 'integrity',
-  command: 'node bench/integrity.ts',
-  tree_size: head.tree_size,
-  sealing_rate_events_per_s: sealRate ?? 'dataset already sealed',
-  proof_latency_ms: { requests: proofs.length, p50: percentile(proofs, 50), p99: percentile(proofs, 99), max: Number(proofs.at(-1)!.toFixed(2)) },
-  lookup_latency_ms_baseline: { p50: percentile(lookups, 50), p99: percentile(lookups, 99) },
-  export_10000_with_proofs: { events: report.events, proven: report.proven, bytes: exportText.length, seconds: Number(exportSeconds.toFixed(2)), plain_export_seconds: Number(plainSeconds.toFixed(2)) },
-  verify_10000: { cli_seconds_including_start: Number(cliSeconds.toFixed(2)), in_process_seconds: Number(inProcessSeconds.toFixed(2)), cli_summary: cli.stdout.trim() },
-  goals: { proof_p99_ms: '< 10', verify_10000_s: '< 2' },
-}, null, 2));
+console.log(
+  JSON.stringify(
+    {
+      benchmark: 'integrity',
+      command: 'node bench/integrity.ts',
+      tree_size: head.tree_size,
+      sealing_rate_events_per_s: sealRate ?? 'dataset already sealed',
+      proof_latency_ms: {
+        requests: proofs.length,
+        p50: percentile(proofs, 50),
+        p99: percentile(proofs, 99),
+        max: Number(proofs.at(-1)!.toFixed(2)),
+      },
+      lookup_latency_ms_baseline: { p50: percentile(lookups, 50), p99: percentile(lookups, 99) },
+      export_10000_with_proofs: {
+        events: report.events,
+        proven: report.proven,
+        bytes: exportText.length,
+        seconds: Number(exportSeconds.toFixed(2)),
+        plain_export_seconds: Number(plainSeconds.toFixed(2)),
+      },
+      verify_10000: {
+        cli_seconds_including_start: Number(cliSeconds.toFixed(2)),
+        in_process_seconds: Number(inProcessSeconds.toFixed(2)),
+        cli_summary: cli.stdout.trim(),
+      },
+      goals: { proof_p99_ms: '< 10', verify_10000_s: '< 2' },
+    },
+    null,
+    2,
+  ),
+);

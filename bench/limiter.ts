@@ -12,7 +12,10 @@ import { stopProcess } from './support/processes.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 await ensureListDataset((line) => console.error(line));
-const tenants = [BIG_TENANT, ...Array.from({ length: 49 }, (_, index) => `tenant-${String((index * 19 + 5) % (TENANTS - 1)).padStart(4, '0')}`)];
+const tenants = [
+  BIG_TENANT,
+  ...Array.from({ length: 49 }, (_, index) => `tenant-${String((index * 19 + 5) % (TENANTS - 1)).padStart(4, '0')}`),
+];
 const keys = await mintBenchKeys(LIST_DATABASE_URL, tenants, ['audit:read']);
 const request = () => {
   const tenant = tenants[Math.floor(Math.random() * tenants.length)]!;
@@ -32,12 +35,18 @@ for (let round = 0; round < 2; round += 1) {
   }
 }
 const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
-console.log(JSON.stringify({
-  benchmark: 'limiter overhead',
-  command: 'node bench/limiter.ts',
-  limiter_on_rps: results.on.map(Math.round),
-  limiter_off_rps: results.off.map(Math.round),
-  ratio_on_vs_off: Number((mean(results.on) / mean(results.off)).toFixed(2)),
-  refused_requests: refused,
-  goals: { ratio_on_vs_off: '>= 0.85', refused_requests: 0 },
-}, null, 2));
+console.log(
+  JSON.stringify(
+    {
+      benchmark: 'limiter overhead',
+      command: 'node bench/limiter.ts',
+      limiter_on_rps: results.on.map(Math.round),
+      limiter_off_rps: results.off.map(Math.round),
+      ratio_on_vs_off: Number((mean(results.on) / mean(results.off)).toFixed(2)),
+      refused_requests: refused,
+      goals: { ratio_on_vs_off: '>= 0.85', refused_requests: 0 },
+    },
+    null,
+    2,
+  ),
+);

@@ -24,11 +24,15 @@ const log = (line: string) => console.error(line);
 await ensureListDataset(log);
 
 // Tenants and their keys: the big one plus a random sample of the others.
-const tenants = [BIG_TENANT, ...Array.from({ length: SAMPLE_TENANTS - 1 }, (_, index) => `tenant-${String((index * 10 + 3) % (TENANTS - 1)).padStart(4, '0')}`)];
+const tenants = [
+  BIG_TENANT,
+  ...Array.from({ length: SAMPLE_TENANTS - 1 }, (_, index) => `tenant-${String((index * 10 + 3) % (TENANTS - 1)).padStart(4, '0')}`),
+];
 const db = new Database({ url: LIST_DATABASE_URL, poolSize: 2, applicationName: 'bench keys', log: createLogger('warn') });
 const keyService = new ApiKeyService({ db, writer: new EventWriter(db), pepper: BENCH_PEPPER, environment: 'live' });
 const keys = new Map<string, string>();
-for (const tenant of tenants) keys.set(tenant, (await keyService.mint({ tenantId: tenant, scopes: ['audit:read'] }, { userId: 'bench', userRole: 'operator' })).key);
+for (const tenant of tenants)
+  keys.set(tenant, (await keyService.mint({ tenantId: tenant, scopes: ['audit:read'] }, { userId: 'bench', userRole: 'operator' })).key);
 await db.close();
 
 const barePort = await freePort();
@@ -41,9 +45,15 @@ const FILTERS = ['action=phi.read', 'resource_type=claim'];
 const serviceCursors = new Map<string, string>();
 const bareCursors = new Map<string, string>();
 for (const tenant of tenants) {
-  const first = await (await fetch(`http://127.0.0.1:${apiPort}/api/v2/public/audit/events?limit=100`, { headers: { authorization: `Bearer ${keys.get(tenant)}` } })).json() as { page: { next_cursor: string } };
+  const first = (await (
+    await fetch(`http://127.0.0.1:${apiPort}/api/v2/public/audit/events?limit=100`, {
+      headers: { authorization: `Bearer ${keys.get(tenant)}` },
+    })
+  ).json()) as { page: { next_cursor: string } };
   serviceCursors.set(tenant, first.page.next_cursor);
-  const bareFirst = await (await fetch(`http://127.0.0.1:${barePort}/events?tenant=${tenant}&limit=100`)).json() as { page: { next_cursor: string } };
+  const bareFirst = (await (await fetch(`http://127.0.0.1:${barePort}/events?tenant=${tenant}&limit=100`)).json()) as {
+    page: { next_cursor: string };
+  };
   bareCursors.set(tenant, bareFirst.page.next_cursor);
 }
 const pick = <T>(items: readonly T[]) => items[Math.floor(Math.random() * items.length)]!;
@@ -62,7 +72,9 @@ const serviceRequest = () => {
 const bareRequest = () => {
   const tenant = pick(tenants);
   const { filter, cursor } = variant();
-  const query = [`tenant=${tenant}`, 'limit=100', filter, cursor ? `cursor=${bareCursors.get(tenant)}` : undefined].filter(Boolean).join('&');
+  const query = [`tenant=${tenant}`, 'limit=100', filter, cursor ? `cursor=${bareCursors.get(tenant)}` : undefined]
+    .filter(Boolean)
+    .join('&');
   return { path: `/events?${query}` };
 };
 const serviceUrl = `http://127.0.0.1:${apiPort}`;
@@ -77,7 +89,11 @@ const bareRuns = [];
 // CPU seconds per 1,000 requests, by process, so the report says where each side spends the machine.
 const cpu = { service: { node: 0, postgres: 0, redis: 0, requests: 0 }, bare: { node: 0, postgres: 0, redis: 0, requests: 0 } };
 async function measured(side: 'service' | 'bare', pid: number, load: () => Promise<Awaited<ReturnType<typeof runLoad>>>) {
-  const meters = { node: cpuMeter(() => [pid]), postgres: cpuMeter(() => pidsOfUser('postgres')), redis: cpuMeter(() => pidsOfUser('redis')) };
+  const meters = {
+    node: cpuMeter(() => [pid]),
+    postgres: cpuMeter(() => pidsOfUser('postgres')),
+    redis: cpuMeter(() => pidsOfUser('redis')),
+  };
   const result = await load();
   cpu[side].node += meters.node.elapsed();
   cpu[side].postgres += meters.postgres.elapsed();
@@ -86,16 +102,32 @@ async function measured(side: 'service' | 'bare', pid: number, load: () => Promi
   return result;
 }
 for (let round = 0; round < 2; round += 1) {
-  serviceRuns.push(await measured('service', api.pid!, () => runLoad({ url: serviceUrl, nextRequest: serviceRequest, connections: CONNECTIONS, durationS: DURATION_S })));
-  bareRuns.push(await measured('bare', bare.pid!, () => runLoad({ url: bareUrl, nextRequest: bareRequest, connections: CONNECTIONS, durationS: DURATION_S })));
+  serviceRuns.push(
+    await measured('service', api.pid!, () =>
+      runLoad({ url: serviceUrl, nextRequest: serviceRequest, connections: CONNECTIONS, durationS: DURATION_S }),
+    ),
+  );
+  bareRuns.push(
+    await measured('bare', bare.pid!, () =>
+      runLoad({ url: bareUrl, nextRequest: bareRequest, connections: CONNECTIONS, durationS: DURATION_S }),
+    ),
+  );
 }
 const perThousand = (side: 'service' | 'bare') =>
-  Object.fromEntries((['node', 'postgres', 'redis'] as const).map((key) => [key, Number(((cpu[side][key] / cpu[side].requests) * 1000).toFixed(2))]));
+  Object.fromEntries(
+    (['node', 'postgres', 'redis'] as const).map((key) => [key, Number(((cpu[side][key] / cpu[side].requests) * 1000).toFixed(2))]),
+  );
 const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
 const servicePeak = mean(serviceRuns.map((run) => run.requestsPerSecond));
 const barePeak = mean(bareRuns.map((run) => run.requestsPerSecond));
 // Evenly spaced arrivals at half the peak (bench/support/load.ts pacedLoad says why not autocannon here).
-const half = await pacedLoad({ url: serviceUrl, nextRequest: serviceRequest, connections: CONNECTIONS, durationS: DURATION_S, rate: Math.round(servicePeak / 2) });
+const half = await pacedLoad({
+  url: serviceUrl,
+  nextRequest: serviceRequest,
+  connections: CONNECTIONS,
+  durationS: DURATION_S,
+  rate: Math.round(servicePeak / 2),
+});
 const peakRss = rss.stop();
 
 // Index check: a filter matching 0.5 % of the big tenant against its unfiltered first page.
@@ -106,19 +138,34 @@ const rare = await sequentialLatency(`${serviceUrl}/api/v2/public/audit/events?l
 await stopProcess(api);
 await stopProcess(bare);
 const failures = [...serviceRuns, ...bareRuns, half].reduce((sum, run) => sum + run.non2xx + run.errors, 0);
-console.log(JSON.stringify({
-  benchmark: 'list',
-  command: 'node bench/list.ts',
-  dataset: '2,000,000 events, 1,000 tenants (tenant-big: 500,000)',
-  connections: CONNECTIONS,
-  service_rps: serviceRuns.map((run) => Math.round(run.requestsPerSecond)),
-  bare_rps: bareRuns.map((run) => Math.round(run.requestsPerSecond)),
-  ratio_vs_bare: Number((servicePeak / barePeak).toFixed(2)),
-  peak_latency_ms: { service_p50: serviceRuns[0]!.p50, service_p99: serviceRuns[0]!.p99, bare_p50: bareRuns[0]!.p50, bare_p99: bareRuns[0]!.p99 },
-  half_peak: { rate: Math.round(servicePeak / 2), achieved: Math.round(half.requestsPerSecond), p50_ms: half.p50, p99_ms: half.p99 },
-  cpu_seconds_per_1000_requests: { service: perThousand('service'), bare: perThousand('bare') },
-  api_peak_rss_mb: Math.round(peakRss),
-  big_tenant_sequential_ms: { unfiltered_p50: Number(unfiltered.p50.toFixed(2)), rare_filter_p50: Number(rare.p50.toFixed(2)), ratio: Number((rare.p50 / unfiltered.p50).toFixed(2)) },
-  failed_requests: failures,
-  goals: { ratio_vs_bare: '>= 1.0', half_peak_p99_ms: '< 50', api_rss_mb: '< 300', rare_filter_ratio: '<= 3' },
-}, null, 2));
+console.log(
+  JSON.stringify(
+    {
+      benchmark: 'list',
+      command: 'node bench/list.ts',
+      dataset: '2,000,000 events, 1,000 tenants (tenant-big: 500,000)',
+      connections: CONNECTIONS,
+      service_rps: serviceRuns.map((run) => Math.round(run.requestsPerSecond)),
+      bare_rps: bareRuns.map((run) => Math.round(run.requestsPerSecond)),
+      ratio_vs_bare: Number((servicePeak / barePeak).toFixed(2)),
+      peak_latency_ms: {
+        service_p50: serviceRuns[0]!.p50,
+        service_p99: serviceRuns[0]!.p99,
+        bare_p50: bareRuns[0]!.p50,
+        bare_p99: bareRuns[0]!.p99,
+      },
+      half_peak: { rate: Math.round(servicePeak / 2), achieved: Math.round(half.requestsPerSecond), p50_ms: half.p50, p99_ms: half.p99 },
+      cpu_seconds_per_1000_requests: { service: perThousand('service'), bare: perThousand('bare') },
+      api_peak_rss_mb: Math.round(peakRss),
+      big_tenant_sequential_ms: {
+        unfiltered_p50: Number(unfiltered.p50.toFixed(2)),
+        rare_filter_p50: Number(rare.p50.toFixed(2)),
+        ratio: Number((rare.p50 / unfiltered.p50).toFixed(2)),
+      },
+      failed_requests: failures,
+      goals: { ratio_vs_bare: '>= 1.0', half_peak_p99_ms: '< 50', api_rss_mb: '< 300', rare_filter_ratio: '<= 3' },
+    },
+    null,
+    2,
+  ),
+);

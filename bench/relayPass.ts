@@ -32,7 +32,12 @@ async function timed(db: Database, passes: number, pass: () => Promise<unknown>)
     await pass();
     times.push(performance.now() - started);
   }
-  return Number(percentile(times.sort((a, b) => a - b), 50).toFixed(3));
+  return Number(
+    percentile(
+      times.sort((a, b) => a - b),
+      50,
+    ).toFixed(3),
+  );
 }
 
 /** Deliveries due now, as fan-out writes them (the outbox has no foreign keys to satisfy). */
@@ -57,7 +62,9 @@ async function main(): Promise<void> {
       if (level > settled) {
         await writeDue(db, level - settled);
         while ((await takeDueDeliveries(db, 5_000)).due.length > 0);
-        await db.query(`UPDATE deliveries SET state = 'succeeded', published_at = NULL, attempts = 1, completed_at = now() WHERE state = 'pending'`);
+        await db.query(
+          `UPDATE deliveries SET state = 'succeeded', published_at = NULL, attempts = 1, completed_at = now() WHERE state = 'pending'`,
+        );
         settled = level;
       }
       // A few passes first, as the relay's own make the dead entries known as dead (hint bits, killed items).

@@ -63,10 +63,11 @@ interface ReceiverStats {
 
 /** A receiver process and its counters. */
 async function receiver() {
-  const { child, firstLine } = node(['bench/webhookReceiver.ts']);
+  const { firstLine } = node(['bench/webhookReceiver.ts']);
   const { port } = await firstLine;
   const url = `http://127.0.0.1:${port}`;
-  const stats = async (latencies = false): Promise<ReceiverStats> => (await fetch(`${url}/stats${latencies ? '?latencies=1' : ''}`)).json() as Promise<ReceiverStats>;
+  const stats = async (latencies = false): Promise<ReceiverStats> =>
+    (await fetch(`${url}/stats${latencies ? '?latencies=1' : ''}`)).json() as Promise<ReceiverStats>;
   const reset = async () => void (await fetch(`${url}/reset`));
   const waitForCount = async (count: number, timeoutMs = 300_000): Promise<ReceiverStats> => {
     const deadline = Date.now() + timeoutMs;
@@ -87,7 +88,12 @@ async function main(): Promise<void> {
 
   // The bare sender against the same receiver and path (/body: a 300-byte answer), before and after.
   const bareSender = async (): Promise<number> => {
-    const bare = node(['bench/bareSender.ts'], { TARGET_URL: `${live.url}/body`, COUNT: String(PATH_EVENTS), WARMUP: String(WARMUP_EVENTS), CONCURRENCY: String(CONCURRENCY) });
+    const bare = node(['bench/bareSender.ts'], {
+      TARGET_URL: `${live.url}/body`,
+      COUNT: String(PATH_EVENTS),
+      WARMUP: String(WARMUP_EVENTS),
+      CONCURRENCY: String(CONCURRENCY),
+    });
     const result = (await bare.firstLine) as { sent: number; seconds: number };
     await live.reset();
     return result.sent / result.seconds;
@@ -96,18 +102,28 @@ async function main(): Promise<void> {
 
   const db = new Database({ url: DATABASE_URL, poolSize: 8, applicationName: 'bench driver', log });
   const writer = new EventWriter(db);
-  const registry = new WebhookRegistry({ db, writer, secrets: new SecretBox(ENCRYPTION_KEY), policy: { allowHttp: true, allowPrivateTargets: true } });
+  const registry = new WebhookRegistry({
+    db,
+    writer,
+    secrets: new SecretBox(ENCRYPTION_KEY),
+    policy: { allowHttp: true, allowPrivateTargets: true },
+  });
   const operations = new WebhookDeliveries({ db, writer, cursors: new DeliveryCursorCodec('bench-pepper-0123456789abcdef0123456789') });
   const actor = { userId: 'bench', userRole: 'operator' };
   const writeEvents = async (count: number, make: (index: number) => NewEvent) => {
     for (let written = 0; written < count; written += 500) {
-      await writer.write(Array.from({ length: Math.min(500, count - written) }, (_, index) => make(written + index)), 'bench');
+      await writer.write(
+        Array.from({ length: Math.min(500, count - written) }, (_, index) => make(written + index)),
+        'bench',
+      );
     }
   };
 
   // The replay's events: written before their endpoint exists, so only a replay delivers them (a backfill).
   const replayStart = Date.now() - 2 * DAY_MS;
-  await writeEvents(REPLAY_EVENTS, (index) => newEvent({ tenantId: 'replayed', occurredAtMs: replayStart + index * 10, details: '{"reason":"bench"}' }));
+  await writeEvents(REPLAY_EVENTS, (index) =>
+    newEvent({ tenantId: 'replayed', occurredAtMs: replayStart + index * 10, details: '{"reason":"bench"}' }),
+  );
   const liveTenants = Array.from({ length: 10 }, (_, index) => `live-${index}`);
   for (const tenant of liveTenants) await registry.register(tenant, { url: `${live.url}/body`, event_filter: ['phi.'] }, actor);
 
@@ -159,7 +175,12 @@ async function main(): Promise<void> {
     const ticks = Math.round((PACED_SECONDS * 1000) / tickMs);
     const started = Date.now();
     for (let tick = 0; tick < ticks; tick += 1) {
-      await writer.write(Array.from({ length: perTick }, (_, index) => newEvent({ tenantId: liveTenants[(tick * perTick + index) % 10]!, details: '{"reason":"bench"}' })), 'bench');
+      await writer.write(
+        Array.from({ length: perTick }, (_, index) =>
+          newEvent({ tenantId: liveTenants[(tick * perTick + index) % 10]!, details: '{"reason":"bench"}' }),
+        ),
+        'bench',
+      );
       const wait = started + (tick + 1) * tickMs - Date.now();
       if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
     }
@@ -205,7 +226,11 @@ async function main(): Promise<void> {
     delivery_path_with_excerpts_rounds: rounds.rounds,
     excerpts_recorded: excerpts.rows[0],
     replay_events: REPLAY_EVENTS,
-    replay_result: { events_matched: firstResult.eventsMatched, deliveries_created: firstResult.deliveriesCreated, status: firstResult.status },
+    replay_result: {
+      events_matched: firstResult.eventsMatched,
+      deliveries_created: firstResult.deliveriesCreated,
+      status: firstResult.status,
+    },
     replay_per_s: Math.round(replayRate),
     replay_ratio_vs_bare: Number((replayRate / bareRate).toFixed(2)),
     paced_rate_per_s: Math.round(halfRate),

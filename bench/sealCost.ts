@@ -41,7 +41,13 @@ await migrate(DATABASE_URL, log);
 
 const db = new Database({ url: DATABASE_URL, poolSize: 1, applicationName: 'bench seal cost', log });
 const writer = new EventWriter(new Database({ url: DATABASE_URL, poolSize: 4, applicationName: 'bench seal cost writer', log }));
-const sealer = new Sealer({ db, signer: new TreeHeadSigner(generateKeyPairSync('ed25519').privateKey), intervalMs: 1_000, heartbeatMs: 3_600_000, log });
+const sealer = new Sealer({
+  db,
+  signer: new TreeHeadSigner(generateKeyPairSync('ed25519').privateKey),
+  intervalMs: 1_000,
+  heartbeatMs: 3_600_000,
+  log,
+});
 await sealer.registerKey();
 const backendPid = Number((await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid);
 const window = { maxAgeMs: Number.POSITIVE_INFINITY, maxFutureSkewMs: 60_000 };
@@ -54,7 +60,9 @@ function processCpuS(pid: number): number {
 
 /** The writer pool's backends, all four connected by a warm-up write. */
 async function writerBackends(): Promise<number[]> {
-  await Promise.all(Array.from({ length: 4 }, (_, producer) => writer.write(parseEventBatch([producerEvent('warmup', producer)], window), 'bench')));
+  await Promise.all(
+    Array.from({ length: 4 }, (_, producer) => writer.write(parseEventBatch([producerEvent('warmup', producer)], window), 'bench')),
+  );
   const { rows } = await db.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name = 'bench seal cost writer'`);
   return rows.map((row) => row.pid);
 }
@@ -62,11 +70,22 @@ const writerPids = await writerBackends();
 await sealer.sealPass();
 
 const round2 = (value: number) => Number(value.toFixed(2));
-const results: Array<{ node_us: number; postgres_us: number; total_us: number; wall_s: number; write_node_us: number; write_postgres_us: number }> = [];
+const results: Array<{
+  node_us: number;
+  postgres_us: number;
+  total_us: number;
+  wall_s: number;
+  write_node_us: number;
+  write_postgres_us: number;
+}> = [];
 for (let round = 0; round < ROUNDS; round += 1) {
   const tenant = `cost-${round}`;
   const batches = Array.from({ length: Math.ceil(EVENTS / BATCH) }, (_, batch) =>
-    parseEventBatch(Array.from({ length: Math.min(BATCH, EVENTS - batch * BATCH) }, (_, i) => producerEvent(tenant, batch * BATCH + i)), window));
+    parseEventBatch(
+      Array.from({ length: Math.min(BATCH, EVENTS - batch * BATCH) }, (_, i) => producerEvent(tenant, batch * BATCH + i)),
+      window,
+    ),
+  );
   const writeNode = process.cpuUsage();
   const writePostgres = writerPids.reduce((sum, pid) => sum + processCpuS(pid), 0);
   for (let start = 0; start < batches.length; start += 4) {
@@ -95,19 +114,36 @@ for (let round = 0; round < ROUNDS; round += 1) {
   const nodeUs = (nodeCpu.user + nodeCpu.system) / EVENTS;
   const postgresUs = ((processCpuS(backendPid) - postgres) * 1e6) / EVENTS;
   results.push({
-    node_us: round2(nodeUs), postgres_us: round2(postgresUs), total_us: round2(nodeUs + postgresUs), wall_s: round2(wall),
-    write_node_us: round2((writeNodeCpu.user + writeNodeCpu.system) / EVENTS), write_postgres_us: round2(writePostgresUs),
+    node_us: round2(nodeUs),
+    postgres_us: round2(postgresUs),
+    total_us: round2(nodeUs + postgresUs),
+    wall_s: round2(wall),
+    write_node_us: round2((writeNodeCpu.user + writeNodeCpu.system) / EVENTS),
+    write_postgres_us: round2(writePostgresUs),
   });
   console.error(`round ${round + 1}: ${JSON.stringify(results.at(-1))}`);
 }
 await db.close();
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-console.log(JSON.stringify({
-  benchmark: 'seal-cost',
-  command: 'node bench/sealCost.ts',
-  events_per_round: EVENTS,
-  rounds: results,
-  median_cpu_us_per_event: { node: median(results.map((r) => r.node_us)), postgres: median(results.map((r) => r.postgres_us)), total: median(results.map((r) => r.total_us)) },
-  median_write_cpu_us_per_event: { node: median(results.map((r) => r.write_node_us)), postgres: median(results.map((r) => r.write_postgres_us)) },
-}, null, 2));
+console.log(
+  JSON.stringify(
+    {
+      benchmark: 'seal-cost',
+      command: 'node bench/sealCost.ts',
+      events_per_round: EVENTS,
+      rounds: results,
+      median_cpu_us_per_event: {
+        node: median(results.map((r) => r.node_us)),
+        postgres: median(results.map((r) => r.postgres_us)),
+        total: median(results.map((r) => r.total_us)),
+      },
+      median_write_cpu_us_per_event: {
+        node: median(results.map((r) => r.write_node_us)),
+        postgres: median(results.map((r) => r.write_postgres_us)),
+      },
+    },
+    null,
+    2,
+  ),
+);
 process.exit(0);

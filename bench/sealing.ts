@@ -55,11 +55,12 @@ await db.connect();
 const signingKey = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 const sealEnv = { DATABASE_URL, SEAL_SIGNING_KEY: signingKey, SEAL_INTERVAL, HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
 
-
 const queued = async () => Number((await db.query('SELECT coalesce(sum(event_count), 0) AS n FROM seal_queue')).rows[0].n);
 /** The benchmark database's backends but this driver's: the ingest and sealer processes' connections. */
 const backendPids = async () =>
-  (await db.query(`SELECT pid FROM pg_stat_activity WHERE datname = 'audit_bench_sealing' AND pid <> pg_backend_pid()`)).rows.map((row) => Number(row.pid));
+  (await db.query(`SELECT pid FROM pg_stat_activity WHERE datname = 'audit_bench_sealing' AND pid <> pg_backend_pid()`)).rows.map((row) =>
+    Number(row.pid),
+  );
 
 /**
  * CPU seconds from start() on of this driver, the given processes and the benchmark database's backends.
@@ -95,7 +96,11 @@ function phaseCpu(processes: () => Array<number | undefined>) {
   return meter;
 }
 
-const oldestUnsealedS = async () => Number((await db.query('SELECT coalesce(extract(epoch FROM clock_timestamp() - min(enqueued_at)), 0)::float8 AS age FROM seal_queue')).rows[0].age);
+const oldestUnsealedS = async () =>
+  Number(
+    (await db.query('SELECT coalesce(extract(epoch FROM clock_timestamp() - min(enqueued_at)), 0)::float8 AS age FROM seal_queue')).rows[0]
+      .age,
+  );
 
 async function startSealer() {
   const port = await freePort();
@@ -122,7 +127,8 @@ let warmups = 0;
  */
 async function startWarmSealer() {
   const sealer = await startSealer();
-  await httpPhase(`sealer-warmup-${(warmups += 1)}`, SEALER_WARMUP);
+  warmups += 1;
+  await httpPhase(`sealer-warmup-${warmups}`, SEALER_WARMUP);
   while ((await queued()) > 0) await new Promise((resolve) => setTimeout(resolve, 100));
   return sealer;
 }
@@ -155,28 +161,43 @@ function watchBacklog() {
 // HTTP: one ingest process for every phase, warmed up first.
 const internalPort = await freePort();
 const ingest = startNode(builtCli('serve', '--roles', 'ingest'), {
-  DATABASE_URL, INGEST_TOKENS: BENCH_INGEST_TOKEN, NATS_NAMESPACE: `bench${randomBytes(3).toString('hex')}`, HOST: '127.0.0.1', INTERNAL_PORT: String(internalPort), LOG_LEVEL: 'warn',
+  DATABASE_URL,
+  INGEST_TOKENS: BENCH_INGEST_TOKEN,
+  NATS_NAMESPACE: `bench${randomBytes(3).toString('hex')}`,
+  HOST: '127.0.0.1',
+  INTERNAL_PORT: String(internalPort),
+  LOG_LEVEL: 'warn',
 });
 await waitForHttp(`http://127.0.0.1:${internalPort}/readyz`);
 
 async function httpPhase(tenant: string, events: number, onStart: () => Promise<void> = async () => {}): Promise<number> {
-  const batches = Array.from({ length: events / BATCH }, (_, batch) => JSON.stringify({ events: Array.from({ length: BATCH }, (_, i) => producerEvent(tenant, batch * BATCH + i)) }));
+  const batches = Array.from({ length: events / BATCH }, (_, batch) =>
+    JSON.stringify({ events: Array.from({ length: BATCH }, (_, i) => producerEvent(tenant, batch * BATCH + i)) }),
+  );
   let next = 0;
   await onStart();
   const started = performance.now();
-  await Promise.all(Array.from({ length: PRODUCERS }, async () => {
-    while (next < batches.length) {
-      const response = await fetch(`http://127.0.0.1:${internalPort}/internal/v1/events`, {
-        method: 'POST', headers: { authorization: `Bearer ${BENCH_INGEST_TOKEN}`, 'content-type': 'application/json' }, body: batches[next++]!,
-      });
-      if (!response.ok) throw new Error(`ingest answered ${response.status}: ${await response.text()}`);
-      await response.arrayBuffer();
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: PRODUCERS }, async () => {
+      while (next < batches.length) {
+        const response = await fetch(`http://127.0.0.1:${internalPort}/internal/v1/events`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${BENCH_INGEST_TOKEN}`, 'content-type': 'application/json' },
+          body: batches[next++]!,
+        });
+        if (!response.ok) throw new Error(`ingest answered ${response.status}: ${await response.text()}`);
+        await response.arrayBuffer();
+      }
+    }),
+  );
   return events / ((performance.now() - started) / 1000);
 }
 
-async function jetstreamPhase(tenant: string, onStart: (consumerPid: number) => Promise<void>, onEnd: () => Promise<void>): Promise<number> {
+async function jetstreamPhase(
+  tenant: string,
+  onStart: (consumerPid: number) => Promise<void>,
+  onEnd: () => Promise<void>,
+): Promise<number> {
   const namespace = `bench${randomBytes(3).toString('hex')}`;
   const nc = await connect({ servers: process.env.NATS_URL ?? '127.0.0.1:4222' });
   const names = new BusNames({ namespace, deploymentId: await readDeploymentId(db) });
@@ -186,12 +207,22 @@ async function jetstreamPhase(tenant: string, onStart: (consumerPid: number) => 
   const js = jetstream(nc);
   const subject = names.ingestSubject(tenant);
   for (let start = 0; start < EVENTS; start += 1000) {
-    await Promise.all(Array.from({ length: Math.min(1000, EVENTS - start) }, (_, i) => js.publish(subject, JSON.stringify(producerEvent(tenant, start + i)))));
+    await Promise.all(
+      Array.from({ length: Math.min(1000, EVENTS - start) }, (_, i) =>
+        js.publish(subject, JSON.stringify(producerEvent(tenant, start + i))),
+      ),
+    );
   }
   const consumer = startNode(builtCli('serve', '--roles', 'ingest'), {
-    DATABASE_URL, INGEST_TOKENS: BENCH_INGEST_TOKEN, NATS_NAMESPACE: namespace, HOST: '127.0.0.1', INTERNAL_PORT: String(await freePort()), LOG_LEVEL: 'warn',
+    DATABASE_URL,
+    INGEST_TOKENS: BENCH_INGEST_TOKEN,
+    NATS_NAMESPACE: namespace,
+    HOST: '127.0.0.1',
+    INTERNAL_PORT: String(await freePort()),
+    LOG_LEVEL: 'warn',
   });
-  const stored = async () => (await db.query('SELECT EXISTS (SELECT 1 FROM events WHERE tenant_id = $1) AS found', [tenant])).rows[0].found as boolean;
+  const stored = async () =>
+    (await db.query('SELECT EXISTS (SELECT 1 FROM events WHERE tenant_id = $1) AS found', [tenant])).rows[0].found as boolean;
   while (!(await stored())) await new Promise((resolve) => setTimeout(resolve, 20));
   await onStart(consumer.pid!);
   const started = performance.now();
@@ -228,16 +259,17 @@ for (let round = 0; round < ROUNDS; round += 1) {
       const tenant = `${input}-${mode}-${round}`;
       let consumerPid: number | undefined;
       const cpu = phaseCpu(() => [input === 'http' ? ingest.pid : consumerPid, sealer?.pid]);
-      const rate = input === 'http'
-        ? await httpPhase(tenant, EVENTS, () => cpu.start())
-        : await jetstreamPhase(
-            tenant,
-            async (pid) => {
-              consumerPid = pid;
-              await cpu.start();
-            },
-            () => cpu.sample(),
-          );
+      const rate =
+        input === 'http'
+          ? await httpPhase(tenant, EVENTS, () => cpu.start())
+          : await jetstreamPhase(
+              tenant,
+              async (pid) => {
+                consumerPid = pid;
+                await cpu.start();
+              },
+              () => cpu.sample(),
+            );
       rates[input][mode].push(Math.round(rate));
       // The sealer's share includes sealing what the phase left queued.
       if (backlog) worstBacklogS.push(Number((await backlog.stop()).toFixed(2)));
@@ -262,20 +294,39 @@ const median = (values: number[]) => {
 };
 const ratio = (a: number[], b: number[]) => Number((median(a) / median(b)).toFixed(2));
 const intervalS = parseDuration(SEAL_INTERVAL)! / 1000;
-console.log(JSON.stringify({
-  benchmark: 'sealing',
-  command: 'node bench/sealing.ts',
-  events_per_phase: EVENTS,
-  rounds: ROUNDS,
-  seal_interval: SEAL_INTERVAL,
-  http: {
-    events_per_s: rates.http, sealing_vs_queued: ratio(rates.http.sealing, rates.http.queued), queued_vs_before: ratio(rates.http.queued, rates.http.before), sealing_vs_before: ratio(rates.http.sealing, rates.http.before),
-    cpu_us_per_event: cpuUsPerEvent.http, cpu_queued_over_sealing: ratio(cpuUsPerEvent.http.queued, cpuUsPerEvent.http.sealing), cpu_before_over_queued: ratio(cpuUsPerEvent.http.before, cpuUsPerEvent.http.queued),
-  },
-  jetstream: {
-    events_per_s: rates.jetstream, sealing_vs_queued: ratio(rates.jetstream.sealing, rates.jetstream.queued), queued_vs_before: ratio(rates.jetstream.queued, rates.jetstream.before), sealing_vs_before: ratio(rates.jetstream.sealing, rates.jetstream.before),
-    cpu_us_per_event: cpuUsPerEvent.jetstream, cpu_queued_over_sealing: ratio(cpuUsPerEvent.jetstream.queued, cpuUsPerEvent.jetstream.sealing), cpu_before_over_queued: ratio(cpuUsPerEvent.jetstream.before, cpuUsPerEvent.jetstream.queued),
-  },
-  oldest_unsealed_s: { worst_per_sealing_phase: worstBacklogS, in_intervals: Number((Math.max(...worstBacklogS) / intervalS).toFixed(2)) },
-  goals: { sealing_vs_queued: '>= 0.90', oldest_unsealed_in_intervals: '< 3' },
-}, null, 2));
+console.log(
+  JSON.stringify(
+    {
+      benchmark: 'sealing',
+      command: 'node bench/sealing.ts',
+      events_per_phase: EVENTS,
+      rounds: ROUNDS,
+      seal_interval: SEAL_INTERVAL,
+      http: {
+        events_per_s: rates.http,
+        sealing_vs_queued: ratio(rates.http.sealing, rates.http.queued),
+        queued_vs_before: ratio(rates.http.queued, rates.http.before),
+        sealing_vs_before: ratio(rates.http.sealing, rates.http.before),
+        cpu_us_per_event: cpuUsPerEvent.http,
+        cpu_queued_over_sealing: ratio(cpuUsPerEvent.http.queued, cpuUsPerEvent.http.sealing),
+        cpu_before_over_queued: ratio(cpuUsPerEvent.http.before, cpuUsPerEvent.http.queued),
+      },
+      jetstream: {
+        events_per_s: rates.jetstream,
+        sealing_vs_queued: ratio(rates.jetstream.sealing, rates.jetstream.queued),
+        queued_vs_before: ratio(rates.jetstream.queued, rates.jetstream.before),
+        sealing_vs_before: ratio(rates.jetstream.sealing, rates.jetstream.before),
+        cpu_us_per_event: cpuUsPerEvent.jetstream,
+        cpu_queued_over_sealing: ratio(cpuUsPerEvent.jetstream.queued, cpuUsPerEvent.jetstream.sealing),
+        cpu_before_over_queued: ratio(cpuUsPerEvent.jetstream.before, cpuUsPerEvent.jetstream.queued),
+      },
+      oldest_unsealed_s: {
+        worst_per_sealing_phase: worstBacklogS,
+        in_intervals: Number((Math.max(...worstBacklogS) / intervalS).toFixed(2)),
+      },
+      goals: { sealing_vs_queued: '>= 0.90', oldest_unsealed_in_intervals: '< 3' },
+    },
+    null,
+    2,
+  ),
+);

@@ -44,7 +44,9 @@ const server = createServer((request, response) => {
       return;
     }
     seen.add(key);
-    console.log(`${envelope.timestamp} ${envelope.tenant_id} ${envelope.type} ${envelope.id} (attempt ${request.headers['x-service-delivery-attempt']})`);
+    console.log(
+      `${envelope.timestamp} ${envelope.tenant_id} ${envelope.type} ${envelope.id} (attempt ${request.headers['x-service-delivery-attempt']})`,
+    );
     response.writeHead(204).end();
   });
 });

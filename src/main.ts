@@ -110,7 +110,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       // Read once: it names this deployment's streams and messages for as long as the process runs.
       deploymentId = await readDeploymentId(db);
       busNames = new BusNames({ namespace: options.busNamespace ?? config.natsNamespace, deploymentId });
-      bus = await connectBus(config.natsUrl, `audit-trail ${roles.join(',')}`, log, { tls: config.natsTls, credsFile: config.natsCredsFile });
+      bus = await connectBus(config.natsUrl, `audit-trail ${roles.join(',')}`, log, {
+        tls: config.natsTls,
+        credsFile: config.natsCredsFile,
+      });
       releasers.add('nats connection', () => bus!.close());
       // Degraded, not unready: nothing a pod serves over HTTP needs NATS (HTTP ingest writes to Postgres,
       // the API reads it), and a pod out of rotation would stop HTTP producers and readers for an outage
@@ -119,7 +122,13 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     }
     if (has('ingest')) {
       // Ingest writes nearly every event: it publishes their deliveries itself, and the relays take the rest.
-      publisher = new DeliveryPublisher({ db, bus: bus!, names: busNames!, log: log.child({ role: 'ingest', component: 'delivery-publisher' }), metrics });
+      publisher = new DeliveryPublisher({
+        db,
+        bus: bus!,
+        names: busNames!,
+        log: log.child({ role: 'ingest', component: 'delivery-publisher' }),
+        metrics,
+      });
       // Released before the NATS connection (releasers run in reverse), after ingestion has stopped.
       releasers.add('delivery publisher', () => publisher!.drain());
     }
@@ -163,7 +172,12 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       await relay.start();
       releasers.add('delivery relay', () => relay.stop());
       // Replays are outbox work: the relays run them, one process per replay (delivery/replayRunner.ts).
-      const replays = new ReplayRunner({ db, pollMs: Math.min(config.delivery.relayPollMs, 1_000), log: log.child({ role: 'relay', component: 'replays' }), metrics });
+      const replays = new ReplayRunner({
+        db,
+        pollMs: Math.min(config.delivery.relayPollMs, 1_000),
+        log: log.child({ role: 'relay', component: 'replays' }),
+        metrics,
+      });
       replays.start();
       releasers.add('replay runner', () => replays.stop());
     }
@@ -235,7 +249,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       releasers.add('redis connection', () => void redis.disconnect());
       const limiter = new KeyRateLimiter({
         redis,
-        limits: { read: config.rateLimits.readPerMinute, write: config.rateLimits.writePerMinute, auth: config.rateLimits.authFailuresPerMinute },
+        limits: {
+          read: config.rateLimits.readPerMinute,
+          write: config.rateLimits.writePerMinute,
+          auth: config.rateLimits.authFailuresPerMinute,
+        },
         log: log.child({ component: 'rate-limiter' }),
         metrics,
         keyPrefix: config.rateLimits.keyPrefix,

@@ -41,7 +41,10 @@ const server = createServer(async (request, response) => {
     const page = rows.slice(0, limit);
     const events = page.map((row) => ({ ...row, timestamp: (row.occurred_at as Date).toISOString(), occurred_at: undefined }));
     const last = page.at(-1);
-    const next = hasMore && last ? Buffer.from(JSON.stringify({ t: (last.occurred_at as Date).toISOString(), id: last.event_id })).toString('base64url') : null;
+    const next =
+      hasMore && last
+        ? Buffer.from(JSON.stringify({ t: (last.occurred_at as Date).toISOString(), id: last.event_id })).toString('base64url')
+        : null;
     const body = JSON.stringify({ events, page: { limit, returned: page.length, next_cursor: next, has_more: hasMore } });
     response.writeHead(200, { 'content-type': 'application/json' }).end(body);
   } catch (error) {

@@ -23,7 +23,7 @@ const DAYS = 90;
 export async function ensureListDataset(log: (line: string) => void): Promise<void> {
   await createDatabaseIfMissing(LIST_DATABASE_URL);
   await migrate(LIST_DATABASE_URL, createLogger('warn'));
-  if (await loadListDataset(log) === 'stale') {
+  if ((await loadListDataset(log)) === 'stale') {
     // A half-loaded dataset from an interrupted run, or an older version of it, cannot be topped up
     // reliably (and events refuse DELETE): start over in a new database.
     log(`audit_bench_list holds events but not dataset ${DATASET}; recreating it`);
@@ -36,14 +36,18 @@ async function loadListDataset(log: (line: string) => void): Promise<'present' |
   const client = new pg.Client({ connectionString: LIST_DATABASE_URL });
   await client.connect();
   try {
-    await client.query('CREATE TABLE IF NOT EXISTS bench_datasets (name text PRIMARY KEY, rows bigint NOT NULL, loaded_at timestamptz NOT NULL DEFAULT now())');
+    await client.query(
+      'CREATE TABLE IF NOT EXISTS bench_datasets (name text PRIMARY KEY, rows bigint NOT NULL, loaded_at timestamptz NOT NULL DEFAULT now())',
+    );
     const { rows } = await client.query('SELECT rows FROM bench_datasets WHERE name = $1', [DATASET]);
     if (rows[0]) {
       log(`dataset ${DATASET} present (${rows[0].rows} events)`);
       return 'present';
     }
     const started = Date.now();
-    const { rows: [{ count }] } = await client.query('SELECT count(*) FROM events');
+    const {
+      rows: [{ count }],
+    } = await client.query('SELECT count(*) FROM events');
     if (Number(count) > 0) return 'stale';
     for (let day = 0; day <= DAYS + 31; day += 28) {
       await client.query(`SELECT audit_ensure_event_partition(now() - make_interval(days => $1))`, [day]);

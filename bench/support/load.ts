@@ -42,7 +42,11 @@ export async function runLoad(options: {
 }
 
 /** Sequential requests on one connection: the latency of a single request, without queueing. */
-export async function sequentialLatency(url: string, headers: Record<string, string>, count: number): Promise<{ p50: number; p99: number }> {
+export async function sequentialLatency(
+  url: string,
+  headers: Record<string, string>,
+  count: number,
+): Promise<{ p50: number; p99: number }> {
   const samples: number[] = [];
   for (let index = 0; index < count; index += 1) {
     const started = performance.now();
@@ -102,6 +106,7 @@ export async function pacedLoad(options: {
   const elapsedS = (performance.now() - started) / 1000;
   await pool.close();
   latencies.sort((a, b) => a - b);
-  const percentile = (fraction: number) => Number(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * fraction))]!.toFixed(1));
+  const percentile = (fraction: number) =>
+    Number(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * fraction))]!.toFixed(1));
   return { requestsPerSecond: latencies.length / elapsedS, p50: percentile(0.5), p99: percentile(0.99), non2xx, errors };
 }

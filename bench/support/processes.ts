@@ -14,7 +14,9 @@ process.on('exit', () => {
 
 /** The node flags of the image's ENTRYPOINT (Dockerfile), so that measured processes run as the image runs them. */
 export function imageNodeFlags(): string[] {
-  const line = readFileSync('Dockerfile', 'utf8').split('\n').find((text) => text.startsWith('ENTRYPOINT '));
+  const line = readFileSync('Dockerfile', 'utf8')
+    .split('\n')
+    .find((text) => text.startsWith('ENTRYPOINT '));
   const entrypoint = JSON.parse(line!.slice('ENTRYPOINT '.length)) as string[];
   return entrypoint.slice(entrypoint.indexOf('node') + 1, entrypoint.indexOf('/app/dist/cli.js'));
 }
@@ -46,7 +48,10 @@ export { freePort } from '../../test/support/ports.ts';
 export async function waitForHttp(url: string, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    const ok = await fetch(url).then((response) => response.ok, () => false);
+    const ok = await fetch(url).then(
+      (response) => response.ok,
+      () => false,
+    );
     if (ok) return;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -169,7 +174,10 @@ export function spawnReporting(args: string[], env: Record<string, string> = {})
 /** Waits for a service's /readyz to answer 200. */
 export async function waitReady(port: number): Promise<void> {
   for (let tries = 0; tries < 200; tries += 1) {
-    const status = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status, () => 0);
+    const status = await fetch(`http://127.0.0.1:${port}/readyz`).then(
+      (r) => r.status,
+      () => 0,
+    );
     if (status === 200) return;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }

@@ -40,7 +40,11 @@ export async function startWarmDelivery(options: WarmDeliveryOptions, pathEvents
     await waitReady(options.relayPort);
     return relay;
   };
-  const worker = options.spawn(builtCli('serve', '--roles', 'worker'), { ...options.env, ...options.workerEnv, INTERNAL_PORT: String(options.workerPort) });
+  const worker = options.spawn(builtCli('serve', '--roles', 'worker'), {
+    ...options.env,
+    ...options.workerEnv,
+    INTERNAL_PORT: String(options.workerPort),
+  });
   await waitReady(options.workerPort);
   let relay = await startRelay();
   await options.resetReceiver();

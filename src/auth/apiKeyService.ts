@@ -6,7 +6,15 @@ import type { EventWriter } from '../events/eventWriter.ts';
 import { parseCidr } from '../platform/cidr.ts';
 import { ConflictError, NotFoundError, ValidationError, type FieldProblem } from '../platform/errors.ts';
 import { generateApiKey, hashKeySecret, type KeyEnvironment } from './apiKeyFormat.ts';
-import { findApiKey, findManagedApiKey, insertApiKey, listApiKeys, revokeApiKey, updateApiKeyGrants, type ApiKeyRecord } from './apiKeyStore.ts';
+import {
+  findApiKey,
+  findManagedApiKey,
+  insertApiKey,
+  listApiKeys,
+  revokeApiKey,
+  updateApiKeyGrants,
+  type ApiKeyRecord,
+} from './apiKeyStore.ts';
 import { SCOPES, isScope } from './scopes.ts';
 
 export type { Actor };

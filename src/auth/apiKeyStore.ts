@@ -69,7 +69,9 @@ export async function findApiKey(db: Queryable, lookupId: string): Promise<ApiKe
 /** Marks the key revoked; returns it only if it was active until now. */
 /** The newest key a Kubernetes ApiKey resource owns, revoked or not. */
 export async function findManagedApiKey(db: Queryable, managedBy: string): Promise<ApiKeyRecord | undefined> {
-  const { rows } = await db.query<ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE managed_by = $1 ORDER BY created_at DESC LIMIT 1`, [managedBy]);
+  const { rows } = await db.query<ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE managed_by = $1 ORDER BY created_at DESC LIMIT 1`, [
+    managedBy,
+  ]);
   return rows[0] ? toRecord(rows[0]) : undefined;
 }
 

@@ -9,7 +9,10 @@ export function clientAddress(socketAddress: string | undefined, forwardedFor: s
   const peer = socketAddress ? parseAddress(socketAddress) : undefined;
   if (!peer) return socketAddress ?? '';
   if (trusted.length === 0 || !forwardedFor || !addressInRanges(peer, trusted)) return peer.toString();
-  const hops = forwardedFor.split(',').map((hop) => hop.trim()).filter((hop) => hop.length > 0);
+  const hops = forwardedFor
+    .split(',')
+    .map((hop) => hop.trim())
+    .filter((hop) => hop.length > 0);
   let candidate = peer;
   for (let index = hops.length - 1; index >= 0; index -= 1) {
     const hop = parseAddress(hops[index]!);

@@ -119,7 +119,10 @@ export class KeyRateLimiter {
     }
     if (now - this.lastFallbackLog >= FALLBACK_LOG_INTERVAL_MS) {
       this.lastFallbackLog = now;
-      this.log.warn({ err: error, since: new Date(this.fallbackSince).toISOString() }, 'Redis unavailable: rate limits enforced per instance');
+      this.log.warn(
+        { err: error, since: new Date(this.fallbackSince).toISOString() },
+        'Redis unavailable: rate limits enforced per instance',
+      );
     }
   }
 

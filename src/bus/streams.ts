@@ -181,7 +181,8 @@ async function settledReplicas(jsm: JetStreamManager, name: string, replicas: nu
     const { cluster } = await jsm.streams.info(name).catch(() => ({ cluster: undefined }));
     const peers = cluster?.replicas ?? [];
     if (cluster?.leader !== undefined && peers.length === replicas - 1 && peers.every((peer) => peer.current)) return;
-    if (Date.now() > deadline) throw new Error(`JetStream stream ${name} did not reach ${replicas} replicas within ${REPLICA_CHANGE_TIMEOUT_MS / 1000} s`);
+    if (Date.now() > deadline)
+      throw new Error(`JetStream stream ${name} did not reach ${replicas} replicas within ${REPLICA_CHANGE_TIMEOUT_MS / 1000} s`);
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
 }

@@ -9,7 +9,12 @@ import { INTEGRITY_USAGE } from './usage.ts';
  * `audit-trail integrity check`: the server-side audit of the stored trail against its Merkle trees
  * (integrity/integrityCheck.ts). Exits 0 when nothing is wrong, 1 naming every problem, 2 for usage.
  */
-export async function runIntegrity(args: string[], config: Config, log: Logger, out: NodeJS.WritableStream = process.stdout): Promise<number> {
+export async function runIntegrity(
+  args: string[],
+  config: Config,
+  log: Logger,
+  out: NodeJS.WritableStream = process.stdout,
+): Promise<number> {
   const [subcommand, ...rest] = args;
   if (subcommand !== 'check') {
     process.stderr.write(`audit-trail integrity takes check\nusage: ${INTEGRITY_USAGE}\n`);
@@ -26,7 +31,9 @@ export async function runIntegrity(args: string[], config: Config, log: Logger, 
       for (const problem of problems) out.write(`tenant ${problem.tenantId}: ${problem.kind}: ${problem.message}\n`);
       for (const report of reports) {
         const retained = report.retained > 0 ? `, ${report.retained} events removed by retention` : '';
-        out.write(`tenant ${report.tenantId}: ${report.leaves} leaves, ${report.heads} tree heads${retained}: ${report.problems.length === 0 ? 'ok' : `${report.problems.length} problems`}\n`);
+        out.write(
+          `tenant ${report.tenantId}: ${report.leaves} leaves, ${report.heads} tree heads${retained}: ${report.problems.length === 0 ? 'ok' : `${report.problems.length} problems`}\n`,
+        );
       }
     }
     return problems.length === 0 ? 0 : 1;

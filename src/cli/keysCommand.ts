@@ -31,7 +31,10 @@ export async function runKeys(args: string[], config: Config, log: Logger): Prom
         const minted = await service.mint(
           {
             tenantId: values.tenant,
-            scopes: values.scopes.split(',').map((scope) => scope.trim()).filter(Boolean),
+            scopes: values.scopes
+              .split(',')
+              .map((scope) => scope.trim())
+              .filter(Boolean),
             allowedCidrs: values.cidr,
             description: values.description,
           },
@@ -55,7 +58,9 @@ export async function runKeys(args: string[], config: Config, log: Logger): Prom
         } else {
           for (const record of records) {
             const key = describeKey(record);
-            process.stdout.write(`${key.lookup_id}  ${key.state.padEnd(7)}  ${key.tenant_id}  ${key.scopes.join(',')}  ${key.description}\n`);
+            process.stdout.write(
+              `${key.lookup_id}  ${key.state.padEnd(7)}  ${key.tenant_id}  ${key.scopes.join(',')}  ${key.description}\n`,
+            );
           }
         }
         return 0;

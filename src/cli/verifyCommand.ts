@@ -8,7 +8,11 @@ import { VERIFY_USAGE } from './usage.ts';
  * `audit-trail verify`: checks an export made with proofs=true offline, with no database and no network.
  * Exits 0 with a summary, 1 naming every failing event and the reason, 2 for a usage problem.
  */
-export async function runVerify(args: string[], out: NodeJS.WritableStream = process.stdout, err: NodeJS.WritableStream = process.stderr): Promise<number> {
+export async function runVerify(
+  args: string[],
+  out: NodeJS.WritableStream = process.stdout,
+  err: NodeJS.WritableStream = process.stderr,
+): Promise<number> {
   const { values } = parseArgs({
     args,
     options: {
@@ -23,7 +27,7 @@ export async function runVerify(args: string[], out: NodeJS.WritableStream = pro
     err.write(`audit-trail verify: --export and --public-key are required\nusage: ${VERIFY_USAGE}\n`);
     return 2;
   }
-  let inputs;
+  let inputs: Parameters<typeof verifyExport>[0];
   try {
     inputs = {
       // Read as bytes and decoded at once: readFile's 'utf8' decodes chunk by chunk into a string of many
@@ -41,7 +45,9 @@ export async function runVerify(args: string[], out: NodeJS.WritableStream = pro
   for (const failure of report.failures) {
     err.write(`audit-trail verify: ${failure.eventId ? `event ${failure.eventId}: ` : ''}${failure.reason}\n`);
   }
-  const head = report.head ? `the tree head of size ${report.head.tree_size} signed at ${report.head.timestamp} by key ${report.head.key_id}` : 'no tree head';
+  const head = report.head
+    ? `the tree head of size ${report.head.tree_size} signed at ${report.head.timestamp} by key ${report.head.key_id}`
+    : 'no tree head';
   const summary = `${report.events} events, ${report.proven} proven against ${head}, ${report.unsealed} not yet sealed; ${report.savedHeads} saved tree heads`;
   if (report.failures.length > 0) {
     err.write(`audit-trail verify: FAILED (${report.failures.length} problems): ${summary}\n`);

@@ -44,4 +44,6 @@ export interface JsonTypes {
 export type AuditEventFieldName = keyof typeof AUDIT_EVENT_FIELDS;
 
 /** An event as the list, the lookup and the export return it; the service may add fields, so others are allowed. */
-export type AuditEvent = { [Name in AuditEventFieldName]: JsonTypes[(typeof AUDIT_EVENT_FIELDS)[Name]['type']] } & { [extra: string]: unknown };
+export type AuditEvent = { [Name in AuditEventFieldName]: JsonTypes[(typeof AUDIT_EVENT_FIELDS)[Name]['type']] } & {
+  [extra: string]: unknown;
+};

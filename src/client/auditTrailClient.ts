@@ -221,7 +221,9 @@ export class AuditTrailClient {
    */
   async rotateSecret(id: string, options: { overlapS?: number } = {}): Promise<RotatedWebhookSecret> {
     const body = options.overlapS === undefined ? undefined : { overlap_s: options.overlapS };
-    return (await this.request('POST', `/audit/webhooks/${encodeURIComponent(id)}/rotate-secret`, body)).json() as Promise<RotatedWebhookSecret>;
+    return (
+      await this.request('POST', `/audit/webhooks/${encodeURIComponent(id)}/rotate-secret`, body)
+    ).json() as Promise<RotatedWebhookSecret>;
   }
 
   /** Sends one signed `webhook.test` delivery now and reports how the receiver answered. */
@@ -235,7 +237,9 @@ export class AuditTrailClient {
   }
 
   async disableWebhook(id: string): Promise<WebhookEndpoint> {
-    const body = (await (await this.request('POST', `/audit/webhooks/${encodeURIComponent(id)}/disable`)).json()) as { endpoint: WebhookEndpoint };
+    const body = (await (await this.request('POST', `/audit/webhooks/${encodeURIComponent(id)}/disable`)).json()) as {
+      endpoint: WebhookEndpoint;
+    };
     return body.endpoint;
   }
 
@@ -281,7 +285,10 @@ export class AuditTrailClient {
    * with only_undelivered (the default) those already delivered successfully are skipped. Runs in the
    * background: follow it with getReplay. Rejects with 409 `replay_running` while one runs.
    */
-  async replay(endpointId: string, range: { since: Date | string; until: Date | string; only_undelivered?: boolean }): Promise<WebhookReplay> {
+  async replay(
+    endpointId: string,
+    range: { since: Date | string; until: Date | string; only_undelivered?: boolean },
+  ): Promise<WebhookReplay> {
     const response = await this.request('POST', `${webhookPath(endpointId)}/replay`, filterValues(range));
     return ((await response.json()) as { replay: WebhookReplay }).replay;
   }
@@ -325,7 +332,12 @@ function webhookPath(endpointId: string): string {
 
 /** The filters as the API takes them: instants in RFC 3339. */
 function filterValues(filters: object): Record<string, string | boolean | undefined> {
-  return Object.fromEntries(Object.entries(filters as Record<string, Date | string | boolean | undefined>).map(([name, value]) => [name, value instanceof Date ? value.toISOString() : value]));
+  return Object.fromEntries(
+    Object.entries(filters as Record<string, Date | string | boolean | undefined>).map(([name, value]) => [
+      name,
+      value instanceof Date ? value.toISOString() : value,
+    ]),
+  );
 }
 
 function toQuery(values: Record<string, string | boolean | undefined>): string {

@@ -59,7 +59,8 @@ function readExport(text: string): ExportedEvent[] {
   } catch {
     // NDJSON: more than one JSON value.
   }
-  if (typeof whole === 'object' && whole !== null && Array.isArray((whole as { events?: unknown }).events)) return readJsonExport(whole as Record<string, unknown>);
+  if (typeof whole === 'object' && whole !== null && Array.isArray((whole as { events?: unknown }).events))
+    return readJsonExport(whole as Record<string, unknown>);
   const events: ExportedEvent[] = [];
   // Every line of one export carries the same head: parsed once, and the same object for all its lines.
   const heads = new Map<string, SignedTreeHead | null>();
@@ -80,13 +81,20 @@ function sharedHead(head: unknown, heads: Map<string, SignedTreeHead | null>): S
   if (typeof head !== 'object' || head === null) return head as null | undefined;
   const key = JSON.stringify(head);
   let shared = heads.get(key);
-  if (shared === undefined) heads.set(key, (shared = head as SignedTreeHead));
+  if (shared === undefined) {
+    shared = head as SignedTreeHead;
+    heads.set(key, shared);
+  }
   return shared;
 }
 
 function readJsonExport(parsed: Record<string, unknown>): ExportedEvent[] {
   const head = (parsed.tree_head ?? undefined) as SignedTreeHead | null | undefined;
-  return (parsed.events as Array<Record<string, unknown>>).map((exported) => ({ exported, proof: exported.proof as InclusionProof | null | undefined, head }));
+  return (parsed.events as Array<Record<string, unknown>>).map((exported) => ({
+    exported,
+    proof: exported.proof as InclusionProof | null | undefined,
+    head,
+  }));
 }
 
 const describeHead = (head: SignedTreeHead) => `the tree head of size ${head.tree_size} signed at ${head.timestamp}`;
@@ -97,7 +105,14 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
   try {
     exported = readExport(input.exportText);
   } catch (error) {
-    return { events: 0, proven: 0, unsealed: 0, head: undefined, savedHeads: 0, failures: [{ reason: `the export is not JSON or NDJSON: ${(error as Error).message}` }] };
+    return {
+      events: 0,
+      proven: 0,
+      unsealed: 0,
+      head: undefined,
+      savedHeads: 0,
+      failures: [{ reason: `the export is not JSON or NDJSON: ${(error as Error).message}` }],
+    };
   }
 
   // The heads the export carries (one, unless NDJSON lines were mixed from several exports), by identity:
@@ -134,14 +149,18 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
       continue;
     }
     let nodes = provenNodes.get(head);
-    if (!nodes) provenNodes.set(head, (nodes = new Map()));
+    if (!nodes) {
+      nodes = new Map();
+      provenNodes.set(head, nodes);
+    }
     const verdict = verifyInclusion(leafHash, proof, head, nodes);
     if (!verdict.valid) {
       failures.push({ eventId, reason: verdict.reason });
       continue;
     }
     const owner = leafOwners.get(proof.leaf_index);
-    if (owner !== undefined && owner !== eventId) failures.push({ eventId, reason: `event ${owner} claims the same leaf ${proof.leaf_index}` });
+    if (owner !== undefined && owner !== eventId)
+      failures.push({ eventId, reason: `event ${owner} claims the same leaf ${proof.leaf_index}` });
     leafOwners.set(proof.leaf_index, eventId);
     if (headVerdicts.get(head)) proven += 1;
   }
@@ -151,7 +170,9 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
     const missing: number[] = [];
     for (let index = 0; index < exportHead.tree_size && missing.length <= 20; index += 1) if (!leafOwners.has(index)) missing.push(index);
     if (missing.length > 0) {
-      failures.push({ reason: `the export is said to be complete but lacks the events of leaves ${missing.slice(0, 20).join(', ')}${missing.length > 20 ? ', ...' : ''} of ${describeHead(exportHead)}` });
+      failures.push({
+        reason: `the export is said to be complete but lacks the events of leaves ${missing.slice(0, 20).join(', ')}${missing.length > 20 ? ', ...' : ''} of ${describeHead(exportHead)}`,
+      });
     }
   }
 
@@ -165,7 +186,12 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
  * heads of one size must have one root, and each kept head must be consistent with the export's head by a
  * consistency proof (RFC 9162 §2.1.4).
  */
-function checkHistory(saved: readonly SignedTreeHead[], exportHeads: readonly SignedTreeHead[], trustedKeys: readonly TrustedKey[], proofs: readonly ConsistencyProof[]): ExportFailure[] {
+function checkHistory(
+  saved: readonly SignedTreeHead[],
+  exportHeads: readonly SignedTreeHead[],
+  trustedKeys: readonly TrustedKey[],
+  proofs: readonly ConsistencyProof[],
+): ExportFailure[] {
   const failures: ExportFailure[] = [];
   const valid: SignedTreeHead[] = [];
   for (const head of saved) {
@@ -180,7 +206,9 @@ function checkHistory(saved: readonly SignedTreeHead[], exportHeads: readonly Si
   for (const head of all) {
     const other = bySize.get(head.tree_size);
     if (other && other.root_hash !== head.root_hash) {
-      failures.push({ reason: `two different tree heads for size ${head.tree_size}: signed at ${other.timestamp} and at ${head.timestamp}` });
+      failures.push({
+        reason: `two different tree heads for size ${head.tree_size}: signed at ${other.timestamp} and at ${head.timestamp}`,
+      });
     }
     bySize.set(head.tree_size, head);
   }
@@ -197,7 +225,8 @@ function checkHistory(saved: readonly SignedTreeHead[], exportHeads: readonly Si
       continue;
     }
     const verdict = verifyConsistency(proof, first, second);
-    if (!verdict.valid) failures.push({ reason: `${describeHead(first)} and ${describeHead(second)} are not consistent: ${verdict.reason}` });
+    if (!verdict.valid)
+      failures.push({ reason: `${describeHead(first)} and ${describeHead(second)} are not consistent: ${verdict.reason}` });
   }
   return failures;
 }

@@ -89,13 +89,13 @@ function canonicalObject(record: Record<string, unknown>, omit?: ReadonlySet<str
   for (const [name, quoted] of sortedMembers(record)) {
     const member = record[name];
     if (member === undefined || omit?.has(name)) continue;
-    text += (text.length === 1 ? '' : ',') + quoted + ':' + canonicalJson(member);
+    text += `${(text.length === 1 ? '' : ',') + quoted}:${canonicalJson(member)}`;
   }
   return `${text}}`;
 }
 
 // What JSON.stringify escapes in a string: the quote, the backslash and the C0 controls (RFC 8785 §3.2.2.2).
-// eslint-disable-next-line no-control-regex
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the C0 controls are exactly what must be escaped.
 const NEEDS_ESCAPE = /["\\\u0000-\u001f]/;
 
 // Events all have the same members in the same order: the sorted, quoted names of the last object shape
@@ -172,7 +172,8 @@ const EXPORT_MEMBERS: ReadonlySet<string> = new Set(['proof', 'tree_head']);
  * without copying the event.
  */
 export function exportedEventLeafHash(exported: Record<string, unknown>): string {
-  if (typeof exported !== 'object' || exported === null || Array.isArray(exported)) throw new TypeError('an exported event must be a JSON object');
+  if (typeof exported !== 'object' || exported === null || Array.isArray(exported))
+    throw new TypeError('an exported event must be a JSON object');
   return hashLeafHex(canonicalObject(exported, EXPORT_MEMBERS));
 }
 
@@ -222,8 +223,10 @@ export function verifyTreeHead(head: SignedTreeHead, trustedKeys: readonly Trust
   const signed = verifySignature(null, Buffer.from(treeHeadSigningInput(head)), publicKey, Buffer.from(head.signature, 'base64'));
   if (!signed) return invalid('the signature does not match the tree head');
   const at = Date.parse(head.timestamp);
-  if (key.valid_from && at < Date.parse(key.valid_from)) return invalid(`signed at ${head.timestamp}, before key ${head.key_id} was valid (${key.valid_from})`);
-  if (key.valid_until && at >= Date.parse(key.valid_until)) return invalid(`signed at ${head.timestamp}, after key ${head.key_id} was retired (${key.valid_until})`);
+  if (key.valid_from && at < Date.parse(key.valid_from))
+    return invalid(`signed at ${head.timestamp}, before key ${head.key_id} was valid (${key.valid_from})`);
+  if (key.valid_until && at >= Date.parse(key.valid_until))
+    return invalid(`signed at ${head.timestamp}, after key ${head.key_id} was retired (${key.valid_until})`);
   return VALID;
 }
 
@@ -249,7 +252,7 @@ export function verifyInclusion(leafHash: string, proof: InclusionProof, head: T
     return invalid(`leaf_index ${index} is not inside a tree of size ${size}`);
   }
   if (!isHashList(path)) return invalid('audit_path must hold 64-hex-digit hashes');
-  if (leafHash !== proof.leaf_hash) return invalid('the event does not hash to the proof\'s leaf_hash');
+  if (leafHash !== proof.leaf_hash) return invalid("the event does not hash to the proof's leaf_hash");
   let fn = index;
   let sn = size - 1;
   let level = 0;
@@ -294,7 +297,7 @@ export function verifyInclusion(leafHash: string, proof: InclusionProof, head: T
     }
   }
   if (sn !== 0) return invalid('audit_path is shorter than the tree requires');
-  if (r.toString('hex') !== head.root_hash) return invalid('the audit path does not lead to the tree head\'s root hash');
+  if (r.toString('hex') !== head.root_hash) return invalid("the audit path does not lead to the tree head's root hash");
   if (proven) remember(proven, passed);
   return VALID;
 }

@@ -46,7 +46,9 @@ export interface VerifyOptions {
 
 export type VerificationFailure = 'malformed_header' | 'timestamp_out_of_tolerance' | 'signature_mismatch';
 
-export type VerificationResult = { readonly valid: true; readonly timestamp: number } | { readonly valid: false; readonly reason: VerificationFailure };
+export type VerificationResult =
+  | { readonly valid: true; readonly timestamp: number }
+  | { readonly valid: false; readonly reason: VerificationFailure };
 
 /**
  * Verifies a delivery as a receiver should: parse, check the clock window, recompute over the raw bytes

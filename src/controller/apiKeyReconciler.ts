@@ -8,7 +8,14 @@ import type { Health } from './conditions.ts';
 import type { DeploymentGuard } from './deploymentGuard.ts';
 import { reportHealth } from './healthReport.ts';
 import type { EventRecorder } from './kubeEvents.ts';
-import { involvedObject, managedByOf, pendingRequest, secretConflictMessage, type CustomResource, type KubeResources } from './kubeResources.ts';
+import {
+  involvedObject,
+  managedByOf,
+  pendingRequest,
+  secretConflictMessage,
+  type CustomResource,
+  type KubeResources,
+} from './kubeResources.ts';
 import { API_KEY, ROTATE_ANNOTATION, apiKeySpecSchema, type ApiKeySpec } from './resources.ts';
 
 /** Holds deletion of an ApiKey until its key is revoked. */
@@ -81,7 +88,11 @@ export class ApiKeyReconciler {
     // Ownership first: while the Secret's name is taken, nothing is minted, revoked or rewritten.
     const secret = await resources.secretState(object, spec.secretName);
     if (secret.state === 'foreign') {
-      return this.report(object, record, { state: 'Stalled', reason: 'SecretConflict', message: secretConflictMessage(object, spec.secretName) });
+      return this.report(object, record, {
+        state: 'Stalled',
+        reason: 'SecretConflict',
+        message: secretConflictMessage(object, spec.secretName),
+      });
     }
     let rotateRequest = object.status?.rotateRequest;
     const rotation = pendingRequest(object, ROTATE_ANNOTATION, rotateRequest);
@@ -105,7 +116,10 @@ export class ApiKeyReconciler {
       } else {
         // The key was delivered and someone deleted or changed its Secret: the key keeps working for
         // whoever holds it; a new one only when asked for.
-        const what = secret.state === 'missing' ? `Secret ${spec.secretName} was deleted` : `Secret ${spec.secretName} no longer holds key ${record.lookupId}`;
+        const what =
+          secret.state === 'missing'
+            ? `Secret ${spec.secretName} was deleted`
+            : `Secret ${spec.secretName} no longer holds key ${record.lookupId}`;
         return this.report(object, record, {
           state: 'Stalled',
           reason: 'SecretMissing',
@@ -115,41 +129,75 @@ export class ApiKeyReconciler {
     }
 
     if (record.revokedAt) {
-      return this.report(object, record, {
-        state: 'Stalled',
-        reason: 'RevokedOutsideKubernetes',
-        message: `Key ${record.lookupId} was revoked outside Kubernetes (audit-trail keys revoke). Set spec.revoked: true to accept that, or annotation ${ROTATE_ANNOTATION} to a new value for a new key.`,
-      }, rotateRequest);
+      return this.report(
+        object,
+        record,
+        {
+          state: 'Stalled',
+          reason: 'RevokedOutsideKubernetes',
+          message: `Key ${record.lookupId} was revoked outside Kubernetes (audit-trail keys revoke). Set spec.revoked: true to accept that, or annotation ${ROTATE_ANNOTATION} to a new value for a new key.`,
+        },
+        rotateRequest,
+      );
     }
     if (grantsChanged(record, spec)) {
       record = await keys.updateGrants(record.lookupId, grantsOf(spec), actor);
-      await this.options.events.record(involvedObject(object), 'Normal', 'GrantsUpdated', `Scopes, allow-list or description of key ${record.lookupId} updated.`);
+      await this.options.events.record(
+        involvedObject(object),
+        'Normal',
+        'GrantsUpdated',
+        `Scopes, allow-list or description of key ${record.lookupId} updated.`,
+      );
     }
     return this.report(object, record, active(record), rotateRequest);
   }
 
   /** A new key in the Secret, then the old one revoked: whoever reads the Secret gets a working key. */
-  private async rotate(object: ApiKeyObject, spec: ApiKeySpec, current: ApiKeyRecord, managedBy: string, actor: Actor): Promise<ApiKeyRecord> {
+  private async rotate(
+    object: ApiKeyObject,
+    spec: ApiKeySpec,
+    current: ApiKeyRecord,
+    managedBy: string,
+    actor: Actor,
+  ): Promise<ApiKeyRecord> {
     const replacement = await this.mint(object, spec, managedBy, actor);
     if (!current.revokedAt) await this.options.keys.revoke(current.lookupId, actor);
-    await this.options.events.record(involvedObject(object), 'Normal', 'KeyRotated', `Key ${current.lookupId} replaced by ${replacement.lookupId}${current.revokedAt ? '' : ' and revoked'}.`);
+    await this.options.events.record(
+      involvedObject(object),
+      'Normal',
+      'KeyRotated',
+      `Key ${current.lookupId} replaced by ${replacement.lookupId}${current.revokedAt ? '' : ' and revoked'}.`,
+    );
     return replacement;
   }
 
   private async mint(object: ApiKeyObject, spec: ApiKeySpec, managedBy: string, actor: Actor): Promise<ApiKeyRecord> {
     const minted = await this.options.keys.mint(grantsOf(spec), actor, managedBy);
     try {
-      await this.options.resources.writeOwnedSecret(object, spec.secretName, { [SECRET_KEY_FIELD]: minted.key, [SECRET_LOOKUP_FIELD]: minted.record.lookupId });
+      await this.options.resources.writeOwnedSecret(object, spec.secretName, {
+        [SECRET_KEY_FIELD]: minted.key,
+        [SECRET_LOOKUP_FIELD]: minted.record.lookupId,
+      });
     } catch (error) {
       // The key reached no one: do not leave it valid.
       await this.options.keys.revoke(minted.record.lookupId, actor);
       throw error;
     }
-    await this.options.events.record(involvedObject(object), 'Normal', 'KeyMinted', `Key ${minted.record.lookupId} minted and written to Secret ${spec.secretName}.`);
+    await this.options.events.record(
+      involvedObject(object),
+      'Normal',
+      'KeyMinted',
+      `Key ${minted.record.lookupId} minted and written to Secret ${spec.secretName}.`,
+    );
     return minted.record;
   }
 
-  private report(object: ApiKeyObject, record: ApiKeyRecord | undefined, health: Health, rotateRequest = object.status?.rotateRequest): Promise<void> {
+  private report(
+    object: ApiKeyObject,
+    record: ApiKeyRecord | undefined,
+    health: Health,
+    rotateRequest = object.status?.rotateRequest,
+  ): Promise<void> {
     const fields = {
       lookupId: record?.lookupId,
       state: record ? (record.revokedAt ? 'Revoked' : 'Active') : health.reason === 'Revoked' ? 'Revoked' : undefined,

@@ -31,10 +31,17 @@ const timestamp = (now: Date) => now.toISOString().replace(/\.\d{3}Z$/, 'Z');
  * lastTransitionTime when the status did not change (the Kubernetes API conventions: it marks
  * transitions, not updates).
  */
-export function setCondition(conditions: readonly Condition[] | undefined, next: Omit<Condition, 'lastTransitionTime'>, now = new Date()): Condition[] {
+export function setCondition(
+  conditions: readonly Condition[] | undefined,
+  next: Omit<Condition, 'lastTransitionTime'>,
+  now = new Date(),
+): Condition[] {
   const list = conditions ?? [];
   const existing = list.find((condition) => condition.type === next.type);
-  const condition = { ...next, lastTransitionTime: existing && existing.status === next.status ? existing.lastTransitionTime : timestamp(now) };
+  const condition = {
+    ...next,
+    lastTransitionTime: existing && existing.status === next.status ? existing.lastTransitionTime : timestamp(now),
+  };
   return existing ? list.map((item) => (item === existing ? condition : item)) : [...list, condition];
 }
 
@@ -43,18 +50,26 @@ function withoutCondition(conditions: readonly Condition[], type: string): Condi
 }
 
 /** The Ready, Stalled and Reconciling conditions for `health`; the two abnormal ones are present only while true. */
-export function healthConditions(conditions: readonly Condition[] | undefined, health: Health, observedGeneration: number | undefined, now = new Date()): Condition[] {
+export function healthConditions(
+  conditions: readonly Condition[] | undefined,
+  health: Health,
+  observedGeneration: number | undefined,
+  now = new Date(),
+): Condition[] {
   const { reason, message } = health;
   const generation = observedGeneration === undefined ? {} : { observedGeneration };
   let result = [...(conditions ?? [])];
   if (health.state === 'Reconciling') {
-    if (!result.some((condition) => condition.type === 'Ready')) result = setCondition(result, { type: 'Ready', status: 'Unknown', reason, message, ...generation }, now);
+    if (!result.some((condition) => condition.type === 'Ready'))
+      result = setCondition(result, { type: 'Ready', status: 'Unknown', reason, message, ...generation }, now);
     return withoutCondition(setCondition(result, { type: 'Reconciling', status: 'True', reason, message, ...generation }, now), 'Stalled');
   }
   const ready = health.state === 'Ready';
   result = setCondition(result, { type: 'Ready', status: ready ? 'True' : 'False', reason, message, ...generation }, now);
   result = withoutCondition(result, 'Reconciling');
-  return ready ? withoutCondition(result, 'Stalled') : setCondition(result, { type: 'Stalled', status: 'True', reason, message, ...generation }, now);
+  return ready
+    ? withoutCondition(result, 'Stalled')
+    : setCondition(result, { type: 'Stalled', status: 'True', reason, message, ...generation }, now);
 }
 
 export function conditionOf(conditions: readonly Condition[] | undefined, type: string): Condition | undefined {

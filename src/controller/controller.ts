@@ -97,7 +97,8 @@ export class KubernetesController {
       { resource: API_KEY, reconcile: (object) => apiKeys.reconcile(object as unknown as ApiKeyObject) },
       { resource: WEBHOOK_ENDPOINT, reconcile: (object) => webhooks.reconcile(object as unknown as WebhookEndpointObject) },
     ];
-    this.reportRetry = (plural, object, message) => reportRetry(resources, events, guard, plural, object as unknown as AnyResource, message);
+    this.reportRetry = (plural, object, message) =>
+      reportRetry(resources, events, guard, plural, object as unknown as AnyResource, message);
     this.elector = new LeaderElector({
       identity: options.identity ?? `${hostname()}-${process.pid}`,
       store: kubeLeaseStore(config.makeApiClient(CoordinationV1Api), options.leaseNamespace, options.leaseName),
@@ -163,7 +164,8 @@ export class KubernetesController {
     const resync = setInterval(() => {
       for (const kind of this.kinds) {
         for (const informer of informers.get(kind.resource.plural)!) {
-          for (const object of informer.list()) if (this.isOurClass(object)) queue.add(queueKey(kind.resource.plural, object.metadata?.namespace, object.metadata?.name));
+          for (const object of informer.list())
+            if (this.isOurClass(object)) queue.add(queueKey(kind.resource.plural, object.metadata?.namespace, object.metadata?.name));
         }
       }
     }, this.options.resyncMs ?? 30_000);
@@ -205,7 +207,10 @@ export class KubernetesController {
       if (key === undefined) return;
       const [plural, namespace, name] = key.split('/') as [string, string, string];
       const kind = this.kinds.find((candidate) => candidate.resource.plural === plural)!;
-      const object = informers.get(plural)!.map((informer) => informer.get(name, namespace)).find(Boolean);
+      const object = informers
+        .get(plural)!
+        .map((informer) => informer.get(name, namespace))
+        .find(Boolean);
       try {
         // A key may come from an owned Secret: the resource itself decides whether it is ours.
         if (object && this.isOurClass(object)) await kind.reconcile(object);
@@ -215,7 +220,9 @@ export class KubernetesController {
         this.options.log.warn({ err: error, object: key, retry_in_ms: delay }, 'reconcile failed; will retry');
         if (object && (error as { code?: number }).code !== 409) {
           // kstatus: Reconciling=True while retrying. A 409 is optimistic concurrency at work, retried at once.
-          await this.reportRetry(plural, object, `Reconcile failed (${describeError(error)}); retrying with backoff.`).catch(() => undefined);
+          await this.reportRetry(plural, object, `Reconcile failed (${describeError(error)}); retrying with backoff.`).catch(
+            () => undefined,
+          );
         }
       } finally {
         queue.done(key);
@@ -230,7 +237,12 @@ export class KubernetesController {
   private watchedPaths(resource: ResourceKind): Array<{ path: string; list: () => Promise<KubernetesListObject<KubernetesObject>> }> {
     const base = `/apis/${GROUP}/${VERSION}`;
     if (this.options.namespaces.length === 0) {
-      return [{ path: `${base}/${resource.plural}`, list: () => this.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: resource.plural }) }];
+      return [
+        {
+          path: `${base}/${resource.plural}`,
+          list: () => this.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: resource.plural }),
+        },
+      ];
     }
     return this.options.namespaces.map((namespace) => ({
       path: `${base}/namespaces/${namespace}/${resource.plural}`,

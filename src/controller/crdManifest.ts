@@ -60,7 +60,9 @@ function structural(node: Schema): Schema {
   for (const [key, value] of Object.entries(node)) {
     if (key === '$schema' || key === 'additionalProperties' || key === 'id') continue;
     if (key === 'properties') {
-      result.properties = Object.fromEntries(Object.entries(value as Record<string, Schema>).map(([name, child]) => [name, structural(child)]));
+      result.properties = Object.fromEntries(
+        Object.entries(value as Record<string, Schema>).map(([name, child]) => [name, structural(child)]),
+      );
     } else if (key === 'items') {
       result.items = structural(value as Schema);
     } else if (key === 'pattern') {

@@ -23,7 +23,8 @@ export async function reportHealth(
   if (!changed || health.state === 'Ready') return;
   const type = health.state === 'Stalled' ? 'Ready' : 'Reconciling';
   const before = conditionOf(object.status?.conditions, type);
-  const wasAlready = before?.reason === health.reason && (health.state === 'Reconciling' ? before.status === 'True' : before.status === 'False');
+  const wasAlready =
+    before?.reason === health.reason && (health.state === 'Reconciling' ? before.status === 'True' : before.status === 'False');
   if (!wasAlready) await events.record(involvedObject(object), 'Warning', health.reason, health.message);
 }
 
@@ -41,5 +42,12 @@ export async function reportRetry(
 ): Promise<void> {
   const object = resources.freshest(informed);
   if (!guard.hasClaimed(object) || object.metadata.deletionTimestamp) return;
-  await reportHealth(resources, events, plural, object, { ...object.status }, { state: 'Reconciling', reason: 'RetryingAfterError', message });
+  await reportHealth(
+    resources,
+    events,
+    plural,
+    object,
+    { ...object.status },
+    { state: 'Reconciling', reason: 'RetryingAfterError', message },
+  );
 }

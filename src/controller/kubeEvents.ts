@@ -89,7 +89,10 @@ export class EventRecorder {
   /** false when the Event is gone (expired after the API server's event TTL): a new one is created. */
   private async increment(recorded: Recorded, now: Date): Promise<boolean> {
     try {
-      await this.core.patchNamespacedEvent({ name: recorded.name, namespace: recorded.namespace, body: { count: recorded.count + 1, lastTimestamp: now } }, mergePatch);
+      await this.core.patchNamespacedEvent(
+        { name: recorded.name, namespace: recorded.namespace, body: { count: recorded.count + 1, lastTimestamp: now } },
+        mergePatch,
+      );
       recorded.count += 1;
       return true;
     } catch (error) {

@@ -65,14 +65,21 @@ export class KubeResources {
    */
   freshest<T extends AnyResource>(object: T): T {
     const entry = this.written.get(object.metadata.uid);
-    return entry && entry.replaced.includes(object.metadata.resourceVersion ?? '') ? (entry.latest as T) : object;
+    return entry?.replaced.includes(object.metadata.resourceVersion ?? '') ? (entry.latest as T) : object;
   }
 
   private remember(before: AnyResource, after: AnyResource): void {
     const previous = this.written.get(before.metadata.uid);
-    const replaced = [...(previous?.replaced ?? []), ...(previous ? [previous.latest.metadata.resourceVersion ?? ''] : []), before.metadata.resourceVersion ?? ''];
+    const replaced = [
+      ...(previous?.replaced ?? []),
+      ...(previous ? [previous.latest.metadata.resourceVersion ?? ''] : []),
+      before.metadata.resourceVersion ?? '',
+    ];
     this.written.delete(before.metadata.uid);
-    this.written.set(before.metadata.uid, { latest: after, replaced: [...new Set(replaced)].filter((version) => version !== after.metadata.resourceVersion).slice(-REMEMBERED_VERSIONS) });
+    this.written.set(before.metadata.uid, {
+      latest: after,
+      replaced: [...new Set(replaced)].filter((version) => version !== after.metadata.resourceVersion).slice(-REMEMBERED_VERSIONS),
+    });
     if (this.written.size > REMEMBERED_OBJECTS) this.written.delete(this.written.keys().next().value!);
   }
 
@@ -106,7 +113,10 @@ export class KubeResources {
     const current = object.metadata.finalizers ?? [];
     if (!current.includes(finalizer)) return;
     await this.custom.patchNamespacedCustomObject(
-      { ...this.address(plural, object), body: { metadata: { finalizers: current.filter((item) => item !== finalizer), resourceVersion: object.metadata.resourceVersion } } },
+      {
+        ...this.address(plural, object),
+        body: { metadata: { finalizers: current.filter((item) => item !== finalizer), resourceVersion: object.metadata.resourceVersion } },
+      },
       mergePatch,
     );
   }
@@ -118,7 +128,13 @@ export class KubeResources {
   async setStatus(plural: string, object: AnyResource, status: Record<string, unknown>): Promise<boolean> {
     const patch = mergePatchDiff(object.status, status);
     if (patch === undefined) return false;
-    this.remember(object, (await this.custom.patchNamespacedCustomObjectStatus({ ...this.address(plural, object), body: { status: patch } }, mergePatch)) as AnyResource);
+    this.remember(
+      object,
+      (await this.custom.patchNamespacedCustomObjectStatus(
+        { ...this.address(plural, object), body: { status: patch } },
+        mergePatch,
+      )) as AnyResource,
+    );
     return true;
   }
 
@@ -151,7 +167,9 @@ export class KubeResources {
     const secret = await this.readSecret(owner.metadata.namespace, name);
     if (!secret) return { state: 'missing' };
     if (!ownedBy(secret, owner.metadata.uid)) return { state: 'foreign' };
-    const values = Object.fromEntries(Object.entries(secret.data ?? {}).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]));
+    const values = Object.fromEntries(
+      Object.entries(secret.data ?? {}).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]),
+    );
     return { state: 'owned', values };
   }
 
@@ -162,7 +180,16 @@ export class KubeResources {
         name,
         namespace: owner.metadata.namespace,
         labels: { [OWNED_SECRET_LABEL]: OWNED_SECRET_LABEL_VALUE },
-        ownerReferences: [{ apiVersion: owner.apiVersion, kind: owner.kind, name: owner.metadata.name, uid: owner.metadata.uid, controller: true, blockOwnerDeletion: true }],
+        ownerReferences: [
+          {
+            apiVersion: owner.apiVersion,
+            kind: owner.kind,
+            name: owner.metadata.name,
+            uid: owner.metadata.uid,
+            controller: true,
+            blockOwnerDeletion: true,
+          },
+        ],
       },
       type: 'Opaque',
       stringData: data,
@@ -170,7 +197,11 @@ export class KubeResources {
     const existing = await this.readSecret(owner.metadata.namespace, name);
     if (existing && !ownedBy(existing, owner.metadata.uid)) throw new SecretConflictError(secretConflictMessage(owner, name));
     if (existing) {
-      await this.core.replaceNamespacedSecret({ name, namespace: owner.metadata.namespace, body: { ...secret, metadata: { ...secret.metadata, resourceVersion: existing.metadata?.resourceVersion } } });
+      await this.core.replaceNamespacedSecret({
+        name,
+        namespace: owner.metadata.namespace,
+        body: { ...secret, metadata: { ...secret.metadata, resourceVersion: existing.metadata?.resourceVersion } },
+      });
     } else {
       await this.core.createNamespacedSecret({ namespace: owner.metadata.namespace, body: secret });
     }
@@ -186,7 +217,13 @@ export function secretConflictMessage(owner: AnyResource, name: string): string 
 }
 
 export function involvedObject(object: AnyResource): InvolvedObject {
-  return { apiVersion: object.apiVersion, kind: object.kind, name: object.metadata.name, namespace: object.metadata.namespace, uid: object.metadata.uid };
+  return {
+    apiVersion: object.apiVersion,
+    kind: object.kind,
+    name: object.metadata.name,
+    namespace: object.metadata.namespace,
+    uid: object.metadata.uid,
+  };
 }
 
 /** Who owns rows on behalf of a resource: namespace, name and uid, so a re-created namesake owns nothing. */

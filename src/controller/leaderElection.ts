@@ -121,7 +121,8 @@ export class LeaderElector {
       leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),
       acquireTime: current?.holderIdentity === identity ? current.acquireTime : now.toISOString(),
       renewTime: now.toISOString(),
-      leaseTransitions: current === undefined ? 0 : current.holderIdentity === identity ? current.leaseTransitions : current.leaseTransitions + 1,
+      leaseTransitions:
+        current === undefined ? 0 : current.holderIdentity === identity ? current.leaseTransitions : current.leaseTransitions + 1,
       ...(current?.resourceVersion === undefined ? {} : { resourceVersion: current.resourceVersion }),
     });
     const current = await store.get();
@@ -129,7 +130,11 @@ export class LeaderElector {
       this.remember(await store.create(desired(undefined)));
       return true;
     }
-    if (!this.observed || this.observed.record.resourceVersion !== current.resourceVersion || this.observed.record.renewTime !== current.renewTime) {
+    if (
+      !this.observed ||
+      this.observed.record.resourceVersion !== current.resourceVersion ||
+      this.observed.record.renewTime !== current.renewTime
+    ) {
       this.observed = { record: current, at: this.clock.now() };
     }
     const heldByOther = current.holderIdentity !== null && current.holderIdentity !== '' && current.holderIdentity !== identity;

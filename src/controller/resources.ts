@@ -77,10 +77,18 @@ export const apiKeySpecSchema = z
       .max(SCOPES.length)
       .meta({ description: 'Scopes granted to the key.', 'x-kubernetes-list-type': 'set' }),
     allowedCidrs: z
-      .array(z.string().max(64).meta({ 'x-kubernetes-validations': [{ rule: 'isCIDR(self) || isIP(self)', message: 'must be an IP address or CIDR range' }] }))
+      .array(
+        z
+          .string()
+          .max(64)
+          .meta({ 'x-kubernetes-validations': [{ rule: 'isCIDR(self) || isIP(self)', message: 'must be an IP address or CIDR range' }] }),
+      )
       .max(CIDRS_MAX)
       .optional()
-      .meta({ description: "Client addresses allowed to use the key (the customer's egress ranges); empty means any.", 'x-kubernetes-list-type': 'set' }),
+      .meta({
+        description: "Client addresses allowed to use the key (the customer's egress ranges); empty means any.",
+        'x-kubernetes-list-type': 'set',
+      }),
     description: z.string().max(KEY_DESCRIPTION_MAX_LENGTH).optional(),
     revoked: z.boolean().optional().meta({ description: 'true revokes the key (for good: a revoked key is never restored).' }),
     secretName,
@@ -90,7 +98,10 @@ export const apiKeySpecSchema = z
     'x-kubernetes-validations': [
       { rule: 'self.tenantId == oldSelf.tenantId', message: 'tenantId is immutable; create another ApiKey' },
       { rule: 'self.secretName == oldSelf.secretName', message: 'secretName is immutable' },
-      { rule: '!has(oldSelf.revoked) || !oldSelf.revoked || (has(self.revoked) && self.revoked)', message: 'a revoked key cannot be restored; create another ApiKey' },
+      {
+        rule: '!has(oldSelf.revoked) || !oldSelf.revoked || (has(self.revoked) && self.revoked)',
+        message: 'a revoked key cannot be restored; create another ApiKey',
+      },
       controllerClassImmutable,
     ],
   });
@@ -112,7 +123,10 @@ export const webhookEndpointSpecSchema = z
       .optional()
       .meta({ description: 'Action prefixes such as phi. or admin.key.create; empty or absent means every event.' }),
     description: z.string().max(WEBHOOK_DESCRIPTION_MAX_LENGTH).optional(),
-    disabled: z.boolean().optional().meta({ description: 'true disables the endpoint: deliveries stop, its history stays (for good: there is no re-enabling).' }),
+    disabled: z
+      .boolean()
+      .optional()
+      .meta({ description: 'true disables the endpoint: deliveries stop, its history stays (for good: there is no re-enabling).' }),
     rotationOverlapSeconds: z
       .int()
       .min(0)
@@ -128,7 +142,10 @@ export const webhookEndpointSpecSchema = z
     'x-kubernetes-validations': [
       { rule: 'self.tenantId == oldSelf.tenantId', message: 'tenantId is immutable; create another WebhookEndpoint' },
       { rule: 'self.secretName == oldSelf.secretName', message: 'secretName is immutable' },
-      { rule: '!has(oldSelf.disabled) || !oldSelf.disabled || (has(self.disabled) && self.disabled)', message: 'a disabled endpoint cannot be enabled again; create another WebhookEndpoint' },
+      {
+        rule: '!has(oldSelf.disabled) || !oldSelf.disabled || (has(self.disabled) && self.disabled)',
+        message: 'a disabled endpoint cannot be enabled again; create another WebhookEndpoint',
+      },
       controllerClassImmutable,
     ],
   });
@@ -143,9 +160,15 @@ export const conditionSchema = z.object({
   message: z.string().max(32768),
 });
 
-const conditions = z.array(conditionSchema).optional().meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] });
+const conditions = z
+  .array(conditionSchema)
+  .optional()
+  .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] });
 
-const rotateRequest = z.string().optional().meta({ description: `The ${ROTATE_ANNOTATION} annotation value handled last.` });
+const rotateRequest = z
+  .string()
+  .optional()
+  .meta({ description: `The ${ROTATE_ANNOTATION} annotation value handled last.` });
 
 export const apiKeyStatusSchema = z.object({
   lookupId: z.string().optional().meta({ description: 'The 8-hex lookup segment of the key (never the key itself).' }),
@@ -160,11 +183,14 @@ export const webhookEndpointStatusSchema = z.object({
   active: z.boolean().optional(),
   consecutiveFailures: z.int().min(0).optional(),
   lastDeliveryAt: z.string().optional().meta({ format: 'date-time' }),
-  recreateRequest: z.string().optional().meta({ description: 'The audittrail.dev/recreate annotation value the current endpoint was created for.' }),
-  previousSecretExpiresAt: z
+  recreateRequest: z
     .string()
     .optional()
-    .meta({ format: 'date-time', description: 'After a rotation: until when the replaced signing secret still signs deliveries beside the one in the Secret.' }),
+    .meta({ description: 'The audittrail.dev/recreate annotation value the current endpoint was created for.' }),
+  previousSecretExpiresAt: z.string().optional().meta({
+    format: 'date-time',
+    description: 'After a rotation: until when the replaced signing secret still signs deliveries beside the one in the Secret.',
+  }),
   rotateRequest,
   observedGeneration: z.int().min(0).optional(),
   conditions,

@@ -10,7 +10,15 @@ import type { Health } from './conditions.ts';
 import type { DeploymentGuard } from './deploymentGuard.ts';
 import { reportHealth } from './healthReport.ts';
 import type { EventRecorder } from './kubeEvents.ts';
-import { SecretConflictError, involvedObject, managedByOf, pendingRequest, secretConflictMessage, type CustomResource, type KubeResources } from './kubeResources.ts';
+import {
+  SecretConflictError,
+  involvedObject,
+  managedByOf,
+  pendingRequest,
+  secretConflictMessage,
+  type CustomResource,
+  type KubeResources,
+} from './kubeResources.ts';
 import { ROTATE_ANNOTATION, WEBHOOK_ENDPOINT, webhookEndpointSpecSchema, type WebhookEndpointSpec } from './resources.ts';
 
 /** Holds deletion of a WebhookEndpoint until its endpoint (and delivery history) is deleted. */
@@ -105,21 +113,33 @@ export class WebhookEndpointReconciler {
       // Disabled on purpose: a settled state, whatever became of the Secret.
       if (endpoint?.active) {
         endpoint = await registry.disable(endpoint.tenantId, endpoint.id, actor, { managedBy });
-        await this.options.events.record(involvedObject(object), 'Normal', 'EndpointDisabled', `Endpoint ${endpoint.id} disabled (spec.disabled).`);
+        await this.options.events.record(
+          involvedObject(object),
+          'Normal',
+          'EndpointDisabled',
+          `Endpoint ${endpoint.id} disabled (spec.disabled).`,
+        );
       }
-      const message = endpoint ? `Endpoint ${endpoint.id} is disabled (spec.disabled).` : 'The endpoint was disabled before it was registered.';
+      const message = endpoint
+        ? `Endpoint ${endpoint.id} is disabled (spec.disabled).`
+        : 'The endpoint was disabled before it was registered.';
       return this.report(object, endpoint, { state: 'Ready', reason: 'Disabled', message });
     }
 
     // Ownership first: while the Secret's name is taken, nothing is registered, deleted or rewritten.
     const secret = await resources.secretState(object, spec.secretName);
     if (secret.state === 'foreign') {
-      return this.report(object, endpoint, { state: 'Stalled', reason: 'SecretConflict', message: secretConflictMessage(object, spec.secretName) });
+      return this.report(object, endpoint, {
+        state: 'Stalled',
+        reason: 'SecretConflict',
+        message: secretConflictMessage(object, spec.secretName),
+      });
     }
     const annotations = object.metadata.annotations ?? {};
     let handled: Handled = { recreateRequest: object.status?.recreateRequest, rotateRequest: object.status?.rotateRequest };
     const rotation = pendingRequest(object, ROTATE_ANNOTATION, handled.rotateRequest);
-    const recreation = endpoint?.disabledReason === 'auto' ? pendingRequest(object, RECREATE_ANNOTATION, handled.recreateRequest) : undefined;
+    const recreation =
+      endpoint?.disabledReason === 'auto' ? pendingRequest(object, RECREATE_ANNOTATION, handled.recreateRequest) : undefined;
     try {
       if (!endpoint) {
         endpoint = await this.register(object, spec, managedBy, actor);
@@ -127,7 +147,10 @@ export class WebhookEndpointReconciler {
         handled = { recreateRequest: annotations[RECREATE_ANNOTATION], rotateRequest: annotations[ROTATE_ANNOTATION] };
       } else if (rotation !== undefined && recreation === undefined && endpoint.active) {
         if (!(await resources.isCurrent(WEBHOOK_ENDPOINT.plural, object))) return;
-        const held = secret.state === 'owned' && secret.values[SECRET_ENDPOINT_FIELD] === endpoint.id ? secret.values[SECRET_SIGNING_FIELD] : undefined;
+        const held =
+          secret.state === 'owned' && secret.values[SECRET_ENDPOINT_FIELD] === endpoint.id
+            ? secret.values[SECRET_SIGNING_FIELD]
+            : undefined;
         endpoint = await this.rotateInPlace(object, spec, endpoint, managedBy, actor, held);
         handled = { ...handled, rotateRequest: rotation };
       } else if (rotation !== undefined || recreation !== undefined) {
@@ -138,7 +161,10 @@ export class WebhookEndpointReconciler {
         if (object.status?.id === endpoint.id) {
           // The secret was delivered and someone deleted or changed its Secret: deliveries go on, signed
           // with the secret the receiver has; a new one only when asked for.
-          const what = secret.state === 'missing' ? `Secret ${spec.secretName} was deleted` : `Secret ${spec.secretName} no longer holds the signing secret of endpoint ${endpoint.id}`;
+          const what =
+            secret.state === 'missing'
+              ? `Secret ${spec.secretName} was deleted`
+              : `Secret ${spec.secretName} no longer holds the signing secret of endpoint ${endpoint.id}`;
           return this.report(object, endpoint, {
             state: 'Stalled',
             reason: 'SecretMissing',
@@ -150,7 +176,12 @@ export class WebhookEndpointReconciler {
         if (!(await resources.isCurrent(WEBHOOK_ENDPOINT.plural, object))) return;
         endpoint = await this.replace(object, spec, endpoint, managedBy, actor);
       } else if (endpoint.active && changed(endpoint, spec)) {
-        endpoint = await registry.update(endpoint.id, { url: spec.url, eventFilter: spec.eventFilter ?? [], description: spec.description ?? '' }, actor, managedBy);
+        endpoint = await registry.update(
+          endpoint.id,
+          { url: spec.url, eventFilter: spec.eventFilter ?? [], description: spec.description ?? '' },
+          actor,
+          managedBy,
+        );
         await this.options.events.record(involvedObject(object), 'Normal', 'EndpointUpdated', `Endpoint ${endpoint.id} updated in place.`);
       }
     } catch (error) {
@@ -182,7 +213,14 @@ export class WebhookEndpointReconciler {
     held: string | undefined,
   ): Promise<WebhookEndpoint> {
     const overlapS = spec.rotationOverlapSeconds ?? DEFAULT_ROTATION_OVERLAP_S;
-    const rotated = await this.options.registry.rotateSecret(current.tenantId, current.id, { overlap_s: overlapS }, actor, { managedBy }, held);
+    const rotated = await this.options.registry.rotateSecret(
+      current.tenantId,
+      current.id,
+      { overlap_s: overlapS },
+      actor,
+      { managedBy },
+      held,
+    );
     const expiresAt = rotated.previousSecretExpiresAt.toISOString();
     await this.options.resources.writeOwnedSecret(object, spec.secretName, {
       ...secretData(rotated.secret, current.id),
@@ -203,13 +241,24 @@ export class WebhookEndpointReconciler {
    * holds the new secret, an active old endpoint is deleted (with its delivery history), an inactive one is
    * kept, disabled, with its history.
    */
-  private async replace(object: WebhookEndpointObject, spec: WebhookEndpointSpec, current: WebhookEndpoint, managedBy: string, actor: Actor): Promise<WebhookEndpoint> {
+  private async replace(
+    object: WebhookEndpointObject,
+    spec: WebhookEndpointSpec,
+    current: WebhookEndpoint,
+    managedBy: string,
+    actor: Actor,
+  ): Promise<WebhookEndpoint> {
     const replacement = await this.register(object, spec, managedBy, actor);
     if (current.active) await this.options.registry.delete(current.tenantId, current.id, actor, { managedBy });
     return replacement;
   }
 
-  private async register(object: WebhookEndpointObject, spec: WebhookEndpointSpec, managedBy: string, actor: Actor): Promise<WebhookEndpoint> {
+  private async register(
+    object: WebhookEndpointObject,
+    spec: WebhookEndpointSpec,
+    managedBy: string,
+    actor: Actor,
+  ): Promise<WebhookEndpoint> {
     const { registry, resources } = this.options;
     const { endpoint, secret } = await registry.register(
       spec.tenantId,
@@ -223,7 +272,12 @@ export class WebhookEndpointReconciler {
       await registry.delete(endpoint.tenantId, endpoint.id, actor, { managedBy });
       throw error;
     }
-    await this.options.events.record(involvedObject(object), 'Normal', 'EndpointRegistered', `Endpoint ${endpoint.id} registered; signing secret in Secret ${spec.secretName}.`);
+    await this.options.events.record(
+      involvedObject(object),
+      'Normal',
+      'EndpointRegistered',
+      `Endpoint ${endpoint.id} registered; signing secret in Secret ${spec.secretName}.`,
+    );
     return endpoint;
   }
 
@@ -243,7 +297,11 @@ export class WebhookEndpointReconciler {
 
 /** What the owned Secret holds for receivers: the signing secret in both forms, and the endpoint it signs for. */
 function secretData(secret: string, endpointId: string): Record<string, string> {
-  return { [SECRET_SIGNING_FIELD]: secret, [SECRET_STANDARD_WEBHOOKS_FIELD]: standardWebhooksSecretOf(secret), [SECRET_ENDPOINT_FIELD]: endpointId };
+  return {
+    [SECRET_SIGNING_FIELD]: secret,
+    [SECRET_STANDARD_WEBHOOKS_FIELD]: standardWebhooksSecretOf(secret),
+    [SECRET_ENDPOINT_FIELD]: endpointId,
+  };
 }
 
 function healthOf(endpoint: WebhookEndpoint): Health {

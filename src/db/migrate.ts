@@ -63,10 +63,7 @@ export async function migrate(databaseUrl: string, log: Logger, directory = migr
       await client.query('BEGIN');
       try {
         await client.query(migration.sql);
-        await client.query('INSERT INTO audit_schema_migrations (version, name) VALUES ($1, $2)', [
-          migration.version,
-          migration.name,
-        ]);
+        await client.query('INSERT INTO audit_schema_migrations (version, name) VALUES ($1, $2)', [migration.version, migration.name]);
         await client.query('COMMIT');
       } catch (error) {
         await client.query('ROLLBACK');

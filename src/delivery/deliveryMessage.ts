@@ -94,7 +94,8 @@ export async function publishDeliveryMessages(
   due: readonly DueDelivery[],
 ): Promise<{ failed: DueDelivery[]; error?: unknown }> {
   const messages: DueDelivery[][] = [];
-  for (let start = 0; start < due.length; start += MAX_DELIVERIES_PER_MESSAGE) messages.push(due.slice(start, start + MAX_DELIVERIES_PER_MESSAGE));
+  for (let start = 0; start < due.length; start += MAX_DELIVERIES_PER_MESSAGE)
+    messages.push(due.slice(start, start + MAX_DELIVERIES_PER_MESSAGE));
   const results = await Promise.allSettled(
     messages.map((deliveries) =>
       js.publish(target.subject, encodeDeliveryMessage(deliveries.map(({ id, attempt }) => ({ deliveryId: id, attempt }))), {

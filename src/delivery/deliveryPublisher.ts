@@ -56,7 +56,9 @@ export class DeliveryPublisher implements NewDeliveryPublisher {
 
   /** Whether a write now should mark its deliveries published and hand them here. */
   get accepting(): boolean {
-    return !this.stopping && this.options.bus.connected() && this.messagesInFlight < MAX_MESSAGES_IN_FLIGHT && Date.now() >= this.pausedUntil;
+    return (
+      !this.stopping && this.options.bus.connected() && this.messagesInFlight < MAX_MESSAGES_IN_FLIGHT && Date.now() >= this.pausedUntil
+    );
   }
 
   /**
@@ -69,7 +71,12 @@ export class DeliveryPublisher implements NewDeliveryPublisher {
     this.messagesInFlight += messages;
     const task = this.publishNow(ids)
       // Not expected (publishNow settles its own failures), but a rejection nobody awaits would end the process.
-      .catch((thrown: unknown) => this.options.log.error({ err: coerceError(thrown) }, 'publishing new deliveries failed; the lost-publication sweep will publish them'))
+      .catch((thrown: unknown) =>
+        this.options.log.error(
+          { err: coerceError(thrown) },
+          'publishing new deliveries failed; the lost-publication sweep will publish them',
+        ),
+      )
       .finally(() => {
         this.messagesInFlight -= messages;
         this.inFlight.delete(task);
@@ -91,11 +98,20 @@ export class DeliveryPublisher implements NewDeliveryPublisher {
     this.pausedUntil = Date.now() + PAUSE_AFTER_FAILURE_MS;
     this.options.metrics.errors.inc({ kind: 'publish_on_write_failed' });
     try {
-      const returned = await returnToRelays(this.options.db, failed.map((delivery) => delivery.id));
-      this.options.log.warn({ err: coerceError(error), failed: failed.length, returned }, 'could not publish new deliveries; the relays publish them');
+      const returned = await returnToRelays(
+        this.options.db,
+        failed.map((delivery) => delivery.id),
+      );
+      this.options.log.warn(
+        { err: coerceError(error), failed: failed.length, returned },
+        'could not publish new deliveries; the relays publish them',
+      );
     } catch (thrown) {
       // Still marked published: the relays' lost-publication sweep finds them.
-      this.options.log.warn({ err: coerceError(thrown), publishError: coerceError(error).message, failed: failed.length }, 'could not publish new deliveries nor hand them to the relays; the lost-publication sweep will');
+      this.options.log.warn(
+        { err: coerceError(thrown), publishError: coerceError(error).message, failed: failed.length },
+        'could not publish new deliveries nor hand them to the relays; the lost-publication sweep will',
+      );
     }
   }
 }

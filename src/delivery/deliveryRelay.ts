@@ -152,7 +152,10 @@ export class DeliveryRelay {
    */
   private async idleTime(): Promise<number> {
     // While quick passes run, a full one comes at least every FULL_PASS_INTERVAL_MS, however long the poll.
-    const pollMs = this.floor === undefined ? this.options.pollMs : Math.min(this.options.pollMs, Math.max(MIN_IDLE_MS, this.nextFullPassAt - Date.now()));
+    const pollMs =
+      this.floor === undefined
+        ? this.options.pollMs
+        : Math.min(this.options.pollMs, Math.max(MIN_IDLE_MS, this.nextFullPassAt - Date.now()));
     const untilDue = await timeUntilNextDue(this.options.db, this.floor).catch(() => undefined);
     if (untilDue === undefined) return pollMs;
     // Due already but not taken by this pass: another relay holds it and publishes it; do not spin.
@@ -207,11 +210,18 @@ export class DeliveryRelay {
       this.nextFullPassAt = Date.now() + FULL_PASS_INTERVAL_MS;
     }
     if (due.length === 0) return 0;
-    const { failed, error } = await publishDeliveryMessages(this.js!, { subject: this.subject, deploymentId: this.options.names.deploymentId }, due);
+    const { failed, error } = await publishDeliveryMessages(
+      this.js!,
+      { subject: this.subject, deploymentId: this.options.names.deploymentId },
+      due,
+    );
     if (failed.length > 0) {
       this.options.log.warn({ err: coerceError(error), failed: failed.length }, 'could not publish deliveries; they stay due');
       this.options.metrics.errors.inc({ kind: 'relay_failed' });
-      await unmarkPublished(this.options.db, failed.map((delivery) => delivery.id));
+      await unmarkPublished(
+        this.options.db,
+        failed.map((delivery) => delivery.id),
+      );
       this.forgetFloor();
       await this.sleep(ERROR_BACKOFF_MS);
     }

@@ -156,9 +156,12 @@ export class DeliveryWorker {
     const consumer = await jetstream(this.options.bus.nc).consumers.get(definition.stream.name, definition.consumer.durable_name);
     // Held messages (queued, in flight, or waiting for their outcome to commit) must not be redelivered
     // to another worker meanwhile: tell JetStream we are still working on them.
-    this.keepAliveTimer = setInterval(() => {
-      for (const ticket of this.tickets.values()) ticket.message.working();
-    }, Math.max(500, Math.floor(this.options.ackWaitMs / 3))).unref();
+    this.keepAliveTimer = setInterval(
+      () => {
+        for (const ticket of this.tickets.values()) ticket.message.working();
+      },
+      Math.max(500, Math.floor(this.options.ackWaitMs / 3)),
+    ).unref();
     // A lane turning slow (a receiver that stopped answering) gives back its excess queue and frees the
     // backpressure without any request finishing, so both are checked on a timer too.
     this.resumeTimer = setInterval(() => {
@@ -296,7 +299,7 @@ export class DeliveryWorker {
       return;
     }
     // Deleted with its endpoint, already finished, or a message for an attempt already made.
-    if (!work || work.state !== 'pending' || !work.published || work.attempts !== held.attempt - 1) {
+    if (work?.state !== 'pending' || !work.published || work.attempts !== held.attempt - 1) {
       this.settle(held);
       return;
     }
@@ -372,7 +375,10 @@ export class DeliveryWorker {
     try {
       sealed = await this.rotatedSecrets.signing(work.endpointId, loaded);
     } catch (thrown) {
-      this.options.log.warn({ err: coerceError(thrown), endpoint_id: work.endpointId }, 'could not read a rotated endpoint secret; the delivery will be tried again');
+      this.options.log.warn(
+        { err: coerceError(thrown), endpoint_id: work.endpointId },
+        'could not read a rotated endpoint secret; the delivery will be tried again',
+      );
       this.defer(held, work.endpointId, FLUSH_FAILURE_REDELIVERY_MS);
       return false;
     }
@@ -397,7 +403,13 @@ export class DeliveryWorker {
       attempt: held.attempt,
       state,
       dueAt: retryDelay === undefined ? null : new Date(Date.now() + retryDelay),
-      record: { attemptedAt, durationMs: result.durationMs, statusCode: result.statusCode, error: result.error, responseExcerpt: result.responseExcerpt },
+      record: {
+        attemptedAt,
+        durationMs: result.durationMs,
+        statusCode: result.statusCode,
+        error: result.error,
+        responseExcerpt: result.responseExcerpt,
+      },
     });
     return result.statusCode !== null;
   }
@@ -407,7 +419,13 @@ export class DeliveryWorker {
    * carry a token), the body, the signature or the receiver's answer. A success is logged at debug level,
    * so its line is not even assembled at the usual levels: that is thousands of objects a second.
    */
-  private logAttempt(held: Held, work: DeliveryWork, result: SendResult, state: 'succeeded' | 'failed' | 'pending', retryDelay: number | undefined): void {
+  private logAttempt(
+    held: Held,
+    work: DeliveryWork,
+    result: SendResult,
+    state: 'succeeded' | 'failed' | 'pending',
+    retryDelay: number | undefined,
+  ): void {
     const { log } = this.options;
     if (result.ok && !log.isLevelEnabled('debug')) return;
     const logged = {

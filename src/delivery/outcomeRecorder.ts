@@ -81,36 +81,63 @@ export class OutcomeRecorder<S> {
 
   private async write(batch: Array<PendingOutcome<S>>): Promise<void> {
     try {
-      await this.options.writer.recordWith('internal', async (client) => {
-        // One lock order everywhere (endpoints by id, then deliveries by id) keeps concurrent workers and
-        // API calls from deadlocking.
-        await lockEndpoints(client, batch.map((pending) => pending.endpointId));
-        const sorted = [...batch].sort((a, b) => compareIds(a.outcome.deliveryId, b.outcome.deliveryId));
-        const changed = await recordOutcomes(client, sorted.map(({ outcome }) => outcome));
-        const applied = sorted.filter(({ outcome }) => changed.has(outcome.deliveryId));
-        // In this transaction: a finished request's release is never lost, nor made twice.
-        const releases = parkedReleases(applied);
-        const unparked = await unparkDeliveries(client, [...releases.keys()], [...releases.values()]);
-        // Only failures can have been counted before (events/deliveryRetry.ts); most batches have none.
-        const failed = applied.filter(({ outcome }) => outcome.kind === 'attempted' && outcome.state === 'failed');
-        const counted = await failuresAlreadyCounted(client, failed.map(({ outcome }) => outcome.deliveryId));
-        const endpoints = await applyEndpointTallies(client, tallyEndpointOutcomes(applied, counted));
-        const events = [];
-        for (const endpoint of endpoints.filter(shouldAutoDisable)) {
-          const disabled = await disableEndpoint(client, endpoint.id, 'auto');
-          this.options.metrics.webhookAutoDisabled.inc();
-          this.options.log.warn({ endpoint_id: endpoint.id, tenant_id: disabled.tenantId }, 'webhook endpoint disabled after consecutive failed deliveries');
-          events.push(webhookEvent('admin.webhook.auto_disable', disabled, SYSTEM_ACTOR, { reason: `${endpoint.consecutiveFailures} consecutive failed deliveries` }));
-        }
-        return { result: unparked, events };
-      }).then((unparked) => {
-        if (unparked > 0) this.options.metrics.webhookUnparked.inc({ by: 'request' }, unparked);
-      });
-      this.options.onWritten(batch.map((pending) => pending.settles), true);
+      await this.options.writer
+        .recordWith('internal', async (client) => {
+          // One lock order everywhere (endpoints by id, then deliveries by id) keeps concurrent workers and
+          // API calls from deadlocking.
+          await lockEndpoints(
+            client,
+            batch.map((pending) => pending.endpointId),
+          );
+          const sorted = [...batch].sort((a, b) => compareIds(a.outcome.deliveryId, b.outcome.deliveryId));
+          const changed = await recordOutcomes(
+            client,
+            sorted.map(({ outcome }) => outcome),
+          );
+          const applied = sorted.filter(({ outcome }) => changed.has(outcome.deliveryId));
+          // In this transaction: a finished request's release is never lost, nor made twice.
+          const releases = parkedReleases(applied);
+          const unparked = await unparkDeliveries(client, [...releases.keys()], [...releases.values()]);
+          // Only failures can have been counted before (events/deliveryRetry.ts); most batches have none.
+          const failed = applied.filter(({ outcome }) => outcome.kind === 'attempted' && outcome.state === 'failed');
+          const counted = await failuresAlreadyCounted(
+            client,
+            failed.map(({ outcome }) => outcome.deliveryId),
+          );
+          const endpoints = await applyEndpointTallies(client, tallyEndpointOutcomes(applied, counted));
+          const events = [];
+          for (const endpoint of endpoints.filter(shouldAutoDisable)) {
+            const disabled = await disableEndpoint(client, endpoint.id, 'auto');
+            this.options.metrics.webhookAutoDisabled.inc();
+            this.options.log.warn(
+              { endpoint_id: endpoint.id, tenant_id: disabled.tenantId },
+              'webhook endpoint disabled after consecutive failed deliveries',
+            );
+            events.push(
+              webhookEvent('admin.webhook.auto_disable', disabled, SYSTEM_ACTOR, {
+                reason: `${endpoint.consecutiveFailures} consecutive failed deliveries`,
+              }),
+            );
+          }
+          return { result: unparked, events };
+        })
+        .then((unparked) => {
+          if (unparked > 0) this.options.metrics.webhookUnparked.inc({ by: 'request' }, unparked);
+        });
+      this.options.onWritten(
+        batch.map((pending) => pending.settles),
+        true,
+      );
     } catch (thrown) {
-      this.options.log.warn({ err: coerceError(thrown), outcomes: batch.length }, 'could not record delivery outcomes; the messages will be redelivered');
+      this.options.log.warn(
+        { err: coerceError(thrown), outcomes: batch.length },
+        'could not record delivery outcomes; the messages will be redelivered',
+      );
       this.options.metrics.errors.inc({ kind: 'delivery_record_failed' });
-      this.options.onWritten(batch.map((pending) => pending.settles), false);
+      this.options.onWritten(
+        batch.map((pending) => pending.settles),
+        false,
+      );
     }
   }
 }

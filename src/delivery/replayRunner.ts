@@ -1,6 +1,13 @@
 import type pg from 'pg';
 import type { Database } from '../db/database.ts';
-import { inFlightElsewhere, pendingDeliveries, releaseReplay, replayChunk, runningReplayIds, tryClaimReplay } from '../events/replayStore.ts';
+import {
+  inFlightElsewhere,
+  pendingDeliveries,
+  releaseReplay,
+  replayChunk,
+  runningReplayIds,
+  tryClaimReplay,
+} from '../events/replayStore.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
@@ -157,7 +164,10 @@ export class ReplayRunner {
   }
 
   private async endpointOf(session: pg.PoolClient, replayId: string): Promise<string | undefined> {
-    const { rows } = await session.query<{ endpoint_id: string }>(`SELECT endpoint_id FROM webhook_replays WHERE id = $1 AND status = 'running'`, [replayId]);
+    const { rows } = await session.query<{ endpoint_id: string }>(
+      `SELECT endpoint_id FROM webhook_replays WHERE id = $1 AND status = 'running'`,
+      [replayId],
+    );
     return rows[0]?.endpoint_id;
   }
 

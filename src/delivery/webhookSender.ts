@@ -84,7 +84,13 @@ export class WebhookSender {
         this.deadlines.delete(handler);
         const durationMs = Math.round(performance.now() - started);
         if (response.error) {
-          resolve({ ok: false, statusCode: null, error: describeFailure(response.error, this.options.timeoutMs), responseExcerpt: '', durationMs });
+          resolve({
+            ok: false,
+            statusCode: null,
+            error: describeFailure(response.error, this.options.timeoutMs),
+            responseExcerpt: '',
+            durationMs,
+          });
           return;
         }
         const ok = response.statusCode >= 200 && response.statusCode < 300;
@@ -122,7 +128,13 @@ export class WebhookSender {
         ...(this.options.allowPrivateTargets ? {} : { lookup: guardedLookup }),
       },
     });
-    const target = { url, pool, path: `${parsed.pathname}${parsed.search}`, blocked: this.literalAddressBlocked(parsed), lastUsedAt: Date.now() };
+    const target = {
+      url,
+      pool,
+      path: `${parsed.pathname}${parsed.search}`,
+      blocked: this.literalAddressBlocked(parsed),
+      lastUsedAt: Date.now(),
+    };
     this.targets.set(endpointId, target);
     return target;
   }
@@ -159,7 +171,12 @@ export class WebhookSender {
 function describeFailure(error: unknown, timeoutMs: number): string {
   const failure = error as { name?: string; code?: string; message?: string; cause?: { code?: string; message?: string; name?: string } };
   // An aborted request ends with the reason it was aborted with: our deadline's TimeoutError.
-  if (failure.name === 'TimeoutError' || failure.code === 'UND_ERR_HEADERS_TIMEOUT' || failure.code === 'UND_ERR_BODY_TIMEOUT' || failure.code === 'UND_ERR_CONNECT_TIMEOUT') {
+  if (
+    failure.name === 'TimeoutError' ||
+    failure.code === 'UND_ERR_HEADERS_TIMEOUT' ||
+    failure.code === 'UND_ERR_BODY_TIMEOUT' ||
+    failure.code === 'UND_ERR_CONNECT_TIMEOUT'
+  ) {
     return `timeout: no complete response within ${timeoutMs} ms`;
   }
   const cause = failure.cause ?? failure;

@@ -28,7 +28,8 @@ export class DeliveryCursorCodec {
 
   decode(cursor: string, binding: DeliveryLogBinding): DeliveryLogPosition {
     const [version, createdAtUs, id, ...rest] = (this.signed.decode(cursor, bindingText(binding)) ?? '').split(':');
-    if (version !== '1' || rest.length > 0 || !/^-?\d{1,19}$/.test(createdAtUs ?? '') || !/^\d{1,19}$/.test(id ?? '')) throw invalidCursor();
+    if (version !== '1' || rest.length > 0 || !/^-?\d{1,19}$/.test(createdAtUs ?? '') || !/^\d{1,19}$/.test(id ?? ''))
+      throw invalidCursor();
     return { createdAtUs: createdAtUs!, id: id! };
   }
 }

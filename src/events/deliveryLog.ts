@@ -108,7 +108,10 @@ export async function listEndpointDeliveries(db: Queryable, query: DeliveryLogQu
 /** One delivery of the endpoint, or undefined (unknown, or another endpoint's). */
 export async function findEndpointDelivery(db: Queryable, endpointId: string, deliveryId: string): Promise<DeliveryLogEntry | undefined> {
   const { rows } = await db.query<EntryRow>(
-    prepared(`SELECT ${ENTRY_COLUMNS} FROM deliveries d ${ENTRY_JOINS} WHERE d.id = $1::int8 AND d.endpoint_id = $2`, [deliveryId, endpointId]),
+    prepared(`SELECT ${ENTRY_COLUMNS} FROM deliveries d ${ENTRY_JOINS} WHERE d.id = $1::int8 AND d.endpoint_id = $2`, [
+      deliveryId,
+      endpointId,
+    ]),
   );
   return rows[0] ? toEntry(rows[0]) : undefined;
 }
@@ -124,7 +127,14 @@ export interface AttemptEntry {
 
 /** A delivery's attempt records, first first. */
 export async function listDeliveryAttempts(db: Queryable, deliveryId: string): Promise<AttemptEntry[]> {
-  const { rows } = await db.query<{ attempt: number; attempted_at: Date; duration_ms: number; status_code: number | null; error: string | null; response_excerpt: string }>(
+  const { rows } = await db.query<{
+    attempt: number;
+    attempted_at: Date;
+    duration_ms: number;
+    status_code: number | null;
+    error: string | null;
+    response_excerpt: string;
+  }>(
     prepared(
       `SELECT attempt, attempted_at, duration_ms, status_code, error, response_excerpt
        FROM delivery_attempts WHERE delivery_id = $1::int8 ORDER BY attempt`,

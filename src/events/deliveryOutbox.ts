@@ -130,7 +130,8 @@ export interface DuePass {
  */
 export async function takeDueDeliveries(db: Queryable, limit: number, floor?: Date): Promise<DuePass> {
   const { rows } = await db.query<{ now: Date; id: string | null; attempt: number; publication: number }>(
-    prepared(`WITH taken AS (
+    prepared(
+      `WITH taken AS (
        UPDATE deliveries SET published_at = now(), publications = publications + 1
        WHERE id IN (SELECT id FROM deliveries
                     WHERE state = 'pending' AND published_at IS NULL
@@ -143,7 +144,8 @@ export async function takeDueDeliveries(db: Queryable, limit: number, floor?: Da
      -- One row with the clock (and no delivery) when nothing was due.
      SELECT clock.now, taken.id::text AS id, taken.attempt, taken.publication
      FROM (SELECT now() AS now) AS clock LEFT JOIN taken ON true`,
-    [limit, floor ?? null]),
+      [limit, floor ?? null],
+    ),
   );
   const due = rows.filter((row) => row.id !== null).map((row) => ({ id: row.id!, attempt: row.attempt, publication: row.publication }));
   return { due, now: rows[0]!.now };
@@ -156,8 +158,11 @@ export async function takeDueDeliveries(db: Queryable, limit: number, floor?: Da
  */
 export async function timeUntilNextDue(db: Queryable, floor?: Date): Promise<number | undefined> {
   const { rows } = await db.query<{ wait_ms: number | null }>(
-    prepared(`SELECT greatest(0, ceil(extract(epoch FROM min(due_at) - now()) * 1000))::int8 AS wait_ms
-     FROM deliveries WHERE state = 'pending' AND published_at IS NULL AND due_at >= COALESCE($1::timestamptz, '-infinity')`, [floor ?? null]),
+    prepared(
+      `SELECT greatest(0, ceil(extract(epoch FROM min(due_at) - now()) * 1000))::int8 AS wait_ms
+     FROM deliveries WHERE state = 'pending' AND published_at IS NULL AND due_at >= COALESCE($1::timestamptz, '-infinity')`,
+      [floor ?? null],
+    ),
   );
   return rows[0]?.wait_ms ?? undefined;
 }
@@ -219,7 +224,8 @@ export async function releaseLostPublications(db: Queryable, publishedBefore: Da
 export async function unparkDeliveries(db: Queryable, endpointIds: readonly string[], counts: readonly number[]): Promise<number> {
   if (endpointIds.length === 0) return 0;
   const { rows } = await db.query<{ released: number }>(
-    prepared(`WITH released AS (
+    prepared(
+      `WITH released AS (
        UPDATE deliveries SET state = 'pending'
        WHERE id IN (SELECT parked.id
                     FROM unnest($1::text[], $2::int[]) AS wanted(endpoint_id, n)
@@ -233,7 +239,8 @@ export async function unparkDeliveries(db: Queryable, endpointIds: readonly stri
      )
      SELECT count(*)::int AS released, (SELECT CASE WHEN count(*) > 0 THEN pg_notify($3, $4) END FROM released) AS notified
      FROM released`,
-    [endpointIds, counts, DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD]),
+      [endpointIds, counts, DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD],
+    ),
   );
   return rows[0]?.released ?? 0;
 }
@@ -247,7 +254,8 @@ export async function unparkDeliveries(db: Queryable, endpointIds: readonly stri
  */
 export async function unparkOldestPerEndpoint(db: Queryable): Promise<number> {
   const { rows } = await db.query<{ released: number }>(
-    prepared(`WITH RECURSIVE parked_endpoint AS (
+    prepared(
+      `WITH RECURSIVE parked_endpoint AS (
        (SELECT endpoint_id FROM deliveries WHERE state = 'parked' ORDER BY endpoint_id LIMIT 1)
        UNION ALL
        SELECT (SELECT d.endpoint_id FROM deliveries d WHERE d.state = 'parked' AND d.endpoint_id > p.endpoint_id ORDER BY d.endpoint_id LIMIT 1)
@@ -267,7 +275,8 @@ export async function unparkOldestPerEndpoint(db: Queryable): Promise<number> {
      )
      SELECT count(*)::int AS released, (SELECT CASE WHEN count(*) > 0 THEN pg_notify($1, $2) END FROM released) AS notified
      FROM released`,
-    [DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD]),
+      [DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD],
+    ),
   );
   return rows[0]?.released ?? 0;
 }
@@ -324,13 +333,15 @@ interface EndpointRow {
  */
 export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): Promise<Map<string, DeliveryWork>> {
   const { rows } = await db.query<WorkRow>(
-    prepared(`SELECT d.id::text AS delivery_id, d.state, d.attempts, d.published_at IS NOT NULL AS published, d.endpoint_id,
+    prepared(
+      `SELECT d.id::text AS delivery_id, d.state, d.attempts, d.published_at IS NOT NULL AS published, d.endpoint_id,
             e.event_id, to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS timestamp,
             e.action, e.tenant_id, e.user_id, e.user_role, e.resource_type, e.resource_id, e.phi_involved, e.success, e.details
      FROM deliveries d
      JOIN events e ON e.tenant_id = d.tenant_id AND e.occurred_at = d.event_occurred_at AND e.event_id = d.event_id
      WHERE d.id = ANY($1::bigint[])`,
-    [ids]),
+      [ids],
+    ),
   );
   if (rows.length === 0) return new Map();
   const endpointIds = [...new Set(rows.map((row) => row.endpoint_id))];
@@ -420,7 +431,8 @@ export type DeliveryOutcome =
 export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryOutcome[]): Promise<Set<string>> {
   if (outcomes.length === 0) return new Set();
   const { rows } = await db.query<{ id: string }>(
-    prepared(`WITH outcome AS (
+    prepared(
+      `WITH outcome AS (
        SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::float8[], $5::float8[], $6::int[], $7::int[], $8::text[], $9::text[])
               AS o(id, attempt, state, due_ms, attempted_ms, duration_ms, status_code, error, response_excerpt)
      ), recorded AS (
@@ -448,18 +460,21 @@ export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryO
             (SELECT CASE WHEN count(*) > 0 THEN pg_notify($10, '') END
                FROM updated WHERE state = 'pending' AND attempted_ms IS NOT NULL) AS notified
      FROM updated`,
-    [
-      outcomes.map((outcome) => outcome.deliveryId),
-      outcomes.map((outcome) => outcome.attempt),
-      outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.state : outcome.kind === 'deferred' ? 'pending' : outcome.kind)),
-      outcomes.map((outcome) => (outcome.kind === 'attempted' || outcome.kind === 'deferred' ? (outcome.dueAt?.getTime() ?? null) : null)),
-      outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.attemptedAt.getTime() : null)),
-      outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.durationMs : null)),
-      outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.statusCode : null)),
-      outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.error : null)),
-      outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.responseExcerpt : null)),
-      DELIVERIES_PENDING_CHANNEL,
-    ]),
+      [
+        outcomes.map((outcome) => outcome.deliveryId),
+        outcomes.map((outcome) => outcome.attempt),
+        outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.state : outcome.kind === 'deferred' ? 'pending' : outcome.kind)),
+        outcomes.map((outcome) =>
+          outcome.kind === 'attempted' || outcome.kind === 'deferred' ? (outcome.dueAt?.getTime() ?? null) : null,
+        ),
+        outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.attemptedAt.getTime() : null)),
+        outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.durationMs : null)),
+        outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.statusCode : null)),
+        outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.error : null)),
+        outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.responseExcerpt : null)),
+        DELIVERIES_PENDING_CHANNEL,
+      ],
+    ),
   );
   return new Set(rows.map((row) => row.id));
 }
@@ -469,7 +484,10 @@ export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryO
  * disabled by hand or automatically). Run after the endpoint's row is locked.
  */
 export async function cancelPendingDeliveries(db: Queryable, endpointId: string): Promise<void> {
-  await db.query(`UPDATE deliveries SET state = 'cancelled', completed_at = now() WHERE endpoint_id = $1 AND state IN ('pending', 'parked')`, [endpointId]);
+  await db.query(
+    `UPDATE deliveries SET state = 'cancelled', completed_at = now() WHERE endpoint_id = $1 AND state IN ('pending', 'parked')`,
+    [endpointId],
+  );
 }
 
 /**
@@ -482,4 +500,3 @@ export async function deleteEndpointDeliveries(db: Queryable, endpointId: string
   await db.query('DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE endpoint_id = $1)', [endpointId]);
   await db.query('DELETE FROM deliveries WHERE endpoint_id = $1', [endpointId]);
 }
-

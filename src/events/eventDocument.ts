@@ -31,7 +31,11 @@ interface FieldSource<Name extends AuditEventFieldName> {
 /** The source of every field of the API's event; the type refuses a field of the table left without one. */
 const FIELD_SOURCES: { readonly [Name in AuditEventFieldName]: FieldSource<Name> } = {
   event_id: { column: 'e.event_id', value: (event) => event.eventId, verbatim: true },
-  timestamp: { column: `to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`, value: (_event, timestamp) => timestamp, verbatim: true },
+  timestamp: {
+    column: `to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`,
+    value: (_event, timestamp) => timestamp,
+    verbatim: true,
+  },
   action: { column: 'e.action', value: (event) => event.action, verbatim: true },
   user_id: { column: 'e.user_id', value: (event) => event.userId },
   user_role: { column: 'e.user_role', value: (event) => event.userRole },

@@ -38,7 +38,9 @@ export class EventExporter {
     const client = await this.db.connect();
     try {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-      const snapshotId = options.shareSnapshot ? (await client.query<{ id: string }>('SELECT pg_export_snapshot() AS id')).rows[0]!.id : undefined;
+      const snapshotId = options.shareSnapshot
+        ? (await client.query<{ id: string }>('SELECT pg_export_snapshot() AS id')).rows[0]!.id
+        : undefined;
       const window = await measureExportWindow(client, tenantId, filters, this.cap);
       const truncated = window.boundaryMs !== undefined;
       const everyRowInBoundary = truncated && window.newestMs === window.boundaryMs;

@@ -27,11 +27,7 @@ export const filterFieldsSchema = {
     .max(ACTION_MAX_LENGTH)
     .regex(ACTION_PATTERN, 'must be a dotted lowercase action such as phi.read')
     .meta({ description: 'Exact action value.', example: 'phi.read' }),
-  resource_type: z
-    .string()
-    .min(1)
-    .max(RESOURCE_TYPE_MAX_LENGTH)
-    .meta({ description: 'Exact resource type.', example: 'claim' }),
+  resource_type: z.string().min(1).max(RESOURCE_TYPE_MAX_LENGTH).meta({ description: 'Exact resource type.', example: 'claim' }),
   phi_involved: z.boolean().meta({ description: 'true: only PHI events; false: only non-PHI events.', example: true }),
   since: timestampText.meta({ description: 'Inclusive lower bound (RFC 3339).' }),
   until: timestampText.meta({ description: 'Exclusive upper bound (RFC 3339).' }),

@@ -226,4 +226,3 @@ export function filterConditions(tenantId: string, filters: EventFilters): { whe
   if (filters.untilMs !== undefined) add((p) => `e.occurred_at < ${p}::timestamptz`, new Date(filters.untilMs).toISOString());
   return { where, values };
 }
-

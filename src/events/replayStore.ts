@@ -37,7 +37,8 @@ interface ReplayRow {
   [column: string]: unknown;
 }
 
-const COLUMNS = 'id, endpoint_id, tenant_id, since, until, only_undelivered, status, events_matched, deliveries_created, created_at, completed_at';
+const COLUMNS =
+  'id, endpoint_id, tenant_id, since, until, only_undelivered, status, events_matched, deliveries_created, created_at, completed_at';
 
 function toReplay(row: ReplayRow): Replay {
   return {
@@ -66,7 +67,9 @@ export interface NewReplay {
 
 /** The endpoint's running replay, if any. Run after the endpoint's row lock, so two starts cannot both miss each other. */
 export async function findRunningReplay(db: Queryable, endpointId: string): Promise<Replay | undefined> {
-  const { rows } = await db.query<ReplayRow>(`SELECT ${COLUMNS} FROM webhook_replays WHERE endpoint_id = $1 AND status = 'running'`, [endpointId]);
+  const { rows } = await db.query<ReplayRow>(`SELECT ${COLUMNS} FROM webhook_replays WHERE endpoint_id = $1 AND status = 'running'`, [
+    endpointId,
+  ]);
   return rows[0] ? toReplay(rows[0]) : undefined;
 }
 
@@ -75,20 +78,32 @@ export async function insertReplay(db: Queryable, replay: NewReplay): Promise<Re
     `INSERT INTO webhook_replays (id, endpoint_id, tenant_id, since, until, only_undelivered)
      VALUES ($1, $2, $3, $4::timestamptz, $5::timestamptz, $6)
      RETURNING ${COLUMNS}`,
-    [replay.id, replay.endpointId, replay.tenantId, new Date(replay.sinceMs).toISOString(), new Date(replay.untilMs).toISOString(), replay.onlyUndelivered],
+    [
+      replay.id,
+      replay.endpointId,
+      replay.tenantId,
+      new Date(replay.sinceMs).toISOString(),
+      new Date(replay.untilMs).toISOString(),
+      replay.onlyUndelivered,
+    ],
   );
   return toReplay(rows[0]!);
 }
 
 /** One of the endpoint's replays, or undefined. */
 export async function findReplay(db: Queryable, endpointId: string, replayId: string): Promise<Replay | undefined> {
-  const { rows } = await db.query<ReplayRow>(`SELECT ${COLUMNS} FROM webhook_replays WHERE id = $1 AND endpoint_id = $2`, [replayId, endpointId]);
+  const { rows } = await db.query<ReplayRow>(`SELECT ${COLUMNS} FROM webhook_replays WHERE id = $1 AND endpoint_id = $2`, [
+    replayId,
+    endpointId,
+  ]);
   return rows[0] ? toReplay(rows[0]) : undefined;
 }
 
 /** Running replays, oldest first: what replaying processes look for. Reads the small partial index. */
 export async function runningReplayIds(db: Queryable): Promise<string[]> {
-  const { rows } = await db.query<{ id: string }>(prepared(`SELECT id FROM webhook_replays WHERE status = 'running' ORDER BY created_at, id`, []));
+  const { rows } = await db.query<{ id: string }>(
+    prepared(`SELECT id FROM webhook_replays WHERE status = 'running' ORDER BY created_at, id`, []),
+  );
   return rows.map((row) => row.id);
 }
 
@@ -98,7 +113,9 @@ export async function runningReplayIds(db: Queryable): Promise<string[]> {
  * once, with no lease to wait out; two processes never run one replay.
  */
 export async function tryClaimReplay(session: Queryable, replayId: string): Promise<boolean> {
-  const { rows } = await session.query<{ claimed: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1::text, 7302)) AS claimed', [replayId]);
+  const { rows } = await session.query<{ claimed: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1::text, 7302)) AS claimed', [
+    replayId,
+  ]);
   return rows[0]!.claimed;
 }
 
@@ -109,7 +126,10 @@ export async function releaseReplay(session: Queryable, replayId: string): Promi
 /** Deliveries of the endpoint still to be made (pending or parked), counted up to `cap` (ranges of deliveries_log). */
 export async function pendingDeliveries(db: Queryable, endpointId: string, cap: number): Promise<number> {
   const { rows } = await db.query<{ pending: number }>(
-    prepared(`SELECT count(*)::int AS pending FROM (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND state IN ('pending', 'parked') LIMIT $2) p`, [endpointId, cap]),
+    prepared(
+      `SELECT count(*)::int AS pending FROM (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND state IN ('pending', 'parked') LIMIT $2) p`,
+      [endpointId, cap],
+    ),
   );
   return rows[0]!.pending;
 }
@@ -177,7 +197,7 @@ export async function replayChunk(db: Queryable, replayId: string, chunkSize: nu
     [replay.endpointId],
   );
   const row = endpoint.rows[0];
-  if (!row || !row.active) {
+  if (!row?.active) {
     await finishReplay(db, replayId, 'cancelled');
     return { status: 'cancelled', created: 0 };
   }

@@ -31,11 +31,18 @@ export interface StoredBatch {
 }
 
 /** Stores the events not stored before and records their deliveries, for `publisher` to publish. */
-export async function storeBatch(db: Queryable, events: readonly NewEvent[], timestamps: readonly string[], publisher: FanOutPublisher = 'relay'): Promise<StoredBatch> {
+export async function storeBatch(
+  db: Queryable,
+  events: readonly NewEvent[],
+  timestamps: readonly string[],
+  publisher: FanOutPublisher = 'relay',
+): Promise<StoredBatch> {
   if (events.length === 0) return { stored: [], deliveryIds: [] };
   const columns = eventColumnArrays(events, timestamps);
   const { rows } = await db.query<{ tenant_id: string; event_id: string; occurred_at_ms: number; delivery_ids?: string[] | null }>(
-    publisher === 'writer' ? prepared(STORE_BATCH_FOR_PUBLISHING, columns) : prepared(STORE_BATCH, [...columns, DELIVERIES_PENDING_CHANNEL]),
+    publisher === 'writer'
+      ? prepared(STORE_BATCH_FOR_PUBLISHING, columns)
+      : prepared(STORE_BATCH, [...columns, DELIVERIES_PENDING_CHANNEL]),
   );
   return {
     stored: rows.map((row) => ({ tenantId: row.tenant_id, eventId: row.event_id, occurredAtMs: row.occurred_at_ms })),

@@ -13,7 +13,7 @@ import type { RequestState } from './state.ts';
  */
 export function authenticate(verifier: ApiKeyVerifier, failureLimiter?: KeyRateLimiter): Middleware<RequestState> {
   return async (ctx, next) => {
-    let principal;
+    let principal: Awaited<ReturnType<ApiKeyVerifier['verify']>>;
     try {
       principal = await verifier.verify(ctx.get('Authorization') || undefined, ctx.state.clientAddress);
     } catch (error) {

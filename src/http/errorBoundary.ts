@@ -91,13 +91,17 @@ function httpErrorStatus(error: Error): number | undefined {
 function respondWithoutError(ctx: { status: number; method: string; type: string; body: unknown }): void {
   switch (ctx.status) {
     case 404:
-      return respond(ctx, 404, { error: 'not_found', message: 'No such route.' });
+      respond(ctx, 404, { error: 'not_found', message: 'No such route.' });
+      return;
     case 405:
-      return respond(ctx, 405, { error: 'method_not_allowed', message: `${ctx.method} is not allowed here; see the Allow header.` });
+      respond(ctx, 405, { error: 'method_not_allowed', message: `${ctx.method} is not allowed here; see the Allow header.` });
+      return;
     case 501:
-      return respond(ctx, 501, { error: 'not_implemented', message: `The method ${ctx.method} is not supported.` });
+      respond(ctx, 501, { error: 'not_implemented', message: `The method ${ctx.method} is not supported.` });
+      return;
     default:
-      return respond(ctx, ctx.status, { error: codeForStatus(ctx.status), message: 'The request failed.' });
+      respond(ctx, ctx.status, { error: codeForStatus(ctx.status), message: 'The request failed.' });
+      return;
   }
 }
 

@@ -17,7 +17,11 @@ const headerRef = (name: string) => ({ $ref: `#/components/headers/${name}` });
 
 /** Response headers of the public API, referenced from the responses that carry them. */
 const HEADERS = {
-  'RateLimit-Limit': { description: "The key's budget for this kind of request (read or write) per window.", required: true, schema: { type: 'integer' } },
+  'RateLimit-Limit': {
+    description: "The key's budget for this kind of request (read or write) per window.",
+    required: true,
+    schema: { type: 'integer' },
+  },
   'RateLimit-Remaining': { description: 'Requests of this kind left in the current window.', required: true, schema: { type: 'integer' } },
   'RateLimit-Reset': { description: 'Seconds until the window resets.', required: true, schema: { type: 'integer' } },
   'Retry-After': { description: 'Seconds to wait; a request after them succeeds.', required: true, schema: { type: 'integer' } },
@@ -106,9 +110,13 @@ export interface ServedRoute {
 }
 
 /** The routes of a router, as `method path`; HEAD, which the router adds to every GET, is left out. */
-export function servedRoutes(router: { readonly stack: ReadonlyArray<{ readonly path: string | RegExp; readonly methods: readonly string[] }> }): ServedRoute[] {
+export function servedRoutes(router: {
+  readonly stack: ReadonlyArray<{ readonly path: string | RegExp; readonly methods: readonly string[] }>;
+}): ServedRoute[] {
   return router.stack.flatMap((layer) =>
-    typeof layer.path === 'string' ? layer.methods.filter((method) => method !== 'HEAD').map((method) => ({ method, path: layer.path as string })) : [],
+    typeof layer.path === 'string'
+      ? layer.methods.filter((method) => method !== 'HEAD').map((method) => ({ method, path: layer.path as string }))
+      : [],
   );
 }
 

@@ -1,12 +1,7 @@
 import type { Middleware } from 'koa';
 import { koaBody } from 'koa-body';
 import { z } from 'zod';
-import {
-  InvalidJsonError,
-  PayloadTooLargeError,
-  UnsupportedMediaTypeError,
-  ValidationError,
-} from '../platform/errors.ts';
+import { InvalidJsonError, PayloadTooLargeError, UnsupportedMediaTypeError, ValidationError } from '../platform/errors.ts';
 import { parseInput } from '../platform/inputValidation.ts';
 import type { RequestState } from './state.ts';
 

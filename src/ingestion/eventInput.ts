@@ -53,7 +53,10 @@ const eventInputSchema = z
     resource_id: text(IDENTIFIER_MAX_LENGTH),
     fields_accessed: z.array(text(IDENTIFIER_MAX_LENGTH)).max(500).optional(),
     phi_involved: z.boolean(),
-    source_ip: z.string().refine((value) => value === '' || isIP(value) !== 0, 'must be an IPv4 or IPv6 address').optional(),
+    source_ip: z
+      .string()
+      .refine((value) => value === '' || isIP(value) !== 0, 'must be an IPv4 or IPv6 address')
+      .optional(),
     user_agent: z.string().max(1024).optional(),
     justification: z.string().max(2000).optional(),
     success: z.boolean(),
@@ -135,7 +138,12 @@ export function parseEventBatch(items: readonly unknown[], window: EventTimeWind
 
 /** 400 days, 5 minutes: durations as the messages above word them. */
 function describeDuration(ms: number): string {
-  const units: Array<[number, string]> = [[86_400_000, 'day'], [3_600_000, 'hour'], [60_000, 'minute'], [1000, 'second']];
+  const units: Array<[number, string]> = [
+    [86_400_000, 'day'],
+    [3_600_000, 'hour'],
+    [60_000, 'minute'],
+    [1000, 'second'],
+  ];
   for (const [size, name] of units) {
     if (ms >= size && ms % size === 0) return `${ms / size} ${name}${ms === size ? '' : 's'}`;
   }

@@ -50,7 +50,6 @@ export class JetStreamIngest {
   private flushTimer: NodeJS.Timeout | undefined;
   private readonly writing = new Set<Promise<void>>();
   private running: Promise<void> | undefined;
-  private stopping = false;
 
   constructor(options: JetStreamIngestOptions) {
     this.options = options;
@@ -68,7 +67,6 @@ export class JetStreamIngest {
 
   /** Stops pulling, writes what is buffered, and waits for the last write to settle. */
   async stop(): Promise<void> {
-    this.stopping = true;
     await this.messages?.close().catch(() => undefined);
     await this.running;
     await this.flush();
@@ -134,7 +132,10 @@ export class JetStreamIngest {
         return;
       }
       if (error instanceof ServiceUnavailableError) {
-        this.options.log.warn({ err: error.cause ?? error, messages: items.length }, 'event store unavailable; ingest messages will be redelivered');
+        this.options.log.warn(
+          { err: error.cause ?? error, messages: items.length },
+          'event store unavailable; ingest messages will be redelivered',
+        );
       } else {
         this.options.log.error({ err: error, messages: items.length }, 'ingest batch failed; messages will be redelivered');
       }
@@ -148,7 +149,10 @@ export class JetStreamIngest {
    * its content (it may hold PHI; so may a Postgres error message, which is why only the SQLSTATE is kept).
    */
   private reject(message: JsMsg, reason: string, details?: unknown): undefined {
-    this.options.log.warn({ subject: message.subject, stream_seq: message.info.streamSequence, reason, details }, 'ingest message rejected');
+    this.options.log.warn(
+      { subject: message.subject, stream_seq: message.info.streamSequence, reason, details },
+      'ingest message rejected',
+    );
     this.options.metrics.errors.inc({ kind: 'ingest_rejected' });
     // Plain term(): the NATS server here ignores term(reason).
     message.term();

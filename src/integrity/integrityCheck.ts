@@ -129,12 +129,20 @@ async function checkLeaves(
     );
     if (rows.length === 0 && from >= treeSize) break;
     const firstTile = from / TILE_WIDTH;
-    const tiles = await loadTiles(client, tenantId, Array.from({ length: LEAVES_PER_ROUND / TILE_WIDTH }, (_, i) => ({ level: 0, index: firstTile + i })));
+    const tiles = await loadTiles(
+      client,
+      tenantId,
+      Array.from({ length: LEAVES_PER_ROUND / TILE_WIDTH }, (_, i) => ({ level: 0, index: firstTile + i })),
+    );
     for (const tile of tiles) checkTileRoot(tile, upper, report);
     const leafTiles = new TileSet(tiles);
     for (const row of rows) {
       if (row.leaf_index !== expected) {
-        report({ kind: 'tree_corrupt', leafIndex: expected, message: `leaves ${expected} to ${row.leaf_index - 1} have no event recorded` });
+        report({
+          kind: 'tree_corrupt',
+          leafIndex: expected,
+          message: `leaves ${expected} to ${row.leaf_index - 1} have no event recorded`,
+        });
       }
       expected = row.leaf_index + 1;
       const event = { eventId: row.event_id, leafIndex: row.leaf_index };
@@ -144,7 +152,11 @@ async function checkLeaves(
           retained += 1;
           continue;
         }
-        report({ kind: 'event_missing', ...event, message: `event ${row.event_id} (leaf ${row.leaf_index}, ${row.occurred_at}) is missing from the store` });
+        report({
+          kind: 'event_missing',
+          ...event,
+          message: `event ${row.event_id} (leaf ${row.leaf_index}, ${row.occurred_at}) is missing from the store`,
+        });
         continue;
       }
       let stored: string;
@@ -155,11 +167,19 @@ async function checkLeaves(
         continue;
       }
       if (eventLeafHash(served) !== stored) {
-        report({ kind: 'leaf_mismatch', ...event, message: `event ${row.event_id} (leaf ${row.leaf_index}): its stored form no longer matches its leaf` });
+        report({
+          kind: 'leaf_mismatch',
+          ...event,
+          message: `event ${row.event_id} (leaf ${row.leaf_index}): its stored form no longer matches its leaf`,
+        });
       }
       // Only a version-1 document can be compared with the columns' version-1 rendering.
       if (row.document !== null && row.rendered !== null && row.document_version === 1 && row.document !== row.rendered) {
-        report({ kind: 'columns_mismatch', ...event, message: `event ${row.event_id} (leaf ${row.leaf_index}): its columns no longer match its stored document` });
+        report({
+          kind: 'columns_mismatch',
+          ...event,
+          message: `event ${row.event_id} (leaf ${row.leaf_index}): its columns no longer match its stored document`,
+        });
       }
     }
   }
@@ -180,7 +200,8 @@ function checkTileRoot(tile: Tile, upper: TileSet, report: (problem: Omit<Integr
     report({ kind: 'tree_corrupt', message: `tile ${tile.level}/${tile.index} is full but the level above lacks its root` });
     return;
   }
-  if (!root.equals(above)) report({ kind: 'tree_corrupt', message: `tile ${tile.level}/${tile.index} does not hash to its entry in the level above` });
+  if (!root.equals(above))
+    report({ kind: 'tree_corrupt', message: `tile ${tile.level}/${tile.index} does not hash to its entry in the level above` });
 }
 
 /**
@@ -205,16 +226,27 @@ async function checkHeads(
     if (!signature.valid) report({ kind: 'head_invalid', message: `${describe(head)}: ${signature.reason}` });
     const earlier = rootsBySize.get(head.tree_size);
     if (earlier && earlier.root_hash !== head.root_hash) {
-      report({ kind: 'head_conflict', message: `two different tree heads for size ${head.tree_size}: signed at ${earlier.timestamp} and at ${head.timestamp}` });
+      report({
+        kind: 'head_conflict',
+        message: `two different tree heads for size ${head.tree_size}: signed at ${earlier.timestamp} and at ${head.timestamp}`,
+      });
     }
     rootsBySize.set(head.tree_size, head);
-    if (previous && head.tree_size < previous.tree_size) report({ kind: 'head_conflict', message: `${describe(head)} is smaller than the head before it (${previous.tree_size})` });
+    if (previous && head.tree_size < previous.tree_size)
+      report({ kind: 'head_conflict', message: `${describe(head)} is smaller than the head before it (${previous.tree_size})` });
     previous = head;
     if (head.tree_size > treeSize) {
       report({ kind: 'head_conflict', message: `${describe(head)} is larger than the stored tree (${treeSize})` });
       continue;
     }
-    const tiles = new TileSet([...upper.tiles(), ...(await loadTiles(client, tenantId, tilesForRanges([{ start: 0, end: head.tree_size }]).filter((key) => key.level === 0)))]);
+    const tiles = new TileSet([
+      ...upper.tiles(),
+      ...(await loadTiles(
+        client,
+        tenantId,
+        tilesForRanges([{ start: 0, end: head.tree_size }]).filter((key) => key.level === 0),
+      )),
+    ]);
     let root: string;
     try {
       root = tiles.root(head.tree_size).toString('hex');
@@ -222,12 +254,18 @@ async function checkHeads(
       report({ kind: 'tree_corrupt', message: `the stored tree lacks hashes for ${describe(head)}` });
       continue;
     }
-    if (root !== head.root_hash) report({ kind: 'head_conflict', message: `${describe(head)} does not match the stored tree at that size` });
+    if (root !== head.root_hash)
+      report({ kind: 'head_conflict', message: `${describe(head)} does not match the stored tree at that size` });
   }
 }
 
 /** Events with no leaf: waiting longer than the interval, or never queued at all. */
-async function checkUnsealed(client: pg.PoolClient, tenantId: string, sealIntervalMs: number, report: (problem: Omit<IntegrityProblem, 'tenantId'>) => void): Promise<void> {
+async function checkUnsealed(
+  client: pg.PoolClient,
+  tenantId: string,
+  sealIntervalMs: number,
+  report: (problem: Omit<IntegrityProblem, 'tenantId'>) => void,
+): Promise<void> {
   const { rows } = await client.query<{ event_id: string; occurred_at: string; enqueued_at: string | null; overdue: boolean }>(
     `WITH queued AS (
        SELECT k.event_id, k.occurred_at, q.enqueued_at
@@ -251,9 +289,17 @@ async function checkUnsealed(client: pg.PoolClient, tenantId: string, sealInterv
   );
   for (const row of rows) {
     if (row.enqueued_at === null) {
-      report({ kind: 'leaf_missing', eventId: row.event_id, message: `event ${row.event_id} (${row.occurred_at}) has no leaf and is not waiting for one` });
+      report({
+        kind: 'leaf_missing',
+        eventId: row.event_id,
+        message: `event ${row.event_id} (${row.occurred_at}) has no leaf and is not waiting for one`,
+      });
     } else {
-      report({ kind: 'unsealed_overdue', eventId: row.event_id, message: `event ${row.event_id} (${row.occurred_at}) has waited for its leaf since ${row.enqueued_at}, longer than SEAL_INTERVAL` });
+      report({
+        kind: 'unsealed_overdue',
+        eventId: row.event_id,
+        message: `event ${row.event_id} (${row.occurred_at}) has waited for its leaf since ${row.enqueued_at}, longer than SEAL_INTERVAL`,
+      });
     }
   }
 }

@@ -58,11 +58,17 @@ export class IntegrityReader {
   private async headFor(db: Queryable, tenantId: string, treeSize: number | undefined, field: string): Promise<SignedTreeHead> {
     if (treeSize === undefined) return this.latestHead(tenantId);
     const head = await treeHeadOfSize(db, tenantId, treeSize);
-    if (!head) throw new NotFoundError(`No signed tree head of size ${treeSize} (${field}); sizes are listed by GET /audit/integrity/tree-heads.`);
+    if (!head)
+      throw new NotFoundError(`No signed tree head of size ${treeSize} (${field}); sizes are listed by GET /audit/integrity/tree-heads.`);
     return head;
   }
 
-  async inclusionProof(tenantId: string, eventId: string, treeSize: number | undefined, retryAfterSeconds: number): Promise<InclusionProof> {
+  async inclusionProof(
+    tenantId: string,
+    eventId: string,
+    treeSize: number | undefined,
+    retryAfterSeconds: number,
+  ): Promise<InclusionProof> {
     const notFound = () => new NotFoundError('No event with this id.');
     if (!UUID_PATTERN.test(eventId)) throw notFound();
     const material = await proofMaterial(this.db, tenantId, eventId.toLowerCase(), treeSize);
@@ -75,7 +81,10 @@ export class IntegrityReader {
         : new NotFoundError(`No signed tree head of size ${treeSize} (tree_size); sizes are listed by GET /audit/integrity/tree-heads.`);
     }
     if (leafIndex >= head.tree_size) {
-      throw ValidationError.single('tree_size', `the tree head of size ${head.tree_size} does not include this event (leaf ${leafIndex}); ask for a larger size`);
+      throw ValidationError.single(
+        'tree_size',
+        `the tree head of size ${head.tree_size} does not include this event (leaf ${leafIndex}); ask for a larger size`,
+      );
     }
     const tiles = new TileSet(material.tiles);
     return {

@@ -35,7 +35,13 @@ export interface TreeState {
  */
 export async function lockTree(client: pg.PoolClient, tenantId: string, keyId: string): Promise<TreeState | undefined> {
   await client.query(prepared('INSERT INTO merkle_trees (tenant_id) VALUES ($1) ON CONFLICT (tenant_id) DO NOTHING', [tenantId]));
-  const { rows } = await client.query<{ tree_size: number; root_hash: Buffer | null; last_head_ms: number | null; now_ms: number; key_current: boolean | null }>(
+  const { rows } = await client.query<{
+    tree_size: number;
+    root_hash: Buffer | null;
+    last_head_ms: number | null;
+    now_ms: number;
+    key_current: boolean | null;
+  }>(
     prepared(
       `SELECT tree_size, root_hash,
               (extract(epoch FROM last_head_at) * 1000)::int8 AS last_head_ms,
@@ -233,7 +239,14 @@ export async function recordHeartbeat(client: pg.PoolClient, head: SignedTreeHea
          VALUES ($1, $2::timestamptz, $3, $4, $5, $6)
        )
        UPDATE merkle_trees SET last_head_at = $2::timestamptz WHERE tenant_id = $1`,
-      [head.tenant_id, head.timestamp, head.tree_size, Buffer.from(head.root_hash, 'hex'), head.key_id, Buffer.from(head.signature, 'base64')],
+      [
+        head.tenant_id,
+        head.timestamp,
+        head.tree_size,
+        Buffer.from(head.root_hash, 'hex'),
+        head.key_id,
+        Buffer.from(head.signature, 'base64'),
+      ],
     ),
   );
 }
@@ -243,13 +256,20 @@ export async function recordHeartbeat(client: pg.PoolClient, head: SignedTreeHea
  * (returns the time) when this key was retired before: a retired key never signs again, so that an old
  * replica left running during a rotation cannot take over from the new key.
  */
-export async function registerSealKey(client: pg.PoolClient, keyId: string, publicKeyPem: string): Promise<{ retiredAt: string | undefined }> {
+export async function registerSealKey(
+  client: pg.PoolClient,
+  keyId: string,
+  publicKeyPem: string,
+): Promise<{ retiredAt: string | undefined }> {
   await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['audit_trail.seal_keys']);
   const { rows } = await client.query<{ valid_until: Date | null }>('SELECT valid_until FROM seal_keys WHERE key_id = $1', [keyId]);
   if (rows[0]?.valid_until) return { retiredAt: rows[0].valid_until.toISOString() };
   if (rows[0]) return { retiredAt: undefined };
   await client.query('UPDATE seal_keys SET valid_until = clock_timestamp() WHERE valid_until IS NULL');
-  await client.query('INSERT INTO seal_keys (key_id, public_key_pem, valid_from) VALUES ($1, $2, clock_timestamp())', [keyId, publicKeyPem]);
+  await client.query('INSERT INTO seal_keys (key_id, public_key_pem, valid_from) VALUES ($1, $2, clock_timestamp())', [
+    keyId,
+    publicKeyPem,
+  ]);
   return { retiredAt: undefined };
 }
 

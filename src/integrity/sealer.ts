@@ -3,7 +3,20 @@ import type { Database } from '../db/database.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { dropQueueRows, lockTree, queuedDocuments, recordAppend, recordHeartbeat, registerSealKey, takeQueueRows, tenantsToSeal, type LeafRange, type QueueRow, type QueuedEvent, type TreeState } from './sealStore.ts';
+import {
+  dropQueueRows,
+  lockTree,
+  queuedDocuments,
+  recordAppend,
+  recordHeartbeat,
+  registerSealKey,
+  takeQueueRows,
+  tenantsToSeal,
+  type LeafRange,
+  type QueueRow,
+  type QueuedEvent,
+  type TreeState,
+} from './sealStore.ts';
 import { documentLeaf } from './documentLeaf.ts';
 import { HASH_BYTES, TileSet, appendLeaves, rightEdgeTiles } from './tiles.ts';
 import { loadTiles } from './treeStore.ts';
@@ -66,7 +79,9 @@ export class Sealer {
     const { signer } = this.options;
     const { retiredAt } = await this.options.db.transaction((client) => registerSealKey(client, signer.keyId, signer.publicKeyPem));
     if (retiredAt) {
-      throw new RetiredSigningKeyError(`SEAL_SIGNING_KEY (key id ${signer.keyId}) was retired at ${retiredAt} by a newer key; a retired key never signs again`);
+      throw new RetiredSigningKeyError(
+        `SEAL_SIGNING_KEY (key id ${signer.keyId}) was retired at ${retiredAt} by a newer key; a retired key never signs again`,
+      );
     }
   }
 
@@ -159,12 +174,20 @@ export class Sealer {
     if (sealed === 0) {
       if (queueIds.length > 0) await dropQueueRows(client, tenantId, queueIds);
       if (tree.size === 0 || !this.heartbeatDue(tree)) return { kind: 'idle', sealed: 0, more };
-      await recordHeartbeat(client, signer.sign({ tenant_id: tenantId, tree_size: tree.size, root_hash: tree.root!.toString('hex'), timestamp: headTimestamp(tree) }));
+      await recordHeartbeat(
+        client,
+        signer.sign({ tenant_id: tenantId, tree_size: tree.size, root_hash: tree.root!.toString('hex'), timestamp: headTimestamp(tree) }),
+      );
       return { kind: 'heartbeat', sealed: 0, more: false };
     }
     const edge = new TileSet(await loadTiles(client, tenantId, rightEdgeTiles(tree.size)));
     const appended = appendLeaves(tree.size, edge, leaves);
-    const head = signer.sign({ tenant_id: tenantId, tree_size: appended.size, root_hash: appended.root.toString('hex'), timestamp: headTimestamp(tree) });
+    const head = signer.sign({
+      tenant_id: tenantId,
+      tree_size: appended.size,
+      root_hash: appended.root.toString('hex'),
+      timestamp: headTimestamp(tree),
+    });
     await recordAppend(client, { tenantId, ranges, tiles: appended.tiles, queueIds, head });
     return { kind: 'appended', sealed, more };
   }
@@ -174,9 +197,15 @@ export class Sealer {
    * on. A row's leaf hashes are its writer's (the write path computed them from the document it stored);
    * the events of a row without them are read back and hashed here, leaving out events that are gone.
    */
-  private async rowLeaves(client: pg.PoolClient, tenantId: string, rows: readonly QueueRow[], firstLeaf: number): Promise<{ ranges: LeafRange[]; leaves: Buffer }> {
+  private async rowLeaves(
+    client: pg.PoolClient,
+    tenantId: string,
+    rows: readonly QueueRow[],
+    firstLeaf: number,
+  ): Promise<{ ranges: LeafRange[]; leaves: Buffer }> {
     const unhashed = rows.filter((row) => row.leafHashes === undefined).map((row) => row.queueId);
-    const documents = unhashed.length > 0 ? groupByQueueRow(await queuedDocuments(client, tenantId, unhashed)) : new Map<number, QueuedEvent[]>();
+    const documents =
+      unhashed.length > 0 ? groupByQueueRow(await queuedDocuments(client, tenantId, unhashed)) : new Map<number, QueuedEvent[]>();
     const ranges: LeafRange[] = [];
     const chunks: Buffer[] = [];
     const missing: string[] = [];
@@ -210,7 +239,10 @@ function groupByQueueRow(events: readonly QueuedEvent[]): Map<number, QueuedEven
   const rows = new Map<number, QueuedEvent[]>();
   for (const event of events) {
     let row = rows.get(event.queueId);
-    if (!row) rows.set(event.queueId, (row = []));
+    if (!row) {
+      row = [];
+      rows.set(event.queueId, row);
+    }
     row.push(event);
   }
   return rows;

@@ -19,7 +19,14 @@ export async function startSealer(
   releasers: Releasers,
 ): Promise<{ name: string; check: () => Promise<void> }> {
   const key = requireSetting(config.seal.signingKey, 'SEAL_SIGNING_KEY', 'the sealer role');
-  const sealer = new Sealer({ db, signer: new TreeHeadSigner(key), intervalMs: config.seal.intervalMs, heartbeatMs: config.seal.heartbeatMs, log, metrics });
+  const sealer = new Sealer({
+    db,
+    signer: new TreeHeadSigner(key),
+    intervalMs: config.seal.intervalMs,
+    heartbeatMs: config.seal.heartbeatMs,
+    log,
+    metrics,
+  });
   metrics.registerSealBacklogAge(() => oldestUnsealedAgeSeconds(db));
   await sealer.start();
   releasers.add('sealer', () => sealer.stop());

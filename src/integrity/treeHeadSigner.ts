@@ -17,6 +17,13 @@ export class TreeHeadSigner {
   sign(head: Omit<SignedTreeHead, 'signature' | 'key_id'>): SignedTreeHead {
     const unsigned = { ...head, key_id: this.keyId };
     const signature = sign(null, Buffer.from(treeHeadSigningInput(unsigned)), this.privateKey).toString('base64');
-    return { tenant_id: unsigned.tenant_id, tree_size: unsigned.tree_size, root_hash: unsigned.root_hash, timestamp: unsigned.timestamp, key_id: unsigned.key_id, signature };
+    return {
+      tenant_id: unsigned.tenant_id,
+      tree_size: unsigned.tree_size,
+      root_hash: unsigned.root_hash,
+      timestamp: unsigned.timestamp,
+      key_id: unsigned.key_id,
+      signature,
+    };
   }
 }

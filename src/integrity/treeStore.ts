@@ -51,7 +51,10 @@ export async function latestTreeHead(db: Queryable, tenantId: string): Promise<S
 /** The latest head signed for exactly this size. */
 export async function treeHeadOfSize(db: Queryable, tenantId: string, treeSize: number): Promise<SignedTreeHead | undefined> {
   const { rows } = await db.query<HeadRow>(
-    prepared(`SELECT ${HEAD_COLUMNS} FROM tree_heads WHERE tenant_id = $1 AND tree_size = $2 ORDER BY signed_at DESC LIMIT 1`, [tenantId, treeSize]),
+    prepared(`SELECT ${HEAD_COLUMNS} FROM tree_heads WHERE tenant_id = $1 AND tree_size = $2 ORDER BY signed_at DESC LIMIT 1`, [
+      tenantId,
+      treeSize,
+    ]),
   );
   return rows[0] && toHead(rows[0]);
 }
@@ -119,8 +122,15 @@ export interface ProofMaterial {
  * tile of the leaf's ancestor (all its siblings there live in it) and the tree's last tile (the right-edge
  * subtrees). A proof's latency was mostly its three sequential round trips.
  */
-export async function proofMaterial(db: Queryable, tenantId: string, eventId: string, treeSize: number | undefined): Promise<ProofMaterial> {
-  const { rows } = await db.query<HeadRow & { event_found: boolean; leaf_index: number | null; levels: number[] | null; indexes: number[] | null; tiles: Buffer[] | null }>(
+export async function proofMaterial(
+  db: Queryable,
+  tenantId: string,
+  eventId: string,
+  treeSize: number | undefined,
+): Promise<ProofMaterial> {
+  const { rows } = await db.query<
+    HeadRow & { event_found: boolean; leaf_index: number | null; levels: number[] | null; indexes: number[] | null; tiles: Buffer[] | null }
+  >(
     prepared(
       `WITH leaf AS (
          SELECT ${LEAF_OF_EVENT} AS leaf_index FROM events e

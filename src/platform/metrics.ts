@@ -97,7 +97,7 @@ export class ServiceMetrics {
 
   readonly eventsSealed = new Counter({
     name: 'audit_events_sealed_total',
-    help: 'Events appended to their tenant\'s Merkle tree by this sealer',
+    help: "Events appended to their tenant's Merkle tree by this sealer",
     registers: [this.registry],
   });
 

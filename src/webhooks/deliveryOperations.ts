@@ -128,13 +128,16 @@ export class WebhookDeliveries {
       const deliveryId = deliveryNumber(deliveryRef);
       const state = await lockDeliveryState(client, endpointId, deliveryId);
       if (state === undefined) throw noSuchDelivery();
-      if (state === 'succeeded') throw new ConflictError('already_delivered', 'This delivery has already succeeded; there is nothing to retry.');
+      if (state === 'succeeded')
+        throw new ConflictError('already_delivered', 'This delivery has already succeeded; there is nothing to retry.');
       if (!endpoint.active) throw endpointInactive();
       await scheduleManualRetry(client, deliveryId);
       const delivery = (await findEndpointDelivery(client, endpointId, deliveryId))!;
       return {
         result: delivery,
-        events: [webhookEvent('admin.webhook.retry_delivery', endpoint, actor, { delivery_id: `dlv_${deliveryId}`, event_id: delivery.eventId })],
+        events: [
+          webhookEvent('admin.webhook.retry_delivery', endpoint, actor, { delivery_id: `dlv_${deliveryId}`, event_id: delivery.eventId }),
+        ],
       };
     });
   }
@@ -151,7 +154,8 @@ export class WebhookDeliveries {
       const endpoint = await this.lockOwnedEndpoint(client, tenantId, endpointId);
       if (!endpoint.active) throw endpointInactive();
       const running = await findRunningReplay(client, endpointId);
-      if (running) throw new ConflictError('replay_running', `Replay ${running.id} of this endpoint is still running; wait for it to complete.`);
+      if (running)
+        throw new ConflictError('replay_running', `Replay ${running.id} of this endpoint is still running; wait for it to complete.`);
       const replay = await insertReplay(client, {
         id: `rpl_${randomBytes(16).toString('hex')}`,
         endpointId,
@@ -160,7 +164,12 @@ export class WebhookDeliveries {
         untilMs,
         onlyUndelivered: request.only_undelivered,
       });
-      const details = { replay_id: replay.id, since: replay.since.toISOString(), until: replay.until.toISOString(), only_undelivered: replay.onlyUndelivered };
+      const details = {
+        replay_id: replay.id,
+        since: replay.since.toISOString(),
+        until: replay.until.toISOString(),
+        only_undelivered: replay.onlyUndelivered,
+      };
       return { result: replay, events: [webhookEvent('admin.webhook.replay', endpoint, actor, details)] };
     });
   }

@@ -16,12 +16,23 @@ export interface DeliveryRequest {
  * event, so that every attempt carries the same bytes, signed at the moment of sending with every secret
  * valid then (`signingKeys`, newest first).
  */
-export function deliveryRequest(event: DeliveredEvent, attempt: number, signingKeys: readonly KeyObject[], nowMs = Date.now()): DeliveryRequest {
+export function deliveryRequest(
+  event: DeliveredEvent,
+  attempt: number,
+  signingKeys: readonly KeyObject[],
+  nowMs = Date.now(),
+): DeliveryRequest {
   return signedRequest(buildEnvelope(event), event.eventId, attempt, signingKeys, nowMs);
 }
 
 /** The headers of every delivery, test sends included, around an envelope's bytes. */
-export function signedRequest(body: string, eventId: string, attempt: number, signingKeys: readonly KeyObject[], nowMs = Date.now()): DeliveryRequest {
+export function signedRequest(
+  body: string,
+  eventId: string,
+  attempt: number,
+  signingKeys: readonly KeyObject[],
+  nowMs = Date.now(),
+): DeliveryRequest {
   return {
     body,
     headers: {

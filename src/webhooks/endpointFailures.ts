@@ -34,7 +34,12 @@ export function tallyEndpointOutcomes(
   }
   return [...tallies.entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([endpointId, tally]) => ({ endpointId, reset: tally.reset, failuresAfterLastSuccess: tally.failures, lastAttemptAt: tally.last }));
+    .map(([endpointId, tally]) => ({
+      endpointId,
+      reset: tally.reset,
+      failuresAfterLastSuccess: tally.failures,
+      lastAttemptAt: tally.last,
+    }));
 }
 
 /** An endpoint still active whose failed deliveries in a row reached the threshold. */

@@ -24,13 +24,20 @@ export function signDelivery(secrets: SigningKey | readonly SigningKey[], rawBod
  * (`webhook-id` is the event id, `webhook-signature` one `v1,<base64>` per valid secret, space-separated),
  * all with one timestamp.
  */
-export function signatureHeaders(secrets: readonly SigningKey[], eventId: string, rawBody: Buffer | string, nowMs = Date.now()): Record<string, string> {
+export function signatureHeaders(
+  secrets: readonly SigningKey[],
+  eventId: string,
+  rawBody: Buffer | string,
+  nowMs = Date.now(),
+): Record<string, string> {
   const timestamp = Math.floor(nowMs / 1000);
   return {
     'x-service-signature': signDelivery(secrets, rawBody, nowMs),
     'webhook-id': eventId,
     'webhook-timestamp': String(timestamp),
-    'webhook-signature': secrets.map((secret) => `v1,${standardSignatureOf(secret, eventId, timestamp, rawBody).toString('base64')}`).join(' '),
+    'webhook-signature': secrets
+      .map((secret) => `v1,${standardSignatureOf(secret, eventId, timestamp, rawBody).toString('base64')}`)
+      .join(' '),
   };
 }
 

@@ -7,7 +7,7 @@ import type { EventWriter } from '../events/eventWriter.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../platform/errors.ts';
 import { parseInput } from '../platform/inputValidation.ts';
 import type { SealedSecrets } from './deliveryRequest.ts';
-import { SecretBox, generateWebhookId, generateWebhookSecret } from './secretBox.ts';
+import { type SecretBox, generateWebhookId, generateWebhookSecret } from './secretBox.ts';
 import { targetProblem, type TargetPolicy } from './targetGuard.ts';
 import {
   WEBHOOKS_PER_TENANT,
@@ -166,14 +166,28 @@ export class WebhookRegistry {
    * a crash that came before the Secret was written then keeps the receivers' secret valid, not the new
    * secret that no one ever saw.
    */
-  async rotateSecret(tenantId: string, id: string, input: unknown, actor: Actor, ownership: Ownership = {}, keep?: string): Promise<RotatedSecret> {
+  async rotateSecret(
+    tenantId: string,
+    id: string,
+    input: unknown,
+    actor: Actor,
+    ownership: Ownership = {},
+    keep?: string,
+  ): Promise<RotatedSecret> {
     const { overlap_s: overlapS } = parseInput(secretRotationSchema, input);
     const secret = generateWebhookSecret();
     return this.writer.recordWith('internal', async (client) => {
       const endpoint = await this.lockOwned(client, tenantId, id, ownership);
-      if (!endpoint.active) throw new ConflictError('endpoint_inactive', 'The endpoint is inactive and never signs again; register a new one.');
+      if (!endpoint.active)
+        throw new ConflictError('endpoint_inactive', 'The endpoint is inactive and never signs again; register a new one.');
       const sealed = (await findEndpointSecrets(client, id))!;
-      const previous = keep !== undefined && sealed.previous && this.secrets.open(sealed.previous.ciphertext) === keep && this.secrets.open(sealed.current) !== keep ? sealed.previous.ciphertext : sealed.current;
+      const previous =
+        keep !== undefined &&
+        sealed.previous &&
+        this.secrets.open(sealed.previous.ciphertext) === keep &&
+        this.secrets.open(sealed.current) !== keep
+          ? sealed.previous.ciphertext
+          : sealed.current;
       const expiresAt = new Date(Date.now() + overlapS * 1000);
       const rotated = await rotateEndpointSecret(client, id, this.secrets.seal(secret), previous, expiresAt);
       const retiredEarly = sealed.previous !== null && previous !== sealed.previous.ciphertext;

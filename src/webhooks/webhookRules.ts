@@ -102,5 +102,7 @@ export const secretRotationSchema = z.strictObject({
     .min(0)
     .max(MAX_ROTATION_OVERLAP_S)
     .default(DEFAULT_ROTATION_OVERLAP_S)
-    .meta({ description: `Seconds the replaced secret keeps signing beside the new one (default ${DEFAULT_ROTATION_OVERLAP_S}; 0 retires it at once).` }),
+    .meta({
+      description: `Seconds the replaced secret keeps signing beside the new one (default ${DEFAULT_ROTATION_OVERLAP_S}; 0 retires it at once).`,
+    }),
 });

@@ -81,32 +81,52 @@ export async function lockTenantEndpoints(db: Queryable, tenantId: string): Prom
 }
 
 /** Inserts unless the tenant already has `limit` endpoints; undefined then. Needs lockTenantEndpoints. */
-export async function insertEndpointWithinLimit(db: Queryable, endpoint: NewWebhookEndpoint, limit: number): Promise<WebhookEndpoint | undefined> {
+export async function insertEndpointWithinLimit(
+  db: Queryable,
+  endpoint: NewWebhookEndpoint,
+  limit: number,
+): Promise<WebhookEndpoint | undefined> {
   const count = await db.query<{ count: string }>('SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1', [endpoint.tenantId]);
   if (Number(count.rows[0]!.count) >= limit) return undefined;
   const { rows } = await db.query<EndpointRow>(
     `INSERT INTO webhook_endpoints (id, tenant_id, url, event_filter, description, secret_ciphertext, managed_by)
      VALUES ($1, $2, $3, $4::text[], $5, $6, $7)
      RETURNING ${COLUMNS}`,
-    [endpoint.id, endpoint.tenantId, endpoint.url, endpoint.eventFilter, endpoint.description, endpoint.secretCiphertext, endpoint.managedBy],
+    [
+      endpoint.id,
+      endpoint.tenantId,
+      endpoint.url,
+      endpoint.eventFilter,
+      endpoint.description,
+      endpoint.secretCiphertext,
+      endpoint.managedBy,
+    ],
   );
   return toEndpoint(rows[0]!);
 }
 
 export async function listEndpoints(db: Queryable, tenantId: string): Promise<WebhookEndpoint[]> {
-  const { rows } = await db.query<EndpointRow>(`SELECT ${COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`, [tenantId]);
+  const { rows } = await db.query<EndpointRow>(`SELECT ${COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`, [
+    tenantId,
+  ]);
   return rows.map(toEndpoint);
 }
 
 /** Any tenant's endpoint: callers decide what another tenant's id means (403 or 404). */
 export async function findEndpoint(db: Queryable, id: string, options: { lock?: boolean } = {}): Promise<WebhookEndpoint | undefined> {
-  const { rows } = await db.query<EndpointRow>(`SELECT ${COLUMNS} FROM webhook_endpoints WHERE id = $1${options.lock ? ' FOR UPDATE' : ''}`, [id]);
+  const { rows } = await db.query<EndpointRow>(
+    `SELECT ${COLUMNS} FROM webhook_endpoints WHERE id = $1${options.lock ? ' FOR UPDATE' : ''}`,
+    [id],
+  );
   return rows[0] ? toEndpoint(rows[0]) : undefined;
 }
 
 /** The newest endpoint a Kubernetes WebhookEndpoint resource owns. */
 export async function findManagedEndpoint(db: Queryable, managedBy: string): Promise<WebhookEndpoint | undefined> {
-  const { rows } = await db.query<EndpointRow>(`SELECT ${COLUMNS} FROM webhook_endpoints WHERE managed_by = $1 ORDER BY created_at DESC, id LIMIT 1`, [managedBy]);
+  const { rows } = await db.query<EndpointRow>(
+    `SELECT ${COLUMNS} FROM webhook_endpoints WHERE managed_by = $1 ORDER BY created_at DESC, id LIMIT 1`,
+    [managedBy],
+  );
   return rows[0] ? toEndpoint(rows[0]) : undefined;
 }
 
@@ -137,7 +157,11 @@ export async function deleteEndpoint(db: Queryable, id: string): Promise<boolean
 
 /** The endpoint's sealed secrets: the current one, and the previous one while it is still valid. */
 export async function findEndpointSecrets(db: Queryable, id: string): Promise<SealedSecrets | undefined> {
-  const { rows } = await db.query<{ secret_ciphertext: Buffer; previous_secret_ciphertext: Buffer | null; previous_secret_expires_at: Date | null }>(
+  const { rows } = await db.query<{
+    secret_ciphertext: Buffer;
+    previous_secret_ciphertext: Buffer | null;
+    previous_secret_expires_at: Date | null;
+  }>(
     `SELECT secret_ciphertext,
             CASE WHEN previous_secret_expires_at > now() THEN previous_secret_ciphertext END AS previous_secret_ciphertext,
             CASE WHEN previous_secret_expires_at > now() THEN previous_secret_expires_at END AS previous_secret_expires_at
@@ -146,7 +170,10 @@ export async function findEndpointSecrets(db: Queryable, id: string): Promise<Se
   );
   const row = rows[0];
   if (!row) return undefined;
-  const previous = row.previous_secret_ciphertext && row.previous_secret_expires_at ? { ciphertext: row.previous_secret_ciphertext, expiresAt: row.previous_secret_expires_at } : null;
+  const previous =
+    row.previous_secret_ciphertext && row.previous_secret_expires_at
+      ? { ciphertext: row.previous_secret_ciphertext, expiresAt: row.previous_secret_expires_at }
+      : null;
   return { current: row.secret_ciphertext, previous };
 }
 
@@ -158,7 +185,13 @@ export const ENDPOINT_SECRETS_CHANNEL = 'audit_webhook_secrets';
  * `previousExpiresAt`. Whatever was previous before is overwritten: at most two secrets are ever valid.
  * Workers are notified, so that deliveries they loaded before sign with these (delivery/rotatedSecrets.ts).
  */
-export async function rotateEndpointSecret(db: Queryable, id: string, secret: Buffer, previous: Buffer, previousExpiresAt: Date): Promise<WebhookEndpoint> {
+export async function rotateEndpointSecret(
+  db: Queryable,
+  id: string,
+  secret: Buffer,
+  previous: Buffer,
+  previousExpiresAt: Date,
+): Promise<WebhookEndpoint> {
   const { rows } = await db.query<EndpointRow>(
     `WITH rotated AS (
        UPDATE webhook_endpoints
@@ -196,7 +229,11 @@ export async function updateEndpoint(db: Queryable, id: string, changes: Endpoin
  */
 export async function lockEndpoints(db: Queryable, endpointIds: readonly string[]): Promise<void> {
   if (endpointIds.length === 0) return;
-  await db.query(prepared('SELECT 1 FROM webhook_endpoints WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE', [[...new Set(endpointIds)].sort()]));
+  await db.query(
+    prepared('SELECT 1 FROM webhook_endpoints WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE', [
+      [...new Set(endpointIds)].sort(),
+    ]),
+  );
 }
 
 export interface EndpointTally {
@@ -218,18 +255,20 @@ export interface TalliedEndpoint {
 export async function applyEndpointTallies(db: Queryable, tallies: readonly EndpointTally[]): Promise<TalliedEndpoint[]> {
   if (tallies.length === 0) return [];
   const { rows } = await db.query<{ id: string; consecutive_failures: number; active: boolean }>(
-    prepared(`UPDATE webhook_endpoints AS w
+    prepared(
+      `UPDATE webhook_endpoints AS w
      SET consecutive_failures = CASE WHEN t.reset THEN t.failures ELSE w.consecutive_failures + t.failures END,
          last_delivery_at = GREATEST(w.last_delivery_at, t.last_attempt_at)
      FROM unnest($1::text[], $2::boolean[], $3::int[], $4::timestamptz[]) AS t(id, reset, failures, last_attempt_at)
      WHERE w.id = t.id
      RETURNING w.id, w.consecutive_failures, w.active`,
-    [
-      tallies.map((tally) => tally.endpointId),
-      tallies.map((tally) => tally.reset),
-      tallies.map((tally) => tally.failuresAfterLastSuccess),
-      tallies.map((tally) => tally.lastAttemptAt.toISOString()),
-    ]),
+      [
+        tallies.map((tally) => tally.endpointId),
+        tallies.map((tally) => tally.reset),
+        tallies.map((tally) => tally.failuresAfterLastSuccess),
+        tallies.map((tally) => tally.lastAttemptAt.toISOString()),
+      ],
+    ),
   );
   return rows.map((row) => ({ id: row.id, consecutiveFailures: row.consecutive_failures, active: row.active }));
 }

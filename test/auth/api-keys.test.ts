@@ -105,7 +105,7 @@ describe('API key authentication', () => {
   });
 
   describe('IP allow-lists', () => {
-    it('admits a key bound to the caller\'s range', async () => {
+    it("admits a key bound to the caller's range", async () => {
       const bound = await mintKey(db.url, { tenantId: 'acme', scopes: ['audit:read'], allowedCidrs: ['127.0.0.0/8', '::1'] });
       expect((await call(eventsUrl(), { key: bound.key })).status).to.equal(200);
     });
@@ -165,9 +165,20 @@ describe('API key authentication', () => {
     it('is seen once the 4-second cache entry expires, by the cache lifetime alone', async () => {
       const clock = new ManualClock();
       // Never started: it hears no notifications, as when one is lost.
-      const verifier = new ApiKeyVerifier({ db: verifierDb, databaseUrl: db.url, pepper: TEST_PEPPER, environment: 'live', log: testLogger(), clock });
+      const verifier = new ApiKeyVerifier({
+        db: verifierDb,
+        databaseUrl: db.url,
+        pepper: TEST_PEPPER,
+        environment: 'live',
+        log: testLogger(),
+        clock,
+      });
       const minted = await mintKey(db.url, { tenantId: 'acme', scopes: ['audit:read'] });
-      const verify = () => verifier.verify(`Bearer ${minted.key}`, '127.0.0.1').then(() => 'accepted', (error) => (error instanceof UnauthorizedError ? 'refused' : error));
+      const verify = () =>
+        verifier.verify(`Bearer ${minted.key}`, '127.0.0.1').then(
+          () => 'accepted',
+          (error) => (error instanceof UnauthorizedError ? 'refused' : error),
+        );
       expect(await verify()).to.equal('accepted');
       await revokeKey(db.url, minted.lookupId);
       expect(await verify(), 'still cached').to.equal('accepted');
@@ -186,7 +197,16 @@ describe('API key authentication', () => {
 
     it('mints a key that prints alone on stdout, lists it, revokes it, and records both in the trail', async function () {
       this.timeout(20_000);
-      const minted = await cli(['keys', 'mint', '--tenant', 'cli-tenant', '--scopes', 'audit:read,audit:export', '--description', 'reporting']);
+      const minted = await cli([
+        'keys',
+        'mint',
+        '--tenant',
+        'cli-tenant',
+        '--scopes',
+        'audit:read,audit:export',
+        '--description',
+        'reporting',
+      ]);
       const key = minted.stdout.trim();
       expect(key).to.match(/^atr_live_[0-9a-f]{8}_[0-9a-f]{32}$/);
       const lookupId = key.split('_')[2]!;
@@ -213,7 +233,9 @@ describe('API key authentication', () => {
         (error: { code: number; stderr: string }) => error,
       );
       expect((failure as { code: number }).code).to.equal(1);
-      expect((failure as { stderr: string }).stderr).to.include('unknown scope "audit:write"').and.to.include('10.0.0.0/33');
+      expect((failure as { stderr: string }).stderr)
+        .to.include('unknown scope "audit:write"')
+        .and.to.include('10.0.0.0/33');
       const { rowCount } = await db.pool.query(`SELECT 1 FROM api_keys WHERE tenant_id = 'cli-bad'`);
       expect(rowCount).to.equal(0);
     });

@@ -112,7 +112,9 @@ describe('deployments sharing a NATS', function () {
     for (const subscription of subscriptions) subscription.unsubscribe();
     expect(publishers.get(firstId)).to.deep.equal(new Set([firstId]));
     expect(publishers.get(secondId)).to.deep.equal(new Set([secondId]));
-    expect(streams.sort()).to.deep.equal([`${firstId.toUpperCase()}_AUDIT_DELIVERIES`, `${secondId.toUpperCase()}_AUDIT_DELIVERIES`].sort());
+    expect(streams.sort()).to.deep.equal(
+      [`${firstId.toUpperCase()}_AUDIT_DELIVERIES`, `${secondId.toUpperCase()}_AUDIT_DELIVERIES`].sort(),
+    );
   });
 
   it('adopts the unstamped ingest stream of an earlier version, consuming what it holds', async () => {
@@ -129,7 +131,10 @@ describe('deployments sharing a NATS', function () {
     await jetstream(nc).publish('audit.ingest.legacy', JSON.stringify(waiting));
 
     await start(first, ['ingest']);
-    await waitFor(async () => (await first.pool.query(`SELECT 1 FROM events WHERE tenant_id = 'legacy'`)).rowCount === 1, 'the waiting event stored');
+    await waitFor(
+      async () => (await first.pool.query(`SELECT 1 FROM events WHERE tenant_id = 'legacy'`)).rowCount === 1,
+      'the waiting event stored',
+    );
     expect((await jsm.streams.info('AUDIT_INGEST')).config.description).to.match(new RegExp(`^audit-trail deployment ${firstId}:`));
   });
 
@@ -142,7 +147,10 @@ describe('deployments sharing a NATS', function () {
 
     await start(second, ['ingest'], 'second');
     await jetstream(nc).publish('second.audit.ingest.own', JSON.stringify(producerEvent({ tenant_id: 'own' })));
-    await waitFor(async () => (await second.pool.query(`SELECT 1 FROM events WHERE tenant_id = 'own'`)).rowCount === 1, 'its own event stored');
+    await waitFor(
+      async () => (await second.pool.query(`SELECT 1 FROM events WHERE tenant_id = 'own'`)).rowCount === 1,
+      'its own event stored',
+    );
 
     // One NATS_NAMESPACE given to two deployments: the delivery stream is refused the same way.
     await start(first, ['relay', 'worker'], 'shared');

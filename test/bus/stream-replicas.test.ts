@@ -18,7 +18,14 @@ describe('JetStream streams on a three-node NATS cluster (NATS_STREAM_REPLICAS)'
     bus = await connectBus(cluster.url, 'replicas test', testLogger());
     // A new cluster elects its JetStream meta leader first; until then JetStream requests time out.
     await waitFor(
-      async () => jetstreamManager(bus.nc, { timeout: 2_000 }).then((manager) => ((jsm = manager), true), () => false),
+      async () =>
+        jetstreamManager(bus.nc, { timeout: 2_000 }).then(
+          (manager) => {
+            jsm = manager;
+            return true;
+          },
+          () => false,
+        ),
       'a JetStream meta leader',
       60_000,
       250,
@@ -26,7 +33,11 @@ describe('JetStream streams on a three-node NATS cluster (NATS_STREAM_REPLICAS)'
     // A leader can be elected before every peer has caught up with the meta group; until then a
     // three-replica stream finds "no suitable peers for placement" (seen on a loaded machine).
     await waitFor(
-      async () => jsm.streams.add({ name: 'PLACEMENT_PROBE', subjects: ['placement.probe'], num_replicas: 3 }).then(() => true, () => false),
+      async () =>
+        jsm.streams.add({ name: 'PLACEMENT_PROBE', subjects: ['placement.probe'], num_replicas: 3 }).then(
+          () => true,
+          () => false,
+        ),
       'the cluster to place a three-replica stream',
       60_000,
       500,

@@ -8,10 +8,14 @@ const TEST_SEAL_KEY = generateKeyPairSync('ed25519').privateKey.export({ type: '
 /** Without a cluster the chart generates no secrets: these stand for a Secret the operator manages. */
 const EXISTING_SECRET = ['--set', 'secrets.existingSecret=audit-trail-env'];
 const GIVEN_SECRETS = [
-  '--set', `secrets.keyPepper=${'p'.repeat(40)}`,
-  '--set', `secrets.secretEncryptionKey=${'a1'.repeat(32)}`,
-  '--set', `secrets.ingestTokens=${'t'.repeat(30)}`,
-  '--set', `secrets.sealSigningKey=${TEST_SEAL_KEY}`,
+  '--set',
+  `secrets.keyPepper=${'p'.repeat(40)}`,
+  '--set',
+  `secrets.secretEncryptionKey=${'a1'.repeat(32)}`,
+  '--set',
+  `secrets.ingestTokens=${'t'.repeat(30)}`,
+  '--set',
+  `secrets.sealSigningKey=${TEST_SEAL_KEY}`,
 ];
 
 async function render(...extra: string[]): Promise<Manifest[]> {
@@ -70,7 +74,9 @@ describe('Helm chart', function () {
 
   it('renders each enabled role as a Deployment running the right CLI roles, with a PDB', () => {
     const roles = (manifests: Manifest[]) =>
-      Object.fromEntries(byKind(manifests, 'Deployment').map((deployment) => [deployment.metadata.name, deployment.spec.template.spec.containers[0].args]));
+      Object.fromEntries(
+        byKind(manifests, 'Deployment').map((deployment) => [deployment.metadata.name, deployment.spec.template.spec.containers[0].args]),
+      );
     expect(roles(defaults)).to.deep.equal({
       'rel-audit-trail-api': ['serve', '--roles', 'api'],
       'rel-audit-trail-ingest': ['serve', '--roles', 'ingest'],
@@ -79,9 +85,11 @@ describe('Helm chart', function () {
       'rel-audit-trail-sealer': ['serve', '--roles', 'sealer'],
     });
     expect(byKind(everything, 'PodDisruptionBudget')).to.have.length(5);
-    expect(byKind(everything, 'HorizontalPodAutoscaler').map((hpa) => hpa.metadata.name).sort()).to.deep.equal([
-      'rel-audit-trail-api', 'rel-audit-trail-ingest', 'rel-audit-trail-worker',
-    ]);
+    expect(
+      byKind(everything, 'HorizontalPodAutoscaler')
+        .map((hpa) => hpa.metadata.name)
+        .sort(),
+    ).to.deep.equal(['rel-audit-trail-api', 'rel-audit-trail-ingest', 'rel-audit-trail-worker']);
     // An autoscaled Deployment leaves replicas to the HPA.
     expect(named(everything, 'Deployment', 'rel-audit-trail-api').spec.replicas).to.equal(undefined);
   });
@@ -97,7 +105,11 @@ describe('Helm chart', function () {
       expect(pod.securityContext).to.include({ runAsNonRoot: true });
       expect(pod.securityContext.seccompProfile).to.deep.equal({ type: 'RuntimeDefault' });
       for (const container of pod.containers) {
-        expect(container.securityContext).to.deep.include({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true });
+        expect(container.securityContext).to.deep.include({
+          allowPrivilegeEscalation: false,
+          readOnlyRootFilesystem: true,
+          runAsNonRoot: true,
+        });
         expect(container.securityContext.capabilities).to.deep.equal({ drop: ['ALL'] });
         expect(container.securityContext.seccompProfile).to.deep.equal({ type: 'RuntimeDefault' });
       }
@@ -114,7 +126,7 @@ describe('Helm chart', function () {
     }
   });
 
-  it('runs every pod as the chart\'s ServiceAccount and mounts a Kubernetes API token only into the controller', () => {
+  it("runs every pod as the chart's ServiceAccount and mounts a Kubernetes API token only into the controller", () => {
     for (const deployment of byKind(everything, 'Deployment')) {
       const pod = deployment.spec.template.spec;
       expect(pod.serviceAccountName, deployment.metadata.name).to.equal('rel-audit-trail');
@@ -131,18 +143,32 @@ describe('Helm chart', function () {
 
   it("sets the controller's class from controller.class and names its Lease after the release, so releases never share one", async () => {
     const controllerEnv = (manifests: Manifest[], name: string) =>
-      Object.fromEntries(named(manifests, 'Deployment', name).spec.template.spec.containers[0].env.map((variable: { name: string; value?: string }) => [variable.name, variable.value]));
-    const staging = (await helm(['template', 'audit-staging', CHART, '--namespace', 'audit', ...GIVEN_SECRETS, '--set', 'controller.class=staging'])).stdout;
+      Object.fromEntries(
+        named(manifests, 'Deployment', name).spec.template.spec.containers[0].env.map((variable: { name: string; value?: string }) => [
+          variable.name,
+          variable.value,
+        ]),
+      );
+    const staging = (
+      await helm(['template', 'audit-staging', CHART, '--namespace', 'audit', ...GIVEN_SECRETS, '--set', 'controller.class=staging'])
+    ).stdout;
     const env = controllerEnv(parseManifests(staging), 'audit-staging-audit-trail-controller');
     expect(env).to.include({ CONTROLLER_CLASS: 'staging', CONTROLLER_LEASE_NAME: 'audit-staging-audit-trail-controller' });
-    expect(controllerEnv(defaults, 'rel-audit-trail-controller')).to.include({ CONTROLLER_CLASS: 'default', CONTROLLER_LEASE_NAME: 'rel-audit-trail-controller' });
+    expect(controllerEnv(defaults, 'rel-audit-trail-controller')).to.include({
+      CONTROLLER_CLASS: 'default',
+      CONTROLLER_LEASE_NAME: 'rel-audit-trail-controller',
+    });
   });
 
   it('keeps its Secret an ordinary resource, kept on uninstall; the migrate hook Job gets DATABASE_URL and a ServiceAccount from hooks of its own', () => {
     const secret = named(defaults, 'Secret', 'rel-audit-trail-env');
     // A hook would be deleted and re-created by Argo CD on every sync.
     expect(secret.metadata.annotations).to.deep.equal({ 'helm.sh/resource-policy': 'keep' });
-    expect(secret.stringData).to.include({ KEY_PEPPER: 'p'.repeat(40), SECRET_ENCRYPTION_KEY: 'a1'.repeat(32), DATABASE_URL: 'postgres://audit_trail@postgresql:5432/audit_trail' });
+    expect(secret.stringData).to.include({
+      KEY_PEPPER: 'p'.repeat(40),
+      SECRET_ENCRYPTION_KEY: 'a1'.repeat(32),
+      DATABASE_URL: 'postgres://audit_trail@postgresql:5432/audit_trail',
+    });
 
     const job = named(defaults, 'Job', 'rel-audit-trail-migrate');
     expect(job.metadata.annotations).to.include({ 'helm.sh/hook': 'pre-install,pre-upgrade' });
@@ -151,11 +177,18 @@ describe('Helm chart', function () {
     const hookSecret = named(defaults, 'Secret', 'rel-audit-trail-migrate');
     const hookAccount = named(defaults, 'ServiceAccount', 'rel-audit-trail-migrate');
     for (const hook of [hookSecret, hookAccount]) {
-      expect(hook.metadata.annotations).to.include({ 'helm.sh/hook': 'pre-install,pre-upgrade', 'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded' });
-      expect(Number(hook.metadata.annotations!['helm.sh/hook-weight'])).to.be.below(Number(job.metadata.annotations!['helm.sh/hook-weight']));
+      expect(hook.metadata.annotations).to.include({
+        'helm.sh/hook': 'pre-install,pre-upgrade',
+        'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded',
+      });
+      expect(Number(hook.metadata.annotations!['helm.sh/hook-weight'])).to.be.below(
+        Number(job.metadata.annotations!['helm.sh/hook-weight']),
+      );
     }
     expect(hookSecret.stringData).to.deep.equal({ DATABASE_URL: 'postgres://audit_trail@postgresql:5432/audit_trail' });
-    expect(environment(job.spec.template.spec.containers[0]).DATABASE_URL).to.deep.equal({ secretKeyRef: { name: 'rel-audit-trail-migrate', key: 'DATABASE_URL' } });
+    expect(environment(job.spec.template.spec.containers[0]).DATABASE_URL).to.deep.equal({
+      secretKeyRef: { name: 'rel-audit-trail-migrate', key: 'DATABASE_URL' },
+    });
     expect(job.spec.template.spec.serviceAccountName).to.equal('rel-audit-trail-migrate');
   });
 
@@ -166,11 +199,15 @@ describe('Helm chart', function () {
     expect(values).to.include('pool: system');
     expect(pod.nodeSelector).to.deep.equal({ pool: 'system' });
     expect(pod.tolerations).to.deep.equal([{ key: 'dedicated', operator: 'Equal', value: 'system', effect: 'NoSchedule' }]);
-    expect(pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key).to.equal('kubernetes.io/arch');
+    expect(pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key).to.equal(
+      'kubernetes.io/arch',
+    );
     expect(pod.containers[0].resources).to.deep.equal({ requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '384Mi' } });
     expect(pod.automountServiceAccountToken).to.equal(false);
     // The migrate ServiceAccount carries the chart's ServiceAccount annotations (cloud IAM to the database).
-    expect(named(everything, 'ServiceAccount', pod.serviceAccountName).metadata.annotations).to.include({ 'eks.amazonaws.com/role-arn': 'arn:aws:iam::123456789012:role/audit' });
+    expect(named(everything, 'ServiceAccount', pod.serviceAccountName).metadata.annotations).to.include({
+      'eks.amazonaws.com/role-arn': 'arn:aws:iam::123456789012:role/audit',
+    });
     expect(pod.volumes.map((volume: { name: string }) => volume.name)).to.include('corporate-ca');
     expect(pod.containers[0].volumeMounts.map((mount: { name: string }) => mount.name)).to.include('corporate-ca');
     // With an existing Secret there is no hook Secret: the Job reads the operator's.
@@ -236,12 +273,17 @@ describe('Helm chart', function () {
     const monitor = named(everything, 'ServiceMonitor', 'rel-audit-trail');
     expect(monitor.spec.endpoints[0]).to.include({ port: 'internal', path: '/metrics' });
     // Not helm.sh/chart or the version: an upgrade would otherwise leave the selector behind for a moment.
-    expect(monitor.spec.selector.matchLabels).to.deep.equal({ 'app.kubernetes.io/name': 'audit-trail', 'app.kubernetes.io/instance': 'rel', 'app.kubernetes.io/component': 'metrics' });
+    expect(monitor.spec.selector.matchLabels).to.deep.equal({
+      'app.kubernetes.io/name': 'audit-trail',
+      'app.kubernetes.io/instance': 'rel',
+      'app.kubernetes.io/component': 'metrics',
+    });
     const selected = byKind(everything, 'Service').filter((service) =>
       Object.entries(monitor.spec.selector.matchLabels).every(([key, value]) => service.metadata.labels?.[key] === value),
     );
     expect(selected.map((service) => service.metadata.name)).to.deep.equal(['rel-audit-trail-metrics']);
-    for (const kind of ['Ingress', 'NetworkPolicy', 'ServiceMonitor', 'HorizontalPodAutoscaler']) expect(byKind(defaults, kind), kind).to.deep.equal([]);
+    for (const kind of ['Ingress', 'NetworkPolicy', 'ServiceMonitor', 'HorizontalPodAutoscaler'])
+      expect(byKind(defaults, kind), kind).to.deep.equal([]);
   });
 
   it('checks the readiness of every enabled role in helm test, through ClusterIP Services of the internal port', async () => {
@@ -260,8 +302,19 @@ describe('Helm chart', function () {
       const role = service.spec.selector['app.kubernetes.io/component'];
       expect(named(defaults, 'Deployment', `rel-audit-trail-${role}`).spec.template.metadata.labels).to.deep.include(service.spec.selector);
     }
-    const withoutWorkers = await render(...EXISTING_SECRET, '--set', 'worker.enabled=false', '--set', 'controller.enabled=false', '--set', 'sealer.enabled=false');
-    expect(urls(withoutWorkers)).to.deep.equal(['http://rel-audit-trail-api-internal:8081/readyz', 'http://rel-audit-trail-internal:8081/readyz']);
+    const withoutWorkers = await render(
+      ...EXISTING_SECRET,
+      '--set',
+      'worker.enabled=false',
+      '--set',
+      'controller.enabled=false',
+      '--set',
+      'sealer.enabled=false',
+    );
+    expect(urls(withoutWorkers)).to.deep.equal([
+      'http://rel-audit-trail-api-internal:8081/readyz',
+      'http://rel-audit-trail-internal:8081/readyz',
+    ]);
     // A long release name still gives Service names of at most 63 characters.
     const long = await render(...EXISTING_SECRET, '--set', `fullnameOverride=${'x'.repeat(52)}`);
     for (const service of byKind(long, 'Service')) expect(service.metadata.name.length, service.metadata.name).to.be.at.most(63);
@@ -272,7 +325,8 @@ describe('Helm chart', function () {
     expect(api.spec.type).to.equal('LoadBalancer');
     expect(api.spec.ports.map((port: { name: string }) => port.name)).to.deep.equal(['public']);
     for (const service of byKind(everything, 'Service')) {
-      if (service.spec.ports.some((port: { name: string }) => port.name === 'internal')) expect(service.spec.type ?? 'ClusterIP', service.metadata.name).to.equal('ClusterIP');
+      if (service.spec.ports.some((port: { name: string }) => port.name === 'internal'))
+        expect(service.spec.type ?? 'ClusterIP', service.metadata.name).to.equal('ClusterIP');
     }
   });
 
@@ -290,7 +344,7 @@ describe('Helm chart', function () {
     expect(template(everything).metadata.annotations).not.to.have.property('checksum/secret');
   });
 
-  it('pauses before SIGTERM so endpoints drain, with room for it and the service\'s own drain in the grace period', async () => {
+  it("pauses before SIGTERM so endpoints drain, with room for it and the service's own drain in the grace period", async () => {
     for (const deployment of byKind(defaults, 'Deployment')) {
       const pod = deployment.spec.template.spec;
       expect(pod.containers[0].lifecycle).to.deep.equal({ preStop: { sleep: { seconds: 5 } } });
@@ -301,19 +355,25 @@ describe('Helm chart', function () {
     const longer = named(everything, 'Deployment', 'rel-audit-trail-worker').spec.template.spec;
     expect(longer.containers[0].lifecycle.preStop.sleep.seconds).to.equal(10);
     expect(longer.terminationGracePeriodSeconds).to.equal(10 + 5 + 10 + 20);
-    const off = named(await render(...EXISTING_SECRET, '--set', 'lifecycle.preStopSleepSeconds=0'), 'Deployment', 'rel-audit-trail-api').spec.template.spec;
+    const off = named(await render(...EXISTING_SECRET, '--set', 'lifecycle.preStopSleepSeconds=0'), 'Deployment', 'rel-audit-trail-api')
+      .spec.template.spec;
     expect(off.containers[0]).not.to.have.property('lifecycle');
   });
 
   it('pulls the image by digest when one is given', () => {
     for (const { owner, spec } of podSpecs(everything)) {
-      expect(spec.containers[0].image, owner).to.equal('registry.example.com/audit-trail@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef');
+      expect(spec.containers[0].image, owner).to.equal(
+        'registry.example.com/audit-trail@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef',
+      );
     }
-    expect(named(defaults, 'Deployment', 'rel-audit-trail-api').spec.template.spec.containers[0].image).to.equal('ghcr.io/audit-trail/audit-trail:0.1.0');
+    expect(named(defaults, 'Deployment', 'rel-audit-trail-api').spec.template.spec.containers[0].image).to.equal(
+      'ghcr.io/audit-trail/audit-trail:0.1.0',
+    );
   });
 
   it('sets NATS_STREAM_REPLICAS from config.natsStreamReplicas', () => {
-    const replicas = (manifests: Manifest[]) => environment(named(manifests, 'Deployment', 'rel-audit-trail-worker').spec.template.spec.containers[0]).NATS_STREAM_REPLICAS;
+    const replicas = (manifests: Manifest[]) =>
+      environment(named(manifests, 'Deployment', 'rel-audit-trail-worker').spec.template.spec.containers[0]).NATS_STREAM_REPLICAS;
     expect(replicas(defaults)).to.equal('1');
     expect(replicas(everything)).to.equal('3');
   });
@@ -321,8 +381,24 @@ describe('Helm chart', function () {
   it('mounts the certificates of the dependencies each pod uses and points the service at them; extraVolumes go everywhere', () => {
     const expected: Record<string, string[]> = {
       'Deployment/rel-audit-trail-api': ['DATABASE_SSL_CA', 'DATABASE_SSL_CERT', 'DATABASE_SSL_KEY', 'REDIS_TLS_CA'],
-      'Deployment/rel-audit-trail-ingest': ['DATABASE_SSL_CA', 'DATABASE_SSL_CERT', 'DATABASE_SSL_KEY', 'NATS_TLS_CA', 'NATS_TLS_CERT', 'NATS_TLS_KEY', 'NATS_CREDS'],
-      'Deployment/rel-audit-trail-worker': ['DATABASE_SSL_CA', 'DATABASE_SSL_CERT', 'DATABASE_SSL_KEY', 'NATS_TLS_CA', 'NATS_TLS_CERT', 'NATS_TLS_KEY', 'NATS_CREDS'],
+      'Deployment/rel-audit-trail-ingest': [
+        'DATABASE_SSL_CA',
+        'DATABASE_SSL_CERT',
+        'DATABASE_SSL_KEY',
+        'NATS_TLS_CA',
+        'NATS_TLS_CERT',
+        'NATS_TLS_KEY',
+        'NATS_CREDS',
+      ],
+      'Deployment/rel-audit-trail-worker': [
+        'DATABASE_SSL_CA',
+        'DATABASE_SSL_CERT',
+        'DATABASE_SSL_KEY',
+        'NATS_TLS_CA',
+        'NATS_TLS_CERT',
+        'NATS_TLS_KEY',
+        'NATS_CREDS',
+      ],
       'Deployment/rel-audit-trail-controller': ['DATABASE_SSL_CA', 'DATABASE_SSL_CERT', 'DATABASE_SSL_KEY'],
       'Job/rel-audit-trail-migrate': ['DATABASE_SSL_CA', 'DATABASE_SSL_CERT', 'DATABASE_SSL_KEY'],
     };
@@ -330,7 +406,10 @@ describe('Helm chart', function () {
     for (const { owner, spec } of podSpecs(everything).filter(({ owner }) => owner in expected)) {
       const [container] = spec.containers;
       const env = environment(container);
-      expect(Object.keys(env).filter((name) => fileVariable.test(name)), owner).to.deep.equal(expected[owner]);
+      expect(
+        Object.keys(env).filter((name) => fileVariable.test(name)),
+        owner,
+      ).to.deep.equal(expected[owner]);
       // Each file the service is told about is in a mounted Secret volume, under the same file name.
       for (const name of expected[owner]!) {
         const path = env[name] as string;
@@ -338,34 +417,75 @@ describe('Helm chart', function () {
         expect(mount, `${owner} ${name}=${path}`).not.to.equal(undefined);
         expect(mount.readOnly).to.equal(true);
         const volume = spec.volumes.find((candidate: { name: string }) => candidate.name === mount.name);
-        expect(volume.secret.items.map((item: { path: string }) => item.path), `${owner} ${name}`).to.include(path.slice(mount.mountPath.length + 1));
+        expect(
+          volume.secret.items.map((item: { path: string }) => item.path),
+          `${owner} ${name}`,
+        ).to.include(path.slice(mount.mountPath.length + 1));
       }
-      expect(container.volumeMounts.find((candidate: { name: string }) => candidate.name === 'corporate-ca'), owner).to.deep.include({ mountPath: '/etc/ssl/corporate' });
+      expect(
+        container.volumeMounts.find((candidate: { name: string }) => candidate.name === 'corporate-ca'),
+        owner,
+      ).to.deep.include({ mountPath: '/etc/ssl/corporate' });
       // extraEnv comes after the chart's common and certificate variables, so it can override them.
       const names = container.env.map((variable: { name: string }) => variable.name);
-      expect(names.indexOf('NODE_OPTIONS'), owner).to.be.above(Math.max(names.indexOf('DATABASE_URL'), ...expected[owner]!.map((name) => names.indexOf(name))));
+      expect(names.indexOf('NODE_OPTIONS'), owner).to.be.above(
+        Math.max(names.indexOf('DATABASE_URL'), ...expected[owner]!.map((name) => names.indexOf(name))),
+      );
     }
     const ingestVolumes = named(everything, 'Deployment', 'rel-audit-trail-ingest').spec.template.spec.volumes;
     expect(ingestVolumes.find((volume: { name: string }) => volume.name === 'tls-nats').secret).to.deep.equal({
       secretName: 'nats-client-tls',
       defaultMode: 0o440,
-      items: [{ key: 'ca.crt', path: 'ca.crt' }, { key: 'tls.crt', path: 'tls.crt' }, { key: 'tls.key', path: 'tls.key' }],
+      items: [
+        { key: 'ca.crt', path: 'ca.crt' },
+        { key: 'tls.crt', path: 'tls.crt' },
+        { key: 'tls.key', path: 'tls.key' },
+      ],
     });
-    expect(ingestVolumes.find((volume: { name: string }) => volume.name === 'nats-credentials').secret.secretName).to.equal('nats-audit-trail-user');
+    expect(ingestVolumes.find((volume: { name: string }) => volume.name === 'nats-credentials').secret.secretName).to.equal(
+      'nats-audit-trail-user',
+    );
     // Nothing of it without the values.
     for (const { owner, spec } of podSpecs(defaults).filter(({ owner }) => !owner.startsWith('Pod/'))) {
-      expect(spec.volumes.map((volume: { name: string }) => volume.name), owner).to.deep.equal(['tmp']);
+      expect(
+        spec.volumes.map((volume: { name: string }) => volume.name),
+        owner,
+      ).to.deep.equal(['tmp']);
     }
   });
 
   describe('refuses values that contradict each other, naming them (the schema cannot compare two values)', () => {
     const cases: Array<[string, string[], RegExp]> = [
-      ['a PDB that no eviction satisfies', ['--set', 'api.replicas=2', '--set', 'api.podDisruptionBudget.minAvailable=2'], /api\.podDisruptionBudget\.minAvailable \(2\) must be below api\.replicas \(2\)/],
-      ['a PDB of 100%', ['--set', 'worker.podDisruptionBudget.minAvailable=100%'], /worker\.podDisruptionBudget\.minAvailable \(100%\) lets no pod be evicted/],
-      ['a PDB above the autoscaler minimum', ['--set', 'ingest.autoscaling.enabled=true', '--set', 'ingest.autoscaling.minReplicas=1', '--set', 'ingest.replicas=5'], /ingest\.podDisruptionBudget\.minAvailable \(1\) must be below ingest\.autoscaling\.minReplicas \(1\)/],
-      ['an autoscaler minimum above its maximum', ['--set', 'api.autoscaling.enabled=true', '--set', 'api.autoscaling.minReplicas=8', '--set', 'api.autoscaling.maxReplicas=4'], /api\.autoscaling\.minReplicas \(8\) must not exceed api\.autoscaling\.maxReplicas \(4\)/],
-      ['the namespace\'s default ServiceAccount for the controller', ['--set', 'serviceAccount.create=false'], /serviceAccount\.name: with serviceAccount\.create=false, name an existing ServiceAccount other than "default"/],
-      ['"default" named explicitly', ['--set', 'serviceAccount.create=false', '--set', 'serviceAccount.name=default'], /other than "default"/],
+      [
+        'a PDB that no eviction satisfies',
+        ['--set', 'api.replicas=2', '--set', 'api.podDisruptionBudget.minAvailable=2'],
+        /api\.podDisruptionBudget\.minAvailable \(2\) must be below api\.replicas \(2\)/,
+      ],
+      [
+        'a PDB of 100%',
+        ['--set', 'worker.podDisruptionBudget.minAvailable=100%'],
+        /worker\.podDisruptionBudget\.minAvailable \(100%\) lets no pod be evicted/,
+      ],
+      [
+        'a PDB above the autoscaler minimum',
+        ['--set', 'ingest.autoscaling.enabled=true', '--set', 'ingest.autoscaling.minReplicas=1', '--set', 'ingest.replicas=5'],
+        /ingest\.podDisruptionBudget\.minAvailable \(1\) must be below ingest\.autoscaling\.minReplicas \(1\)/,
+      ],
+      [
+        'an autoscaler minimum above its maximum',
+        ['--set', 'api.autoscaling.enabled=true', '--set', 'api.autoscaling.minReplicas=8', '--set', 'api.autoscaling.maxReplicas=4'],
+        /api\.autoscaling\.minReplicas \(8\) must not exceed api\.autoscaling\.maxReplicas \(4\)/,
+      ],
+      [
+        "the namespace's default ServiceAccount for the controller",
+        ['--set', 'serviceAccount.create=false'],
+        /serviceAccount\.name: with serviceAccount\.create=false, name an existing ServiceAccount other than "default"/,
+      ],
+      [
+        '"default" named explicitly',
+        ['--set', 'serviceAccount.create=false', '--set', 'serviceAccount.name=default'],
+        /other than "default"/,
+      ],
     ];
     for (const [what, args, message] of cases) {
       it(`refuses ${what}`, async () => {
@@ -377,8 +497,16 @@ describe('Helm chart', function () {
       await render(...EXISTING_SECRET, '--set', 'api.replicas=1', '--set', 'api.podDisruptionBudget.enabled=false');
       await render(...EXISTING_SECRET, '--set', 'worker.replicas=0');
       await render(...EXISTING_SECRET, '--set', 'api.podDisruptionBudget.minAvailable=50%');
-      const own = await render(...EXISTING_SECRET, '--set', 'serviceAccount.create=false', '--set', 'serviceAccount.name=audit-trail-controller');
-      expect(named(own, 'ClusterRoleBinding', 'rel-audit-trail-controller').subjects).to.deep.equal([{ kind: 'ServiceAccount', name: 'audit-trail-controller', namespace: 'audit' }]);
+      const own = await render(
+        ...EXISTING_SECRET,
+        '--set',
+        'serviceAccount.create=false',
+        '--set',
+        'serviceAccount.name=audit-trail-controller',
+      );
+      expect(named(own, 'ClusterRoleBinding', 'rel-audit-trail-controller').subjects).to.deep.equal([
+        { kind: 'ServiceAccount', name: 'audit-trail-controller', namespace: 'audit' },
+      ]);
       expect(byKind(own, 'ServiceAccount')).to.deep.equal([]);
       // Without the chart's RBAC nothing is bound, so the default ServiceAccount grants nothing new.
       const noRbac = await render(...EXISTING_SECRET, '--set', 'serviceAccount.create=false', '--set', 'rbac.create=false');
@@ -406,7 +534,11 @@ describe('Helm chart', function () {
       ['a malformed delivery schedule', ['--set', 'config.deliverySchedule=soon'], /deliverySchedule/],
       ['an invalid namespace to watch', ['--set', 'controller.watchNamespaces[0]=Team_A'], /watchNamespaces/],
       ['a controller class that is not a DNS label', ['--set', 'controller.class=Prod_EU'], /\/controller\/class/],
-      ['an extraEnv value that is not a string', ['--set', 'config.extraEnv[0].name=RETRIES', '--set', 'config.extraEnv[0].value=3'], /\/config\/extraEnv\/0\/value/],
+      [
+        'an extraEnv value that is not a string',
+        ['--set', 'config.extraEnv[0].name=RETRIES', '--set', 'config.extraEnv[0].value=3'],
+        /\/config\/extraEnv\/0\/value/,
+      ],
       ['an extraEnv entry with neither value nor valueFrom', ['--set', 'config.extraEnv[0].name=EMPTY'], /\/config\/extraEnv\/0/],
       ['two stream replicas', ['--set', 'config.natsStreamReplicas=2'], /\/config\/natsStreamReplicas/],
       ['a digest that is not sha256', ['--set', 'image.digest=latest'], /\/image\/digest/],
@@ -421,8 +553,13 @@ describe('Helm chart', function () {
     }
   });
 
-  it("ships crds/ identical to the top-level crds/", () => {
-    const list = (directory: string) => (existsSync(directory) ? readdirSync(directory).filter((name) => name.endsWith('.yaml')).sort() : []);
+  it('ships crds/ identical to the top-level crds/', () => {
+    const list = (directory: string) =>
+      existsSync(directory)
+        ? readdirSync(directory)
+            .filter((name) => name.endsWith('.yaml'))
+            .sort()
+        : [];
     const top = list('crds');
     expect(list(`${CHART}/crds`)).to.deep.equal(top);
     for (const name of top) expect(readFileSync(`${CHART}/crds/${name}`, 'utf8'), name).to.equal(readFileSync(`crds/${name}`, 'utf8'));

@@ -77,10 +77,15 @@ describe('container image', function () {
 
       // The migrations ship in the package and the installed CLI applies them.
       await admin.query(`CREATE DATABASE ${database}`);
-      await run(node, ['dist/cli.js', 'migrate'], { cwd: app, env: { ...process.env, DATABASE_URL: databaseUrl(database), LOG_LEVEL: 'warn' } });
+      await run(node, ['dist/cli.js', 'migrate'], {
+        cwd: app,
+        env: { ...process.env, DATABASE_URL: databaseUrl(database), LOG_LEVEL: 'warn' },
+      });
       const migrated = new pg.Client({ connectionString: databaseUrl(database) });
       await migrated.connect();
-      const { rows } = await migrated.query(`SELECT count(*)::int AS tables FROM pg_tables WHERE tablename IN ('events', 'api_keys', 'webhook_endpoints', 'deliveries')`);
+      const { rows } = await migrated.query(
+        `SELECT count(*)::int AS tables FROM pg_tables WHERE tablename IN ('events', 'api_keys', 'webhook_endpoints', 'deliveries')`,
+      );
       await migrated.end();
       expect(rows[0].tables).to.equal(4);
     } finally {

@@ -14,7 +14,15 @@ const ALL_OPTIONS = 'test/chart/all-options.yaml';
 
 /** `helm template` without a cluster; with --include-crds, as Argo CD runs it. */
 async function template(args: string[], options: { includeCrds: boolean } = { includeCrds: true }): Promise<string> {
-  const result = await helm(['template', 'rel', CHART, '--namespace', 'audit', ...(options.includeCrds ? ['--include-crds'] : []), ...args]);
+  const result = await helm([
+    'template',
+    'rel',
+    CHART,
+    '--namespace',
+    'audit',
+    ...(options.includeCrds ? ['--include-crds'] : []),
+    ...args,
+  ]);
   expect(result.code, result.stderr).to.equal(0);
   return result.stdout;
 }
@@ -34,8 +42,22 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
   describe('secrets', () => {
     it('renders byte-identical output twice for the same values', async () => {
       const sealKey = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-      const given = ['--set', `secrets.keyPepper=${'p'.repeat(40)}`, '--set', `secrets.secretEncryptionKey=${'b2'.repeat(32)}`, '--set', `secrets.ingestTokens=${'t'.repeat(30)}`, '--set', `secrets.sealSigningKey=${sealKey}`];
-      for (const args of [['--set', 'secrets.existingSecret=audit-trail-env'], ['-f', ALL_OPTIONS], given, [...given, '--set', 'crds.enabled=true']]) {
+      const given = [
+        '--set',
+        `secrets.keyPepper=${'p'.repeat(40)}`,
+        '--set',
+        `secrets.secretEncryptionKey=${'b2'.repeat(32)}`,
+        '--set',
+        `secrets.ingestTokens=${'t'.repeat(30)}`,
+        '--set',
+        `secrets.sealSigningKey=${sealKey}`,
+      ];
+      for (const args of [
+        ['--set', 'secrets.existingSecret=audit-trail-env'],
+        ['-f', ALL_OPTIONS],
+        given,
+        [...given, '--set', 'crds.enabled=true'],
+      ]) {
         const first = await template(args);
         expect(await template(args), args.join(' ')).to.equal(first);
       }
@@ -44,7 +66,9 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
     it('refuses to render without a cluster when it would have to generate secrets, saying what to set', async () => {
       const result = await helm(['template', 'rel', CHART, '--namespace', 'audit']);
       expect(result.code).not.to.equal(0);
-      expect(result.stderr).to.include('rendering without access to the cluster (helm template, Argo CD, --dry-run=client) cannot generate KEY_PEPPER');
+      expect(result.stderr).to.include(
+        'rendering without access to the cluster (helm template, Argo CD, --dry-run=client) cannot generate KEY_PEPPER',
+      );
       expect(result.stderr).to.include('Set secrets.existingSecret to a Secret you manage');
       // One secret given is not enough: the others would still be generated.
       const partial = await helm(['template', 'rel', CHART, '--set', `secrets.keyPepper=${'p'.repeat(40)}`]);
@@ -61,7 +85,18 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
       });
 
       const serverRender = async (...extra: string[]) => {
-        const result = await helm(['template', 'rel', CHART, '--namespace', 'audit', '--dry-run=server', '--disable-openapi-validation', '--kubeconfig', cluster.kubeconfigPath, ...extra]);
+        const result = await helm([
+          'template',
+          'rel',
+          CHART,
+          '--namespace',
+          'audit',
+          '--dry-run=server',
+          '--disable-openapi-validation',
+          '--kubeconfig',
+          cluster.kubeconfigPath,
+          ...extra,
+        ]);
         return { ...result, manifests: result.code === 0 ? parseManifests(result.stdout) : [] };
       };
 
@@ -82,7 +117,10 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
         expect(upgrade.stdout).to.equal(install.stdout);
         // A URL changed in the values is taken; the generated secrets stay.
         const moved = await serverRender('--is-upgrade', '--set', 'secrets.redisUrl=rediss://redis.internal:6380');
-        expect(named(moved.manifests, 'Secret', 'rel-audit-trail-env').stringData).to.deep.equal({ ...secret.stringData, REDIS_URL: 'rediss://redis.internal:6380' });
+        expect(named(moved.manifests, 'Secret', 'rel-audit-trail-env').stringData).to.deep.equal({
+          ...secret.stringData,
+          REDIS_URL: 'rediss://redis.internal:6380',
+        });
       });
 
       it('refuses an upgrade that finds the Secret gone instead of generating new keys', async () => {
@@ -101,15 +139,32 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
     };
 
     it('renders the Argo CD Application of docs/examples the way Argo CD does, identically every time', async () => {
-      const { document, values } = exampleValues('docs/examples/argocd-application.yaml', 'Application', (application) => application.spec.source.helm.valuesObject);
+      const { document, values } = exampleValues(
+        'docs/examples/argocd-application.yaml',
+        'Application',
+        (application) => application.spec.source.helm.valuesObject,
+      );
       expect(document.apiVersion).to.equal('argoproj.io/v1alpha1');
       expect(document.spec.source.path).to.equal(CHART);
-      const args = ['template', document.spec.source.helm.releaseName, CHART, '--namespace', document.spec.destination.namespace, '--include-crds', '-f', values];
+      const args = [
+        'template',
+        document.spec.source.helm.releaseName,
+        CHART,
+        '--namespace',
+        document.spec.destination.namespace,
+        '--include-crds',
+        '-f',
+        values,
+      ];
       const first = await helm(args);
       expect(first.code, first.stderr).to.equal(0);
       expect((await helm(args)).stdout).to.equal(first.stdout);
       const manifests = parseManifests(first.stdout);
-      expect(byKind(manifests, 'CustomResourceDefinition').map((crd) => crd.metadata.name).sort()).to.deep.equal(['apikeys.audittrail.dev', 'webhookendpoints.audittrail.dev']);
+      expect(
+        byKind(manifests, 'CustomResourceDefinition')
+          .map((crd) => crd.metadata.name)
+          .sort(),
+      ).to.deep.equal(['apikeys.audittrail.dev', 'webhookendpoints.audittrail.dev']);
       expect(byKind(manifests, 'Secret')).to.deep.equal([]);
     });
 
@@ -129,16 +184,29 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
     const umbrella = temporaryDirectory('umbrella');
     writeFileSync(
       join(umbrella, 'Chart.yaml'),
-      dump({ apiVersion: 'v2', name: 'platform', version: '1.0.0', dependencies: [{ name: 'audit-trail', version: '0.1.0', repository: `file://${resolve(CHART)}` }] }),
+      dump({
+        apiVersion: 'v2',
+        name: 'platform',
+        version: '1.0.0',
+        dependencies: [{ name: 'audit-trail', version: '0.1.0', repository: `file://${resolve(CHART)}` }],
+      }),
     );
-    writeFileSync(join(umbrella, 'values.yaml'), dump({ global: { imageRegistry: 'registry.example.com', environment: 'staging' }, 'audit-trail': { secrets: { existingSecret: 'audit-trail-env' }, config: { keyEnvironment: 'test' } } }));
+    writeFileSync(
+      join(umbrella, 'values.yaml'),
+      dump({
+        global: { imageRegistry: 'registry.example.com', environment: 'staging' },
+        'audit-trail': { secrets: { existingSecret: 'audit-trail-env' }, config: { keyEnvironment: 'test' } },
+      }),
+    );
     const build = await helm(['dependency', 'build', umbrella]);
     expect(build.code, build.stderr).to.equal(0);
     expect(readdirSync(join(umbrella, 'charts'))).to.deep.equal(['audit-trail-0.1.0.tgz']);
     const result = await helm(['template', 'platform', umbrella, '--namespace', 'platform']);
     expect(result.code, result.stderr).to.equal(0);
     const api = named(parseManifests(result.stdout), 'Deployment', 'platform-audit-trail-api');
-    expect(api.spec.template.spec.containers[0].env.find((variable: { name: string }) => variable.name === 'KEY_ENVIRONMENT').value).to.equal('test');
+    expect(
+      api.spec.template.spec.containers[0].env.find((variable: { name: string }) => variable.name === 'KEY_ENVIRONMENT').value,
+    ).to.equal('test');
     // And copied into charts/ rather than fetched.
     const copied = temporaryDirectory('umbrella-copy');
     cpSync(umbrella, copied, { recursive: true });
@@ -151,11 +219,15 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
   });
 
   describe('CRD upgrades', () => {
-    const files = readdirSync('crds').filter((name) => name.endsWith('.yaml')).sort();
+    const files = readdirSync('crds')
+      .filter((name) => name.endsWith('.yaml'))
+      .sort();
 
     it('renders the crds/ files as templates with crds.enabled, kept on uninstall with crds.keep', async () => {
       const rendered = (manifests: Manifest[]) => byKind(manifests, 'CustomResourceDefinition');
-      const kept = rendered(parseManifests(await template(['--set', 'secrets.existingSecret=x', '--set', 'crds.enabled=true'], { includeCrds: false })));
+      const kept = rendered(
+        parseManifests(await template(['--set', 'secrets.existingSecret=x', '--set', 'crds.enabled=true'], { includeCrds: false })),
+      );
       expect(kept.map((crd) => `${crd.metadata.name}.yaml`).sort()).to.deep.equal(files);
       for (const crd of kept) {
         const file = load(readFileSync(`crds/${crd.metadata.name}.yaml`, 'utf8')) as Manifest;
@@ -163,7 +235,13 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
         expect(crd.metadata.annotations).to.deep.equal({ 'helm.sh/resource-policy': 'keep' });
         expect(crd.metadata.labels).to.include({ 'app.kubernetes.io/instance': 'rel', 'app.kubernetes.io/managed-by': 'Helm' });
       }
-      const unkept = rendered(parseManifests(await template(['--set', 'secrets.existingSecret=x', '--set', 'crds.enabled=true', '--set', 'crds.keep=false'], { includeCrds: false })));
+      const unkept = rendered(
+        parseManifests(
+          await template(['--set', 'secrets.existingSecret=x', '--set', 'crds.enabled=true', '--set', 'crds.keep=false'], {
+            includeCrds: false,
+          }),
+        ),
+      );
       expect(unkept.map((crd) => crd.metadata.annotations ?? {})).to.deep.equal([{}, {}]);
       // Off by default: the CRDs then come only from crds/, which Helm installs once.
       expect(rendered(parseManifests(await template(['--set', 'secrets.existingSecret=x'], { includeCrds: false })))).to.deep.equal([]);

@@ -2,7 +2,13 @@ import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { AuditTrailApiError, AuditTrailClient, standardWebhooksSecretOf, verifyStandardWebhook, verifyWebhookSignature } from '../../src/client/index.ts';
+import {
+  AuditTrailApiError,
+  AuditTrailClient,
+  standardWebhooksSecretOf,
+  verifyStandardWebhook,
+  verifyWebhookSignature,
+} from '../../src/client/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { mintKey, startTestService, type TestService } from '../support/service.ts';
@@ -23,7 +29,11 @@ describe('AuditTrailClient against the running service', function () {
   before(async () => {
     db = await createTestDatabase();
     await seedEvents(db.url, events);
-    api = await startTestService({ databaseUrl: db.url, roles: ['api'], env: { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_ALLOW_HTTP: 'true' } });
+    api = await startTestService({
+      databaseUrl: db.url,
+      roles: ['api'],
+      env: { WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', WEBHOOK_ALLOW_HTTP: 'true' },
+    });
     const { key } = await mintKey(db.url, { tenantId: 'client', scopes: ['audit:read', 'audit:export', 'webhooks:write'] });
     client = new AuditTrailClient({ baseUrl: api.baseUrl, apiKey: key });
   });
@@ -38,7 +48,10 @@ describe('AuditTrailClient against the running service', function () {
     expect((await client.disableWebhook(endpoint.id)).active).to.equal(false);
     await client.deleteWebhook(endpoint.id);
     expect((await client.listWebhooks()).map((item) => item.id)).not.to.include(endpoint.id);
-    const refused = await client.registerWebhook({ url: 'ftp://nope' }).then(() => undefined, (error: unknown) => error);
+    const refused = await client.registerWebhook({ url: 'ftp://nope' }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
     expect(refused).to.be.instanceOf(AuditTrailApiError);
     expect((refused as AuditTrailApiError).status).to.equal(422);
   });
@@ -59,7 +72,9 @@ describe('AuditTrailClient against the running service', function () {
       const registered = await client.registerWebhook({ url });
       expect(registered.standard_webhooks_secret).to.equal(standardWebhooksSecretOf(registered.secret));
       const rotated = await client.rotateSecret(registered.endpoint.id, { overlapS: 120 });
-      expect(rotated.secret).to.match(/^[0-9a-f]{64}$/).and.not.equal(registered.secret);
+      expect(rotated.secret)
+        .to.match(/^[0-9a-f]{64}$/)
+        .and.not.equal(registered.secret);
       expect(Date.parse(rotated.previous_secret_expires_at) - Date.now()).to.be.closeTo(120_000, 5_000);
       const result = await client.testWebhook(registered.endpoint.id);
       expect(result).to.include({ success: true, status_code: 202, error: null });
@@ -71,7 +86,10 @@ describe('AuditTrailClient against the running service', function () {
       const defaulted = await client.rotateSecret(registered.endpoint.id);
       expect(Date.parse(defaulted.previous_secret_expires_at) - Date.now()).to.be.closeTo(86_400_000, 5_000);
       await client.disableWebhook(registered.endpoint.id);
-      const inactive = await client.testWebhook(registered.endpoint.id).then(() => undefined, (error: unknown) => error);
+      const inactive = await client.testWebhook(registered.endpoint.id).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
       expect(inactive).to.be.instanceOf(AuditTrailApiError);
       expect(inactive).to.include({ status: 409, code: 'endpoint_inactive' });
     } finally {
@@ -118,7 +136,11 @@ describe('AuditTrailClient against the running service', function () {
     const limited = await startTestService({
       databaseUrl: db.url,
       roles: ['api'],
-      env: { RATE_LIMIT_READ_PER_MINUTE: '3', RATE_LIMIT_WINDOW_SECONDS: '1', RATE_LIMIT_KEY_PREFIX: `test:${randomBytes(4).toString('hex')}` },
+      env: {
+        RATE_LIMIT_READ_PER_MINUTE: '3',
+        RATE_LIMIT_WINDOW_SECONDS: '1',
+        RATE_LIMIT_KEY_PREFIX: `test:${randomBytes(4).toString('hex')}`,
+      },
     });
     try {
       const { key } = await mintKey(db.url, { tenantId: 'client', scopes: ['audit:read'] });

@@ -69,7 +69,10 @@ describe('the @audit-trail/client package, packed and installed in a project of 
 
   it('lists real events and verifies a signature of the service, from plain Node', async () => {
     const T0 = Date.parse('2026-09-01T00:00:00.000Z');
-    const events = [newEvent({ tenantId: 'packaged', occurredAtMs: T0 }), newEvent({ tenantId: 'packaged', occurredAtMs: T0 + 1, phiInvolved: false })];
+    const events = [
+      newEvent({ tenantId: 'packaged', occurredAtMs: T0 }),
+      newEvent({ tenantId: 'packaged', occurredAtMs: T0 + 1, phiInvolved: false }),
+    ];
     await seedEvents(db.url, events);
     const { key } = await mintKey(db.url, { tenantId: 'packaged', scopes: ['audit:read'] });
     const secret = 'ab'.repeat(32);
@@ -90,7 +93,14 @@ describe('the @audit-trail/client package, packed and installed in a project of 
     await writeFile(join(project, 'use.js'), program);
     const { stdout } = await run(process.execPath, ['use.js'], {
       cwd: project,
-      env: { ...scratchEnvironment(scratch), BASE_URL: api.baseUrl, API_KEY: key, SECRET: secret, SIGNATURE: signDelivery(secret, body), BODY: body },
+      env: {
+        ...scratchEnvironment(scratch),
+        BASE_URL: api.baseUrl,
+        API_KEY: key,
+        SECRET: secret,
+        SIGNATURE: signDelivery(secret, body),
+        BODY: body,
+      },
     });
     const result = JSON.parse(stdout);
     expect(result.events.map((event: { event_id: string }) => event.event_id)).to.deep.equal([events[1]!.eventId, events[0]!.eventId]);
@@ -102,7 +112,9 @@ describe('the @audit-trail/client package, packed and installed in a project of 
 
   it('types the events from its declarations, in a TypeScript project of its own', async () => {
     const project = join(scratch, 'project');
-    await writeFile(join(project, 'consumer.ts'), `
+    await writeFile(
+      join(project, 'consumer.ts'),
+      `
       import { type AuditEvent, type VerificationResult } from '@audit-trail/client';
       import { AUDIT_EVENT_FIELDS } from '@audit-trail/client/auditEvent';
       declare const event: AuditEvent;
@@ -114,16 +126,28 @@ describe('the @audit-trail/client package, packed and installed in a project of 
       // @ts-expect-error fields the service may add are unknown, not any
       export const missing: 'x' = event.no_such_field;
       export type Verdict = VerificationResult['valid'];
-    `);
-    await writeFile(join(project, 'tsconfig.json'), JSON.stringify({
-      compilerOptions: {
-        target: 'es2024', module: 'nodenext', moduleResolution: 'nodenext', strict: true, noEmit: true,
-        // The package's declarations mention Buffer and fetch: a Node project has @types/node, here the repository's.
-        typeRoots: [resolve('node_modules/@types')], types: ['node'],
-      },
-      files: ['consumer.ts'],
-    }));
-    const checked = await run(TSC, ['-p', project]).then(() => '', (failure: { stdout?: string }) => failure.stdout ?? String(failure));
+    `,
+    );
+    await writeFile(
+      join(project, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          target: 'es2024',
+          module: 'nodenext',
+          moduleResolution: 'nodenext',
+          strict: true,
+          noEmit: true,
+          // The package's declarations mention Buffer and fetch: a Node project has @types/node, here the repository's.
+          typeRoots: [resolve('node_modules/@types')],
+          types: ['node'],
+        },
+        files: ['consumer.ts'],
+      }),
+    );
+    const checked = await run(TSC, ['-p', project]).then(
+      () => '',
+      (failure: { stdout?: string }) => failure.stdout ?? String(failure),
+    );
     expect(checked).to.equal('');
   });
 });

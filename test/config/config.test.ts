@@ -35,7 +35,7 @@ describe('configuration', () => {
       TRUSTED_PROXIES: '10.0.0.0/8, 192.168.1.1',
       WEBHOOK_ALLOW_HTTP: 'true',
       DELIVERY_SCHEDULE: '1s,250ms,2m',
-      INGEST_TOKENS: 'a'.repeat(24) + ',' + 'b'.repeat(30),
+      INGEST_TOKENS: `${'a'.repeat(24)},${'b'.repeat(30)}`,
     });
     expect(config.trustedProxies.map((cidr) => cidr.text)).to.deep.equal(['10.0.0.0/8', '192.168.1.1/32']);
     expect(config.webhookAllowHttp).to.equal(true);
@@ -90,9 +90,17 @@ describe('configuration', () => {
         DATABASE_SSL_KEY: readable,
       });
       const url = new URL(config.databaseUrl);
-      expect(Object.fromEntries(url.searchParams)).to.deep.equal({ sslrootcert: readable, sslcert: readable, sslkey: readable, sslmode: 'verify-full' });
+      expect(Object.fromEntries(url.searchParams)).to.deep.equal({
+        sslrootcert: readable,
+        sslcert: readable,
+        sslkey: readable,
+        sslmode: 'verify-full',
+      });
       expect(url.password).to.equal('p%40ss');
-      const own = loadConfig({ DATABASE_URL: 'postgres://db.internal/audit?sslmode=verify-ca&uselibpqcompat=true', DATABASE_SSL_CA: readable });
+      const own = loadConfig({
+        DATABASE_URL: 'postgres://db.internal/audit?sslmode=verify-ca&uselibpqcompat=true',
+        DATABASE_SSL_CA: readable,
+      });
       expect(new URL(own.databaseUrl).searchParams.get('sslmode')).to.equal('verify-ca');
       expect(loadConfig({ DATABASE_URL: 'postgres://db.internal/audit' }).databaseUrl).to.equal('postgres://db.internal/audit');
     });
@@ -121,12 +129,18 @@ describe('configuration', () => {
       [{ NATS_TLS_CERT: readable }, /^NATS_TLS_KEY: is required with NATS_TLS_CERT and NATS_TLS_KEY/],
       [{ DATABASE_SSL_KEY: readable }, /^DATABASE_SSL_CERT: is required with/],
       [{ REDIS_TLS_CA: readable }, /^REDIS_URL: must be a rediss:\/\/ URL when REDIS_TLS_CA or REDIS_TLS_CERT is set$/],
-      [{ DATABASE_URL: 'postgres://db/x?sslrootcert=/ca.pem', DATABASE_SSL_CA: readable }, /^DATABASE_URL: names sslrootcert and so does DATABASE_SSL_CA; set one of them$/],
+      [
+        { DATABASE_URL: 'postgres://db/x?sslrootcert=/ca.pem', DATABASE_SSL_CA: readable },
+        /^DATABASE_URL: names sslrootcert and so does DATABASE_SSL_CA; set one of them$/,
+      ],
       [{ DATABASE_URL: 'postgres://db/x?sslmode=disable', DATABASE_SSL_CA: readable }, /^DATABASE_URL: says sslmode=disable/],
     ];
     for (const [env, message] of refused) {
       it(`refuses ${JSON.stringify(env)} naming the variable`, () => {
-        expect(() => loadConfig(env)).to.throw(ConfigError).with.property('message').that.matches(message);
+        expect(() => loadConfig(env))
+          .to.throw(ConfigError)
+          .with.property('message')
+          .that.matches(message);
       });
     }
   });

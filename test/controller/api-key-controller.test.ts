@@ -42,12 +42,21 @@ describe('ApiKey controller', function () {
     await harness?.stop();
   });
 
-  const startController = (identity: string) => harness.startController(identity);
-  const apiKey = (name: string, spec: Record<string, unknown>) => ({ apiVersion: `${GROUP}/${VERSION}`, kind: 'ApiKey', metadata: { name }, spec });
-  const create = (body: object) => custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', body });
-  const get = (name: string) => custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', name });
+  const apiKey = (name: string, spec: Record<string, unknown>) => ({
+    apiVersion: `${GROUP}/${VERSION}`,
+    kind: 'ApiKey',
+    metadata: { name },
+    spec,
+  });
+  const create = (body: object) =>
+    custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', body });
+  const get = (name: string) =>
+    custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', name });
   const patchSpec = (name: string, spec: object) =>
-    custom.patchNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', name, body: { spec } }, mergePatch);
+    custom.patchNamespacedCustomObject(
+      { group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', name, body: { spec } },
+      mergePatch,
+    );
   const secretKey = async (name: string) => {
     const secret = await core.readNamespacedSecret({ name, namespace: NAMESPACE });
     return { key: Buffer.from(secret.data!.apiKey!, 'base64').toString('utf8'), secret };
@@ -65,7 +74,10 @@ describe('ApiKey controller', function () {
     expect(object.status.lookupId).to.match(/^[0-9a-f]{8}$/);
     expect(object.metadata.finalizers).to.include(API_KEY_FINALIZER);
     expect(object.status.observedGeneration).to.equal(object.metadata.generation);
-    expect(object.status.conditions.find((condition: { type: string }) => condition.type === 'Ready')).to.include({ status: 'True', reason: 'Active' });
+    expect(object.status.conditions.find((condition: { type: string }) => condition.type === 'Ready')).to.include({
+      status: 'True',
+      reason: 'Active',
+    });
 
     const { key, secret } = await secretKey('siem-key');
     expect(key).to.match(new RegExp(`^atr_live_${object.status.lookupId}_[0-9a-f]{32}$`));
@@ -73,7 +85,12 @@ describe('ApiKey controller', function () {
     expect((await listEvents(key)).status).to.equal(200);
 
     const record = await keys.find(object.status.lookupId);
-    expect(record).to.deep.include({ tenantId: 'acme', scopes: ['audit:read'], description: 'SIEM', managedBy: `kubernetes:${NAMESPACE}/siem/${object.metadata.uid}` });
+    expect(record).to.deep.include({
+      tenantId: 'acme',
+      scopes: ['audit:read'],
+      description: 'SIEM',
+      managedBy: `kubernetes:${NAMESPACE}/siem/${object.metadata.uid}`,
+    });
     // The key appears nowhere but in the Secret: not in status, not in Kubernetes Events.
     const events = await core.listNamespacedEvent({ namespace: NAMESPACE });
     expect(events.items.map((event) => event.reason)).to.include('KeyMinted');
@@ -94,7 +111,10 @@ describe('ApiKey controller', function () {
     const after = await get('siem');
     expect(after.status.lookupId).to.equal(before.status.lookupId);
     expect(after.metadata.generation).to.equal(before.metadata.generation + 1);
-    await waitFor(async () => (await get('siem')).status.observedGeneration === after.metadata.generation, 'observedGeneration to catch up');
+    await waitFor(
+      async () => (await get('siem')).status.observedGeneration === after.metadata.generation,
+      'observedGeneration to catch up',
+    );
   });
 
   it('revokes on revoked: true, and the api refuses the key within 5 s; revoked on purpose is a settled state (Ready=True, reason Revoked)', async () => {
@@ -125,7 +145,14 @@ describe('ApiKey controller', function () {
     expect((await keys.list('acme')).filter((record) => record.managedBy?.includes('/drift/'))).to.have.length(1);
 
     await custom.patchNamespacedCustomObject(
-      { group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', name: 'drift', body: { metadata: { annotations: { [ROTATE_ANNOTATION]: 'after-cli-revoke' } } } },
+      {
+        group: GROUP,
+        version: VERSION,
+        namespace: NAMESPACE,
+        plural: 'apikeys',
+        name: 'drift',
+        body: { metadata: { annotations: { [ROTATE_ANNOTATION]: 'after-cli-revoke' } } },
+      },
       mergePatch,
     );
     const renewed = await activeKey('drift');
@@ -135,7 +162,13 @@ describe('ApiKey controller', function () {
 
   it('reports a description holding U+0000 as Stalled/InvalidSpec and mints nothing (Postgres could not store it)', async () => {
     await create(apiKey('nul', { tenantId: 'acme', scopes: ['audit:read'], description: 'a\u0000b', secretName: 'nul-key' }));
-    await waitFor(async () => (await get('nul')).status?.conditions?.some((c: { type: string; reason: string }) => c.type === 'Stalled' && c.reason === 'InvalidSpec'), 'Stalled/InvalidSpec');
+    await waitFor(
+      async () =>
+        (await get('nul')).status?.conditions?.some(
+          (c: { type: string; reason: string }) => c.type === 'Stalled' && c.reason === 'InvalidSpec',
+        ),
+      'Stalled/InvalidSpec',
+    );
     const object = await get('nul');
     const ready = object.status.conditions.find((c: { type: string }) => c.type === 'Ready');
     expect(ready).to.include({ status: 'False', reason: 'InvalidSpec' });
@@ -148,19 +181,35 @@ describe('ApiKey controller', function () {
     const object = await activeKey('temp');
     const { key } = await secretKey('temp-key');
     await custom.deleteNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', name: 'temp' });
-    await waitFor(async () => (await get('temp').then(() => 'present', () => 'gone')) === 'gone', 'the ApiKey to be deleted');
+    await waitFor(
+      async () =>
+        (await get('temp').then(
+          () => 'present',
+          () => 'gone',
+        )) === 'gone',
+      'the ApiKey to be deleted',
+    );
     expect((await keys.find(object.status.lookupId)).revokedAt).to.be.an.instanceOf(Date);
     await waitFor(async () => (await listEvents(key)).status === 401, 'the key to stop working', 5_000);
-    const secret = await core.readNamespacedSecret({ name: 'temp-key', namespace: NAMESPACE }).then(() => 'present', (error: { code: number }) => error.code);
+    const secret = await core.readNamespacedSecret({ name: 'temp-key', namespace: NAMESPACE }).then(
+      () => 'present',
+      (error: { code: number }) => error.code,
+    );
     expect(secret).to.equal(404);
   });
 
   it('has invalid specs refused by the CRD schema and its CEL rules', async () => {
-    const refusal = (promise: Promise<unknown>) => promise.then(() => undefined, (error: { code: number; body: string }) => error);
+    const refusal = (promise: Promise<unknown>) =>
+      promise.then(
+        () => undefined,
+        (error: { code: number; body: string }) => error,
+      );
     const scope = await refusal(create(apiKey('bad', { tenantId: 'acme', scopes: ['admin'], secretName: 'bad-key' })));
     expect(scope?.code).to.equal(422);
     expect(String(scope?.body)).to.include('spec.scopes');
-    const cidr = await refusal(create(apiKey('bad', { tenantId: 'acme', scopes: ['audit:read'], allowedCidrs: ['10.0.0.0/33'], secretName: 'bad-key' })));
+    const cidr = await refusal(
+      create(apiKey('bad', { tenantId: 'acme', scopes: ['audit:read'], allowedCidrs: ['10.0.0.0/33'], secretName: 'bad-key' })),
+    );
     expect(cidr?.code).to.equal(422);
     expect(String(cidr?.body)).to.include('must be an IP address or CIDR range');
     // Transition rules: the tenant is immutable, a revoked key stays revoked.
@@ -176,7 +225,11 @@ describe('ApiKey controller', function () {
     kube.closeWatches();
     await create(apiKey('after-gone', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'after-gone-key' }));
     await activeKey('after-gone');
-    expect(kube.requests.filter((request) => request.startsWith('GET /apis/audittrail.dev/v1alpha1/apikeys') && !request.includes('watch')).length, 're-listed').to.be.at.least(2);
+    expect(
+      kube.requests.filter((request) => request.startsWith('GET /apis/audittrail.dev/v1alpha1/apikeys') && !request.includes('watch'))
+        .length,
+      're-listed',
+    ).to.be.at.least(2);
   });
 
   it('runs one leader among two replicas and fails over when the leader stops', async () => {
@@ -184,7 +237,9 @@ describe('ApiKey controller', function () {
     const second = harness.startController('replica-2', { token: 'replica-2' });
     // The second replica has tried for the Lease for longer than it lasts unrenewed (whole seconds) and left it.
     const leaseReads = () =>
-      kube.requestLog.filter((entry) => entry.token === 'replica-2' && entry.method === 'GET' && entry.path.endsWith('/leases/audit-trail-controller')).length;
+      kube.requestLog.filter(
+        (entry) => entry.token === 'replica-2' && entry.method === 'GET' && entry.path.endsWith('/leases/audit-trail-controller'),
+      ).length;
     const retriesPerLease = (Math.ceil(LEASE_TIMING.leaseDurationMs / 1000) * 1000) / LEASE_TIMING.retryPeriodMs;
     await waitFor(() => leaseReads() > retriesPerLease, 'the second replica to try for the lease repeatedly', 20_000);
     expect(controllers.filter((controller) => controller.isLeader)).to.have.length(1);

@@ -1,6 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
-import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness, type Deployment } from '../support/controller-harness.ts';
+import {
+  GROUP,
+  VERSION,
+  mergePatch,
+  startControllerHarness,
+  type ControllerHarness,
+  type Deployment,
+} from '../support/controller-harness.ts';
 import { waitFor } from '../support/wait.ts';
 
 /** The annotation as users write it (docs/kubernetes.md). */
@@ -23,8 +30,17 @@ describe('several releases in one cluster', function () {
     harness = await startControllerHarness();
     staging = harness;
     production = await harness.startDeployment();
-    harness.startController('staging-1', { controllerClass: 'staging', leaseName: 'audit-staging-audit-trail-controller', token: 'staging' });
-    harness.startController('production-1', { deployment: production, controllerClass: 'production', leaseName: 'audit-production-audit-trail-controller', token: 'production' });
+    harness.startController('staging-1', {
+      controllerClass: 'staging',
+      leaseName: 'audit-staging-audit-trail-controller',
+      token: 'staging',
+    });
+    harness.startController('production-1', {
+      deployment: production,
+      controllerClass: 'production',
+      leaseName: 'audit-production-audit-trail-controller',
+      token: 'production',
+    });
     await waitFor(() => harness.controllers.some((controller) => controller.isLeader), 'a controller to lead');
     await new Promise((resolve) => setTimeout(resolve, 1_000)); // time for the other to lead too: asserted below
   });
@@ -40,7 +56,12 @@ describe('several releases in one cluster', function () {
       version: VERSION,
       namespace: NAMESPACE,
       plural: 'apikeys',
-      body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'ApiKey', metadata: { name }, spec: { tenantId: 'acme', scopes: ['audit:read'], secretName: `${name}-key`, controllerClass } },
+      body: {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'ApiKey',
+        metadata: { name },
+        spec: { tenantId: 'acme', scopes: ['audit:read'], secretName: `${name}-key`, controllerClass },
+      },
     });
   const get = (name: string) => harness.custom.getNamespacedCustomObject(address(name));
   const active = (name: string) => waitFor(async () => (await get(name)).status?.state === 'Active', `${name} to be Active`);
@@ -51,7 +72,11 @@ describe('several releases in one cluster', function () {
       .filter((entry) => entry.token === token && entry.method !== 'GET' && !entry.path.includes('/leases') && entry.status! < 400)
       .map((entry) => `${entry.method} ${entry.path}`);
   const managedKeys = async (deployment: Deployment, name: string) =>
-    (await deployment.db.pool.query(`SELECT lookup_id, revoked_at FROM api_keys WHERE managed_by LIKE $1`, [`kubernetes:${NAMESPACE}/${name}/%`])).rows;
+    (
+      await deployment.db.pool.query(`SELECT lookup_id, revoked_at FROM api_keys WHERE managed_by LIKE $1`, [
+        `kubernetes:${NAMESPACE}/${name}/%`,
+      ])
+    ).rows;
 
   it('each release reconciles only its own class, once: one key each, and the other controller writes nothing', async () => {
     await create('stg', 'staging');
@@ -63,8 +88,18 @@ describe('several releases in one cluster', function () {
     const collection = `/apis/${GROUP}/${VERSION}/namespaces/${NAMESPACE}`;
     const secrets = `/api/v1/namespaces/${NAMESPACE}`;
     // Claim (stamp and finalizer), the Secret, one Event, one status: nothing else, however many resyncs.
-    expect(writes('staging')).to.deep.equal([`PATCH ${collection}/apikeys/stg`, `POST ${secrets}/secrets`, `POST ${secrets}/events`, `PATCH ${collection}/apikeys/stg/status`]);
-    expect(writes('production')).to.deep.equal([`PATCH ${collection}/apikeys/prd`, `POST ${secrets}/secrets`, `POST ${secrets}/events`, `PATCH ${collection}/apikeys/prd/status`]);
+    expect(writes('staging')).to.deep.equal([
+      `PATCH ${collection}/apikeys/stg`,
+      `POST ${secrets}/secrets`,
+      `POST ${secrets}/events`,
+      `PATCH ${collection}/apikeys/stg/status`,
+    ]);
+    expect(writes('production')).to.deep.equal([
+      `PATCH ${collection}/apikeys/prd`,
+      `POST ${secrets}/secrets`,
+      `POST ${secrets}/events`,
+      `PATCH ${collection}/apikeys/prd/status`,
+    ]);
 
     expect(await managedKeys(staging, 'stg')).to.have.length(1);
     expect(await managedKeys(staging, 'prd')).to.have.length(0);
@@ -78,7 +113,8 @@ describe('several releases in one cluster', function () {
 
   it('elects a leader per release on a Lease named after it', () => {
     expect(harness.controllers.map((controller) => controller.isLeader)).to.deep.equal([true, true]);
-    const holder = (name: string) => (harness.kube.store.get('coordination.k8s.io/v1/leases', 'audit-system', name).spec as { holderIdentity: string }).holderIdentity;
+    const holder = (name: string) =>
+      (harness.kube.store.get('coordination.k8s.io/v1/leases', 'audit-system', name).spec as { holderIdentity: string }).holderIdentity;
     expect(holder('audit-staging-audit-trail-controller')).to.equal('staging-1');
     expect(holder('audit-production-audit-trail-controller')).to.equal('production-1');
   });
@@ -86,14 +122,22 @@ describe('several releases in one cluster', function () {
   it('refuses to move a resource to another class (spec.controllerClass is immutable; absent and "default" are one class)', async () => {
     const refused = await harness.custom
       .patchNamespacedCustomObject({ ...address('stg'), body: { spec: { controllerClass: 'production' } } }, mergePatch)
-      .then(() => undefined, (error: { code: number; body: string }) => error);
+      .then(
+        () => undefined,
+        (error: { code: number; body: string }) => error,
+      );
     expect(refused?.code).to.equal(422);
     expect(String(refused?.body)).to.include('controllerClass is immutable');
   });
 
   it('two releases misconfigured with one class: one deployment owns the resource, the other mints nothing and records a Warning Event', async () => {
     const rogue = await harness.startDeployment();
-    const controller = harness.startController('rogue-1', { deployment: rogue, controllerClass: 'staging', leaseName: 'audit-rogue-audit-trail-controller', token: 'rogue' });
+    const controller = harness.startController('rogue-1', {
+      deployment: rogue,
+      controllerClass: 'staging',
+      leaseName: 'audit-rogue-audit-trail-controller',
+      token: 'rogue',
+    });
     await waitFor(() => controller.isLeader, 'the rogue release to lead');
     const mark = harness.kube.requestLog.length;
     await create('contested', 'staging');
@@ -109,7 +153,12 @@ describe('several releases in one cluster', function () {
     expect(await managedKeys(loser, 'contested')).to.have.length(0);
     // The loser's only writes are Events: nothing on the resource, its status, its finalizer or its Secret.
     expect(writes(loserToken, mark).filter((write) => !write.includes('/events'))).to.deep.equal([]);
-    const warnings = (await harness.core.listNamespacedEvent({ namespace: NAMESPACE, fieldSelector: 'involvedObject.name=contested,reason=OwnedByAnotherDeployment' })).items;
+    const warnings = (
+      await harness.core.listNamespacedEvent({
+        namespace: NAMESPACE,
+        fieldSelector: 'involvedObject.name=contested,reason=OwnedByAnotherDeployment',
+      })
+    ).items;
     expect(warnings).to.have.length(1);
     expect(warnings[0]!.type).to.equal('Warning');
     expect(warnings[0]!.message).to.include(loser.deploymentId).and.to.include(winner.deploymentId);

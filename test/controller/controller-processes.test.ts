@@ -46,7 +46,11 @@ describe('controller processes', function () {
 
   const lease = () => {
     try {
-      return harness.kube.store.get('coordination.k8s.io/v1/leases', 'audit-system', 'audit-trail-controller').spec as { holderIdentity?: string; acquireTime?: string; renewTime?: string };
+      return harness.kube.store.get('coordination.k8s.io/v1/leases', 'audit-system', 'audit-trail-controller').spec as {
+        holderIdentity?: string;
+        acquireTime?: string;
+        renewTime?: string;
+      };
     } catch {
       return undefined;
     }
@@ -58,9 +62,20 @@ describe('controller processes', function () {
       version: VERSION,
       namespace: 'team-c',
       plural: 'apikeys',
-      body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'ApiKey', metadata: { name }, spec: { tenantId: 'acme', scopes: ['audit:read'], secretName: `${name}-key` } },
+      body: {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'ApiKey',
+        metadata: { name },
+        spec: { tenantId: 'acme', scopes: ['audit:read'], secretName: `${name}-key` },
+      },
     });
-    await waitFor(async () => (await harness.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'team-c', plural: 'apikeys', name })).status?.state === 'Active', `${name} to be reconciled`, 15_000);
+    await waitFor(
+      async () =>
+        (await harness.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'team-c', plural: 'apikeys', name }))
+          .status?.state === 'Active',
+      `${name} to be reconciled`,
+      15_000,
+    );
   };
 
   it('elects one leader, and the other process takes over when the leader is killed', async () => {

@@ -11,9 +11,28 @@ describe('status as a merge patch', () => {
   });
 
   it('is undefined when nothing changed, names removed fields as null and replaces arrays whole', () => {
-    const current = { state: 'Active', lookupId: '1a2b3c4d', lastDeliveryAt: '2026-01-01T00:00:00Z', conditions: [{ type: 'Ready', status: 'True' }] };
-    expect(mergePatchDiff(current, { conditions: [{ status: 'True', type: 'Ready' }], lookupId: '1a2b3c4d', lastDeliveryAt: '2026-01-01T00:00:00Z', state: 'Active' })).to.equal(undefined);
-    expect(mergePatchDiff(current, { state: 'Active', lookupId: '1a2b3c4d', lastDeliveryAt: undefined, conditions: [{ type: 'Ready', status: 'False' }] })).to.deep.equal({
+    const current = {
+      state: 'Active',
+      lookupId: '1a2b3c4d',
+      lastDeliveryAt: '2026-01-01T00:00:00Z',
+      conditions: [{ type: 'Ready', status: 'True' }],
+    };
+    expect(
+      mergePatchDiff(current, {
+        conditions: [{ status: 'True', type: 'Ready' }],
+        lookupId: '1a2b3c4d',
+        lastDeliveryAt: '2026-01-01T00:00:00Z',
+        state: 'Active',
+      }),
+    ).to.equal(undefined);
+    expect(
+      mergePatchDiff(current, {
+        state: 'Active',
+        lookupId: '1a2b3c4d',
+        lastDeliveryAt: undefined,
+        conditions: [{ type: 'Ready', status: 'False' }],
+      }),
+    ).to.deep.equal({
       lastDeliveryAt: null,
       conditions: [{ type: 'Ready', status: 'False' }],
     });
@@ -32,14 +51,20 @@ describe('kstatus conditions', () => {
     expect(types(stalled)).to.deep.equal(['Ready=False', 'Stalled=True']);
     const reconciling = healthConditions(stalled, { state: 'Reconciling', reason: 'RetryingAfterError', message: 'm' }, 1, at);
     expect(types(reconciling)).to.deep.equal(['Ready=False', 'Reconciling=True']);
-    expect(types(healthConditions(undefined, { state: 'Reconciling', reason: 'RetryingAfterError', message: 'm' }, undefined, at))).to.deep.equal(['Ready=Unknown', 'Reconciling=True']);
+    expect(
+      types(healthConditions(undefined, { state: 'Reconciling', reason: 'RetryingAfterError', message: 'm' }, undefined, at)),
+    ).to.deep.equal(['Ready=Unknown', 'Reconciling=True']);
     const ready = healthConditions(reconciling, { state: 'Ready', reason: 'Active', message: 'm' }, 2, later);
     expect(types(ready)).to.deep.equal(['Ready=True']);
     expect(ready[0]).to.include({ observedGeneration: 2, lastTransitionTime: '2026-05-01T11:00:00Z' });
   });
 
   it('keeps lastTransitionTime and the position of a condition whose status did not change', () => {
-    const first = setCondition(setCondition(undefined, { type: 'Ready', status: 'False', reason: 'A', message: '' }, at), { type: 'Stalled', status: 'True', reason: 'A', message: '' }, at);
+    const first = setCondition(
+      setCondition(undefined, { type: 'Ready', status: 'False', reason: 'A', message: '' }, at),
+      { type: 'Stalled', status: 'True', reason: 'A', message: '' },
+      at,
+    );
     const second = setCondition(first, { type: 'Ready', status: 'False', reason: 'B', message: 'changed' }, later);
     expect(second.map((condition) => condition.type)).to.deep.equal(['Ready', 'Stalled']);
     expect(second[0]).to.include({ reason: 'B', lastTransitionTime: '2026-05-01T10:00:00Z' });

@@ -7,7 +7,13 @@ import { apiKeySpecSchema, webhookEndpointSpecSchema } from '../../src/controlle
 import { webhookRegistrationSchema } from '../../src/webhooks/webhookRules.ts';
 import { renderCrds } from '../../scripts/generate-crds.ts';
 
-type Schema = { type?: string; properties?: Record<string, Schema>; items?: Schema; additionalProperties?: unknown; [key: string]: unknown };
+type Schema = {
+  type?: string;
+  properties?: Record<string, Schema>;
+  items?: Schema;
+  additionalProperties?: unknown;
+  [key: string]: unknown;
+};
 
 const committed = (name: string) => readFileSync(`crds/${name}`, 'utf8');
 const manifest = (name: string) => load(committed(name)) as { spec: { versions: Array<{ schema: { openAPIV3Schema: Schema } }> } };
@@ -16,9 +22,11 @@ const specSchema = (name: string) => manifest(name).spec.versions[0]!.schema.ope
 /** Structural schema rules of apiextensions.k8s.io/v1 that a generator can get wrong. */
 function structuralProblems(node: Schema, path: string): string[] {
   const problems: string[] = [];
-  if (node.type === undefined && !node['x-kubernetes-int-or-string'] && !node['x-kubernetes-preserve-unknown-fields']) problems.push(`${path}: no type`);
+  if (node.type === undefined && !node['x-kubernetes-int-or-string'] && !node['x-kubernetes-preserve-unknown-fields'])
+    problems.push(`${path}: no type`);
   if (node.properties && node.additionalProperties !== undefined) problems.push(`${path}: properties with additionalProperties`);
-  for (const banned of ['$schema', '$ref', 'definitions', 'oneOf', 'anyOf', 'allOf', 'not']) if (banned in node) problems.push(`${path}: ${banned}`);
+  for (const banned of ['$schema', '$ref', 'definitions', 'oneOf', 'anyOf', 'allOf', 'not'])
+    if (banned in node) problems.push(`${path}: ${banned}`);
   for (const [name, child] of Object.entries(node.properties ?? {})) problems.push(...structuralProblems(child, `${path}.${name}`));
   if (node.items) problems.push(...structuralProblems(node.items, `${path}[]`));
   return problems;
@@ -60,7 +68,18 @@ describe('CustomResourceDefinitions', () => {
 
   const apiKeyCases: Array<[string, unknown, boolean]> = [
     ['a minimal key', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'acme-key' }, true],
-    ['every field', { tenantId: 'acme_2', scopes: ['audit:read', 'audit:export', 'webhooks:write'], allowedCidrs: ['203.0.113.0/24'], description: 'SIEM', revoked: false, secretName: 'a.b-c' }, true],
+    [
+      'every field',
+      {
+        tenantId: 'acme_2',
+        scopes: ['audit:read', 'audit:export', 'webhooks:write'],
+        allowedCidrs: ['203.0.113.0/24'],
+        description: 'SIEM',
+        revoked: false,
+        secretName: 'a.b-c',
+      },
+      true,
+    ],
     ['an unknown scope', { tenantId: 'acme', scopes: ['admin'], secretName: 'k' }, false],
     ['no scopes', { tenantId: 'acme', scopes: [], secretName: 'k' }, false],
     ['a tenant with a dot', { tenantId: 'acme.prod', scopes: ['audit:read'], secretName: 'k' }, false],
@@ -68,7 +87,11 @@ describe('CustomResourceDefinitions', () => {
     ['an upper-case secretName', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'Key' }, false],
     ['a 501-character description', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'k', description: 'd'.repeat(501) }, false],
     ['a controller class', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'k', controllerClass: 'production-eu' }, true],
-    ['a controller class that is not a DNS label', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'k', controllerClass: 'Prod_EU' }, false],
+    [
+      'a controller class that is not a DNS label',
+      { tenantId: 'acme', scopes: ['audit:read'], secretName: 'k', controllerClass: 'Prod_EU' },
+      false,
+    ],
   ];
   for (const [what, spec, expected] of apiKeyCases) {
     it(`ApiKey: ${expected ? 'admits' : 'refuses'} ${what}, as the controller's schema does`, () => {
@@ -79,23 +102,48 @@ describe('CustomResourceDefinitions', () => {
 
   const webhookCases: Array<[string, Record<string, unknown>, boolean]> = [
     ['a minimal endpoint', { tenantId: 'acme', url: 'https://siem.example.com/hook', secretName: 'hook' }, true],
-    ['documented filter examples', { tenantId: 'acme', url: 'https://siem.example.com/hook', eventFilter: ['phi.', 'admin.', 'phi.read'], secretName: 'hook' }, true],
+    [
+      'documented filter examples',
+      { tenantId: 'acme', url: 'https://siem.example.com/hook', eventFilter: ['phi.', 'admin.', 'phi.read'], secretName: 'hook' },
+      true,
+    ],
     ['a wildcard filter', { tenantId: 'acme', url: 'https://siem.example.com/hook', eventFilter: ['phi.*'], secretName: 'hook' }, false],
     ['an upper-case filter', { tenantId: 'acme', url: 'https://siem.example.com/hook', eventFilter: ['PHI.'], secretName: 'hook' }, false],
-    ['51 filter entries', { tenantId: 'acme', url: 'https://siem.example.com/hook', eventFilter: Array.from({ length: 51 }, (_, i) => `a${i}.`), secretName: 'hook' }, false],
+    [
+      '51 filter entries',
+      {
+        tenantId: 'acme',
+        url: 'https://siem.example.com/hook',
+        eventFilter: Array.from({ length: 51 }, (_, i) => `a${i}.`),
+        secretName: 'hook',
+      },
+      false,
+    ],
     ['a URL over 2,048 characters', { tenantId: 'acme', url: `https://siem.example.com/${'a'.repeat(2048)}`, secretName: 'hook' }, false],
     ['a relative URL', { tenantId: 'acme', url: '/hook', secretName: 'hook' }, false],
     ['an ftp URL', { tenantId: 'acme', url: 'ftp://siem.example.com/hook', secretName: 'hook' }, false],
     ['credentials in the URL', { tenantId: 'acme', url: 'https://user:pw@siem.example.com/hook', secretName: 'hook' }, false],
-    ['a 501-character description', { tenantId: 'acme', url: 'https://siem.example.com/hook', description: 'd'.repeat(501), secretName: 'hook' }, false],
-    ['a disabled endpoint of a controller class', { tenantId: 'acme', url: 'https://siem.example.com/hook', disabled: true, controllerClass: 'staging', secretName: 'hook' }, true],
+    [
+      'a 501-character description',
+      { tenantId: 'acme', url: 'https://siem.example.com/hook', description: 'd'.repeat(501), secretName: 'hook' },
+      false,
+    ],
+    [
+      'a disabled endpoint of a controller class',
+      { tenantId: 'acme', url: 'https://siem.example.com/hook', disabled: true, controllerClass: 'staging', secretName: 'hook' },
+      true,
+    ],
   ];
   const registration = webhookRegistrationSchema({ allowHttp: false });
   for (const [what, spec, expected] of webhookCases) {
     it(`WebhookEndpoint: ${expected ? 'admits' : 'refuses'} ${what}, as the controller's schema and the public API do`, () => {
       expect(admits('webhookendpoints.audittrail.dev.yaml', spec)).to.equal(expected);
       expect(webhookEndpointSpecSchema.safeParse(spec).success).to.equal(expected);
-      const api = registration.safeParse({ url: spec.url, event_filter: spec.eventFilter ?? [], description: spec.description ?? '' }).success;
+      const api = registration.safeParse({
+        url: spec.url,
+        event_filter: spec.eventFilter ?? [],
+        description: spec.description ?? '',
+      }).success;
       expect(api, 'the public API decides differently').to.equal(expected);
     });
   }

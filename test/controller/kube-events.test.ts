@@ -10,7 +10,8 @@ describe('Kubernetes Events of the controller', function () {
   let kube: KubeApiServer;
   let core: CoreV1Api;
   const object = (name: string) => ({ apiVersion: 'audittrail.dev/v1alpha1', kind: 'ApiKey', name, namespace: 'ev', uid: `uid-${name}` });
-  const eventsOf = async (name: string) => (await core.listNamespacedEvent({ namespace: 'ev', fieldSelector: `involvedObject.name=${name}` })).items;
+  const eventsOf = async (name: string) =>
+    (await core.listNamespacedEvent({ namespace: 'ev', fieldSelector: `involvedObject.name=${name}` })).items;
 
   before(async () => {
     kube = await startKubeApiServer({ crdDirectories: ['crds'] });
@@ -51,7 +52,12 @@ describe('Kubernetes Events of the controller', function () {
 
   it('lets one object record a burst, then one event per refill period; the rest are dropped', async () => {
     let now = 0;
-    const recorder = new EventRecorder(core, testLogger(), { component: 'audit-trail-controller', burst: 3, refillMs: 60_000, now: () => now });
+    const recorder = new EventRecorder(core, testLogger(), {
+      component: 'audit-trail-controller',
+      burst: 3,
+      refillMs: 60_000,
+      now: () => now,
+    });
     for (let attempt = 0; attempt < 10; attempt += 1) await recorder.record(object('c'), 'Warning', 'OwnedByAnotherDeployment', 'not ours');
     expect((await eventsOf('c'))[0]!.count).to.equal(3);
     now += 60_000;

@@ -18,7 +18,13 @@ describe('kubectl with the documented examples', function () {
 
   const kubectl = async (...args: string[]) => {
     // --validate=false: the stand-in serves discovery but no OpenAPI document (its own admission validates).
-    const { stdout } = await run(kubernetesBinaries().kubectl, ['--kubeconfig', harness.kube.kubeconfigPath, '--cache-dir', cacheDir, ...args]);
+    const { stdout } = await run(kubernetesBinaries().kubectl, [
+      '--kubeconfig',
+      harness.kube.kubeconfigPath,
+      '--cache-dir',
+      cacheDir,
+      ...args,
+    ]);
     return stdout;
   };
 
@@ -35,12 +41,25 @@ describe('kubectl with the documented examples', function () {
   });
 
   it('applies, gets and deletes an ApiKey and a WebhookEndpoint', async () => {
-    const applied = await kubectl('apply', '--validate=false', '-f', 'docs/examples/apikey.yaml', '-f', 'docs/examples/webhookendpoint.yaml');
+    const applied = await kubectl(
+      'apply',
+      '--validate=false',
+      '-f',
+      'docs/examples/apikey.yaml',
+      '-f',
+      'docs/examples/webhookendpoint.yaml',
+    );
     expect(applied).to.include('apikey.audittrail.dev/acme-siem created');
     expect(applied).to.include('webhookendpoint.audittrail.dev/acme-siem created');
 
-    await waitFor(async () => JSON.parse(await kubectl('get', 'apikey', 'acme-siem', '-n', 'team-a', '-o', 'json')).status?.state === 'Active', 'the key to be Active');
-    await waitFor(async () => JSON.parse(await kubectl('get', 'athook', 'acme-siem', '-n', 'team-a', '-o', 'json')).status?.active === true, 'the endpoint to be active');
+    await waitFor(
+      async () => JSON.parse(await kubectl('get', 'apikey', 'acme-siem', '-n', 'team-a', '-o', 'json')).status?.state === 'Active',
+      'the key to be Active',
+    );
+    await waitFor(
+      async () => JSON.parse(await kubectl('get', 'athook', 'acme-siem', '-n', 'team-a', '-o', 'json')).status?.active === true,
+      'the endpoint to be active',
+    );
     expect(await kubectl('get', 'audit-trail', '-n', 'team-a', '-o', 'name')).to.include('apikey.audittrail.dev/acme-siem');
 
     // Re-applying an unchanged manifest changes nothing; a changed one applies in place.
@@ -49,7 +68,9 @@ describe('kubectl with the documented examples', function () {
     const record = await harness.keys.find(key.status.lookupId);
     expect(record.scopes).to.deep.equal(['audit:export', 'audit:read']);
 
-    expect(await kubectl('delete', '-f', 'docs/examples/apikey.yaml', '-f', 'docs/examples/webhookendpoint.yaml', '--timeout=20s')).to.include('deleted');
+    expect(
+      await kubectl('delete', '-f', 'docs/examples/apikey.yaml', '-f', 'docs/examples/webhookendpoint.yaml', '--timeout=20s'),
+    ).to.include('deleted');
     expect((await harness.keys.find(key.status.lookupId)).revokedAt).to.be.an.instanceOf(Date);
     expect(await kubectl('get', 'apikeys,webhookendpoints', '-n', 'team-a', '-o', 'name')).to.equal('');
   });
@@ -57,7 +78,10 @@ describe('kubectl with the documented examples', function () {
   it('applies server-side, refuses a conflicting manager, and lets it take the field with --force-conflicts', async () => {
     const manifest = 'docs/examples/apikey.yaml';
     expect(await kubectl('apply', '--server-side', '--validate=false', '-f', manifest)).to.include('serverside-applied');
-    await waitFor(async () => JSON.parse(await kubectl('get', 'apikey', 'acme-siem', '-n', 'team-a', '-o', 'json')).status?.state === 'Active', 'the key to be Active');
+    await waitFor(
+      async () => JSON.parse(await kubectl('get', 'apikey', 'acme-siem', '-n', 'team-a', '-o', 'json')).status?.state === 'Active',
+      'the key to be Active',
+    );
     const object = JSON.parse(await kubectl('get', 'apikey', 'acme-siem', '-n', 'team-a', '-o', 'json', '--show-managed-fields'));
     expect(object.metadata.managedFields.map((entry: { manager: string }) => entry.manager)).to.include('kubectl');
 
@@ -69,8 +93,13 @@ describe('kubectl with the documented examples', function () {
       (error: { stderr: string }) => error.stderr,
     );
     expect(conflict).to.match(/conflict/i);
-    expect(await kubectl('apply', '--server-side', '--force-conflicts', '--validate=false', '--field-manager=pipeline-b', '-f', otherFile)).to.include('serverside-applied');
-    await waitFor(async () => (await harness.keys.find(object.status.lookupId)).description === 'owned by another pipeline', 'the description applied in place');
+    expect(
+      await kubectl('apply', '--server-side', '--force-conflicts', '--validate=false', '--field-manager=pipeline-b', '-f', otherFile),
+    ).to.include('serverside-applied');
+    await waitFor(
+      async () => (await harness.keys.find(object.status.lookupId)).description === 'owned by another pipeline',
+      'the description applied in place',
+    );
     await kubectl('delete', '-f', manifest, '--timeout=20s');
   });
 });

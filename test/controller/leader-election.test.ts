@@ -51,7 +51,7 @@ function candidate(identity: string, lease: MemoryLease, clock: ManualClock, par
 }
 
 /** On a clock moved by hand: the timeline is exact however busy the machine is. */
-describe('LeaderElector', function () {
+describe('LeaderElector', () => {
   let clock: ManualClock;
   beforeEach(() => {
     clock = new ManualClock();

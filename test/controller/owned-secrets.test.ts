@@ -38,11 +38,22 @@ function helpers(harness: () => ControllerHarness) {
       const managed = `kubernetes:${NAMESPACE}/${name}/%`;
       const keys = await pool.query(`SELECT count(*)::int AS n FROM api_keys WHERE managed_by LIKE $1`, [managed]);
       const endpoints = await pool.query(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE managed_by LIKE $1`, [managed]);
-      const trail = await pool.query(`SELECT action FROM events WHERE user_id = $1 ORDER BY occurred_at`, [`kubernetes:${NAMESPACE}/${name}`]);
-      return { keys: keys.rows[0].n as number, endpoints: endpoints.rows[0].n as number, trail: trail.rows.map((row) => row.action as string) };
+      const trail = await pool.query(`SELECT action FROM events WHERE user_id = $1 ORDER BY occurred_at`, [
+        `kubernetes:${NAMESPACE}/${name}`,
+      ]);
+      return {
+        keys: keys.rows[0].n as number,
+        endpoints: endpoints.rows[0].n as number,
+        trail: trail.rows.map((row) => row.action as string),
+      };
     },
     warnings: async (name: string, reason: string) =>
-      (await harness().core.listNamespacedEvent({ namespace: NAMESPACE, fieldSelector: `involvedObject.name=${name},reason=${reason},type=Warning` })).items,
+      (
+        await harness().core.listNamespacedEvent({
+          namespace: NAMESPACE,
+          fieldSelector: `involvedObject.name=${name},reason=${reason},type=Warning`,
+        })
+      ).items,
   };
 }
 
@@ -65,16 +76,32 @@ describe('a Secret name taken by someone else', function () {
   });
 
   const foreignSecret = (name: string) =>
-    harness.core.createNamespacedSecret({ namespace: NAMESPACE, body: { metadata: { name, labels: { app: 'someone-else' } }, type: 'Opaque', stringData: { password: 'theirs' } } });
+    harness.core.createNamespacedSecret({
+      namespace: NAMESPACE,
+      body: { metadata: { name, labels: { app: 'someone-else' } }, type: 'Opaque', stringData: { password: 'theirs' } },
+    });
 
   for (const [plural, spec, works] of [
-    ['apikeys', { tenantId: 'acme', scopes: ['audit:read'] }, async (name: string) => (await call(`${harness.api.baseUrl}/audit/events?limit=1`, { key: await secretValue(`${name}-secret`, 'apiKey') })).status === 200],
-    ['webhookendpoints', { tenantId: 'acme', url: '' }, async (name: string) => (await harness.registry.find(await secretValue(`${name}-secret`, 'endpointId')))?.active === true],
+    [
+      'apikeys',
+      { tenantId: 'acme', scopes: ['audit:read'] },
+      async (name: string) =>
+        (await call(`${harness.api.baseUrl}/audit/events?limit=1`, { key: await secretValue(`${name}-secret`, 'apiKey') })).status === 200,
+    ],
+    [
+      'webhookendpoints',
+      { tenantId: 'acme', url: '' },
+      async (name: string) => (await harness.registry.find(await secretValue(`${name}-secret`, 'endpointId')))?.active === true,
+    ],
   ] as const) {
     it(`${plural}: writes nothing — not to the Secret, the database or the trail — reports Stalled/SecretConflict, and recovers by itself once the Secret is gone`, async () => {
       const name = `taken-${plural === 'apikeys' ? 'key' : 'hook'}`;
       const theirs = await foreignSecret(`${name}-secret`);
-      await create(plural, name, { ...spec, ...(plural === 'webhookendpoints' ? { url: receiver.url } : {}), secretName: `${name}-secret` });
+      await create(plural, name, {
+        ...spec,
+        ...(plural === 'webhookendpoints' ? { url: receiver.url } : {}),
+        secretName: `${name}-secret`,
+      });
       await waitFor(async () => condition(await get(plural, name), 'Ready')?.reason === 'SecretConflict', 'Ready=False/SecretConflict');
       const object = await get(plural, name);
       expect(condition(object, 'Ready')).to.include({ status: 'False' });
@@ -127,7 +154,11 @@ describe('a deleted Secret, and rotation on request', function () {
     const { lookupId } = (await get('apikeys', 'lost')).status;
 
     await deleteSecret('lost-key');
-    await waitFor(async () => condition(await get('apikeys', 'lost'), 'Ready')?.reason === 'SecretMissing', 'Ready=False/SecretMissing', 5_000);
+    await waitFor(
+      async () => condition(await get('apikeys', 'lost'), 'Ready')?.reason === 'SecretMissing',
+      'Ready=False/SecretMissing',
+      5_000,
+    );
     const object = await get('apikeys', 'lost');
     expect(condition(object, 'Stalled')).to.include({ status: 'True', reason: 'SecretMissing' });
     expect(condition(object, 'Ready').message).to.include(ROTATE_ANNOTATION);
@@ -150,7 +181,17 @@ describe('a deleted Secret, and rotation on request', function () {
     expect((await harness.keys.find(oldKey.lookupId)).revokedAt).to.be.an.instanceOf(Date);
 
     // The same value asks for nothing more, whatever else changes.
-    await harness.custom.patchNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', name: 'lost', body: { metadata: { labels: { touched: 'yes' } } } }, mergePatch);
+    await harness.custom.patchNamespacedCustomObject(
+      {
+        group: GROUP,
+        version: VERSION,
+        namespace: NAMESPACE,
+        plural: 'apikeys',
+        name: 'lost',
+        body: { metadata: { labels: { touched: 'yes' } } },
+      },
+      mergePatch,
+    );
     await annotate('apikeys', 'lost', { [ROTATE_ANNOTATION]: 'first', unrelated: 'x' });
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     expect((await get('apikeys', 'lost')).status.lookupId).to.equal(rotated.status.lookupId);
@@ -168,7 +209,12 @@ describe('a deleted Secret, and rotation on request', function () {
       version: VERSION,
       namespace: NAMESPACE,
       plural: 'apikeys',
-      body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'ApiKey', metadata: { name: 'preset', annotations: { [ROTATE_ANNOTATION]: 'from-git' } }, spec: { tenantId: 'acme', scopes: ['audit:read'], secretName: 'preset-key' } },
+      body: {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'ApiKey',
+        metadata: { name: 'preset', annotations: { [ROTATE_ANNOTATION]: 'from-git' } },
+        spec: { tenantId: 'acme', scopes: ['audit:read'], secretName: 'preset-key' },
+      },
     });
     await waitFor(async () => (await get('apikeys', 'preset')).status?.state === 'Active', 'Active');
     await new Promise((resolve) => setTimeout(resolve, 1_000));
@@ -183,7 +229,11 @@ describe('a deleted Secret, and rotation on request', function () {
     const oldSecret = await secretValue('lost-hook-secret', 'signingSecret');
 
     await deleteSecret('lost-hook-secret');
-    await waitFor(async () => condition(await get('webhookendpoints', 'lost-hook'), 'Ready')?.reason === 'SecretMissing', 'Ready=False/SecretMissing', 5_000);
+    await waitFor(
+      async () => condition(await get('webhookendpoints', 'lost-hook'), 'Ready')?.reason === 'SecretMissing',
+      'Ready=False/SecretMissing',
+      5_000,
+    );
     expect(condition(await get('webhookendpoints', 'lost-hook'), 'Stalled')).to.include({ status: 'True' });
     expect(await warnings('lost-hook', 'SecretMissing')).to.have.length(1);
     expect((await harness.registry.find(id))?.active).to.equal(true);

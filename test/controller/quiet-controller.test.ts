@@ -29,14 +29,33 @@ describe('a quiet controller', function () {
   });
 
   const create = (plural: string, kind: string, name: string, spec: object) =>
-    harness.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural, body: { apiVersion: `${GROUP}/${VERSION}`, kind, metadata: { name }, spec } });
-  const get = (plural: string, name: string) => harness.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural, name });
+    harness.custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: NAMESPACE,
+      plural,
+      body: { apiVersion: `${GROUP}/${VERSION}`, kind, metadata: { name }, spec },
+    });
+  const get = (plural: string, name: string) =>
+    harness.custom.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural, name });
   const condition = (object: any, type: string) => object.status?.conditions?.find((item: { type: string }) => item.type === type);
-  const controllerRequests = (since: number) => harness.kube.requestLog.slice(since).filter((entry) => entry.token === 'controller' && !entry.path.includes('/leases'));
+  const controllerRequests = (since: number) =>
+    harness.kube.requestLog.slice(since).filter((entry) => entry.token === 'controller' && !entry.path.includes('/leases'));
 
   it('writes nothing at all while resyncing stable objects (status compared as values, not as key order)', async () => {
-    await create('apikeys', 'ApiKey', 'steady', { tenantId: 'acme', scopes: ['audit:read'], allowedCidrs: ['10.0.0.0/8'], description: 'steady', secretName: 'steady-key' });
-    await create('webhookendpoints', 'WebhookEndpoint', 'steady', { tenantId: 'acme', url: receiver.url, eventFilter: ['phi.'], secretName: 'steady-hook' });
+    await create('apikeys', 'ApiKey', 'steady', {
+      tenantId: 'acme',
+      scopes: ['audit:read'],
+      allowedCidrs: ['10.0.0.0/8'],
+      description: 'steady',
+      secretName: 'steady-key',
+    });
+    await create('webhookendpoints', 'WebhookEndpoint', 'steady', {
+      tenantId: 'acme',
+      url: receiver.url,
+      eventFilter: ['phi.'],
+      secretName: 'steady-hook',
+    });
     await waitFor(async () => condition(await get('apikeys', 'steady'), 'Ready')?.status === 'True', 'the key Ready');
     await waitFor(async () => condition(await get('webhookendpoints', 'steady'), 'Ready')?.status === 'True', 'the endpoint Ready');
     await sleep(1_000);
@@ -50,7 +69,9 @@ describe('a quiet controller', function () {
   });
 
   it('shows Reconciling=True (Ready Unknown) while it retries after an error, and Ready alone once it gets through', async () => {
-    harness.kube.refuse((request) => request.token === 'controller' && request.method === 'GET' && request.path.endsWith('/secrets/blocked-key'));
+    harness.kube.refuse(
+      (request) => request.token === 'controller' && request.method === 'GET' && request.path.endsWith('/secrets/blocked-key'),
+    );
     await create('apikeys', 'ApiKey', 'blocked', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'blocked-key' });
     await waitFor(async () => condition(await get('apikeys', 'blocked'), 'Reconciling')?.status === 'True', 'Reconciling=True');
     const retrying = await get('apikeys', 'blocked');
@@ -73,18 +94,28 @@ describe('a quiet controller', function () {
     harness.kube.closeWatches();
     await sleep(6_000);
     const attempts = new Map<string, number[]>();
-    for (const entry of controllerRequests(mark).filter((request) => request.watch)) attempts.set(entry.path, [...(attempts.get(entry.path) ?? []), entry.at]);
-    expect([...attempts.keys()].sort()).to.deep.equal(['/api/v1/secrets', `/apis/${GROUP}/${VERSION}/apikeys`, `/apis/${GROUP}/${VERSION}/webhookendpoints`]);
+    for (const entry of controllerRequests(mark).filter((request) => request.watch))
+      attempts.set(entry.path, [...(attempts.get(entry.path) ?? []), entry.at]);
+    expect([...attempts.keys()].sort()).to.deep.equal([
+      '/api/v1/secrets',
+      `/apis/${GROUP}/${VERSION}/apikeys`,
+      `/apis/${GROUP}/${VERSION}/webhookendpoints`,
+    ]);
     for (const [path, times] of attempts) {
       const gaps = times.slice(1).map((time, index) => time - times[index]!);
       // 800 ms doubling (with up to 100 % jitter): at most about four attempts in six seconds.
       expect(times.length, `${path} attempts`).to.be.within(2, 5);
       for (const gap of gaps) expect(gap, `${path} gaps ${gaps.join(', ')}`).to.be.at.least(700);
-      for (let index = 1; index < gaps.length; index += 1) expect(gaps[index], `${path} gaps ${gaps.join(', ')}`).to.be.at.least(gaps[index - 1]! * 0.9);
+      for (let index = 1; index < gaps.length; index += 1)
+        expect(gaps[index], `${path} gaps ${gaps.join(', ')}`).to.be.at.least(gaps[index - 1]! * 0.9);
     }
 
     harness.kube.refuse();
     await create('apikeys', 'ApiKey', 'after-outage', { tenantId: 'acme', scopes: ['audit:read'], secretName: 'after-outage-key' });
-    await waitFor(async () => condition(await get('apikeys', 'after-outage'), 'Ready')?.status === 'True', 'reconciled once the watches are back', 40_000);
+    await waitFor(
+      async () => condition(await get('apikeys', 'after-outage'), 'Ready')?.status === 'True',
+      'reconciled once the watches are back',
+      40_000,
+    );
   });
 });

@@ -17,7 +17,13 @@ function attributes(entry: { method: string; path: string; watch: boolean }): { 
   const scoped = rest[0] === 'namespaces' ? rest.slice(2) : rest;
   const [resource, name, subresource] = scoped;
   const verb =
-    entry.method === 'GET' ? (entry.watch ? 'watch' : name ? 'get' : 'list') : ({ POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' } as Record<string, string>)[entry.method]!;
+    entry.method === 'GET'
+      ? entry.watch
+        ? 'watch'
+        : name
+          ? 'get'
+          : 'list'
+      : ({ POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' } as Record<string, string>)[entry.method]!;
   return { verb, group, resource: subresource ? `${resource}/${subresource}` : resource! };
 }
 
@@ -28,10 +34,16 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
   let rules: Rule[];
 
   before(async () => {
-    const { stdout } = await run(kubernetesBinaries().helm, ['template', 'rel', 'charts/audit-trail', '--namespace', 'audit-system', '--set', 'secrets.existingSecret=audit-trail-env'], { maxBuffer: 16 * 1024 * 1024 });
+    const { stdout } = await run(
+      kubernetesBinaries().helm,
+      ['template', 'rel', 'charts/audit-trail', '--namespace', 'audit-system', '--set', 'secrets.existingSecret=audit-trail-env'],
+      { maxBuffer: 16 * 1024 * 1024 },
+    );
     const manifests = loadAll(stdout) as Array<{ kind: string; metadata: { name: string }; rules?: Rule[] }>;
     // The chart's only roles are the controller's (resources) and its leader election (the Lease).
-    rules = manifests.filter((manifest) => manifest?.kind === 'ClusterRole' || manifest?.kind === 'Role').flatMap((manifest) => manifest.rules ?? []);
+    rules = manifests
+      .filter((manifest) => manifest?.kind === 'ClusterRole' || manifest?.kind === 'Role')
+      .flatMap((manifest) => manifest.rules ?? []);
     harness = await startControllerHarness();
     receiver = await startReceiver(204);
     harness.startController('replica-1');
@@ -44,20 +56,54 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
   });
 
   it('covers every call the controller makes across both kinds and their whole life cycle', async () => {
-    const address = (plural: string, name?: string) => ({ group: GROUP, version: VERSION, namespace: 'team-r', plural, ...(name ? { name } : {}) });
+    const address = (plural: string, name?: string) => ({
+      group: GROUP,
+      version: VERSION,
+      namespace: 'team-r',
+      plural,
+      ...(name ? { name } : {}),
+    });
     const active = (plural: string, name: string, ok: (status: any) => boolean) =>
-      waitFor(async () => ok((await harness.custom.getNamespacedCustomObject(address(plural, name) as never)).status ?? {}), `${plural}/${name}`);
-    await harness.custom.createNamespacedCustomObject({ ...address('apikeys'), body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'ApiKey', metadata: { name: 'k' }, spec: { tenantId: 'acme', scopes: ['audit:read'], secretName: 'k' } } });
-    await harness.custom.createNamespacedCustomObject({ ...address('webhookendpoints'), body: { apiVersion: `${GROUP}/${VERSION}`, kind: 'WebhookEndpoint', metadata: { name: 'w' }, spec: { tenantId: 'acme', url: receiver.url, secretName: 'w' } } });
+      waitFor(
+        async () => ok((await harness.custom.getNamespacedCustomObject(address(plural, name) as never)).status ?? {}),
+        `${plural}/${name}`,
+      );
+    await harness.custom.createNamespacedCustomObject({
+      ...address('apikeys'),
+      body: {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'ApiKey',
+        metadata: { name: 'k' },
+        spec: { tenantId: 'acme', scopes: ['audit:read'], secretName: 'k' },
+      },
+    });
+    await harness.custom.createNamespacedCustomObject({
+      ...address('webhookendpoints'),
+      body: {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'WebhookEndpoint',
+        metadata: { name: 'w' },
+        spec: { tenantId: 'acme', url: receiver.url, secretName: 'w' },
+      },
+    });
     await active('apikeys', 'k', (status) => status.state === 'Active');
     await active('webhookendpoints', 'w', (status) => status.active === true);
     for (const plural of ['apikeys', 'webhookendpoints']) {
       const name = plural === 'apikeys' ? 'k' : 'w';
-      await harness.custom.patchNamespacedCustomObject({ ...address(plural, name), body: { metadata: { annotations: { 'audittrail.dev/rotate': '1' } } } } as never, mergePatch);
+      await harness.custom.patchNamespacedCustomObject(
+        { ...address(plural, name), body: { metadata: { annotations: { 'audittrail.dev/rotate': '1' } } } } as never,
+        mergePatch,
+      );
       await active(plural, name, (status) => status.rotateRequest === '1');
     }
-    await harness.custom.patchNamespacedCustomObject({ ...address('apikeys', 'k'), body: { spec: { revoked: true } } } as never, mergePatch);
-    await harness.custom.patchNamespacedCustomObject({ ...address('webhookendpoints', 'w'), body: { spec: { description: 'changed' } } } as never, mergePatch);
+    await harness.custom.patchNamespacedCustomObject(
+      { ...address('apikeys', 'k'), body: { spec: { revoked: true } } } as never,
+      mergePatch,
+    );
+    await harness.custom.patchNamespacedCustomObject(
+      { ...address('webhookendpoints', 'w'), body: { spec: { description: 'changed' } } } as never,
+      mergePatch,
+    );
     await active('apikeys', 'k', (status) => status.state === 'Revoked');
     await harness.custom.deleteNamespacedCustomObject(address('apikeys', 'k') as never);
     await harness.custom.deleteNamespacedCustomObject(address('webhookendpoints', 'w') as never);
@@ -71,12 +117,19 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
     const refused = calls.filter((call) => !allowed(call)).map((call) => `${call.verb} ${call.group}/${call.resource}`);
     expect([...new Set(refused)], `used: ${used.join(', ')}`).to.deep.equal([]);
     // And the rules are not wider than the calls: every granted verb is used.
-    const granted = rules.flatMap((rule) => rule.apiGroups.flatMap((group) => rule.resources.flatMap((resource) => rule.verbs.map((verb) => `${verb} ${group}/${resource}`))));
+    const granted = rules.flatMap((rule) =>
+      rule.apiGroups.flatMap((group) => rule.resources.flatMap((resource) => rule.verbs.map((verb) => `${verb} ${group}/${resource}`))),
+    );
     // Not exercised here, and why they are granted: finalizers (the API server demands update on them to set
     // blockOwnerDeletion on an owned Secret, checked by its admission, not by a request); Secret update (a
     // re-created endpoint or re-minted key writes into its existing Secret; covered by the WebhookEndpoint tests);
     // Event patch (an Event repeated is counted in the first one; covered by kube-events.test.ts).
-    const unexercised = ['update audittrail.dev/apikeys/finalizers', 'update audittrail.dev/webhookendpoints/finalizers', 'update /secrets', 'patch /events'];
+    const unexercised = [
+      'update audittrail.dev/apikeys/finalizers',
+      'update audittrail.dev/webhookendpoints/finalizers',
+      'update /secrets',
+      'patch /events',
+    ];
     const unused = granted.filter((grant) => !used.includes(grant) && !unexercised.includes(grant));
     expect(unused, 'granted but never used').to.deep.equal([]);
   });

@@ -24,7 +24,12 @@ describe('WebhookEndpoint controller', function () {
     delivery = await startTestService({
       databaseUrl: harness.db.url,
       roles: ['relay', 'worker'],
-      env: { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', DELIVERY_SCHEDULE: '50ms,50ms,50ms,50ms', DELIVERY_RELAY_POLL_MS: '20' },
+      env: {
+        WEBHOOK_ALLOW_HTTP: 'true',
+        WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+        DELIVERY_SCHEDULE: '50ms,50ms,50ms,50ms',
+        DELIVERY_RELAY_POLL_MS: '20',
+      },
     });
     receiver = await startReceiver(204);
     harness.startController('replica-1');
@@ -37,9 +42,15 @@ describe('WebhookEndpoint controller', function () {
     await harness?.stop();
   });
 
-  const endpointResource = (name: string, spec: Record<string, unknown>) => ({ apiVersion: `${GROUP}/${VERSION}`, kind: 'WebhookEndpoint', metadata: { name }, spec });
+  const endpointResource = (name: string, spec: Record<string, unknown>) => ({
+    apiVersion: `${GROUP}/${VERSION}`,
+    kind: 'WebhookEndpoint',
+    metadata: { name },
+    spec,
+  });
   const address = (name: string) => ({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'webhookendpoints', name });
-  const create = (body: object) => harness.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'webhookendpoints', body });
+  const create = (body: object) =>
+    harness.custom.createNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'webhookendpoints', body });
   const get = (name: string) => harness.custom.getNamespacedCustomObject(address(name));
   const patch = (name: string, body: object) => harness.custom.patchNamespacedCustomObject({ ...address(name), body }, mergePatch);
   const signingSecret = async (name: string) => {
@@ -50,18 +61,33 @@ describe('WebhookEndpoint controller', function () {
   const ready = (object: any) => condition(object, 'Ready');
 
   it('registers the endpoint, writes its signing secret to the owned Secret, and deliveries are signed with it', async () => {
-    await create(endpointResource('siem', { tenantId: 'acme', url: receiver.url, eventFilter: ['phi.'], description: 'SIEM', secretName: 'siem-hook' }));
+    await create(
+      endpointResource('siem', {
+        tenantId: 'acme',
+        url: receiver.url,
+        eventFilter: ['phi.'],
+        description: 'SIEM',
+        secretName: 'siem-hook',
+      }),
+    );
     await waitFor(async () => ready(await get('siem'))?.status === 'True', 'Ready=True');
     const object = await get('siem');
     expect(object.status).to.include({ active: true, consecutiveFailures: 0 });
     expect(object.status.id).to.match(/^wh_[0-9a-f]{32}$/);
     const endpoint = await harness.registry.find(object.status.id);
-    expect(endpoint).to.deep.include({ url: receiver.url, eventFilter: ['phi.'], description: 'SIEM', managedBy: `kubernetes:${NAMESPACE}/siem/${object.metadata.uid}` });
+    expect(endpoint).to.deep.include({
+      url: receiver.url,
+      eventFilter: ['phi.'],
+      description: 'SIEM',
+      managedBy: `kubernetes:${NAMESPACE}/siem/${object.metadata.uid}`,
+    });
 
     const secret = await signingSecret('siem-hook');
     await seedEvents(harness.db.url, [newEvent({ tenantId: 'acme', action: 'phi.read' })]);
     await waitFor(() => receiver.received.length === 1, 'the delivery');
-    const [t, v1] = String(receiver.received[0]!.headers['x-service-signature']).split(',').map((part) => part.split('=')[1]);
+    const [t, v1] = String(receiver.received[0]!.headers['x-service-signature'])
+      .split(',')
+      .map((part) => part.split('=')[1]);
     expect(v1).to.equal(createHmac('sha256', secret).update(`t=${t}.`).update(receiver.received[0]!.rawBody).digest('hex'));
     await waitFor(async () => Boolean((await get('siem')).status.lastDeliveryAt), 'status.lastDeliveryAt');
     expect(JSON.stringify(await get('siem'))).not.to.include(secret);
@@ -82,7 +108,11 @@ describe('WebhookEndpoint controller', function () {
     expect(disable.status).to.equal(409);
     expect(disable.json.error).to.equal('managed_by_kubernetes');
     expect((await call(`${harness.api.baseUrl}/audit/webhooks/${id}`, { key, method: 'DELETE' })).status).to.equal(409);
-    const rotation = await call(`${harness.api.baseUrl}/audit/webhooks/${id}/rotate-secret`, { key, method: 'POST', body: { overlap_s: 60 } });
+    const rotation = await call(`${harness.api.baseUrl}/audit/webhooks/${id}/rotate-secret`, {
+      key,
+      method: 'POST',
+      body: { overlap_s: 60 },
+    });
     expect(rotation.status).to.equal(409);
     expect(rotation.json.error).to.equal('managed_by_kubernetes');
   });
@@ -98,12 +128,20 @@ describe('WebhookEndpoint controller', function () {
 
     const secretData = async (name: string) => {
       const secret = await harness.core.readNamespacedSecret({ name, namespace: NAMESPACE });
-      return Object.fromEntries(Object.entries(secret.data!).map(([field, value]) => [field, Buffer.from(value, 'base64').toString('utf8')]));
+      return Object.fromEntries(
+        Object.entries(secret.data!).map(([field, value]) => [field, Buffer.from(value, 'base64').toString('utf8')]),
+      );
     };
     const stored = async (id: string) => {
-      const { rows } = await harness.db.pool.query('SELECT secret_ciphertext, previous_secret_ciphertext FROM webhook_endpoints WHERE id = $1', [id]);
+      const { rows } = await harness.db.pool.query(
+        'SELECT secret_ciphertext, previous_secret_ciphertext FROM webhook_endpoints WHERE id = $1',
+        [id],
+      );
       const box = new SecretBox(TEST_ENCRYPTION_KEY);
-      return { current: box.open(rows[0].secret_ciphertext), previous: rows[0].previous_secret_ciphertext ? box.open(rows[0].previous_secret_ciphertext) : null };
+      return {
+        current: box.open(rows[0].secret_ciphertext),
+        previous: rows[0].previous_secret_ciphertext ? box.open(rows[0].previous_secret_ciphertext) : null,
+      };
     };
     /** One phi.read event for `tenantId`, as the receiver got it. */
     const deliverOne = async (tenantId: string) => {
@@ -117,11 +155,23 @@ describe('WebhookEndpoint controller', function () {
       verifyStandardWebhook(standardWebhooksSecretOf(secret), delivery.headers as Record<string, string>, delivery.rawBody).valid;
 
     it('rotates in place with spec.rotationOverlapSeconds: same endpoint, the new secret in the Secret, both signing until the expiry, then only the new one', async () => {
-      await create(endpointResource('rotating', { tenantId: 'rot', url: target.url, eventFilter: ['phi.'], rotationOverlapSeconds: 3, secretName: 'rotating-hook' }));
+      await create(
+        endpointResource('rotating', {
+          tenantId: 'rot',
+          url: target.url,
+          eventFilter: ['phi.'],
+          rotationOverlapSeconds: 3,
+          secretName: 'rotating-hook',
+        }),
+      );
       await waitFor(async () => ready(await get('rotating'))?.status === 'True', 'Ready=True');
       const { id } = (await get('rotating')).status;
       const first = await secretData('rotating-hook');
-      expect(first).to.deep.equal({ signingSecret: first.signingSecret, standardWebhooksSecret: standardWebhooksSecretOf(first.signingSecret!), endpointId: id });
+      expect(first).to.deep.equal({
+        signingSecret: first.signingSecret,
+        standardWebhooksSecret: standardWebhooksSecretOf(first.signingSecret!),
+        endpointId: id,
+      });
 
       await patch('rotating', { metadata: { annotations: { [ROTATE_ANNOTATION]: 'one' } } });
       await waitFor(async () => (await get('rotating')).status.rotateRequest === 'one', 'the rotation to be handled');
@@ -130,7 +180,9 @@ describe('WebhookEndpoint controller', function () {
       expect(ready(rotated)).to.include({ status: 'True', reason: 'Active' });
       const second = await secretData('rotating-hook');
       expect(second.endpointId).to.equal(id);
-      expect(second.signingSecret).to.match(/^[0-9a-f]{64}$/).and.not.equal(first.signingSecret);
+      expect(second.signingSecret)
+        .to.match(/^[0-9a-f]{64}$/)
+        .and.not.equal(first.signingSecret);
       expect(second.standardWebhooksSecret).to.equal(standardWebhooksSecretOf(second.signingSecret!));
       expect(second.previousSecretExpiresAt).to.equal(rotated.status.previousSecretExpiresAt);
       const expiresAt = Date.parse(second.previousSecretExpiresAt!);
@@ -150,7 +202,10 @@ describe('WebhookEndpoint controller', function () {
       const trail = await harness.db.pool.query(`SELECT action FROM events WHERE resource_id = $1 ORDER BY occurred_at`, [id]);
       expect(trail.rows.map((row) => row.action)).to.deep.equal(['admin.webhook.create', 'admin.webhook.rotate_secret']);
       await harness.reconciledAgain(NAMESPACE, 'rotating-hook');
-      await waitFor(async () => (await get('rotating')).status.previousSecretExpiresAt === undefined, 'the expired overlap to leave status');
+      await waitFor(
+        async () => (await get('rotating')).status.previousSecretExpiresAt === undefined,
+        'the expired overlap to leave status',
+      );
     });
 
     it('defaults the overlap to one day, and after a rotation that changed the registry but never reached the Secret keeps the secret receivers have', async () => {
@@ -161,7 +216,13 @@ describe('WebhookEndpoint controller', function () {
       const held = (await secretData('resumed-hook')).signingSecret!;
       // The first attempt of a rotation, cut off after the registry changed: its secret reached no one.
       const managedBy = `kubernetes:${NAMESPACE}/resumed/${object.metadata.uid}`;
-      const lost = await harness.registry.rotateSecret('rot-2', id, { overlap_s: 86_400 }, { userId: 'test', userRole: 'controller' }, { managedBy });
+      const lost = await harness.registry.rotateSecret(
+        'rot-2',
+        id,
+        { overlap_s: 86_400 },
+        { userId: 'test', userRole: 'controller' },
+        { managedBy },
+      );
       expect(await stored(id)).to.deep.equal({ current: lost.secret, previous: held });
 
       await patch('resumed', { metadata: { annotations: { [ROTATE_ANNOTATION]: 'after-crash' } } });
@@ -179,7 +240,14 @@ describe('WebhookEndpoint controller', function () {
 
     it('refuses an overlap outside 0..604800 by the CRD schema', async () => {
       for (const overlap of [-1, 604_801, 1.5]) {
-        const refused = await create(endpointResource(`overlap-${String(overlap).replace(/\W/g, '')}`, { tenantId: 'rot', url: target.url, rotationOverlapSeconds: overlap, secretName: 'overlap-hook' })).then(
+        const refused = await create(
+          endpointResource(`overlap-${String(overlap).replace(/\W/g, '')}`, {
+            tenantId: 'rot',
+            url: target.url,
+            rotationOverlapSeconds: overlap,
+            secretName: 'overlap-hook',
+          }),
+        ).then(
           () => undefined,
           (error: { code: number; body: string }) => error,
         );
@@ -190,7 +258,9 @@ describe('WebhookEndpoint controller', function () {
   });
 
   it('refuses invalid specs by the CRD schema', async () => {
-    const refused = await create(endpointResource('bad', { tenantId: 'acme', url: 'ftp://x/y', eventFilter: ['PHI*'], secretName: 'bad-hook' })).then(
+    const refused = await create(
+      endpointResource('bad', { tenantId: 'acme', url: 'ftp://x/y', eventFilter: ['PHI*'], secretName: 'bad-hook' }),
+    ).then(
       () => undefined,
       (error: { code: number; body: string }) => error,
     );
@@ -200,7 +270,9 @@ describe('WebhookEndpoint controller', function () {
 
   it('reports a spec the registry refuses as Ready=False/InvalidSpec with the reason, and registers nothing', async () => {
     // The CRD admits the URL; the public API's rules refuse a fragment, and the controller applies those rules.
-    await create(endpointResource('fragment', { tenantId: 'acme', url: 'https://siem.example.com/hook#part', secretName: 'fragment-hook' }));
+    await create(
+      endpointResource('fragment', { tenantId: 'acme', url: 'https://siem.example.com/hook#part', secretName: 'fragment-hook' }),
+    );
     await waitFor(async () => ready(await get('fragment'))?.reason === 'InvalidSpec', 'Ready=False/InvalidSpec');
     const object = await get('fragment');
     expect(ready(object)).to.include({ status: 'False' });
@@ -218,7 +290,10 @@ describe('WebhookEndpoint controller', function () {
       await create(endpointResource('flaky', { tenantId: 'globex', url: failing.url, eventFilter: ['phi.'], secretName: 'flaky-hook' }));
       await waitFor(async () => ready(await get('flaky'))?.status === 'True', 'Ready=True');
       const first = await get('flaky');
-      await seedEvents(harness.db.url, Array.from({ length: 10 }, () => newEvent({ tenantId: 'globex', action: 'phi.read' })));
+      await seedEvents(
+        harness.db.url,
+        Array.from({ length: 10 }, () => newEvent({ tenantId: 'globex', action: 'phi.read' })),
+      );
       await waitFor(async () => ready(await get('flaky'))?.reason === 'AutoDisabled', 'AutoDisabled', 20_000);
       const disabled = await get('flaky');
       expect(disabled.status).to.include({ id: first.status.id, active: false, consecutiveFailures: 10 });
@@ -257,7 +332,10 @@ describe('WebhookEndpoint controller', function () {
     expect(condition(paused, 'Stalled')).to.equal(undefined);
     expect(paused.status).to.include({ id, active: false });
     expect(await harness.registry.find(id)).to.deep.include({ active: false, disabledReason: 'manual' });
-    const reenabled = await patch('paused', { spec: { disabled: false } }).then(() => undefined, (error: { code: number; body: string }) => error);
+    const reenabled = await patch('paused', { spec: { disabled: false } }).then(
+      () => undefined,
+      (error: { code: number; body: string }) => error,
+    );
     expect(reenabled?.code).to.equal(422);
     expect(String(reenabled?.body)).to.include('cannot be enabled again');
   });
@@ -265,11 +343,21 @@ describe('WebhookEndpoint controller', function () {
   it('deletes the endpoint and its history when the resource is deleted; the Secret goes with it', async () => {
     const id = (await get('flaky')).status.id;
     await harness.custom.deleteNamespacedCustomObject(address('flaky'));
-    await waitFor(async () => (await get('flaky').then(() => 'present', () => 'gone')) === 'gone', 'the resource to go');
+    await waitFor(
+      async () =>
+        (await get('flaky').then(
+          () => 'present',
+          () => 'gone',
+        )) === 'gone',
+      'the resource to go',
+    );
     const rows = await harness.db.pool.query(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE managed_by LIKE '%/flaky/%'`);
     expect(rows.rows[0].n).to.equal(0);
     expect(await harness.registry.find(id)).to.equal(undefined);
-    const secret = await harness.core.readNamespacedSecret({ name: 'flaky-hook', namespace: NAMESPACE }).then(() => 'present', (error: { code: number }) => error.code);
+    const secret = await harness.core.readNamespacedSecret({ name: 'flaky-hook', namespace: NAMESPACE }).then(
+      () => 'present',
+      (error: { code: number }) => error.code,
+    );
     expect(secret).to.equal(404);
   });
 });

@@ -38,7 +38,9 @@ describe('WorkQueue', () => {
 
   it('backs off exponentially per key, capped, and forget() resets the backoff', () => {
     const queue = new WorkQueue({ baseDelayMs: 10, maxDelayMs: 50 });
-    expect([queue.addRateLimited('a'), queue.addRateLimited('a'), queue.addRateLimited('a'), queue.addRateLimited('a')]).to.deep.equal([10, 20, 40, 50]);
+    expect([queue.addRateLimited('a'), queue.addRateLimited('a'), queue.addRateLimited('a'), queue.addRateLimited('a')]).to.deep.equal([
+      10, 20, 40, 50,
+    ]);
     expect(queue.addRateLimited('b')).to.equal(10);
     queue.forget('a');
     expect(queue.addRateLimited('a')).to.equal(10);

@@ -17,15 +17,33 @@ describe('array literals for batch parameters', () => {
     (await database.pool.query(`SELECT $1::${type}[] AS elements`, [literal])).rows[0].elements as unknown[];
 
   it('carries text that Postgres array syntax gives a meaning to through unchanged', async () => {
-    const values = ['', 'NULL', 'null', 'a,b', '{x}', '}', '{', 'say "hi"', 'back\\slash', '\\"', '"', '\\', ' spaced ',
-      'tab\tnew\nline', 'ünïcødé ✓ 🩺', '{"ward":"3\\"b"}', '["diagnosis","medications"]'];
+    const values = [
+      '',
+      'NULL',
+      'null',
+      'a,b',
+      '{x}',
+      '}',
+      '{',
+      'say "hi"',
+      'back\\slash',
+      '\\"',
+      '"',
+      '\\',
+      ' spaced ',
+      'tab\tnew\nline',
+      'ünïcødé ✓ 🩺',
+      '{"ward":"3\\"b"}',
+      '["diagnosis","medications"]',
+    ];
     expect(await roundTrip(textArrayLiteral(values), 'text')).to.deep.equal(values);
   });
 
   it('carries random printable text through unchanged', async () => {
     const alphabet = ' "\\{},abcXYZ019\'\t\n;:é';
     const values = Array.from({ length: 500 }, () =>
-      Array.from({ length: Math.floor(Math.random() * 12) }, () => alphabet[Math.floor(Math.random() * alphabet.length)]).join(''));
+      Array.from({ length: Math.floor(Math.random() * 12) }, () => alphabet[Math.floor(Math.random() * alphabet.length)]).join(''),
+    );
     expect(await roundTrip(textArrayLiteral(values), 'text')).to.deep.equal(values);
   });
 
@@ -35,7 +53,12 @@ describe('array literals for batch parameters', () => {
   });
 
   it('carries JSON text through a line-separated list unchanged', async () => {
-    const values = [JSON.stringify({ note: 'line\nfeed "quoted" back\\slash {}', list: [1, null] }), '{}', JSON.stringify('ünïcødé ✓'), '[]'];
+    const values = [
+      JSON.stringify({ note: 'line\nfeed "quoted" back\\slash {}', list: [1, null] }),
+      '{}',
+      JSON.stringify('ünïcødé ✓'),
+      '[]',
+    ];
     const { rows } = await database.pool.query(`SELECT string_to_array($1, E'\\n') AS elements`, [lineSeparatedList(values)]);
     expect(rows[0].elements).to.deep.equal(values);
   });

@@ -7,7 +7,10 @@ import { TEST_PEPPER } from '../support/service.ts';
 import { SERVICE_VERSION } from '../../src/platform/version.ts';
 
 /** Runs a command line as printed, in a fresh shell; its exit code and output. */
-async function runAsPrinted(commandLine: string, variables: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+async function runAsPrinted(
+  commandLine: string,
+  variables: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawnInFreshShell(commandLine, variables);
   let stdout = '';
   let stderr = '';
@@ -51,7 +54,10 @@ describe('the commands README.md prints, run in a fresh shell', function () {
     const version = await runAsPrinted('npx audit-trail --version');
     expect(version, version.stderr).to.include({ code: 0, stdout: `${SERVICE_VERSION}\n` });
 
-    const minted = await runAsPrinted('npx audit-trail keys mint --tenant newcomer --scopes audit:read,audit:export --description "README check"', settings);
+    const minted = await runAsPrinted(
+      'npx audit-trail keys mint --tenant newcomer --scopes audit:read,audit:export --description "README check"',
+      settings,
+    );
     expect(minted.code, minted.stderr).to.equal(0);
     expect(minted.stdout).to.match(/^atr_live_[0-9a-f]{8}_[0-9a-f]{32}\n$/);
     const lookupId = minted.stdout.split('_')[2]!;

@@ -10,8 +10,9 @@ import { newEvent } from '../support/events.ts';
 import { TEST_PEPPER, testLogger } from '../support/service.ts';
 
 /** Text that JSON and Postgres array syntax both give a meaning to, and characters outside ASCII. */
-const AWKWARD = 'quote " backslash \\ brace { } comma , tab \t newline \n nul-adjacent \u0001 \u001f del \u007f'
-  + ' line-separator \u2028 html </script> ünïcødé 🩺 NULL';
+const AWKWARD =
+  'quote " backslash \\ brace { } comma , tab \t newline \n nul-adjacent \u0001 \u001f del \u007f' +
+  ' line-separator \u2028 html </script> ünïcødé 🩺 NULL';
 
 describe('stored event documents', () => {
   let database: TestDatabase;
@@ -19,9 +20,18 @@ describe('stored event documents', () => {
   let reader: EventReader;
   const T0 = Date.parse('2026-10-05T08:00:00.000Z');
   const written = newEvent({
-    tenantId: 'doc', occurredAtMs: T0 + 1, userId: AWKWARD, userRole: AWKWARD, resourceType: AWKWARD, resourceId: AWKWARD,
-    fieldsAccessed: JSON.stringify([AWKWARD, 'diagnosis']), userAgent: AWKWARD, justification: AWKWARD, sourceIp: '2001:db8::1',
-    details: JSON.stringify({ note: AWKWARD, nested: { list: [1, 'two', null] } }), success: false,
+    tenantId: 'doc',
+    occurredAtMs: T0 + 1,
+    userId: AWKWARD,
+    userRole: AWKWARD,
+    resourceType: AWKWARD,
+    resourceId: AWKWARD,
+    fieldsAccessed: JSON.stringify([AWKWARD, 'diagnosis']),
+    userAgent: AWKWARD,
+    justification: AWKWARD,
+    sourceIp: '2001:db8::1',
+    details: JSON.stringify({ note: AWKWARD, nested: { list: [1, 'two', null] } }),
+    success: false,
   });
   // The same fields under another id, stored as a pod predating migration 005 would: no document.
   const legacy = { ...written, eventId: '0198f3a0-0000-7000-8000-000000000001', occurredAtMs: T0 };
@@ -34,9 +44,23 @@ describe('stored event documents', () => {
       `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
                            fields_accessed, phi_involved, source_ip, user_agent, justification, success, details)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
-      [legacy.tenantId, new Date(legacy.occurredAtMs).toISOString(), legacy.eventId, legacy.action, legacy.userId, legacy.userRole,
-        legacy.resourceType, legacy.resourceId, legacy.fieldsAccessed, legacy.phiInvolved, legacy.sourceIp, legacy.userAgent,
-        legacy.justification, legacy.success, legacy.details],
+      [
+        legacy.tenantId,
+        new Date(legacy.occurredAtMs).toISOString(),
+        legacy.eventId,
+        legacy.action,
+        legacy.userId,
+        legacy.userRole,
+        legacy.resourceType,
+        legacy.resourceId,
+        legacy.fieldsAccessed,
+        legacy.phiInvolved,
+        legacy.sourceIp,
+        legacy.userAgent,
+        legacy.justification,
+        legacy.success,
+        legacy.details,
+      ],
     );
     reader = new EventReader(db, new CursorCodec(TEST_PEPPER));
   });
@@ -47,7 +71,9 @@ describe('stored event documents', () => {
   });
 
   it('stores the document the write path rendered, byte for byte what Postgres renders from the columns', async () => {
-    const { rows } = await database.pool.query(`SELECT document, ${EVENT_JSON} AS rendered FROM events e WHERE event_id = $1`, [written.eventId]);
+    const { rows } = await database.pool.query(`SELECT document, ${EVENT_JSON} AS rendered FROM events e WHERE event_id = $1`, [
+      written.eventId,
+    ]);
     expect(rows[0].document).to.be.a('string');
     expect(rows[0].document).to.equal(rows[0].rendered);
     expect(JSON.parse(rows[0].document)).to.deep.include({ user_id: AWKWARD, timestamp: '2026-10-05T08:00:00.001Z', success: false });
@@ -64,21 +90,32 @@ describe('stored event documents', () => {
     // Stored documents are compared and hashed as bytes: this text must never change for version 1.
     const golden = String.raw`{"event_id":"0198f3a0-0000-7000-8000-0000000000aa","timestamp":"2026-10-05T08:00:00.123Z","action":"phi.read","user_id":"dr \"who\" \\ ü","user_role":"clinician","resource_type":"patient_record","resource_id":"p-1\n2","fields_accessed":"[\"diagnosis\"]","phi_involved":true,"tenant_id":"golden","source_ip":"2001:db8::1","user_agent":"agent\t1\u0001","justification":"","success":false,"details":"{\"ward\":\"3B\"}"}`;
     const event = newEvent({
-      tenantId: 'golden', eventId: '0198f3a0-0000-7000-8000-0000000000aa', occurredAtMs: Date.parse('2026-10-05T08:00:00.123Z'),
-      userId: 'dr "who" \\ ü', resourceType: 'patient_record', resourceId: 'p-1\n2', sourceIp: '2001:db8::1', userAgent: 'agent\t1\u0001',
-      success: false, details: '{"ward":"3B"}',
+      tenantId: 'golden',
+      eventId: '0198f3a0-0000-7000-8000-0000000000aa',
+      occurredAtMs: Date.parse('2026-10-05T08:00:00.123Z'),
+      userId: 'dr "who" \\ ü',
+      resourceType: 'patient_record',
+      resourceId: 'p-1\n2',
+      sourceIp: '2001:db8::1',
+      userAgent: 'agent\t1\u0001',
+      success: false,
+      details: '{"ward":"3B"}',
     });
     expect(EVENT_DOCUMENT_VERSION).to.equal(1);
     expect(renderEventDocument(event, '2026-10-05T08:00:00.123Z')).to.equal(golden);
     await new EventWriter(db).write([event], 'test');
-    const { rows } = await database.pool.query(`SELECT document, ${EVENT_JSON} AS rendered, document_version FROM events e WHERE event_id = $1`, [event.eventId]);
+    const { rows } = await database.pool.query(
+      `SELECT document, ${EVENT_JSON} AS rendered, document_version FROM events e WHERE event_id = $1`,
+      [event.eventId],
+    );
     expect(rows[0]).to.deep.equal({ document: golden, rendered: golden, document_version: 1 });
   });
 
   it('records the version of every document, 1 for rows written before there were versions', async () => {
-    const { rows } = await database.pool.query('SELECT event_id, document_version FROM events WHERE event_id = ANY($1::uuid[]) ORDER BY occurred_at', [
-      [written.eventId, legacy.eventId],
-    ]);
+    const { rows } = await database.pool.query(
+      'SELECT event_id, document_version FROM events WHERE event_id = ANY($1::uuid[]) ORDER BY occurred_at',
+      [[written.eventId, legacy.eventId]],
+    );
     expect(rows).to.deep.equal([
       { event_id: legacy.eventId, document_version: 1 },
       { event_id: written.eventId, document_version: EVENT_DOCUMENT_VERSION },
@@ -93,9 +130,24 @@ describe('stored event documents', () => {
       `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
                            fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document, document_version)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, 2)`,
-      [future.tenantId, new Date(future.occurredAtMs).toISOString(), future.eventId, future.action, future.userId, future.userRole,
-        future.resourceType, future.resourceId, future.fieldsAccessed, future.phiInvolved, future.sourceIp, future.userAgent,
-        future.justification, future.success, future.details, document],
+      [
+        future.tenantId,
+        new Date(future.occurredAtMs).toISOString(),
+        future.eventId,
+        future.action,
+        future.userId,
+        future.userRole,
+        future.resourceType,
+        future.resourceId,
+        future.fieldsAccessed,
+        future.phiInvolved,
+        future.sourceIp,
+        future.userAgent,
+        future.justification,
+        future.success,
+        future.details,
+        document,
+      ],
     );
     expect(await reader.findOne('doc-v2', future.eventId)).to.equal(document);
     const page = await reader.listPage({ tenantId: 'doc-v2', filters: {}, limit: 10, cursor: undefined });
@@ -109,6 +161,9 @@ describe('stored event documents', () => {
     expect(second.events.map((event: { event_id: string }) => event.event_id)).to.deep.equal([legacy.eventId]);
     expect(second.page.has_more).to.equal(false);
     const exported = await database.pool.query(exportQuery('doc', {}, {}));
-    expect(exported.rows.map((row) => row.json)).to.deep.equal([await reader.findOne('doc', written.eventId), await reader.findOne('doc', legacy.eventId)]);
+    expect(exported.rows.map((row) => row.json)).to.deep.equal([
+      await reader.findOne('doc', written.eventId),
+      await reader.findOne('doc', legacy.eventId),
+    ]);
   });
 });

@@ -19,8 +19,17 @@ describe('export read slowly', function () {
   before(async () => {
     database = await createTestDatabase();
     const t0 = Date.parse('2026-10-05T08:00:00.000Z');
-    await seedEvents(database.url, Array.from({ length: 1_200 }, (_, index) => newEvent({ tenantId: 'slow-reader', occurredAtMs: t0 + index })));
-    db = new Database({ url: database.url, poolSize: 2, applicationName: 'export timeout test', log: testLogger(), statementTimeoutMs: TIMEOUT_MS });
+    await seedEvents(
+      database.url,
+      Array.from({ length: 1_200 }, (_, index) => newEvent({ tenantId: 'slow-reader', occurredAtMs: t0 + index })),
+    );
+    db = new Database({
+      url: database.url,
+      poolSize: 2,
+      applicationName: 'export timeout test',
+      log: testLogger(),
+      statementTimeoutMs: TIMEOUT_MS,
+    });
   });
 
   after(async () => {
@@ -47,7 +56,10 @@ describe('export read slowly', function () {
   it('still stops a query whose own work outlasts the timeout', async () => {
     const client = await db.connect();
     try {
-      const error = await client.query('SELECT pg_sleep($1)', [(TIMEOUT_MS * 3) / 1000]).then(() => undefined, (caught: unknown) => caught);
+      const error = await client.query('SELECT pg_sleep($1)', [(TIMEOUT_MS * 3) / 1000]).then(
+        () => undefined,
+        (caught: unknown) => caught,
+      );
       expect(error).to.have.property('code', '57014');
     } finally {
       client.release();

@@ -46,7 +46,7 @@ describe('GET /audit/events and /audit/events/{id}', () => {
   });
 
   describe('listing', () => {
-    it('returns the tenant\'s events newest first with a page descriptor', async () => {
+    it("returns the tenant's events newest first with a page descriptor", async () => {
       const response = await list(keyA, '?resource_type=claim');
       expect(response.status).to.equal(200);
       expect(response.headers.get('content-type')).to.match(/^application\/json/);
@@ -118,7 +118,7 @@ describe('GET /audit/events and /audit/events/{id}', () => {
       expect(idsOf(response.json)).to.deep.equal([tenantAEvents[5]!.eventId]);
     });
 
-    it('never returns another tenant\'s events, whatever the filters', async () => {
+    it("never returns another tenant's events, whatever the filters", async () => {
       const all = await list(keyB);
       expect(idsOf(all.json)).to.include(tenantBEvent.eventId);
       expect(all.json.events.every((event: { tenant_id: string }) => event.tenant_id === 'tenant-b')).to.equal(true);
@@ -132,9 +132,12 @@ describe('GET /audit/events and /audit/events/{id}', () => {
       const events = [];
       const crowded = T0 + 10 * HOUR;
       // 1,000 events in one millisecond: only the event_id tiebreak keeps them apart.
-      for (let i = 0; i < 1000; i += 1) events.push(newEvent({ tenantId: 'walker', occurredAtMs: crowded, action: i % 2 ? 'phi.read' : 'phi.query' }));
+      for (let i = 0; i < 1000; i += 1)
+        events.push(newEvent({ tenantId: 'walker', occurredAtMs: crowded, action: i % 2 ? 'phi.read' : 'phi.query' }));
       for (let i = 0; i < 4000; i += 1) {
-        events.push(newEvent({ tenantId: 'walker', occurredAtMs: T0 + Math.floor(i / 3) * 1000, action: i % 2 ? 'phi.read' : 'phi.query' }));
+        events.push(
+          newEvent({ tenantId: 'walker', occurredAtMs: T0 + Math.floor(i / 3) * 1000, action: i % 2 ? 'phi.read' : 'phi.query' }),
+        );
       }
       return events;
     })();

@@ -17,13 +17,19 @@ describe('POST /audit/export', function () {
   const small = [
     newEvent({ tenantId: 'exp', occurredAtMs: T0 + 1000, action: 'phi.read', phiInvolved: true }),
     newEvent({ tenantId: 'exp', occurredAtMs: T0 + 2000, action: 'phi.query', phiInvolved: true }),
-    newEvent({ tenantId: 'exp', occurredAtMs: T0 + 3000, action: 'auth.login', phiInvolved: false, fieldsAccessed: '', resourceType: 'session' }),
+    newEvent({
+      tenantId: 'exp',
+      occurredAtMs: T0 + 3000,
+      action: 'auth.login',
+      phiInvolved: false,
+      fieldsAccessed: '',
+      resourceType: 'session',
+    }),
     newEvent({ tenantId: 'other', occurredAtMs: T0 + 1500, action: 'phi.read' }),
   ];
   const window = { until: '2026-09-02T00:00:00Z' };
   const exportUrl = (query = '') => `${api.baseUrl}/audit/export${query}`;
-  const exportCall = (body: unknown, query = '', headers: Record<string, string> = {}) =>
-    call(exportUrl(query), { key, body, headers });
+  const exportCall = (body: unknown, query = '', headers: Record<string, string> = {}) => call(exportUrl(query), { key, body, headers });
 
   before(async () => {
     db = await createTestDatabase();
@@ -69,9 +75,12 @@ describe('POST /audit/export', function () {
     expect(empty.json).to.deep.equal({ events: [], count: 0, truncated: false });
   });
 
-  it('records every export in the caller\'s trail', async () => {
+  it("records every export in the caller's trail", async () => {
     await exportCall({ ...window, action: 'phi.query' }, '?format=ndjson', { 'user-agent': 'exporter/1.0' });
-    await waitFor(async () => (await db.pool.query(`SELECT 1 FROM events WHERE tenant_id = 'exp' AND action = 'audit.export'`)).rowCount! > 0, 'export recorded');
+    await waitFor(
+      async () => (await db.pool.query(`SELECT 1 FROM events WHERE tenant_id = 'exp' AND action = 'audit.export'`)).rowCount! > 0,
+      'export recorded',
+    );
     const { rows } = await db.pool.query(
       `SELECT user_id, user_agent, success, details FROM events WHERE tenant_id = 'exp' AND action = 'audit.export' ORDER BY occurred_at DESC LIMIT 1`,
     );
@@ -99,7 +108,13 @@ describe('POST /audit/export', function () {
       ['an unknown query parameter', () => exportCall({}, '?limit=5'), 422, 'limit'],
       ['malformed JSON', () => exportCall('{"action": '), 400, undefined, 'invalid_json'],
       ['a JSON array', () => exportCall([]), 422, '(body)'],
-      ['a text/plain body', () => exportCall('action=phi.read', '', { 'content-type': 'text/plain' }), 415, undefined, 'unsupported_media_type'],
+      [
+        'a text/plain body',
+        () => exportCall('action=phi.read', '', { 'content-type': 'text/plain' }),
+        415,
+        undefined,
+        'unsupported_media_type',
+      ],
     ];
     for (const [what, send, status, field, code = 'validation_failed'] of cases) {
       it(`answers ${status} for ${what}`, async () => {
@@ -139,7 +154,11 @@ describe('POST /audit/export', function () {
       for (let page = 0; page < 10; page += 1) {
         const response = await call(exportUrl('?format=ndjson'), { key: walkKey, body: { until } });
         expect(response.status).to.equal(200);
-        const events = response.text.trimEnd().split('\n').filter(Boolean).map((line) => JSON.parse(line));
+        const events = response.text
+          .trimEnd()
+          .split('\n')
+          .filter(Boolean)
+          .map((line) => JSON.parse(line));
         const truncated = response.headers.get('x-service-truncated') === 'true';
         pages.push({ count: events.length, truncated });
         expect(events.length).to.be.at.most(10_000);
@@ -156,28 +175,38 @@ describe('POST /audit/export', function () {
     it('releases its database connection at once when the client goes away', async () => {
       const url = new URL(exportUrl('?format=ndjson'));
       await new Promise<void>((resolve, reject) => {
-        const req = request(url, { method: 'POST', headers: { authorization: `Bearer ${walkKey}`, 'content-type': 'application/json' } }, (res) => {
-          res.once('data', () => {
-            // Read one chunk, then hang up mid-export.
-            req.destroy();
-            resolve();
-          });
-        });
+        const req = request(
+          url,
+          { method: 'POST', headers: { authorization: `Bearer ${walkKey}`, 'content-type': 'application/json' } },
+          (res) => {
+            res.once('data', () => {
+              // Read one chunk, then hang up mid-export.
+              req.destroy();
+              resolve();
+            });
+          },
+        );
         req.on('error', () => undefined);
         req.once('error', reject);
         req.end(JSON.stringify({}));
       });
-      await waitFor(async () => {
-        const { rows } = await db.pool.query(
-          `SELECT count(*)::int AS open FROM pg_stat_activity
+      await waitFor(
+        async () => {
+          const { rows } = await db.pool.query(
+            `SELECT count(*)::int AS open FROM pg_stat_activity
             WHERE datname = current_database() AND pid <> pg_backend_pid()
               AND (state LIKE 'idle in transaction%' OR (state = 'active' AND query LIKE '%row_to_json%'))`,
-        );
-        return rows[0].open === 0;
-      }, 'the export transaction to end', 2_000);
+          );
+          return rows[0].open === 0;
+        },
+        'the export transaction to end',
+        2_000,
+      );
       // The abandoned export is on record as incomplete.
       await waitFor(async () => {
-        const { rows } = await db.pool.query(`SELECT details FROM events WHERE tenant_id = 'walk' AND action = 'audit.export' AND NOT success`);
+        const { rows } = await db.pool.query(
+          `SELECT details FROM events WHERE tenant_id = 'walk' AND action = 'audit.export' AND NOT success`,
+        );
         return rows.length === 1 && JSON.parse(rows[0].details).completed === false;
       }, 'an incomplete audit.export event');
     });
@@ -186,30 +215,37 @@ describe('POST /audit/export', function () {
       // Rows large enough that the export cannot fit in socket and stream buffers: the cursor is still
       // open, with rows left to fetch, when its backend is killed.
       const bulky = 'x'.repeat(8_000);
-      await seedEvents(db.url, Array.from({ length: 3_000 }, (_, i) => newEvent({ tenantId: 'bulky', occurredAtMs: T0 + i, details: JSON.stringify({ bulky }) })));
+      await seedEvents(
+        db.url,
+        Array.from({ length: 3_000 }, (_, i) => newEvent({ tenantId: 'bulky', occurredAtMs: T0 + i, details: JSON.stringify({ bulky }) })),
+      );
       const bulkyKey = (await mintKey(db.url, { tenantId: 'bulky', scopes: ['audit:export'] })).key;
       const url = new URL(exportUrl());
       const outcome = await new Promise<{ body: string; error?: Error }>((resolve) => {
-        const req = request(url, { method: 'POST', headers: { authorization: `Bearer ${bulkyKey}`, 'content-type': 'application/json' } }, (res) => {
-          let body = '';
-          res.setEncoding('utf8');
-          res.once('data', async (first: string) => {
-            body += first;
-            res.pause();
-            // Kill the backend serving the export while the client holds back (its last statement declared
-            // or fetched from the export's cursor).
-            const { rowCount } = await db.pool.query(
-              `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        const req = request(
+          url,
+          { method: 'POST', headers: { authorization: `Bearer ${bulkyKey}`, 'content-type': 'application/json' } },
+          (res) => {
+            let body = '';
+            res.setEncoding('utf8');
+            res.once('data', async (first: string) => {
+              body += first;
+              res.pause();
+              // Kill the backend serving the export while the client holds back (its last statement declared
+              // or fetched from the export's cursor).
+              const { rowCount } = await db.pool.query(
+                `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
                 WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%export_rows%'`,
-            );
-            expect(rowCount).to.equal(1);
-            res.on('data', (chunk: string) => (body += chunk));
-            res.resume();
-          });
-          res.on('end', () => resolve({ body }));
-          res.on('error', (error) => resolve({ body, error }));
-          res.on('close', () => resolve({ body, error: res.complete ? undefined : new Error('closed before the end') }));
-        });
+              );
+              expect(rowCount).to.equal(1);
+              res.on('data', (chunk: string) => (body += chunk));
+              res.resume();
+            });
+            res.on('end', () => resolve({ body }));
+            res.on('error', (error) => resolve({ body, error }));
+            res.on('close', () => resolve({ body, error: res.complete ? undefined : new Error('closed before the end') }));
+          },
+        );
         req.on('error', (error) => resolve({ body: '', error }));
         req.end(JSON.stringify({}));
       });

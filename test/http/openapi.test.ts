@@ -66,10 +66,19 @@ describe('GET /api/v2/public/openapi.json', () => {
   it('documents secret rotation, test sends and the signature headers of every delivery', () => {
     const rotation = document.paths['/audit/webhooks/{id}/rotate-secret'].post;
     expect(rotation.requestBody.required).to.equal(false);
-    expect(document.components.schemas.WebhookSecretRotation.properties.overlap_s).to.include({ type: 'integer', minimum: 0, maximum: 604800, default: 86400 });
+    expect(document.components.schemas.WebhookSecretRotation.properties.overlap_s).to.include({
+      type: 'integer',
+      minimum: 0,
+      maximum: 604800,
+      default: 86400,
+    });
     expect(document.components.schemas.WebhookSecretRotation.additionalProperties).to.equal(false);
     expect(Object.keys(rotation.responses)).to.include.members(['200', '403', '404', '409', '422']);
-    expect(document.components.schemas.WebhookSecretRotated.required).to.include.members(['secret', 'standard_webhooks_secret', 'previous_secret_expires_at']);
+    expect(document.components.schemas.WebhookSecretRotated.required).to.include.members([
+      'secret',
+      'standard_webhooks_secret',
+      'previous_secret_expires_at',
+    ]);
     expect(document.components.schemas.WebhookRegistered.required).to.include('standard_webhooks_secret');
     const test = document.paths['/audit/webhooks/{id}/test'].post;
     expect(test.requestBody).to.equal(undefined);
@@ -111,14 +120,25 @@ describe('GET /api/v2/public/openapi.json', () => {
       expect(component.properties[name], name).to.include({ type: field.type, description: field.description });
     }
     // The server's type of an event and the client's are one type: each is assignable to the other.
-    const sameType: [z.infer<typeof auditEventSchema>] extends [AuditEvent] ? ([AuditEvent] extends [z.infer<typeof auditEventSchema>] ? true : false) : false = true;
+    const sameType: [z.infer<typeof auditEventSchema>] extends [AuditEvent]
+      ? [AuditEvent] extends [z.infer<typeof auditEventSchema>]
+        ? true
+        : false
+      : false = true;
     expect(sameType).to.equal(true);
   });
 
   it('documents every route the API serves, and nothing it does not serve', () => {
     // The paths of the live document are those of the features' routers: building the app checks it.
-    const operations = Object.entries(document.paths).flatMap(([path, methods]: [string, any]) => Object.keys(methods).map((method) => `${method} ${path}`));
-    expect(operations).to.include.members(['get /audit/events', 'get /audit/events/{event_id}', 'post /audit/export', 'post /audit/webhooks']);
+    const operations = Object.entries(document.paths).flatMap(([path, methods]: [string, any]) =>
+      Object.keys(methods).map((method) => `${method} ${path}`),
+    );
+    expect(operations).to.include.members([
+      'get /audit/events',
+      'get /audit/events/{event_id}',
+      'post /audit/export',
+      'post /audit/webhooks',
+    ]);
     const router = new Router();
     router.get('/audit/things/:thing_id', () => undefined);
     router.post('/audit/things', () => undefined);
@@ -139,20 +159,23 @@ describe('GET /api/v2/public/openapi.json', () => {
       workdir = await mkdtemp(join('node_modules/.cache', 'openapi-client-'));
       await writeFile(join(workdir, 'api.ts'), await generateClientTypes(document));
       await writeFile(join(workdir, 'package.json'), JSON.stringify({ type: 'module' }));
-      await writeFile(join(workdir, 'tsconfig.json'), JSON.stringify({
-        compilerOptions: {
-          target: 'es2024',
-          lib: ['es2024', 'dom'],
-          module: 'nodenext',
-          moduleResolution: 'nodenext',
-          types: [],
-          strict: true,
-          noEmit: true,
-          allowImportingTsExtensions: true,
-          skipLibCheck: true,
-        },
-        include: ['*.ts'],
-      }));
+      await writeFile(
+        join(workdir, 'tsconfig.json'),
+        JSON.stringify({
+          compilerOptions: {
+            target: 'es2024',
+            lib: ['es2024', 'dom'],
+            module: 'nodenext',
+            moduleResolution: 'nodenext',
+            types: [],
+            strict: true,
+            noEmit: true,
+            allowImportingTsExtensions: true,
+            skipLibCheck: true,
+          },
+          include: ['*.ts'],
+        }),
+      );
     });
 
     after(async () => {

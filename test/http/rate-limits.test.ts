@@ -6,7 +6,6 @@ import { PrivateRedis } from '../support/private-services.ts';
 import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
-
 describe('per-key rate limits', function () {
   this.timeout(60_000);
   let db: TestDatabase;
@@ -93,7 +92,11 @@ describe('per-key rate limits', function () {
 
     it('tells a truthful Retry-After: a request after it succeeds', async () => {
       // A 2-second window, so that waiting it out is short.
-      const brief = await startTestService({ databaseUrl: db.url, roles: ['api'], env: isolated({ ...SMALL_LIMITS, RATE_LIMIT_WINDOW_SECONDS: '2' }) });
+      const brief = await startTestService({
+        databaseUrl: db.url,
+        roles: ['api'],
+        env: isolated({ ...SMALL_LIMITS, RATE_LIMIT_WINDOW_SECONDS: '2' }),
+      });
       try {
         const key = await readKey();
         const statuses = [];
@@ -173,7 +176,12 @@ describe('per-key rate limits', function () {
       }
       // ioredis reconnects in the background; shared limits resume on the first answered command.
       for (const instance of [api, twin]) {
-        await waitFor(async () => (await call(`${instance.internalUrl}/readyz`)).json.status === 'ready', 'Redis to be back in use', 15_000, 100);
+        await waitFor(
+          async () => (await call(`${instance.internalUrl}/readyz`)).json.status === 'ready',
+          'Redis to be back in use',
+          15_000,
+          100,
+        );
       }
       // The restarted Redis kept nothing: a fresh shared budget, spent alternately through both instances.
       const after = [];

@@ -15,7 +15,7 @@ describe('hostile producer events (POST /internal/v1/events)', function () {
   const ingestTo = (target: TestService, body: unknown) =>
     call(`${target.internalUrl}/internal/v1/events`, { method: 'POST', body, headers: { authorization: `Bearer ${TEST_INGEST_TOKEN}` } });
   const ingest = (body: unknown) => ingestTo(service, body);
-  const storedCount = async () => Number((await db.pool.query('SELECT count(*) FROM events').then((result) => result.rows[0].count)));
+  const storedCount = async () => Number(await db.pool.query('SELECT count(*) FROM events').then((result) => result.rows[0].count));
   const partitionCount = async () =>
     Number((await db.pool.query(`SELECT count(*) FROM pg_inherits WHERE inhparent = 'events'::regclass`)).rows[0].count);
   const expectItemError = (response: { status: number; json: any; text: string }, field: string) => {
@@ -33,7 +33,17 @@ describe('hostile producer events (POST /internal/v1/events)', function () {
     await db?.drop();
   });
 
-  const textFields = ['tenant_id', 'action', 'user_id', 'user_role', 'resource_type', 'resource_id', 'user_agent', 'justification', 'source_ip'];
+  const textFields = [
+    'tenant_id',
+    'action',
+    'user_id',
+    'user_role',
+    'resource_type',
+    'resource_id',
+    'user_agent',
+    'justification',
+    'source_ip',
+  ];
   for (const field of textFields) {
     it(`refuses a NUL in ${field} as a per-item error and stores nothing of the batch`, async () => {
       const before = await storedCount();
@@ -81,7 +91,10 @@ describe('hostile producer events (POST /internal/v1/events)', function () {
     it('refuses events older than INGEST_MAX_EVENT_AGE (400 days by default) without creating a partition', async () => {
       const partitionsBefore = await partitionCount();
       const old = Array.from({ length: 50 }, (_, month) =>
-        producerEvent({ event_id: randomUUID(), timestamp: new Date(Date.UTC(1990 + Math.floor(month / 12), month % 12, 15)).toISOString() }),
+        producerEvent({
+          event_id: randomUUID(),
+          timestamp: new Date(Date.UTC(1990 + Math.floor(month / 12), month % 12, 15)).toISOString(),
+        }),
       );
       const response = await ingest({ events: old });
       expect(response.status).to.equal(422);
@@ -123,7 +136,12 @@ describe('hostile producer events (POST /internal/v1/events)', function () {
 
     after(async () => wide?.stop());
 
-    for (const timestamp of ['0001-01-01T00:00:00.000Z', '0050-07-15T12:30:00.000Z', '0099-12-31T23:59:59.999Z', '0100-03-01T00:00:00.000Z']) {
+    for (const timestamp of [
+      '0001-01-01T00:00:00.000Z',
+      '0050-07-15T12:30:00.000Z',
+      '0099-12-31T23:59:59.999Z',
+      '0100-03-01T00:00:00.000Z',
+    ]) {
       it(`stores ${timestamp} in the partition of its own month`, async () => {
         const eventId = randomUUID();
         const response = await ingestTo(wide, { events: [producerEvent({ event_id: eventId, timestamp })] });
@@ -139,7 +157,10 @@ describe('hostile producer events (POST /internal/v1/events)', function () {
     }
 
     it('refuses year 0000 and years past 9999', async () => {
-      expectItemError(await ingestTo(wide, { events: [producerEvent({ event_id: randomUUID(), timestamp: '0000-06-01T00:00:00Z' })] }), 'events.0.timestamp');
+      expectItemError(
+        await ingestTo(wide, { events: [producerEvent({ event_id: randomUUID(), timestamp: '0000-06-01T00:00:00Z' })] }),
+        'events.0.timestamp',
+      );
       expectItemError(
         await ingestTo(wide, { events: [producerEvent({ event_id: randomUUID(), timestamp: '9999-12-31T23:59:59-14:00' })] }),
         'events.0.timestamp',

@@ -27,7 +27,11 @@ describe('audit-trail import', function () {
     Number((await db.pool.query('SELECT count(*) FROM events WHERE tenant_id = $1', [tenant])).rows[0].count);
   const historic = (tenant: string, count: number) =>
     Array.from({ length: count }, (_, index) =>
-      producerEvent({ tenant_id: tenant, event_id: randomUUID(), timestamp: new Date(Date.UTC(2015, index % 12, 10, 0, 0, index)).toISOString() }),
+      producerEvent({
+        tenant_id: tenant,
+        event_id: randomUUID(),
+        timestamp: new Date(Date.UTC(2015, index % 12, 10, 0, 0, index)).toISOString(),
+      }),
     );
 
   before(async () => {
@@ -59,7 +63,9 @@ describe('audit-trail import', function () {
     const { rows } = await db.pool.query(
       `SELECT DISTINCT tableoid::regclass::text AS partition FROM events WHERE tenant_id = 'imp-backfill' ORDER BY 1`,
     );
-    expect(rows.map((row) => row.partition)).to.deep.equal(Array.from({ length: 12 }, (_, month) => `events_2015_${String(month + 1).padStart(2, '0')}`));
+    expect(rows.map((row) => row.partition)).to.deep.equal(
+      Array.from({ length: 12 }, (_, month) => `events_2015_${String(month + 1).padStart(2, '0')}`),
+    );
 
     const again = await cli('--allow-old', path);
     expect(JSON.parse(again.stdout)).to.deep.equal({ events: 1500, stored: 0, duplicates: 1500 });
@@ -67,7 +73,10 @@ describe('audit-trail import', function () {
 
   it('checks the whole file first: one bad line anywhere and nothing is stored', async () => {
     const events: unknown[] = historic('imp-bad', 5);
-    events.push('not json', producerEvent({ tenant_id: 'imp-bad', timestamp: '2015-01-01T00:00:00Z' }), { ...(events[0] as object), user_id: 'x\u0000' });
+    events.push('not json', producerEvent({ tenant_id: 'imp-bad', timestamp: '2015-01-01T00:00:00Z' }), {
+      ...(events[0] as object),
+      user_id: 'x\u0000',
+    });
     const path = await fileOf('bad.ndjson', events);
     const failure = (await cli('--allow-old', path).catch((error: unknown) => error)) as { code: number; stderr: string };
     expect(failure.code).to.equal(1);

@@ -16,8 +16,7 @@ describe('JetStream ingestion (audit.ingest.<tenant_id>)', () => {
   let streamName: string;
 
   const subject = (tenant: string) => `${service.busNamespace}.audit.ingest.${tenant}`;
-  const publish = (tenant: string, body: unknown) =>
-    js.publish(subject(tenant), typeof body === 'string' ? body : JSON.stringify(body));
+  const publish = (tenant: string, body: unknown) => js.publish(subject(tenant), typeof body === 'string' ? body : JSON.stringify(body));
   const rowsOf = async (tenant: string) =>
     (await db.pool.query('SELECT event_id, action, occurred_at FROM events WHERE tenant_id = $1 ORDER BY occurred_at', [tenant])).rows;
 
@@ -138,10 +137,14 @@ describe('JetStream ingestion when Postgres refuses one event of a batch', () =>
       ),
     );
     await waitFor(async () => (await storedFor(tenants)) === 20, 'the 20 valid events stored', 10_000);
-    await waitFor(async () => {
-      const info = await jsm.consumers.info(`${service.busNamespace.toUpperCase()}_AUDIT_INGEST`, 'audit-ingest');
-      return info.num_ack_pending === 0 && info.num_pending === 0;
-    }, 'the refused message terminated rather than redelivered', 10_000);
+    await waitFor(
+      async () => {
+        const info = await jsm.consumers.info(`${service.busNamespace.toUpperCase()}_AUDIT_INGEST`, 'audit-ingest');
+        return info.num_ack_pending === 0 && info.num_pending === 0;
+      },
+      'the refused message terminated rather than redelivered',
+      10_000,
+    );
     expect(await rejectedCount()).to.equal(rejectedBefore + 1);
     expect(Number((await db.pool.query(`SELECT count(*) FROM events WHERE user_id = 'poison'`)).rows[0].count)).to.equal(0);
   });

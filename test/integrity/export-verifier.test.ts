@@ -22,9 +22,19 @@ describe('offline verification of an NDJSON export', () => {
   const tiles = new TileSet();
   const appended = appendLeaves(0, tiles, Buffer.concat(documents.map(documentLeaf)));
   for (const tile of appended.tiles) tiles.add(tile);
-  const head = signer.sign({ tenant_id: 'tenant-v', tree_size: appended.size, root_hash: appended.root.toString('hex'), timestamp: '2026-11-23T12:00:00.000Z' });
+  const head = signer.sign({
+    tenant_id: 'tenant-v',
+    tree_size: appended.size,
+    root_hash: appended.root.toString('hex'),
+    timestamp: '2026-11-23T12:00:00.000Z',
+  });
   const line = (document: string, index: number, lineHead: object = head) => {
-    const proof = { leaf_index: index, tree_size: appended.size, leaf_hash: tiles.leafHash(index).toString('hex'), audit_path: tiles.inclusionPath(index, appended.size).map((hash) => hash.toString('hex')) };
+    const proof = {
+      leaf_index: index,
+      tree_size: appended.size,
+      leaf_hash: tiles.leafHash(index).toString('hex'),
+      audit_path: tiles.inclusionPath(index, appended.size).map((hash) => hash.toString('hex')),
+    };
     return `${document.slice(0, -1)},"proof":${JSON.stringify(proof)},"tree_head":${JSON.stringify(lineHead)}}`;
   };
 
@@ -38,11 +48,18 @@ describe('offline verification of an NDJSON export', () => {
     // Heads were once told apart by their signature alone: this line would have passed as proven.
     const forged = { ...head, root_hash: tiles.root(20).toString('hex'), tree_size: 20 };
     const lines = documents.map((document, index) => line(document, index));
-    const proof = { leaf_index: 7, tree_size: 20, leaf_hash: tiles.leafHash(7).toString('hex'), audit_path: tiles.inclusionPath(7, 20).map((hash) => hash.toString('hex')) };
+    const proof = {
+      leaf_index: 7,
+      tree_size: 20,
+      leaf_hash: tiles.leafHash(7).toString('hex'),
+      audit_path: tiles.inclusionPath(7, 20).map((hash) => hash.toString('hex')),
+    };
     lines[7] = `${documents[7]!.slice(0, -1)},"proof":${JSON.stringify(proof)},"tree_head":${JSON.stringify(forged)}}`;
     const report = verifyExport({ exportText: lines.join('\n'), trustedKeys });
     expect(report.proven).to.equal(39);
-    expect(report.failures.map((failure) => failure.reason)).to.deep.include('the tree head of size 20 signed at 2026-11-23T12:00:00.000Z in the export: the signature does not match the tree head');
+    expect(report.failures.map((failure) => failure.reason)).to.deep.include(
+      'the tree head of size 20 signed at 2026-11-23T12:00:00.000Z in the export: the signature does not match the tree head',
+    );
   });
 
   it('names an event whose text was changed, and only that one', () => {

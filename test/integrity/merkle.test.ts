@@ -58,7 +58,9 @@ describe('Merkle tree (RFC 9162 §2.1) stored as tiles', function () {
         const path = store.inclusionPath(index, size);
         expect(path.map(hex), `leaf ${index} of ${size}`).to.deep.equal(auditPath(index, sample.slice(0, size)).map(hex));
         const proof = { leaf_index: index, tree_size: size, leaf_hash: hex(store.leafHash(index)), audit_path: path.map(hex) };
-        expect(verifyInclusion(hex(hashLeaf(sample[index]!)), proof, { tree_size: size, root_hash: hex(root) })).to.deep.equal({ valid: true });
+        expect(verifyInclusion(hex(hashLeaf(sample[index]!)), proof, { tree_size: size, root_hash: hex(root) })).to.deep.equal({
+          valid: true,
+        });
         verifyMerkleInclusion(
           { canonicalizedBody: sample[index], inclusionProof: { logIndex: String(index), hashes: path } },
           { logSize: BigInt(size), logHash: root },
@@ -71,14 +73,29 @@ describe('Merkle tree (RFC 9162 §2.1) stored as tiles', function () {
     const sample = leaves.slice(0, 1_100);
     const { tiles } = growTree(sample, [100, 3, 256]);
     const store = new TileSet(tiles.values());
-    const pairs = [[1, 1], [1, 2], [3, 7], [4, 8], [255, 256], [256, 257], [100, 1_100], [513, 1_024], [1_099, 1_100], [6, 6]];
+    const pairs = [
+      [1, 1],
+      [1, 2],
+      [3, 7],
+      [4, 8],
+      [255, 256],
+      [256, 257],
+      [100, 1_100],
+      [513, 1_024],
+      [1_099, 1_100],
+      [6, 6],
+    ];
     for (const [first, second] of pairs as Array<[number, number]>) {
       for (const key of tilesForConsistency(first, second)) expect(store.has(key)).to.equal(true);
       const proof = store.consistencyPath(first, second).map(hex);
       expect(proof, `${first} → ${second}`).to.deep.equal(consistencyProof(first, sample.slice(0, second)).map(hex));
       const firstRoot = hex(merkleTreeHash(sample.slice(0, first)));
       const secondRoot = hex(merkleTreeHash(sample.slice(0, second)));
-      const heads = (a: string, b: string) => [{ tree_size: first, root_hash: a }, { tree_size: second, root_hash: b }] as const;
+      const heads = (a: string, b: string) =>
+        [
+          { tree_size: first, root_hash: a },
+          { tree_size: second, root_hash: b },
+        ] as const;
       expect(verifyConsistency({ first, second, proof }, ...heads(firstRoot, secondRoot))).to.deep.equal({ valid: true });
       const otherRoot = hex(merkleTreeHash([...sample.slice(0, first - 1), Buffer.from('forged')]));
       expect(verifyConsistency({ first, second, proof }, ...heads(otherRoot, secondRoot)).valid).to.equal(false);
@@ -100,7 +117,9 @@ describe('Merkle tree (RFC 9162 §2.1) stored as tiles', function () {
     expect(verifyInclusion(proof.leaf_hash, { ...proof, leaf_index: 4 }, head).valid).to.equal(false);
     expect(verifyInclusion(proof.leaf_hash, { ...proof, tree_size: 21 }, head).valid).to.equal(false);
     expect(verifyInclusion(proof.leaf_hash, { ...proof, audit_path: proof.audit_path.slice(1) }, head).valid).to.equal(false);
-    expect(verifyInclusion(proof.leaf_hash, proof, { tree_size: 20, root_hash: hex(merkleTreeHash(sample.slice(0, 19))) }).valid).to.equal(false);
+    expect(verifyInclusion(proof.leaf_hash, proof, { tree_size: 20, root_hash: hex(merkleTreeHash(sample.slice(0, 19))) }).valid).to.equal(
+      false,
+    );
   });
 });
 
@@ -109,9 +128,9 @@ describe('canonical JSON (RFC 8785)', () => {
     const samples: unknown[] = [
       { user_id: 'u', action: 'phi.read', success: true, phi_involved: false, details: '{"b":1,"a":"x"}' },
       { text: 'tab\tnew\nline\r\u0001\u001f\u007f "quoted" back\\slash / solidus' },
-      { 'é': 'café', 'z': 'Ω≈ç√', '\u20ac': '€', 'emoji': '😀 \ud83d\ude00', 'line': '\u2028\u2029' },
+      { é: 'café', z: 'Ω≈ç√', '\u20ac': '€', emoji: '😀 \ud83d\ude00', line: '\u2028\u2029' },
       { numbers: [0, -0, 1e21, 1.5e-7, 123456789012345680000, 0.1], nested: { b: [true, null], a: {} } },
-      { '\u00e9': 1, 'e\u0301': 2, '\ud83d\ude00': 3, '\uff41': 4, 'a': 5 },
+      { '\u00e9': 1, 'e\u0301': 2, '\ud83d\ude00': 3, '\uff41': 4, a: 5 },
     ];
     for (const sample of samples) expect(canonicalJson(sample)).to.equal((canonicalize as unknown as (value: unknown) => string)(sample));
   });
@@ -122,15 +141,46 @@ describe('canonical JSON (RFC 8785)', () => {
 });
 
 describe('the leaf of a stored document, without parsing it', () => {
-  const alphabet = ['a', 'Z', '0', ' ', '"', '\\', '/', '\n', '\t', '\u0001', '\u001f', '\u007f', 'é', '€', '\u2028', '😀', '{', '}', ',', ':', '[', ']'];
-  const randomText = () => Array.from({ length: Math.floor(Math.random() * 12) }, () => alphabet[Math.floor(Math.random() * alphabet.length)]).join('');
+  const alphabet = [
+    'a',
+    'Z',
+    '0',
+    ' ',
+    '"',
+    '\\',
+    '/',
+    '\n',
+    '\t',
+    '\u0001',
+    '\u001f',
+    '\u007f',
+    'é',
+    '€',
+    '\u2028',
+    '😀',
+    '{',
+    '}',
+    ',',
+    ':',
+    '[',
+    ']',
+  ];
+  const randomText = () =>
+    Array.from({ length: Math.floor(Math.random() * 12) }, () => alphabet[Math.floor(Math.random() * alphabet.length)]).join('');
 
   it('hashes every document the write path renders exactly as the general RFC 8785 path does', () => {
     for (let round = 0; round < 2000; round += 1) {
       const event = newEvent({
-        userId: randomText(), userRole: randomText(), resourceType: randomText(), resourceId: randomText(), userAgent: randomText(),
-        justification: randomText(), details: JSON.stringify({ note: randomText() }), fieldsAccessed: JSON.stringify([randomText()]),
-        phiInvolved: round % 2 === 0, success: round % 3 === 0,
+        userId: randomText(),
+        userRole: randomText(),
+        resourceType: randomText(),
+        resourceId: randomText(),
+        userAgent: randomText(),
+        justification: randomText(),
+        details: JSON.stringify({ note: randomText() }),
+        fieldsAccessed: JSON.stringify([randomText()]),
+        phiInvolved: round % 2 === 0,
+        success: round % 3 === 0,
       });
       const document = renderEventDocument(event, formatTimestamp(event.occurredAtMs));
       expect(documentLeaf(document).toString('hex'), document).to.equal(eventLeafHash(document));
@@ -139,8 +189,16 @@ describe('the leaf of a stored document, without parsing it', () => {
 
   it('takes the general path for any other JSON text, with the same result', () => {
     const others = [
-      '{"b":"x", "a":true}', '{"a":"\\u0041","b":"\\/"}', '{"a":"x","a":"y"}', '{"n":1,"a":"x"}', '{"o":{"z":1,"a":2},"a":[1,"x"]}',
-      '{"a":"tab\\there"}', '{"a":null}', '{}', '{"é":"x","e":"y"}', ' {"a":"x"}',
+      '{"b":"x", "a":true}',
+      '{"a":"\\u0041","b":"\\/"}',
+      '{"a":"x","a":"y"}',
+      '{"n":1,"a":"x"}',
+      '{"o":{"z":1,"a":2},"a":[1,"x"]}',
+      '{"a":"tab\\there"}',
+      '{"a":null}',
+      '{}',
+      '{"é":"x","e":"y"}',
+      ' {"a":"x"}',
     ];
     for (const text of others) expect(documentLeaf(text).toString('hex'), text).to.equal(eventLeafHash(text));
   });

@@ -52,9 +52,17 @@ describe('the sealer role', function () {
       await client.query(
         `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id, phi_involved, success, document)
          VALUES ($1, $2, $3, 'phi.read', 'u', 'r', 'claim', 'c', true, true, $4)`,
-        [late.tenantId, new Date(late.occurredAtMs).toISOString(), late.eventId, renderEventDocument(late, formatTimestamp(late.occurredAtMs))],
+        [
+          late.tenantId,
+          new Date(late.occurredAtMs).toISOString(),
+          late.eventId,
+          renderEventDocument(late, formatTimestamp(late.occurredAtMs)),
+        ],
       );
-      await seedEvents(db.url, Array.from({ length: 50 }, () => newEvent({ tenantId: 'late' })));
+      await seedEvents(
+        db.url,
+        Array.from({ length: 50 }, () => newEvent({ tenantId: 'late' })),
+      );
       expect((await sealer.sealNow()).sealed).to.equal(50);
       await client.query('COMMIT');
     } finally {
@@ -78,11 +86,15 @@ describe('the sealer role', function () {
     const sealer = await startTestSealer(db.url, sealKeyPair().privateKey);
     const pass = await sealer.sealNow();
     expect(pass).to.deep.equal({ sealed: 12000, heads: 2, busy: 0 });
-    const order = await db.pool.query(`SELECT bool_and(ok) AS ordered FROM (SELECT event_occurred_at >= lag(event_occurred_at) OVER (ORDER BY leaf_index) AS ok FROM merkle_leaves WHERE tenant_id = 'bulk') steps`);
+    const order = await db.pool.query(
+      `SELECT bool_and(ok) AS ordered FROM (SELECT event_occurred_at >= lag(event_occurred_at) OVER (ORDER BY leaf_index) AS ok FROM merkle_leaves WHERE tenant_id = 'bulk') steps`,
+    );
     expect(order.rows[0].ordered).to.equal(true);
     // A tree deep enough for full tiles on two levels: the integrity check recomputes each from the one below.
     expect((await checkIntegrity(sealer.db, { tenantId: 'bulk', sealIntervalMs: 10_000 }))[0]!.problems).to.deep.equal([]);
-    await db.pool.query(`UPDATE merkle_tiles SET hashes = overlay(hashes PLACING '\\x00'::bytea FROM 1 FOR 1) WHERE tenant_id = 'bulk' AND level = 1 AND tile_index = 0`);
+    await db.pool.query(
+      `UPDATE merkle_tiles SET hashes = overlay(hashes PLACING '\\x00'::bytea FROM 1 FOR 1) WHERE tenant_id = 'bulk' AND level = 1 AND tile_index = 0`,
+    );
     // The altered entry disagrees with the tile below it and with the entry above it.
     const problems = (await checkIntegrity(sealer.db, { tenantId: 'bulk', sealIntervalMs: 10_000 }))[0]!.problems;
     expect(problems.map((problem) => problem.message)).to.deep.equal([
@@ -97,7 +109,10 @@ describe('the sealer role', function () {
     const sealers = await Promise.all([1, 2, 3].map(() => startTestSealer(db.url, key.privateKey)));
     const writing = (async () => {
       for (let round = 0; round < 20; round += 1) {
-        await seedEvents(db.url, Array.from({ length: 30 }, (_, i) => newEvent({ tenantId: `t${(round + i) % 4}` })));
+        await seedEvents(
+          db.url,
+          Array.from({ length: 30 }, (_, i) => newEvent({ tenantId: `t${(round + i) % 4}` })),
+        );
       }
     })();
     const sealing = sealers.map(async (sealer) => {
@@ -118,10 +133,17 @@ describe('the sealer role', function () {
 
   it('runs in the service on SEAL_INTERVAL, reports its backlog, and refuses a bad SEAL_SIGNING_KEY by name', async () => {
     const key = sealKeyPair();
-    const service = await startTestService({ databaseUrl: db.url, roles: ['sealer', 'api'], env: { SEAL_INTERVAL: '200ms', SEAL_SIGNING_KEY: key.privatePem } });
+    const service = await startTestService({
+      databaseUrl: db.url,
+      roles: ['sealer', 'api'],
+      env: { SEAL_INTERVAL: '200ms', SEAL_SIGNING_KEY: key.privatePem },
+    });
     try {
       const apiKey = (await mintKey(db.url, { tenantId: 'svc', scopes: ['audit:read'] })).key;
-      await seedEvents(db.url, Array.from({ length: 10 }, () => newEvent({ tenantId: 'svc' })));
+      await seedEvents(
+        db.url,
+        Array.from({ length: 10 }, () => newEvent({ tenantId: 'svc' })),
+      );
       let head: SignedTreeHead | undefined;
       await waitFor(async () => {
         const response = await call(`${service.baseUrl}/audit/integrity/tree-head`, { key: apiKey });
@@ -137,12 +159,18 @@ describe('the sealer role', function () {
     }
     const bad = startTestService({ databaseUrl: db.url, roles: ['sealer'], env: { SEAL_SIGNING_KEY: 'not a key' } });
     expect(await rejection(bad)).to.match(/SEAL_SIGNING_KEY: must be an Ed25519 private key in PEM/);
-    expect(await rejection(startTestService({ databaseUrl: db.url, roles: ['sealer'] }))).to.match(/SEAL_SIGNING_KEY: is required by the sealer role/);
+    expect(await rejection(startTestService({ databaseUrl: db.url, roles: ['sealer'] }))).to.match(
+      /SEAL_SIGNING_KEY: is required by the sealer role/,
+    );
   });
 
   it('turns a running sealer unready once a newer key retires its own', async () => {
     const [oldKey, newKey] = [sealKeyPair(), sealKeyPair()];
-    const service = await startTestService({ databaseUrl: db.url, roles: ['sealer'], env: { SEAL_INTERVAL: '200ms', SEAL_SIGNING_KEY: oldKey.privatePem } });
+    const service = await startTestService({
+      databaseUrl: db.url,
+      roles: ['sealer'],
+      env: { SEAL_INTERVAL: '200ms', SEAL_SIGNING_KEY: oldKey.privatePem },
+    });
     try {
       expect((await fetch(`${service.internalUrl}/readyz`)).status).to.equal(200);
       const newer = await startTestSealer(db.url, newKey.privateKey);
@@ -181,7 +209,10 @@ describe('the sealer role', function () {
       expect(verifyTreeHead(newHead, published)).to.deep.equal({ valid: true });
       // A head the old key signed after its retirement is refused by its window.
       const { TreeHeadSigner } = await import('../../src/integrity/treeHeadSigner.ts');
-      const stale = new TreeHeadSigner(oldKey.privateKey).sign({ ...newHead, timestamp: new Date(Date.parse(published[0].valid_until) + 1).toISOString() });
+      const stale = new TreeHeadSigner(oldKey.privateKey).sign({
+        ...newHead,
+        timestamp: new Date(Date.parse(published[0].valid_until) + 1).toISOString(),
+      });
       expect(verifyTreeHead(stale, published).valid).to.equal(false);
       expect(await rejection(startTestSealer(db.url, oldKey.privateKey))).to.match(/was retired at .* by a newer key/);
       await first.close();

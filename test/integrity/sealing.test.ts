@@ -30,7 +30,9 @@ describe('sealing: Merkle leaves, signed tree heads and proofs through the API',
   let sealer: TestSealer;
   let key: string;
   const keys = sealKeyPair();
-  const first = Array.from({ length: 300 }, (_, i) => newEvent({ tenantId: 'seal-a', occurredAtMs: T0 + i * 1000, resourceId: `r-${i}`, userAgent: `agent é ${i}\t"quoted"` }));
+  const first = Array.from({ length: 300 }, (_, i) =>
+    newEvent({ tenantId: 'seal-a', occurredAtMs: T0 + i * 1000, resourceId: `r-${i}`, userAgent: `agent é ${i}\t"quoted"` }),
+  );
   const second = Array.from({ length: 5 }, (_, i) => newEvent({ tenantId: 'seal-a', occurredAtMs: T0 + 400_000 + i }));
   const url = (path: string) => `${api.baseUrl}${path}`;
   const get = (path: string) => call(url(path), { key });
@@ -84,7 +86,12 @@ describe('sealing: Merkle leaves, signed tree heads and proofs through the API',
     expect(head.json.key_id).to.equal(keyIdOf(keys.publicPem));
     const published = await get('/audit/integrity/keys');
     expect(published.json.keys).to.have.length(1);
-    expect(published.json.keys[0]).to.include({ key_id: sealer.keyId, algorithm: 'Ed25519', public_key_pem: keys.publicPem, valid_until: null });
+    expect(published.json.keys[0]).to.include({
+      key_id: sealer.keyId,
+      algorithm: 'Ed25519',
+      public_key_pem: keys.publicPem,
+      valid_until: null,
+    });
     expect(verifyTreeHead(head.json, published.json.keys)).to.deep.equal({ valid: true });
     expect(verifyTreeHead({ ...head.json, tree_size: head.json.tree_size + 1 }, published.json.keys).valid).to.equal(false);
     expect(head.json.root_hash).to.equal(merkleTreeHash(await servedLeaves()).toString('hex'));
@@ -108,7 +115,10 @@ describe('sealing: Merkle leaves, signed tree heads and proofs through the API',
       expect(verifyInclusion(eventLeafHash(served), proof, latest)).to.deep.equal({ valid: true });
       expect(proof.audit_path).to.deep.equal(auditPath(proof.leaf_index, leaves).map((hash) => hash.toString('hex')));
       verifyMerkleInclusion(
-        { canonicalizedBody: Buffer.from(jcs(served)), inclusionProof: { logIndex: String(proof.leaf_index), hashes: proof.audit_path.map((h: string) => Buffer.from(h, 'hex')) } },
+        {
+          canonicalizedBody: Buffer.from(jcs(served)),
+          inclusionProof: { logIndex: String(proof.leaf_index), hashes: proof.audit_path.map((h: string) => Buffer.from(h, 'hex')) },
+        },
         { logSize: BigInt(latest.tree_size), logHash: Buffer.from(latest.root_hash, 'hex') },
       );
     }
@@ -131,7 +141,10 @@ describe('sealing: Merkle leaves, signed tree heads and proofs through the API',
 
   it('lists the head history newest first, by pages and time window', async () => {
     const all = (await get('/audit/integrity/tree-heads')).json;
-    expect(all.tree_heads.map((head: SignedTreeHead) => head.tree_size)).to.deep.equal([first.length + 1 + second.length, first.length + 1]);
+    expect(all.tree_heads.map((head: SignedTreeHead) => head.tree_size)).to.deep.equal([
+      first.length + 1 + second.length,
+      first.length + 1,
+    ]);
     const page1 = (await get('/audit/integrity/tree-heads?limit=1')).json;
     expect(page1.page).to.include({ limit: 1, returned: 1, has_more: true });
     const page2 = (await get(`/audit/integrity/tree-heads?limit=1&cursor=${page1.page.next_cursor}`)).json;
@@ -139,7 +152,9 @@ describe('sealing: Merkle leaves, signed tree heads and proofs through the API',
     expect(page2.page.has_more).to.equal(false);
     const later = (await get(`/audit/integrity/tree-heads?since=${encodeURIComponent(all.tree_heads[0].timestamp)}`)).json;
     expect(later.tree_heads).to.deep.equal([all.tree_heads[0]]);
-    expect((await get(`/audit/integrity/tree-heads?limit=1&since=2020-01-01T00:00:00Z&cursor=${page1.page.next_cursor}`)).status).to.equal(422);
+    expect((await get(`/audit/integrity/tree-heads?limit=1&since=2020-01-01T00:00:00Z&cursor=${page1.page.next_cursor}`)).status).to.equal(
+      422,
+    );
   });
 
   it('exports events with their proofs against one head, verifiable line by line, and a plain export is unchanged', async () => {

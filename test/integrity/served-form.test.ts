@@ -21,8 +21,21 @@ describe('served form of sealed events', function () {
   let key: string;
   const legacyId = '00000000-0000-4000-8000-0000000c0de5';
   const stored = [
-    newEvent({ eventId: '0195f3a0-0000-7000-8000-000000000001', tenantId: 'served', occurredAtMs: T0, userAgent: 'tab\there "quoted" \\ é 😀 \u2028', details: '{"note":"ünïcode \\u0001"}' }),
-    newEvent({ eventId: '0195f3a0-0000-7000-8000-000000000002', tenantId: 'served', occurredAtMs: T0 + 1, phiInvolved: false, fieldsAccessed: '', justification: 'break-glass' }),
+    newEvent({
+      eventId: '0195f3a0-0000-7000-8000-000000000001',
+      tenantId: 'served',
+      occurredAtMs: T0,
+      userAgent: 'tab\there "quoted" \\ é 😀 \u2028',
+      details: '{"note":"ünïcode \\u0001"}',
+    }),
+    newEvent({
+      eventId: '0195f3a0-0000-7000-8000-000000000002',
+      tenantId: 'served',
+      occurredAtMs: T0 + 1,
+      phiInvolved: false,
+      fieldsAccessed: '',
+      justification: 'break-glass',
+    }),
   ];
   /**
    * The leaves these fixed events got when this test was written. A change of the served form (of the

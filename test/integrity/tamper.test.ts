@@ -26,7 +26,8 @@ describe('tamper evidence: what a superuser changes is detected and named', func
   const keys = sealKeyPair();
   const apiKeys = new Map<string, string>();
   const tenants = ['tamper-doc', 'tamper-legacy', 'tamper-col', 'tamper-delete', 'tamper-swap', 'tamper-fork', 'tamper-none'];
-  const trail = (tenant: string) => Array.from({ length: 40 }, (_, i) => newEvent({ tenantId: tenant, occurredAtMs: T0 + i * 1000, resourceId: `${tenant}-${i}` }));
+  const trail = (tenant: string) =>
+    Array.from({ length: 40 }, (_, i) => newEvent({ tenantId: tenant, occurredAtMs: T0 + i * 1000, resourceId: `${tenant}-${i}` }));
   const events = new Map(tenants.map((tenant) => [tenant, trail(tenant)]));
   const legacyId = '00000000-0000-4000-8000-00000000abcd';
 
@@ -40,7 +41,8 @@ describe('tamper evidence: what a superuser changes is detected and named', func
       [new Date(T0 + 500).toISOString(), legacyId],
     );
     api = await startTestService({ databaseUrl: db.url, roles: ['api'] });
-    for (const tenant of tenants) apiKeys.set(tenant, (await mintKey(db.url, { tenantId: tenant, scopes: ['audit:read', 'audit:export'] })).key);
+    for (const tenant of tenants)
+      apiKeys.set(tenant, (await mintKey(db.url, { tenantId: tenant, scopes: ['audit:read', 'audit:export'] })).key);
     sealer = await startTestSealer(db.url, keys.privateKey);
     await sealer.sealNow();
     dir = mkdtempSync(join(tmpdir(), 'audit-tamper-'));
@@ -78,7 +80,10 @@ describe('tamper evidence: what a superuser changes is detected and named', func
   }
 
   function verify(...args: string[]): { status: number | null; stdout: string; stderr: string } {
-    const result = spawnSync(process.execPath, ['src/cli.ts', 'verify', '--public-key', join(dir, 'public.pem'), ...args], { encoding: 'utf8', env: { PATH: process.env.PATH } });
+    const result = spawnSync(process.execPath, ['src/cli.ts', 'verify', '--public-key', join(dir, 'public.pem'), ...args], {
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH },
+    });
     return { status: result.status, stdout: result.stdout, stderr: result.stderr };
   }
 
@@ -107,7 +112,9 @@ describe('tamper evidence: what a superuser changes is detected and named', func
 
   it('names the event whose stored document was changed', async () => {
     const target = events.get('tamper-doc')![17]!;
-    await tamper(`UPDATE events SET document = replace(document, '"success":true', '"success":false') WHERE event_id = $1`, [target.eventId]);
+    await tamper(`UPDATE events SET document = replace(document, '"success":true', '"success":false') WHERE event_id = $1`, [
+      target.eventId,
+    ]);
     const offline = verify('--export', (await save('tamper-doc', 'doc')).export);
     expect(offline.status).to.equal(1);
     expect(failingEvents(offline.stderr)).to.deep.equal([target.eventId]);
@@ -181,10 +188,14 @@ describe('tamper evidence: what a superuser changes is detected and named', func
       root_hash: 'ab'.repeat(32),
       timestamp: new Date(Date.parse(original.timestamp) + 1000).toISOString(),
     });
-    await tamper(
-      `INSERT INTO tree_heads (tenant_id, signed_at, tree_size, root_hash, key_id, signature) VALUES ($1, $2, $3, $4, $5, $6)`,
-      [forged.tenant_id, forged.timestamp, forged.tree_size, Buffer.from(forged.root_hash, 'hex'), forged.key_id, Buffer.from(forged.signature, 'base64')],
-    );
+    await tamper(`INSERT INTO tree_heads (tenant_id, signed_at, tree_size, root_hash, key_id, signature) VALUES ($1, $2, $3, $4, $5, $6)`, [
+      forged.tenant_id,
+      forged.timestamp,
+      forged.tree_size,
+      Buffer.from(forged.root_hash, 'hex'),
+      forged.key_id,
+      Buffer.from(forged.signature, 'base64'),
+    ]);
     const later = await save('tamper-fork', 'fork-after');
     const offline = verify('--export', later.export, '--tree-head', kept.head);
     expect(offline.status).to.equal(1);

@@ -21,7 +21,11 @@ import { testLogger } from '../support/service.ts';
 const jcs = canonicalize as unknown as (value: unknown) => string;
 
 /** The leaf of a served document by the RFCs alone: SHA-256(0x00 ‖ RFC 8785 form), by a JCS package that is not ours. */
-const rfcLeaf = (document: string) => createHash('sha256').update(Buffer.from([0])).update(jcs(JSON.parse(document))).digest('hex');
+const rfcLeaf = (document: string) =>
+  createHash('sha256')
+    .update(Buffer.from([0]))
+    .update(jcs(JSON.parse(document)))
+    .digest('hex');
 
 /** Free-text values that stress the canonical form: every escape JSON has, non-ASCII, JSON inside strings. */
 const AWKWARD = [
@@ -76,7 +80,11 @@ function awkwardEvents(count: number, tenantId: string, t0: number): NewEvent[] 
  * Inserts events as a writer that gives no leaf hash would (a pod of the previous release, psql): one
  * statement, so one queue row. `leafHash` overrides what the row claims as its leaf hash.
  */
-async function insertWithoutWritePath(pool: pg.Pool, events: readonly NewEvent[], options: { document?: boolean; leafHash?: (event: NewEvent) => Buffer | null } = {}): Promise<void> {
+async function insertWithoutWritePath(
+  pool: pg.Pool,
+  events: readonly NewEvent[],
+  options: { document?: boolean; leafHash?: (event: NewEvent) => Buffer | null } = {},
+): Promise<void> {
   const rendered = events.map((event) => renderEventDocument(event, formatTimestamp(event.occurredAtMs)));
   await pool.query(
     `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id, fields_accessed,
@@ -106,7 +114,10 @@ async function insertWithoutWritePath(pool: pg.Pool, events: readonly NewEvent[]
 }
 
 /** The tenant's leaves in leaf order: the leaf hash stored in the tree, and the served document of its event. */
-async function storedLeaves(pool: pg.Pool | pg.Client, tenantId: string): Promise<Array<{ eventId: string; leaf: string; served: string }>> {
+async function storedLeaves(
+  pool: pg.Pool | pg.Client,
+  tenantId: string,
+): Promise<Array<{ eventId: string; leaf: string; served: string }>> {
   const { rows } = await pool.query(
     `SELECT l.event_id::text AS event_id, substring(t.hashes FROM (l.leaf_index % 16)::int * 32 + 1 FOR 32) AS leaf,
             ${EVENT_DOCUMENT} AS document
@@ -116,7 +127,11 @@ async function storedLeaves(pool: pg.Pool | pg.Client, tenantId: string): Promis
       WHERE l.tenant_id = $1 ORDER BY l.leaf_index`,
     [tenantId],
   );
-  return rows.map((row: { event_id: string; leaf: Buffer; document: string }) => ({ eventId: row.event_id, leaf: row.leaf.toString('hex'), served: row.document }));
+  return rows.map((row: { event_id: string; leaf: Buffer; document: string }) => ({
+    eventId: row.event_id,
+    leaf: row.leaf.toString('hex'),
+    served: row.document,
+  }));
 }
 
 describe('leaf hashes computed by the write path', function () {
@@ -151,7 +166,8 @@ describe('leaf hashes computed by the write path', function () {
       await seedEvents(db.url, events);
       const { rows } = await db.pool.query(`SELECT document, leaf_hash FROM events WHERE tenant_id = 'writer'`);
       expect(rows).to.have.length(events.length);
-      for (const row of rows as Array<{ document: string; leaf_hash: Buffer }>) expect(row.leaf_hash.toString('hex'), row.document).to.equal(rfcLeaf(row.document));
+      for (const row of rows as Array<{ document: string; leaf_hash: Buffer }>)
+        expect(row.leaf_hash.toString('hex'), row.document).to.equal(rfcLeaf(row.document));
       // Each queue row's hashes line up with its event ids.
       const queue = await db.pool.query(
         `SELECT bool_and(substring(q.leaf_hashes FROM (k.position::int - 1) * 32 + 1 FOR 32) = e.leaf_hash) AS aligned, count(*)::int AS events,
@@ -166,7 +182,9 @@ describe('leaf hashes computed by the write path', function () {
       const leaves = await storedLeaves(db.pool, 'writer');
       expect(leaves.map((leaf) => leaf.leaf)).to.deep.equal(leaves.map((leaf) => rfcLeaf(leaf.served)));
       const head = await db.pool.query(`SELECT root_hash FROM tree_heads WHERE tenant_id = 'writer'`);
-      expect(head.rows[0].root_hash.toString('hex')).to.equal(merkleTreeHash(leaves.map((leaf) => Buffer.from(jcs(JSON.parse(leaf.served))))).toString('hex'));
+      expect(head.rows[0].root_hash.toString('hex')).to.equal(
+        merkleTreeHash(leaves.map((leaf) => Buffer.from(jcs(JSON.parse(leaf.served))))).toString('hex'),
+      );
       expect((await checkIntegrity(sealer.db, { tenantId: 'writer', sealIntervalMs: 10_000 }))[0]!.problems).to.deep.equal([]);
       await sealer.close();
     });
@@ -180,9 +198,14 @@ describe('leaf hashes computed by the write path', function () {
       // A row from before events kept their document, as psql might insert it.
       await insertWithoutWritePath(db.pool, batches[2]!, { document: false });
       // A hash of the wrong length is no hash: the statement's events are hashed by the sealer.
-      await insertWithoutWritePath(db.pool, batches[3]!, { leafHash: (event) => (event === batches[3]![7] ? Buffer.from([1, 2, 3]) : documentLeaf(renderEventDocument(event, formatTimestamp(event.occurredAtMs)))) });
+      await insertWithoutWritePath(db.pool, batches[3]!, {
+        leafHash: (event) =>
+          event === batches[3]![7] ? Buffer.from([1, 2, 3]) : documentLeaf(renderEventDocument(event, formatTimestamp(event.occurredAtMs))),
+      });
       await seedEvents(db.url, batches[4]!);
-      const queue = await db.pool.query(`SELECT leaf_hashes IS NOT NULL AS hashed FROM seal_queue WHERE tenant_id = $1 ORDER BY id`, [tenantId]);
+      const queue = await db.pool.query(`SELECT leaf_hashes IS NOT NULL AS hashed FROM seal_queue WHERE tenant_id = $1 ORDER BY id`, [
+        tenantId,
+      ]);
       expect(queue.rows.map((row: { hashed: boolean }) => row.hashed)).to.deep.equal([true, false, false, false, true]);
       const sealer = await startTestSealer(db.url, keys.privateKey);
       expect((await sealer.sealNow()).sealed).to.equal(200);
@@ -273,10 +296,22 @@ describe('leaf hashes computed by the write path', function () {
              SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
                                   $10::boolean[], $11::text[], $12::text[], $13::text[], $14::boolean[], $15::text[], $16::text[])`,
             [
-              slice.map((e) => e.tenantId), slice.map((e) => new Date(e.occurredAtMs).toISOString()), slice.map((e) => e.eventId), slice.map((e) => e.action),
-              slice.map((e) => e.userId), slice.map((e) => e.userRole), slice.map((e) => e.resourceType), slice.map((e) => e.resourceId),
-              slice.map((e) => e.fieldsAccessed), slice.map((e) => e.phiInvolved), slice.map((e) => e.sourceIp), slice.map((e) => e.userAgent),
-              slice.map((e) => e.justification), slice.map((e) => e.success), slice.map((e) => e.details), slice.map(documentOf),
+              slice.map((e) => e.tenantId),
+              slice.map((e) => new Date(e.occurredAtMs).toISOString()),
+              slice.map((e) => e.eventId),
+              slice.map((e) => e.action),
+              slice.map((e) => e.userId),
+              slice.map((e) => e.userRole),
+              slice.map((e) => e.resourceType),
+              slice.map((e) => e.resourceId),
+              slice.map((e) => e.fieldsAccessed),
+              slice.map((e) => e.phiInvolved),
+              slice.map((e) => e.sourceIp),
+              slice.map((e) => e.userAgent),
+              slice.map((e) => e.justification),
+              slice.map((e) => e.success),
+              slice.map((e) => e.details),
+              slice.map(documentOf),
             ],
           );
         }

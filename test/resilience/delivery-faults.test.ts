@@ -25,7 +25,6 @@ const DELIVERY_ENV = {
   DELIVERY_RELAY_POLL_MS: '100',
 };
 
-
 /**
  * Webhook delivery through the faults of issue 16, on Postgres and NATS servers of this file's own: relay and
  * worker killed, NATS frozen, killed with SIGKILL and restarted on its store, Postgres stopped immediately.
@@ -65,12 +64,21 @@ describe('webhook delivery through faults', function () {
     const pool = new Database({ url: db.url, poolSize: 2, applicationName: 'faults test', log: testLogger() });
     pools.push(pool);
     const writer = new EventWriter(pool);
-    const registry = new WebhookRegistry({ db: pool, writer, secrets: new SecretBox(TEST_ENCRYPTION_KEY), policy: { allowHttp: true, allowPrivateTargets: true } });
+    const registry = new WebhookRegistry({
+      db: pool,
+      writer,
+      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
+      policy: { allowHttp: true, allowPrivateTargets: true },
+    });
     const endpoints: Array<{ id: string; receiver: TestReceiver }> = [];
     for (const reply of replies) {
       const receiver = await startReceiver(reply);
       receivers.push(receiver);
-      const { endpoint } = await registry.register(tenantId, { url: receiver.url, event_filter: ['phi.'] }, { userId: 'test', userRole: 'operator' });
+      const { endpoint } = await registry.register(
+        tenantId,
+        { url: receiver.url, event_filter: ['phi.'] },
+        { userId: 'test', userRole: 'operator' },
+      );
       endpoints.push({ id: endpoint.id, receiver });
     }
     return { db, writer, endpoints };
@@ -111,7 +119,11 @@ describe('webhook delivery through faults', function () {
     });
     children.add(child);
     child.once('exit', () => children.delete(child));
-    await waitFor(async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200, `${role} ready`, 30_000);
+    await waitFor(
+      async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200,
+      `${role} ready`,
+      30_000,
+    );
     return child;
   }
 
@@ -121,7 +133,8 @@ describe('webhook delivery through faults', function () {
     await exited;
   }
 
-  const consumerOf = (stream: string): Promise<ConsumerInfo> => withJetStream((jsm) => jsm.consumers.info(stream, 'audit-delivery-workers'));
+  const consumerOf = (stream: string): Promise<ConsumerInfo> =>
+    withJetStream((jsm) => jsm.consumers.info(stream, 'audit-delivery-workers'));
 
   it('keeps a message in the stream until every delivery in it is settled, when JetStream sends it again meanwhile', async () => {
     const { db, endpoints } = await deployment('fold', [204, 'hang']);
@@ -131,7 +144,8 @@ describe('webhook delivery through faults', function () {
     const worker = await startRole(db, 'worker', { ...env, NATS_NAMESPACE: service.busNamespace });
     await seedEvents(db.url, [newEvent({ tenantId: 'fold' })]);
     await waitFor(() => fast.receiver.received.length === 1 && hung.receiver.received.length === 1, 'both requests');
-    const state = async (endpointId: string) => (await db.pool.query('SELECT state, attempts FROM deliveries WHERE endpoint_id = $1', [endpointId])).rows[0];
+    const state = async (endpointId: string) =>
+      (await db.pool.query('SELECT state, attempts FROM deliveries WHERE endpoint_id = $1', [endpointId])).rows[0];
     await waitFor(async () => (await state(fast.id)).state === 'succeeded', 'the fast delivery to be recorded');
     // One message carries both deliveries; the hung one is still on the wire.
     const { first_seq: seq, messages } = await withJetStream(async (jsm) => (await jsm.streams.info(stream)).state);
@@ -146,11 +160,17 @@ describe('webhook delivery through faults', function () {
     // Settling the copy on its own would have deleted the message while the hung delivery, not yet
     // recorded, still needed it.
     await sleep(1_000);
-    expect(await withJetStream(async (jsm) => (await jsm.streams.getMessage(stream, { seq })) !== null), 'the message still in the stream').to.equal(true);
+    expect(
+      await withJetStream(async (jsm) => (await jsm.streams.getMessage(stream, { seq })) !== null),
+      'the message still in the stream',
+    ).to.equal(true);
     expect(await state(hung.id)).to.deep.equal({ state: 'pending', attempts: 0 });
     // The hung request ends at its time limit: its attempt is recorded and the message acknowledged.
     await waitFor(async () => (await state(hung.id)).attempts === 1, 'the hung attempt to be recorded', 30_000);
-    await waitFor(async () => (await withJetStream((jsm) => jsm.streams.info(stream))).state.messages === 0, 'the message to be acknowledged');
+    await waitFor(
+      async () => (await withJetStream((jsm) => jsm.streams.info(stream))).state.messages === 0,
+      'the message to be acknowledged',
+    );
   });
 
   it('pulls no more messages than it can hold, so none waits unacknowledged without a keep-alive', async () => {
@@ -158,7 +178,10 @@ describe('webhook delivery through faults', function () {
     // wait much longer than the ack wait, and the worker holds 2,000 of them at a time.
     const { db, endpoints } = await deployment('pull', [{ status: 204, delayMs: 100 }]);
     const { stream } = await startInProcess(db, ['relay', 'worker'], { DELIVERY_ACK_WAIT_MS: '1000' });
-    await seedEvents(db.url, Array.from({ length: 6_000 }, () => newEvent({ tenantId: 'pull' })));
+    await seedEvents(
+      db.url,
+      Array.from({ length: 6_000 }, () => newEvent({ tenantId: 'pull' })),
+    );
     await waitFor(() => endpoints[0]!.receiver.received.length >= 100, 'deliveries under way');
     // Long enough for the worker to stop pulling at 2,000 held deliveries and to start again at 1,000.
     await sleep(10_000);
@@ -178,7 +201,13 @@ describe('webhook delivery through faults', function () {
       const done = (async () => {
         while (!stopped) {
           const batch = Array.from({ length: eventsPerTick }, () => newEvent({ tenantId }));
-          while (!(await writer.write(batch, 'test').then(() => true, () => false))) await sleep(100);
+          while (
+            !(await writer.write(batch, 'test').then(
+              () => true,
+              () => false,
+            ))
+          )
+            await sleep(100);
           written.push(...batch);
           await sleep(tickMs);
         }
@@ -232,7 +261,8 @@ describe('webhook delivery through faults', function () {
       const pairs = () =>
         endpoints.reduce((sum, { receiver }, index) => {
           const entry = seen[index]!;
-          for (; entry.counted < receiver.received.length; entry.counted += 1) entry.ids.add(receiver.received[entry.counted]!.json().id as string);
+          for (; entry.counted < receiver.received.length; entry.counted += 1)
+            entry.ids.add(receiver.received[entry.counted]!.json().id as string);
           return sum + entry.ids.size;
         }, 0);
       const wanted = burst.written.length * endpoints.length;
@@ -246,9 +276,15 @@ describe('webhook delivery through faults', function () {
             `SELECT state, attempts, published_at IS NOT NULL AS published, count(*)::int AS deliveries FROM deliveries WHERE state <> 'succeeded' GROUP BY 1, 2, 3`,
           )
         ).rows;
-      expect(missing, `${missing} of ${wanted} pairs missing after the last fault; not succeeded: ${JSON.stringify(await waiting())}`).to.equal(0);
+      expect(
+        missing,
+        `${missing} of ${wanted} pairs missing after the last fault; not succeeded: ${JSON.stringify(await waiting())}`,
+      ).to.equal(0);
       for (const [index, { receiver }] of endpoints.entries()) {
-        expect(burst.written.every((event) => seen[index]!.ids.has(event.eventId)), `every event at ${receiver.url}`).to.equal(true);
+        expect(
+          burst.written.every((event) => seen[index]!.ids.has(event.eventId)),
+          `every event at ${receiver.url}`,
+        ).to.equal(true);
       }
       await Promise.all([kill(relay), kill(worker)]);
     });

@@ -28,7 +28,6 @@ const DELIVERY_ENV = {
   DELIVERY_SCHEDULE: '1h,1h,1h,1h',
 };
 
-
 /**
  * A receiver that accepts requests and never answers (issue 16, item 2), on Postgres and NATS servers of this
  * file's own. Its backlog must cost work per endpoint, not per delivery and second: its deliveries wait parked
@@ -65,12 +64,21 @@ describe('a hung webhook endpoint', function () {
     databases.push(db);
     const pool = new Database({ url: db.url, poolSize: 2, applicationName: 'hung endpoint test', log: testLogger() });
     pools.push(pool);
-    const registry = new WebhookRegistry({ db: pool, writer: new EventWriter(pool), secrets: new SecretBox(TEST_ENCRYPTION_KEY), policy: { allowHttp: true, allowPrivateTargets: true } });
+    const registry = new WebhookRegistry({
+      db: pool,
+      writer: new EventWriter(pool),
+      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
+      policy: { allowHttp: true, allowPrivateTargets: true },
+    });
     const registered: Array<{ id: string; receiver: TestReceiver }> = [];
     for (const { tenantId, reply } of endpoints) {
       const receiver = await startReceiver(reply);
       receivers.push(receiver);
-      const { endpoint } = await registry.register(tenantId, { url: receiver.url, event_filter: ['phi.'] }, { userId: 'test', userRole: 'operator' });
+      const { endpoint } = await registry.register(
+        tenantId,
+        { url: receiver.url, event_filter: ['phi.'] },
+        { userId: 'test', userRole: 'operator' },
+      );
       registered.push({ id: endpoint.id, receiver });
     }
     return { db, endpoints: registered };
@@ -78,7 +86,12 @@ describe('a hung webhook endpoint', function () {
 
   /** A relay and a worker; with `busNamespace`, one more of each sharing another service's outbox and queue. */
   async function startService(db: TestDatabase, env: Record<string, string> = {}, busNamespace?: string): Promise<TestService> {
-    const service = await startTestService({ databaseUrl: db.url, roles: ['relay', 'worker'], busNamespace, env: { ...DELIVERY_ENV, NATS_URL: nats.url, ...env } });
+    const service = await startTestService({
+      databaseUrl: db.url,
+      roles: ['relay', 'worker'],
+      busNamespace,
+      env: { ...DELIVERY_ENV, NATS_URL: nats.url, ...env },
+    });
     services.push(service);
     return service;
   }
@@ -101,7 +114,8 @@ describe('a hung webhook endpoint', function () {
     await sleep(3 * TIMEOUT_MS);
     // Settled: what the workers put aside (parked, or deferred by older code) has stopped growing. On a
     // loaded machine the first pass over the backlog can take longer than the pause above.
-    const putAside = async () => (await metric(running, 'webhook_deliveries_parked_total')) + (await metric(running, 'webhook_deliveries_deferred_total'));
+    const putAside = async () =>
+      (await metric(running, 'webhook_deliveries_parked_total')) + (await metric(running, 'webhook_deliveries_deferred_total'));
     let previous = -Infinity;
     await waitFor(
       async () => {
@@ -164,11 +178,24 @@ describe('a hung webhook endpoint', function () {
     ]);
     const [hung, healthy] = endpoints as [(typeof endpoints)[0], (typeof endpoints)[0]];
     const service = await startService(db);
-    await seedEvents(db.url, Array.from({ length: BACKLOG }, () => newEvent({ tenantId: 'hung' })));
+    await seedEvents(
+      db.url,
+      Array.from({ length: BACKLOG }, () => newEvent({ tenantId: 'hung' })),
+    );
 
-    const { seconds, attempts, published, parked: parkings, deferred, figures } = await steadyState([service], hung.receiver, BACKLOG, 6_000);
+    const {
+      seconds,
+      attempts,
+      published,
+      parked: parkings,
+      deferred,
+      figures,
+    } = await steadyState([service], hung.receiver, BACKLOG, 6_000);
     // The pace its slots allow: CONCURRENCY requests, each held until the time limit.
-    expect(attempts, figures).to.be.within(Math.floor(0.5 * CONCURRENCY * (seconds / (TIMEOUT_MS / 1000))), 2 * CONCURRENCY * (seconds + 1));
+    expect(attempts, figures).to.be.within(
+      Math.floor(0.5 * CONCURRENCY * (seconds / (TIMEOUT_MS / 1000))),
+      2 * CONCURRENCY * (seconds + 1),
+    );
     // Work follows the requests that finish, not the 3,000 waiting: about one publication per attempt (plus
     // the relay's sweep, one per ack wait), where deferring cycled the whole backlog every few seconds.
     expect(published, figures).to.be.at.most(2 * attempts + 10);
@@ -195,10 +222,15 @@ describe('a hung webhook endpoint', function () {
     // The receiver answers again: the parked backlog is released as its answers come and every delivery not
     // yet attempted is sent (those that timed out wait for their retry, an hour away).
     hung.receiver.reply(204);
-    await waitFor(async () => {
-      const now = await states(db, hung.id);
-      return now.parked === undefined && now.pending_unattempted === undefined;
-    }, 'every parked delivery to be sent', 60_000, 200);
+    await waitFor(
+      async () => {
+        const now = await states(db, hung.id);
+        return now.parked === undefined && now.pending_unattempted === undefined;
+      },
+      'every parked delivery to be sent',
+      60_000,
+      200,
+    );
     const final = await states(db, hung.id);
     expect(final.succeeded! + (final.pending ?? 0)).to.equal(BACKLOG);
     expect(await service.metric('webhook_deliveries_unparked_total{by="request"}')).to.be.greaterThan(BACKLOG - 20 * CONCURRENCY);
@@ -214,7 +246,10 @@ describe('a hung webhook endpoint', function () {
     // One of its requests ends at the limit every 125 ms: only that none of them was answered shows that
     // the endpoint does not keep up.
     const service = await startService(db, { DELIVERY_TIMEOUT_MS: '500' });
-    await seedEvents(db.url, Array.from({ length: BACKLOG }, () => newEvent({ tenantId: 'hung' })));
+    await seedEvents(
+      db.url,
+      Array.from({ length: BACKLOG }, () => newEvent({ tenantId: 'hung' })),
+    );
     await waitFor(async () => (await service.metric('webhook_relay_published_total')) >= BACKLOG, 'the backlog to be published', 30_000);
     await waitFor(async () => ((await states(db, hung.id)).parked ?? 0) > BACKLOG / 2, 'most of the backlog to be parked', 20_000, 200);
 
@@ -229,19 +264,30 @@ describe('a hung webhook endpoint', function () {
     const [hung] = endpoints as [(typeof endpoints)[0]];
     const first = await startService(db);
     const second = await startService(db, {}, first.busNamespace);
-    await seedEvents(db.url, Array.from({ length: BACKLOG }, () => newEvent({ tenantId: 'shared' })));
+    await seedEvents(
+      db.url,
+      Array.from({ length: BACKLOG }, () => newEvent({ tenantId: 'shared' })),
+    );
 
     const { seconds, attempts, published, deferred, figures } = await steadyState([first, second], hung.receiver, BACKLOG, 6_000);
     // Each worker has its own CONCURRENCY slots, and parked deliveries reach both.
-    expect(attempts, figures).to.be.within(Math.floor(0.5 * 2 * CONCURRENCY * (seconds / (TIMEOUT_MS / 1000))), 2 * 2 * CONCURRENCY * (seconds + 1));
+    expect(attempts, figures).to.be.within(
+      Math.floor(0.5 * 2 * CONCURRENCY * (seconds / (TIMEOUT_MS / 1000))),
+      2 * 2 * CONCURRENCY * (seconds + 1),
+    );
     expect(published, figures).to.be.at.most(2 * attempts + 10);
     expect(deferred, figures).to.equal(0);
 
     hung.receiver.reply(204);
-    await waitFor(async () => {
-      const now = await states(db, hung.id);
-      return now.parked === undefined && now.pending_unattempted === undefined;
-    }, 'every parked delivery to be sent', 60_000, 200);
+    await waitFor(
+      async () => {
+        const now = await states(db, hung.id);
+        return now.parked === undefined && now.pending_unattempted === undefined;
+      },
+      'every parked delivery to be sent',
+      60_000,
+      200,
+    );
     const final = await states(db, hung.id);
     expect(final.succeeded! + (final.pending ?? 0)).to.equal(BACKLOG);
     // Every request the receiver saw is one recorded attempt (records are unique per delivery and attempt):
@@ -260,7 +306,10 @@ describe('a hung webhook endpoint', function () {
     const [endpoint] = endpoints as [(typeof endpoints)[0]];
     // Parked with nothing of their endpoint in flight: as after a rollback to a version that does not release
     // them, or a release that skipped them.
-    await seedEvents(db.url, Array.from({ length: 50 }, () => newEvent({ tenantId: 'stranded' })));
+    await seedEvents(
+      db.url,
+      Array.from({ length: 50 }, () => newEvent({ tenantId: 'stranded' })),
+    );
     await db.pool.query(`UPDATE deliveries SET state = 'parked' WHERE endpoint_id = $1`, [endpoint.id]);
     const service = await startService(db, { DELIVERY_ACK_WAIT_MS: '1000' });
     await waitFor(async () => (await states(db, endpoint.id)).succeeded === 50, 'the parked deliveries to be sent', 15_000);

@@ -117,7 +117,10 @@ describe('outages of Postgres and NATS', function () {
     await waitFor(async () => (await ready()).json?.status === 'ready', 'readiness after NATS returned', 30_000, 250);
     const nc = await connect({ servers: nats.url });
     try {
-      await jetstream(nc).publish(`${service.busNamespace}.audit.ingest.after-nats`, JSON.stringify(producerEvent({ tenant_id: 'after-nats' })));
+      await jetstream(nc).publish(
+        `${service.busNamespace}.audit.ingest.after-nats`,
+        JSON.stringify(producerEvent({ tenant_id: 'after-nats' })),
+      );
       await waitFor(async () => (await countStored('after-nats')) === 1, 'ingestion to resume after the NATS restart', 30_000, 250);
     } finally {
       await nc.close();

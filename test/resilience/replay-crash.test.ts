@@ -42,7 +42,12 @@ describe('manual retries and replays survive SIGKILL', function () {
   });
 
   async function service(roles: Array<'api' | 'relay' | 'worker'>, namespace?: string): Promise<TestService> {
-    const started = await startTestService({ databaseUrl: db.url, roles, env: { ...DELIVERY_ENV, NATS_URL: nats.url }, busNamespace: namespace });
+    const started = await startTestService({
+      databaseUrl: db.url,
+      roles,
+      env: { ...DELIVERY_ENV, NATS_URL: nats.url },
+      busNamespace: namespace,
+    });
     services.push(started);
     return started;
   }
@@ -65,7 +70,11 @@ describe('manual retries and replays survive SIGKILL', function () {
       stdio: ['ignore', 'inherit', 'inherit'],
     });
     children.push(child);
-    await waitFor(async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200, `${role} ready`, 20_000);
+    await waitFor(
+      async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200,
+      `${role} ready`,
+      20_000,
+    );
     return child;
   }
 
@@ -102,7 +111,10 @@ describe('manual retries and replays survive SIGKILL', function () {
 
     // The retry's request hangs until its worker is dead: it dies with the attempt on the wire.
     target.reply('hang');
-    const retried = await call(`${api.baseUrl}/audit/webhooks/${endpointId}/deliveries/${(await delivery()).id}/retry`, { key, method: 'POST' });
+    const retried = await call(`${api.baseUrl}/audit/webhooks/${endpointId}/deliveries/${(await delivery()).id}/retry`, {
+      key,
+      method: 'POST',
+    });
     expect(retried.status, retried.text).to.equal(202);
     await waitFor(() => target.received.length === 2, 'the retry on the wire');
     await kill(worker);
@@ -139,7 +151,8 @@ describe('manual retries and replays survive SIGKILL', function () {
       body: { since: new Date(start).toISOString(), until: new Date().toISOString() },
     });
     expect(started.status, started.text).to.equal(202);
-    const progress = async () => (await call(`${api.baseUrl}/audit/webhooks/${endpointId}/replays/${started.json.replay.id}`, { key })).json.replay;
+    const progress = async () =>
+      (await call(`${api.baseUrl}/audit/webhooks/${endpointId}/replays/${started.json.replay.id}`, { key })).json.replay;
     await waitFor(async () => (await progress()).deliveries_created >= 1000, 'the replay under way', 30_000);
     await kill(relay);
     const atKill = await progress();
@@ -155,7 +168,9 @@ describe('manual retries and replays survive SIGKILL', function () {
     );
     expect(rows[0]).to.deep.equal({ deliveries: 4000, events: 4000 });
     await waitFor(
-      async () => (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE endpoint_id = $1 AND state = 'succeeded'`, [endpointId])).rows[0].n === 4000,
+      async () =>
+        (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE endpoint_id = $1 AND state = 'succeeded'`, [endpointId]))
+          .rows[0].n === 4000,
       'every replayed delivery to succeed',
       60_000,
     );

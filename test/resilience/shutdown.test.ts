@@ -16,7 +16,10 @@ describe('graceful shutdown on SIGTERM', function () {
 
   before(async () => {
     db = await createTestDatabase();
-    await seedEvents(db.url, Array.from({ length: 3000 }, () => newEvent({ tenantId: 'drain' })));
+    await seedEvents(
+      db.url,
+      Array.from({ length: 3000 }, () => newEvent({ tenantId: 'drain' })),
+    );
   });
 
   after(async () => {
@@ -45,7 +48,10 @@ describe('graceful shutdown on SIGTERM', function () {
     const env = serveEnv(port, internalPort, { SHUTDOWN_DRAIN_DELAY_MS: String(drainDelayMs) });
     child = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', 'api'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
     const exited = once(child, 'exit');
-    await waitFor(async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200, 'service ready');
+    await waitFor(
+      async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200,
+      'service ready',
+    );
     return { port, internalPort, exited, child };
   };
 
@@ -63,7 +69,16 @@ describe('graceful shutdown on SIGTERM', function () {
     child.kill('SIGTERM');
     // A request not yet accepted may be refused; one being answered must be answered to the end.
     const statuses = await Promise.all(
-      requests.map((request) => request.then((response) => response.text().then(() => response.status, () => 'cut mid-response'), () => 'connection error')),
+      requests.map((request) =>
+        request.then(
+          (response) =>
+            response.text().then(
+              () => response.status,
+              () => 'cut mid-response',
+            ),
+          () => 'connection error',
+        ),
+      ),
     );
     const [code] = await exited;
     expect(code).to.equal(0);
@@ -72,7 +87,10 @@ describe('graceful shutdown on SIGTERM', function () {
     expect(statuses.filter((status) => status !== 200 && status !== 'connection error')).to.deep.equal([]);
     expect(statuses.filter((status) => status === 200).length).to.be.greaterThan(0);
     // After exit nothing listens any more.
-    const after = await call(url, { key }).then(() => 'answered', () => 'refused');
+    const after = await call(url, { key }).then(
+      () => 'answered',
+      () => 'refused',
+    );
     expect(after).to.equal('refused');
   });
 
@@ -149,7 +167,10 @@ describe('graceful shutdown on SIGTERM', function () {
       serving.push(served);
       let output = '';
       served.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      await waitFor(async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200, 'service ready');
+      await waitFor(
+        async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200,
+        'service ready',
+      );
       return { child: served, port, output: () => output };
     }
 
@@ -182,7 +203,10 @@ describe('graceful shutdown on SIGTERM', function () {
     /** Sends SIGTERM and waits until the process has logged that it handled it (or has exited). */
     async function terminate(served: { child: ChildProcess; output(): string }, logged: string): Promise<void> {
       served.child.kill('SIGTERM');
-      await waitFor(() => served.output().includes(logged) || served.child.exitCode !== null || served.child.signalCode !== null, `"${logged}" in the log`);
+      await waitFor(
+        () => served.output().includes(logged) || served.child.exitCode !== null || served.child.signalCode !== null,
+        `"${logged}" in the log`,
+      );
     }
 
     it('ignores a second SIGTERM: the held request completes, then the process exits 0', async () => {

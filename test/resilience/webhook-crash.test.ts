@@ -66,7 +66,11 @@ describe('webhook delivery survives crashes (at least once)', function () {
       stdio: ['ignore', 'inherit', 'inherit'],
     });
     children.push(child);
-    await waitFor(async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200, 'worker ready', 20_000);
+    await waitFor(
+      async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200,
+      'worker ready',
+      20_000,
+    );
     return child;
   }
 

@@ -64,7 +64,9 @@ describe('source layout', () => {
   });
 
   it('keeps the customer client free of the service: it imports nothing outside src/client', () => {
-    const leaving = folderImports().filter(({ from }) => from === 'client').map(({ file, to }) => `${file} → ${to}/`);
+    const leaving = folderImports()
+      .filter(({ from }) => from === 'client')
+      .map(({ file, to }) => `${file} → ${to}/`);
     expect(leaving).to.deep.equal([]);
   });
 });

@@ -31,7 +31,9 @@ function filesUnder(path: string): string[] {
 
 describe('the test suite and the machine it runs on', () => {
   it('never stops, restarts or flushes a service it did not start', () => {
-    const files = SCANNED.flatMap(filesUnder).filter((file) => /\.(ts|cjs|js|sh|json)$|Makefile$/.test(file) && relative('.', file) !== THIS_FILE);
+    const files = SCANNED.flatMap(filesUnder).filter(
+      (file) => /\.(ts|cjs|js|sh|json)$|Makefile$/.test(file) && relative('.', file) !== THIS_FILE,
+    );
     expect(files.length, 'files scanned').to.be.greaterThan(50);
     const offences: string[] = [];
     for (const file of files) {

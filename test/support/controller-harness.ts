@@ -74,7 +74,12 @@ export async function startControllerHarness(apiEnv: Record<string, string> = {}
       db,
       deploymentId: await readDeploymentId(controllerDb),
       keys: new ApiKeyService({ db: controllerDb, writer, pepper: TEST_PEPPER, environment: 'live' }),
-      registry: new WebhookRegistry({ db: controllerDb, writer, secrets: new SecretBox(TEST_ENCRYPTION_KEY), policy: { allowHttp: true, allowPrivateTargets: true } }),
+      registry: new WebhookRegistry({
+        db: controllerDb,
+        writer,
+        secrets: new SecretBox(TEST_ENCRYPTION_KEY),
+        policy: { allowHttp: true, allowPrivateTargets: true },
+      }),
     };
   }
   const home = await startDeployment();
@@ -111,7 +116,8 @@ export async function startControllerHarness(apiEnv: Record<string, string> = {}
     },
     async reconciledAgain(namespace, secretName, times = 2) {
       const path = `/api/v1/namespaces/${namespace}/secrets/${secretName}`;
-      const reads = () => kube.requestLog.filter((entry) => entry.token === 'controller' && entry.method === 'GET' && entry.path === path).length;
+      const reads = () =>
+        kube.requestLog.filter((entry) => entry.token === 'controller' && entry.method === 'GET' && entry.path === path).length;
       const before = reads();
       await waitFor(() => reads() >= before + times, `${times} more reconciles of the owner of Secret ${namespace}/${secretName}`, 20_000);
     },

@@ -15,18 +15,37 @@ export interface HelmCluster {
   /** Every request, in order: `GET /api/v1/...`. */
   readonly requests: string[];
   /** Puts a Secret (stringData or data) in place, as if created by an earlier install. */
-  putSecret(secret: { metadata: { name: string; namespace: string }; data?: Record<string, string>; stringData?: Record<string, string> }): void;
+  putSecret(secret: {
+    metadata: { name: string; namespace: string };
+    data?: Record<string, string>;
+    stringData?: Record<string, string>;
+  }): void;
   stop(): Promise<void>;
 }
 
 const GROUPS: Record<string, Array<[plural: string, kind: string, namespaced: boolean]>> = {
-  v1: [['secrets', 'Secret', true], ['serviceaccounts', 'ServiceAccount', true], ['services', 'Service', true], ['pods', 'Pod', true], ['configmaps', 'ConfigMap', true], ['namespaces', 'Namespace', false]],
+  v1: [
+    ['secrets', 'Secret', true],
+    ['serviceaccounts', 'ServiceAccount', true],
+    ['services', 'Service', true],
+    ['pods', 'Pod', true],
+    ['configmaps', 'ConfigMap', true],
+    ['namespaces', 'Namespace', false],
+  ],
   'apps/v1': [['deployments', 'Deployment', true]],
   'batch/v1': [['jobs', 'Job', true]],
   'policy/v1': [['poddisruptionbudgets', 'PodDisruptionBudget', true]],
   'autoscaling/v2': [['horizontalpodautoscalers', 'HorizontalPodAutoscaler', true]],
-  'networking.k8s.io/v1': [['ingresses', 'Ingress', true], ['networkpolicies', 'NetworkPolicy', true]],
-  'rbac.authorization.k8s.io/v1': [['roles', 'Role', true], ['rolebindings', 'RoleBinding', true], ['clusterroles', 'ClusterRole', false], ['clusterrolebindings', 'ClusterRoleBinding', false]],
+  'networking.k8s.io/v1': [
+    ['ingresses', 'Ingress', true],
+    ['networkpolicies', 'NetworkPolicy', true],
+  ],
+  'rbac.authorization.k8s.io/v1': [
+    ['roles', 'Role', true],
+    ['rolebindings', 'RoleBinding', true],
+    ['clusterroles', 'ClusterRole', false],
+    ['clusterrolebindings', 'ClusterRoleBinding', false],
+  ],
   'apiextensions.k8s.io/v1': [['customresourcedefinitions', 'CustomResourceDefinition', false]],
   'monitoring.coreos.com/v1': [['servicemonitors', 'ServiceMonitor', true]],
 };
@@ -40,7 +59,14 @@ export async function startHelmCluster(): Promise<HelmCluster> {
     response.end(JSON.stringify(body));
   };
   const notFound = (response: ServerResponse, what: string) =>
-    answer(response, 404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404, message: `${what} not found` });
+    answer(response, 404, {
+      kind: 'Status',
+      apiVersion: 'v1',
+      status: 'Failure',
+      reason: 'NotFound',
+      code: 404,
+      message: `${what} not found`,
+    });
 
   const server = createServer((request: IncomingMessage, response: ServerResponse) => {
     const path = new URL(request.url!, 'http://localhost').pathname;
@@ -59,7 +85,13 @@ export async function startHelmCluster(): Promise<HelmCluster> {
     }
     const groupVersion = path === '/api/v1' ? 'v1' : path.startsWith('/apis/') ? path.split('/').slice(2, 4).join('/') : undefined;
     if (groupVersion !== undefined && (path === '/api/v1' || path === `/apis/${groupVersion}`) && GROUPS[groupVersion]) {
-      const resources = GROUPS[groupVersion].map(([name, kind, namespaced]) => ({ name, singularName: '', namespaced, kind, verbs: ['get', 'list', 'create', 'update', 'patch', 'delete', 'watch'] }));
+      const resources = GROUPS[groupVersion].map(([name, kind, namespaced]) => ({
+        name,
+        singularName: '',
+        namespaced,
+        kind,
+        verbs: ['get', 'list', 'create', 'update', 'patch', 'delete', 'watch'],
+      }));
       return answer(response, 200, { kind: 'APIResourceList', apiVersion: 'v1', groupVersion, resources });
     }
     const secretPath = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/.exec(path);
@@ -96,8 +128,16 @@ export async function startHelmCluster(): Promise<HelmCluster> {
     kubeconfigPath,
     requests,
     putSecret(secret) {
-      const data = secret.data ?? Object.fromEntries(Object.entries(secret.stringData ?? {}).map(([key, value]) => [key, Buffer.from(value).toString('base64')]));
-      secrets.set(`${secret.metadata.namespace}/${secret.metadata.name}`, { apiVersion: 'v1', kind: 'Secret', type: 'Opaque', metadata: secret.metadata, data });
+      const data =
+        secret.data ??
+        Object.fromEntries(Object.entries(secret.stringData ?? {}).map(([key, value]) => [key, Buffer.from(value).toString('base64')]));
+      secrets.set(`${secret.metadata.namespace}/${secret.metadata.name}`, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        type: 'Opaque',
+        metadata: secret.metadata,
+        data,
+      });
     },
     async stop() {
       await new Promise<void>((resolve) => server.close(() => resolve()));

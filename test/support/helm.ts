@@ -39,14 +39,16 @@ export const byKind = (manifests: Manifest[], kind: string) => manifests.filter(
 
 export function named(manifests: Manifest[], kind: string, name: string): Manifest {
   const found = manifests.find((manifest) => manifest.kind === kind && manifest.metadata.name === name);
-  if (found === undefined) throw new Error(`no ${kind} ${name} among ${manifests.map((manifest) => `${manifest.kind}/${manifest.metadata.name}`).join(', ')}`);
+  if (found === undefined)
+    throw new Error(`no ${kind} ${name} among ${manifests.map((manifest) => `${manifest.kind}/${manifest.metadata.name}`).join(', ')}`);
   return found;
 }
 
 /** The pod specs of Deployments, Jobs and Pods. */
 export function podSpecs(manifests: Manifest[]): Array<{ owner: string; spec: any }> {
   return manifests.flatMap((manifest) => {
-    if (manifest.kind === 'Deployment' || manifest.kind === 'Job') return [{ owner: `${manifest.kind}/${manifest.metadata.name}`, spec: manifest.spec.template.spec }];
+    if (manifest.kind === 'Deployment' || manifest.kind === 'Job')
+      return [{ owner: `${manifest.kind}/${manifest.metadata.name}`, spec: manifest.spec.template.spec }];
     if (manifest.kind === 'Pod') return [{ owner: `Pod/${manifest.metadata.name}`, spec: manifest.spec }];
     return [];
   });

@@ -1,6 +1,17 @@
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chownSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -84,9 +95,15 @@ abstract class PrivateServer {
     this.child = child;
     let failure: string | undefined;
     this.exited = new Promise((resolve) => {
-      child.once('exit', (code, signal) => resolve((failure ??= `exited (${signal ?? code})`)));
+      child.once('exit', (code, signal) => {
+        failure ??= `exited (${signal ?? code})`;
+        resolve(failure);
+      });
       // Only when it could not be started at all, e.g. ENOENT.
-      child.once('error', (error) => resolve((failure ??= error.message)));
+      child.once('error', (error) => {
+        failure ??= error.message;
+        resolve(failure);
+      });
     });
     const deadline = Date.now() + START_TIMEOUT_MS;
     while (!(await this.answers())) {
@@ -105,10 +122,7 @@ abstract class PrivateServer {
     child.kill(this.signals[mode]);
     const timedOut = Symbol('timed out');
     let timer: NodeJS.Timeout | undefined;
-    const outcome = await Promise.race([
-      this.exited,
-      new Promise((resolve) => (timer = setTimeout(resolve, STOP_TIMEOUT_MS, timedOut))),
-    ]);
+    const outcome = await Promise.race([this.exited, new Promise((resolve) => (timer = setTimeout(resolve, STOP_TIMEOUT_MS, timedOut)))]);
     clearTimeout(timer);
     if (outcome === timedOut) {
       child.kill('SIGKILL');
@@ -182,7 +196,8 @@ export class PrivatePostgres extends PrivateServer {
       );
       if (options.tls) server.configureTls(options.tls);
       await server.start();
-      for (const role of options.tls?.clientCertRoles ?? []) await server.overSocket(`CREATE ROLE ${pg.escapeIdentifier(role)} LOGIN SUPERUSER`);
+      for (const role of options.tls?.clientCertRoles ?? [])
+        await server.overSocket(`CREATE ROLE ${pg.escapeIdentifier(role)} LOGIN SUPERUSER`);
       return server;
     } catch (error) {
       await server.remove();
@@ -224,7 +239,13 @@ export class PrivatePostgres extends PrivateServer {
 
   /** A statement as the superuser over the Unix socket, which needs no TLS. */
   private async overSocket(sql: string): Promise<void> {
-    const client = new pg.Client({ host: this.directory, port: this.port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 2000 });
+    const client = new pg.Client({
+      host: this.directory,
+      port: this.port,
+      user: 'postgres',
+      database: 'postgres',
+      connectionTimeoutMillis: 2000,
+    });
     client.on('error', () => undefined);
     try {
       await client.connect();
@@ -238,12 +259,30 @@ export class PrivatePostgres extends PrivateServer {
     return {
       command: join(this.binaries, 'postgres'),
       args: [
-        '-D', this.dataDirectory, '-p', String(this.port), '-k', this.directory,
-        '-c', 'listen_addresses=127.0.0.1',
+        '-D',
+        this.dataDirectory,
+        '-p',
+        String(this.port),
+        '-k',
+        this.directory,
+        '-c',
+        'listen_addresses=127.0.0.1',
         // Only a process crash is ever simulated, never the machine's: the page cache keeps what fsync would.
-        '-c', 'fsync=off', '-c', 'full_page_writes=off',
+        '-c',
+        'fsync=off',
+        '-c',
+        'full_page_writes=off',
         ...(this.options.tls
-          ? ['-c', 'ssl=on', '-c', `ssl_cert_file=${join(this.tlsDirectory, 'server.crt')}`, '-c', `ssl_key_file=${join(this.tlsDirectory, 'server.key')}`, '-c', `ssl_ca_file=${join(this.tlsDirectory, 'ca.crt')}`]
+          ? [
+              '-c',
+              'ssl=on',
+              '-c',
+              `ssl_cert_file=${join(this.tlsDirectory, 'server.crt')}`,
+              '-c',
+              `ssl_key_file=${join(this.tlsDirectory, 'server.key')}`,
+              '-c',
+              `ssl_ca_file=${join(this.tlsDirectory, 'ca.crt')}`,
+            ]
           : []),
       ],
       user: this.user,
@@ -308,7 +347,15 @@ export class PrivateNats extends PrivateServer {
       `port: ${this.port}`,
       `jetstream: {store_dir: ${quoted(join(this.directory, 'store'))}}`,
       ...(tls
-        ? ['tls: {', `  cert_file: ${quoted(tls.pki.server.certFile)}`, `  key_file: ${quoted(tls.pki.server.keyFile)}`, `  ca_file: ${quoted(tls.pki.caFile)}`, `  verify: ${tls.verifyClients === true}`, '  timeout: 5', '}']
+        ? [
+            'tls: {',
+            `  cert_file: ${quoted(tls.pki.server.certFile)}`,
+            `  key_file: ${quoted(tls.pki.server.keyFile)}`,
+            `  ca_file: ${quoted(tls.pki.caFile)}`,
+            `  verify: ${tls.verifyClients === true}`,
+            '  timeout: 5',
+            '}',
+          ]
         : []),
       ...(cluster
         ? [
@@ -357,9 +404,18 @@ export class PrivateRedis extends PrivateServer {
     const { tls } = this.options;
     const listen = tls
       ? [
-          '--port', '0', '--tls-port', String(this.port),
-          '--tls-cert-file', tls.pki.server.certFile, '--tls-key-file', tls.pki.server.keyFile, '--tls-ca-cert-file', tls.pki.caFile,
-          '--tls-auth-clients', tls.verifyClients ? 'yes' : 'no',
+          '--port',
+          '0',
+          '--tls-port',
+          String(this.port),
+          '--tls-cert-file',
+          tls.pki.server.certFile,
+          '--tls-key-file',
+          tls.pki.server.keyFile,
+          '--tls-ca-cert-file',
+          tls.pki.caFile,
+          '--tls-auth-clients',
+          tls.verifyClients ? 'yes' : 'no',
         ]
       : ['--port', String(this.port)];
     return {
@@ -394,7 +450,17 @@ export async function startNatsCluster(size = 3): Promise<PrivateNatsCluster> {
   // All at once: each node waits for its routes before JetStream elects a leader.
   const started = await Promise.allSettled(
     clientPorts.map((port, index) =>
-      PrivateNats.start({ cluster: { name: 'audit-trail-test', node: `node${index + 1}`, routePort: routePorts[index]!, routes: routePorts.filter((_, other) => other !== index) } }, port),
+      PrivateNats.start(
+        {
+          cluster: {
+            name: 'audit-trail-test',
+            node: `node${index + 1}`,
+            routePort: routePorts[index]!,
+            routes: routePorts.filter((_, other) => other !== index),
+          },
+        },
+        port,
+      ),
     ),
   );
   const nodes = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));

@@ -30,7 +30,12 @@ export async function startReceiver(initial: Reply = 204, path = '/hook'): Promi
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
       const rawBody = Buffer.concat(chunks);
-      const delivery: ReceivedDelivery = { headers: request.headers, rawBody, receivedAt: Date.now(), json: () => JSON.parse(rawBody.toString('utf8')) };
+      const delivery: ReceivedDelivery = {
+        headers: request.headers,
+        rawBody,
+        receivedAt: Date.now(),
+        json: () => JSON.parse(rawBody.toString('utf8')),
+      };
       received.push(delivery);
       const reply = typeof answer === 'function' ? answer(delivery) : answer;
       if (reply === 'hang') return;

@@ -89,7 +89,8 @@ export async function startTestService(options: {
     },
     async stop() {
       await service.stop();
-      if (ownNamespace !== undefined && options.roles.some((role) => STREAM_ROLES.has(role))) await deleteStreams(config.natsUrl, ownNamespace);
+      if (ownNamespace !== undefined && options.roles.some((role) => STREAM_ROLES.has(role)))
+        await deleteStreams(config.natsUrl, ownNamespace);
     },
   };
 }
@@ -111,7 +112,11 @@ async function deleteStreams(natsUrl: string, namespace: string): Promise<void> 
 }
 
 /** Runs fn with the operator's key service on its own short-lived pool. */
-async function withKeyService<T>(databaseUrl: string, environment: 'live' | 'test', fn: (service: ApiKeyService) => Promise<T>): Promise<T> {
+async function withKeyService<T>(
+  databaseUrl: string,
+  environment: 'live' | 'test',
+  fn: (service: ApiKeyService) => Promise<T>,
+): Promise<T> {
   const db = new Database({ url: databaseUrl, poolSize: 1, applicationName: 'test keys', log: testLogger() });
   try {
     return await fn(new ApiKeyService({ db, writer: new EventWriter(db), pepper: TEST_PEPPER, environment }));
@@ -123,7 +128,11 @@ async function withKeyService<T>(databaseUrl: string, environment: 'live' | 'tes
 const TEST_OPERATOR = { userId: 'test-operator', userRole: 'operator' };
 
 /** Mints keys straight through the domain service, as the operator CLI does. */
-export async function mintKey(databaseUrl: string, grants: KeyGrants, environment: 'live' | 'test' = 'live'): Promise<{ key: string; lookupId: string }> {
+export async function mintKey(
+  databaseUrl: string,
+  grants: KeyGrants,
+  environment: 'live' | 'test' = 'live',
+): Promise<{ key: string; lookupId: string }> {
   const minted = await withKeyService(databaseUrl, environment, (service) => service.mint(grants, TEST_OPERATOR));
   return { key: minted.key, lookupId: minted.record.lookupId };
 }

@@ -35,13 +35,43 @@ export async function createTestPki(clientName = 'audit-trail'): Promise<TestPki
   const file = (name: string) => join(dir, name);
   const newKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   const selfSignedCa = async (name: string, subject: string) =>
-    run('openssl', ['req', '-x509', ...newKey, '-keyout', file(`${name}.key`), '-out', file(`${name}.crt`), '-days', '2', '-subj', subject,
-      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+    run('openssl', [
+      'req',
+      '-x509',
+      ...newKey,
+      '-keyout',
+      file(`${name}.key`),
+      '-out',
+      file(`${name}.crt`),
+      '-days',
+      '2',
+      '-subj',
+      subject,
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign',
+    ]);
   const signed = async (name: string, subject: string, extensions: string) => {
     writeFileSync(file(`${name}.ext`), extensions);
     await run('openssl', ['req', ...newKey, '-keyout', file(`${name}.key`), '-out', file(`${name}.csr`), '-subj', subject]);
-    await run('openssl', ['x509', '-req', '-in', file(`${name}.csr`), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial',
-      '-out', file(`${name}.crt`), '-days', '2', '-extfile', file(`${name}.ext`)]);
+    await run('openssl', [
+      'x509',
+      '-req',
+      '-in',
+      file(`${name}.csr`),
+      '-CA',
+      file('ca.crt'),
+      '-CAkey',
+      file('ca.key'),
+      '-CAcreateserial',
+      '-out',
+      file(`${name}.crt`),
+      '-days',
+      '2',
+      '-extfile',
+      file(`${name}.ext`),
+    ]);
   };
   try {
     await selfSignedCa('ca', '/CN=audit-trail test CA');
@@ -77,7 +107,14 @@ export function natsOperatorSetup(): NatsOperatorSetup {
   const jwt = (issuer: NKeyPair, subject: string, name: string, nats: object) => {
     const header = b64(JSON.stringify({ typ: 'JWT', alg: 'ed25519-nkey' }));
     const claims = b64(
-      JSON.stringify({ jti: b64(randomBytes(16)), iat: Math.floor(Date.now() / 1000), iss: issuer.getPublicKey(), name, sub: subject, nats: { ...nats, version: 2 } }),
+      JSON.stringify({
+        jti: b64(randomBytes(16)),
+        iat: Math.floor(Date.now() / 1000),
+        iss: issuer.getPublicKey(),
+        name,
+        sub: subject,
+        nats: { ...nats, version: 2 },
+      }),
     );
     return `${header}.${claims}.${b64(issuer.sign(Buffer.from(`${header}.${claims}`)))}`;
   };

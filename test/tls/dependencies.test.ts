@@ -29,7 +29,15 @@ function capturingLogger(): { log: Logger; lines: () => Array<Record<string, any
       done();
     },
   });
-  return { log: createLogger('info', stream), lines: () => chunks.join('').split('\n').filter(Boolean).map((line) => JSON.parse(line)) };
+  return {
+    log: createLogger('info', stream),
+    lines: () =>
+      chunks
+        .join('')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line)),
+  };
 }
 
 const rejection = async (promise: Promise<unknown>): Promise<Error> => {
@@ -80,7 +88,12 @@ describe('TLS and authentication to Postgres, Redis and NATS with a private CA',
     it('presents NATS_TLS_CERT and NATS_TLS_KEY to a server that verifies client certificates', async () => {
       const nats = await PrivateNats.start({ tls: { pki, verifyClients: true } });
       cleanups.push(() => nats.remove());
-      const config = loadConfig({ NATS_URL: nats.url, NATS_TLS_CA: pki.caFile, NATS_TLS_CERT: pki.client.certFile, NATS_TLS_KEY: pki.client.keyFile });
+      const config = loadConfig({
+        NATS_URL: nats.url,
+        NATS_TLS_CA: pki.caFile,
+        NATS_TLS_CERT: pki.client.certFile,
+        NATS_TLS_KEY: pki.client.keyFile,
+      });
       const bus = await connectBus(config.natsUrl, 'tls test', testLogger(), { tls: config.natsTls });
       await bus.ping();
       await bus.close();
@@ -130,14 +143,21 @@ describe('TLS and authentication to Postgres, Redis and NATS with a private CA',
       await waitFor(() => lines().length > 0, 'the connection error to be logged');
       expect(await rejection(untrusting.ping())).to.be.instanceOf(Error);
       const [line] = lines();
-      expect(line!.msg).to.match(/^Redis: the server's TLS certificate is not trusted \(.+\); set REDIS_TLS_CA to the CA certificate that signed it$/);
+      expect(line!.msg).to.match(
+        /^Redis: the server's TLS certificate is not trusted \(.+\); set REDIS_TLS_CA to the CA certificate that signed it$/,
+      );
       expect(line!.level).to.equal('error');
     });
 
     it('presents REDIS_TLS_CERT and REDIS_TLS_KEY to a server that authenticates clients', async () => {
       const redis = await PrivateRedis.start({ tls: { pki, verifyClients: true } });
       cleanups.push(() => redis.remove());
-      const config = loadConfig({ REDIS_URL: redis.url, REDIS_TLS_CA: pki.caFile, REDIS_TLS_CERT: pki.client.certFile, REDIS_TLS_KEY: pki.client.keyFile });
+      const config = loadConfig({
+        REDIS_URL: redis.url,
+        REDIS_TLS_CA: pki.caFile,
+        REDIS_TLS_CERT: pki.client.certFile,
+        REDIS_TLS_KEY: pki.client.keyFile,
+      });
       const client = connectRedis(config.redisUrl, testLogger(), config.redisTls);
       cleanups.push(() => void client.disconnect());
       await waitFor(() => client.status === 'ready', 'Redis over mutual TLS');
@@ -154,7 +174,7 @@ describe('TLS and authentication to Postgres, Redis and NATS with a private CA',
   describe('Postgres', () => {
     let postgres: PrivatePostgres;
     // A private cluster of its own: its postgres database is as good as any for the service's tables.
-    const url = (user = 'postgres') => postgres.url.replace('postgres@', `${user}@`) + '/postgres';
+    const url = (user = 'postgres') => `${postgres.url.replace('postgres@', `${user}@`)}/postgres`;
 
     before(async () => {
       postgres = await PrivatePostgres.start({ tls: { pki, clientCertRoles: ['audit_cert'] } });

@@ -21,7 +21,11 @@ describe('webhook delivery logs', function () {
   let receiver: TestReceiver;
   let logText: string;
 
-  const lines = (): LogLine[] => logText.split('\n').filter(Boolean).map((line) => JSON.parse(line) as LogLine);
+  const lines = (): LogLine[] =>
+    logText
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as LogLine);
   const attemptLines = (eventId: string) => lines().filter((line) => line.event_id === eventId);
 
   before(async () => {
@@ -65,10 +69,25 @@ describe('webhook delivery logs', function () {
     await waitFor(() => attemptLines(event.eventId).length === 2, 'two logged attempts');
 
     const [failure, success] = attemptLines(event.eventId);
-    expect(failure).to.include({ level: 'warn', tenant_id: 'logs-a', endpoint_id: endpointId, event_id: event.eventId, attempt: 1, status_code: 503, error: null });
+    expect(failure).to.include({
+      level: 'warn',
+      tenant_id: 'logs-a',
+      endpoint_id: endpointId,
+      event_id: event.eventId,
+      attempt: 1,
+      status_code: 503,
+      error: null,
+    });
     expect(failure!.msg).to.match(/retried/);
     expect(failure!.next_attempt_in_ms).to.be.a('number');
-    expect(success).to.include({ level: 'debug', msg: 'webhook delivered', endpoint_id: endpointId, event_id: event.eventId, attempt: 2, status_code: 204 });
+    expect(success).to.include({
+      level: 'debug',
+      msg: 'webhook delivered',
+      endpoint_id: endpointId,
+      event_id: event.eventId,
+      attempt: 2,
+      status_code: 204,
+    });
     expect(success!.delivery_id).to.equal(failure!.delivery_id);
 
     const signature = String(receiver.received.at(-1)!.headers['x-service-signature']);

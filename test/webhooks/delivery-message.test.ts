@@ -1,5 +1,10 @@
 import { expect } from 'chai';
-import { decodeDeliveryMessage, deliveryMessageId, encodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE } from '../../src/delivery/deliveryMessage.ts';
+import {
+  decodeDeliveryMessage,
+  deliveryMessageId,
+  encodeDeliveryMessage,
+  MAX_DELIVERIES_PER_MESSAGE,
+} from '../../src/delivery/deliveryMessage.ts';
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 
@@ -31,7 +36,10 @@ describe('delivery messages', () => {
     ['a fractional attempt', '{"b":[["1",1.5]]}'],
     ['an entry of three values', '{"b":[["1",1,1]]}'],
     ['a single delivery without its attempt', '{"d":"1"}'],
-    ['a batch larger than any relay publishes', JSON.stringify({ b: Array.from({ length: MAX_DELIVERIES_PER_MESSAGE + 1 }, (_, index) => [String(index + 1), 1]) })],
+    [
+      'a batch larger than any relay publishes',
+      JSON.stringify({ b: Array.from({ length: MAX_DELIVERIES_PER_MESSAGE + 1 }, (_, index) => [String(index + 1), 1]) }),
+    ],
   ] as const) {
     it(`refuse ${name}`, () => {
       expect(decodeDeliveryMessage(bytes(text))).to.equal(undefined);

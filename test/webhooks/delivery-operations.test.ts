@@ -1,6 +1,11 @@
 import { expect } from 'chai';
 import { AuditTrailApiError, AuditTrailClient } from '../../src/client/index.ts';
-import { deliveryDetailSchema, deliveryEnvelopeSchema, deliveryListSchema, replayEnvelopeSchema } from '../../src/http/routes/webhookDeliveries.ts';
+import {
+  deliveryDetailSchema,
+  deliveryEnvelopeSchema,
+  deliveryListSchema,
+  replayEnvelopeSchema,
+} from '../../src/http/routes/webhookDeliveries.ts';
 import { responseExcerpt } from '../../src/webhooks/responseExcerpt.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
@@ -66,7 +71,10 @@ describe('webhook delivery log, manual retry and replay', function () {
   }
 
   async function trailActions(tenantId: string, prefix: string): Promise<string[]> {
-    const { rows } = await db.pool.query(`SELECT action FROM events WHERE tenant_id = $1 AND starts_with(action, $2) ORDER BY occurred_at`, [tenantId, prefix]);
+    const { rows } = await db.pool.query(
+      `SELECT action FROM events WHERE tenant_id = $1 AND starts_with(action, $2) ORDER BY occurred_at`,
+      [tenantId, prefix],
+    );
     return rows.map((row) => row.action);
   }
 
@@ -91,7 +99,11 @@ describe('webhook delivery log, manual retry and replay', function () {
       const failing = Array.from({ length: 3 }, () => newEvent({ tenantId, action: 'phi.fail' }));
       for (const event of [...ok, ...failing]) await seedEvents(db.url, [event]);
       await waitFor(() => target.received.length === 10, 'ten first attempts');
-      await waitFor(async () => (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE endpoint_id = $1 AND attempts = 1`, [id])).rows[0].n === 10, 'attempts recorded');
+      await waitFor(
+        async () =>
+          (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE endpoint_id = $1 AND attempts = 1`, [id])).rows[0].n === 10,
+        'attempts recorded',
+      );
 
       const seen: any[] = [];
       let cursor: string | null = null;
@@ -122,7 +134,9 @@ describe('webhook delivery log, manual retry and replay', function () {
       expect(succeeded).to.include({ status: 'succeeded', attempts: 1, last_status_code: 204, next_attempt_at: null });
 
       const pending = await call(api(`${id}/deliveries?status=pending`), { key });
-      expect(pending.json.deliveries.map((delivery: any) => delivery.event_id).sort()).to.deep.equal(failing.map((event) => event.eventId).sort());
+      expect(pending.json.deliveries.map((delivery: any) => delivery.event_id).sort()).to.deep.equal(
+        failing.map((event) => event.eventId).sort(),
+      );
       const succeededOnly = await call(api(`${id}/deliveries?status=succeeded&limit=100`), { key });
       expect(succeededOnly.json.deliveries).to.have.length(7);
       expect((await call(api(`${id}/deliveries?status=failed`), { key })).json.deliveries).to.have.length(0);
@@ -144,7 +158,9 @@ describe('webhook delivery log, manual retry and replay', function () {
         const refused = await call(api(path), { key });
         expect(refused.status, path).to.equal(422);
         expect(refused.json).to.deep.include({ error: 'validation_failed' });
-        expect(refused.json.details).to.deep.equal([{ field: 'cursor', message: 'is not a cursor issued for this query; start again without it' }]);
+        expect(refused.json.details).to.deep.equal([
+          { field: 'cursor', message: 'is not a cursor issued for this query; start again without it' },
+        ]);
       }
       // An event-list cursor is not a delivery-log cursor.
       const events = await call(`${service.baseUrl}/audit/events?limit=1`, { key });
@@ -164,7 +180,13 @@ describe('webhook delivery log, manual retry and replay', function () {
       const detail = await call(api(`${id}/deliveries/${deliveryId}`), { key });
       expect(detail.status, detail.text).to.equal(200);
       deliveryDetailSchema.parse(detail.json);
-      expect(detail.json.delivery).to.include({ id: deliveryId, event_id: event.eventId, status: 'pending', attempts: 1, last_status_code: 500 });
+      expect(detail.json.delivery).to.include({
+        id: deliveryId,
+        event_id: event.eventId,
+        status: 'pending',
+        attempts: 1,
+        last_status_code: 500,
+      });
       expect(detail.json.attempts).to.have.length(1);
       const [attempt] = detail.json.attempts;
       expect(attempt).to.include({ attempt: 1, status_code: 500, error: null });
@@ -190,7 +212,7 @@ describe('webhook delivery log, manual retry and replay', function () {
     it('keeps excerpts of binary and cut-off bodies as bounded, valid text without NUL', () => {
       expect(responseExcerpt(Buffer.from('ok'))).to.equal('ok');
       // A 3-byte character cut by the limit is left out rather than half kept.
-      const cut = responseExcerpt(Buffer.from('a'.repeat(1022) + '€'));
+      const cut = responseExcerpt(Buffer.from(`${'a'.repeat(1022)}€`));
       expect(cut).to.equal('a'.repeat(1022));
       // Invalid bytes become U+FFFD, whose three bytes must not push the excerpt past 1 KiB.
       const binary = responseExcerpt(Buffer.alloc(1024, 0xff));
@@ -286,7 +308,10 @@ describe('webhook delivery log, manual retry and replay', function () {
       // A cancelled delivery is failed to clients.
       const log = await call(api(`${id}/deliveries?status=failed`), { key });
       expect(log.json.deliveries.map((delivery: any) => delivery.id)).to.deep.equal([deliveryId]);
-      const replay = await call(api(`${id}/replay`), { key, body: { since: new Date(Date.now() - DAY_MS).toISOString(), until: new Date().toISOString() } });
+      const replay = await call(api(`${id}/replay`), {
+        key,
+        body: { since: new Date(Date.now() - DAY_MS).toISOString(), until: new Date().toISOString() },
+      });
       expect(replay.status).to.equal(409);
       expect(replay.json.error).to.equal('endpoint_inactive');
     });
@@ -295,10 +320,14 @@ describe('webhook delivery log, manual retry and replay', function () {
   describe('replay', () => {
     async function waitForReplay(key: string, endpointId: string, replayId: string): Promise<any> {
       let replay: any;
-      await waitFor(async () => {
-        replay = (await call(api(`${endpointId}/replays/${replayId}`), { key })).json.replay;
-        return replay.status !== 'running';
-      }, 'the replay to complete', 20_000);
+      await waitFor(
+        async () => {
+          replay = (await call(api(`${endpointId}/replays/${replayId}`), { key })).json.replay;
+          return replay.status !== 'running';
+        },
+        'the replay to complete',
+        20_000,
+      );
       return replay;
     }
 
@@ -318,7 +347,11 @@ describe('webhook delivery log, manual retry and replay', function () {
       const live = Array.from({ length: 6 }, () => newEvent({ tenantId, action: 'phi.write' }));
       for (const event of live.slice(0, 2)) failing.add(event.eventId);
       await seedEvents(db.url, live);
-      await waitFor(async () => (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE endpoint_id = $1 AND attempts = 1`, [id])).rows[0].n === 6, 'live attempts');
+      await waitFor(
+        async () =>
+          (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE endpoint_id = $1 AND attempts = 1`, [id])).rows[0].n === 6,
+        'live attempts',
+      );
       failing.clear();
       const received = target.received.length;
       // Allowed on an endpoint a Kubernetes resource manages, like a retry.
@@ -329,7 +362,15 @@ describe('webhook delivery log, manual retry and replay', function () {
       const started = await call(api(`${id}/replay`), { key, body: { since, until, only_undelivered: true } });
       expect(started.status, started.text).to.equal(202);
       replayEnvelopeSchema.parse(started.json);
-      expect(started.json.replay).to.include({ status: 'running', since, until, only_undelivered: true, events_matched: 0, deliveries_created: 0, completed_at: null });
+      expect(started.json.replay).to.include({
+        status: 'running',
+        since,
+        until,
+        only_undelivered: true,
+        events_matched: 0,
+        deliveries_created: 0,
+        completed_at: null,
+      });
       expect(started.json.replay.id).to.match(/^rpl_[0-9a-f]{32}$/);
       expect(started.headers.get('location')).to.equal(`/api/v2/public/audit/webhooks/${id}/replays/${started.json.replay.id}`);
       const done = await waitForReplay(key, id, started.json.replay.id);
@@ -337,7 +378,10 @@ describe('webhook delivery log, manual retry and replay', function () {
       expect(done).to.include({ status: 'completed', events_matched: 11, deliveries_created: 7 });
       expect(Date.parse(done.completed_at)).to.be.closeTo(Date.now(), 30_000);
       await waitFor(() => target.received.length === received + 7, 'the replayed deliveries');
-      const replayed = target.received.slice(received).map((delivery) => delivery.json().id).sort();
+      const replayed = target.received
+        .slice(received)
+        .map((delivery) => delivery.json().id)
+        .sort();
       expect(replayed).to.deep.equal([...old.map((event) => event.eventId), live[0]!.eventId, live[1]!.eventId].sort());
       expect(await trailActions(tenantId, 'admin.webhook.replay')).to.deep.equal(['admin.webhook.replay']);
 
@@ -356,7 +400,10 @@ describe('webhook delivery log, manual retry and replay', function () {
       const { tenantId, key } = await freshTenant();
       const now = Date.now();
       // Older than the endpoint: only the replay delivers them.
-      await seedEvents(db.url, Array.from({ length: 1500 }, (_, index) => newEvent({ tenantId, occurredAtMs: now - DAY_MS + index })));
+      await seedEvents(
+        db.url,
+        Array.from({ length: 1500 }, (_, index) => newEvent({ tenantId, occurredAtMs: now - DAY_MS + index })),
+      );
       const target = await receiver(204);
       const id = await register(key, target.url, ['phi.']);
       const iso = (ms: number) => new Date(ms).toISOString();
@@ -375,7 +422,11 @@ describe('webhook delivery log, manual retry and replay', function () {
         const refused = await call(api(`${id}/replay`), { key, body });
         expect(refused.status, JSON.stringify(body)).to.equal(422);
         expect(refused.json.error).to.equal('validation_failed');
-        if (field) expect(refused.json.details.map((detail: any) => detail.field), JSON.stringify(body)).to.include(field);
+        if (field)
+          expect(
+            refused.json.details.map((detail: any) => detail.field),
+            JSON.stringify(body),
+          ).to.include(field);
       }
       expect((await call(api(`${id}/replay`), { key, body: '{not json' })).status).to.equal(400);
       expect((await call(api(`${id}/replay?x=1`), { key, body: { since: iso(now - DAY_MS), until: iso(now) } })).status).to.equal(422);
@@ -397,19 +448,31 @@ describe('webhook delivery log, manual retry and replay', function () {
       expect(held.deliveries_created).to.equal(held.events_matched).and.to.be.at.most(1000);
       // Beyond its slots the hung endpoint's deliveries are parked: to clients they are pending, and a retry
       // releases one.
-      await waitFor(async () => (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE endpoint_id = $1 AND state = 'parked'`, [id])).rows[0].n > 0, 'parked deliveries');
-      const { rows: parked } = await db.pool.query(`SELECT 'dlv_' || id AS id FROM deliveries WHERE endpoint_id = $1 AND state = 'parked' LIMIT 1`, [id]);
+      await waitFor(
+        async () =>
+          (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE endpoint_id = $1 AND state = 'parked'`, [id])).rows[0].n >
+          0,
+        'parked deliveries',
+      );
+      const { rows: parked } = await db.pool.query(
+        `SELECT 'dlv_' || id AS id FROM deliveries WHERE endpoint_id = $1 AND state = 'parked' LIMIT 1`,
+        [id],
+      );
       const shown = await call(api(`${id}/deliveries/${parked[0].id}`), { key });
       expect(shown.json.delivery.status).to.equal('pending');
       const pendingIds = [];
       for (let cursor: string | null = null, first = true; first || cursor; first = false) {
-        const page: any = await call(api(`${id}/deliveries?status=pending&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`), { key });
+        const page: any = await call(
+          api(`${id}/deliveries?status=pending&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`),
+          { key },
+        );
         pendingIds.push(...page.json.deliveries.map((delivery: any) => delivery.id));
         cursor = page.json.page.next_cursor;
       }
       expect(pendingIds).to.include(parked[0].id);
       expect(pendingIds).to.have.length((await progress()).deliveries_created);
-      const publications = async () => (await db.pool.query(`SELECT publications FROM deliveries WHERE id = $1`, [parked[0].id.slice(4)])).rows[0].publications;
+      const publications = async () =>
+        (await db.pool.query(`SELECT publications FROM deliveries WHERE id = $1`, [parked[0].id.slice(4)])).rows[0].publications;
       const publishedBefore = await publications();
       expect((await call(api(`${id}/deliveries/${parked[0].id}/retry`), { key, method: 'POST' })).status).to.equal(202);
       // Released: the relay publishes it again (the worker may park it anew: its endpoint still hangs).
@@ -434,12 +497,19 @@ describe('webhook delivery log, manual retry and replay', function () {
       await seedEvents(db.url, [event]);
       await waitFor(async () => (await deliveryOf(id, event.eventId))?.attempts === 1, 'the first attempt');
       const { id: deliveryId } = await deliveryOf(id, event.eventId);
-      const started = await call(api(`${id}/replay`), { key: owner.key, body: { since: new Date(Date.now() - DAY_MS).toISOString(), until: new Date().toISOString() } });
+      const started = await call(api(`${id}/replay`), {
+        key: owner.key,
+        body: { since: new Date(Date.now() - DAY_MS).toISOString(), until: new Date().toISOString() },
+      });
       const replayId = started.json.replay.id;
       // Everything the replay set off has happened (its delivery's first attempt too), so the owner's rows are still.
-      await waitFor(async () => (await call(api(`${id}/replays/${replayId}`), { key: owner.key })).json.replay.status === 'completed', 'the replay');
       await waitFor(
-        async () => (await db.pool.query(`SELECT bool_and(attempts = 1) AS done FROM deliveries WHERE endpoint_id = $1`, [id])).rows[0].done === true,
+        async () => (await call(api(`${id}/replays/${replayId}`), { key: owner.key })).json.replay.status === 'completed',
+        'the replay',
+      );
+      await waitFor(
+        async () =>
+          (await db.pool.query(`SELECT bool_and(attempts = 1) AS done FROM deliveries WHERE endpoint_id = $1`, [id])).rows[0].done === true,
         'every first attempt',
       );
 
@@ -487,7 +557,11 @@ describe('webhook delivery log, manual retry and replay', function () {
       const live = Array.from({ length: 5 }, () => newEvent({ tenantId }));
       await seedEvents(db.url, live);
       await waitFor(() => target.received.length === 5, 'the first attempts');
-      await waitFor(async () => (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE endpoint_id = $1 AND attempts = 1`, [id])).rows[0].n === 5, 'recorded');
+      await waitFor(
+        async () =>
+          (await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE endpoint_id = $1 AND attempts = 1`, [id])).rows[0].n === 5,
+        'recorded',
+      );
 
       const pages = [];
       for await (const page of client.listDeliveries(id, { status: 'pending', limit: 2 })) pages.push(page);
@@ -500,7 +574,10 @@ describe('webhook delivery log, manual retry and replay', function () {
       target.reply(204);
       expect((await client.retryDelivery(id, newest!.id)).status).to.equal('pending');
       await waitFor(async () => (await client.getDelivery(id, newest!.id)).delivery.status === 'succeeded', 'the retry');
-      const again = await client.retryDelivery(id, newest!.id).then(() => undefined, (error: unknown) => error);
+      const again = await client.retryDelivery(id, newest!.id).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
       expect(again).to.be.instanceOf(AuditTrailApiError);
       expect((again as AuditTrailApiError).code).to.equal('already_delivered');
 

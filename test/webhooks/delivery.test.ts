@@ -59,7 +59,10 @@ describe('webhook delivery', function () {
   }
 
   async function endpointRow(id: string) {
-    const { rows } = await db.pool.query('SELECT active, disabled_reason, consecutive_failures, last_delivery_at FROM webhook_endpoints WHERE id = $1', [id]);
+    const { rows } = await db.pool.query(
+      'SELECT active, disabled_reason, consecutive_failures, last_delivery_at FROM webhook_endpoints WHERE id = $1',
+      [id],
+    );
     return rows[0];
   }
 
@@ -86,7 +89,13 @@ describe('webhook delivery', function () {
     const { tenantId, key } = await freshTenant();
     const target = await receiver();
     const { secret } = await register(key, target.url, ['phi.']);
-    const event = newEvent({ tenantId, action: 'phi.read', details: '{"reason":"chart review","nested":{"ids":[1,2]}}', resourceType: 'claim', resourceId: 'c-7' });
+    const event = newEvent({
+      tenantId,
+      action: 'phi.read',
+      details: '{"reason":"chart review","nested":{"ids":[1,2]}}',
+      resourceType: 'claim',
+      resourceId: 'c-7',
+    });
     await seedEvents(db.url, [event]);
     await waitFor(() => target.received.length === 1, 'the delivery');
     const delivery = target.received[0]!;
@@ -118,7 +127,10 @@ describe('webhook delivery', function () {
       details: { reason: 'chart review', nested: { ids: [1, 2] } },
       schema_version: '1',
     });
-    await waitFor(async () => (await deliveryStates((await endpointRowsOf(tenantId))[0]!))[0] === 'succeeded', 'the delivery recorded as succeeded');
+    await waitFor(
+      async () => (await deliveryStates((await endpointRowsOf(tenantId))[0]!))[0] === 'succeeded',
+      'the delivery recorded as succeeded',
+    );
   });
 
   async function endpointRowsOf(tenantId: string): Promise<string[]> {
@@ -151,7 +163,10 @@ describe('webhook delivery', function () {
     const phiReadOnly = await register(key, `${target.url}?phi-read`, ['phi.read']);
     const phiAndAdmin = await register(key, `${target.url}?phi-admin`, ['phi.', 'admin.']);
     const actions = ['phi.read', 'phi.query', 'phi.export', 'phi.decrypt', 'phi.reader', 'admin.key.create', 'auth.login'];
-    await seedEvents(db.url, actions.map((action) => newEvent({ tenantId, action })));
+    await seedEvents(
+      db.url,
+      actions.map((action) => newEvent({ tenantId, action })),
+    );
 
     const expected: Record<string, string[]> = {
       [everything.id]: [...actions, ...Array(4).fill('admin.webhook.create')],
@@ -161,7 +176,10 @@ describe('webhook delivery', function () {
     };
     const total = Object.values(expected).reduce((sum, list) => sum + list.length, 0);
     await waitFor(async () => {
-      const { rows } = await db.pool.query(`SELECT count(*) FILTER (WHERE state = 'succeeded')::int AS done, count(*)::int AS n FROM deliveries WHERE tenant_id = $1`, [tenantId]);
+      const { rows } = await db.pool.query(
+        `SELECT count(*) FILTER (WHERE state = 'succeeded')::int AS done, count(*)::int AS n FROM deliveries WHERE tenant_id = $1`,
+        [tenantId],
+      );
       return rows[0].n === total && rows[0].done === total;
     }, `${total} deliveries`);
     expect(target.received).to.have.length(total);
@@ -203,7 +221,13 @@ describe('webhook delivery', function () {
       `SELECT a.attempt, a.status_code, a.duration_ms FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = $1 ORDER BY a.attempt`,
       [id],
     );
-    expect(attempts.rows.map((row) => [row.attempt, row.status_code])).to.deep.equal([[1, 500], [2, 500], [3, 500], [4, 500], [5, 500]]);
+    expect(attempts.rows.map((row) => [row.attempt, row.status_code])).to.deep.equal([
+      [1, 500],
+      [2, 500],
+      [3, 500],
+      [4, 500],
+      [5, 500],
+    ]);
     const endpoint = await endpointRow(id);
     expect(endpoint.consecutive_failures).to.equal(1);
     expect(endpoint.active).to.equal(true);
@@ -235,7 +259,10 @@ describe('webhook delivery', function () {
     // As a delivery of a transaction that began before the relay's last full pass, or one another relay put
     // back: due long before the floor its quick passes start from, with a notification that does not say so.
     const madeDueAt = Date.now();
-    await db.pool.query(`UPDATE deliveries SET state = 'pending', completed_at = NULL, due_at = now() - interval '1 hour' WHERE endpoint_id = $1`, [id]);
+    await db.pool.query(
+      `UPDATE deliveries SET state = 'pending', completed_at = NULL, due_at = now() - interval '1 hour' WHERE endpoint_id = $1`,
+      [id],
+    );
     await db.pool.query('SELECT pg_notify($1, $2)', [DELIVERIES_PENDING_CHANNEL, '']);
     await waitFor(() => target.received.length === 2, 'the delivery made due again', 5_000);
     expect(target.received[1]!.headers['x-service-delivery-attempt']).to.equal('2');
@@ -262,7 +289,10 @@ describe('webhook delivery', function () {
     const { tenantId, key } = await freshTenant();
     const target = await receiver(500);
     const { id } = await register(key, target.url, ['phi.']);
-    await seedEvents(db.url, Array.from({ length: 10 }, () => newEvent({ tenantId, action: 'phi.read' })));
+    await seedEvents(
+      db.url,
+      Array.from({ length: 10 }, () => newEvent({ tenantId, action: 'phi.read' })),
+    );
     await waitFor(async () => (await endpointRow(id)).active === false, 'auto-disable', 30_000);
     const endpoint = await endpointRow(id);
     expect(endpoint).to.include({ disabled_reason: 'auto', consecutive_failures: 10 });
@@ -358,7 +388,10 @@ describe('webhook delivery', function () {
     await seedEvents(db.url, [newEvent({ tenantId }), newEvent({ tenantId: other.tenantId })]);
     await waitFor(() => healthy.received.length >= 1, 'the healthy delivery');
     await waitFor(async () => {
-      const { rows } = await db.pool.query(`SELECT published_at IS NULL AND due_at > now() AS deferred FROM deliveries WHERE endpoint_id = $1`, [id]);
+      const { rows } = await db.pool.query(
+        `SELECT published_at IS NULL AND due_at > now() AS deferred FROM deliveries WHERE endpoint_id = $1`,
+        [id],
+      );
       return rows[0]?.deferred === true;
     }, 'the unreadable delivery to be put back for later');
     expect(unreadable.received).to.have.length(0);
@@ -378,7 +411,10 @@ describe('webhook delivery', function () {
     const hungTenant = await freshTenant();
     const hung = await receiver('hang');
     await register(hungTenant.key, hung.url, ['phi.']);
-    await seedEvents(db.url, Array.from({ length: 2_000 }, () => newEvent({ tenantId: hungTenant.tenantId })));
+    await seedEvents(
+      db.url,
+      Array.from({ length: 2_000 }, () => newEvent({ tenantId: hungTenant.tenantId })),
+    );
     await waitFor(() => hung.received.length >= 16, 'the hung receiver to hold its connections');
 
     const healthyTenant = await freshTenant();
@@ -392,7 +428,10 @@ describe('webhook delivery', function () {
       latencies.push(healthy.received[round]!.receivedAt - written);
     }
     expect(Math.max(...latencies), `latencies ${latencies.join(', ')} ms`).to.be.below(1_000);
-    const { rows } = await db.pool.query(`SELECT count(*)::int AS pending FROM deliveries WHERE tenant_id = $1 AND state IN ('pending', 'parked')`, [hungTenant.tenantId]);
+    const { rows } = await db.pool.query(
+      `SELECT count(*)::int AS pending FROM deliveries WHERE tenant_id = $1 AND state IN ('pending', 'parked')`,
+      [hungTenant.tenantId],
+    );
     expect(rows[0].pending).to.be.greaterThan(1_900);
   });
 });
@@ -405,7 +444,11 @@ describe('webhook delivery with the SSRF guard on', function () {
 
   before(async () => {
     db = await createTestDatabase();
-    service = await startTestService({ databaseUrl: db.url, roles: ['relay', 'worker'], env: { WEBHOOK_ALLOW_HTTP: 'true', ...FAST_RETRIES } });
+    service = await startTestService({
+      databaseUrl: db.url,
+      roles: ['relay', 'worker'],
+      env: { WEBHOOK_ALLOW_HTTP: 'true', ...FAST_RETRIES },
+    });
     target = await startReceiver(204);
   });
 
@@ -418,10 +461,11 @@ describe('webhook delivery with the SSRF guard on', function () {
   it('refuses to connect to a private address at delivery time, even for a row that got past registration', async () => {
     // As if the name had resolved to a public address at registration and to loopback now.
     const id = `wh_${'a'.repeat(32)}`;
-    await db.pool.query(
-      `INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, 'ssrf', $2, $3)`,
-      [id, target.url.replace('127.0.0.1', 'localhost'), new SecretBox(TEST_ENCRYPTION_KEY).seal('f'.repeat(64))],
-    );
+    await db.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, 'ssrf', $2, $3)`, [
+      id,
+      target.url.replace('127.0.0.1', 'localhost'),
+      new SecretBox(TEST_ENCRYPTION_KEY).seal('f'.repeat(64)),
+    ]);
     await seedEvents(db.url, [newEvent({ tenantId: 'ssrf' })]);
     await waitFor(async () => {
       const { rows } = await db.pool.query(`SELECT state FROM deliveries WHERE endpoint_id = $1`, [id]);
@@ -550,6 +594,9 @@ describe('webhook retry timing', function () {
     // From the first attempt's arrival: the delay (800-1,200 ms) plus the time to record the outcome and
     // to hand the retry to the worker, tens of milliseconds; a poll's rounding would add up to 2,000 ms.
     const gaps = [...arrivals.values()].map(([first, second]) => second! - first!);
-    expect(gaps.filter((gap) => gap < 790 || gap > 1_450), `gaps ${gaps.join(', ')} ms`).to.deep.equal([]);
+    expect(
+      gaps.filter((gap) => gap < 790 || gap > 1_450),
+      `gaps ${gaps.join(', ')} ms`,
+    ).to.deep.equal([]);
   });
 });

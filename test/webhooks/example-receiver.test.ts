@@ -32,7 +32,10 @@ describe('examples/receiver.ts', function () {
   it('starts as the README says from a fresh shell, verifies and acknowledges real deliveries, refuses a forged one', async () => {
     const port = await freePort();
     const { key } = await mintKey(db.url, { tenantId: 'example', scopes: ['webhooks:write'] });
-    const registered = await call(`${service.baseUrl}/audit/webhooks`, { key, body: { url: `http://127.0.0.1:${port}/`, event_filter: ['phi.'] } });
+    const registered = await call(`${service.baseUrl}/audit/webhooks`, {
+      key,
+      body: { url: `http://127.0.0.1:${port}/`, event_filter: ['phi.'] },
+    });
     expect(registered.status).to.equal(201);
 
     let output = '';
@@ -62,7 +65,10 @@ describe('examples/receiver.ts', function () {
     const exited = once(receiver, 'exit');
     receiver.kill('SIGTERM');
     await exited;
-    const afterStop = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST' }).then(() => 'answered', () => 'refused');
+    const afterStop = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST' }).then(
+      () => 'answered',
+      () => 'refused',
+    );
     expect(afterStop).to.equal('refused');
   });
 });

@@ -68,7 +68,10 @@ describe('publishing deliveries on write', function () {
   async function ownWriter(namespace: string): Promise<{ writer: EventWriter; publisher: DeliveryPublisher; metrics: ServiceMetrics }> {
     const pool = new Database({ url: db.url, poolSize: 2, applicationName: 'test writer', log: testLogger() });
     const bus = await connectBus(testConfig(db.url).natsUrl, 'test writer', testLogger());
-    stopLater.push(() => pool.close(), () => bus.close());
+    stopLater.push(
+      () => pool.close(),
+      () => bus.close(),
+    );
     const names = new BusNames({ namespace, deploymentId: await readDeploymentId(pool) });
     const metrics = new ServiceMetrics();
     const publisher = new DeliveryPublisher({ db: pool, bus, names, log: testLogger(), metrics });
@@ -106,13 +109,19 @@ describe('publishing deliveries on write', function () {
     const { writer, publisher, metrics } = await ownWriter(`nostream${Date.now()}`);
     const first = Array.from({ length: 60 }, () => newEvent({ tenantId, action: 'phi.update' }));
     await writer.write(first, 'test');
-    await waitFor(async () => (await deliveryRows(first.map((event) => event.eventId))).every((row) => !row.published), 'the deliveries handed back', 15_000);
+    await waitFor(
+      async () => (await deliveryRows(first.map((event) => event.eventId))).every((row) => !row.published),
+      'the deliveries handed back',
+      15_000,
+    );
     expect(publisher.accepting).to.equal(false);
-    expect((await metrics.registry.getSingleMetricAsString('audit_errors_total'))).to.contain('kind="publish_on_write_failed"');
+    expect(await metrics.registry.getSingleMetricAsString('audit_errors_total')).to.contain('kind="publish_on_write_failed"');
     // Written while the publisher pauses: unpublished, for the relays, as without a publisher.
     const second = Array.from({ length: 10 }, () => newEvent({ tenantId, action: 'phi.update' }));
     await writer.write(second, 'test');
-    expect((await deliveryRows(second.map((event) => event.eventId))).every((row) => !row.published && row.publications === 0)).to.equal(true);
+    expect((await deliveryRows(second.map((event) => event.eventId))).every((row) => !row.published && row.publications === 0)).to.equal(
+      true,
+    );
     expect(receivedIds().has(first[0]!.eventId)).to.equal(false);
 
     // A relay in the service's namespace publishes both; the service's worker delivers them.
@@ -125,7 +134,12 @@ describe('publishing deliveries on write', function () {
     // The statement ingest runs, without the publish that follows its commit.
     const events = Array.from({ length: 40 }, () => newEvent({ tenantId, action: 'phi.delete' }));
     const started = Date.now();
-    await storeBatch(db.pool, events, events.map((event) => formatTimestamp(event.occurredAtMs)), 'writer');
+    await storeBatch(
+      db.pool,
+      events,
+      events.map((event) => formatTimestamp(event.occurredAtMs)),
+      'writer',
+    );
     const eventIds = events.map((event) => event.eventId);
     expect((await deliveryRows(eventIds)).every((row) => row.published && row.publications === 1)).to.equal(true);
     // A relay sweeps every second; a delivery marked published counts as lost once the consumer has
@@ -152,7 +166,11 @@ describe('publishing deliveries on write while NATS is down', function () {
     nats = await PrivateNats.start();
     db = await createTestDatabase();
     // No relay yet: during the outage only the writer could touch the deliveries.
-    service = await startTestService({ databaseUrl: db.url, roles: ['api', 'ingest', 'worker'], env: { ...DELIVERY_ENV, NATS_URL: nats.url } });
+    service = await startTestService({
+      databaseUrl: db.url,
+      roles: ['api', 'ingest', 'worker'],
+      env: { ...DELIVERY_ENV, NATS_URL: nats.url },
+    });
     receiver = await startReceiver(204);
     const { key } = await mintKey(db.url, { tenantId, scopes: ['webhooks:write'] });
     const registered = await call(`${service.baseUrl}/audit/webhooks`, { key, body: { url: receiver.url, event_filter: [] } });
@@ -185,7 +203,12 @@ describe('publishing deliveries on write while NATS is down', function () {
     expect(rows.every((row) => !row.published && row.publications === 0)).to.equal(true);
 
     await nats.start();
-    relay = await startTestService({ databaseUrl: db.url, roles: ['relay'], env: { ...DELIVERY_ENV, NATS_URL: nats.url }, busNamespace: service.busNamespace });
+    relay = await startTestService({
+      databaseUrl: db.url,
+      roles: ['relay'],
+      env: { ...DELIVERY_ENV, NATS_URL: nats.url },
+      busNamespace: service.busNamespace,
+    });
     const received = () => new Set(receiver.received.map((delivery) => delivery.json().id as string));
     await waitFor(() => eventIds.every((id) => received().has(id)), 'the events written during the outage delivered', 30_000);
   });

@@ -28,7 +28,11 @@ describe('webhook registry API', function () {
   });
 
   it('registers an endpoint: 201, Location, the endpoint object and a 64-hex secret shown once', async () => {
-    const response = await register({ url: 'https://hooks.example.com/audit', event_filter: ['phi.', 'admin.', 'phi.'], description: 'SIEM' });
+    const response = await register({
+      url: 'https://hooks.example.com/audit',
+      event_filter: ['phi.', 'admin.', 'phi.'],
+      description: 'SIEM',
+    });
     expect(response.status, response.text).to.equal(201);
     const { endpoint, secret } = response.json;
     expect(endpoint.id).to.match(/^wh_[0-9a-f]{32}$/);
@@ -61,7 +65,9 @@ describe('webhook registry API', function () {
     expect((await call(`${hooks()}/${id}/disable`, { key: writer, method: 'POST' })).status).to.equal(200);
     expect((await call(`${hooks()}/${id}`, { key: writer, method: 'DELETE' })).status).to.equal(204);
     const events = await call(`${api.baseUrl}/audit/events?resource_type=webhook_endpoint&limit=1000`, { key: reader });
-    const actions = events.json.events.filter((event: { resource_id: string }) => event.resource_id === id).map((event: { action: string }) => event.action);
+    const actions = events.json.events
+      .filter((event: { resource_id: string }) => event.resource_id === id)
+      .map((event: { action: string }) => event.action);
     expect(actions).to.deep.equal(['admin.webhook.delete', 'admin.webhook.disable', 'admin.webhook.create']);
     expect(events.text).not.to.include(json.secret);
   });
@@ -147,7 +153,11 @@ describe('webhook registry API', function () {
       ['a url over 2,048 characters', { url: `https://hooks.example.com/${'a'.repeat(2048)}` }, 'url'],
       ['a filter entry that is not a slug', { url: 'https://hooks.example.com/x', event_filter: ['PHI.*'] }, 'event_filter.0'],
       ['a filter that is not an array', { url: 'https://hooks.example.com/x', event_filter: 'phi.' }, 'event_filter'],
-      ['more than 50 filter entries', { url: 'https://hooks.example.com/x', event_filter: Array.from({ length: 51 }, (_, i) => `a${i}.`) }, 'event_filter'],
+      [
+        'more than 50 filter entries',
+        { url: 'https://hooks.example.com/x', event_filter: Array.from({ length: 51 }, (_, i) => `a${i}.`) },
+        'event_filter',
+      ],
       ['a description over 500 characters', { url: 'https://hooks.example.com/x', description: 'd'.repeat(501) }, 'description'],
       ['an unknown field', { url: 'https://hooks.example.com/x', event_filters: ['phi.'] }, 'event_filters'],
     ];
@@ -165,7 +175,9 @@ describe('webhook registry API', function () {
 
     it('answers 400 for malformed JSON and 415 for another content type', async () => {
       expect((await call(hooks(), { key: writer, body: '{"url":', headers: { 'content-type': 'application/json' } })).status).to.equal(400);
-      expect((await call(hooks(), { key: writer, body: 'url=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } })).status).to.equal(415);
+      expect(
+        (await call(hooks(), { key: writer, body: 'url=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } })).status,
+      ).to.equal(415);
     });
 
     it('refuses the 101st endpoint of a tenant', async () => {

@@ -49,7 +49,12 @@ describe('webhook secret rotation, test sends and Standard Webhooks', function (
     service = await startTestService({
       databaseUrl: db.url,
       roles: ['api', 'relay', 'worker'],
-      env: { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', DELIVERY_SCHEDULE: '200ms,200ms,200ms,200ms', DELIVERY_RELAY_POLL_MS: '50' },
+      env: {
+        WEBHOOK_ALLOW_HTTP: 'true',
+        WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+        DELIVERY_SCHEDULE: '200ms,200ms,200ms,200ms',
+        DELIVERY_RELAY_POLL_MS: '50',
+      },
     });
   });
 
@@ -94,8 +99,12 @@ describe('webhook secret rotation, test sends and Standard Webhooks', function (
     return target.received.find((delivery) => delivery.headers['x-service-event-id'] === event.eventId)!;
   }
 
-  const v1Count = (delivery: ReceivedDelivery) => String(delivery.headers['x-service-signature']).split(',').filter((part) => part.startsWith('v1=')).length;
-  const acceptsService = (secret: string, delivery: ReceivedDelivery) => verifyWebhookSignature(secret, String(delivery.headers['x-service-signature']), delivery.rawBody).valid;
+  const v1Count = (delivery: ReceivedDelivery) =>
+    String(delivery.headers['x-service-signature'])
+      .split(',')
+      .filter((part) => part.startsWith('v1=')).length;
+  const acceptsService = (secret: string, delivery: ReceivedDelivery) =>
+    verifyWebhookSignature(secret, String(delivery.headers['x-service-signature']), delivery.rawBody).valid;
   const standardHeaders = (delivery: ReceivedDelivery) => ({
     'webhook-id': String(delivery.headers['webhook-id']),
     'webhook-timestamp': String(delivery.headers['webhook-timestamp']),
@@ -112,9 +121,16 @@ describe('webhook secret rotation, test sends and Standard Webhooks', function (
   };
 
   async function storedSecret(id: string): Promise<{ current: string; previous: string | null; expiresAt: Date | null }> {
-    const { rows } = await db.pool.query('SELECT secret_ciphertext, previous_secret_ciphertext, previous_secret_expires_at FROM webhook_endpoints WHERE id = $1', [id]);
+    const { rows } = await db.pool.query(
+      'SELECT secret_ciphertext, previous_secret_ciphertext, previous_secret_expires_at FROM webhook_endpoints WHERE id = $1',
+      [id],
+    );
     const row = rows[0];
-    return { current: box.open(row.secret_ciphertext), previous: row.previous_secret_ciphertext ? box.open(row.previous_secret_ciphertext) : null, expiresAt: row.previous_secret_expires_at };
+    return {
+      current: box.open(row.secret_ciphertext),
+      previous: row.previous_secret_ciphertext ? box.open(row.previous_secret_ciphertext) : null,
+      expiresAt: row.previous_secret_expires_at,
+    };
   }
 
   async function trail(key: string, id: string): Promise<Array<{ action: string; details: string }>> {
@@ -140,7 +156,12 @@ describe('webhook secret rotation, test sends and Standard Webhooks', function (
       expect(verifyStandardWebhook(registered.standard_webhooks_secret, standardHeaders(delivery), delivery.rawBody).valid).to.equal(true);
       // A wrong key, a changed body or another id fails.
       expect(acceptsStandard(`whsec_${Buffer.from('0'.repeat(64)).toString('base64')}`, delivery)).to.equal(false);
-      expect(acceptsStandard(registered.standard_webhooks_secret, { ...delivery, rawBody: Buffer.from(delivery.rawBody.toString().replace('phi.read', 'phi.rea_')) })).to.equal(false);
+      expect(
+        acceptsStandard(registered.standard_webhooks_secret, {
+          ...delivery,
+          rawBody: Buffer.from(delivery.rawBody.toString().replace('phi.read', 'phi.rea_')),
+        }),
+      ).to.equal(false);
       const otherId = { ...delivery, headers: { ...delivery.headers, 'webhook-id': '00000000-0000-7000-8000-000000000000' } };
       expect(acceptsStandard(registered.standard_webhooks_secret, otherId)).to.equal(false);
     });
@@ -168,13 +189,18 @@ describe('webhook secret rotation, test sends and Standard Webhooks', function (
       const delivery = await deliverOne(tenantId, target);
       expect(String(delivery.headers['x-service-signature'])).to.match(/^t=\d+,v1=[0-9a-f]{64},v1=[0-9a-f]{64}$/);
       expect(String(delivery.headers['webhook-signature'])).to.match(/^v1,\S+ v1,\S+$/);
-      for (const [hex, standard] of [[secret, whsec], [registered.secret, registered.standard_webhooks_secret]]) {
+      for (const [hex, standard] of [
+        [secret, whsec],
+        [registered.secret, registered.standard_webhooks_secret],
+      ]) {
         expect(acceptsService(hex, delivery)).to.equal(true);
         expect(acceptsStandard(standard, delivery)).to.equal(true);
       }
       // The newest first, in both headers.
       const [newest] = String(delivery.headers['webhook-signature']).split(' ');
-      expect(verifyStandardWebhook(secret, { ...standardHeaders(delivery), 'webhook-signature': newest }, delivery.rawBody).valid).to.equal(true);
+      expect(verifyStandardWebhook(secret, { ...standardHeaders(delivery), 'webhook-signature': newest }, delivery.rawBody).valid).to.equal(
+        true,
+      );
 
       const listed = await call(hooks(), { key });
       expect(listed.json.endpoints[0].previous_secret_expires_at).to.equal(expires);
@@ -188,7 +214,11 @@ describe('webhook secret rotation, test sends and Standard Webhooks', function (
       const events = await trail(key, registered.endpoint.id);
       expect(events.map((event) => event.action)).to.deep.equal(['admin.webhook.rotate_secret', 'admin.webhook.create']);
       const details = JSON.parse(events[0]!.details);
-      expect(details).to.include({ overlap_s: 60, previous_secret_expires_at: response.json.previous_secret_expires_at, older_secret_retired: false });
+      expect(details).to.include({
+        overlap_s: 60,
+        previous_secret_expires_at: response.json.previous_secret_expires_at,
+        older_secret_retired: false,
+      });
       const text = JSON.stringify(events);
       for (const secret of [registered.secret, response.json.secret]) {
         expect(text).not.to.include(secret);
@@ -299,7 +329,18 @@ describe('webhook secret rotation, test sends and Standard Webhooks', function (
       const { key } = await freshTenant();
       const registered = await register(key, 'http://127.0.0.1:9/hook');
       const stored = await storedSecret(registered.endpoint.id);
-      for (const body of [{ overlap_s: -1 }, { overlap_s: 604_801 }, { overlap_s: 1.5 }, { overlap_s: '60' }, { overlap_s: null }, { overlap: 60 }, { overlap_s: 60, extra: true }, [], 'null', '7']) {
+      for (const body of [
+        { overlap_s: -1 },
+        { overlap_s: 604_801 },
+        { overlap_s: 1.5 },
+        { overlap_s: '60' },
+        { overlap_s: null },
+        { overlap: 60 },
+        { overlap_s: 60, extra: true },
+        [],
+        'null',
+        '7',
+      ]) {
         const response = await rotate(key, registered.endpoint.id, body);
         expect(response.status, `${JSON.stringify(body)}: ${response.text}`).to.equal(422);
         expect(response.json.error).to.equal('validation_failed');
@@ -491,7 +532,12 @@ describe('webhook test sends through the SSRF guard (private targets not allowed
       [`wh_${'3'.repeat(32)}`, `http://localhost:${port}/hook`],
     ];
     for (const [id, url] of rows) {
-      await db.pool.query('INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, $2, $3, $4)', [id, 'ssrf', url, box.seal('f'.repeat(64))]);
+      await db.pool.query('INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, $2, $3, $4)', [
+        id,
+        'ssrf',
+        url,
+        box.seal('f'.repeat(64)),
+      ]);
       const response = await call(`${service.baseUrl}/audit/webhooks/${id}/test`, { key, method: 'POST' });
       expect(response.status, response.text).to.equal(200);
       expect(response.json).to.include({ success: false, status_code: null });

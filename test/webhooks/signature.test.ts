@@ -23,7 +23,10 @@ describe('verifyWebhookSignature', () => {
   });
 
   it('refuses another secret, an altered body and a re-serialised body', () => {
-    expect(verifyWebhookSignature('00'.repeat(32), header(SECRET, T, BODY), BODY, { now: NOW })).to.deep.equal({ valid: false, reason: 'signature_mismatch' });
+    expect(verifyWebhookSignature('00'.repeat(32), header(SECRET, T, BODY), BODY, { now: NOW })).to.deep.equal({
+      valid: false,
+      reason: 'signature_mismatch',
+    });
     expect(verifyWebhookSignature(SECRET, header(SECRET, T, BODY), BODY.replace('read', 'rEad'), { now: NOW }).valid).to.equal(false);
     const reserialised = JSON.stringify(JSON.parse(BODY), null, 1);
     expect(verifyWebhookSignature(SECRET, header(SECRET, T, BODY), reserialised, { now: NOW }).valid).to.equal(false);
@@ -31,7 +34,10 @@ describe('verifyWebhookSignature', () => {
 
   it('refuses timestamps more than 300 s away by default, and honours toleranceS', () => {
     const signed = header(SECRET, T - 301, BODY);
-    expect(verifyWebhookSignature(SECRET, signed, BODY, { now: NOW })).to.deep.equal({ valid: false, reason: 'timestamp_out_of_tolerance' });
+    expect(verifyWebhookSignature(SECRET, signed, BODY, { now: NOW })).to.deep.equal({
+      valid: false,
+      reason: 'timestamp_out_of_tolerance',
+    });
     expect(verifyWebhookSignature(SECRET, header(SECRET, T + 301, BODY), BODY, { now: NOW }).valid).to.equal(false);
     expect(verifyWebhookSignature(SECRET, header(SECRET, T - 300, BODY), BODY, { now: NOW }).valid).to.equal(true);
     expect(verifyWebhookSignature(SECRET, signed, BODY, { now: NOW, toleranceS: 600 }).valid).to.equal(true);
@@ -43,7 +49,16 @@ describe('verifyWebhookSignature', () => {
     expect(verifyWebhookSignature(SECRET, replayed, BODY, { now: NOW })).to.deep.equal({ valid: false, reason: 'signature_mismatch' });
   });
 
-  for (const bad of [undefined, '', 'garbage', `t=${T}`, 'v1=abc', `t=${T},v1=zz`, `t=abc,v1=${'0'.repeat(64)}`, `t=${T},t=${T},v1=${'0'.repeat(64)}`]) {
+  for (const bad of [
+    undefined,
+    '',
+    'garbage',
+    `t=${T}`,
+    'v1=abc',
+    `t=${T},v1=zz`,
+    `t=abc,v1=${'0'.repeat(64)}`,
+    `t=${T},t=${T},v1=${'0'.repeat(64)}`,
+  ]) {
     it(`reports a malformed header: ${JSON.stringify(bad)}`, () => {
       expect(verifyWebhookSignature(SECRET, bad, BODY, { now: NOW })).to.deep.equal({ valid: false, reason: 'malformed_header' });
     });

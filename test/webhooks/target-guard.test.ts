@@ -178,7 +178,14 @@ describe('webhook SSRF guard: delivery (private targets not allowed)', function 
   it('refuses to connect to an IPv6 literal that carries a refused IPv4 address, even for a row that got past registration', async () => {
     const { port } = new URL(target.url);
     // As if registered by an earlier version, or while WEBHOOK_ALLOW_PRIVATE_TARGETS was on.
-    const literals = ['::7f00:1', '::ffff:7f00:1', '::ffff:0:7f00:1', '64:ff9b::7f00:1', '2002:7f00:1::1', '2001:0:4136:e378:8000:63bf:80ff:fffe'];
+    const literals = [
+      '::7f00:1',
+      '::ffff:7f00:1',
+      '::ffff:0:7f00:1',
+      '64:ff9b::7f00:1',
+      '2002:7f00:1::1',
+      '2001:0:4136:e378:8000:63bf:80ff:fffe',
+    ];
     const sealed = new SecretBox(TEST_ENCRYPTION_KEY).seal('f'.repeat(64));
     const ids = literals.map((_, index) => `wh_${String(index).padStart(32, '0')}`);
     for (const [index, literal] of literals.entries()) {
@@ -189,17 +196,27 @@ describe('webhook SSRF guard: delivery (private targets not allowed)', function 
         sealed,
       ]);
     }
-    await seedEvents(db.url, literals.map((_, index) => newEvent({ tenantId: `ssrf-${index}` })));
-    await waitFor(async () => {
-      const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE state = 'failed' AND endpoint_id = ANY($1)`, [ids]);
-      return rows[0].n === literals.length;
-    }, 'every delivery to fail', 30_000);
+    await seedEvents(
+      db.url,
+      literals.map((_, index) => newEvent({ tenantId: `ssrf-${index}` })),
+    );
+    await waitFor(
+      async () => {
+        const { rows } = await db.pool.query(`SELECT count(*)::int AS n FROM deliveries WHERE state = 'failed' AND endpoint_id = ANY($1)`, [
+          ids,
+        ]);
+        return rows[0].n === literals.length;
+      },
+      'every delivery to fail',
+      30_000,
+    );
     expect(target.received).to.have.length(0);
     const { rows } = await db.pool.query(
       `SELECT d.endpoint_id, a.error FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.endpoint_id = ANY($1)`,
       [ids],
     );
     expect(rows).to.have.length(literals.length * 3);
-    for (const row of rows) expect(row.error, row.endpoint_id).to.match(/^target refused: host resolves to .* which carries 127\.0\.0\.1, a loopback address$/);
+    for (const row of rows)
+      expect(row.error, row.endpoint_id).to.match(/^target refused: host resolves to .* which carries 127\.0\.0\.1, a loopback address$/);
   });
 });

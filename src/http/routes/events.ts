@@ -20,11 +20,7 @@ export const listEventsQuerySchema = z
     limit: queryInteger(1, MAX_PAGE_SIZE)
       .optional()
       .meta({ description: `Page size, 1 to ${MAX_PAGE_SIZE}; default ${DEFAULT_PAGE_SIZE}.` }),
-    cursor: z
-      .string()
-      .max(200)
-      .optional()
-      .meta({ description: "The previous page's next_cursor, passed back unchanged. Opaque." }),
+    cursor: z.string().max(200).optional().meta({ description: "The previous page's next_cursor, passed back unchanged. Opaque." }),
   });
 
 /** Endpoints without parameters still refuse unknown ones rather than ignore them. */
@@ -77,11 +73,13 @@ export const eventsOpenApi: OpenApiContribution = {
         parameters: [{ name: 'event_id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } }],
         responses: {
           '200': authenticatedResponse({ description: 'The event.', content: json(ref('AuditEvent')) }),
-          '404': authenticatedResponse({ description: "Unknown id, or another tenant's event (indistinguishable).", content: json(ref('Error')) }),
+          '404': authenticatedResponse({
+            description: "Unknown id, or another tenant's event (indistinguishable).",
+            content: json(ref('Error')),
+          }),
           ...standardErrorResponses('audit:read'),
         },
       },
     },
   },
 };
-

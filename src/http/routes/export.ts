@@ -22,9 +22,9 @@ export const exportQuerySchema = z.strictObject({
     .enum(['json', 'ndjson'], { message: 'must be json or ndjson' })
     .optional()
     .meta({ description: 'json (default): one object; ndjson: one event per line.' }),
-  proofs: queryBoolean()
-    .optional()
-    .meta({ description: 'true: each event carries its inclusion proof against the signed tree head included in the response (docs/integrity.md).' }),
+  proofs: queryBoolean().optional().meta({
+    description: 'true: each event carries its inclusion proof against the signed tree head included in the response (docs/integrity.md).',
+  }),
 });
 
 type ExportFormat = 'json' | 'ndjson';
@@ -57,18 +57,28 @@ export function exportRoutes(exporter: EventExporter, writer: EventWriter, integ
     const body = parseBody(exportBodySchema, given === undefined || given === '' ? {} : given);
     const filters = toEventFilters(body);
     const session = await exporter.open(principalOf(ctx).tenantId, filters, { shareSnapshot: proofs === true });
-    const proven = proofs ? await integrity.openExportProofs(principalOf(ctx).tenantId, session).catch(async (error: unknown) => {
-      await session.close();
-      throw error;
-    }) : undefined;
+    const proven = proofs
+      ? await integrity.openExportProofs(principalOf(ctx).tenantId, session).catch(async (error: unknown) => {
+          await session.close();
+          throw error;
+        })
+      : undefined;
     ctx.status = 200;
     // Known before the first byte: the window was sized in the export's snapshot.
     ctx.set('X-Service-Truncated', String(session.truncated));
     ctx.set('Cache-Control', 'no-store');
     ctx.type = format === 'ndjson' ? 'application/x-ndjson' : 'application/json';
-    ctx.body = Readable.from(renderExport(session, format, (count, completed) => recordExport(ctx, writer, filters, format, session.truncated, count, completed), proven), {
-      objectMode: false,
-    });
+    ctx.body = Readable.from(
+      renderExport(
+        session,
+        format,
+        (count, completed) => recordExport(ctx, writer, filters, format, session.truncated, count, completed),
+        proven,
+      ),
+      {
+        objectMode: false,
+      },
+    );
   });
 
   return router;

@@ -41,7 +41,10 @@ export function ingestRoutes(writer: EventWriter, ingestTokens: readonly string[
         // Validation lets through nothing Postgres is known to refuse; should it refuse something new, the
         // producer learns that retrying the batch is pointless, and nothing of it was stored.
         if (!isRefusedData(error)) throw error;
-        throw ValidationError.single('events', `the event store refused an event of this batch (SQLSTATE ${sqlState(error)}); none were stored`);
+        throw ValidationError.single(
+          'events',
+          `the event store refused an event of this batch (SQLSTATE ${sqlState(error)}); none were stored`,
+        );
       });
       const stored = results.filter((result) => result.status === 'stored').length;
       ctx.body = { stored, duplicates: results.length - stored, events: results };

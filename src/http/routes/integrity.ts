@@ -43,7 +43,8 @@ export function integrityRoutes(integrity: IntegrityReader, sealIntervalMs: numb
     const query = parseQuery(treeHeadsQuerySchema, ctx.query);
     const sinceMs = query.since === undefined ? undefined : parseTimestampCeilMs(query.since);
     const untilMs = query.until === undefined ? undefined : parseTimestampCeilMs(query.until);
-    if (sinceMs !== undefined && untilMs !== undefined && sinceMs >= untilMs) throw ValidationError.single('since', 'must be earlier than until');
+    if (sinceMs !== undefined && untilMs !== undefined && sinceMs >= untilMs)
+      throw ValidationError.single('since', 'must be earlier than until');
     ctx.body = await integrity.headsPage({
       tenantId: principalOf(ctx).tenantId,
       sinceMs,
@@ -56,12 +57,7 @@ export function integrityRoutes(integrity: IntegrityReader, sealIntervalMs: numb
   router.get('/audit/events/:event_id/proof', requireScope('audit:read'), async (ctx) => {
     const query = parseQuery(proofQuerySchema, ctx.query);
     try {
-      ctx.body = await integrity.inclusionProof(
-        principalOf(ctx).tenantId,
-        ctx.params.event_id!,
-        query.tree_size,
-        retryAfterSeconds,
-      );
+      ctx.body = await integrity.inclusionProof(principalOf(ctx).tenantId, ctx.params.event_id!, query.tree_size, retryAfterSeconds);
     } catch (error) {
       if (error instanceof NotYetSealedError) ctx.set('Retry-After', String(error.retryAfterSeconds));
       throw error;
@@ -81,7 +77,10 @@ export function integrityRoutes(integrity: IntegrityReader, sealIntervalMs: numb
   return router;
 }
 
-const hexHash = z.string().regex(/^[0-9a-f]{64}$/).meta({ description: 'SHA-256, lowercase hex.' });
+const hexHash = z
+  .string()
+  .regex(/^[0-9a-f]{64}$/)
+  .meta({ description: 'SHA-256, lowercase hex.' });
 
 export const signedTreeHeadSchema = z
   .looseObject({
@@ -94,7 +93,9 @@ export const signedTreeHeadSchema = z
   })
   .meta({ id: 'SignedTreeHead' });
 
-export const treeHeadListSchema = z.looseObject({ tree_heads: z.array(signedTreeHeadSchema), page: pageSchema }).meta({ id: 'TreeHeadList' });
+export const treeHeadListSchema = z
+  .looseObject({ tree_heads: z.array(signedTreeHeadSchema), page: pageSchema })
+  .meta({ id: 'TreeHeadList' });
 
 export const inclusionProofSchema = z
   .looseObject({ leaf_index: z.int(), tree_size: z.int(), leaf_hash: hexHash, audit_path: z.array(hexHash) })
@@ -118,7 +119,13 @@ export const sealKeyListSchema = z
   })
   .meta({ id: 'SealKeyList' });
 
-const get = (operationId: string, summary: string, parameters: object[], ok: { description: string; content: object }, extra: Record<string, unknown> = {}) => ({
+const get = (
+  operationId: string,
+  summary: string,
+  parameters: object[],
+  ok: { description: string; content: object },
+  extra: Record<string, unknown> = {},
+) => ({
   get: {
     operationId,
     summary,
@@ -133,10 +140,16 @@ const notFound = (description: string) => ({ '404': authenticatedResponse({ desc
 export const integrityOpenApi: OpenApiContribution = {
   schemas: [signedTreeHeadSchema, treeHeadListSchema, inclusionProofSchema, consistencyProofSchema, sealKeyListSchema],
   paths: {
-    '/audit/integrity/tree-head': get('getTreeHead', "The latest signed head of the tenant's Merkle tree.", [], {
-      description: 'The signed tree head.',
-      content: json(ref('SignedTreeHead')),
-    }, notFound('Nothing of this tenant has been sealed yet.')),
+    '/audit/integrity/tree-head': get(
+      'getTreeHead',
+      "The latest signed head of the tenant's Merkle tree.",
+      [],
+      {
+        description: 'The signed tree head.',
+        content: json(ref('SignedTreeHead')),
+      },
+      notFound('Nothing of this tenant has been sealed yet.'),
+    ),
     '/audit/integrity/tree-heads': get('listTreeHeads', 'Signed tree heads, newest first.', queryParameters(treeHeadsQuerySchema), {
       description: 'One page of signed tree heads.',
       content: json(ref('TreeHeadList')),
@@ -149,15 +162,24 @@ export const integrityOpenApi: OpenApiContribution = {
       {
         ...notFound("Unknown event (or another tenant's), or no signed tree head of tree_size."),
         '409': authenticatedResponse(
-          { description: 'not_yet_sealed: the event is stored but has no leaf yet; retry after Retry-After seconds.', content: json(ref('Error')) },
+          {
+            description: 'not_yet_sealed: the event is stored but has no leaf yet; retry after Retry-After seconds.',
+            content: json(ref('Error')),
+          },
           'Retry-After',
         ),
       },
     ),
-    '/audit/integrity/consistency': get('getConsistencyProof', 'A consistency proof between two signed tree heads.', queryParameters(consistencyQuerySchema), {
-      description: 'The consistency proof.',
-      content: json(ref('ConsistencyProof')),
-    }, notFound('No signed tree head of one of the sizes.')),
+    '/audit/integrity/consistency': get(
+      'getConsistencyProof',
+      'A consistency proof between two signed tree heads.',
+      queryParameters(consistencyQuerySchema),
+      {
+        description: 'The consistency proof.',
+        content: json(ref('ConsistencyProof')),
+      },
+      notFound('No signed tree head of one of the sizes.'),
+    ),
     '/audit/integrity/keys': get('listSealKeys', 'The public keys that sign tree heads, with their validity windows.', [], {
       description: 'The keys.',
       content: json(ref('SealKeyList')),

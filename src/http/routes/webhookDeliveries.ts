@@ -26,7 +26,10 @@ export const DEFAULT_DELIVERY_PAGE_SIZE = 50;
 export const MAX_DELIVERY_PAGE_SIZE = 100;
 
 export const listDeliveriesQuerySchema = z.strictObject({
-  status: z.enum(DELIVERY_STATUSES).optional().meta({ description: '`failed` includes deliveries cancelled when their endpoint was disabled.' }),
+  status: z
+    .enum(DELIVERY_STATUSES)
+    .optional()
+    .meta({ description: '`failed` includes deliveries cancelled when their endpoint was disabled.' }),
   since: filterFieldsSchema.since.optional().meta({ description: 'Deliveries created at or after (RFC 3339).' }),
   until: filterFieldsSchema.until.optional().meta({ description: 'Deliveries created before (RFC 3339).' }),
   limit: queryInteger(1, MAX_DELIVERY_PAGE_SIZE)
@@ -41,7 +44,7 @@ const deliverySchema = z
   .looseObject({
     id: z.string().meta({ example: 'dlv_18211' }),
     event_id: z.string().meta({ format: 'uuid' }),
-    action: z.string().nullable().meta({ description: 'The event\'s action; null once retention has dropped the event.' }),
+    action: z.string().nullable().meta({ description: "The event's action; null once retention has dropped the event." }),
     status: z.enum(DELIVERY_STATUSES),
     attempts: z.int(),
     created_at: z.string().meta({ format: 'date-time' }),
@@ -75,7 +78,9 @@ const replaySchema = z
   })
   .meta({ id: 'Replay' });
 export const deliveryListSchema = z.looseObject({ deliveries: z.array(deliverySchema), page: pageSchema }).meta({ id: 'DeliveryList' });
-export const deliveryDetailSchema = z.looseObject({ delivery: deliverySchema, attempts: z.array(attemptSchema) }).meta({ id: 'DeliveryDetail' });
+export const deliveryDetailSchema = z
+  .looseObject({ delivery: deliverySchema, attempts: z.array(attemptSchema) })
+  .meta({ id: 'DeliveryDetail' });
 export const deliveryEnvelopeSchema = z.looseObject({ delivery: deliverySchema }).meta({ id: 'DeliveryRetried' });
 export const replayEnvelopeSchema = z.looseObject({ replay: replaySchema }).meta({ id: 'ReplayStatus' });
 
@@ -174,14 +179,31 @@ export function webhookDeliveryRoutes(deliveries: WebhookDeliveries): Router<Req
 
 export function webhookDeliveriesOpenApi(): OpenApiContribution {
   const idParameter = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: WEBHOOK_ID_PATTERN.source } };
-  const deliveryParameter = { name: 'delivery_id', in: 'path', required: true, schema: { type: 'string', pattern: DELIVERY_ID_PATTERN.source } };
+  const deliveryParameter = {
+    name: 'delivery_id',
+    in: 'path',
+    required: true,
+    schema: { type: 'string', pattern: DELIVERY_ID_PATTERN.source },
+  };
   const replayParameter = { name: 'replay_id', in: 'path', required: true, schema: { type: 'string', pattern: REPLAY_ID_PATTERN.source } };
   const notYours = (scope: string, what: string) => ({
-    '403': authenticatedResponse({ description: `The key lacks ${scope}, or the endpoint belongs to another tenant.`, content: json(ref('Error')) }),
+    '403': authenticatedResponse({
+      description: `The key lacks ${scope}, or the endpoint belongs to another tenant.`,
+      content: json(ref('Error')),
+    }),
     '404': authenticatedResponse({ description: `Unknown endpoint${what}.`, content: json(ref('Error')) }),
   });
   return {
-    schemas: [deliverySchema, attemptSchema, replaySchema, deliveryListSchema, deliveryDetailSchema, deliveryEnvelopeSchema, replayEnvelopeSchema, replayRequestSchema],
+    schemas: [
+      deliverySchema,
+      attemptSchema,
+      replaySchema,
+      deliveryListSchema,
+      deliveryDetailSchema,
+      deliveryEnvelopeSchema,
+      replayEnvelopeSchema,
+      replayRequestSchema,
+    ],
     paths: {
       '/audit/webhooks/{id}/deliveries': {
         get: {

@@ -29,16 +29,20 @@ export const webhookEndpointStatusSchema = webhookEndpointSchema
   .extend({
     consecutive_failures: z.int().meta({ description: 'Failed deliveries in a row; 10 disables the endpoint.' }),
     last_delivery_at: z.string().nullable().meta({ format: 'date-time', description: 'Time of the last attempt, whatever its outcome.' }),
-    previous_secret_expires_at: z
-      .string()
-      .nullable()
-      .meta({ format: 'date-time', description: 'While a rotated-out secret still signs beside the current one: until when. null otherwise.' }),
+    previous_secret_expires_at: z.string().nullable().meta({
+      format: 'date-time',
+      description: 'While a rotated-out secret still signs beside the current one: until when. null otherwise.',
+    }),
   })
   .meta({ id: 'WebhookEndpointStatus' });
 
-const signingSecret = z.string().meta({ description: 'HMAC signing secret (64 hex). Shown once.', example: '9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08' });
+const signingSecret = z.string().meta({
+  description: 'HMAC signing secret (64 hex). Shown once.',
+  example: '9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08',
+});
 const standardWebhooksSecret = z.string().meta({
-  description: 'The same key in the Standard Webhooks form: whsec_ and the base64 of the secret text (its 64 ASCII bytes are the HMAC key of both signatures).',
+  description:
+    'The same key in the Standard Webhooks form: whsec_ and the base64 of the secret text (its 64 ASCII bytes are the HMAC key of both signatures).',
   example: 'whsec_OWY4NmQwODE4ODRjN2Q2NTlhMmZlYWEwYzU1YWQwMTVhM2JmNGYxYjJiMGI4MjJjZDE1ZDZjMTViMGYwMGEwOA==',
 });
 const registeredSchema = z
@@ -60,7 +64,10 @@ const testResultSchema = z
     success: z.boolean().meta({ description: 'A 2xx within the delivery timeout.' }),
     status_code: z.int().nullable().meta({ description: "The receiver's status; null when no response arrived." }),
     duration_ms: z.int(),
-    error: z.string().nullable().meta({ description: 'Why no usable response arrived (timeout, refused connection, refused target); null with a status.' }),
+    error: z
+      .string()
+      .nullable()
+      .meta({ description: 'Why no usable response arrived (timeout, refused connection, refused target); null with a status.' }),
   })
   .meta({ id: 'WebhookTestResult' });
 const endpointListSchema = z.looseObject({ endpoints: z.array(webhookEndpointStatusSchema) }).meta({ id: 'WebhookEndpointList' });
@@ -174,7 +181,14 @@ const deliveryEnvelopeSchema = z
   })
   .meta({ id: 'WebhookDelivery' });
 
-const header = (name: string, description: string, example: string) => ({ name, in: 'header', required: true, description, schema: { type: 'string' }, example });
+const header = (name: string, description: string, example: string) => ({
+  name,
+  in: 'header',
+  required: true,
+  description,
+  schema: { type: 'string' },
+  example,
+});
 
 /** The headers of every delivery, test sends included. */
 const deliveryHeaders = [
@@ -199,15 +213,22 @@ export function webhooksOpenApi(policy: WebhookUrlPolicy): OpenApiContribution {
   const rotation = secretRotationSchema.meta({ id: 'WebhookSecretRotation' });
   const inactive = {
     '409': authenticatedResponse({
-      description: 'endpoint_inactive: the endpoint is disabled; or (rotate-secret only) managed_by_kubernetes: a WebhookEndpoint resource owns it.',
+      description:
+        'endpoint_inactive: the endpoint is disabled; or (rotate-secret only) managed_by_kubernetes: a WebhookEndpoint resource owns it.',
       content: json(ref('Error')),
     }),
   };
   const idParameter = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: WEBHOOK_ID_PATTERN.source } };
   const notYours = {
-    '403': authenticatedResponse({ description: 'The key lacks webhooks:write, or the endpoint belongs to another tenant.', content: json(ref('Error')) }),
+    '403': authenticatedResponse({
+      description: 'The key lacks webhooks:write, or the endpoint belongs to another tenant.',
+      content: json(ref('Error')),
+    }),
     '404': authenticatedResponse({ description: 'Unknown endpoint id.', content: json(ref('Error')) }),
-    '409': authenticatedResponse({ description: 'The endpoint is managed by a Kubernetes WebhookEndpoint resource.', content: json(ref('Error')) }),
+    '409': authenticatedResponse({
+      description: 'The endpoint is managed by a Kubernetes WebhookEndpoint resource.',
+      content: json(ref('Error')),
+    }),
   };
   return {
     schemas: [
@@ -295,7 +316,10 @@ export function webhooksOpenApi(policy: WebhookUrlPolicy): OpenApiContribution {
           security: [{ apiKey: [] }],
           parameters: [idParameter],
           responses: {
-            '200': authenticatedResponse({ description: 'The outcome of the attempt (a failed attempt is still a 200).', content: json(ref('WebhookTestResult')) }),
+            '200': authenticatedResponse({
+              description: 'The outcome of the attempt (a failed attempt is still a 200).',
+              content: json(ref('WebhookTestResult')),
+            }),
             ...standardErrorResponses('webhooks:write'),
             ...notYours,
             ...inactive,
@@ -308,7 +332,11 @@ export function webhooksOpenApi(policy: WebhookUrlPolicy): OpenApiContribution {
           summary: 'Delete an endpoint and its delivery history.',
           security: [{ apiKey: [] }],
           parameters: [idParameter],
-          responses: { '204': authenticatedResponse({ description: 'Deleted.' }), ...standardErrorResponses('webhooks:write'), ...notYours },
+          responses: {
+            '204': authenticatedResponse({ description: 'Deleted.' }),
+            ...standardErrorResponses('webhooks:write'),
+            ...notYours,
+          },
         },
       },
     },

@@ -48,12 +48,19 @@ export function violatedRules(schema: SchemaNode, value: unknown, oldValue: unkn
   }
   if (schema.properties && typeof value === 'object') {
     for (const [name, child] of Object.entries(schema.properties)) {
-      violations.push(...violatedRules(child, (value as Record<string, unknown>)[name], (oldValue as Record<string, unknown> | undefined)?.[name], path ? `${path}.${name}` : name));
+      violations.push(
+        ...violatedRules(
+          child,
+          (value as Record<string, unknown>)[name],
+          (oldValue as Record<string, unknown> | undefined)?.[name],
+          path ? `${path}.${name}` : name,
+        ),
+      );
     }
   }
   if (schema.items && Array.isArray(value)) {
     // Items are not correlated with the old list (that needs list-type map keys), so item rules see no oldSelf.
-    value.forEach((item, index) => violations.push(...violatedRules(schema.items!, item, undefined, `${path}[${index}]`)));
+    for (const [index, item] of value.entries()) violations.push(...violatedRules(schema.items!, item, undefined, `${path}[${index}]`));
   }
   return violations;
 }

@@ -84,7 +84,8 @@ export class ObjectStore {
 
   create(collection: string, object: KubeObject, options: { generation: boolean }): KubeObject {
     const key = ObjectStore.key(collection, object.metadata.namespace, object.metadata.name);
-    if (this.objects.has(key)) throw new ApiError(409, 'AlreadyExists', `${collection.split('/').at(-1)} "${object.metadata.name}" already exists`);
+    if (this.objects.has(key))
+      throw new ApiError(409, 'AlreadyExists', `${collection.split('/').at(-1)} "${object.metadata.name}" already exists`);
     const stored = clone(object);
     stored.metadata.uid = randomUUID();
     stored.metadata.creationTimestamp = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -104,7 +105,11 @@ export class ObjectStore {
     if (!current) throw new ApiError(404, 'NotFound', `${collection.split('/').at(-1)} "${object.metadata.name}" not found`);
     const expected = object.metadata.resourceVersion;
     if (expected !== undefined && expected !== '' && expected !== current.metadata.resourceVersion) {
-      throw new ApiError(409, 'Conflict', `Operation cannot be fulfilled on ${collection.split('/').at(-1)} "${object.metadata.name}": the object has been modified; please apply your changes to the latest version and try again`);
+      throw new ApiError(
+        409,
+        'Conflict',
+        `Operation cannot be fulfilled on ${collection.split('/').at(-1)} "${object.metadata.name}": the object has been modified; please apply your changes to the latest version and try again`,
+      );
     }
     let next: KubeObject;
     if (options.statusOnly) {
@@ -121,7 +126,10 @@ export class ObjectStore {
       }
       if (current.metadata.deletionTimestamp) {
         const added = (next.metadata.finalizers ?? []).filter((finalizer) => !(current.metadata.finalizers ?? []).includes(finalizer));
-        if (added.length > 0) throw new ApiError(422, 'Invalid', 'finalizers cannot be added to an object being deleted', [{ field: 'metadata.finalizers', message: 'Forbidden: no new finalizers can be added if the object is being deleted' }]);
+        if (added.length > 0)
+          throw new ApiError(422, 'Invalid', 'finalizers cannot be added to an object being deleted', [
+            { field: 'metadata.finalizers', message: 'Forbidden: no new finalizers can be added if the object is being deleted' },
+          ]);
       }
       if (options.generation && canonical(specOf(current)) !== canonical(specOf(next))) {
         next.metadata.generation = (current.metadata.generation ?? 1) + 1;
@@ -154,7 +162,8 @@ export class ObjectStore {
 
   /** Watch events after `resourceVersion`, then live ones; 410 when that version is no longer retained. */
   subscribe(fromVersion: number, listener: (event: WatchEvent) => void): () => void {
-    if (fromVersion < this.compactedThrough) throw new ApiError(410, 'Expired', `too old resource version: ${fromVersion} (${this.compactedThrough})`);
+    if (fromVersion < this.compactedThrough)
+      throw new ApiError(410, 'Expired', `too old resource version: ${fromVersion} (${this.compactedThrough})`);
     for (const event of this.history) if (event.resourceVersion > fromVersion) listener(event);
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
@@ -171,7 +180,13 @@ export class ObjectStore {
     this.revision += 1;
     object.metadata.resourceVersion = String(this.revision);
     this.objects.set(key, { collection, object });
-    this.emit({ type, object: clone(object), ...(previous ? { previous: clone(previous) } : {}), resourceVersion: this.revision, collection });
+    this.emit({
+      type,
+      object: clone(object),
+      ...(previous ? { previous: clone(previous) } : {}),
+      resourceVersion: this.revision,
+      collection,
+    });
     return clone(object);
   }
 
@@ -207,7 +222,9 @@ export class ObjectStore {
 /** JSON with keys sorted at every level, to compare objects as values. */
 function canonical(value: unknown): string {
   return JSON.stringify(value, (_key, node: unknown) =>
-    node !== null && typeof node === 'object' && !Array.isArray(node) ? Object.fromEntries(Object.entries(node).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : node,
+    node !== null && typeof node === 'object' && !Array.isArray(node)
+      ? Object.fromEntries(Object.entries(node).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : node,
   );
 }
 

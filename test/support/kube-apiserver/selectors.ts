@@ -47,7 +47,12 @@ export function parseLabelSelector(text: string | null): Selector {
     match = /^([\w./-]+)\s+(in|notin)\s+\(([^)]*)\)$/.exec(requirement);
     if (match) {
       const [, key, operator, list] = match as unknown as [string, string, string, string];
-      const values = new Set(list.split(',').map((value) => value.trim()).filter(Boolean));
+      const values = new Set(
+        list
+          .split(',')
+          .map((value) => value.trim())
+          .filter(Boolean),
+      );
       if (values.size === 0) throw invalid('label', text, `for '${operator}' operator, values set can't be empty`);
       return operator === 'in'
         ? (object) => key in labels(object) && values.has(labels(object)[key]!)
@@ -101,7 +106,8 @@ export function parseFieldSelector(text: string | null, type: { kind: string; cu
     const [, field, operator, value] = match as unknown as [string, string, string, string];
     const read = fields[field];
     // The real server's wordings, for custom resources (no selectableFields here) and built-in types.
-    if (!read && type.custom) throw new ApiError(400, 'BadRequest', `"${field}" is not a known field selector: only "metadata.name", "metadata.namespace"`);
+    if (!read && type.custom)
+      throw new ApiError(400, 'BadRequest', `"${field}" is not a known field selector: only "metadata.name", "metadata.namespace"`);
     if (!read) throw new ApiError(400, 'BadRequest', `field label not supported: ${field}`);
     return operator === '!=' ? (object) => (read(object) ?? '') !== value : (object) => (read(object) ?? '') === value;
   });

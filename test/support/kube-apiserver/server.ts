@@ -72,7 +72,15 @@ const BUILT_IN: ResourceType[] = [
   { group: '', version: 'v1', plural: 'secrets', kind: 'Secret', namespaced: true, statusSubresource: false, custom: false },
   { group: '', version: 'v1', plural: 'events', kind: 'Event', namespaced: true, statusSubresource: false, custom: false },
   { group: 'events.k8s.io', version: 'v1', plural: 'events', kind: 'Event', namespaced: true, statusSubresource: false, custom: false },
-  { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', namespaced: true, statusSubresource: false, custom: false },
+  {
+    group: 'coordination.k8s.io',
+    version: 'v1',
+    plural: 'leases',
+    kind: 'Lease',
+    namespaced: true,
+    statusSubresource: false,
+    custom: false,
+  },
 ];
 
 function loadCustomResources(directories: readonly string[]): ResourceType[] {
@@ -128,10 +136,21 @@ function discovery(path: string, types: readonly ResourceType[]): unknown {
           ...(type.shortNames?.length ? { shortNames: type.shortNames } : {}),
           ...(type.categories?.length ? { categories: type.categories } : {}),
         },
-        ...(type.statusSubresource ? [{ name: `${type.plural}/status`, singularName: '', namespaced: type.namespaced, kind: type.kind, verbs: ['get', 'patch', 'update'] }] : []),
+        ...(type.statusSubresource
+          ? [
+              {
+                name: `${type.plural}/status`,
+                singularName: '',
+                namespaced: type.namespaced,
+                kind: type.kind,
+                verbs: ['get', 'patch', 'update'],
+              },
+            ]
+          : []),
       ]),
   });
-  if (path === '/api') return { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: '127.0.0.1' }] };
+  if (path === '/api')
+    return { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: '127.0.0.1' }] };
   if (path === '/api/v1') return resourceList('v1');
   if (path === '/apis') {
     return {
@@ -166,7 +185,8 @@ function route(path: string, types: readonly ResourceType[]) {
   const [plural, name, subresource] = rest;
   const type = types.find((candidate) => candidate.group === group && candidate.version === version && candidate.plural === plural);
   if (!type) throw new ApiError(404, 'NotFound', `the server could not find the requested resource (${path})`);
-  if (subresource !== undefined && (subresource !== 'status' || !type.statusSubresource)) throw new ApiError(404, 'NotFound', `no subresource ${subresource}`);
+  if (subresource !== undefined && (subresource !== 'status' || !type.statusSubresource))
+    throw new ApiError(404, 'NotFound', `no subresource ${subresource}`);
   return { type, namespace, name, status: subresource === 'status' };
 }
 
@@ -187,13 +207,18 @@ function statusBody(error: ApiError) {
 function sortedKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortedKeys);
   if (value === null || typeof value !== 'object') return value;
-  return Object.fromEntries(Object.keys(value).sort().map((key) => [key, sortedKeys((value as Record<string, unknown>)[key])]));
+  return Object.fromEntries(
+    Object.keys(value)
+      .sort()
+      .map((key) => [key, sortedKeys((value as Record<string, unknown>)[key])]),
+  );
 }
 
 /** RFC 7386. */
 function mergePatch(target: unknown, patch: unknown): unknown {
   if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
-  const result: Record<string, unknown> = target !== null && typeof target === 'object' && !Array.isArray(target) ? { ...(target as object) } : {};
+  const result: Record<string, unknown> =
+    target !== null && typeof target === 'object' && !Array.isArray(target) ? { ...(target as object) } : {};
   for (const [key, value] of Object.entries(patch)) {
     if (value === null) delete result[key];
     else result[key] = mergePatch(result[key], value);
@@ -205,7 +230,10 @@ function mergePatch(target: unknown, patch: unknown): unknown {
 function jsonPatch(target: KubeObject, operations: Array<{ op: string; path: string; value?: unknown }>): KubeObject {
   const document = structuredClone(target) as any;
   for (const operation of operations) {
-    const segments = operation.path.split('/').slice(1).map((segment) => segment.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const segments = operation.path
+      .split('/')
+      .slice(1)
+      .map((segment) => segment.replace(/~1/g, '/').replace(/~0/g, '~'));
     const last = segments.pop()!;
     let parent = document;
     for (const segment of segments) parent = parent?.[segment];
@@ -224,7 +252,8 @@ function jsonPatch(target: KubeObject, operations: Array<{ op: string; path: str
         else delete parent[index];
         break;
       case 'test':
-        if (JSON.stringify(parent[index]) !== JSON.stringify(operation.value)) throw new ApiError(422, 'Invalid', `test operation failed at ${operation.path}`);
+        if (JSON.stringify(parent[index]) !== JSON.stringify(operation.value))
+          throw new ApiError(422, 'Invalid', `test operation failed at ${operation.path}`);
         break;
       default:
         throw new ApiError(400, 'BadRequest', `unsupported patch operation ${operation.op}`);
@@ -248,7 +277,8 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
     if (type.kind === 'Secret' && object.stringData) {
       // As the API server does: stringData is merged into data, base64-encoded, and never stored.
       const data = { ...(object.data as Record<string, string> | undefined) };
-      for (const [key, value] of Object.entries(object.stringData as Record<string, string>)) data[key] = Buffer.from(value).toString('base64');
+      for (const [key, value] of Object.entries(object.stringData as Record<string, string>))
+        data[key] = Buffer.from(value).toString('base64');
       object.data = data;
       delete object.stringData;
     }
@@ -258,11 +288,21 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
         field: error.instancePath.split('/').filter(Boolean).join('.') || '<root>',
         message: error.message ?? 'invalid',
       }));
-      throw new ApiError(422, 'Invalid', `${type.kind}.${type.group} "${object.metadata.name}" is invalid: ${causes.map((cause) => `${cause.field}: ${cause.message}`).join(', ')}`, causes);
+      throw new ApiError(
+        422,
+        'Invalid',
+        `${type.kind}.${type.group} "${object.metadata.name}" is invalid: ${causes.map((cause) => `${cause.field}: ${cause.message}`).join(', ')}`,
+        causes,
+      );
     }
     const violations = type.schema ? violatedRules(type.schema, object, stored) : [];
     if (violations.length > 0) {
-      throw new ApiError(422, 'Invalid', `${type.kind}.${type.group} "${object.metadata.name}" is invalid: ${violations.map((cause) => `${cause.field}: ${cause.message}`).join(', ')}`, violations);
+      throw new ApiError(
+        422,
+        'Invalid',
+        `${type.kind}.${type.group} "${object.metadata.name}" is invalid: ${violations.map((cause) => `${cause.field}: ${cause.message}`).join(', ')}`,
+        violations,
+      );
     }
     return object;
   }
@@ -300,16 +340,28 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
         const matches = selected(event.object);
         const matched = selected(event.previous);
         if (matches) send({ type: matched ? 'MODIFIED' : 'ADDED', object: event.object });
-        else if (matched) send({ type: 'DELETED', object: { ...event.previous, metadata: { ...event.previous.metadata, resourceVersion: event.object.metadata.resourceVersion } } });
+        else if (matched)
+          send({
+            type: 'DELETED',
+            object: { ...event.previous, metadata: { ...event.previous.metadata, resourceVersion: event.object.metadata.resourceVersion } },
+          });
       });
     } catch (error) {
       send({ type: 'ERROR', object: statusBody(error as ApiError) });
       response.end();
       return;
     }
-    const bookmarks = url.searchParams.get('allowWatchBookmarks') === 'true'
-      ? setInterval(() => send({ type: 'BOOKMARK', object: { kind: type.kind, apiVersion: apiVersionOf(type), metadata: { resourceVersion: String(store.currentRevision) } } }), 1_000)
-      : undefined;
+    const bookmarks =
+      url.searchParams.get('allowWatchBookmarks') === 'true'
+        ? setInterval(
+            () =>
+              send({
+                type: 'BOOKMARK',
+                object: { kind: type.kind, apiVersion: apiVersionOf(type), metadata: { resourceVersion: String(store.currentRevision) } },
+              }),
+            1_000,
+          )
+        : undefined;
     const timeout = Number(url.searchParams.get('timeoutSeconds') ?? 0);
     const timer = timeout > 0 ? setTimeout(() => response.end(), timeout * 1000) : undefined;
     watches.add(response);
@@ -353,12 +405,18 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
         const selected = (object: KubeObject) => labels(object) && fields(object);
         if (watching) return watch(response, type, namespace, url, selected);
         const items = store.list(collection, namespace).filter(selected);
-        return reply(200, { kind: `${type.kind}List`, apiVersion: apiVersionOf(type), metadata: { resourceVersion: String(store.currentRevision) }, items });
+        return reply(200, {
+          kind: `${type.kind}List`,
+          apiVersion: apiVersionOf(type),
+          metadata: { resourceVersion: String(store.currentRevision) },
+          items,
+        });
       }
       case 'POST': {
         const body = (await readBody(request)) as KubeObject;
         body.metadata ??= { name: '' };
-        if (!body.metadata.name && body.metadata.generateName) body.metadata.name = `${body.metadata.generateName}${Math.random().toString(36).slice(2, 7)}`;
+        if (!body.metadata.name && body.metadata.generateName)
+          body.metadata.name = `${body.metadata.generateName}${Math.random().toString(36).slice(2, 7)}`;
         if (type.namespaced) body.metadata.namespace = namespace;
         return reply(201, store.create(collection, admit(type, body), { generation: type.statusSubresource }));
       }
@@ -372,24 +430,40 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
         const contentType = String(request.headers['content-type'] ?? '').split(';')[0];
         if (contentType === 'application/apply-patch+yaml') {
           const manager = url.searchParams.get('fieldManager');
-          if (!manager) throw new ApiError(422, 'Invalid', 'fieldManager is required for apply requests', [{ field: 'fieldManager', message: 'Required value' }]);
+          if (!manager)
+            throw new ApiError(422, 'Invalid', 'fieldManager is required for apply requests', [
+              { field: 'fieldManager', message: 'Required value' },
+            ]);
           const config = load(await readText(request)) as KubeObject;
           const existing = store.list(collection, namespace).find((object) => object.metadata.name === name);
           const applied = serverSideApply(existing, config, manager, url.searchParams.get('force') === 'true');
           if (type.namespaced) applied.metadata.namespace = namespace;
           if (!existing) return reply(201, store.create(collection, admit(type, applied), { generation: type.statusSubresource }));
           applied.metadata.resourceVersion = existing.metadata.resourceVersion;
-          return reply(200, store.update(collection, admit(type, applied, existing), { generation: type.statusSubresource, statusOnly: status }));
+          return reply(
+            200,
+            store.update(collection, admit(type, applied, existing), { generation: type.statusSubresource, statusOnly: status }),
+          );
         }
         const current = store.get(collection, namespace, name!);
         const patch = await readBody(request);
         let patched: KubeObject;
         if (contentType === 'application/json-patch+json') patched = jsonPatch(current, patch);
-        else if (contentType === 'application/merge-patch+json' || contentType === 'application/strategic-merge-patch+json') patched = mergePatch(current, patch) as KubeObject;
-        else throw new ApiError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml`);
+        else if (contentType === 'application/merge-patch+json' || contentType === 'application/strategic-merge-patch+json')
+          patched = mergePatch(current, patch) as KubeObject;
+        else
+          throw new ApiError(
+            415,
+            'UnsupportedMediaType',
+            `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml`,
+          );
         // A patch applies to the current version unless it names one itself.
-        if (!patch?.metadata?.resourceVersion && contentType !== 'application/json-patch+json') patched.metadata.resourceVersion = current.metadata.resourceVersion;
-        return reply(200, store.update(collection, admit(type, patched, current), { generation: type.statusSubresource, statusOnly: status }));
+        if (!patch?.metadata?.resourceVersion && contentType !== 'application/json-patch+json')
+          patched.metadata.resourceVersion = current.metadata.resourceVersion;
+        return reply(
+          200,
+          store.update(collection, admit(type, patched, current), { generation: type.statusSubresource, statusOnly: status }),
+        );
       }
       case 'DELETE':
         return reply(200, store.delete(collection, namespace, name!));
@@ -401,7 +475,8 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
   const server: Server = createServer((request, response) => {
     handle(request, response).catch((error: unknown) => {
       const apiError = error instanceof ApiError ? error : new ApiError(500, 'InternalError', String(error));
-      if (!response.headersSent) response.writeHead(apiError.code, { 'content-type': 'application/json' }).end(JSON.stringify(statusBody(apiError)));
+      if (!response.headersSent)
+        response.writeHead(apiError.code, { 'content-type': 'application/json' }).end(JSON.stringify(statusBody(apiError)));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -19,11 +19,15 @@ function leafPaths(value: unknown, prefix: string[] = [], into: Paths = new Set(
   return into;
 }
 
-const valueAt = (object: unknown, path: string[]) => path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], object);
+const valueAt = (object: unknown, path: string[]) =>
+  path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], object);
 
 function setAt(object: Record<string, unknown>, path: string[], value: unknown): void {
   let node = object;
-  for (const key of path.slice(0, -1)) node = (node[key] ??= {}) as Record<string, unknown>;
+  for (const key of path.slice(0, -1)) {
+    node[key] ??= {};
+    node = node[key] as Record<string, unknown>;
+  }
   node[path.at(-1)!] = structuredClone(value);
 }
 
@@ -37,7 +41,10 @@ function toFieldsV1(paths: Paths): Record<string, unknown> {
   const tree: Record<string, unknown> = {};
   for (const path of paths) {
     let node = tree;
-    for (const key of JSON.parse(path) as string[]) node = (node[`f:${key}`] ??= {}) as Record<string, unknown>;
+    for (const key of JSON.parse(path) as string[]) {
+      node[`f:${key}`] ??= {};
+      node = node[`f:${key}`] as Record<string, unknown>;
+    }
   }
   return tree;
 }
@@ -52,15 +59,27 @@ function fromFieldsV1(tree: Record<string, unknown>, prefix: string[] = [], into
 /** Fields a configuration may own: identity and server-set metadata are not applied state. */
 function appliedPaths(config: KubeObject): Paths {
   const { apiVersion: _apiVersion, kind: _kind, status: _status, metadata, ...rest } = config;
-  const { name: _name, namespace: _namespace, resourceVersion: _rv, uid: _uid, managedFields: _mf, ...ownedMetadata } = metadata ?? ({} as KubeObject['metadata']);
+  const {
+    name: _name,
+    namespace: _namespace,
+    resourceVersion: _rv,
+    uid: _uid,
+    managedFields: _mf,
+    ...ownedMetadata
+  } = metadata ?? ({} as KubeObject['metadata']);
   return leafPaths({ ...rest, ...(Object.keys(ownedMetadata).length > 0 ? { metadata: ownedMetadata } : {}) });
 }
 
 export function serverSideApply(current: KubeObject | undefined, config: KubeObject, manager: string, force: boolean): KubeObject {
-  const managed = (current?.metadata.managedFields as Array<{ manager: string; operation: string; fieldsV1: Record<string, unknown> }> | undefined) ?? [];
-  const owners = new Map(managed.filter((entry) => entry.operation === 'Apply').map((entry) => [entry.manager, fromFieldsV1(entry.fieldsV1)]));
+  const managed =
+    (current?.metadata.managedFields as Array<{ manager: string; operation: string; fieldsV1: Record<string, unknown> }> | undefined) ?? [];
+  const owners = new Map(
+    managed.filter((entry) => entry.operation === 'Apply').map((entry) => [entry.manager, fromFieldsV1(entry.fieldsV1)]),
+  );
   const applied = appliedPaths(config);
-  const result = structuredClone(current ?? ({ apiVersion: config.apiVersion, kind: config.kind, metadata: { name: config.metadata.name } } as KubeObject)) as unknown as Record<string, unknown>;
+  const result = structuredClone(
+    current ?? ({ apiVersion: config.apiVersion, kind: config.kind, metadata: { name: config.metadata.name } } as KubeObject),
+  ) as unknown as Record<string, unknown>;
 
   const conflicts: Array<{ field: string; message: string }> = [];
   for (const [owner, paths] of owners) {
@@ -74,7 +93,12 @@ export function serverSideApply(current: KubeObject | undefined, config: KubeObj
     }
   }
   if (conflicts.length > 0) {
-    throw new ApiError(409, 'Conflict', `Apply failed with ${conflicts.length} conflict(s): ${conflicts.map((conflict) => `${conflict.message}: .${conflict.field}`).join('; ')}`, conflicts);
+    throw new ApiError(
+      409,
+      'Conflict',
+      `Apply failed with ${conflicts.length} conflict(s): ${conflicts.map((conflict) => `${conflict.message}: .${conflict.field}`).join('; ')}`,
+      conflicts,
+    );
   }
   // Fields this manager applied before and applies no more are removed, unless another manager owns them.
   for (const path of owners.get(manager) ?? new Set<string>()) {
@@ -86,14 +110,16 @@ export function serverSideApply(current: KubeObject | undefined, config: KubeObj
   const object = result as unknown as KubeObject;
   object.metadata.managedFields = [
     ...managed.filter((entry) => entry.operation !== 'Apply'),
-    ...[...owners].filter(([, paths]) => paths.size > 0).map(([owner, paths]) => ({
-      manager: owner,
-      operation: 'Apply',
-      apiVersion: config.apiVersion,
-      time: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
-      fieldsType: 'FieldsV1',
-      fieldsV1: toFieldsV1(paths),
-    })),
+    ...[...owners]
+      .filter(([, paths]) => paths.size > 0)
+      .map(([owner, paths]) => ({
+        manager: owner,
+        operation: 'Apply',
+        apiVersion: config.apiVersion,
+        time: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
+        fieldsType: 'FieldsV1',
+        fieldsV1: toFieldsV1(paths),
+      })),
   ];
   return object;
 }

@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: install build services migrate run test bench lint crds clean
+.PHONY: install build services migrate run test bench lint format crds clean
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -16,8 +16,14 @@ build: install
 	npm run build
 	npm run build --prefix packages/client
 
+# Types (tsc), then format and lint rules (Biome, biome.jsonc): the same check CI runs through `make test`.
 lint: install
 	tsc -p tsconfig.json --noEmit
+	biome ci --colors=off --max-diagnostics=50 .
+
+# Rewrites the tree in the project's format and applies Biome's safe fixes.
+format: install
+	biome check --write .
 
 services:
 	bash scripts/services.sh

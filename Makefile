@@ -1,7 +1,8 @@
 # Node 24 comes from the `node` devDependency: node_modules/.bin goes first so npm scripts, tsc and mocha
-# run on it rather than on the machine's older /usr/bin/node.
+# run on it rather than on the machine's older /usr/bin/node. From an empty environment (`env -i make test`,
+# a CI runner, cron) PATH is unset, and the system's directories stand in for it: npm, psql and tar are there.
 SHELL := /bin/bash
-export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+export PATH := $(CURDIR)/node_modules/.bin:$(or $(PATH),/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
 
 .PHONY: install build services migrate run test bench lint format crds clean
 

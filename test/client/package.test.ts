@@ -8,16 +8,17 @@ import { AUDIT_EVENT_FIELDS } from '../../src/client/auditEvent.ts';
 import { signDelivery } from '../../src/webhooks/signature.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
+import { offlineNpmEnvironment } from '../support/offlineNpm.ts';
 import { mintKey, startTestService, type TestService } from '../support/service.ts';
 
 const run = promisify(execFile);
 const PACKAGE_DIRECTORY = resolve('packages/client');
 const TSC = resolve('node_modules/.bin/tsc');
 
-/** A scratch project's environment: npm's cache its own, no inherited module paths or Node options. */
+/** A scratch project's environment: offline, npm's cache its own, no inherited module paths or Node options. */
 function scratchEnvironment(scratch: string): NodeJS.ProcessEnv {
   const { NODE_OPTIONS: _options, NODE_PATH: _path, ...inherited } = process.env;
-  return { ...inherited, npm_config_cache: join(scratch, '.npm-cache'), npm_config_audit: 'false', npm_config_fund: 'false' };
+  return offlineNpmEnvironment({ ...inherited, npm_config_cache: join(scratch, '.npm-cache') });
 }
 
 describe('the @audit-trail/client package, packed and installed in a project of its own', function () {
@@ -37,8 +38,8 @@ describe('the @audit-trail/client package, packed and installed in a project of 
     const project = join(scratch, 'project');
     await mkdir(project);
     await writeFile(join(project, 'package.json'), JSON.stringify({ name: 'scratch', private: true, type: 'module' }));
-    // Offline: a package without dependencies needs nothing but its tarball.
-    await run('npm', ['install', '--offline', join(scratch, packed!.filename)], { cwd: project, env });
+    // A package without dependencies needs nothing but its tarball, and an empty cache.
+    await run('npm', ['install', join(scratch, packed!.filename)], { cwd: project, env });
 
     db = await createTestDatabase();
     api = await startTestService({ databaseUrl: db.url, roles: ['api'] });

@@ -3,6 +3,7 @@ import type Router from '@koa/router';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ApiKeyService } from './auth/apiKeyService.ts';
 import { ApiKeyVerifier } from './auth/apiKeyVerifier.ts';
+import { PortalSessions } from './auth/portalSessions.ts';
 import { KeyRateLimiter } from './auth/rateLimiter.ts';
 import { connectRedis } from './auth/redisConnection.ts';
 import { connectBus, type BusConnection } from './bus/natsConnection.ts';
@@ -28,6 +29,8 @@ import { IntegrityReader } from './integrity/integrityReader.ts';
 import { startSealer } from './integrity/sealerRole.ts';
 import { buildInternalApp, type ReadinessCheck } from './http/internalApp.ts';
 import { buildPublicApp } from './http/publicApp.ts';
+import { portalPages } from './http/portalPages.ts';
+import { portalBrowserOpenApi, portalBrowserRoutes, portalSessionRoutes, portalSessionsOpenApi } from './http/routes/portalSessions.ts';
 import { eventRoutes, eventsOpenApi } from './http/routes/events.ts';
 import { exportOpenApi, exportRoutes } from './http/routes/export.ts';
 import { rateLimit } from './http/rateLimit.ts';
@@ -279,6 +282,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         secrets: new SecretBox(requireSetting(config.secretEncryptionKey, 'SECRET_ENCRYPTION_KEY', 'the api role')),
         sender: testSender,
       });
+      const portalSessions = new PortalSessions({ db, writer, pepper });
+      const portal = { sessions: portalSessions, publicBaseUrl: config.publicBaseUrl, failureLimiter: limiter };
       const reader = new EventReader(db, new CursorCodec(pepper));
       const integrity = new IntegrityReader(db, pepper);
       const app = buildPublicApp({
@@ -289,7 +294,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         failureLimiter: limiter,
         afterAuthentication: options.rateLimiting === false ? [] : [rateLimit(limiter)],
         version: SERVICE_VERSION,
+        portalSessions,
+        openFeatures: [{ router: portalBrowserRoutes(portal), openapi: portalBrowserOpenApi }],
+        pages: portalPages({ frameAncestors: config.portalFrameAncestors, log }),
         features: [
+          { router: portalSessionRoutes(portal), openapi: portalSessionsOpenApi },
           { router: eventRoutes(reader), openapi: eventsOpenApi },
           { router: integrityRoutes(integrity, config.seal.intervalMs), openapi: integrityOpenApi },
           { router: exportRoutes(new EventExporter(db), writer, integrity), openapi: exportOpenApi },

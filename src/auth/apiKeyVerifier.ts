@@ -10,7 +10,10 @@ import { findApiKey, type ApiKeyRecord } from './apiKeyStore.ts';
 
 /** Who is calling, once the key checked out. */
 export interface Principal {
+  /** An operator-minted key, or a customer portal session (auth/portalSessions.ts) acting like one. */
+  readonly kind: 'api_key' | 'portal_session';
   readonly tenantId: string;
+  /** The key's lookup id, or the session's id: what rate limits and logs are keyed by. */
   readonly lookupId: string;
   readonly scopes: ReadonlySet<string>;
 }
@@ -131,7 +134,7 @@ export class ApiKeyVerifier {
 
 function toVerifiable(record: ApiKeyRecord): VerifiableKey {
   return {
-    principal: { tenantId: record.tenantId, lookupId: record.lookupId, scopes: new Set(record.scopes) },
+    principal: { kind: 'api_key', tenantId: record.tenantId, lookupId: record.lookupId, scopes: new Set(record.scopes) },
     secretHash: record.secretHash,
     environment: record.environment,
     revoked: record.revokedAt !== null,

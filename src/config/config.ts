@@ -47,6 +47,9 @@ const ed25519PrivateKey = z.string().transform((pem, ctx): KeyObject => {
   return z.NEVER;
 });
 
+// An origin as CSP's frame-ancestors takes it, and nothing that could end the directive or add another.
+const FRAME_ANCESTOR = /^(?:'self'|https?:\/\/(?:\*\.)?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::\d{1,5})?)$/;
+
 const port = z.coerce.number().int().min(0, 'must be a port number').max(65535, 'must be a port number');
 
 const urlWithScheme = (schemes: string[]) =>
@@ -113,6 +116,19 @@ const environmentSchema = z
     INGEST_TOKENS: commaList
       .refine((tokens) => tokens.every((token) => token.length >= 24), 'each token must be at least 24 characters')
       .optional(),
+    // Where browsers reach the public API and the portal (https://audit.example.com, or with a path
+    // prefix): the portal links minted for customers start with it.
+    PUBLIC_BASE_URL: urlWithScheme(['http', 'https'])
+      .refine((value) => !/[?#]/.test(value), 'must not have a query or fragment')
+      .transform((value) => value.replace(/\/+$/, ''))
+      .optional(),
+    // The origins allowed to frame the portal (CSP frame-ancestors); none by default.
+    PORTAL_FRAME_ANCESTORS: commaList
+      .refine(
+        (origins) => origins.every((origin) => FRAME_ANCESTOR.test(origin)),
+        "must be a comma-separated list of origins such as https://console.example.com or https://*.example.com (scheme and host, no path), or 'self'",
+      )
+      .default([]),
     KEY_PEPPER: z.string().min(32, 'must be at least 32 characters of random data').optional(),
     SECRET_ENCRYPTION_KEY: z
       .string()
@@ -282,6 +298,8 @@ function toConfig(env: z.output<typeof environmentSchema>) {
     port: env.PORT,
     internalPort: env.INTERNAL_PORT,
     ingestTokens: env.INGEST_TOKENS,
+    publicBaseUrl: env.PUBLIC_BASE_URL,
+    portalFrameAncestors: env.PORTAL_FRAME_ANCESTORS,
     keyPepper: env.KEY_PEPPER,
     secretEncryptionKey: env.SECRET_ENCRYPTION_KEY,
     keyEnvironment: env.KEY_ENVIRONMENT,

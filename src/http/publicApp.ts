@@ -1,6 +1,7 @@
 import Koa from 'koa';
 import Router from '@koa/router';
 import type { ApiKeyVerifier } from '../auth/apiKeyVerifier.ts';
+import type { PortalSessions } from '../auth/portalSessions.ts';
 import type { KeyRateLimiter } from '../auth/rateLimiter.ts';
 import type { Cidr } from '../platform/cidr.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -27,7 +28,18 @@ export interface PublicAppOptions {
   readonly afterAuthentication?: readonly Middleware<RequestState>[];
   /** Feature routers mounted under the public prefix, each with its OpenAPI contribution, which must
    * document exactly the routes the router serves (the app refuses to build otherwise). */
-  readonly features: ReadonlyArray<{ readonly router: Router<RequestState>; readonly openapi?: OpenApiContribution }>;
+  readonly features: ReadonlyArray<Feature>;
+  /** Portal sessions: their access tokens authenticate like keys. */
+  readonly portalSessions?: PortalSessions;
+  /** Routes under the public prefix that take no key (the portal's link exchange), documented like the others. */
+  readonly openFeatures?: ReadonlyArray<Feature>;
+  /** Pages outside the API (the customer portal under /portal/). */
+  readonly pages?: Router<RequestState>;
+}
+
+interface Feature {
+  readonly router: Router<RequestState>;
+  readonly openapi?: OpenApiContribution;
 }
 
 /** The customer-facing API. Returns the app without listening, so tests and benchmarks can mount it. */
@@ -37,12 +49,13 @@ export function buildPublicApp(options: PublicAppOptions): Koa<RequestState> {
   app.use(requestContext(options.log, options.metrics, options.trustedProxies));
   app.use(errorBoundary(options.metrics));
 
-  const drift = options.features.flatMap((feature) => undocumentedRoutes(servedRoutes(feature.router), feature.openapi ?? { paths: {} }));
+  const features = [...(options.openFeatures ?? []), ...options.features];
+  const drift = features.flatMap((feature) => undocumentedRoutes(servedRoutes(feature.router), feature.openapi ?? { paths: {} }));
   if (drift.length > 0) throw new Error(`the public API and its OpenAPI document disagree: ${drift.join('; ')}`);
   const openapi = JSON.stringify(
     buildOpenApiDocument(
       options.version,
-      options.features.flatMap((feature) => (feature.openapi ? [feature.openapi] : [])),
+      features.flatMap((feature) => (feature.openapi ? [feature.openapi] : [])),
     ),
   );
   const documentation = new Router<RequestState>({ prefix: PUBLIC_PREFIX });
@@ -51,9 +64,13 @@ export function buildPublicApp(options: PublicAppOptions): Koa<RequestState> {
     ctx.body = openapi;
   });
   app.use(documentation.routes());
+  if (options.pages) app.use(options.pages.routes());
+  const open = new Router<RequestState>({ prefix: PUBLIC_PREFIX });
+  for (const feature of options.openFeatures ?? []) open.use(feature.router.routes(), feature.router.allowedMethods());
+  app.use(open.routes());
 
   const api = new Router<RequestState>({ prefix: PUBLIC_PREFIX });
-  api.use(authenticate(options.verifier, options.failureLimiter));
+  api.use(authenticate(options.verifier, options.failureLimiter, options.portalSessions));
   for (const middleware of options.afterAuthentication ?? []) api.use(middleware);
   for (const feature of options.features) api.use(feature.router.routes(), feature.router.allowedMethods());
   app.use(api.routes());

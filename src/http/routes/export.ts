@@ -10,7 +10,7 @@ import type { IntegrityReader } from '../../integrity/integrityReader.ts';
 import { requireScope } from '../authenticate.ts';
 import { jsonBody, parseBody, parseQuery, queryBoolean } from '../requestInput.ts';
 import { ValidationError } from '../../platform/errors.ts';
-import { principalOf, type AppContext, type RequestState } from '../state.ts';
+import { actorOf, principalOf, type AppContext, type RequestState } from '../state.ts';
 import { authenticatedResponse, json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
 import { auditEventSchema } from '../apiSchemas.ts';
 
@@ -129,16 +129,10 @@ async function recordExport(
   count: number,
   completed: boolean,
 ): Promise<void> {
-  const principal = principalOf(ctx);
   const event = adminEvent({
-    tenantId: principal.tenantId,
+    tenantId: principalOf(ctx).tenantId,
     action: 'audit.export',
-    actor: {
-      userId: `api_key:${principal.lookupId}`,
-      userRole: 'api_key',
-      sourceIp: ctx.state.clientAddress,
-      userAgent: ctx.get('User-Agent').slice(0, 1024),
-    },
+    actor: actorOf(ctx),
     resourceType: 'audit_export',
     resourceId: ctx.state.requestId,
     success: completed,

@@ -18,9 +18,8 @@ import { pageSchema } from '../apiSchemas.ts';
 import { requireScope } from '../authenticate.ts';
 import { authenticatedResponse, json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
 import { jsonBody, parseQuery, queryInteger } from '../requestInput.ts';
-import { principalOf, type AppContext, type RequestState } from '../state.ts';
+import { actorOf, principalOf, type AppContext, type RequestState } from '../state.ts';
 import { noQuerySchema } from './events.ts';
-import { actorOf } from './webhooks.ts';
 
 export const DEFAULT_DELIVERY_PAGE_SIZE = 50;
 export const MAX_DELIVERY_PAGE_SIZE = 100;

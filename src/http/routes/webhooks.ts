@@ -1,6 +1,5 @@
 import Router from '@koa/router';
 import { z } from 'zod';
-import type { Actor } from '../../events/adminEvent.ts';
 import { NotFoundError } from '../../platform/errors.ts';
 import type { TestDeliveries } from '../../delivery/testDelivery.ts';
 import { standardWebhooksSecretOf } from '../../client/webhookSignature.ts';
@@ -9,7 +8,7 @@ import { WEBHOOK_ID_PATTERN, secretRotationSchema, webhookRegistrationSchema, ty
 import type { WebhookEndpoint } from '../../webhooks/webhookStore.ts';
 import { requireScope } from '../authenticate.ts';
 import { jsonBody, optionalJsonBody, parseQuery } from '../requestInput.ts';
-import { principalOf, type AppContext, type RequestState } from '../state.ts';
+import { actorOf, principalOf, type AppContext, type RequestState } from '../state.ts';
 import { authenticatedResponse, json, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
 import { noQuerySchema } from './events.ts';
 
@@ -90,17 +89,6 @@ function toApiWithStatus(endpoint: WebhookEndpoint) {
     consecutive_failures: endpoint.consecutiveFailures,
     last_delivery_at: endpoint.lastDeliveryAt?.toISOString() ?? null,
     previous_secret_expires_at: endpoint.previousSecretExpiresAt?.toISOString() ?? null,
-  };
-}
-
-/** The caller as recorded in admin.webhook.* events: the key, never the person behind it. */
-export function actorOf(ctx: AppContext): Actor {
-  const principal = principalOf(ctx);
-  return {
-    userId: `api_key:${principal.lookupId}`,
-    userRole: 'api_key',
-    sourceIp: ctx.state.clientAddress,
-    userAgent: ctx.get('User-Agent').slice(0, 1024),
   };
 }
 

@@ -6,7 +6,7 @@
  */
 import { createSecretKey } from 'node:crypto';
 import { Pool } from 'undici';
-import { signedRequest } from '../src/webhooks/deliveryRequest.ts';
+import { signedRequest } from '../src/delivery/deliveryRequest.ts';
 
 const url = new URL(process.env.TARGET_URL!);
 const total = Number(process.env.COUNT ?? 20_000);

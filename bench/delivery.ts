@@ -45,6 +45,8 @@ import {
   waitReady,
   type ReportingChild,
 } from './support/processes.ts';
+import { WEBHOOK_FAN_OUT } from '../src/delivery/fanOut.ts';
+import { ENDPOINT_DELIVERIES } from '../src/delivery/endpointDeliveries.ts';
 
 const SERVER = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DATABASE_URL = `${SERVER}/audit_bench_delivery`;
@@ -124,10 +126,11 @@ async function main(): Promise<void> {
   const separate = process.env.BENCH_DELIVERY_LAYOUT !== 'combined';
 
   const db = new Database({ url: DATABASE_URL, poolSize: 8, applicationName: 'bench driver', log });
-  const writer = new EventWriter(db);
+  const writer = new EventWriter(db, WEBHOOK_FAN_OUT);
   const registry = new WebhookRegistry({
     db,
     writer,
+    deliveries: ENDPOINT_DELIVERIES,
     secrets: new SecretBox(ENCRYPTION_KEY),
     policy: { allowHttp: true, allowPrivateTargets: true },
   });
@@ -228,7 +231,7 @@ async function main(): Promise<void> {
           log,
           metrics: new ServiceMetrics(),
         });
-  const ingestWriter = new EventWriter(db, undefined, publisher);
+  const ingestWriter = new EventWriter(db, WEBHOOK_FAN_OUT, undefined, publisher);
   // Its CPU per event by part, as for the path; `writer` is this driver's own process (the write path's
   // Node side, and the benchmark's making of the events).
   await reset();

@@ -31,6 +31,8 @@ import {
   stopProcess,
   waitForHttp,
 } from './support/processes.ts';
+import { WEBHOOK_FAN_OUT } from '../src/delivery/fanOut.ts';
+import { ENDPOINT_DELIVERIES } from '../src/delivery/endpointDeliveries.ts';
 
 const WINDOW_S = Number(process.env.BENCH_HUNG_SECONDS ?? 20);
 const WARM_UP_MS = 15_000;
@@ -100,10 +102,11 @@ async function runLayout(postgres: PrivatePostgres, nats: PrivateNats, layout: '
   await createDatabaseIfMissing(databaseUrl);
   await migrate(databaseUrl, log);
   const db = new Database({ url: databaseUrl, poolSize: 2, applicationName: 'bench driver', log });
-  const writer = new EventWriter(db);
+  const writer = new EventWriter(db, WEBHOOK_FAN_OUT);
   const registry = new WebhookRegistry({
     db,
     writer,
+    deliveries: ENDPOINT_DELIVERIES,
     secrets: new SecretBox(BENCH_ENCRYPTION_KEY),
     policy: { allowHttp: true, allowPrivateTargets: true },
   });

@@ -15,6 +15,7 @@ import { BIG_TENANT, LIST_DATABASE_URL, RARE_ACTION, TENANTS, ensureListDataset 
 import { pacedLoad, runLoad, sequentialLatency } from './support/load.ts';
 import { startApiProcess } from './support/apiProcess.ts';
 import { BENCH_PEPPER, cpuMeter, freePort, pidsOfUser, sampleRss, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+import { WEBHOOK_FAN_OUT } from '../src/delivery/fanOut.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const CONNECTIONS = 64;
@@ -29,7 +30,7 @@ const tenants = [
   ...Array.from({ length: SAMPLE_TENANTS - 1 }, (_, index) => `tenant-${String((index * 10 + 3) % (TENANTS - 1)).padStart(4, '0')}`),
 ];
 const db = new Database({ url: LIST_DATABASE_URL, poolSize: 2, applicationName: 'bench keys', log: createLogger('warn') });
-const keyService = new ApiKeyService({ db, writer: new EventWriter(db), pepper: BENCH_PEPPER, environment: 'live' });
+const keyService = new ApiKeyService({ db, writer: new EventWriter(db, WEBHOOK_FAN_OUT), pepper: BENCH_PEPPER, environment: 'live' });
 const keys = new Map<string, string>();
 for (const tenant of tenants)
   keys.set(tenant, (await keyService.mint({ tenantId: tenant, scopes: ['audit:read'] }, { userId: 'bench', userRole: 'operator' })).key);

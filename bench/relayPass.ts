@@ -12,7 +12,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Database } from '../src/db/database.ts';
-import { takeDueDeliveries, timeUntilNextDue } from '../src/events/deliveryOutbox.ts';
+import { takeDueDeliveries, timeUntilNextDue } from '../src/delivery/deliveryOutbox.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { freshDatabase, percentile } from './support/processes.ts';
 

@@ -16,17 +16,19 @@
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Database } from '../src/db/database.ts';
-import { DeliveryCursorCodec } from '../src/events/deliveryCursor.ts';
+import { DeliveryCursorCodec } from '../src/delivery/deliveryCursor.ts';
 import type { NewEvent } from '../src/events/eventStore.ts';
 import { EventWriter } from '../src/events/eventWriter.ts';
 import { createLogger } from '../src/platform/logger.ts';
-import { WebhookDeliveries } from '../src/webhooks/deliveryOperations.ts';
+import { WebhookDeliveries } from '../src/delivery/deliveryOperations.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
 import { newEvent } from '../test/support/events.ts';
 import { freshDatabase, percentile, spawnReporting, type ReportingChild } from './support/processes.ts';
 import { measurePathRounds } from './support/pathRounds.ts';
 import { startWarmDelivery } from './support/warmDelivery.ts';
+import { WEBHOOK_FAN_OUT } from '../src/delivery/fanOut.ts';
+import { ENDPOINT_DELIVERIES } from '../src/delivery/endpointDeliveries.ts';
 
 const SERVER = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const DATABASE_URL = `${SERVER}/audit_bench_replay`;
@@ -101,10 +103,11 @@ async function main(): Promise<void> {
   const bareFirst = await bareSender();
 
   const db = new Database({ url: DATABASE_URL, poolSize: 8, applicationName: 'bench driver', log });
-  const writer = new EventWriter(db);
+  const writer = new EventWriter(db, WEBHOOK_FAN_OUT);
   const registry = new WebhookRegistry({
     db,
     writer,
+    deliveries: ENDPOINT_DELIVERIES,
     secrets: new SecretBox(ENCRYPTION_KEY),
     policy: { allowHttp: true, allowPrivateTargets: true },
   });

@@ -25,6 +25,7 @@ import { TreeHeadSigner } from '../src/integrity/treeHeadSigner.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { SERVER_URL } from './support/listDataset.ts';
 import { producerEvent } from './support/producers.ts';
+import { WEBHOOK_FAN_OUT } from '../src/delivery/fanOut.ts';
 
 const DATABASE_URL = `${SERVER_URL}/audit_bench_seal_cost`;
 const EVENTS = Number(process.env.BENCH_SEAL_EVENTS ?? 100_000);
@@ -40,7 +41,10 @@ await createDatabaseIfMissing(DATABASE_URL);
 await migrate(DATABASE_URL, log);
 
 const db = new Database({ url: DATABASE_URL, poolSize: 1, applicationName: 'bench seal cost', log });
-const writer = new EventWriter(new Database({ url: DATABASE_URL, poolSize: 4, applicationName: 'bench seal cost writer', log }));
+const writer = new EventWriter(
+  new Database({ url: DATABASE_URL, poolSize: 4, applicationName: 'bench seal cost writer', log }),
+  WEBHOOK_FAN_OUT,
+);
 const sealer = new Sealer({
   db,
   signer: new TreeHeadSigner(generateKeyPairSync('ed25519').privateKey),

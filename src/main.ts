@@ -19,7 +19,7 @@ import { RetryPolicy } from './delivery/retryPolicy.ts';
 import { TestDeliveries } from './delivery/testDelivery.ts';
 import { WebhookSender } from './delivery/webhookSender.ts';
 import { CursorCodec } from './events/cursor.ts';
-import { DeliveryCursorCodec } from './events/deliveryCursor.ts';
+import { DeliveryCursorCodec } from './delivery/deliveryCursor.ts';
 import { EventExporter } from './events/eventExport.ts';
 import { EventReader } from './events/eventReader.ts';
 import { ensureEventPartitions } from './events/eventStore.ts';
@@ -45,8 +45,10 @@ import type { Logger } from './platform/logger.ts';
 import { ServiceMetrics } from './platform/metrics.ts';
 import { SERVICE_VERSION } from './platform/version.ts';
 import { SecretBox } from './webhooks/secretBox.ts';
-import { WebhookDeliveries } from './webhooks/deliveryOperations.ts';
+import { WebhookDeliveries } from './delivery/deliveryOperations.ts';
 import { WebhookRegistry } from './webhooks/webhookRegistry.ts';
+import { WEBHOOK_FAN_OUT } from './delivery/fanOut.ts';
+import { ENDPOINT_DELIVERIES } from './delivery/endpointDeliveries.ts';
 
 export const ROLES = ['api', 'ingest', 'relay', 'worker', 'controller', 'sealer'] as const;
 export type Role = (typeof ROLES)[number];
@@ -135,7 +137,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       // Released before the NATS connection (releasers run in reverse), after ingestion has stopped.
       releasers.add('delivery publisher', () => publisher!.drain());
     }
-    const writer = new EventWriter(db, metrics, publisher);
+    const writer = new EventWriter(db, WEBHOOK_FAN_OUT, metrics, publisher);
 
     if (has('ingest')) {
       const tokens = requireSetting(config.ingestTokens, 'INGEST_TOKENS', 'the ingest role');
@@ -358,6 +360,7 @@ export function webhookRegistry(config: Config, db: Database, writer: EventWrite
   return new WebhookRegistry({
     db,
     writer,
+    deliveries: ENDPOINT_DELIVERIES,
     secrets: new SecretBox(requireSetting(config.secretEncryptionKey, 'SECRET_ENCRYPTION_KEY', neededBy)),
     policy: { allowHttp: config.webhookAllowHttp, allowPrivateTargets: config.webhookAllowPrivateTargets },
   });

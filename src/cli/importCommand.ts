@@ -5,6 +5,7 @@ import { EventWriter } from '../events/eventWriter.ts';
 import { checkImportFile, importEvents } from '../ingestion/eventImport.ts';
 import type { Logger } from '../platform/logger.ts';
 import { UsageError } from './usage.ts';
+import { WEBHOOK_FAN_OUT } from '../delivery/fanOut.ts';
 
 /**
  * Backfills history: the whole file is checked first (nothing is stored when a line is invalid), then
@@ -32,7 +33,7 @@ export async function runImport(args: string[], config: Config, log: Logger): Pr
     const done = await importEvents(
       path,
       window,
-      new EventWriter(db),
+      new EventWriter(db, WEBHOOK_FAN_OUT),
       (progress) => {
         process.stderr.write(`imported ${progress.written} of ${progress.total} events (${progress.duplicates} already stored)\n`);
       },

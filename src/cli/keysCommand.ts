@@ -6,13 +6,14 @@ import { Database } from '../db/database.ts';
 import { EventWriter } from '../events/eventWriter.ts';
 import type { Logger } from '../platform/logger.ts';
 import { UsageError } from './usage.ts';
+import { WEBHOOK_FAN_OUT } from '../delivery/fanOut.ts';
 
 /** `audit-trail keys mint|revoke|list`: API keys managed by an operator. */
 export async function runKeys(args: string[], config: Config, log: Logger): Promise<number> {
   const [subcommand, ...rest] = args;
   const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'audit-trail keys');
   const db = new Database({ url: config.databaseUrl, poolSize: 2, applicationName: 'audit-trail keys', log });
-  const service = new ApiKeyService({ db, writer: new EventWriter(db), pepper, environment: config.keyEnvironment });
+  const service = new ApiKeyService({ db, writer: new EventWriter(db, WEBHOOK_FAN_OUT), pepper, environment: config.keyEnvironment });
   const actor = { userId: config.operatorActor, userRole: 'operator' };
   try {
     switch (subcommand) {

@@ -1,6 +1,6 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { headers, type MsgHdrs } from '@nats-io/transport-node';
-import type { DueDelivery } from '../events/deliveryOutbox.ts';
+import type { DueDelivery } from './deliveryOutbox.ts';
 
 /**
  * The JetStream message that asks for attempts: `{"b":[["<delivery id>",<attempt>],...]}`, up to

@@ -2,7 +2,7 @@ import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { BusConnection } from '../bus/natsConnection.ts';
 import type { BusNames } from '../bus/streams.ts';
 import type { Queryable } from '../db/database.ts';
-import { returnToRelays } from '../events/deliveryOutbox.ts';
+import { returnToRelays } from './deliveryOutbox.ts';
 import type { NewDeliveryPublisher } from '../events/eventWriter.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -27,7 +27,7 @@ const PAUSE_AFTER_FAILURE_MS = 5_000;
 
 /**
  * Publishes the deliveries of the events its process writes, right after the write commits, so that they
- * skip the outbox: written marked published (events/deliveryOutbox.ts, fanOutClauses), they are neither
+ * skip the outbox: written marked published (fanOut.ts), they are neither
  * claimed by a relay nor woken for. In bench/delivery.ts's end-to-end phase (five alternating pairs) the
  * relay's Postgres work per event fell from 15–23 µs to 2–3 and the relay's own from 8–12 µs to 3–4, and
  * events written and delivered per second rose from a median 0.35 of the bare sender's to 0.41 (BENCHMARKS.md).

@@ -13,7 +13,7 @@ import {
   timeUntilNextDue,
   unmarkPublished,
   unparkOldestPerEndpoint,
-} from '../events/deliveryOutbox.ts';
+} from './deliveryOutbox.ts';
 import { PUBLISH_TIMEOUT_MS, publishDeliveryMessages } from './deliveryMessage.ts';
 import { LostPublications } from './lostPublications.ts';
 
@@ -180,7 +180,7 @@ export class DeliveryRelay {
 
   /**
    * Where this pass starts in the outbox's due order: nowhere (a full pass) or the floor (a quick pass). A
-   * full pass walks every dead index entry earlier passes left behind (events/deliveryOutbox.ts,
+   * full pass walks every dead index entry earlier passes left behind (deliveryOutbox.ts,
    * takeDueDeliveries); once one found fewer due deliveries than it could take, nothing was left due before
    * its clock, and later passes start just before it. Deliveries made due with an earlier due time are
    * released parked ones (a notification says so), lost publications and failed publishes put back (this

@@ -2,12 +2,13 @@ import { jetstream, jetstreamManager, type Consumer, type ConsumerMessages, type
 import type { BusConnection } from '../bus/natsConnection.ts';
 import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/streams.ts';
 import type { Queryable } from '../db/database.ts';
-import { loadDeliveryWork, type DeliveryOutcome, type DeliveryWork } from '../events/deliveryOutbox.ts';
+import { loadDeliveryWork, type DeliveryOutcome, type DeliveryWork } from './deliveryOutbox.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { SigningKeys, deliveryRequest, type SealedSecrets } from '../webhooks/deliveryRequest.ts';
+import { SigningKeys, deliveryRequest } from './deliveryRequest.ts';
+import type { SealedSecrets } from '../webhooks/webhookStore.ts';
 import type { SecretBox } from '../webhooks/secretBox.ts';
 import { decodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE, publisherOf, type DeliveryMessage } from './deliveryMessage.ts';
 import { EndpointLanes } from './endpointLanes.ts';

@@ -1,6 +1,6 @@
 import type { ConsumerInfo, JetStreamManager, StreamInfo } from '@nats-io/jetstream';
 import type { Queryable } from '../db/database.ts';
-import { releaseLostPublications } from '../events/deliveryOutbox.ts';
+import { releaseLostPublications } from './deliveryOutbox.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 

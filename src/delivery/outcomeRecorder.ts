@@ -1,11 +1,12 @@
 import type { Actor } from '../events/adminEvent.ts';
-import { recordOutcomes, unparkDeliveries, type DeliveryOutcome } from '../events/deliveryOutbox.ts';
-import { failuresAlreadyCounted } from '../events/deliveryRetry.ts';
+import { recordOutcomes, unparkDeliveries, type DeliveryOutcome } from './deliveryOutbox.ts';
+import { cancelPendingDeliveries } from './endpointDeliveries.ts';
+import { failuresAlreadyCounted } from './deliveryRetry.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { shouldAutoDisable, tallyEndpointOutcomes } from '../webhooks/endpointFailures.ts';
+import { shouldAutoDisable, tallyEndpointOutcomes } from './endpointFailures.ts';
 import { webhookEvent } from '../webhooks/webhookRegistry.ts';
 import { applyEndpointTallies, disableEndpoint, lockEndpoints } from '../webhooks/webhookStore.ts';
 
@@ -98,7 +99,7 @@ export class OutcomeRecorder<S> {
           // In this transaction: a finished request's release is never lost, nor made twice.
           const releases = parkedReleases(applied);
           const unparked = await unparkDeliveries(client, [...releases.keys()], [...releases.values()]);
-          // Only failures can have been counted before (events/deliveryRetry.ts); most batches have none.
+          // Only failures can have been counted before (deliveryRetry.ts); most batches have none.
           const failed = applied.filter(({ outcome }) => outcome.kind === 'attempted' && outcome.state === 'failed');
           const counted = await failuresAlreadyCounted(
             client,
@@ -108,6 +109,7 @@ export class OutcomeRecorder<S> {
           const events = [];
           for (const endpoint of endpoints.filter(shouldAutoDisable)) {
             const disabled = await disableEndpoint(client, endpoint.id, 'auto');
+            await cancelPendingDeliveries(client, endpoint.id);
             this.options.metrics.webhookAutoDisabled.inc();
             this.options.log.warn(
               { endpoint_id: endpoint.id, tenant_id: disabled.tenantId },

@@ -1,13 +1,6 @@
 import type pg from 'pg';
 import type { Database } from '../db/database.ts';
-import {
-  inFlightElsewhere,
-  pendingDeliveries,
-  releaseReplay,
-  replayChunk,
-  runningReplayIds,
-  tryClaimReplay,
-} from '../events/replayStore.ts';
+import { inFlightElsewhere, pendingDeliveries, releaseReplay, replayChunk, runningReplayIds, tryClaimReplay } from './replayStore.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';

@@ -1,6 +1,6 @@
 import type { Actor } from '../events/adminEvent.ts';
 import { uuidv7 } from '../events/uuidv7.ts';
-import { SigningKeys, signedRequest } from '../webhooks/deliveryRequest.ts';
+import { SigningKeys, signedRequest } from './deliveryRequest.ts';
 import { buildEnvelope } from '../webhooks/envelope.ts';
 import type { SecretBox } from '../webhooks/secretBox.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';

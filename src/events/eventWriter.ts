@@ -4,7 +4,7 @@ import { SQLSTATE, sqlState } from '../db/sqlstate.ts';
 import { formatTimestamp, monthStartMs } from '../events/eventFields.ts';
 import { ensureEventPartitions, type NewEvent, type StoredEventKey } from '../events/eventStore.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { storeBatch, type StoredBatch } from './storeBatch.ts';
+import { BatchStatements, type DeliveryFanOut, type StoredBatch } from './storeBatch.ts';
 
 export interface WriteResult {
   readonly event_id: string;
@@ -29,14 +29,19 @@ export interface NewDeliveryPublisher {
  */
 export class EventWriter {
   private readonly db: Database;
+  private readonly statements: BatchStatements;
   private readonly metrics: ServiceMetrics | undefined;
   private readonly publisher: NewDeliveryPublisher | undefined;
   // Month starts (epoch ms) whose partition is known to exist; saves a round trip per batch.
   private readonly knownPartitions = new Set<number>();
 
-  /** With a publisher, write() hands it the deliveries of what it stored while it accepts them. */
-  constructor(db: Database, metrics?: ServiceMetrics, publisher?: NewDeliveryPublisher) {
+  /**
+   * `fanOut` records the deliveries of what is stored, in the same statement. With a publisher, write()
+   * hands it those deliveries while it accepts them.
+   */
+  constructor(db: Database, fanOut: DeliveryFanOut, metrics?: ServiceMetrics, publisher?: NewDeliveryPublisher) {
     this.db = db;
+    this.statements = new BatchStatements(fanOut);
     this.metrics = metrics;
     this.publisher = publisher;
   }
@@ -47,7 +52,7 @@ export class EventWriter {
     await this.ensurePartitions(events);
     const timestamps = events.map((event) => formatTimestamp(event.occurredAtMs));
     const publisher = this.publisher?.accepting ? this.publisher : undefined;
-    const store = () => storeBatch(this.db, events, timestamps, publisher ? 'writer' : 'relay');
+    const store = () => this.statements.store(this.db, events, timestamps, publisher ? 'writer' : 'relay');
     let batch: StoredBatch;
     try {
       batch = await store();
@@ -74,7 +79,7 @@ export class EventWriter {
     const { result, stored } = await this.db.transaction(async (client) => {
       const { result, events } = await change(client);
       const timestamps = events.map((event) => formatTimestamp(event.occurredAtMs));
-      return { result, stored: (await storeBatch(client, events, timestamps)).stored };
+      return { result, stored: (await this.statements.store(client, events, timestamps, 'relay')).stored };
     });
     this.metrics?.eventsIngested.inc({ source }, stored.length);
     return result;

@@ -1,7 +1,19 @@
-import type { DeliveredEvent } from '../events/deliveryOutbox.ts';
-
-/** The stored event fields a delivery envelope is built from. */
-export type EnvelopeSource = DeliveredEvent;
+/** The stored event fields a delivery is built from (the envelope's source). */
+export interface DeliveredEvent {
+  readonly eventId: string;
+  /** Already in the API's form, `YYYY-MM-DDTHH:mm:ss.SSSZ`. */
+  readonly timestamp: string;
+  readonly action: string;
+  readonly tenantId: string;
+  readonly userId: string;
+  readonly userRole: string;
+  readonly resourceType: string;
+  readonly resourceId: string;
+  readonly phiInvolved: boolean;
+  readonly success: boolean;
+  /** The stored JSON object text. */
+  readonly details: string;
+}
 
 export const ENVELOPE_SCHEMA_VERSION = '1';
 
@@ -10,7 +22,7 @@ export const ENVELOPE_SCHEMA_VERSION = '1';
  * order, so every redelivery carries the same bytes; only the signature's timestamp changes. `details`
  * is an object here, unlike the JSON string of the read API.
  */
-export function buildEnvelope(event: EnvelopeSource): string {
+export function buildEnvelope(event: DeliveredEvent): string {
   return JSON.stringify({
     type: event.action,
     id: event.eventId,

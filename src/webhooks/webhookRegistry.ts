@@ -6,7 +6,6 @@ import type { Queryable } from '../db/database.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../platform/errors.ts';
 import { parseInput } from '../platform/inputValidation.ts';
-import type { SealedSecrets } from './deliveryRequest.ts';
 import { type SecretBox, generateWebhookId, generateWebhookSecret } from './secretBox.ts';
 import { targetProblem, type TargetPolicy } from './targetGuard.ts';
 import {
@@ -32,6 +31,7 @@ import {
   rotateEndpointSecret,
   updateEndpoint,
   type EndpointChanges,
+  type SealedSecrets,
   type WebhookEndpoint,
 } from './webhookStore.ts';
 
@@ -55,11 +55,24 @@ export interface DeliveryTarget {
   readonly secrets: SealedSecrets;
 }
 
+/**
+ * What becomes of an endpoint's deliveries when it stops (delivery/endpointDeliveries.ts provides it;
+ * declared here because the registry does not depend on delivery). Each runs in the transaction that
+ * changes the endpoint, after its row lock.
+ */
+export interface EndpointDeliveries {
+  /** Disabled: nothing more is attempted, pending retries included (docs/webhooks.md). */
+  cancel(db: Queryable, endpointId: string): Promise<void>;
+  /** Deleted: its delivery history goes with it. */
+  remove(db: Queryable, endpointId: string): Promise<void>;
+}
+
 export interface WebhookRegistryOptions {
   /** Reads of endpoints. */
   readonly db: Queryable;
   /** Changes, each with its admin.webhook.* event in one transaction. */
   readonly writer: EventWriter;
+  readonly deliveries: EndpointDeliveries;
   readonly secrets: SecretBox;
   readonly policy: WebhookUrlPolicy & TargetPolicy;
 }
@@ -76,6 +89,7 @@ export interface Ownership {
 export class WebhookRegistry {
   private readonly db: Queryable;
   private readonly writer: EventWriter;
+  private readonly deliveries: EndpointDeliveries;
   private readonly secrets: SecretBox;
   private readonly policy: WebhookUrlPolicy & TargetPolicy;
   private readonly registrationSchema: ReturnType<typeof webhookRegistrationSchema>;
@@ -84,6 +98,7 @@ export class WebhookRegistry {
   constructor(options: WebhookRegistryOptions) {
     this.db = options.db;
     this.writer = options.writer;
+    this.deliveries = options.deliveries;
     this.secrets = options.secrets;
     this.policy = options.policy;
     this.registrationSchema = webhookRegistrationSchema(options.policy);
@@ -143,6 +158,7 @@ export class WebhookRegistry {
       const endpoint = await this.lockOwned(client, tenantId, id, ownership);
       if (!endpoint.active) return { result: endpoint, events: [] };
       const disabled = await disableEndpoint(client, id, 'manual');
+      await this.deliveries.cancel(client, id);
       return { result: disabled, events: [webhookEvent('admin.webhook.disable', disabled, actor)] };
     });
   }
@@ -151,6 +167,7 @@ export class WebhookRegistry {
     await this.writer.recordWith('internal', async (client) => {
       const endpoint = await this.lockOwned(client, tenantId, id, ownership);
       await deleteEndpoint(client, id);
+      await this.deliveries.remove(client, id);
       return { result: undefined, events: [webhookEvent('admin.webhook.delete', endpoint, actor)] };
     });
   }

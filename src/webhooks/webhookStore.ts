@@ -1,6 +1,10 @@
 import { prepared, type Queryable } from '../db/database.ts';
-import { cancelPendingDeliveries, deleteEndpointDeliveries } from '../events/deliveryOutbox.ts';
-import type { SealedSecrets } from './deliveryRequest.ts';
+
+/** An endpoint's secrets as stored: the current one, and the one a rotation replaced while its overlap lasts. */
+export interface SealedSecrets {
+  readonly current: Buffer;
+  readonly previous: { readonly ciphertext: Buffer; readonly expiresAt: Date } | null;
+}
 
 /** webhook_endpoints as the domain sees it; the sealed secret stays in the store and delivery modules. */
 export interface WebhookEndpoint {
@@ -130,10 +134,7 @@ export async function findManagedEndpoint(db: Queryable, managedBy: string): Pro
   return rows[0] ? toEndpoint(rows[0]) : undefined;
 }
 
-/**
- * Marks the endpoint inactive and cancels its pending deliveries, retries included, so nothing more is
- * attempted (docs/webhooks.md: pending retries stop). Returns the endpoint as it now is.
- */
+/** Marks the endpoint inactive (its deliveries are the caller's: EndpointDeliveries). Returns the endpoint as it now is. */
 export async function disableEndpoint(db: Queryable, id: string, reason: 'manual' | 'auto'): Promise<WebhookEndpoint> {
   const { rows } = await db.query<EndpointRow>(
     `UPDATE webhook_endpoints SET active = false, disabled_reason = $2, disabled_at = now()
@@ -141,17 +142,15 @@ export async function disableEndpoint(db: Queryable, id: string, reason: 'manual
      RETURNING ${COLUMNS}`,
     [id, reason],
   );
-  await cancelPendingDeliveries(db, id);
   return rows[0] ? toEndpoint(rows[0]) : (await findEndpoint(db, id))!;
 }
 
 /**
- * Deletes the endpoint, its deliveries and their attempts. Run in a transaction that already holds the
- * endpoint's row lock (webhookRegistry.lockOwned).
+ * Deletes the endpoint (its deliveries are the caller's: EndpointDeliveries). Run in a transaction that
+ * already holds the endpoint's row lock (webhookRegistry.lockOwned).
  */
 export async function deleteEndpoint(db: Queryable, id: string): Promise<boolean> {
   const result = await db.query('DELETE FROM webhook_endpoints WHERE id = $1', [id]);
-  await deleteEndpointDeliveries(db, id);
   return (result.rowCount ?? 0) > 0;
 }
 

@@ -8,6 +8,7 @@ import { EventWriter } from '../../src/events/eventWriter.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/events.ts';
 import { TEST_PEPPER, testLogger } from '../support/service.ts';
+import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 
 /** Text that JSON and Postgres array syntax both give a meaning to, and characters outside ASCII. */
 const AWKWARD =
@@ -39,7 +40,7 @@ describe('stored event documents', () => {
   before(async () => {
     database = await createTestDatabase();
     db = new Database({ url: database.url, poolSize: 2, applicationName: 'documents test', log: testLogger() });
-    await new EventWriter(db).write([written], 'test');
+    await new EventWriter(db, WEBHOOK_FAN_OUT).write([written], 'test');
     await database.pool.query(
       `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
                            fields_accessed, phi_involved, source_ip, user_agent, justification, success, details)
@@ -103,7 +104,7 @@ describe('stored event documents', () => {
     });
     expect(EVENT_DOCUMENT_VERSION).to.equal(1);
     expect(renderEventDocument(event, '2026-10-05T08:00:00.123Z')).to.equal(golden);
-    await new EventWriter(db).write([event], 'test');
+    await new EventWriter(db, WEBHOOK_FAN_OUT).write([event], 'test');
     const { rows } = await database.pool.query(
       `SELECT document, ${EVENT_JSON} AS rendered, document_version FROM events e WHERE event_id = $1`,
       [event.eventId],

@@ -18,6 +18,8 @@ import { PrivateNats, PrivatePostgres } from '../support/private-services.ts';
 import { startReceiver, type Reply, type TestReceiver } from '../support/receiver.ts';
 import { TEST_ENCRYPTION_KEY, call, startTestService, testLogger, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
+import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
+import { ENDPOINT_DELIVERIES } from '../../src/delivery/endpointDeliveries.ts';
 
 const DELIVERY_ENV = {
   WEBHOOK_ALLOW_HTTP: 'true',
@@ -63,10 +65,11 @@ describe('webhook delivery through faults', function () {
     databases.push(db);
     const pool = new Database({ url: db.url, poolSize: 2, applicationName: 'faults test', log: testLogger() });
     pools.push(pool);
-    const writer = new EventWriter(pool);
+    const writer = new EventWriter(pool, WEBHOOK_FAN_OUT);
     const registry = new WebhookRegistry({
       db: pool,
       writer,
+      deliveries: ENDPOINT_DELIVERIES,
       secrets: new SecretBox(TEST_ENCRYPTION_KEY),
       policy: { allowHttp: true, allowPrivateTargets: true },
     });

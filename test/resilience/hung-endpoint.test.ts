@@ -10,6 +10,8 @@ import { PrivateNats, PrivatePostgres } from '../support/private-services.ts';
 import { startReceiver, type Reply, type TestReceiver } from '../support/receiver.ts';
 import { TEST_ENCRYPTION_KEY, startTestService, testLogger, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
+import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
+import { ENDPOINT_DELIVERIES } from '../../src/delivery/endpointDeliveries.ts';
 
 const CONCURRENCY = 4;
 /**
@@ -66,7 +68,8 @@ describe('a hung webhook endpoint', function () {
     pools.push(pool);
     const registry = new WebhookRegistry({
       db: pool,
-      writer: new EventWriter(pool),
+      writer: new EventWriter(pool, WEBHOOK_FAN_OUT),
+      deliveries: ENDPOINT_DELIVERIES,
       secrets: new SecretBox(TEST_ENCRYPTION_KEY),
       policy: { allowHttp: true, allowPrivateTargets: true },
     });

@@ -11,6 +11,8 @@ import { createTestDatabase, type TestDatabase } from './database.ts';
 import { startKubeApiServer, type KubeApiServer } from './kube-apiserver/server.ts';
 import { TEST_ENCRYPTION_KEY, TEST_PEPPER, startTestService, testLogger, type TestService } from './service.ts';
 import { waitFor } from './wait.ts';
+import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
+import { ENDPOINT_DELIVERIES } from '../../src/delivery/endpointDeliveries.ts';
 
 export const GROUP = 'audittrail.dev';
 export const VERSION = 'v1alpha1';
@@ -69,7 +71,7 @@ export async function startControllerHarness(apiEnv: Record<string, string> = {}
       await controllerDb.close();
       await db.drop();
     });
-    const writer = new EventWriter(controllerDb);
+    const writer = new EventWriter(controllerDb, WEBHOOK_FAN_OUT);
     return {
       db,
       deploymentId: await readDeploymentId(controllerDb),
@@ -77,6 +79,7 @@ export async function startControllerHarness(apiEnv: Record<string, string> = {}
       registry: new WebhookRegistry({
         db: controllerDb,
         writer,
+        deliveries: ENDPOINT_DELIVERIES,
         secrets: new SecretBox(TEST_ENCRYPTION_KEY),
         policy: { allowHttp: true, allowPrivateTargets: true },
       }),

@@ -9,6 +9,7 @@ import { Database } from '../../src/db/database.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { startService, type Role, type RunningService } from '../../src/main.ts';
 import { createLogger, type Logger } from '../../src/platform/logger.ts';
+import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 
 export const TEST_PEPPER = 'test-pepper-0123456789abcdef0123456789abcdef';
 export const TEST_INGEST_TOKEN = 'test-ingest-token-0123456789abcdef';
@@ -119,7 +120,7 @@ async function withKeyService<T>(
 ): Promise<T> {
   const db = new Database({ url: databaseUrl, poolSize: 1, applicationName: 'test keys', log: testLogger() });
   try {
-    return await fn(new ApiKeyService({ db, writer: new EventWriter(db), pepper: TEST_PEPPER, environment }));
+    return await fn(new ApiKeyService({ db, writer: new EventWriter(db, WEBHOOK_FAN_OUT), pepper: TEST_PEPPER, environment }));
   } finally {
     await db.close();
   }

@@ -4,9 +4,10 @@ import { once } from 'node:events';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { verifyWebhookSignature } from '../../src/client/index.ts';
-import { DELIVERIES_PENDING_CHANNEL } from '../../src/events/deliveryOutbox.ts';
+import { DELIVERIES_PENDING_CHANNEL } from '../../src/delivery/deliveryOutbox.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { deleteEndpoint } from '../../src/webhooks/webhookStore.ts';
+import { deleteEndpointDeliveries } from '../../src/delivery/endpointDeliveries.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
@@ -357,7 +358,9 @@ describe('webhook delivery', function () {
         return rows[0].waiting > 0;
       }, 'the write to wait on the endpoint being deleted');
       expect(written).to.equal(false);
+      // What webhookRegistry.delete does next.
       await deleteEndpoint(deleting, id);
+      await deleteEndpointDeliveries(deleting, id);
       await deleting.query('COMMIT');
       await writing;
     } finally {

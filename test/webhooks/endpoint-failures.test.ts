@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import type { DeliveryOutcome } from '../../src/events/deliveryOutbox.ts';
-import { AUTO_DISABLE_AFTER_FAILED_DELIVERIES, shouldAutoDisable, tallyEndpointOutcomes } from '../../src/webhooks/endpointFailures.ts';
+import type { DeliveryOutcome } from '../../src/delivery/deliveryOutbox.ts';
+import { AUTO_DISABLE_AFTER_FAILED_DELIVERIES, shouldAutoDisable, tallyEndpointOutcomes } from '../../src/delivery/endpointFailures.ts';
 
 const at = (second: number) => new Date(Date.UTC(2026, 10, 23, 10, 0, second));
 const attempted = (deliveryId: string, state: 'succeeded' | 'failed' | 'pending', second: number): DeliveryOutcome => ({

@@ -6,7 +6,7 @@ import { Database } from '../../src/db/database.ts';
 import { DeliveryPublisher } from '../../src/delivery/deliveryPublisher.ts';
 import { formatTimestamp } from '../../src/events/eventFields.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
-import { storeBatch } from '../../src/events/storeBatch.ts';
+import { BatchStatements } from '../../src/events/storeBatch.ts';
 import { ServiceMetrics } from '../../src/platform/metrics.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, producerEvent } from '../support/events.ts';
@@ -14,6 +14,7 @@ import { PrivateNats } from '../support/private-services.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { TEST_INGEST_TOKEN, call, mintKey, startTestService, testConfig, testLogger, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
+import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 
 const DELIVERY_ENV = {
   WEBHOOK_ALLOW_HTTP: 'true',
@@ -76,7 +77,7 @@ describe('publishing deliveries on write', function () {
     const metrics = new ServiceMetrics();
     const publisher = new DeliveryPublisher({ db: pool, bus, names, log: testLogger(), metrics });
     stopLater.push(() => publisher.drain());
-    return { writer: new EventWriter(pool, metrics, publisher), publisher, metrics };
+    return { writer: new EventWriter(pool, WEBHOOK_FAN_OUT, metrics, publisher), publisher, metrics };
   }
 
   /** A relay in the service's namespace, started by the first test that needs one. */
@@ -134,7 +135,7 @@ describe('publishing deliveries on write', function () {
     // The statement ingest runs, without the publish that follows its commit.
     const events = Array.from({ length: 40 }, () => newEvent({ tenantId, action: 'phi.delete' }));
     const started = Date.now();
-    await storeBatch(
+    await new BatchStatements(WEBHOOK_FAN_OUT).store(
       db.pool,
       events,
       events.map((event) => formatTimestamp(event.occurredAtMs)),

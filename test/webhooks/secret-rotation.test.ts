@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { Webhook } from 'standardwebhooks';
 import { verifyStandardWebhook, verifyWebhookSignature } from '../../src/client/index.ts';
-import { SigningKeys } from '../../src/webhooks/deliveryRequest.ts';
+import { SigningKeys } from '../../src/delivery/deliveryRequest.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';

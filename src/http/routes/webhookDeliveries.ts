@@ -1,9 +1,9 @@
 import Router from '@koa/router';
 import { z } from 'zod';
-import type { AttemptEntry, DeliveryLogEntry } from '../../events/deliveryLog.ts';
+import type { AttemptEntry, DeliveryLogEntry } from '../../delivery/deliveryLog.ts';
 import { toEventFilters } from '../../events/eventFilters.ts';
 import { filterFieldsSchema } from '../../events/eventFilters.ts';
-import type { Replay } from '../../events/replayStore.ts';
+import type { Replay } from '../../delivery/replayStore.ts';
 import {
   DELIVERY_ID_PATTERN,
   DELIVERY_STATUSES,
@@ -11,7 +11,7 @@ import {
   replayRequestSchema,
   statusOf,
   type WebhookDeliveries,
-} from '../../webhooks/deliveryOperations.ts';
+} from '../../delivery/deliveryOperations.ts';
 import { WEBHOOK_ID_PATTERN } from '../../webhooks/webhookRules.ts';
 import { NotFoundError } from '../../platform/errors.ts';
 import { pageSchema } from '../apiSchemas.ts';

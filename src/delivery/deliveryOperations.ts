@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { z } from 'zod';
 import type { Queryable } from '../db/database.ts';
 import type { Actor } from '../events/adminEvent.ts';
-import type { DeliveryCursorCodec } from '../events/deliveryCursor.ts';
+import type { DeliveryCursorCodec } from './deliveryCursor.ts';
 import {
   findEndpointDelivery,
   listDeliveryAttempts,
@@ -12,16 +12,16 @@ import {
   type DeliveryLogEntry,
   DELIVERY_STATES as ALL_STATES,
   type DeliveryState,
-} from '../events/deliveryLog.ts';
-import { lockDeliveryState, scheduleManualRetry } from '../events/deliveryRetry.ts';
+} from './deliveryLog.ts';
+import { lockDeliveryState, scheduleManualRetry } from './deliveryRetry.ts';
 import { parseTimestampCeilMs } from '../events/eventFields.ts';
 import { filterFieldsSchema } from '../events/eventFilters.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
-import { findReplay, findRunningReplay, insertReplay, type Replay } from '../events/replayStore.ts';
+import { findReplay, findRunningReplay, insertReplay, type Replay } from './replayStore.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../platform/errors.ts';
 import { parseInput } from '../platform/inputValidation.ts';
-import { webhookEvent } from './webhookRegistry.ts';
-import { findEndpoint, lockTenantEndpoints, type WebhookEndpoint } from './webhookStore.ts';
+import { webhookEvent } from '../webhooks/webhookRegistry.ts';
+import { findEndpoint, lockTenantEndpoints, type WebhookEndpoint } from '../webhooks/webhookStore.ts';
 
 /** Delivery ids on the API: `dlv_` and the row's number. */
 export const DELIVERY_ID_PATTERN = /^dlv_([1-9][0-9]{0,17})$/;

@@ -1,5 +1,6 @@
 import { prepared, type Queryable } from '../db/database.ts';
-import { DELIVERIES_PENDING_CHANNEL, endpointFilterMatches } from './deliveryOutbox.ts';
+import { DELIVERIES_PENDING_CHANNEL } from './deliveryOutbox.ts';
+import { endpointFilterMatches } from './fanOut.ts';
 
 /**
  * SQL of webhook replays (docs/webhooks.md "Replay"): the replays table, and the chunk statement that

@@ -1,5 +1,5 @@
-import type { DeliveryOutcome } from '../events/deliveryOutbox.ts';
-import type { EndpointTally, TalliedEndpoint } from './webhookStore.ts';
+import type { DeliveryOutcome } from './deliveryOutbox.ts';
+import type { EndpointTally, TalliedEndpoint } from '../webhooks/webhookStore.ts';
 
 /**
  * How delivery outcomes count against an endpoint (docs/webhooks.md "Success, retries and auto-disable"):

@@ -1,14 +1,13 @@
 import { prepared, type Queryable } from '../db/database.ts';
+import type { DeliveredEvent } from '../webhooks/envelope.ts';
 
 /**
- * The delivery outbox: the module with the delivery path's SQL on `deliveries` and `delivery_attempts`.
- * Only three siblings in this folder touch those tables besides it, each for one operation of the webhook
- * API and reusing the rules defined here (filter matching, the relays' channel): deliveryLog.ts reads the
- * log, deliveryRetry.ts makes a delivery due now, replayStore.ts creates a replay's deliveries. The trail's write
- * path records a delivery per stored event and matching endpoint in the statement that stores the event
- * (fanOutClauses); the relay claims due deliveries; the worker loads what to send and records what
- * happened (or parks the delivery while its endpoint is saturated, and releases parked ones as requests to
- * it finish); the webhook registry cancels and deletes an endpoint's deliveries. Each function is one
+ * The delivery outbox: the delivery path's SQL on `deliveries` and `delivery_attempts`. Its siblings each
+ * own one other use of those tables: fanOut.ts records deliveries in the trail's write statement,
+ * endpointDeliveries.ts cancels and deletes an endpoint's, deliveryLog.ts reads the log, deliveryRetry.ts
+ * makes a delivery due now, replayStore.ts creates a replay's deliveries. Here: the relay claims due
+ * deliveries; the worker loads what to send and records what happened (or parks the delivery while its
+ * endpoint is saturated, and releases parked ones as requests to it finish). Each function is one
  * statement over arrays, whatever the batch size.
  */
 
@@ -21,85 +20,6 @@ export const DELIVERIES_PENDING_CHANNEL = 'audit_deliveries_pending';
  * stays what relays of earlier versions listen for.
  */
 export const OLD_DUE_TIMES_PAYLOAD = 'unparked';
-
-/**
- * Who publishes the deliveries a write records: the relays, which claim them from the outbox (written
- * unpublished, and the statement wakes them), or the writer itself once the statement has committed
- * (written marked published, as a relay's claim would mark them; delivery/deliveryPublisher.ts).
- */
-export type FanOutPublisher = 'relay' | 'writer';
-
-/**
- * Common table expressions that record one delivery per stored event × matching active endpoint of its
- * tenant. They belong to the statement that stores the events (docs/webhooks.md: an event is matched against
- * the endpoints active when it is written), so no path can store an event and skip its deliveries. `stored` names a
- * relation of that statement with the columns tenant_id, event_id, action and occurred_at; `tenants` is a
- * text[] holding every tenant of the batch. The filter rule (the webhook filter of the API docs): an
- * entry ending in a dot is a prefix (`phi.` matches every `phi.*` action), any other entry matches that
- * action and the actions below it (`phi.read` matches `phi.read.x`, never `phi.reader`); `[]` matches all.
- * `fan_out_created` yields the new deliveries' ids.
- *
- * Written for the writer to publish, a delivery is marked published when its row is inserted, at the
- * statement's clock rather than its transaction's start, so that the lost-publication sweep's bound (a
- * message is in the stream within the publish timeout of its mark) counts from as late as possible. That
- * saves the relay's claim, a second row version and three index entries per delivery.
- */
-export function fanOutClauses(stored: string, tenants: string, publisher: FanOutPublisher = 'relay'): string {
-  const marked = publisher === 'writer';
-  return `fan_out_endpoint AS (
-       -- KEY SHARE, as a foreign key would take for every row: an endpoint being deleted is waited for and
-       -- then skipped, and one fanned out to is not deleted before these deliveries are committed (its
-       -- deletion then removes them; webhookStore.deleteEndpoint).
-       SELECT id, tenant_id, event_filter FROM webhook_endpoints
-       WHERE tenant_id = ANY(${tenants}) AND active
-       FOR KEY SHARE
-     ), fan_out_created AS (
-       INSERT INTO deliveries (endpoint_id, tenant_id, event_id, event_occurred_at${marked ? ', published_at, publications' : ''})
-       SELECT endpoint.id, event.tenant_id, event.event_id, event.occurred_at${marked ? ', clock_timestamp(), 1' : ''}
-       FROM ${stored} AS event
-       JOIN fan_out_endpoint AS endpoint ON endpoint.tenant_id = event.tenant_id
-       WHERE ${endpointFilterMatches('endpoint.event_filter', 'event.action')}
-       RETURNING id
-     )`;
-}
-
-/**
- * The filter rule of fanOutClauses as a condition: whether the action `action` matches the text[] filter
- * `filter`. Replays (events/replayStore.ts) match with it too, so a replayed range selects exactly the
- * events live fan-out would have.
- */
-export function endpointFilterMatches(filter: string, action: string): string {
-  return `(cardinality(${filter}) = 0
-          OR EXISTS (SELECT 1 FROM unnest(${filter}) AS entry
-                     WHERE ${action} = entry
-                        OR starts_with(${action}, CASE WHEN right(entry, 1) = '.' THEN entry ELSE entry || '.' END)))`;
-}
-
-/**
- * An expression for the statement's select list that notifies the relays once when fanOutClauses created
- * deliveries (an uncorrelated subquery runs once), so tenants without webhooks never touch Postgres'
- * notification queue. `channel` is the parameter holding DELIVERIES_PENDING_CHANNEL.
- */
-export function fanOutNotification(channel: string): string {
-  return `(SELECT CASE WHEN count(*) > 0 THEN pg_notify(${channel}, '') END FROM fan_out_created)`;
-}
-
-/** The stored event fields a delivery is built from (the webhook envelope's source). */
-export interface DeliveredEvent {
-  readonly eventId: string;
-  /** Already in the API's form, `YYYY-MM-DDTHH:mm:ss.SSSZ`. */
-  readonly timestamp: string;
-  readonly action: string;
-  readonly tenantId: string;
-  readonly userId: string;
-  readonly userRole: string;
-  readonly resourceType: string;
-  readonly resourceId: string;
-  readonly phiInvolved: boolean;
-  readonly success: boolean;
-  /** The stored JSON object text. */
-  readonly details: string;
-}
 
 // Ids are bigint; they travel as text (the pool parses int8 as a number, which is exact only to 2^53).
 export interface DueDelivery {
@@ -477,26 +397,4 @@ export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryO
     ),
   );
   return new Set(rows.map((row) => row.id));
-}
-
-/**
- * Cancels an endpoint's pending deliveries, retries included, so nothing more is attempted (an endpoint
- * disabled by hand or automatically). Run after the endpoint's row is locked.
- */
-export async function cancelPendingDeliveries(db: Queryable, endpointId: string): Promise<void> {
-  await db.query(
-    `UPDATE deliveries SET state = 'cancelled', completed_at = now() WHERE endpoint_id = $1 AND state IN ('pending', 'parked')`,
-    [endpointId],
-  );
-}
-
-/**
- * Deletes an endpoint's deliveries and their attempts (its delivery history goes with it). Run in the
- * transaction that deletes the endpoint, after its row lock: a fan-out that had locked the endpoint has
- * committed by then and a later one waits and skips it, and each statement reads afresh, so no delivery
- * written meanwhile is left behind.
- */
-export async function deleteEndpointDeliveries(db: Queryable, endpointId: string): Promise<void> {
-  await db.query('DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE endpoint_id = $1)', [endpointId]);
-  await db.query('DELETE FROM deliveries WHERE endpoint_id = $1', [endpointId]);
 }

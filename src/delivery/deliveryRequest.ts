@@ -1,9 +1,9 @@
 import { createSecretKey, type KeyObject } from 'node:crypto';
-import type { DeliveredEvent } from '../events/deliveryOutbox.ts';
 import { SERVICE_VERSION } from '../platform/version.ts';
-import { buildEnvelope } from './envelope.ts';
-import type { SecretBox } from './secretBox.ts';
-import { signatureHeaders } from './signature.ts';
+import { buildEnvelope, type DeliveredEvent } from '../webhooks/envelope.ts';
+import type { SecretBox } from '../webhooks/secretBox.ts';
+import type { SealedSecrets } from '../webhooks/webhookStore.ts';
+import { signatureHeaders } from '../webhooks/signature.ts';
 
 /** What a delivery attempt POSTs: the envelope's bytes and the headers that go with them. */
 export interface DeliveryRequest {
@@ -43,12 +43,6 @@ export function signedRequest(
       'x-service-delivery-attempt': String(attempt),
     },
   };
-}
-
-/** An endpoint's secrets as stored: the current one, and the one a rotation replaced while its overlap lasts. */
-export interface SealedSecrets {
-  readonly current: Buffer;
-  readonly previous: { readonly ciphertext: Buffer; readonly expiresAt: Date } | null;
 }
 
 interface OpenedKey {

@@ -1,4 +1,4 @@
-import { invalidCursor, SignedCursor } from './cursor.ts';
+import { invalidCursor, SignedCursor } from '../events/cursor.ts';
 import type { DeliveryLogPosition } from './deliveryLog.ts';
 
 /** What a delivery-log cursor is bound to: the tenant, the endpoint and every filter of the query. */

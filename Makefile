@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(or $(PATH),/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
 
-.PHONY: install build services migrate run test bench lint format crds clean
+.PHONY: install build services migrate run clean-local test bench lint format crds clean
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -35,6 +35,11 @@ migrate: build services
 # One command from a fresh machine to a running service with a demo tenant, key and events.
 run: build services
 	bash scripts/run-local.sh
+
+# Removes what `make run` made for this clone, and only that: its database, NATS streams and rate-limit
+# counters on the shared servers (named in .local/dev.env), then .local/ itself. Stop make run first.
+clean-local: install
+	node scripts/clean-local.ts
 
 test: build services lint
 	mocha

@@ -1,24 +1,12 @@
 import { expect } from 'chai';
 import { existsSync, readFileSync } from 'node:fs';
-import { once } from 'node:events';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { spawnInFreshShell } from '../support/freshShell.ts';
+import { runInFreshShell } from '../support/freshShell.ts';
 import { TEST_PEPPER } from '../support/service.ts';
 import { SERVICE_VERSION } from '../../src/platform/version.ts';
 
 /** Runs a command line as printed, in a fresh shell; its exit code and output. */
-async function runAsPrinted(
-  commandLine: string,
-  variables: Record<string, string> = {},
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawnInFreshShell(commandLine, variables);
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const [code] = await once(child, 'exit');
-  return { code: code as number | null, stdout, stderr };
-}
+const runAsPrinted = runInFreshShell;
 
 /** The command lines of README.md's shell blocks and inline code, where a newcomer copies them from. */
 function readmeCommands(): string[] {

@@ -8,7 +8,11 @@ import type { AuditEvent } from './auditEvent.ts';
 
 export interface EventFilters {
   action?: string;
+  /** What this user did: exact match on the event's user_id. */
+  user_id?: string;
   resource_type?: string;
+  /** Who touched this record: exact match on the event's resource_id (with resource_type or without). */
+  resource_id?: string;
   phi_involved?: boolean;
   /** Inclusive lower bound: a Date or an RFC 3339 string. */
   since?: Date | string;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ValidationError } from '../platform/errors.ts';
-import { ACTION_MAX_LENGTH, ACTION_PATTERN, RESOURCE_TYPE_MAX_LENGTH, parseTimestampCeilMs } from './eventFields.ts';
+import { ACTION_MAX_LENGTH, ACTION_PATTERN, IDENTIFIER_MAX_LENGTH, RESOURCE_TYPE_MAX_LENGTH, parseTimestampCeilMs } from './eventFields.ts';
 
 /** Filters shared by the list and the export (docs/api.md). Times are epoch milliseconds. */
 export interface EventFilters {
@@ -9,6 +9,10 @@ export interface EventFilters {
   readonly phiInvolved?: boolean;
   readonly sinceMs?: number;
   readonly untilMs?: number;
+  /** Who acted: the event's user_id, exactly. */
+  readonly userId?: string;
+  /** What was acted on: the event's resource_id, exactly (with resourceType or without). */
+  readonly resourceId?: string;
 }
 
 const timestampText = z
@@ -31,6 +35,13 @@ export const filterFieldsSchema = {
   phi_involved: z.boolean().meta({ description: 'true: only PHI events; false: only non-PHI events.', example: true }),
   since: timestampText.meta({ description: 'Inclusive lower bound (RFC 3339).' }),
   until: timestampText.meta({ description: 'Exclusive upper bound (RFC 3339).' }),
+  // After the first release's filters: the canonical form (canonicalFilters) follows this order.
+  user_id: z.string().min(1).max(IDENTIFIER_MAX_LENGTH).meta({ description: 'Exact user_id: what this user did.', example: 'user-2291' }),
+  resource_id: z
+    .string()
+    .min(1)
+    .max(IDENTIFIER_MAX_LENGTH)
+    .meta({ description: 'Exact resource_id, with resource_type or without: who touched this record.', example: 'patient-88120' }),
 };
 
 type FilterName = keyof typeof filterFieldsSchema;
@@ -44,6 +55,8 @@ const EVENT_FILTER_NAMES = {
   phi_involved: 'phiInvolved',
   since: 'sinceMs',
   until: 'untilMs',
+  user_id: 'userId',
+  resource_id: 'resourceId',
 } as const satisfies { readonly [Name in FilterName]: keyof EventFilters };
 
 export function toEventFilters(fields: FilterFields): EventFilters {
@@ -53,6 +66,8 @@ export function toEventFilters(fields: FilterFields): EventFilters {
   if (fields.phi_involved !== undefined) filters.phiInvolved = fields.phi_involved;
   if (fields.since !== undefined) filters.sinceMs = parseTimestampCeilMs(fields.since);
   if (fields.until !== undefined) filters.untilMs = parseTimestampCeilMs(fields.until);
+  if (fields.user_id !== undefined) filters.userId = fields.user_id;
+  if (fields.resource_id !== undefined) filters.resourceId = fields.resource_id;
   if (filters.sinceMs !== undefined && filters.untilMs !== undefined && filters.sinceMs >= filters.untilMs) {
     throw ValidationError.single('since', 'must be earlier than until');
   }
@@ -62,12 +77,19 @@ export function toEventFilters(fields: FilterFields): EventFilters {
 /** Every filter of the schema, in the schema's order, as named in EventFilters. */
 const CANONICAL_ORDER = (Object.keys(filterFieldsSchema) as FilterName[]).map((name) => EVENT_FILTER_NAMES[name]);
 
+/** The filters of the first release: their places in the canonical form are always written. */
+const FIRST_RELEASE_FILTERS = 5;
+
 /**
  * Stable text form of the filters; the cursor is bound to it. Every filter of the schema has its place, so
- * a new one cannot be left out; it is appended, and then every cursor issued before invalidates once
- * (docs/api.md "Versioning": only a cursor's opacity is promised). Today's filters keep the text they
- * had, so cursors survive a deploy that adds none.
+ * a new one cannot be left out; later filters are appended and written only up to the last one given, so
+ * that the text of a query without them stays what it was before they existed: cursors in flight survive
+ * the deploy that adds a filter (docs/api.md "Versioning" promises only a cursor's opacity, but a walk
+ * broken by an upgrade is a walk to start again). Positions never move, so two different sets of filters
+ * never share a text.
  */
 export function canonicalFilters(filters: EventFilters): string {
-  return JSON.stringify(CANONICAL_ORDER.map((name) => filters[name] ?? null));
+  const values: unknown[] = CANONICAL_ORDER.map((name) => filters[name] ?? null);
+  while (values.length > FIRST_RELEASE_FILTERS && values.at(-1) === null) values.pop();
+  return JSON.stringify(values);
 }

@@ -221,6 +221,8 @@ export function filterConditions(tenantId: string, filters: EventFilters): { whe
   };
   if (filters.action !== undefined) add((p) => `e.action = ${p}`, filters.action);
   if (filters.resourceType !== undefined) add((p) => `e.resource_type = ${p}`, filters.resourceType);
+  if (filters.userId !== undefined) add((p) => `e.user_id = ${p}`, filters.userId);
+  if (filters.resourceId !== undefined) add((p) => `e.resource_id = ${p}`, filters.resourceId);
   if (filters.phiInvolved !== undefined) add((p) => `e.phi_involved = ${p}`, filters.phiInvolved);
   if (filters.sinceMs !== undefined) add((p) => `e.occurred_at >= ${p}::timestamptz`, new Date(filters.sinceMs).toISOString());
   if (filters.untilMs !== undefined) add((p) => `e.occurred_at < ${p}::timestamptz`, new Date(filters.untilMs).toISOString());

@@ -22,7 +22,13 @@ describe('AuditTrailClient against the running service', function () {
   let client: AuditTrailClient;
   // 12,345 events, enough for the export walk to pass the 10,000 cap.
   const events = Array.from({ length: 12_345 }, (_, i) =>
-    newEvent({ tenantId: 'client', occurredAtMs: T0 + Math.floor(i / 4), action: i % 5 === 0 ? 'phi.export' : 'phi.read' }),
+    newEvent({
+      tenantId: 'client',
+      occurredAtMs: T0 + Math.floor(i / 4),
+      action: i % 5 === 0 ? 'phi.export' : 'phi.read',
+      userId: `user-${i % 7}`,
+      resourceId: `p-${i % 1000}`,
+    }),
   );
   const window = { until: new Date('2026-09-01T00:00:00Z') };
 
@@ -111,6 +117,18 @@ describe('AuditTrailClient against the running service', function () {
     const ids = new Set<string>();
     for await (const event of client.listEvents({ ...window, action: 'phi.export', limit: 777 })) ids.add(event.event_id);
     expect(ids.size).to.equal(expected.length);
+  });
+
+  it("lists and exports one user's and one resource's events", async () => {
+    const listed = [];
+    for await (const event of client.listEvents({ ...window, user_id: 'user-3', resource_id: 'p-10', limit: 1 }))
+      listed.push(event.event_id);
+    const expected = events.filter((event) => event.userId === 'user-3' && event.resourceId === 'p-10');
+    expect(expected.length).to.be.greaterThan(1);
+    expect(new Set(listed)).to.deep.equal(new Set(expected.map((event) => event.eventId)));
+    const exported = [];
+    for await (const event of client.exportEvents({ ...window, resource_id: 'p-999' })) exported.push(event.resource_id);
+    expect(exported).to.deep.equal(Array(events.filter((event) => event.resourceId === 'p-999').length).fill('p-999'));
   });
 
   it('looks up one event, and reports an unknown id as a typed 404', async () => {

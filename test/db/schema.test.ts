@@ -93,6 +93,14 @@ describe('schema and migrations', () => {
       expect((denied as pg.DatabaseError).code).to.equal('42501');
     });
 
+    it("has an index in list order for every equality filter of the list, so that none scans a tenant's whole trail", async () => {
+      const { rows } = await db.pool.query<{ indexdef: string }>(`SELECT indexdef FROM pg_indexes WHERE tablename = 'events'`);
+      const keys = rows.map((row) => /\((.*)\)$/.exec(row.indexdef)![1]);
+      for (const column of ['action', 'resource_type', 'phi_involved', 'user_id', 'resource_id']) {
+        expect(keys, column).to.include(`tenant_id, ${column}, occurred_at, event_id`);
+      }
+    });
+
     it('keeps timestamps at millisecond precision', async () => {
       const error = await db.pool
         .query(

@@ -22,6 +22,13 @@ describe('the canonical form of the filters, which binds a cursor to them', () =
     expect(new Set(forms).size).to.equal(Object.keys(filterFieldsSchema).length);
   });
 
+  it('writes the filters added later only when given, so that cursors issued before them keep working', () => {
+    expect(canonicalFilters({ action: 'phi.read' })).to.equal('["phi.read",null,null,null,null]');
+    expect(canonicalFilters({ userId: 'u-1' })).to.equal('[null,null,null,null,null,"u-1"]');
+    expect(canonicalFilters({ resourceId: 'u-1' })).to.equal('[null,null,null,null,null,null,"u-1"]');
+    expect(canonicalFilters({ userId: 'u-1', resourceId: 'r-1' })).to.equal('[null,null,null,null,null,"u-1","r-1"]');
+  });
+
   it('tells false from an absent boolean filter', () => {
     expect(canonicalFilters({ phiInvolved: false })).not.to.equal(canonicalFilters({}));
   });

@@ -211,6 +211,108 @@ describe('GET /audit/events and /audit/events/{id}', () => {
     });
   });
 
+  describe('who acted and what was acted on: user_id and resource_id', () => {
+    const T1 = T0 + 20 * HOUR;
+    // One tenant's trail: two users touching two patients' records and a claim that shares an id with one of them.
+    const trail = [
+      newEvent({ tenantId: 'ward', occurredAtMs: T1 + 1, userId: 'dr-ames', resourceType: 'patient_record', resourceId: 'p-1' }),
+      newEvent({ tenantId: 'ward', occurredAtMs: T1 + 2, userId: 'dr-ames', resourceType: 'patient_record', resourceId: 'p-2' }),
+      newEvent({ tenantId: 'ward', occurredAtMs: T1 + 3, userId: 'nurse-bo', resourceType: 'patient_record', resourceId: 'p-1' }),
+      newEvent({
+        tenantId: 'ward',
+        occurredAtMs: T1 + 4,
+        userId: 'nurse-bo',
+        resourceType: 'claim',
+        resourceId: 'p-1',
+        action: 'phi.query',
+      }),
+      newEvent({ tenantId: 'ward', occurredAtMs: T1 + 5, userId: 'DR-AMES', resourceType: 'patient_record', resourceId: 'P-1' }),
+    ];
+    // The same user and resource ids in another tenant: never part of an answer.
+    const foreign = newEvent({
+      tenantId: 'clinic',
+      occurredAtMs: T1 + 1,
+      userId: 'dr-ames',
+      resourceType: 'patient_record',
+      resourceId: 'p-1',
+    });
+    let wardKey: string;
+    let clinicKey: string;
+
+    before(async () => {
+      await seedEvents(db.url, [...trail, foreign]);
+      wardKey = (await mintKey(db.url, { tenantId: 'ward', scopes: ['audit:read'] })).key;
+      clinicKey = (await mintKey(db.url, { tenantId: 'clinic', scopes: ['audit:read'] })).key;
+    });
+
+    const expectIds = async (query: string, expected: typeof trail) => {
+      const response = await list(wardKey, `?${query}${SEEDED_WINDOW}`);
+      expect(response.status, response.text).to.equal(200);
+      expect(idsOf(response.json), query).to.deep.equal(byTimeDesc(expected));
+    };
+
+    it('answers what one user did, matching the id exactly (case and all)', async () => {
+      await expectIds('user_id=dr-ames', [trail[0]!, trail[1]!]);
+      await expectIds('user_id=DR-AMES', [trail[4]!]);
+      await expectIds('user_id=dr-am', []);
+    });
+
+    it('answers who touched one record, with resource_type or without', async () => {
+      await expectIds('resource_id=p-1', [trail[0]!, trail[2]!, trail[3]!]);
+      await expectIds('resource_id=p-1&resource_type=patient_record', [trail[0]!, trail[2]!]);
+      await expectIds('resource_id=p-1&resource_type=claim', [trail[3]!]);
+    });
+
+    it('combines them with each other and with the other filters', async () => {
+      await expectIds('user_id=nurse-bo&resource_id=p-1', [trail[2]!, trail[3]!]);
+      await expectIds('user_id=nurse-bo&resource_id=p-1&action=phi.query', [trail[3]!]);
+      await expectIds(`user_id=dr-ames&since=${new Date(T1 + 2).toISOString()}`, [trail[1]!]);
+      await expectIds('user_id=dr-ames&phi_involved=false', []);
+    });
+
+    it("never answers with another tenant's events of the same user or resource", async () => {
+      const response = await list(clinicKey, `?user_id=dr-ames&resource_id=p-1${SEEDED_WINDOW}`);
+      expect(idsOf(response.json)).to.deep.equal([foreign.eventId]);
+    });
+
+    it("walks one user's events page by page, exactly once each, through 600 sharing one millisecond", async function () {
+      this.timeout(120_000);
+      const crowded = T0 + 30 * HOUR;
+      const mine = Array.from({ length: 600 }, () => newEvent({ tenantId: 'crowd', occurredAtMs: crowded, userId: 'batch-job' }));
+      const others = Array.from({ length: 600 }, () => newEvent({ tenantId: 'crowd', occurredAtMs: crowded, userId: 'someone-else' }));
+      await seedEvents(db.url, [...mine, ...others]);
+      const key = (await mintKey(db.url, { tenantId: 'crowd', scopes: ['audit:read'] })).key;
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      for (let pages = 0; pages < 100; pages += 1) {
+        const response = await list(
+          key,
+          `?user_id=batch-job&limit=70${SEEDED_WINDOW}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+        );
+        expect(response.status, response.text).to.equal(200);
+        seen.push(...idsOf(response.json));
+        cursor = response.json.page.next_cursor;
+        if (!response.json.page.has_more) break;
+      }
+      expect(seen).to.deep.equal(byTimeDesc(mine));
+    });
+
+    it('binds the cursor to the user and the resource it was issued for', async () => {
+      const first = await list(wardKey, `?user_id=dr-ames&limit=1${SEEDED_WINDOW}`);
+      const cursor = encodeURIComponent(first.json.page.next_cursor);
+      expect((await list(wardKey, `?user_id=dr-ames&limit=1${SEEDED_WINDOW}&cursor=${cursor}`)).status).to.equal(200);
+      for (const other of ['user_id=nurse-bo', 'user_id=dr-ames&resource_id=p-1', 'resource_id=dr-ames', '']) {
+        const response = await list(wardKey, `?${other}&limit=1${SEEDED_WINDOW}&cursor=${cursor}`);
+        expect(response.status, other).to.equal(422);
+        expect(response.json.details[0].field).to.equal('cursor');
+      }
+      // The same value as a user and as a resource are two different queries.
+      const asResource = await list(wardKey, `?resource_id=p-1&limit=1${SEEDED_WINDOW}`);
+      const resourceCursor = encodeURIComponent(asResource.json.page.next_cursor);
+      expect((await list(wardKey, `?user_id=p-1&limit=1${SEEDED_WINDOW}&cursor=${resourceCursor}`)).status).to.equal(422);
+    });
+  });
+
   describe('invalid parameters', () => {
     const cases: Array<[string, string]> = [
       ['limit=0', 'limit'],
@@ -233,6 +335,11 @@ describe('GET /audit/events and /audit/events/{id}', () => {
       ['action=PHI.READ', 'action'],
       ['action=', 'action'],
       ['resource_type=', 'resource_type'],
+      ['user_id=', 'user_id'],
+      ['resource_id=', 'resource_id'],
+      [`user_id=${'u'.repeat(257)}`, 'user_id'],
+      [`resource_id=${'r'.repeat(257)}`, 'resource_id'],
+      ['user_id=a&user_id=b', 'user_id'],
       ['colour=blue', 'colour'],
       ['tenant_id=tenant-b', 'tenant_id'],
       ['action=phi.read&action=phi.query', 'action'],

@@ -96,12 +96,41 @@ describe('POST /audit/export', function () {
     });
   });
 
+  it("exports one user's or one resource's events and records those filters in the trail", async () => {
+    const trail = [
+      newEvent({ tenantId: 'exp-who', occurredAtMs: T0 + 1000, userId: 'dr-ames', resourceId: 'p-1' }),
+      newEvent({ tenantId: 'exp-who', occurredAtMs: T0 + 2000, userId: 'dr-ames', resourceId: 'p-2' }),
+      newEvent({ tenantId: 'exp-who', occurredAtMs: T0 + 3000, userId: 'nurse-bo', resourceId: 'p-1', resourceType: 'upload' }),
+    ];
+    await seedEvents(db.url, trail);
+    const whoKey = (await mintKey(db.url, { tenantId: 'exp-who', scopes: ['audit:export'] })).key;
+    const exportWho = async (body: object) => {
+      const response = await call(exportUrl(), { key: whoKey, body: { ...window, ...body } });
+      expect(response.status, response.text).to.equal(200);
+      return response.json.events.map((event: { event_id: string }) => event.event_id);
+    };
+    expect(await exportWho({ user_id: 'dr-ames' })).to.deep.equal([trail[1]!.eventId, trail[0]!.eventId]);
+    expect(await exportWho({ resource_id: 'p-1' })).to.deep.equal([trail[2]!.eventId, trail[0]!.eventId]);
+    expect(await exportWho({ resource_id: 'p-1', resource_type: 'claim' })).to.deep.equal([trail[0]!.eventId]);
+    expect(await exportWho({ user_id: 'nurse-bo', resource_id: 'p-2' })).to.deep.equal([]);
+    const lastExport = `SELECT details FROM events WHERE tenant_id = 'exp-who' AND action = 'audit.export' AND details LIKE '%nurse-bo%'`;
+    await waitFor(async () => (await db.pool.query(lastExport)).rowCount === 1, 'the last export recorded');
+    const { rows } = await db.pool.query(lastExport);
+    expect(JSON.parse(rows[0].details).filters).to.deep.equal({
+      until: '2026-09-02T00:00:00.000Z',
+      user_id: 'nurse-bo',
+      resource_id: 'p-2',
+    });
+  });
+
   describe('bad requests change nothing and say why', () => {
     const cases: Array<[string, () => Promise<{ status: number; json: any }>, number, string?, string?]> = [
       ['limit in the body', () => exportCall({ limit: 10 }), 422, 'limit'],
       ['cursor in the body', () => exportCall({ cursor: 'abc' }), 422, 'cursor'],
       ['an unknown field', () => exportCall({ tenant_id: 'other' }), 422, 'tenant_id'],
       ['phi_involved as a string', () => exportCall({ phi_involved: 'true' }), 422, 'phi_involved'],
+      ['an empty user_id', () => exportCall({ user_id: '' }), 422, 'user_id'],
+      ['a resource_id that is not a string', () => exportCall({ resource_id: 42 }), 422, 'resource_id'],
       ['a malformed since', () => exportCall({ since: 'last week' }), 422, 'since'],
       ['since after until', () => exportCall({ since: '2026-09-02T00:00:00Z', until: '2026-09-01T00:00:00Z' }), 422, 'since'],
       ['an unknown format', () => exportCall({}, '?format=csv'), 422, 'format'],

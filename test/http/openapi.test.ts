@@ -41,12 +41,35 @@ describe('GET /api/v2/public/openapi.json', () => {
   it('documents every list filter with the rules the API enforces', () => {
     const parameters = document.paths['/audit/events'].get.parameters;
     const byName = Object.fromEntries(parameters.map((parameter: { name: string }) => [parameter.name, parameter]));
-    expect(Object.keys(byName)).to.have.members(['action', 'resource_type', 'phi_involved', 'since', 'until', 'limit', 'cursor']);
+    expect(Object.keys(byName)).to.have.members([
+      'action',
+      'resource_type',
+      'phi_involved',
+      'since',
+      'until',
+      'user_id',
+      'resource_id',
+      'limit',
+      'cursor',
+    ]);
     // Typed as a client writes them; the wire text is decoded exactly (limit=abc is a 422: events-api tests).
     expect(byName.phi_involved.schema).to.deep.equal({ type: 'boolean' });
     expect(byName.limit.schema).to.include({ type: 'integer', minimum: 1, maximum: 1000 });
     expect(byName.action.schema.pattern).to.be.a('string');
     expect(byName.since.schema.format).to.equal('date-time');
+    for (const exact of ['user_id', 'resource_id'])
+      expect(byName[exact].schema).to.include({ type: 'string', minLength: 1, maxLength: 256 });
+    // The export takes the same filters in its body.
+    const exportBody = document.components.schemas.ExportRequest.properties;
+    expect(Object.keys(exportBody)).to.have.members([
+      'action',
+      'resource_type',
+      'phi_involved',
+      'since',
+      'until',
+      'user_id',
+      'resource_id',
+    ]);
     expect(Object.values(byName).every((parameter: any) => parameter.required === false)).to.equal(true);
   });
 

@@ -143,6 +143,8 @@ async function recordExport(
         phi_involved: filters.phiInvolved,
         since: filters.sinceMs === undefined ? undefined : new Date(filters.sinceMs).toISOString(),
         until: filters.untilMs === undefined ? undefined : new Date(filters.untilMs).toISOString(),
+        user_id: filters.userId,
+        resource_id: filters.resourceId,
       },
       format,
       count,

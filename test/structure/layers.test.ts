@@ -15,7 +15,7 @@ const LAYERS: ReadonlyArray<readonly string[]> = [
   ['db', 'bus'],
   ['events'],
   ['auth', 'webhooks', 'integrity'],
-  ['delivery', 'ingestion'],
+  ['delivery', 'ingestion', 'streams'],
   ['http', 'controller', 'cli'],
   ['(root)'],
 ];

@@ -1,0 +1,125 @@
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import { isIP } from 'node:net';
+import { gzipSync } from 'node:zlib';
+import { PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import { blockedAddressReason, guardedLookup } from '../../webhooks/targetGuard.ts';
+import type { StreamRecord } from '../records.ts';
+import type { BatchLimits, Destination, EncodedBatch, SendOutcome } from './destination.ts';
+import { outcomeOfNetworkFailure } from './httpPoster.ts';
+
+export interface S3Settings {
+  readonly bucket: string;
+  readonly prefix: string;
+  readonly region: string;
+  readonly endpoint?: string;
+  readonly access_key_id: string;
+  readonly secret_access_key: string;
+  readonly force_path_style?: boolean;
+}
+
+export interface S3Options {
+  readonly timeoutMs: number;
+  readonly allowPrivateTargets: boolean;
+}
+
+/** S3 error codes that are no one's fault and pass: the same object is put again after a backoff. */
+const TRANSIENT_CODES = new Set([
+  'SlowDown',
+  'InternalError',
+  'ServiceUnavailable',
+  'RequestTimeout',
+  'RequestTimeTooSkewed',
+  'Throttling',
+]);
+
+/**
+ * S3 and S3-compatible object storage (`@aws-sdk/client-s3`): each batch is one gzipped NDJSON object,
+ * `<prefix>/<tenant>/<yyyy>/<mm>/<dd>/<first leaf>-<last leaf>-<stream>.ndjson.gz`, dated by the day the
+ * batch was made, its leaves zero-padded to 16 digits, so that a listing in key order is the trail's
+ * order and no two batches of a stream share a name. A batch sent again after a crash may be cut
+ * differently and overlap an object already written: consumers deduplicate on event_id.
+ *
+ * Checksums are computed only where S3 requires them, and uploads are plain (no aws-chunked encoding),
+ * which every S3-compatible store understands. Connections go through the webhooks' SSRF guard.
+ */
+export class S3Objects implements Destination {
+  readonly limits: BatchLimits = { maxItems: 10_000, maxBytes: 8_000_000 };
+  private readonly settings: S3Settings;
+  private readonly client: S3Client;
+  /** Why the endpoint's literal address is refused, when it is (a name is checked by each connection's lookup). */
+  private readonly blocked: string | undefined;
+
+  constructor(settings: S3Settings, options: S3Options) {
+    this.settings = settings;
+    const endpoint = settings.endpoint ? new URL(settings.endpoint) : undefined;
+    this.blocked = endpoint && !options.allowPrivateTargets ? literalBlocked(endpoint) : undefined;
+    const lookup = options.allowPrivateTargets ? {} : { lookup: guardedLookup };
+    this.client = new S3Client({
+      region: settings.region,
+      endpoint: settings.endpoint,
+      forcePathStyle: settings.force_path_style ?? false,
+      credentials: { accessKeyId: settings.access_key_id, secretAccessKey: settings.secret_access_key },
+      requestChecksumCalculation: 'WHEN_REQUIRED',
+      responseChecksumValidation: 'WHEN_REQUIRED',
+      // One attempt per send: the stream retries with its own backoff, forever.
+      maxAttempts: 1,
+      requestHandler: {
+        httpAgent: new HttpAgent({ keepAlive: true, ...lookup }),
+        httpsAgent: new HttpsAgent({ keepAlive: true, ...lookup }),
+        connectionTimeout: options.timeoutMs,
+        requestTimeout: options.timeoutMs,
+        throwOnRequestTimeout: true,
+      },
+    });
+  }
+
+  encode(record: StreamRecord): string {
+    return `${record.json}\n`;
+  }
+
+  /** The object key of a batch. */
+  keyOf(batch: EncodedBatch): string {
+    const day = new Date(batch.createdAtMs).toISOString().slice(0, 10).replaceAll('-', '/');
+    const leaves = `${String(batch.firstLeaf).padStart(16, '0')}-${String(batch.lastLeaf).padStart(16, '0')}`;
+    return `${this.settings.prefix}/${batch.tenantId}/${day}/${leaves}-${batch.streamId}.ndjson.gz`;
+  }
+
+  async send(batch: EncodedBatch): Promise<SendOutcome> {
+    if (this.blocked) return { kind: 'refused', reason: `target refused: host ${this.blocked}` };
+    try {
+      await this.client.send(
+        new PutObjectCommand({
+          Bucket: this.settings.bucket,
+          Key: this.keyOf(batch),
+          Body: gzipSync(batch.items.join('')),
+          ContentType: 'application/x-ndjson',
+          ContentEncoding: 'gzip',
+          Metadata: {
+            'stream-id': batch.streamId,
+            'tenant-id': batch.tenantId,
+            'first-leaf': String(batch.firstLeaf),
+            'last-leaf': String(batch.lastLeaf),
+          },
+        }),
+      );
+      return { kind: 'delivered' };
+    } catch (error) {
+      if (!(error instanceof S3ServiceException)) return outcomeOfNetworkFailure(error);
+      const status = error.$metadata.httpStatusCode ?? 0;
+      const reason = `S3 answered ${status} ${error.name}: ${error.message.slice(0, 200)}`;
+      if (TRANSIENT_CODES.has(error.name) || status === 429 || status >= 500 || status === 0) return { kind: 'retry', reason };
+      if (status === 413 || error.name === 'EntityTooLarge') return { kind: 'too_large', reason };
+      return { kind: 'refused', reason };
+    }
+  }
+
+  async close(): Promise<void> {
+    this.client.destroy();
+  }
+}
+
+function literalBlocked(url: URL): string | undefined {
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  return isIP(host) ? blockedAddressReason(host) : undefined;
+}

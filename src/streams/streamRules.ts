@@ -1,0 +1,186 @@
+import { z } from 'zod';
+import { TENANT_ID_PATTERN, parseTimestampCeilMs } from '../events/eventFields.ts';
+import {
+  WEBHOOK_FILTER_ENTRY_MAX_LENGTH,
+  WEBHOOK_FILTER_ENTRY_PATTERN,
+  webhookUrlProblem,
+  type WebhookUrlPolicy,
+} from '../webhooks/webhookRules.ts';
+
+/**
+ * What a log stream may be (docs/streams.md): the destination of each type, the format, the filter and the
+ * start. The public API and the AuditLogStream custom resource validate with these rules, and the CRD
+ * schema is generated from the constants here.
+ */
+
+/** `str_` + 32 lowercase hex. */
+export const STREAM_ID_PATTERN = /^str_[0-9a-f]{32}$/;
+export const STREAMS_PER_TENANT = 20;
+export const STREAM_FILTER_MAX_ENTRIES = 50;
+const LABEL_MAX_LENGTH = 256;
+const SECRET_MAX_LENGTH = 512;
+const TAGS_MAX = 50;
+
+export const DESTINATION_TYPES = ['splunk_hec', 'datadog', 'https', 's3'] as const;
+export type DestinationType = (typeof DESTINATION_TYPES)[number];
+export const STREAM_FORMATS = ['native', 'ocsf'] as const;
+export type StreamFormat = (typeof STREAM_FORMATS)[number];
+
+/** A destination URL: the webhook rules (https, no credentials, no fragment), and for a base URL no query either. */
+function destinationUrl(policy: WebhookUrlPolicy, what: string) {
+  return z
+    .string()
+    .superRefine((value, ctx) => {
+      const problem = webhookUrlProblem(value, policy);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+      else if (new URL(value).search !== '') ctx.addIssue({ code: 'custom', message: 'must not contain a query string' });
+    })
+    .meta({ description: what });
+}
+
+const secret = (what: string) =>
+  z
+    .string()
+    .min(1)
+    .max(SECRET_MAX_LENGTH)
+    .meta({ description: `${what} Write-only: never returned.` });
+const label = (what: string) => z.string().min(1).max(LABEL_MAX_LENGTH).optional().meta({ description: what });
+
+/** S3 bucket names: 3-63 lowercase letters, digits, dots and hyphens, starting and ending with a letter or digit. */
+const BUCKET_PATTERN = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+/** A key prefix: path segments of safe characters, no leading or trailing slash, no `.` or `..` segment. */
+const PREFIX_PATTERN = /^(?!.*(^|\/)\.{1,2}(\/|$))[A-Za-z0-9!_.*'()-]+(\/[A-Za-z0-9!_.*'()-]+)*$/;
+const REGION_PATTERN = /^[a-z]{2}(-[a-z0-9]+)+-\d+$|^[a-z0-9-]{1,32}$/;
+
+export function destinationSchema(policy: WebhookUrlPolicy) {
+  return z.discriminatedUnion('type', [
+    z.strictObject({
+      type: z.literal('splunk_hec'),
+      url: destinationUrl(
+        policy,
+        'The HTTP Event Collector base, e.g. https://splunk.example.com:8088; events go to /services/collector/event under it.',
+      ),
+      token: secret('The HEC token, sent as Authorization: Splunk <token>.'),
+      index: label('The index events go to; absent: the token’s default index.'),
+      source: label('HEC source; default audit-trail.'),
+      sourcetype: label('HEC sourcetype; default audit-trail:native or audit-trail:ocsf.'),
+    }),
+    z.strictObject({
+      type: z.literal('datadog'),
+      url: destinationUrl(
+        policy,
+        'The logs intake of your Datadog site, e.g. https://http-intake.logs.datadoghq.eu; logs go to /api/v2/logs under it.',
+      ),
+      api_key: secret('The Datadog API key, sent as DD-API-KEY.'),
+      service: label('The service attribute; default audit-trail.'),
+      tags: z
+        .array(
+          z
+            .string()
+            .min(1)
+            .max(200)
+            .regex(/^[^,\s]+$/, 'must be a tag without commas or spaces, e.g. env:prod'),
+        )
+        .max(TAGS_MAX)
+        .optional()
+        .meta({ description: 'Tags added to every log (ddtags), e.g. env:prod.' }),
+    }),
+    z.strictObject({
+      type: z.literal('https'),
+      url: destinationUrl(policy, 'The collector: batches are POSTed to this URL as gzipped NDJSON, signed like webhooks.'),
+    }),
+    z.strictObject({
+      type: z.literal('s3'),
+      bucket: z.string().regex(BUCKET_PATTERN, 'must be an S3 bucket name (3-63 lowercase letters, digits, dots, hyphens)'),
+      prefix: z
+        .string()
+        .max(512)
+        .regex(PREFIX_PATTERN, 'must be a key prefix of path segments, without leading or trailing slash')
+        .meta({ description: 'Objects are written under <prefix>/<tenant>/yyyy/mm/dd/.' }),
+      region: z.string().max(64).regex(REGION_PATTERN, 'must be a region name such as eu-west-1'),
+      endpoint: destinationUrl(policy, 'An S3-compatible endpoint (MinIO, Ceph, R2...); absent: AWS S3 of the region.').optional(),
+      access_key_id: z.string().min(1).max(256),
+      secret_access_key: secret('The secret access key.'),
+      force_path_style: z.boolean().optional().meta({ description: 'Address the bucket in the path (most S3-compatible stores need it).' }),
+    }),
+  ]);
+}
+
+export type DestinationInput = z.output<ReturnType<typeof destinationSchema>>;
+
+export const streamFilterSchema = z
+  .strictObject({
+    action_prefixes: z
+      .array(
+        z
+          .string()
+          .max(WEBHOOK_FILTER_ENTRY_MAX_LENGTH)
+          .regex(WEBHOOK_FILTER_ENTRY_PATTERN, 'must be a dotted lowercase action such as phi.read or a prefix such as phi.'),
+      )
+      .max(STREAM_FILTER_MAX_ENTRIES)
+      .optional()
+      .meta({ description: 'Only events whose action starts with one of these; absent or empty: every action.' }),
+    phi_involved: z.boolean().optional().meta({ description: 'Only PHI events (true) or only the others (false); absent: both.' }),
+  })
+  .meta({ id: 'StreamFilter' });
+
+export type StreamFilter = z.output<typeof streamFilterSchema>;
+
+/** "now", or a past RFC 3339 instant (a backfill), as epoch milliseconds; undefined for "now". */
+export const startAtSchema = z
+  .string()
+  .transform((value, ctx) => {
+    if (value === 'now') return undefined;
+    const ms = parseTimestampCeilMs(value);
+    if (ms === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'must be "now" or an RFC 3339 instant' });
+      return z.NEVER;
+    }
+    if (ms > Date.now()) {
+      ctx.addIssue({ code: 'custom', message: 'must not be in the future: use "now"' });
+      return z.NEVER;
+    }
+    return ms;
+  })
+  .meta({ description: '"now" (the default), or a past instant: the stream first delivers the trail from there (a backfill).' });
+
+/** POST /audit/streams. Unknown fields are refused: a misspelt filter must not mean "every event". */
+export function streamCreationSchema(policy: WebhookUrlPolicy) {
+  return z.strictObject({
+    destination: destinationSchema(policy),
+    format: z.enum(STREAM_FORMATS).default('native'),
+    filter: streamFilterSchema.optional(),
+    start_at: startAtSchema.optional(),
+    tree_heads: z
+      .boolean()
+      .default(true)
+      .meta({ description: "Whether each batch carries the tenant's latest signed tree head (docs/streams.md)." }),
+  });
+}
+
+export type StreamCreation = z.output<ReturnType<typeof streamCreationSchema>>;
+
+/** The tenants a deployment-wide stream covers: every one, or a list. */
+export const tenantsSchema = z.union([z.literal('*'), z.array(z.string().regex(TENANT_ID_PATTERN)).min(1).max(1000)]);
+
+/** The filter as stored: prefixes deduplicated, absent members absent. */
+export function normaliseFilter(filter: StreamFilter | undefined): StreamFilter {
+  const prefixes = [...new Set(filter?.action_prefixes ?? [])];
+  return {
+    ...(prefixes.length > 0 ? { action_prefixes: prefixes } : {}),
+    ...(filter?.phi_involved !== undefined ? { phi_involved: filter.phi_involved } : {}),
+  };
+}
+
+/**
+ * Whether an event of this action and PHI flag passes the filter: webhooks' rule (docs/webhooks.md), an
+ * entry matches its action and the actions below it (`phi.` and `phi` both match `phi.read`). The events
+ * store applies the same rule in SQL.
+ */
+export function filterMatches(filter: StreamFilter, action: string, phiInvolved: boolean): boolean {
+  if (filter.phi_involved !== undefined && filter.phi_involved !== phiInvolved) return false;
+  const prefixes = filter.action_prefixes ?? [];
+  return (
+    prefixes.length === 0 || prefixes.some((entry) => action === entry || action.startsWith(entry.endsWith('.') ? entry : `${entry}.`))
+  );
+}

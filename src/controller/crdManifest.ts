@@ -1,7 +1,20 @@
 import { z } from 'zod';
-import { GROUP, VERSION, type ResourceKind } from './resources.ts';
+import { GROUP, SCHEMA_VERSION_ANNOTATION, VERSION, type ResourceKind } from './resources.ts';
 
 type Schema = Record<string, unknown>;
+
+/**
+ * Deleting a CRD deletes every resource of its kind, and the controller then revokes every key and deletes
+ * every endpoint they stood for. So each tool that may delete what it installed is told to leave the CRDs:
+ * `helm uninstall` (templated copies; Helm never deletes crds/ anyway), Argo CD when its Application is
+ * deleted or the file leaves Git, Flux when a Kustomization applying crds/ is deleted or pruned.
+ * docs/kubernetes.md says how to remove them on purpose; the chart drops these with crds.keep=false.
+ */
+export const KEEP_ANNOTATIONS: Readonly<Record<string, string>> = {
+  'helm.sh/resource-policy': 'keep',
+  'argocd.argoproj.io/sync-options': 'Delete=false,Prune=false',
+  'kustomize.toolkit.fluxcd.io/prune': 'disabled',
+};
 
 /**
  * The CustomResourceDefinition of a kind, its openAPIV3Schema generated from the zod definitions.
@@ -13,7 +26,11 @@ export function crdManifest(resource: ResourceKind): Schema {
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
-    metadata: { name: `${resource.plural}.${GROUP}`, labels: { 'app.kubernetes.io/name': 'audit-trail' } },
+    metadata: {
+      name: `${resource.plural}.${GROUP}`,
+      labels: { 'app.kubernetes.io/name': 'audit-trail' },
+      annotations: { [SCHEMA_VERSION_ANNOTATION]: String(resource.schemaVersion), ...KEEP_ANNOTATIONS },
+    },
     spec: {
       group: GROUP,
       scope: 'Namespaced',

@@ -34,6 +34,12 @@ export const ROTATE_ANNOTATION = 'audittrail.dev/rotate';
  * written once by the first controller that reconciles it; any other deployment leaves the resource alone.
  */
 export const DEPLOYMENT_ANNOTATION = 'audittrail.dev/deployment-id';
+/**
+ * On every CRD (scripts/generate-crds.ts): the version of its kind's schema. The controller refuses to
+ * reconcile a kind whose installed CRD carries a lower one, or none (src/controller/crdGuard.ts): the API
+ * server would prune the fields the controller writes and the installed schema does not know.
+ */
+export const SCHEMA_VERSION_ANNOTATION = 'audittrail.dev/schema-version';
 
 const KEY_DESCRIPTION_MAX_LENGTH = 500;
 const CIDRS_MAX = 50;
@@ -201,6 +207,12 @@ export type WebhookEndpointSpec = z.output<typeof webhookEndpointSpecSchema>;
 
 export interface ResourceKind {
   readonly kind: string;
+  /**
+   * Raised by one with every change of the spec or status schema (a field, a limit, a validation rule):
+   * written into the CRD as SCHEMA_VERSION_ANNOTATION, and the least version this controller runs against.
+   * test/controller/crds.test.ts pins each version's schema, so a change without a raise fails there.
+   */
+  readonly schemaVersion: number;
   readonly plural: string;
   readonly singular: string;
   readonly shortNames: readonly string[];
@@ -217,6 +229,7 @@ const readyColumns = [
 
 export const API_KEY: ResourceKind = {
   kind: 'ApiKey',
+  schemaVersion: 1,
   plural: 'apikeys',
   singular: 'apikey',
   shortNames: ['atkey'],
@@ -235,6 +248,7 @@ export const API_KEY: ResourceKind = {
 
 export const WEBHOOK_ENDPOINT: ResourceKind = {
   kind: 'WebhookEndpoint',
+  schemaVersion: 1,
   plural: 'webhookendpoints',
   singular: 'webhookendpoint',
   shortNames: ['athook'],

@@ -1,9 +1,12 @@
 import { expect } from 'chai';
 import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { load } from 'js-yaml';
 import { CHART, byKind, environment, helm, named, parseManifests, podSpecs, type Manifest } from '../support/helm.ts';
 
 const ALL_OPTIONS = 'test/chart/all-options.yaml';
+/** A cluster with the Prometheus Operator's CRDs, as Argo CD tells helm template (the ServiceMonitor needs them). */
+const PROMETHEUS_OPERATOR = ['--api-versions', 'monitoring.coreos.com/v1/ServiceMonitor'];
 const TEST_SEAL_KEY = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 /** Without a cluster the chart generates no secrets: these stand for a Secret the operator manages. */
 const EXISTING_SECRET = ['--set', 'secrets.existingSecret=audit-trail-env'];
@@ -51,7 +54,7 @@ describe('Helm chart', function () {
 
   before(async () => {
     defaults = await render(...GIVEN_SECRETS);
-    everything = await render('-f', ALL_OPTIONS);
+    everything = await render('-f', ALL_OPTIONS, ...PROMETHEUS_OPERATOR);
     allNamespaces = await render(...EXISTING_SECRET, '--set', 'crds.enabled=true');
   });
 
@@ -253,15 +256,25 @@ describe('Helm chart', function () {
       { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
     ];
 
-    const clusterRole = named(allNamespaces, 'ClusterRole', 'rel-audit-trail-controller');
+    // Outside the release namespace, names carry it: the same release name may be installed in two namespaces.
+    const clusterRole = named(allNamespaces, 'ClusterRole', 'audit-rel-audit-trail-controller');
     expect(clusterRole.rules).to.deep.equal(expected);
     expect(byKind(everything, 'ClusterRole')).to.deep.equal([]);
-    const roles = byKind(everything, 'Role').filter((role) => role.metadata.name === 'rel-audit-trail-controller');
+    const roles = byKind(everything, 'Role').filter((role) => role.metadata.name === 'audit-rel-audit-trail-controller');
     expect(roles.map((role) => role.metadata.namespace).sort()).to.deep.equal(['team-a', 'team-b']);
     for (const role of roles) expect(role.rules).to.deep.equal(expected);
     const leases = named(everything, 'Role', 'rel-audit-trail-leader-election');
     expect(leases.metadata.namespace).to.equal(undefined); // the release namespace
-    expect(leases.rules).to.deep.equal([{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] }]);
+    // A create names no object, so RBAC cannot restrict it by name; every read and write of the Lease names it.
+    expect(leases.rules).to.deep.equal([
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+      {
+        apiGroups: ['coordination.k8s.io'],
+        resources: ['leases'],
+        resourceNames: ['rel-audit-trail-controller'],
+        verbs: ['get', 'update'],
+      },
+    ]);
     for (const rule of [...clusterRole.rules, ...leases.rules]) expect(rule.verbs).not.to.include('*');
     expect(byKind(await render(...EXISTING_SECRET, '--set', 'controller.enabled=false'), 'ClusterRole')).to.deep.equal([]);
   });
@@ -284,6 +297,74 @@ describe('Helm chart', function () {
     expect(selected.map((service) => service.metadata.name)).to.deep.equal(['rel-audit-trail-metrics']);
     for (const kind of ['Ingress', 'NetworkPolicy', 'ServiceMonitor', 'HorizontalPodAutoscaler'])
       expect(byKind(defaults, kind), kind).to.deep.equal([]);
+  });
+
+  it('limits where each role connects with networkPolicy.egress: DNS and what that role uses, nothing else', async () => {
+    const egress = byKind(everything, 'NetworkPolicy').filter((policy) => policy.spec.policyTypes.includes('Egress'));
+    const byRole = Object.fromEntries(egress.map((policy) => [policy.spec.podSelector.matchLabels['app.kubernetes.io/component'], policy]));
+    expect(Object.keys(byRole).sort()).to.deep.equal(['api', 'controller', 'ingest', 'migrate', 'sealer', 'worker']);
+    const values = load(readFileSync(ALL_OPTIONS, 'utf8')) as any;
+    const chartValues = load(readFileSync(`${CHART}/values.yaml`, 'utf8')) as any;
+    const rule = (target: string) => {
+      const given = { ...chartValues.networkPolicy.egress[target], ...values.networkPolicy.egress[target] };
+      return { ...(given.to.length > 0 ? { to: given.to } : {}), ...(given.ports.length > 0 ? { ports: given.ports } : {}) };
+    };
+    const expected: Record<string, string[]> = {
+      api: ['dns', 'postgres', 'redis', 'webhooks'],
+      ingest: ['dns', 'postgres', 'nats'],
+      worker: ['dns', 'postgres', 'nats', 'webhooks'],
+      controller: ['dns', 'postgres', 'kubernetesApi'],
+      sealer: ['dns', 'postgres'],
+      migrate: ['dns', 'postgres'],
+    };
+    for (const [role, targets] of Object.entries(expected)) {
+      expect(byRole[role]!.spec.egress, role).to.deep.equal(targets.map(rule));
+      // Each selects exactly its role's pods, which carry these labels.
+      const pods = podSpecs(everything).filter(({ owner }) => owner.endsWith(`-${role}`));
+      expect(pods, role).to.have.length(1);
+    }
+    // Receivers are anywhere, on any port; private ranges stay out.
+    expect(rule('webhooks').to[0].ipBlock.except).to.include('10.0.0.0/8');
+    expect(rule('webhooks')).not.to.have.property('ports');
+    // Ingress stays as it was; the test pod, without a role, is not restricted.
+    expect(named(everything, 'NetworkPolicy', 'rel-audit-trail').spec.policyTypes).to.deep.equal(['Ingress']);
+    const off = await render(...EXISTING_SECRET, '--set', 'networkPolicy.enabled=true');
+    expect(byKind(off, 'NetworkPolicy').map((policy) => policy.metadata.name)).to.deep.equal(['rel-audit-trail']);
+  });
+
+  it('puts global.imageRegistry in place of the registry of image.repository, or before a repository that names none', async () => {
+    const image = async (repository: string, ...extra: string[]) =>
+      named(
+        await render(
+          ...EXISTING_SECRET,
+          '--set',
+          'global.imageRegistry=mirror.internal:5000',
+          '--set',
+          `image.repository=${repository}`,
+          ...extra,
+        ),
+        'Deployment',
+        'rel-audit-trail-api',
+      ).spec.template.spec.containers[0].image;
+    expect(await image('ghcr.io/audit-trail/audit-trail')).to.equal('mirror.internal:5000/audit-trail/audit-trail:0.1.0');
+    expect(await image('localhost:5000/audit-trail')).to.equal('mirror.internal:5000/audit-trail:0.1.0');
+    expect(await image('localhost/audit-trail')).to.equal('mirror.internal:5000/audit-trail:0.1.0');
+    expect(await image('team/audit-trail')).to.equal('mirror.internal:5000/team/audit-trail:0.1.0');
+    expect(await image('audit-trail', '--set', `image.digest=sha256:${'0'.repeat(64)}`)).to.equal(
+      `mirror.internal:5000/audit-trail@sha256:${'0'.repeat(64)}`,
+    );
+  });
+
+  it('leaves the ServiceMonitor out where the cluster serves no such kind, and says so in the notes', async () => {
+    // Without the Prometheus Operator's CRDs the install would fail on it, taking the whole release down.
+    const manifests = await render('-f', ALL_OPTIONS);
+    expect(byKind(manifests, 'ServiceMonitor')).to.deep.equal([]);
+    expect(byKind(manifests, 'Deployment')).to.have.length(5);
+    const dryRun = await helm(['install', 'rel', CHART, '--namespace', 'audit', '--dry-run=client', '-f', ALL_OPTIONS]);
+    expect(dryRun.code, dryRun.stderr).to.equal(0);
+    expect(dryRun.stdout).to.include('serviceMonitor.enabled, but this cluster serves no monitoring.coreos.com/v1 ServiceMonitor');
+    const off = await helm(['install', 'rel', CHART, '--namespace', 'audit', '--dry-run=client', ...EXISTING_SECRET]);
+    expect(off.stdout).not.to.include('serves no monitoring.coreos.com/v1 ServiceMonitor');
   });
 
   it('checks the readiness of every enabled role in helm test, through ClusterIP Services of the internal port', async () => {
@@ -504,7 +585,7 @@ describe('Helm chart', function () {
         '--set',
         'serviceAccount.name=audit-trail-controller',
       );
-      expect(named(own, 'ClusterRoleBinding', 'rel-audit-trail-controller').subjects).to.deep.equal([
+      expect(named(own, 'ClusterRoleBinding', 'audit-rel-audit-trail-controller').subjects).to.deep.equal([
         { kind: 'ServiceAccount', name: 'audit-trail-controller', namespace: 'audit' },
       ]);
       expect(byKind(own, 'ServiceAccount')).to.deep.equal([]);
@@ -543,6 +624,8 @@ describe('Helm chart', function () {
       ['two stream replicas', ['--set', 'config.natsStreamReplicas=2'], /\/config\/natsStreamReplicas/],
       ['a digest that is not sha256', ['--set', 'image.digest=latest'], /\/image\/digest/],
       ['a misspelt TLS option', ['--set', 'dependencyTls.postgres.secret=x'], /\/dependencyTls\/postgres/],
+      ['an egress rule for something the chart does not reach', ['--set', 'networkPolicy.egress.mysql.to=null'], /\/networkPolicy\/egress/],
+      ['a global pull secret without a name', ['--set', 'global.imagePullSecrets[0].secret=x'], /\/global\/imagePullSecrets\/0/],
     ];
     for (const [what, args, message] of cases) {
       it(`refuses ${what}`, async () => {

@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { dump, load, loadAll } from 'js-yaml';
 import { startHelmCluster, type HelmCluster } from '../support/helm-cluster.ts';
-import { CHART, byKind, helm, named, parseManifests, type Manifest } from '../support/helm.ts';
+import { CHART, byKind, helm, named, parseManifests, podSpecs, type Manifest } from '../support/helm.ts';
 
 const run = promisify(execFile);
 const ALL_OPTIONS = 'test/chart/all-options.yaml';
@@ -25,6 +25,14 @@ async function template(args: string[], options: { includeCrds: boolean } = { in
   ]);
   expect(result.code, result.stderr).to.equal(0);
   return result.stdout;
+}
+
+/** A Go duration as Flux writes it (1h30m, 15m, 90s) in seconds. */
+function durationSeconds(text: string): number {
+  const units: Record<string, number> = { h: 3600, m: 60, s: 1 };
+  const parts = [...String(text).matchAll(/(\d+)([hms])/g)];
+  expect(parts.length, `a duration: ${text}`).to.be.greaterThan(0);
+  return parts.reduce((sum, [, amount, unit]) => sum + Number(amount) * units[unit!]!, 0);
 }
 
 describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrades', function () {
@@ -85,18 +93,7 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
       });
 
       const serverRender = async (...extra: string[]) => {
-        const result = await helm([
-          'template',
-          'rel',
-          CHART,
-          '--namespace',
-          'audit',
-          '--dry-run=server',
-          '--disable-openapi-validation',
-          '--kubeconfig',
-          cluster.kubeconfigPath,
-          ...extra,
-        ]);
+        const result = await cluster.render('rel', 'audit', extra);
         return { ...result, manifests: result.code === 0 ? parseManifests(result.stdout) : [] };
       };
 
@@ -153,6 +150,9 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
         '--namespace',
         document.spec.destination.namespace,
         '--include-crds',
+        // Argo CD tells helm template the kinds its cluster serves; this one runs the Prometheus Operator.
+        '--api-versions',
+        'monitoring.coreos.com/v1/ServiceMonitor',
         '-f',
         values,
       ];
@@ -160,12 +160,14 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
       expect(first.code, first.stderr).to.equal(0);
       expect((await helm(args)).stdout).to.equal(first.stdout);
       const manifests = parseManifests(first.stdout);
-      expect(
-        byKind(manifests, 'CustomResourceDefinition')
-          .map((crd) => crd.metadata.name)
-          .sort(),
-      ).to.deep.equal(['apikeys.audittrail.dev', 'webhookendpoints.audittrail.dev']);
+      const crds = byKind(manifests, 'CustomResourceDefinition');
+      expect(crds.map((crd) => crd.metadata.name).sort()).to.deep.equal(['apikeys.audittrail.dev', 'webhookendpoints.audittrail.dev']);
+      // The Application has the resources finalizer: deleting it deletes what it deployed, except what says otherwise.
+      expect(document.metadata.finalizers).to.include('resources-finalizer.argocd.argoproj.io');
+      for (const crd of crds)
+        expect(crd.metadata.annotations).to.include({ 'argocd.argoproj.io/sync-options': 'Delete=false,Prune=false' });
       expect(byKind(manifests, 'Secret')).to.deep.equal([]);
+      expect(byKind(manifests, 'ServiceMonitor')).to.have.length(1);
     });
 
     it('renders the values of the Flux HelmRelease of docs/examples, with its CRDs applied on every upgrade', async () => {
@@ -173,6 +175,9 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
       expect(document.apiVersion).to.equal('helm.toolkit.fluxcd.io/v2');
       expect(document.spec.chart.spec.chart).to.equal(`./${CHART}`);
       expect(document.spec.upgrade.crds).to.equal('CreateReplace');
+      // Helm waits for the migrate hook Job (up to its activeDeadlineSeconds), then for the rollout.
+      const chartValues = load(readFileSync(`${CHART}/values.yaml`, 'utf8')) as { migrations: { activeDeadlineSeconds: number } };
+      expect(durationSeconds(document.spec.timeout)).to.be.at.least(chartValues.migrations.activeDeadlineSeconds + 300);
       const args = ['template', document.spec.releaseName, CHART, '--namespace', document.metadata.namespace, '-f', values];
       const first = await helm(args);
       expect(first.code, first.stderr).to.equal(0);
@@ -180,7 +185,7 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
     });
   });
 
-  it('renders as a subchart of an umbrella chart, with the global values Helm passes it', async () => {
+  it('renders as a subchart of an umbrella chart, its global registry and pull secrets on every image it runs', async () => {
     const umbrella = temporaryDirectory('umbrella');
     writeFileSync(
       join(umbrella, 'Chart.yaml'),
@@ -194,7 +199,7 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
     writeFileSync(
       join(umbrella, 'values.yaml'),
       dump({
-        global: { imageRegistry: 'registry.example.com', environment: 'staging' },
+        global: { imageRegistry: 'registry.example.com', imagePullSecrets: ['mirror-credentials'], environment: 'staging' },
         'audit-trail': { secrets: { existingSecret: 'audit-trail-env' }, config: { keyEnvironment: 'test' } },
       }),
     );
@@ -203,10 +208,18 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
     expect(readdirSync(join(umbrella, 'charts'))).to.deep.equal(['audit-trail-0.1.0.tgz']);
     const result = await helm(['template', 'platform', umbrella, '--namespace', 'platform']);
     expect(result.code, result.stderr).to.equal(0);
-    const api = named(parseManifests(result.stdout), 'Deployment', 'platform-audit-trail-api');
+    const manifests = parseManifests(result.stdout);
+    const api = named(manifests, 'Deployment', 'platform-audit-trail-api');
     expect(
       api.spec.template.spec.containers[0].env.find((variable: { name: string }) => variable.name === 'KEY_ENVIRONMENT').value,
     ).to.equal('test');
+    // Five roles, the migrate Job and the helm test pod: a mirror-only cluster pulls all seven from the mirror.
+    const pods = podSpecs(manifests);
+    expect(pods.map(({ owner }) => owner.split('/')[0]).sort()).to.deep.equal([...Array(5).fill('Deployment'), 'Job', 'Pod']);
+    for (const { owner, spec } of pods) {
+      expect(spec.containers[0].image, owner).to.equal('registry.example.com/audit-trail/audit-trail:0.1.0');
+      expect(spec.imagePullSecrets, owner).to.deep.equal([{ name: 'mirror-credentials' }]);
+    }
     // And copied into charts/ rather than fetched.
     const copied = temporaryDirectory('umbrella-copy');
     cpSync(umbrella, copied, { recursive: true });
@@ -232,7 +245,11 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
       for (const crd of kept) {
         const file = load(readFileSync(`crds/${crd.metadata.name}.yaml`, 'utf8')) as Manifest;
         expect(crd.spec, crd.metadata.name).to.deep.equal(file.spec);
-        expect(crd.metadata.annotations).to.deep.equal({ 'helm.sh/resource-policy': 'keep' });
+        expect(crd.metadata.annotations).to.deep.equal(file.metadata.annotations);
+        expect(crd.metadata.annotations).to.include({
+          'helm.sh/resource-policy': 'keep',
+          'argocd.argoproj.io/sync-options': 'Delete=false,Prune=false',
+        });
         expect(crd.metadata.labels).to.include({ 'app.kubernetes.io/instance': 'rel', 'app.kubernetes.io/managed-by': 'Helm' });
       }
       const unkept = rendered(
@@ -242,7 +259,11 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
           }),
         ),
       );
-      expect(unkept.map((crd) => crd.metadata.annotations ?? {})).to.deep.equal([{}, {}]);
+      // Only the schema version stays: nothing asks Helm, Argo CD or Flux to keep them.
+      expect(unkept.map((crd) => Object.keys(crd.metadata.annotations ?? {}))).to.deep.equal([
+        ['audittrail.dev/schema-version'],
+        ['audittrail.dev/schema-version'],
+      ]);
       // Off by default: the CRDs then come only from crds/, which Helm installs once.
       expect(rendered(parseManifests(await template(['--set', 'secrets.existingSecret=x'], { includeCrds: false })))).to.deep.equal([]);
     });

@@ -3,7 +3,9 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { load } from 'js-yaml';
 import { Ajv } from 'ajv';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition';
-import { apiKeySpecSchema, webhookEndpointSpecSchema } from '../../src/controller/resources.ts';
+import { createHash } from 'node:crypto';
+import { crdManifest } from '../../src/controller/crdManifest.ts';
+import { RESOURCE_KINDS, SCHEMA_VERSION_ANNOTATION, apiKeySpecSchema, webhookEndpointSpecSchema } from '../../src/controller/resources.ts';
 import { webhookRegistrationSchema } from '../../src/webhooks/webhookRules.ts';
 import { renderCrds } from '../../scripts/generate-crds.ts';
 
@@ -32,8 +34,34 @@ function structuralProblems(node: Schema, path: string): string[] {
   return problems;
 }
 
+/**
+ * Each kind's schema at each of its schema versions: the first 16 hex of the SHA-256 of the CRD's schema as
+ * generated. Controllers compare versions to tell CRDs older than they need (the API server prunes what an
+ * older schema does not know), so a schema change must raise schemaVersion in resources.ts and add a line here.
+ */
+const SCHEMA_FINGERPRINTS: Record<string, Record<number, string>> = {
+  ApiKey: { 1: '1598dbeb770ac167' },
+  WebhookEndpoint: { 1: '2f1ec60112194971' },
+};
+
 describe('CustomResourceDefinitions', () => {
   const files = [...renderCrds().keys()];
+
+  it('carry the schema version of their kind, raised with every change of the schema', () => {
+    for (const resource of RESOURCE_KINDS) {
+      const crd = crdManifest(resource) as any;
+      expect(crd.metadata.annotations[SCHEMA_VERSION_ANNOTATION]).to.equal(String(resource.schemaVersion));
+      const fingerprint = createHash('sha256').update(JSON.stringify(crd.spec.versions[0].schema)).digest('hex').slice(0, 16);
+      const known = SCHEMA_FINGERPRINTS[resource.kind] ?? {};
+      expect(
+        known[resource.schemaVersion],
+        `${resource.kind}'s schema is ${fingerprint}; if it changed, raise its schemaVersion in src/controller/resources.ts to ` +
+          `${Math.max(0, ...Object.keys(known).map(Number)) + 1} and record ${fingerprint} for it in SCHEMA_FINGERPRINTS`,
+      ).to.equal(fingerprint);
+      // Versions only go up: an older version's fingerprint stays what it was.
+      expect(Math.max(...Object.keys(known).map(Number)), resource.kind).to.equal(resource.schemaVersion);
+    }
+  });
 
   it('are committed exactly as scripts/generate-crds.ts writes them (run make crds), in crds/ and in the chart', () => {
     expect(readdirSync('crds').sort()).to.deep.equal([...files].sort());

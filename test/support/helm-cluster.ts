@@ -3,11 +3,12 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CHART, helm, type HelmResult } from './helm.ts';
 
 /**
  * Just enough of a Kubernetes API for `helm template --dry-run=server` (and `helm install --dry-run=server`):
- * discovery of every kind the chart renders, and get and list of the Secrets it holds. That is what a
- * chart's `lookup` needs to see a cluster; nothing is ever written. (test/support/kube-apiserver is the
+ * discovery of every kind the chart renders, get of any object put in place and list of Secrets. That is
+ * what a chart's `lookup` needs to see a cluster; nothing is ever written. (test/support/kube-apiserver is the
  * fuller stand-in for the controller; its discovery knows only the controller's kinds.)
  */
 export interface HelmCluster {
@@ -20,6 +21,12 @@ export interface HelmCluster {
     data?: Record<string, string>;
     stringData?: Record<string, string>;
   }): void;
+  /** Puts any object of a kind the discovery knows in place (a CRD installed by another release). */
+  put(object: { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; [key: string]: unknown } }): void;
+  /** Removes what put() or putSecret() placed. */
+  remove(apiVersion: string, kind: string, name: string, namespace?: string): void;
+  /** `helm template` of the chart against this cluster (--dry-run=server), as helm install or upgrade renders it. */
+  render(release: string, namespace: string, args: string[]): Promise<HelmResult>;
   stop(): Promise<void>;
 }
 
@@ -50,9 +57,20 @@ const GROUPS: Record<string, Array<[plural: string, kind: string, namespaced: bo
   'monitoring.coreos.com/v1': [['servicemonitors', 'ServiceMonitor', true]],
 };
 
+/** Where an object lives: `<group/version>|<plural>|<namespace>|<name>`. */
+function objectKey(groupVersion: string, plural: string, namespace: string | undefined, name: string): string {
+  return `${groupVersion}|${plural}|${namespace ?? ''}|${name}`;
+}
+
+function pluralOf(apiVersion: string, kind: string): string {
+  const found = GROUPS[apiVersion]?.find(([, candidate]) => candidate === kind);
+  if (!found) throw new Error(`the helm cluster stand-in serves no ${apiVersion} ${kind}`);
+  return found[0];
+}
+
 export async function startHelmCluster(): Promise<HelmCluster> {
   const requests: string[] = [];
-  const secrets = new Map<string, object>();
+  const objects = new Map<string, { metadata: { namespace?: string }; [key: string]: unknown }>();
 
   const answer = (response: ServerResponse, status: number, body: unknown) => {
     response.writeHead(status, { 'content-type': 'application/json' });
@@ -94,15 +112,19 @@ export async function startHelmCluster(): Promise<HelmCluster> {
       }));
       return answer(response, 200, { kind: 'APIResourceList', apiVersion: 'v1', groupVersion, resources });
     }
-    const secretPath = /^\/api\/v1\/namespaces\/([^/]+)\/secrets(?:\/([^/]+))?$/.exec(path);
-    if (secretPath) {
-      const [, namespace, name] = secretPath;
-      if (name !== undefined) {
-        const secret = secrets.get(`${namespace}/${name}`);
-        return secret ? answer(response, 200, secret) : notFound(response, `secrets "${name}"`);
-      }
-      const items = [...secrets.entries()].filter(([key]) => key.startsWith(`${namespace}/`)).map(([, secret]) => secret);
+    const secretList = /^\/api\/v1\/namespaces\/([^/]+)\/secrets$/.exec(path);
+    if (secretList) {
+      const items = [...objects.entries()]
+        .filter(([key, object]) => key.startsWith('v1|secrets|') && object.metadata.namespace === secretList[1])
+        .map(([, object]) => object);
       return answer(response, 200, { kind: 'SecretList', apiVersion: 'v1', metadata: { resourceVersion: '1' }, items });
+    }
+    // GET of one object: /api/v1/[namespaces/<ns>/]<plural>/<name> or /apis/<group>/<version>/[namespaces/<ns>/]<plural>/<name>.
+    const single = /^\/(?:api\/(v1)|apis\/([^/]+\/[^/]+))(?:\/namespaces\/([^/]+))?\/([^/]+)\/([^/]+)$/.exec(path);
+    if (single) {
+      const [, core, group, namespace, plural, name] = single;
+      const object = objects.get(objectKey(core ?? group!, plural!, namespace, name!));
+      return object ? answer(response, 200, object) : notFound(response, `${plural} "${name}"`);
     }
     return notFound(response, path);
   });
@@ -131,13 +153,36 @@ export async function startHelmCluster(): Promise<HelmCluster> {
       const data =
         secret.data ??
         Object.fromEntries(Object.entries(secret.stringData ?? {}).map(([key, value]) => [key, Buffer.from(value).toString('base64')]));
-      secrets.set(`${secret.metadata.namespace}/${secret.metadata.name}`, {
+      objects.set(objectKey('v1', 'secrets', secret.metadata.namespace, secret.metadata.name), {
         apiVersion: 'v1',
         kind: 'Secret',
         type: 'Opaque',
         metadata: secret.metadata,
         data,
       });
+    },
+    put(object) {
+      objects.set(
+        objectKey(object.apiVersion, pluralOf(object.apiVersion, object.kind), object.metadata.namespace, object.metadata.name),
+        object,
+      );
+    },
+    render(release, namespace, args) {
+      return helm([
+        'template',
+        release,
+        CHART,
+        '--namespace',
+        namespace,
+        '--dry-run=server',
+        '--disable-openapi-validation',
+        '--kubeconfig',
+        kubeconfigPath,
+        ...args,
+      ]);
+    },
+    remove(apiVersion, kind, name, namespace) {
+      objects.delete(objectKey(apiVersion, pluralOf(apiVersion, kind), namespace, name));
     },
     async stop() {
       await new Promise<void>((resolve) => server.close(() => resolve()));

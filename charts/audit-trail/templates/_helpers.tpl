@@ -28,11 +28,43 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .role }}
 {{- end }}
 
+{{/*
+  The one image of every pod, the migrate Job and the helm test pod. global.imageRegistry (an umbrella
+  chart's mirror) replaces the registry of image.repository, or is put before a repository that names none
+  (the first path segment is a registry when it has a dot or a port, or is localhost, as Docker decides).
+*/}}
 {{- define "audit-trail.image" -}}
+{{- $repository := .Values.image.repository }}
+{{- with (.Values.global | default dict).imageRegistry }}
+{{- $segments := splitList "/" $repository }}
+{{- $first := first $segments }}
+{{- if and (gt (len $segments) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) }}
+{{- $repository = rest $segments | join "/" }}
+{{- end }}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository }}
+{{- end }}
 {{- if .Values.image.digest }}
-{{- .Values.image.repository }}@{{ .Values.image.digest }}
+{{- $repository }}@{{ .Values.image.digest }}
 {{- else }}
-{{- .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- $repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+{{- end }}
+
+{{/*
+  imagePullSecrets of every pod: the chart's own and an umbrella chart's global.imagePullSecrets (names or
+  {name: ...}, as charts write them), each once. Empty when there are none.
+*/}}
+{{- define "audit-trail.imagePullSecrets" -}}
+{{- $names := list }}
+{{- range concat ((.Values.global | default dict).imagePullSecrets | default list) .Values.imagePullSecrets }}
+{{- if kindIs "string" . }}
+{{- $names = append $names . }}
+{{- else }}
+{{- $names = append $names .name }}
+{{- end }}
+{{- end }}
+{{- range $name := $names | uniq }}
+- name: {{ $name }}
 {{- end }}
 {{- end }}
 
@@ -42,8 +74,39 @@ app.kubernetes.io/component: {{ .role }}
 {{- printf "%s-%s" $prefix .suffix }}
 {{- end }}
 
+{{/*
+  The keys of the Secret every pod reads (secretKeyRef, not optional). The sealer's pods also read
+  SEAL_SIGNING_KEY: see audit-trail.requiredSecretKeys. docs/operations.md lists the same keys.
+*/}}
+{{- define "audit-trail.podSecretKeys" -}}
+{{- list "DATABASE_URL" "REDIS_URL" "NATS_URL" "KEY_PEPPER" "SECRET_ENCRYPTION_KEY" "INGEST_TOKENS" | toYaml }}
+{{- end }}
+
+{{/* Every key the Secret must hold for the enabled roles. */}}
+{{- define "audit-trail.requiredSecretKeys" -}}
+{{- $keys := include "audit-trail.podSecretKeys" . | fromYamlArray }}
+{{- if .Values.sealer.enabled }}
+{{- $keys = append $keys "SEAL_SIGNING_KEY" }}
+{{- end }}
+{{- $keys | toYaml }}
+{{- end }}
+
 {{- define "audit-trail.secretName" -}}
 {{- .Values.secrets.existingSecret | default (printf "%s-env" (include "audit-trail.fullname" .)) }}
+{{- end }}
+
+{{/*
+  A name for what is not in the release's namespace (cluster-scoped RBAC, Roles in watched namespaces):
+  the release namespace comes first, since the same release name may be installed in two namespaces.
+  include "audit-trail.sharedName" (dict "root" $ "suffix" "controller")
+*/}}
+{{- define "audit-trail.sharedName" -}}
+{{- printf "%s-%s-%s" .root.Release.Namespace (include "audit-trail.fullname" .root) .suffix }}
+{{- end }}
+
+{{/* The controller's leader-election Lease: one per release (CONTROLLER_LEASE_NAME), and the only one its Role names. */}}
+{{- define "audit-trail.leaseName" -}}
+{{- printf "%s-controller" (include "audit-trail.fullname" .) }}
 {{- end }}
 
 {{- define "audit-trail.serviceAccountName" -}}
@@ -174,7 +237,7 @@ nats: NATS_TLS
   value: {{ .root.Values.service.publicPort | quote }}
 - name: INTERNAL_PORT
   value: {{ .root.Values.service.internalPort | quote }}
-{{- range $name := list "DATABASE_URL" "REDIS_URL" "NATS_URL" "KEY_PEPPER" "SECRET_ENCRYPTION_KEY" "INGEST_TOKENS" }}
+{{- range $name := include "audit-trail.podSecretKeys" $.root | fromYamlArray }}
 - name: {{ $name }}
   valueFrom:
     secretKeyRef:
@@ -189,14 +252,16 @@ nats: NATS_TLS
 {{- end }}
 {{- end }}
 
-{{/* What each role's Deployment runs: CLI roles and whether it serves the public port. */}}
-{{/* What each role's Deployment runs: CLI roles, whether it serves the public port, the dependencies it connects to. */}}
+{{/*
+  What each role's Deployment runs: CLI roles, whether it serves the public port, the dependencies it connects
+  to, and what else it reaches (networkPolicy.egress).
+*/}}
 {{- define "audit-trail.roles" -}}
-api: {cliRoles: api, public: true, uses: [postgres, redis]}
-ingest: {cliRoles: ingest, public: false, uses: [postgres, nats]}
-worker: {cliRoles: "relay,worker", public: false, uses: [postgres, nats]}
-controller: {cliRoles: controller, public: false, uses: [postgres]}
-sealer: {cliRoles: sealer, public: false, uses: [postgres]}
+api: {cliRoles: api, public: true, uses: [postgres, redis], reaches: [webhooks]}
+ingest: {cliRoles: ingest, public: false, uses: [postgres, nats], reaches: []}
+worker: {cliRoles: "relay,worker", public: false, uses: [postgres, nats], reaches: [webhooks]}
+controller: {cliRoles: controller, public: false, uses: [postgres], reaches: [kubernetesApi]}
+sealer: {cliRoles: sealer, public: false, uses: [postgres], reaches: []}
 {{- end }}
 
 {{/*

@@ -1,5 +1,6 @@
 import { prepared, type Queryable } from '../db/database.ts';
 import type { DeliveredEvent } from '../webhooks/envelope.ts';
+import { findAttemptTargets, type AttemptTarget } from '../webhooks/webhookStore.ts';
 
 /**
  * The delivery outbox: the delivery path's SQL on `deliveries` and `delivery_attempts`. Its siblings each
@@ -201,18 +202,13 @@ export async function unparkOldestPerEndpoint(db: Queryable): Promise<number> {
   return rows[0]?.released ?? 0;
 }
 
-/** Everything a worker needs for one attempt. `envelope` fields come from the stored event. */
+/** Everything a worker needs for one attempt. `event` fields come from the stored event. */
 export interface DeliveryWork {
   readonly deliveryId: string;
   readonly state: string;
   readonly attempts: number;
   readonly published: boolean;
-  readonly endpointId: string;
-  readonly endpointActive: boolean;
-  readonly url: string;
-  readonly secretCiphertext: Buffer;
-  /** The secret a rotation replaced, while its overlap lasts (docs/webhooks.md); null otherwise. */
-  readonly previousSecret: { readonly ciphertext: Buffer; readonly expiresAt: Date } | null;
+  readonly endpoint: AttemptTarget;
   readonly event: DeliveredEvent;
 }
 
@@ -236,20 +232,9 @@ interface WorkRow {
   [column: string]: unknown;
 }
 
-interface EndpointRow {
-  id: string;
-  active: boolean;
-  url: string;
-  secret_ciphertext: Buffer;
-  previous_secret_ciphertext: Buffer | null;
-  previous_secret_expires_at: Date | null;
-  [column: string]: unknown;
-}
-
 /**
  * Loads a batch of deliveries with their endpoint and event; ids of deleted deliveries are absent. The
- * endpoints are read by a second query, once each: a batch is mostly deliveries to a few endpoints, and
- * repeating each one's URL and sealed secret on every row was most of the bytes the worker parsed.
+ * endpoints are read by a second query, once each (webhookStore.findAttemptTargets).
  */
 export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): Promise<Map<string, DeliveryWork>> {
   const { rows } = await db.query<WorkRow>(
@@ -264,18 +249,7 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
     ),
   );
   if (rows.length === 0) return new Map();
-  const endpointIds = [...new Set(rows.map((row) => row.endpoint_id))];
-  const { rows: endpointRows } = await db.query<EndpointRow>(
-    // A previous secret past its expiry is not even read; the signer checks the expiry again when it signs.
-    prepared(
-      `SELECT id, active, url, secret_ciphertext,
-              CASE WHEN previous_secret_expires_at > now() THEN previous_secret_ciphertext END AS previous_secret_ciphertext,
-              CASE WHEN previous_secret_expires_at > now() THEN previous_secret_expires_at END AS previous_secret_expires_at
-       FROM webhook_endpoints WHERE id = ANY($1::text[])`,
-      [endpointIds],
-    ),
-  );
-  const endpoints = new Map(endpointRows.map((row) => [row.id, row]));
+  const endpoints = await findAttemptTargets(db, [...new Set(rows.map((row) => row.endpoint_id))]);
   const work = new Map<string, DeliveryWork>();
   for (const row of rows) {
     // An endpoint deleted between the two reads took its deliveries with it.
@@ -286,14 +260,7 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
       state: row.state,
       attempts: row.attempts,
       published: row.published,
-      endpointId: endpoint.id,
-      endpointActive: endpoint.active,
-      url: endpoint.url,
-      secretCiphertext: endpoint.secret_ciphertext,
-      previousSecret:
-        endpoint.previous_secret_ciphertext && endpoint.previous_secret_expires_at
-          ? { ciphertext: endpoint.previous_secret_ciphertext, expiresAt: endpoint.previous_secret_expires_at }
-          : null,
+      endpoint,
       event: {
         eventId: row.event_id,
         timestamp: row.timestamp,

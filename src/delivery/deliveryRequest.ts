@@ -1,8 +1,7 @@
 import { createSecretKey, type KeyObject } from 'node:crypto';
 import { SERVICE_VERSION } from '../platform/version.ts';
 import { buildEnvelope, type DeliveredEvent } from '../webhooks/envelope.ts';
-import type { SecretBox } from '../webhooks/secretBox.ts';
-import type { SealedSecrets } from '../webhooks/webhookStore.ts';
+import { secretsSigningAt, type SealedSecrets, type SecretBox } from '../webhooks/secretBox.ts';
 import { signatureHeaders } from '../webhooks/signature.ts';
 
 /** What a delivery attempt POSTs: the envelope's bytes and the headers that go with them. */
@@ -66,10 +65,10 @@ export class SigningKeys {
 
   /** The keys that sign at `nowMs`, newest first. Throws when a secret does not open with this process's key. */
   at(endpointId: string, sealed: SealedSecrets, nowMs: number): KeyObject[] {
-    const valid = sealed.previous !== null && nowMs < sealed.previous.expiresAt.getTime() ? sealed.previous.ciphertext : undefined;
+    const [currentSecret, previousSecret] = secretsSigningAt(sealed, nowMs);
     const cached = this.keys.get(endpointId);
-    const current = this.open(cached, sealed.current);
-    const previous = valid ? this.open(cached, valid) : undefined;
+    const current = this.open(cached, currentSecret!);
+    const previous = previousSecret ? this.open(cached, previousSecret) : undefined;
     this.keys.set(endpointId, { current, previous });
     return previous ? [current.key, previous.key] : [current.key];
   }

@@ -8,7 +8,7 @@ import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { SigningKeys, deliveryRequest } from './deliveryRequest.ts';
-import type { SealedSecrets } from '../webhooks/webhookStore.ts';
+import type { SealedSecrets } from '../webhooks/secretBox.ts';
 import type { SecretBox } from '../webhooks/secretBox.ts';
 import { decodeDeliveryMessage, MAX_DELIVERIES_PER_MESSAGE, publisherOf, type DeliveryMessage } from './deliveryMessage.ts';
 import { EndpointLanes } from './endpointLanes.ts';
@@ -304,13 +304,13 @@ export class DeliveryWorker {
       this.settle(held);
       return;
     }
-    if (!work.endpointActive) {
-      this.record(held, work.endpointId, { kind: 'cancelled', deliveryId: held.deliveryId, attempt: held.attempt });
+    if (!work.endpoint.active) {
+      this.record(held, work.endpoint.id, { kind: 'cancelled', deliveryId: held.deliveryId, attempt: held.attempt });
       return;
     }
     // Stopping: nothing of this worker's will finish to release a parked delivery, so it gets a due time.
-    if (this.stopping) this.defer(held, work.endpointId, STOPPING_DEFER_MS);
-    else if (this.lanes.admit(work.endpointId, { held, work, secretsGeneration }) === 'overflow') this.park(held, work.endpointId);
+    if (this.stopping) this.defer(held, work.endpoint.id, STOPPING_DEFER_MS);
+    else if (this.lanes.admit(work.endpoint.id, { held, work, secretsGeneration }) === 'overflow') this.park(held, work.endpoint.id);
   }
 
   /**
@@ -361,26 +361,26 @@ export class DeliveryWorker {
   private attemptImpossible(held: Held, work: DeliveryWork, thrown: unknown): void {
     this.options.metrics.errors.inc({ kind: 'delivery_not_attempted' });
     this.options.log.error(
-      { err: coerceError(thrown), endpoint_id: work.endpointId, delivery_id: held.deliveryId },
+      { err: coerceError(thrown), endpoint_id: work.endpoint.id, delivery_id: held.deliveryId },
       'could not prepare a delivery (is SECRET_ENCRYPTION_KEY the key its endpoint secret was sealed with?); it will be tried again later',
     );
-    this.defer(held, work.endpointId, UNPREPARABLE_DEFER_MS);
+    this.defer(held, work.endpoint.id, UNPREPARABLE_DEFER_MS);
   }
 
   /** Makes the attempt and records its outcome; resolves with whether the receiver answered (any status). */
   private async attempt({ held, work, secretsGeneration }: Routed): Promise<boolean> {
     // Signed with the secrets valid now: a previous secret whose overlap ended, or that a second rotation
     // retired, while the delivery waited in its lane does not sign.
-    const loaded = { secrets: { current: work.secretCiphertext, previous: work.previousSecret }, generation: secretsGeneration };
+    const loaded = { secrets: work.endpoint.secrets, generation: secretsGeneration };
     let sealed: SealedSecrets | undefined;
     try {
-      sealed = await this.rotatedSecrets.signing(work.endpointId, loaded);
+      sealed = await this.rotatedSecrets.signing(work.endpoint.id, loaded);
     } catch (thrown) {
       this.options.log.warn(
-        { err: coerceError(thrown), endpoint_id: work.endpointId },
+        { err: coerceError(thrown), endpoint_id: work.endpoint.id },
         'could not read a rotated endpoint secret; the delivery will be tried again',
       );
-      this.defer(held, work.endpointId, FLUSH_FAILURE_REDELIVERY_MS);
+      this.defer(held, work.endpoint.id, FLUSH_FAILURE_REDELIVERY_MS);
       return false;
     }
     // Deleted with its endpoint meanwhile: nothing to send, nothing to record.
@@ -389,16 +389,16 @@ export class DeliveryWorker {
       return false;
     }
     const now = Date.now();
-    const keys = this.signingKeys.at(work.endpointId, sealed, now);
+    const keys = this.signingKeys.at(work.endpoint.id, sealed, now);
     const request = deliveryRequest(work.event, held.attempt, keys, now);
     const attemptedAt = new Date();
-    const result = await this.options.sender.send(work.endpointId, work.url, request.body, request.headers);
+    const result = await this.options.sender.send(work.endpoint.id, work.endpoint.url, request.body, request.headers);
     const retryDelay = result.ok ? undefined : this.options.retryPolicy.delayAfter(held.attempt);
     const state = result.ok ? 'succeeded' : retryDelay === undefined ? 'failed' : 'pending';
     this.options.metrics.webhookAttempts.inc({ result: state === 'succeeded' ? 'success' : state === 'failed' ? 'failed' : 'retry' });
     this.options.metrics.webhookAttemptDuration.observe(result.durationMs / 1000);
     this.logAttempt(held, work, result, state, retryDelay);
-    this.record(held, work.endpointId, {
+    this.record(held, work.endpoint.id, {
       kind: 'attempted',
       deliveryId: held.deliveryId,
       attempt: held.attempt,
@@ -431,7 +431,7 @@ export class DeliveryWorker {
     if (result.ok && !log.isLevelEnabled('debug')) return;
     const logged = {
       tenant_id: work.event.tenantId,
-      endpoint_id: work.endpointId,
+      endpoint_id: work.endpoint.id,
       event_id: work.event.eventId,
       delivery_id: held.deliveryId,
       attempt: held.attempt,

@@ -1,4 +1,5 @@
 import type { DeliveryFanOut, FanOutPublisher } from '../events/storeBatch.ts';
+import { activeEndpointsOf, eventFilterMatches } from '../webhooks/webhookStore.ts';
 import { DELIVERIES_PENDING_CHANNEL } from './deliveryOutbox.ts';
 
 /**
@@ -18,10 +19,10 @@ export const WEBHOOK_FAN_OUT: DeliveryFanOut = {
 };
 
 /**
- * Common table expressions recording the deliveries of the events in `stored` (see DeliveryFanOut). The
- * filter rule (the webhook filter of the API docs): an entry ending in a dot is a prefix (`phi.` matches
- * every `phi.*` action), any other entry matches that action and the actions below it (`phi.read` matches
- * `phi.read.x`, never `phi.reader`); `[]` matches all. `fan_out_created` yields the new deliveries' ids.
+ * Common table expressions recording the deliveries of the events in `stored` (see DeliveryFanOut): each
+ * event to every active endpoint of its tenant whose filter it matches (webhookStore.eventFilterMatches; an
+ * endpoint being deleted is waited for and then skipped, and its deletion removes what this wrote:
+ * endpointDeliveries.ts). `fan_out_created` yields the new deliveries' ids.
  *
  * Written for the writer to publish, a delivery is marked published when its row is inserted, at the
  * statement's clock rather than its transaction's start, so that the lost-publication sweep's bound (a
@@ -31,30 +32,13 @@ export const WEBHOOK_FAN_OUT: DeliveryFanOut = {
 function fanOutClauses(stored: string, tenants: string, publisher: FanOutPublisher): string {
   const marked = publisher === 'writer';
   return `fan_out_endpoint AS (
-       -- KEY SHARE, as a foreign key would take for every row: an endpoint being deleted is waited for and
-       -- then skipped, and one fanned out to is not deleted before these deliveries are committed (its
-       -- deletion then removes them; endpointDeliveries.ts).
-       SELECT id, tenant_id, event_filter FROM webhook_endpoints
-       WHERE tenant_id = ANY(${tenants}) AND active
-       FOR KEY SHARE
+       ${activeEndpointsOf(tenants)}
      ), fan_out_created AS (
        INSERT INTO deliveries (endpoint_id, tenant_id, event_id, event_occurred_at${marked ? ', published_at, publications' : ''})
        SELECT endpoint.id, event.tenant_id, event.event_id, event.occurred_at${marked ? ', clock_timestamp(), 1' : ''}
        FROM ${stored} AS event
        JOIN fan_out_endpoint AS endpoint ON endpoint.tenant_id = event.tenant_id
-       WHERE ${endpointFilterMatches('endpoint.event_filter', 'event.action')}
+       WHERE ${eventFilterMatches('endpoint.event_filter', 'event.action')}
        RETURNING id
      )`;
-}
-
-/**
- * The filter rule of fanOutClauses as a condition: whether the action `action` matches the text[] filter
- * `filter`. Replays (replayStore.ts) match with it too, so a replayed range selects exactly the events live
- * fan-out would have.
- */
-export function endpointFilterMatches(filter: string, action: string): string {
-  return `(cardinality(${filter}) = 0
-          OR EXISTS (SELECT 1 FROM unnest(${filter}) AS entry
-                     WHERE ${action} = entry
-                        OR starts_with(${action}, CASE WHEN right(entry, 1) = '.' THEN entry ELSE entry || '.' END)))`;
 }

@@ -1,6 +1,14 @@
 import type pg from 'pg';
 import type { Database } from '../db/database.ts';
-import { inFlightElsewhere, pendingDeliveries, releaseReplay, replayChunk, runningReplayIds, tryClaimReplay } from './replayStore.ts';
+import {
+  inFlightElsewhere,
+  pendingDeliveries,
+  releaseReplay,
+  replayChunk,
+  runningReplayEndpoint,
+  runningReplayIds,
+  tryClaimReplay,
+} from './replayStore.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
@@ -118,7 +126,7 @@ export class ReplayRunner {
     let broken: Error | undefined;
     try {
       while (!this.stopped) {
-        const endpointId = await this.endpointOf(session, replayId);
+        const endpointId = await runningReplayEndpoint(session, replayId);
         if (endpointId === undefined) break;
         // Tops the endpoint's pending deliveries up to the cap, a chunk at a time; live traffic lowers the cap.
         if ((await inFlightElsewhere(session, endpointId, 1)) > 0) this.liveTrafficSeenAt = Date.now();
@@ -154,14 +162,6 @@ export class ReplayRunner {
       if (!broken) await releaseReplay(session, replayId).catch((thrown: unknown) => (broken = coerceError(thrown)));
       session.release(broken);
     }
-  }
-
-  private async endpointOf(session: pg.PoolClient, replayId: string): Promise<string | undefined> {
-    const { rows } = await session.query<{ endpoint_id: string }>(
-      `SELECT endpoint_id FROM webhook_replays WHERE id = $1 AND status = 'running'`,
-      [replayId],
-    );
-    return rows[0]?.endpoint_id;
   }
 
   private async inTransaction<T>(session: pg.PoolClient, work: () => Promise<T>): Promise<T> {

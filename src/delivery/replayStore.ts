@@ -1,6 +1,6 @@
 import { prepared, type Queryable } from '../db/database.ts';
 import { DELIVERIES_PENDING_CHANNEL } from './deliveryOutbox.ts';
-import { endpointFilterMatches } from './fanOut.ts';
+import { eventFilterMatches, shareEndpointForFanOut } from '../webhooks/webhookStore.ts';
 
 /**
  * SQL of webhook replays (docs/webhooks.md "Replay"): the replays table, and the chunk statement that
@@ -108,6 +108,14 @@ export async function runningReplayIds(db: Queryable): Promise<string[]> {
   return rows.map((row) => row.id);
 }
 
+/** The endpoint of the replay while it runs; undefined once it has finished or been cancelled. */
+export async function runningReplayEndpoint(db: Queryable, replayId: string): Promise<string | undefined> {
+  const { rows } = await db.query<{ endpoint_id: string }>(`SELECT endpoint_id FROM webhook_replays WHERE id = $1 AND status = 'running'`, [
+    replayId,
+  ]);
+  return rows[0]?.endpoint_id;
+}
+
 /**
  * Takes the replay for this session: a session-level advisory lock, held by the connection that runs it.
  * A process that dies loses its connection and with it the lock, so another one takes the replay over at
@@ -192,13 +200,9 @@ export async function replayChunk(db: Queryable, replayId: string, chunkSize: nu
   const state = await lockRunningReplay(db, replayId);
   if (!state) return { status: 'cancelled', created: 0 };
   const { replay } = state;
-  // KEY SHARE, as the fan-out takes: a deletion waits for this chunk, and a disable is seen by the next one.
-  const endpoint = await db.query<{ event_filter: string[]; active: boolean }>(
-    'SELECT event_filter, active FROM webhook_endpoints WHERE id = $1 FOR KEY SHARE',
-    [replay.endpointId],
-  );
-  const row = endpoint.rows[0];
-  if (!row?.active) {
+  // Locked as the fan-out locks: a deletion waits for this chunk, and a disable is seen by the next one.
+  const endpoint = await shareEndpointForFanOut(db, replay.endpointId);
+  if (!endpoint?.active) {
     await finishReplay(db, replayId, 'cancelled');
     return { status: 'cancelled', created: 0 };
   }
@@ -207,7 +211,7 @@ export async function replayChunk(db: Queryable, replayId: string, chunkSize: nu
     replay.since.toISOString(),
     replay.until.toISOString(),
     chunkSize,
-    row.event_filter,
+    endpoint.eventFilter,
     replay.onlyUndelivered,
     replay.endpointId,
     replayId,
@@ -226,7 +230,7 @@ export async function replayChunk(db: Queryable, replayId: string, chunkSize: nu
        ORDER BY e.occurred_at, e.event_id
        LIMIT $4
      ), matched AS (
-       SELECT s.* FROM scanned s WHERE ${endpointFilterMatches('$5::text[]', 's.action')}
+       SELECT s.* FROM scanned s WHERE ${eventFilterMatches('$5::text[]', 's.action')}
      ), wanted AS (
        SELECT m.* FROM matched m
        WHERE NOT $6::boolean

@@ -1,7 +1,7 @@
 import type { Queryable } from '../db/database.ts';
 import { NotificationListener } from '../db/notificationListener.ts';
 import type { Logger } from '../platform/logger.ts';
-import type { SealedSecrets } from '../webhooks/webhookStore.ts';
+import type { SealedSecrets } from '../webhooks/secretBox.ts';
 import { ENDPOINT_SECRETS_CHANNEL, findEndpointSecrets } from '../webhooks/webhookStore.ts';
 
 export interface RotatedSecretsOptions {

@@ -35,6 +35,23 @@ export class SecretBox {
   }
 }
 
+/** An endpoint's secrets as stored: the current one, and the one a rotation replaced while its overlap lasts. */
+export interface SealedSecrets {
+  readonly current: Buffer;
+  readonly previous: { readonly ciphertext: Buffer; readonly expiresAt: Date } | null;
+}
+
+/**
+ * The sealed secrets that sign at `nowMs`, newest first (docs/webhooks.md "Rotating the signing secret"): the
+ * current one, and the previous one until its expiry, never after. The store applies the same rule at the
+ * time of its read (webhookStore.ts, PREVIOUS_SECRET_SIGNS); this applies it again at the moment of signing.
+ */
+export function secretsSigningAt(sealed: SealedSecrets, nowMs: number): Buffer[] {
+  return sealed.previous !== null && nowMs < sealed.previous.expiresAt.getTime()
+    ? [sealed.current, sealed.previous.ciphertext]
+    : [sealed.current];
+}
+
 /** 32 random bytes as 64 hex: the endpoint's signing secret, shown to its owner once. */
 export function generateWebhookSecret(): string {
   return randomBytes(32).toString('hex');

@@ -6,7 +6,7 @@ import type { Queryable } from '../db/database.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../platform/errors.ts';
 import { parseInput } from '../platform/inputValidation.ts';
-import { type SecretBox, generateWebhookId, generateWebhookSecret } from './secretBox.ts';
+import { type SealedSecrets, type SecretBox, generateWebhookId, generateWebhookSecret } from './secretBox.ts';
 import { targetProblem, type TargetPolicy } from './targetGuard.ts';
 import {
   WEBHOOKS_PER_TENANT,
@@ -31,7 +31,6 @@ import {
   rotateEndpointSecret,
   updateEndpoint,
   type EndpointChanges,
-  type SealedSecrets,
   type WebhookEndpoint,
 } from './webhookStore.ts';
 

@@ -1,10 +1,5 @@
 import { prepared, type Queryable } from '../db/database.ts';
-
-/** An endpoint's secrets as stored: the current one, and the one a rotation replaced while its overlap lasts. */
-export interface SealedSecrets {
-  readonly current: Buffer;
-  readonly previous: { readonly ciphertext: Buffer; readonly expiresAt: Date } | null;
-}
+import type { SealedSecrets } from './secretBox.ts';
 
 /** webhook_endpoints as the domain sees it; the sealed secret stays in the store and delivery modules. */
 export interface WebhookEndpoint {
@@ -41,9 +36,35 @@ interface EndpointRow {
   [column: string]: unknown;
 }
 
+/**
+ * Which secrets are valid now, written once for every read (docs/webhooks.md "Rotating the signing secret"):
+ * a rotation's previous secret signs until its expiry, never after, and reads as none once it has expired.
+ * The signer applies the rule again at the moment of signing (secretBox.secretsSigningAt).
+ */
+const PREVIOUS_SECRET_SIGNS = 'previous_secret_expires_at > now()';
+const PREVIOUS_SECRET_EXPIRY = `CASE WHEN ${PREVIOUS_SECRET_SIGNS} THEN previous_secret_expires_at END AS previous_secret_expires_at`;
+/** The columns sealedSecretsOf reads. */
+const SEALED_SECRETS = `secret_ciphertext,
+  CASE WHEN ${PREVIOUS_SECRET_SIGNS} THEN previous_secret_ciphertext END AS previous_secret_ciphertext,
+  ${PREVIOUS_SECRET_EXPIRY}`;
+
+interface SealedSecretsRow {
+  secret_ciphertext: Buffer;
+  previous_secret_ciphertext: Buffer | null;
+  previous_secret_expires_at: Date | null;
+  [column: string]: unknown;
+}
+
+function sealedSecretsOf(row: SealedSecretsRow): SealedSecrets {
+  const previous =
+    row.previous_secret_ciphertext && row.previous_secret_expires_at
+      ? { ciphertext: row.previous_secret_ciphertext, expiresAt: row.previous_secret_expires_at }
+      : null;
+  return { current: row.secret_ciphertext, previous };
+}
+
 const COLUMNS = `id, tenant_id, url, event_filter, description, active, disabled_reason, consecutive_failures,
-                 last_delivery_at, managed_by, created_at, disabled_at,
-                 CASE WHEN previous_secret_expires_at > now() THEN previous_secret_expires_at END AS previous_secret_expires_at`;
+                 last_delivery_at, managed_by, created_at, disabled_at, ${PREVIOUS_SECRET_EXPIRY}`;
 
 function toEndpoint(row: EndpointRow): WebhookEndpoint {
   return {
@@ -156,24 +177,63 @@ export async function deleteEndpoint(db: Queryable, id: string): Promise<boolean
 
 /** The endpoint's sealed secrets: the current one, and the previous one while it is still valid. */
 export async function findEndpointSecrets(db: Queryable, id: string): Promise<SealedSecrets | undefined> {
-  const { rows } = await db.query<{
-    secret_ciphertext: Buffer;
-    previous_secret_ciphertext: Buffer | null;
-    previous_secret_expires_at: Date | null;
-  }>(
-    `SELECT secret_ciphertext,
-            CASE WHEN previous_secret_expires_at > now() THEN previous_secret_ciphertext END AS previous_secret_ciphertext,
-            CASE WHEN previous_secret_expires_at > now() THEN previous_secret_expires_at END AS previous_secret_expires_at
-     FROM webhook_endpoints WHERE id = $1`,
+  const { rows } = await db.query<SealedSecretsRow>(`SELECT ${SEALED_SECRETS} FROM webhook_endpoints WHERE id = $1`, [id]);
+  return rows[0] ? sealedSecretsOf(rows[0]) : undefined;
+}
+
+/** What a delivery attempt needs of its endpoint. */
+export interface AttemptTarget {
+  readonly id: string;
+  readonly active: boolean;
+  readonly url: string;
+  readonly secrets: SealedSecrets;
+}
+
+/**
+ * The endpoints of a batch of deliveries, read once each: a batch is mostly deliveries to a few endpoints,
+ * and repeating each one's URL and sealed secrets on every delivery was most of the bytes a worker parsed.
+ */
+export async function findAttemptTargets(db: Queryable, ids: readonly string[]): Promise<Map<string, AttemptTarget>> {
+  const { rows } = await db.query<SealedSecretsRow & { id: string; active: boolean; url: string }>(
+    prepared(`SELECT id, active, url, ${SEALED_SECRETS} FROM webhook_endpoints WHERE id = ANY($1::text[])`, [ids]),
+  );
+  return new Map(rows.map((row) => [row.id, { id: row.id, active: row.active, url: row.url, secrets: sealedSecretsOf(row) }]));
+}
+
+/**
+ * SQL for fan-out (delivery/fanOut.ts): the active endpoints of the tenants in the text[] expression
+ * `tenants`, with their filters. KEY SHARE, as a foreign key would take for every row: an endpoint being
+ * deleted is waited for and then skipped, and one fanned out to is not deleted before the statement's
+ * transaction commits (its deletion then removes what it wrote).
+ */
+export function activeEndpointsOf(tenants: string): string {
+  return `SELECT id, tenant_id, event_filter FROM webhook_endpoints WHERE tenant_id = ANY(${tenants}) AND active FOR KEY SHARE`;
+}
+
+/**
+ * The webhook filter rule (docs/webhooks.md) as an SQL condition: whether the action `action` matches the
+ * text[] filter `filter`. An entry ending in a dot is a prefix (`phi.` matches every `phi.*` action), any
+ * other entry matches that action and the actions below it (`phi.read` matches `phi.read.x`, never
+ * `phi.reader`); `[]` matches all. Live fan-out and replays both match with it, so a replayed range selects
+ * exactly the events live fan-out would have.
+ */
+export function eventFilterMatches(filter: string, action: string): string {
+  return `(cardinality(${filter}) = 0
+          OR EXISTS (SELECT 1 FROM unnest(${filter}) AS entry
+                     WHERE ${action} = entry
+                        OR starts_with(${action}, CASE WHEN right(entry, 1) = '.' THEN entry ELSE entry || '.' END)))`;
+}
+
+/**
+ * The endpoint's filter and whether it is active, KEY SHARE-locked as activeEndpointsOf locks (for a
+ * replay's chunk: a deletion waits for it, and a disable is seen by the next one); undefined once deleted.
+ */
+export async function shareEndpointForFanOut(db: Queryable, id: string): Promise<{ eventFilter: string[]; active: boolean } | undefined> {
+  const { rows } = await db.query<{ event_filter: string[]; active: boolean }>(
+    'SELECT event_filter, active FROM webhook_endpoints WHERE id = $1 FOR KEY SHARE',
     [id],
   );
-  const row = rows[0];
-  if (!row) return undefined;
-  const previous =
-    row.previous_secret_ciphertext && row.previous_secret_expires_at
-      ? { ciphertext: row.previous_secret_ciphertext, expiresAt: row.previous_secret_expires_at }
-      : null;
-  return { current: row.secret_ciphertext, previous };
+  return rows[0] ? { eventFilter: rows[0].event_filter, active: rows[0].active } : undefined;
 }
 
 /** Workers LISTEN here: a rotation's notification (its payload the endpoint id) arrives when it commits. */

@@ -27,6 +27,7 @@ import { HttpPort } from './http/httpServer.ts';
 import { integrityOpenApi, integrityRoutes } from './http/routes/integrity.ts';
 import { IntegrityReader } from './integrity/integrityReader.ts';
 import { startSealer } from './integrity/sealerRole.ts';
+import { startStreams } from './streams/streamsRole.ts';
 import { buildInternalApp, type ReadinessCheck } from './http/internalApp.ts';
 import { buildPublicApp } from './http/publicApp.ts';
 import { portalPages } from './http/portalPages.ts';
@@ -50,7 +51,7 @@ import { WebhookRegistry } from './webhooks/webhookRegistry.ts';
 import { WEBHOOK_FAN_OUT } from './delivery/fanOut.ts';
 import { ENDPOINT_DELIVERIES } from './delivery/endpointDeliveries.ts';
 
-export const ROLES = ['api', 'ingest', 'relay', 'worker', 'controller', 'sealer'] as const;
+export const ROLES = ['api', 'ingest', 'relay', 'worker', 'controller', 'sealer', 'streams'] as const;
 export type Role = (typeof ROLES)[number];
 
 export interface RunningService {
@@ -215,6 +216,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     }
 
     if (has('sealer')) readiness.push(await startSealer(config, db, log.child({ role: 'sealer' }), metrics, releasers));
+    if (has('streams')) startStreams(config, db, log.child({ role: 'streams' }), metrics, releasers);
 
     if (has('controller')) {
       const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'the controller role');

@@ -201,6 +201,15 @@ const environmentSchema = z
       .pipe(z.number().min(1000, 'must be at least 1s').max(3_600_000, 'must be at most 1h: heads come at least hourly'))
       .default(3_600_000),
     SEAL_SIGNING_KEY: ed25519PrivateKey.optional(),
+    // Log streams (docs/streams.md): how often the streams role renews its leases and an idle stream looks
+    // for new sealed leaves; how long a lease lasts (a killed process's streams move on after it); how many
+    // streams one process delivers; the time a destination has to answer a batch; and how often a failing
+    // stream (its destination refused with 401, 403, 404...) tries again.
+    STREAMS_POLL_MS: z.coerce.number().int().min(50).max(60_000).default(1000),
+    STREAMS_LEASE_MS: z.coerce.number().int().min(1000).max(600_000).default(30_000),
+    STREAMS_PER_PROCESS: z.coerce.number().int().min(1).max(10_000).default(500),
+    STREAMS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(30_000),
+    STREAMS_FAILING_RETRY_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
     POD_NAME: z.string().optional(),
     POD_NAMESPACE: z.string().optional(),
     // Who the operator commands (keys, import) name as the actor of the admin events they write.
@@ -332,6 +341,13 @@ function toConfig(env: z.output<typeof environmentSchema>) {
       retryPeriodMs: env.CONTROLLER_RETRY_PERIOD_MS,
     },
     seal: { intervalMs: env.SEAL_INTERVAL, heartbeatMs: env.SEAL_HEARTBEAT, signingKey: env.SEAL_SIGNING_KEY },
+    streams: {
+      pollMs: env.STREAMS_POLL_MS,
+      leaseMs: env.STREAMS_LEASE_MS,
+      perProcess: env.STREAMS_PER_PROCESS,
+      timeoutMs: env.STREAMS_TIMEOUT_MS,
+      failingRetryMs: env.STREAMS_FAILING_RETRY_MS,
+    },
     podName: env.POD_NAME,
     podNamespace: env.POD_NAMESPACE,
     operatorActor: env.AUDIT_ACTOR,

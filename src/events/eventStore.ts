@@ -228,3 +228,53 @@ export function filterConditions(tenantId: string, filters: EventFilters): { whe
   if (filters.untilMs !== undefined) add((p) => `e.occurred_at < ${p}::timestamptz`, new Date(filters.untilMs).toISOString());
   return { where, values };
 }
+
+/** A log stream's filter (streams/streamRules.ts): action prefixes as webhooks match them, and the PHI flag. */
+export interface StreamEventFilter {
+  /** Empty: every action. */
+  readonly actionPrefixes: readonly string[];
+  readonly phiInvolved: boolean | undefined;
+}
+
+/**
+ * The documents of these events of a tenant (keys as the tree keeps them: instants in Postgres' text form,
+ * ids), in the order given, leaving out events the filter does not match and events that are gone (a
+ * retention drop): each with its index in the keys. Log streams read the trail through this.
+ */
+export async function documentsOfKeys(
+  db: Queryable,
+  tenantId: string,
+  occurredAt: readonly string[],
+  eventIds: readonly string[],
+  filter: StreamEventFilter,
+): Promise<Array<{ index: number; document: string }>> {
+  if (eventIds.length === 0) return [];
+  const query: pg.QueryArrayConfig = {
+    ...prepared(
+      `SELECT k.position - 1, ${EVENT_DOCUMENT}
+         FROM unnest($2::timestamptz[], $3::uuid[]) WITH ORDINALITY AS k(occurred_at, event_id, position)
+         JOIN events e ON e.tenant_id = $1 AND e.occurred_at = k.occurred_at AND e.event_id = k.event_id
+        WHERE ($5::boolean IS NULL OR e.phi_involved = $5::boolean)
+          AND ${actionMatches('$4::text[]', 'e.action')}
+        ORDER BY k.position`,
+      [
+        tenantId,
+        textArrayLiteral(occurredAt),
+        textArrayLiteral(eventIds),
+        textArrayLiteral(filter.actionPrefixes),
+        filter.phiInvolved ?? null,
+      ],
+    ),
+    rowMode: 'array',
+  };
+  const rows = (await db.query(query)).rows as unknown as Array<[index: number, document: string]>;
+  return rows.map(([index, document]) => ({ index: Number(index), document }));
+}
+
+/** Whether `action` matches the text[] of action prefixes `prefixes`: the webhooks' rule (an empty list matches all). */
+function actionMatches(prefixes: string, action: string): string {
+  return `(cardinality(${prefixes}) = 0
+          OR EXISTS (SELECT 1 FROM unnest(${prefixes}) AS entry
+                     WHERE ${action} = entry
+                        OR starts_with(${action}, CASE WHEN right(entry, 1) = '.' THEN entry ELSE entry || '.' END)))`;
+}

@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import { prepared, type Queryable } from '../db/database.ts';
 import type { SignedTreeHead } from '../client/integrity.ts';
 import { TILE_HEIGHT, type Tile, type TileKey } from './tiles.ts';
@@ -200,4 +201,73 @@ export async function listSealKeys(db: Queryable): Promise<SealKeyRecord[]> {
        FROM seal_keys ORDER BY valid_from`,
   );
   return rows;
+}
+
+/** The size of each tenant's tree: of the tenants named, or of every tenant with one. */
+export async function treeSizes(db: Queryable, tenantIds: readonly string[] | undefined): Promise<Map<string, number>> {
+  const { rows } = await db.query<{ tenant_id: string; tree_size: number }>(
+    prepared('SELECT tenant_id, tree_size FROM merkle_trees WHERE tree_size > 0 AND ($1::text[] IS NULL OR tenant_id = ANY($1::text[]))', [
+      tenantIds ?? null,
+    ]),
+  );
+  return new Map(rows.map((row) => [row.tenant_id, row.tree_size]));
+}
+
+/** Leaves in tree order, from `fromLeaf`: the key of the event each one is, its instant in Postgres' text form. */
+export interface LeafKeys {
+  readonly firstLeaf: number;
+  readonly occurredAt: string[];
+  readonly eventIds: string[];
+}
+
+/**
+ * The keys of up to `maxLeaves` leaves from `fromLeaf` on (log streams read the trail in this order). The
+ * range holding `fromLeaf` is found by the primary key, and the ranges after it follow it in that index.
+ */
+export async function leafKeysFrom(db: Queryable, tenantId: string, fromLeaf: number, maxLeaves: number): Promise<LeafKeys> {
+  const query: pg.QueryArrayConfig = {
+    ...prepared(
+      `SELECT k.event_occurred_at::text, k.event_id::text
+         FROM merkle_leaf_ranges r
+        CROSS JOIN LATERAL unnest(r.event_occurred_at, r.event_ids) WITH ORDINALITY AS k(event_occurred_at, event_id, position)
+        WHERE r.tenant_id = $1
+          AND r.first_leaf >= (SELECT coalesce(max(first_leaf), 0) FROM merkle_leaf_ranges WHERE tenant_id = $1 AND first_leaf <= $2)
+          AND r.first_leaf < $2 + $3
+          AND r.first_leaf + k.position - 1 >= $2 AND r.first_leaf + k.position - 1 < $2 + $3
+        ORDER BY r.first_leaf, k.position`,
+      [tenantId, fromLeaf, maxLeaves],
+    ),
+    rowMode: 'array',
+  };
+  const rows = (await db.query(query)).rows as unknown as Array<[occurredAt: string, eventId: string]>;
+  return { firstLeaf: fromLeaf, occurredAt: rows.map((row) => row[0]), eventIds: rows.map((row) => row[1]) };
+}
+
+/**
+ * The first leaf of the first statement ingested at or after `sinceMs`, or holding an event dated at or
+ * after it; the tree's size when there is none yet. Producers may date events up to INGEST_MAX_FUTURE_SKEW
+ * ahead of their ingestion, far less than the day of statements looked at before `sinceMs`.
+ */
+export async function firstLeafSince(db: Queryable, tenantId: string, sinceMs: number): Promise<number> {
+  const { rows } = await db.query<{ first_leaf: number | null; tree_size: number | null }>(
+    prepared(
+      `SELECT (SELECT min(first_leaf) FROM merkle_leaf_ranges
+                WHERE tenant_id = $1 AND ingested_at >= $2::timestamptz - interval '1 day'
+                  AND (ingested_at >= $2::timestamptz OR max_occurred_at >= $2::timestamptz)) AS first_leaf,
+              (SELECT tree_size FROM merkle_trees WHERE tenant_id = $1) AS tree_size`,
+      [tenantId, new Date(sinceMs).toISOString()],
+    ),
+  );
+  return rows[0]?.first_leaf ?? rows[0]?.tree_size ?? 0;
+}
+
+/** When the statement that stored a leaf's event ran: how long the leaf has waited, for a stream's lag. */
+export async function leafIngestedAt(db: Queryable, tenantId: string, leafIndex: number): Promise<Date | undefined> {
+  const { rows } = await db.query<{ ingested_at: Date }>(
+    prepared('SELECT ingested_at FROM merkle_leaf_ranges WHERE tenant_id = $1 AND first_leaf <= $2 ORDER BY first_leaf DESC LIMIT 1', [
+      tenantId,
+      leafIndex,
+    ]),
+  );
+  return rows[0]?.ingested_at;
 }

@@ -101,6 +101,41 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  readonly streamEventsDelivered = new Counter({
+    name: 'audit_stream_events_delivered_total',
+    help: 'Events a log stream delivered (acknowledged by its destination), by stream',
+    labelNames: ['stream'] as const,
+    registers: [this.registry],
+  });
+
+  readonly streamBatchesFailed = new Counter({
+    name: 'audit_stream_batches_failed_total',
+    help: 'Batches a destination did not accept, by stream and outcome: retry (429, 5xx, timeout), too_large (413), refused (401, 403, 404...)',
+    labelNames: ['stream', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly streamLagEvents = new Gauge({
+    name: 'audit_stream_lag_events',
+    help: "Sealed events not yet delivered by a log stream (filtered-out ones included), summed over the stream's tenants",
+    labelNames: ['stream'] as const,
+    registers: [this.registry],
+  });
+
+  readonly streamLagSeconds = new Gauge({
+    name: 'audit_stream_lag_seconds',
+    help: 'Seconds since the oldest sealed event a log stream has not delivered was written; 0 when it is caught up',
+    labelNames: ['stream'] as const,
+    registers: [this.registry],
+  });
+
+  readonly streamFailing = new Gauge({
+    name: 'audit_stream_failing',
+    help: 'Log streams whose destination refused a batch in a way retrying does not heal (1), by stream',
+    labelNames: ['stream'] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }

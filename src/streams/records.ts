@@ -14,7 +14,7 @@ import type { StreamFormat } from './streamRules.ts';
  */
 
 export interface StreamRecord {
-  readonly kind: 'event' | 'tree_head';
+  readonly kind: 'event' | 'tree_head' | 'test';
   readonly tenantId: string;
   /** The event's leaf index; for a tree head, the first leaf of the batch it opens. */
   readonly leafIndex: number;
@@ -68,5 +68,18 @@ export function treeHeadRecord(head: SignedTreeHead, firstLeaf: number): StreamR
     timestampMs: Date.parse(head.timestamp),
     action: undefined,
     json: JSON.stringify({ tree_head: head }),
+  };
+}
+
+/** The one record a test send carries (POST /audit/streams/{id}/test): nothing of the trail. */
+export function testRecord(streamId: string, tenantId: string, nowMs = Date.now()): StreamRecord {
+  return {
+    kind: 'test',
+    tenantId,
+    leafIndex: 0,
+    eventId: undefined,
+    timestampMs: nowMs,
+    action: 'stream.test',
+    json: JSON.stringify({ stream_test: { stream_id: streamId, tenant_id: tenantId, sent_at: new Date(nowMs).toISOString() } }),
   };
 }

@@ -38,9 +38,9 @@ export class DatadogLogs implements Destination {
 
   encode(record: StreamRecord): string {
     const tags = [`tenant:${record.tenantId}`, ...(this.settings.tags ?? [])].join(',');
-    if (record.kind === 'tree_head') {
-      // The record is {"tree_head": …}: its member joins the entry's.
-      return `{${this.sharedMembers},"ddtags":${JSON.stringify(`${tags},record:tree_head`)},"message":"tree head",${record.json.slice(1)}`;
+    if (record.kind !== 'event') {
+      // The record is {"tree_head": …} or {"stream_test": …}: its member joins the entry's.
+      return `{${this.sharedMembers},"ddtags":${JSON.stringify(`${tags},record:${record.kind}`)},"message":${JSON.stringify(record.kind.replace('_', ' '))},${record.json.slice(1)}`;
     }
     const message = `${record.action} (leaf ${record.leafIndex})`;
     return `{${this.sharedMembers},"ddtags":${JSON.stringify(tags)},"message":${JSON.stringify(message)},"${this.attribute}":${record.json}}`;

@@ -44,7 +44,7 @@ export class SplunkHec implements Destination {
   encode(record: StreamRecord): string {
     // HEC's time is epoch seconds, with the milliseconds as a fraction.
     const time = (record.timestampMs / 1000).toFixed(3);
-    const sourcetype = record.kind === 'tree_head' ? 'audit-trail:tree_head' : this.sourcetype;
+    const sourcetype = record.kind === 'event' ? this.sourcetype : `audit-trail:${record.kind}`;
     return `{"time":${time}${this.sharedMembers},"sourcetype":${JSON.stringify(sourcetype)},"event":${record.json}}`;
   }
 

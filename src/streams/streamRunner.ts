@@ -1,0 +1,121 @@
+import { hostname } from 'node:os';
+import type { Database } from '../db/database.ts';
+import { coerceError } from '../platform/errors.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { ServiceMetrics } from '../platform/metrics.ts';
+import type { SecretBox } from '../webhooks/secretBox.ts';
+import { openDestination, type DestinationOptions } from './destinations/openDestination.ts';
+import { destinationOf } from './streamSecrets.ts';
+import { claimStreams, releaseStreams } from './streamStore.ts';
+import { StreamWorker } from './streamWorker.ts';
+
+export interface StreamRunnerOptions {
+  readonly db: Database;
+  readonly secrets: SecretBox;
+  readonly destinations: DestinationOptions;
+  /** How often leases are renewed and new or changed streams noticed; also an idle stream's polling period. */
+  readonly pollMs: number;
+  /** A process that stops renewing loses its streams to the others after this. */
+  readonly leaseMs: number;
+  /** The most streams one process delivers. */
+  readonly capacity: number;
+  readonly failingRetryMs: number;
+  readonly log: Logger;
+  readonly metrics?: ServiceMetrics;
+  /** The lease's name; by default the host name and the PID. */
+  readonly identity?: string;
+}
+
+/**
+ * The `streams` role: holds leases on up to `capacity` streams (shared with the other processes of the
+ * role through Postgres; a process that dies loses its leases after leaseMs) and runs one StreamWorker per
+ * stream held. Every pollMs it renews the leases, takes streams whose lease ran out, starts workers for
+ * new streams, restarts those whose stream changed (a new destination, a resume) and stops those it no
+ * longer holds or that were paused or deleted.
+ */
+export class StreamRunner {
+  private readonly options: StreamRunnerOptions;
+  private readonly owner: string;
+  private readonly workers = new Map<string, StreamWorker>();
+  private stopped = false;
+  private running: Promise<void> | undefined;
+  private wakeUp: (() => void) | undefined;
+
+  constructor(options: StreamRunnerOptions) {
+    this.options = options;
+    this.owner = options.identity ?? `${hostname()}-${process.pid}`;
+  }
+
+  start(): void {
+    this.running = this.loop();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wakeUp?.();
+    await this.running;
+    await Promise.all([...this.workers.values()].map((worker) => worker.stop()));
+    this.workers.clear();
+    // Handed back at once, so that another process carries on without waiting for the lease to run out.
+    await releaseStreams(this.options.db, this.owner).catch((error: Error) =>
+      this.options.log.warn({ err: error }, 'could not release the streams; they move on when their leases run out'),
+    );
+  }
+
+  /** The streams this process delivers now. */
+  get held(): string[] {
+    return [...this.workers.keys()];
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      try {
+        await this.pass();
+      } catch (thrown) {
+        this.options.log.warn({ err: coerceError(thrown) }, 'streams: could not renew leases; will retry');
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.options.pollMs);
+        this.wakeUp = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+  }
+
+  private async pass(): Promise<void> {
+    const { db, leaseMs, capacity } = this.options;
+    const held = await claimStreams(db, this.owner, leaseMs, capacity);
+    if (this.stopped) return;
+    const ids = new Set(held.map((stream) => stream.id));
+    for (const [id, worker] of this.workers) {
+      if (ids.has(id) && !worker.done) continue;
+      this.workers.delete(id);
+      await worker.stop();
+    }
+    for (const stream of held) {
+      const current = this.workers.get(stream.id);
+      if (current && current.stream.revision === stream.revision) continue;
+      if (current) await current.stop();
+      let worker: StreamWorker;
+      try {
+        const { destination, signingSecret } = destinationOf(stream, this.options.secrets);
+        worker = new StreamWorker(stream, openDestination(destination, stream.format, signingSecret, this.options.destinations), {
+          db,
+          owner: this.owner,
+          pollMs: this.options.pollMs,
+          failingRetryMs: this.options.failingRetryMs,
+          log: this.options.log,
+          metrics: this.options.metrics,
+        });
+      } catch (thrown) {
+        // A secret sealed under another SECRET_ENCRYPTION_KEY, say: the stream waits for the right key.
+        this.options.log.error({ err: coerceError(thrown), stream_id: stream.id }, 'cannot open the stream destination');
+        continue;
+      }
+      this.workers.set(stream.id, worker);
+      worker.start();
+    }
+  }
+}

@@ -1,0 +1,259 @@
+import type { Database } from '../db/database.ts';
+import { documentsOfKeys } from '../events/eventStore.ts';
+import { firstLeafSince, latestTreeHead, leafIngestedAt, leafKeysFrom, treeSizes } from '../integrity/treeStore.ts';
+import { coerceError } from '../platform/errors.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { ServiceMetrics } from '../platform/metrics.ts';
+import type { Destination, EncodedBatch, SendOutcome } from './destinations/destination.ts';
+import { eventRecord, treeHeadRecord, type StreamRecord } from './records.ts';
+import { advancePosition, recordFailure, startPosition, streamPositions, type LogStream } from './streamStore.ts';
+
+/** Leaves read per round from one tenant's trail: a round's batches are cut from them. */
+const CHUNK_LEAVES = 5_000;
+const FIRST_RETRY_MS = 1_000;
+const MAX_RETRY_MS = 60_000;
+/** A Retry-After longer than this is not waited out in one piece (the stream checks again after it). */
+const MAX_RETRY_AFTER_MS = 300_000;
+
+export interface StreamWorkerOptions {
+  readonly db: Database;
+  /** This process's lease name: every position it writes is guarded by it. */
+  readonly owner: string;
+  /** How long an idle stream sleeps before looking for new leaves (new sealed heads wake it no sooner). */
+  readonly pollMs: number;
+  /** How long a failing stream waits before trying its destination again. */
+  readonly failingRetryMs: number;
+  readonly log: Logger;
+  readonly metrics?: ServiceMetrics;
+}
+
+/** What one pass over a stream's tenants came to. */
+type PassOutcome =
+  | { readonly kind: 'idle' }
+  | { readonly kind: 'progress' }
+  | { readonly kind: 'lost' }
+  | { readonly kind: 'failed'; readonly outcome: Exclude<SendOutcome, { kind: 'delivered' }> };
+
+/**
+ * Delivers one stream while this process holds it: round after round, each tenant with sealed leaves past
+ * the stream's position gets a chunk of them read in leaf order (events the filter leaves out are skipped
+ * but passed), cut into batches within the destination's limits, each batch led by the tenant's latest
+ * signed tree head when the stream carries heads, and sent one at a time: a batch is acknowledged before
+ * the position moves past it, in the same statement that checks the lease. A crash repeats at most the
+ * batch in flight. A failure that heals (429, 5xx, a timeout) is retried with exponential backoff and
+ * jitter, forever; a refusal (401, 403, 404) marks the stream failing and is tried again every
+ * failingRetryMs; a 413 halves the batches. Only this stream waits: each stream has a worker of its own.
+ */
+export class StreamWorker {
+  readonly stream: LogStream;
+  private readonly destination: Destination;
+  private readonly options: StreamWorkerOptions;
+  private readonly limits: { maxItems: number; maxBytes: number };
+  private stopped = false;
+  private running: Promise<void> | undefined;
+  private wakeUp: (() => void) | undefined;
+  private retryMs = 0;
+  private failing: boolean;
+
+  constructor(stream: LogStream, destination: Destination, options: StreamWorkerOptions) {
+    this.stream = stream;
+    this.destination = destination;
+    this.options = options;
+    this.limits = { ...destination.limits };
+    this.failing = stream.failingSince !== null;
+  }
+
+  start(): void {
+    this.running = this.loop();
+  }
+
+  /** Ends the round in progress at its next batch boundary and closes the destination. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wakeUp?.();
+    await this.running;
+    await this.destination.close().catch(() => undefined);
+    this.options.metrics?.streamFailing.remove({ stream: this.stream.id });
+  }
+
+  get done(): boolean {
+    return this.stopped;
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      let outcome: PassOutcome;
+      try {
+        outcome = await this.pass();
+      } catch (thrown) {
+        // Postgres away, say: the same pass again after a backoff; positions are where they were.
+        this.options.log.warn({ err: coerceError(thrown), stream_id: this.stream.id }, 'stream pass failed; will retry');
+        await this.sleep(this.nextRetryMs());
+        continue;
+      }
+      if (outcome.kind === 'lost') {
+        this.options.log.info({ stream_id: this.stream.id }, 'stream taken over by another process');
+        this.stopped = true;
+      } else if (outcome.kind === 'progress') {
+        this.retryMs = 0;
+      } else if (outcome.kind === 'idle') {
+        this.retryMs = 0;
+        await this.sleep(this.options.pollMs);
+      } else {
+        await this.sleep(await this.handleFailure(outcome.outcome));
+      }
+    }
+  }
+
+  /** Records a failed batch; returns how long to wait before the next try. */
+  private async handleFailure(outcome: Exclude<SendOutcome, { kind: 'delivered' }>): Promise<number> {
+    const { metrics, db, owner, log } = this.options;
+    const stream = this.stream.id;
+    metrics?.streamBatchesFailed.inc({ stream, outcome: outcome.kind });
+    if (outcome.kind === 'too_large') {
+      if (this.limits.maxItems === 1) {
+        return this.handleFailure({ kind: 'refused', reason: `a single record is over the destination's size limit: ${outcome.reason}` });
+      }
+      // The destination allows less than it documents: the same records again, in smaller batches.
+      this.limits.maxItems = Math.max(1, Math.floor(this.limits.maxItems / 2));
+      this.limits.maxBytes = Math.max(1024, Math.floor(this.limits.maxBytes / 2));
+      log.warn(
+        { stream_id: stream, max_items: this.limits.maxItems, reason: outcome.reason },
+        'destination refused the batch size; halving it',
+      );
+      return 0;
+    }
+    const refused = outcome.kind === 'refused';
+    await recordFailure(db, stream, owner, outcome.reason, refused);
+    if (refused) {
+      if (!this.failing) log.warn({ stream_id: stream, reason: outcome.reason }, 'stream failing: its destination refused a batch');
+      this.failing = true;
+      metrics?.streamFailing.set({ stream }, 1);
+      return this.options.failingRetryMs;
+    }
+    const backoff = this.nextRetryMs();
+    const after = outcome.retryAfterMs === undefined ? 0 : Math.min(outcome.retryAfterMs, MAX_RETRY_AFTER_MS);
+    log.info({ stream_id: stream, reason: outcome.reason, retry_in_ms: Math.max(backoff, after) }, 'stream batch not accepted; retrying');
+    return Math.max(backoff, after);
+  }
+
+  /** 1 s, 2 s, 4 s ... up to a minute, each ±20 %. */
+  private nextRetryMs(): number {
+    this.retryMs = this.retryMs === 0 ? FIRST_RETRY_MS : Math.min(this.retryMs * 2, MAX_RETRY_MS);
+    return Math.round(this.retryMs * (0.8 + Math.random() * 0.4));
+  }
+
+  private sleep(ms: number): Promise<void> {
+    if (this.stopped || ms <= 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.wakeUp = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  /** One round: a chunk for each tenant with leaves past the stream's position. */
+  private async pass(): Promise<PassOutcome> {
+    const { db } = this.options;
+    const sizes = await treeSizes(db, this.stream.tenantIds ?? undefined);
+    const positions = new Map((await streamPositions(db, this.stream.id)).map((position) => [position.tenantId, position.nextLeaf]));
+    let progress = false;
+    let lagEvents = 0;
+    let oldestMs: number | undefined;
+    for (const [tenantId, size] of sizes) {
+      if (this.stopped) return { kind: 'idle' };
+      let position = positions.get(tenantId);
+      position ??= await startPosition(db, this.stream.id, tenantId, await firstLeafSince(db, tenantId, this.stream.startAt.getTime()));
+      if (position >= size) continue;
+      const outcome = await this.deliverChunk(tenantId, position, size);
+      if (outcome.kind === 'lost' || outcome.kind === 'failed') return outcome;
+      progress = true;
+      const after = outcome.nextLeaf;
+      if (after < size) {
+        lagEvents += size - after;
+        const waiting = await leafIngestedAt(db, tenantId, after);
+        if (waiting && (oldestMs === undefined || waiting.getTime() < oldestMs)) oldestMs = waiting.getTime();
+      }
+    }
+    this.options.metrics?.streamLagEvents.set({ stream: this.stream.id }, lagEvents);
+    this.options.metrics?.streamLagSeconds.set(
+      { stream: this.stream.id },
+      oldestMs === undefined ? 0 : Math.max(0, (Date.now() - oldestMs) / 1000),
+    );
+    return progress ? { kind: 'progress' } : { kind: 'idle' };
+  }
+
+  /** Reads, cuts and sends one chunk of a tenant's leaves from `position`; the position after it. */
+  private async deliverChunk(
+    tenantId: string,
+    position: number,
+    size: number,
+  ): Promise<{ kind: 'moved'; nextLeaf: number } | Extract<PassOutcome, { kind: 'lost' | 'failed' }>> {
+    const { db, owner, metrics } = this.options;
+    const keys = await leafKeysFrom(db, tenantId, position, Math.min(CHUNK_LEAVES, size - position));
+    // Leaves are appended with their ranges in one transaction, so a tree of this size has them all.
+    if (keys.eventIds.length === 0) return { kind: 'moved', nextLeaf: position };
+    const chunkEnd = position + keys.eventIds.length - 1;
+    const filter = { actionPrefixes: this.stream.filter.action_prefixes ?? [], phiInvolved: this.stream.filter.phi_involved };
+    const documents = await documentsOfKeys(db, tenantId, keys.occurredAt, keys.eventIds, filter);
+    const head = this.stream.treeHeads && documents.length > 0 ? await latestTreeHead(db, tenantId) : undefined;
+    const records = documents.map(({ index, document }) => eventRecord(this.stream.format, tenantId, document, position + index));
+    for (const batch of this.cut(tenantId, records, head && treeHeadRecord(head, position), position, chunkEnd)) {
+      const outcome = await this.destination.send(batch.encoded);
+      if (outcome.kind !== 'delivered') return { kind: 'failed', outcome };
+      if (!(await advancePosition(db, this.stream.id, owner, tenantId, batch.encoded.lastLeaf + 1, batch.events))) return { kind: 'lost' };
+      if (this.failing) {
+        this.failing = false;
+        metrics?.streamFailing.set({ stream: this.stream.id }, 0);
+        this.options.log.info({ stream_id: this.stream.id }, 'stream delivering again');
+      }
+      metrics?.streamEventsDelivered.inc({ stream: this.stream.id }, batch.events);
+    }
+    if (records.length === 0 && !(await advancePosition(db, this.stream.id, owner, tenantId, chunkEnd + 1, 0))) return { kind: 'lost' };
+    return { kind: 'moved', nextLeaf: chunkEnd + 1 };
+  }
+
+  /**
+   * The chunk's records as batches within the destination's limits, each led by the tree head record when
+   * there is one. Together the batches cover every leaf of the chunk, [position, chunkEnd]: the last one
+   * takes the filtered-out leaves after its last record.
+   */
+  private *cut(
+    tenantId: string,
+    records: readonly StreamRecord[],
+    head: StreamRecord | undefined,
+    position: number,
+    chunkEnd: number,
+  ): Generator<{ encoded: EncodedBatch; events: number }> {
+    const headItem = head && this.destination.encode(head);
+    const headBytes = headItem === undefined ? 0 : Buffer.byteLength(headItem) + 1;
+    let items: string[] = headItem === undefined ? [] : [headItem];
+    let bytes = headBytes;
+    let firstLeaf = position;
+    let events = 0;
+    const createdAtMs = Date.now();
+    for (let index = 0; index < records.length; index += 1) {
+      const item = this.destination.encode(records[index]!);
+      const itemBytes = Buffer.byteLength(item) + 1;
+      if (events > 0 && (items.length >= this.limits.maxItems || bytes + itemBytes > this.limits.maxBytes)) {
+        const lastLeaf = records[index - 1]!.leafIndex;
+        yield { encoded: { streamId: this.stream.id, tenantId, firstLeaf, lastLeaf, items, createdAtMs }, events };
+        firstLeaf = lastLeaf + 1;
+        items = headItem === undefined ? [] : [headItem];
+        bytes = headBytes;
+        events = 0;
+      }
+      items.push(item);
+      bytes += itemBytes;
+      events += 1;
+    }
+    if (events > 0) yield { encoded: { streamId: this.stream.id, tenantId, firstLeaf, lastLeaf: chunkEnd, items, createdAtMs }, events };
+  }
+
+  /** Cuts the sleep short: a new revision, or a stop. */
+  wake(): void {
+    this.wakeUp?.();
+  }
+}

@@ -1,0 +1,223 @@
+import { expect } from 'chai';
+import { Database } from '../../src/db/database.ts';
+import { EventWriter } from '../../src/events/eventWriter.ts';
+import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
+import { ServiceMetrics } from '../../src/platform/metrics.ts';
+import { StreamRegistry } from '../../src/streams/streamRegistry.ts';
+import { StreamRunner } from '../../src/streams/streamRunner.ts';
+import { SecretBox } from '../../src/webhooks/secretBox.ts';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { newEvent, seedEvents } from '../support/events.ts';
+import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
+import { TEST_ENCRYPTION_KEY, testLogger } from '../support/service.ts';
+import { DatadogReceiver, SplunkHecReceiver } from '../support/siem-receivers.ts';
+import { waitFor } from '../support/wait.ts';
+
+const ACTOR = { userId: 'test', userRole: 'operator' };
+const T0 = Date.parse('2026-11-02T08:00:00.000Z');
+
+/**
+ * The streams role against a real database, a real sealer and loopback SIEM receivers: what is delivered,
+ * in which order, from which start, and what happens when the destination is busy, refuses, or the stream
+ * is paused.
+ */
+describe('log streams: the streams role', function () {
+  this.timeout(60_000);
+  let db: TestDatabase;
+  let pool: Database;
+  let sealer: TestSealer;
+  let registry: StreamRegistry;
+  let hec: SplunkHecReceiver;
+  const runners: StreamRunner[] = [];
+
+  before(async () => {
+    db = await createTestDatabase();
+    pool = new Database({ url: db.url, poolSize: 4, applicationName: 'streams test', log: testLogger() });
+    sealer = await startTestSealer(db.url, sealKeyPair().privateKey);
+    registry = new StreamRegistry({
+      db: pool,
+      writer: new EventWriter(pool, WEBHOOK_FAN_OUT),
+      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
+      policy: { allowHttp: true, allowPrivateTargets: true },
+      destinations: { timeoutMs: 5_000, allowPrivateTargets: true },
+    });
+  });
+  beforeEach(async () => {
+    hec = await new SplunkHecReceiver({ tokens: { good: {}, other: {} } }).start();
+  });
+  afterEach(async () => {
+    await Promise.all(runners.splice(0).map((runner) => runner.stop()));
+    await hec.stop();
+  });
+  after(async () => {
+    await sealer?.close();
+    await pool?.close();
+    await db?.drop();
+  });
+
+  function runner(metrics?: ServiceMetrics, identity?: string): StreamRunner {
+    const started = new StreamRunner({
+      db: pool,
+      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
+      destinations: { timeoutMs: 5_000, allowPrivateTargets: true },
+      pollMs: 50,
+      leaseMs: 5_000,
+      capacity: 100,
+      failingRetryMs: 200,
+      log: testLogger(),
+      metrics,
+      identity,
+    });
+    started.start();
+    runners.push(started);
+    return started;
+  }
+
+  async function write(tenantId: string, count: number, overrides: Parameters<typeof newEvent>[0] = {}, startMs = T0) {
+    const events = Array.from({ length: count }, (_, index) => newEvent({ tenantId, occurredAtMs: startMs + index, ...overrides }));
+    await seedEvents(db.url, events);
+    await sealer.sealNow();
+    return events;
+  }
+
+  const delivered = (receiver: SplunkHecReceiver, tenantId: string) =>
+    receiver.events
+      .filter((event) => event.sourcetype !== 'audit-trail:tree_head' && event.event.tenant_id === tenantId)
+      .map((event) => event.event);
+
+  it('delivers a tenant’s trail from its creation on, in leaf order, each batch led by the latest tree head, and follows new events', async () => {
+    await write('early', 5);
+    const { stream } = await registry.create('early', { destination: { type: 'splunk_hec', url: hec.url, token: 'good' } }, ACTOR);
+    await sealer.sealNow();
+    const metrics = new ServiceMetrics();
+    runner(metrics);
+    // The admin.stream.create event is the first: written with the stream, after the five before it.
+    await waitFor(() => delivered(hec, 'early').length === 1, 'the creation event delivered');
+    expect(delivered(hec, 'early')[0]).to.include({ action: 'admin.stream.create', resource_id: stream.id, leaf_index: 5 });
+    const later = await write('early', 30, {}, T0 + 60_000);
+    await waitFor(() => delivered(hec, 'early').length === 31, 'the later events delivered');
+    const events = delivered(hec, 'early');
+    expect(events.slice(1).map((event) => event.event_id)).to.deep.equal(later.map((event) => event.eventId));
+    expect(events.map((event) => event.leaf_index)).to.deep.equal(Array.from({ length: 31 }, (_, index) => 5 + index));
+    const heads = hec.events.filter((event) => event.sourcetype === 'audit-trail:tree_head');
+    expect(heads.length).to.be.greaterThan(0);
+    expect(heads.at(-1)!.event.tree_head).to.include({ tenant_id: 'early', tree_size: 36 });
+    // The receiver acknowledges a batch before the position moves past it.
+    await waitFor(async () => (await registry.state('early', stream.id)).lagEvents === 0, 'the position past the last batch');
+    const state = await registry.state('early', stream.id);
+    expect(state).to.include({ status: 'active', lagEvents: 0, lagSeconds: 0 });
+    expect(state.positions.get('early')).to.equal(36);
+    expect((await metrics.registry.getSingleMetric('audit_stream_events_delivered_total')!.get()).values[0]!.value).to.equal(31);
+  });
+
+  it('backfills from a past instant, and passes over what the filter leaves out', async () => {
+    await write('backfill', 10, { action: 'phi.read' }, T0 - 86_400_000);
+    await write('backfill', 10, { action: 'admin.key.create', phiInvolved: false, fieldsAccessed: '' }, T0);
+    const { stream } = await registry.create(
+      'backfill',
+      {
+        destination: { type: 'splunk_hec', url: hec.url, token: 'good' },
+        start_at: '2026-01-01T00:00:00Z',
+        filter: { action_prefixes: ['phi.'] },
+        tree_heads: false,
+      },
+      ACTOR,
+    );
+    runner();
+    await waitFor(async () => (await registry.state('backfill', stream.id)).positions.get('backfill') === 20, 'the whole trail passed');
+    const events = delivered(hec, 'backfill');
+    expect(events.map((event) => event.action)).to.deep.equal(Array(10).fill('phi.read'));
+    expect(events.map((event) => event.leaf_index)).to.deep.equal([...Array(10).keys()]);
+    expect(hec.events.some((event) => event.sourcetype === 'audit-trail:tree_head')).to.equal(false);
+  });
+
+  it('retries a busy destination, and after a refusal is failing until the destination is fixed, then goes on where it stopped', async () => {
+    await write('flaky', 3);
+    const { stream } = await registry.create(
+      'flaky',
+      { destination: { type: 'splunk_hec', url: hec.url, token: 'good' }, start_at: '2026-01-01T00:00:00Z' },
+      ACTOR,
+    );
+    await sealer.sealNow();
+    hec.mode = 'busy';
+    runner();
+    await waitFor(async () => (await registry.state('flaky', stream.id)).stream.lastError !== null, 'the busy answer recorded');
+    expect((await registry.state('flaky', stream.id)).status).to.equal('active');
+    hec.mode = 'unauthorized';
+    await waitFor(async () => (await registry.state('flaky', stream.id)).status === 'failing', 'the stream failing');
+    const failing = await registry.state('flaky', stream.id);
+    expect(failing.stream.lastError).to.equal('HEC answered 403 (code 4: Invalid token)');
+    expect(failing.lagEvents).to.equal(4);
+    hec.mode = 'normal';
+    await waitFor(async () => (await registry.state('flaky', stream.id)).status === 'active', 'the stream delivering again');
+    await waitFor(() => delivered(hec, 'flaky').length === 4, 'every event delivered');
+    expect(delivered(hec, 'flaky').map((event) => event.leaf_index)).to.deep.equal([0, 1, 2, 3]);
+  });
+
+  it('loses nothing while paused, and a resume delivers what was written meanwhile', async () => {
+    const { stream } = await registry.create('paused', { destination: { type: 'splunk_hec', url: hec.url, token: 'good' } }, ACTOR);
+    await sealer.sealNow();
+    runner();
+    await waitFor(() => delivered(hec, 'paused').length === 1, 'the creation event delivered');
+    await registry.pause('paused', stream.id, ACTOR);
+    const written = await write('paused', 25);
+    await sealer.sealNow();
+    // Paused: its process lets it go; nothing more arrives however long it waits (here, several passes).
+    await waitFor(async () => (await registry.state('paused', stream.id)).lagEvents === 26, 'the backlog counted');
+    expect(delivered(hec, 'paused').length).to.equal(1);
+    await registry.resume('paused', stream.id, ACTOR);
+    await sealer.sealNow();
+    await waitFor(() => delivered(hec, 'paused').length === 28, 'the pause, the 25 events and the resume delivered');
+    const actions = delivered(hec, 'paused').map((event) => event.action);
+    expect(actions[1]).to.equal('admin.stream.pause');
+    expect(actions.at(-1)).to.equal('admin.stream.resume');
+    expect(
+      delivered(hec, 'paused')
+        .slice(2, 27)
+        .map((event) => event.event_id),
+    ).to.deep.equal(written.map((event) => event.eventId));
+  });
+
+  it('shares streams between processes: a stream is delivered by one of them, and by another when that one stops', async () => {
+    await write('shared', 5);
+    const { stream } = await registry.create(
+      'shared',
+      { destination: { type: 'splunk_hec', url: hec.url, token: 'good' }, start_at: '2026-01-01T00:00:00Z' },
+      ACTOR,
+    );
+    await sealer.sealNow();
+    const first = runner(undefined, 'first');
+    const second = runner(undefined, 'second');
+    await waitFor(() => delivered(hec, 'shared').length === 6, 'delivered once');
+    expect([first.held, second.held].filter((held) => held.includes(stream.id))).to.have.length(1);
+    const holder = first.held.includes(stream.id) ? first : second;
+    const other = holder === first ? second : first;
+    await holder.stop();
+    runners.splice(runners.indexOf(holder), 1);
+    await write('shared', 5);
+    await waitFor(() => delivered(hec, 'shared').length === 11, 'delivered by the other process');
+    expect(other.held).to.include(stream.id);
+    expect(new Set(delivered(hec, 'shared').map((event) => event.event_id)).size).to.equal(11);
+  });
+
+  it('streams OCSF to Datadog', async () => {
+    const datadog = await new DatadogReceiver({ apiKeys: ['dd'] }).start();
+    try {
+      await write('ocsf', 3);
+      await registry.create(
+        'ocsf',
+        { destination: { type: 'datadog', url: datadog.url, api_key: 'dd' }, format: 'ocsf', start_at: '2026-01-01T00:00:00Z' },
+        ACTOR,
+      );
+      await sealer.sealNow();
+      runner();
+      await waitFor(() => datadog.logs.filter((log) => log.ocsf).length === 4, 'delivered');
+      const logs = datadog.logs.filter((log) => log.ocsf);
+      expect(logs.map((log) => log.ocsf.metadata.sequence)).to.deep.equal([0, 1, 2, 3]);
+      expect(logs[0]!.ocsf).to.include({ class_uid: 6005 });
+      expect(logs[3]!.ocsf).to.include({ class_uid: 3004, activity_name: 'Create' });
+    } finally {
+      await datadog.stop();
+    }
+  });
+});

@@ -12,7 +12,8 @@ node_modules/.installed: package.json package-lock.json
 
 install: node_modules/.installed
 
-# The service into dist/, and the customer client package (src/client, no dependencies) into packages/client/dist.
+# The service into dist/ (the customer portal's assets into dist/portal, scripts/build-portal.ts), and the
+# customer client package (src/client, no dependencies) into packages/client/dist.
 build: install
 	npm run build
 	npm run build --prefix packages/client
@@ -20,6 +21,7 @@ build: install
 # Types (tsc), then format and lint rules (Biome, biome.jsonc): the same check CI runs through `make test`.
 lint: install
 	tsc -p tsconfig.json --noEmit
+	tsc -p portal/tsconfig.json
 	biome ci --colors=off --max-diagnostics=50 .
 
 # Rewrites the tree in the project's format and applies Biome's safe fixes.

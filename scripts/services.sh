@@ -75,8 +75,14 @@ start_nats() {
   wait_for_port NATS 4222
 }
 
+# The customer portal's end-to-end tests drive Debian's Chromium (test/support/browser.ts).
+ensure_browser() {
+  ensure_package /usr/bin/chromium chromium
+}
+
 start_postgres
 ensure_postgres_trust
 start_redis
 start_nats
-log "PostgreSQL, Redis and NATS are up"
+ensure_browser
+log "PostgreSQL, Redis and NATS are up; Chromium is installed"

@@ -1,0 +1,91 @@
+/**
+ * The public API as the portal calls it: same origin, the session's access token as the bearer (held here,
+ * in memory, never in storage), JSON in and out. Every failure becomes an ApiError carrying the documented
+ * error body, so pages can say what went wrong in the service's own words.
+ */
+import type { AuditEvent } from './types.ts';
+
+/** Relative to /portal/, so a service behind a path prefix works unchanged. */
+export const API_BASE = new URL('../api/v2/public', document.baseURI).pathname;
+
+export class ApiError extends Error {
+  override name = 'ApiError';
+  readonly status: number;
+  readonly code: string;
+
+  constructor(status: number, code: string, message: string) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** Turns an error answer into an ApiError with the service's code and message. */
+export async function apiError(response: Response): Promise<ApiError> {
+  let body: { error?: unknown; message?: unknown; details?: Array<{ field: string; message: string }> } = {};
+  try {
+    body = (await response.json()) as typeof body;
+  } catch {
+    // Not JSON (a proxy's page): the status says enough.
+  }
+  const code = typeof body.error === 'string' ? body.error : `http_${response.status}`;
+  const details = body.details?.map((detail) => `${detail.field}: ${detail.message}`).join('; ');
+  const message = details || (typeof body.message === 'string' ? body.message : `The service answered ${response.status}.`);
+  return new ApiError(response.status, code, message);
+}
+
+export interface Page<T> {
+  readonly items: T[];
+  readonly nextCursor: string | null;
+}
+
+export class PortalApi {
+  private readonly token: string;
+  /** Called when the session is over (401): the page stops and says so. */
+  private readonly onSessionOver: () => void;
+
+  constructor(token: string, onSessionOver: () => void) {
+    this.token = token;
+    this.onSessionOver = onSessionOver;
+  }
+
+  async request(
+    method: string,
+    path: string,
+    options: { query?: Record<string, string | undefined>; body?: unknown } = {},
+  ): Promise<Response> {
+    const url = new URL(API_BASE + path, location.origin);
+    for (const [name, value] of Object.entries(options.query ?? {}))
+      if (value !== undefined && value !== '') url.searchParams.set(name, value);
+    const headers: Record<string, string> = { authorization: `Bearer ${this.token}` };
+    if (options.body !== undefined) headers['content-type'] = 'application/json';
+    const response = await fetch(url, {
+      method,
+      headers,
+      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      cache: 'no-store',
+      credentials: 'omit',
+      referrerPolicy: 'no-referrer',
+    });
+    if (response.status === 401) this.onSessionOver();
+    if (!response.ok) throw await apiError(response);
+    return response;
+  }
+
+  async json<T>(method: string, path: string, options: { query?: Record<string, string | undefined>; body?: unknown } = {}): Promise<T> {
+    const response = await this.request(method, path, options);
+    return (response.status === 204 ? undefined : await response.json()) as T;
+  }
+
+  async listEvents(filters: Record<string, string | undefined>, cursor: string | undefined, limit: number): Promise<Page<AuditEvent>> {
+    const body = await this.json<{ events: AuditEvent[]; page: { next_cursor: string | null } }>('GET', '/audit/events', {
+      query: { ...filters, cursor, limit: String(limit) },
+    });
+    return { items: body.events, nextCursor: body.page.next_cursor };
+  }
+
+  /** The event as served, text and parsed: the verifier hashes what the service sent. */
+  getEvent(id: string): Promise<AuditEvent> {
+    return this.json<AuditEvent>('GET', `/audit/events/${encodeURIComponent(id)}`);
+  }
+}

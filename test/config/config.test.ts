@@ -69,6 +69,11 @@ describe('configuration', () => {
     ['SEAL_INTERVAL', '10ms', /SEAL_INTERVAL: must be at least 100ms/],
     ['SEAL_HEARTBEAT', '2h', /SEAL_HEARTBEAT: must be at most 1h/],
     ['SEAL_SIGNING_KEY', 'secret-value', /^SEAL_SIGNING_KEY: must be an Ed25519 private key in PEM \(PKCS#8\)/],
+    ['PUBLIC_BASE_URL', 'ftp://audit.example.com', /^PUBLIC_BASE_URL: must be a URL with scheme http or https/],
+    ['PUBLIC_BASE_URL', 'https://audit.example.com/#x', /^PUBLIC_BASE_URL: must not have a query or fragment/],
+    ['PORTAL_FRAME_ANCESTORS', 'https://console.example.com; script-src *', /^PORTAL_FRAME_ANCESTORS: must be a comma-separated list of origins/],
+    ['PORTAL_FRAME_ANCESTORS', 'https://console.example.com/admin', /^PORTAL_FRAME_ANCESTORS: must be a comma-separated list of origins/],
+    ['PORTAL_FRAME_ANCESTORS', '*', /^PORTAL_FRAME_ANCESTORS: must be a comma-separated list of origins/],
   ];
   for (const [variable, value, message] of bad) {
     it(`refuses ${variable}=${value} naming the variable`, () => {
@@ -78,6 +83,17 @@ describe('configuration', () => {
         .that.matches(message);
     });
   }
+
+  it('takes the portal settings: PUBLIC_BASE_URL without its trailing slash, PORTAL_FRAME_ANCESTORS as origins, none by default', () => {
+    const config = loadConfig({
+      PUBLIC_BASE_URL: 'https://audit.example.com/trail/',
+      PORTAL_FRAME_ANCESTORS: "https://console.example.com, https://*.clinics.example:8443,'self'",
+    });
+    expect(config.publicBaseUrl).to.equal('https://audit.example.com/trail');
+    expect(config.portalFrameAncestors).to.deep.equal(['https://console.example.com', 'https://*.clinics.example:8443', "'self'"]);
+    expect(loadConfig({}).portalFrameAncestors).to.deep.equal([]);
+    expect(loadConfig({}).publicBaseUrl).to.equal(undefined);
+  });
 
   describe('TLS files and stream replicas', () => {
     const readable = 'package.json';

@@ -71,7 +71,11 @@ describe('configuration', () => {
     ['SEAL_SIGNING_KEY', 'secret-value', /^SEAL_SIGNING_KEY: must be an Ed25519 private key in PEM \(PKCS#8\)/],
     ['PUBLIC_BASE_URL', 'ftp://audit.example.com', /^PUBLIC_BASE_URL: must be a URL with scheme http or https/],
     ['PUBLIC_BASE_URL', 'https://audit.example.com/#x', /^PUBLIC_BASE_URL: must not have a query or fragment/],
-    ['PORTAL_FRAME_ANCESTORS', 'https://console.example.com; script-src *', /^PORTAL_FRAME_ANCESTORS: must be a comma-separated list of origins/],
+    [
+      'PORTAL_FRAME_ANCESTORS',
+      'https://console.example.com; script-src *',
+      /^PORTAL_FRAME_ANCESTORS: must be a comma-separated list of origins/,
+    ],
     ['PORTAL_FRAME_ANCESTORS', 'https://console.example.com/admin', /^PORTAL_FRAME_ANCESTORS: must be a comma-separated list of origins/],
     ['PORTAL_FRAME_ANCESTORS', '*', /^PORTAL_FRAME_ANCESTORS: must be a comma-separated list of origins/],
   ];

@@ -88,7 +88,9 @@ describe('customer portal: embedding and its Content-Security-Policy, in a real 
   it('is refused by the browser in the frame of a console not listed, which never gets to use the link', async () => {
     const { url, sessionId } = await mintPortalLink(service, backendKey);
     const page = await browser.newPage();
-    const refused = new Promise<void>((resolve) => page.on('console', (message) => message.text().includes('frame-ancestors') && resolve()));
+    const refused = new Promise<void>((resolve) =>
+      page.on('console', (message) => message.text().includes('frame-ancestors') && resolve()),
+    );
     await page.goto(`http://127.0.0.1:${consolePort}/?src=${encodeURIComponent(url)}`);
     await refused;
     expect(await page.frameLocator('iframe').locator('#portal').count()).to.equal(0);

@@ -54,6 +54,17 @@ describe('customer portal: the trail, in a real browser', function () {
     }),
   );
   const hostileEvent = newEvent({ tenantId: 'clinic-a', occurredAtMs: T0 + 200 * MINUTE, action: 'phi.read', ...hostile });
+  // Patient 7's chart, opened by two more people: the question the portal exists to answer.
+  const chartViews = ['dr-house', 'nurse-jackie'].map((userId, index) =>
+    newEvent({
+      tenantId: 'clinic-a',
+      occurredAtMs: T0 + (300 + index) * MINUTE,
+      action: 'phi.view',
+      userId,
+      resourceType: 'chart',
+      resourceId: 'patient-7',
+    }),
+  );
 
   const rows = (page: Page) => page.locator('table.events tbody tr');
   const rowIds = (page: Page) => rows(page).evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-event-id')));
@@ -75,7 +86,7 @@ describe('customer portal: the trail, in a real browser', function () {
     db = await createTestDatabase();
     const otherTenant = newEvent({ tenantId: 'clinic-b', occurredAtMs: T0, action: 'phi.read' });
     otherTenantEventId = otherTenant.eventId;
-    await seedEvents(db.url, [...reads, ...adminChanges, hostileEvent, otherTenant]);
+    await seedEvents(db.url, [...reads, ...adminChanges, hostileEvent, ...chartViews, otherTenant]);
     service = await startPortalService(db.url);
     backendKey = (await mintKey(db.url, { tenantId: 'clinic-a', scopes: ['audit:read', 'audit:export', 'portal:sessions'] })).key;
     readOnlyBackendKey = (await mintKey(db.url, { tenantId: 'clinic-a', scopes: ['audit:read', 'portal:sessions'] })).key;
@@ -219,6 +230,19 @@ describe('customer portal: the trail, in a real browser', function () {
       );
       await applyFilters(page, { phi_involved: 'false', resource_type: '', since: '', until: '2026-03-03T00:00:00' });
       expect(await rowIds(page)).to.deep.equal([...adminChanges].reverse().map((event) => event.eventId));
+    });
+
+    it("answers who opened this patient's record, and what one user did", async () => {
+      await applyFilters(page, { action: '', resource_type: '', phi_involved: '', since: '', until: '', resource_id: 'patient-7' });
+      expect(await rowIds(page)).to.deep.equal([chartViews[1]!.eventId, chartViews[0]!.eventId, reads[7]!.eventId]);
+      expect(await rows(page).locator('td:nth-child(3)').allTextContents()).to.deep.equal([
+        'nurse-jackie (clinician)',
+        'dr-house (clinician)',
+        'user-1 (clinician)',
+      ]);
+      await applyFilters(page, { resource_id: '', user_id: 'dr-house' });
+      expect(await rowIds(page)).to.deep.equal([chartViews[0]!.eventId]);
+      await applyFilters(page, { user_id: '' });
     });
 
     it('says what is wrong with a filter the service refuses', async () => {

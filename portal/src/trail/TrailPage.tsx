@@ -9,7 +9,7 @@ import { downloadExport, type ExportFormat, type ExportedFile } from './exportDo
 export const PAGE_SIZE = 50;
 
 /** The list API's filters this portal offers (the list API's query parameters, docs/api.md). */
-const LIST_FILTERS: ReadonlySet<string> = new Set(['action', 'resource_type', 'phi_involved', 'since', 'until']);
+const LIST_FILTERS: ReadonlySet<string> = new Set(['action', 'resource_type', 'resource_id', 'user_id', 'phi_involved', 'since', 'until']);
 
 /** The list API's filters, as its query parameters (docs/api.md). */
 export type Filters = Record<string, string | undefined>;

@@ -9,34 +9,10 @@
 import * as crypto from 'node:crypto';
 import { createHash, createPublicKey, verify as verifySignature, type KeyObject } from 'node:crypto';
 import { canonicalJson, canonicalObject } from './canonicalJson.ts';
+import type { ConsistencyProof, InclusionProof, SignedTreeHead } from './integrityShapes.ts';
 
 export { canonicalJson };
-
-/** A signed tree head as the API serves it. */
-export interface SignedTreeHead {
-  tenant_id: string;
-  tree_size: number;
-  /** Lowercase hex of the tree's root hash. */
-  root_hash: string;
-  /** ISO 8601 UTC with milliseconds. */
-  timestamp: string;
-  key_id: string;
-  /** Base64 Ed25519 signature over treeHeadSigningInput(head). */
-  signature: string;
-}
-
-export interface InclusionProof {
-  leaf_index: number;
-  tree_size: number;
-  leaf_hash: string;
-  audit_path: string[];
-}
-
-export interface ConsistencyProof {
-  first: number;
-  second: number;
-  proof: string[];
-}
+export type { ConsistencyProof, InclusionProof, SignedTreeHead };
 
 /** A public key the customer trusts, with the window in which it may have signed (from GET /audit/integrity/keys). */
 export interface TrustedKey {

@@ -6,23 +6,8 @@
  * verifier (src/client/integrity.ts), which runs on node:crypto and cannot run here.
  */
 import { canonicalJson } from '../../../src/client/canonicalJson.ts';
+import type { InclusionProof, SignedTreeHead } from '../../../src/client/integrityShapes.ts';
 import { ApiError, type PortalApi } from '../api.ts';
-
-interface SignedTreeHead {
-  tenant_id: string;
-  tree_size: number;
-  root_hash: string;
-  timestamp: string;
-  key_id: string;
-  signature: string;
-}
-
-interface InclusionProof {
-  leaf_index: number;
-  tree_size: number;
-  leaf_hash: string;
-  audit_path: string[];
-}
 
 interface SealKey {
   key_id: string;

@@ -20,6 +20,7 @@ wait_for_port() {
 apt_updated=false
 ensure_package() {
   local binary=$1 package=$2
+  shift 2 # further arguments go to apt-get install
   command -v "$binary" >/dev/null 2>&1 && return 0
   [ -x "$binary" ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
@@ -32,7 +33,7 @@ ensure_package() {
     apt_updated=true
   fi
   log "installing $package"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" "$package" >/dev/null
 }
 
 start_postgres() {
@@ -80,9 +81,17 @@ ensure_browser() {
   ensure_package /usr/bin/chromium chromium
 }
 
+# promtool checks and unit-tests the chart's alerting rules (test/chart/monitoring.test.ts). Only the tool is
+# used: nothing here starts the package's Prometheus server (without an init system, and under Debian's
+# policy-rc.d in containers, installing it starts nothing), and the exporters it recommends are left out.
+ensure_promtool() {
+  ensure_package promtool prometheus --no-install-recommends
+}
+
 start_postgres
 ensure_postgres_trust
 start_redis
 start_nats
 ensure_browser
-log "PostgreSQL, Redis and NATS are up; Chromium is installed"
+ensure_promtool
+log "PostgreSQL, Redis and NATS are up; Chromium and promtool are installed"

@@ -1,5 +1,8 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+/** The audit_errors_total kinds charts/audit-trail's PrometheusRule alerts on (docs/operations.md "Monitoring"). */
+const ALERTED_ERROR_KINDS = ['ingest_rejected', 'delivery_not_attempted', 'relay_failed', 'delivery_foreign_message'] as const;
+
 /**
  * One registry per service instance (not prom-client's global one), so that two instances in one process,
  * as in tests, do not share or clash over metrics.
@@ -138,6 +141,9 @@ export class ServiceMetrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+    // The chart's alerts take increase() of these kinds, which sees nothing of a labelled series that first
+    // appears already at 1: each is exported at 0 from the start, so that its first occurrence alerts.
+    for (const kind of ALERTED_ERROR_KINDS) this.errors.inc({ kind }, 0);
   }
 
   /**

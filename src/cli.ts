@@ -21,6 +21,7 @@ const SERVICE_COMMANDS: Record<string, () => Promise<ServiceCommand>> = {
   keys: async () => (await import('./cli/keysCommand.ts')).runKeys,
   import: async () => (await import('./cli/importCommand.ts')).runImport,
   integrity: async () => (await import('./cli/integrityCommand.ts')).runIntegrity,
+  streams: async () => (await import('./cli/streamsCommand.ts')).runStreams,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -27,7 +27,9 @@ import { HttpPort } from './http/httpServer.ts';
 import { integrityOpenApi, integrityRoutes } from './http/routes/integrity.ts';
 import { IntegrityReader } from './integrity/integrityReader.ts';
 import { startSealer } from './integrity/sealerRole.ts';
-import { startStreams } from './streams/streamsRole.ts';
+import { StreamRegistry } from './streams/streamRegistry.ts';
+import { destinationOptions, startStreams } from './streams/streamsRole.ts';
+import { streamRoutes, streamsOpenApi } from './http/routes/streams.ts';
 import { buildInternalApp, type ReadinessCheck } from './http/internalApp.ts';
 import { buildPublicApp } from './http/publicApp.ts';
 import { portalPages } from './http/portalPages.ts';
@@ -307,6 +309,18 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
           { router: integrityRoutes(integrity, config.seal.intervalMs), openapi: integrityOpenApi },
           { router: exportRoutes(new EventExporter(db), writer, integrity), openapi: exportOpenApi },
           { router: webhookRoutes(registry, testDeliveries), openapi: webhooksOpenApi({ allowHttp: config.webhookAllowHttp }) },
+          {
+            router: streamRoutes(
+              new StreamRegistry({
+                db,
+                writer,
+                secrets: new SecretBox(requireSetting(config.secretEncryptionKey, 'SECRET_ENCRYPTION_KEY', 'the api role')),
+                policy: { allowHttp: config.webhookAllowHttp, allowPrivateTargets: config.webhookAllowPrivateTargets },
+                destinations: destinationOptions(config),
+              }),
+            ),
+            openapi: streamsOpenApi({ allowHttp: config.webhookAllowHttp }),
+          },
           {
             router: webhookDeliveryRoutes(new WebhookDeliveries({ db, writer, cursors: new DeliveryCursorCodec(pepper) })),
             openapi: webhookDeliveriesOpenApi(),

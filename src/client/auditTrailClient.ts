@@ -5,6 +5,7 @@
  */
 
 import type { AuditEvent } from './auditEvent.ts';
+import type { CreatedLogStream, LogStream, StreamCreation, StreamTestResult } from './logStreams.ts';
 
 export interface EventFilters {
   action?: string;
@@ -209,6 +210,44 @@ export class AuditTrailClient {
       if (!truncated || !last) return;
       window = { ...window, until: last.timestamp };
     }
+  }
+
+  /** Creates a log stream (scope streams:write); an https stream's signing secret is returned this once only. */
+  async createStream(creation: StreamCreation): Promise<CreatedLogStream> {
+    const body = { ...creation, start_at: creation.start_at instanceof Date ? creation.start_at.toISOString() : creation.start_at };
+    return (await this.request('POST', '/audit/streams', body)).json() as Promise<CreatedLogStream>;
+  }
+
+  async listStreams(): Promise<LogStream[]> {
+    return ((await (await this.request('GET', '/audit/streams')).json()) as { streams: LogStream[] }).streams;
+  }
+
+  /** A stream with its position and lag; pause, resume and the others answer it too. */
+  async getStream(id: string): Promise<LogStream> {
+    return this.streamCall('GET', id, '');
+  }
+
+  async pauseStream(id: string): Promise<LogStream> {
+    return this.streamCall('POST', id, '/pause');
+  }
+
+  /** Resumes a paused stream where it stopped, or makes a failing one try its destination now. */
+  async resumeStream(id: string): Promise<LogStream> {
+    return this.streamCall('POST', id, '/resume');
+  }
+
+  /** Sends one test record to the stream's destination and reports how it answered. */
+  async testStream(id: string): Promise<StreamTestResult> {
+    return (await this.request('POST', `/audit/streams/${encodeURIComponent(id)}/test`)).json() as Promise<StreamTestResult>;
+  }
+
+  async deleteStream(id: string): Promise<void> {
+    await this.request('DELETE', `/audit/streams/${encodeURIComponent(id)}`);
+  }
+
+  private async streamCall(method: string, id: string, action: string): Promise<LogStream> {
+    return ((await (await this.request(method, `/audit/streams/${encodeURIComponent(id)}${action}`)).json()) as { stream: LogStream })
+      .stream;
   }
 
   /** Registers an endpoint; the secret is returned this once only. */

@@ -17,6 +17,7 @@ export {
   type WebhookSecret,
   type WebhookTestResult,
 } from './auditTrailClient.ts';
+export type { CreatedLogStream, LogStream, StreamCreation, StreamDestination, StreamFilter, StreamTestResult } from './logStreams.ts';
 export {
   DEFAULT_SIGNATURE_TOLERANCE_S,
   standardWebhooksSecretOf,

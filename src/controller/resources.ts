@@ -229,7 +229,7 @@ const readyColumns = [
 
 export const API_KEY: ResourceKind = {
   kind: 'ApiKey',
-  schemaVersion: 1,
+  schemaVersion: 2,
   plural: 'apikeys',
   singular: 'apikey',
   shortNames: ['atkey'],

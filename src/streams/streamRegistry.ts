@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import type { Database } from '../db/database.ts';
+import type { Database, Queryable } from '../db/database.ts';
 import { adminEvent, type Actor } from '../events/adminEvent.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { firstLeafSince, leafIngestedAt, treeSizes } from '../integrity/treeStore.ts';
@@ -16,6 +16,7 @@ import {
   STREAMS_PER_TENANT,
   STREAM_ID_PATTERN,
   normaliseFilter,
+  startAtMs,
   streamCreationSchema,
   type DestinationInput,
   type StreamCreation,
@@ -102,7 +103,7 @@ export class StreamRegistry {
       format: creation.format,
       filter: normaliseFilter(creation.filter),
       treeHeads: creation.tree_heads,
-      startAtMs: creation.start_at,
+      startAtMs: startAtMs(creation.start_at),
       managedBy: null,
     };
   }
@@ -115,23 +116,9 @@ export class StreamRegistry {
     return this.stateOf(await this.owned(this.options.db, tenantId, id));
   }
 
-  /** Position and lag of any stream (the CLI and the controller see deployment-wide ones too). */
-  async stateOf(stream: LogStream): Promise<StreamState> {
-    const { db } = this.options;
-    const positions = new Map((await streamPositions(db, stream.id)).map((position) => [position.tenantId, position.nextLeaf]));
-    const sizes = await treeSizes(db, stream.tenantIds ?? undefined);
-    let lagEvents = 0;
-    let oldestMs: number | undefined;
-    for (const [tenantId, size] of sizes) {
-      const next = positions.get(tenantId) ?? (await firstLeafSince(db, tenantId, stream.startAt.getTime()));
-      if (next >= size) continue;
-      lagEvents += size - next;
-      const waiting = await leafIngestedAt(db, tenantId, next);
-      if (waiting && (oldestMs === undefined || waiting.getTime() < oldestMs)) oldestMs = waiting.getTime();
-    }
-    const status = stream.paused ? 'paused' : stream.failingSince ? 'failing' : 'active';
-    const lagSeconds = oldestMs === undefined ? 0 : Math.max(0, Math.round((Date.now() - oldestMs) / 1000));
-    return { stream, status, positions, lagEvents, lagSeconds };
+  /** Position and lag of one of the tenant's streams. */
+  stateOf(stream: LogStream): Promise<StreamState> {
+    return streamState(this.options.db, stream);
   }
 
   pause(tenantId: string, id: string, actor: Actor): Promise<LogStream> {
@@ -181,6 +168,24 @@ export class StreamRegistry {
     const field = destination.type === 's3' ? 'destination.endpoint' : 'destination.url';
     if (problem) throw ValidationError.single(field, `${problem}; stream destinations must be public addresses`);
   }
+}
+
+/** Position and lag of any stream: the API's, the CLI's and the resource status's view. */
+export async function streamState(db: Queryable, stream: LogStream): Promise<StreamState> {
+  const positions = new Map((await streamPositions(db, stream.id)).map((position) => [position.tenantId, position.nextLeaf]));
+  const sizes = await treeSizes(db, stream.tenantIds ?? undefined);
+  let lagEvents = 0;
+  let oldestMs: number | undefined;
+  for (const [tenantId, size] of sizes) {
+    const next = positions.get(tenantId) ?? (await firstLeafSince(db, tenantId, stream.startAt.getTime()));
+    if (next >= size) continue;
+    lagEvents += size - next;
+    const waiting = await leafIngestedAt(db, tenantId, next);
+    if (waiting && (oldestMs === undefined || waiting.getTime() < oldestMs)) oldestMs = waiting.getTime();
+  }
+  const status = stream.paused ? 'paused' : stream.failingSince ? 'failing' : 'active';
+  const lagSeconds = oldestMs === undefined ? 0 : Math.max(0, Math.round((Date.now() - oldestMs) / 1000));
+  return { stream, status, positions, lagEvents, lagSeconds };
 }
 
 /** Sends one test record to a stream's destination. */

@@ -126,23 +126,21 @@ export const streamFilterSchema = z
 
 export type StreamFilter = z.output<typeof streamFilterSchema>;
 
-/** "now", or a past RFC 3339 instant (a backfill), as epoch milliseconds; undefined for "now". */
+/** "now", or a past RFC 3339 instant (a backfill); startAtMs reads it. */
 export const startAtSchema = z
   .string()
-  .transform((value, ctx) => {
-    if (value === 'now') return undefined;
+  .superRefine((value, ctx) => {
+    if (value === 'now') return;
     const ms = parseTimestampCeilMs(value);
-    if (ms === undefined) {
-      ctx.addIssue({ code: 'custom', message: 'must be "now" or an RFC 3339 instant' });
-      return z.NEVER;
-    }
-    if (ms > Date.now()) {
-      ctx.addIssue({ code: 'custom', message: 'must not be in the future: use "now"' });
-      return z.NEVER;
-    }
-    return ms;
+    if (ms === undefined) ctx.addIssue({ code: 'custom', message: 'must be "now" or an RFC 3339 instant' });
+    else if (ms > Date.now()) ctx.addIssue({ code: 'custom', message: 'must not be in the future: use "now"' });
   })
   .meta({ description: '"now" (the default), or a past instant: the stream first delivers the trail from there (a backfill).' });
+
+/** A valid start_at as epoch milliseconds; undefined for "now" (or none). */
+export function startAtMs(value: string | undefined): number | undefined {
+  return value === undefined || value === 'now' ? undefined : parseTimestampCeilMs(value);
+}
 
 /** POST /audit/streams. Unknown fields are refused: a misspelt filter must not mean "every event". */
 export function streamCreationSchema(policy: WebhookUrlPolicy) {

@@ -40,7 +40,7 @@ function structuralProblems(node: Schema, path: string): string[] {
  * older schema does not know), so a schema change must raise schemaVersion in resources.ts and add a line here.
  */
 const SCHEMA_FINGERPRINTS: Record<string, Record<number, string>> = {
-  ApiKey: { 1: '1598dbeb770ac167' },
+  ApiKey: { 1: '1598dbeb770ac167', 2: 'c62a796a4eb07ed8' },
   WebhookEndpoint: { 1: '2f1ec60112194971' },
 };
 

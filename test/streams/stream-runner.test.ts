@@ -1,4 +1,6 @@
+import { Writable } from 'node:stream';
 import { expect } from 'chai';
+import { runStreams } from '../../src/cli/streamsCommand.ts';
 import { Database } from '../../src/db/database.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
@@ -9,7 +11,7 @@ import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
-import { TEST_ENCRYPTION_KEY, testLogger } from '../support/service.ts';
+import { TEST_ENCRYPTION_KEY, testConfig, testLogger } from '../support/service.ts';
 import { DatadogReceiver, SplunkHecReceiver } from '../support/siem-receivers.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -219,5 +221,26 @@ describe('log streams: the streams role', function () {
     } finally {
       await datadog.stop();
     }
+  });
+
+  it('audit-trail streams status lists every stream with its state and lag, and exits 1 while one is failing', async () => {
+    const { stream } = await registry.create('cli', { destination: { type: 'splunk_hec', url: hec.url, token: 'other-token' } }, ACTOR);
+    await sealer.sealNow();
+    runner();
+    await waitFor(async () => (await registry.state('cli', stream.id)).status === 'failing', 'the stream failing');
+    let text = '';
+    const out = new Writable({
+      write(chunk, _encoding, done) {
+        text += String(chunk);
+        done();
+      },
+    });
+    const code = await runStreams(['status', '--json', '--tenant', 'cli'], testConfig(db.url), testLogger(), out);
+    expect(code).to.equal(1);
+    const { streams } = JSON.parse(text);
+    expect(streams).to.have.length(1);
+    expect(streams[0]).to.include({ id: stream.id, status: 'failing', owner: 'cli', destination: 'splunk_hec', lag_events: 1 });
+    expect(streams[0].last_error).to.equal('HEC answered 403 (code 4: Invalid token)');
+    expect(text).not.to.include('other-token');
   });
 });

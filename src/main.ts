@@ -238,9 +238,12 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         log: log.child({ role: 'controller' }),
         resyncMs: config.controllerResyncMs,
         leaseTiming: config.controllerLease,
+        metrics,
       });
       controller.start();
       releasers.add('kubernetes controller', () => controller.stop());
+      // Not ready while its CRDs are older than it needs: a rollout with stale CRDs stops at its first pod.
+      readiness.push(controller.readiness);
     }
 
     if (has('api')) {

@@ -6,27 +6,28 @@ import {
   ListWatch,
   Watch,
   type KubeConfig,
-  type KubernetesListObject,
   type KubernetesObject,
-  type V1OwnerReference,
 } from '@kubernetes/client-node';
 import type { ApiKeyService } from '../auth/apiKeyService.ts';
 import type { Logger } from '../platform/logger.ts';
+import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
 import { ApiKeyReconciler, type ApiKeyObject } from './apiKeyReconciler.ts';
-import { Backoff, WATCH_BACKOFF, type BackoffPolicy } from './backoff.ts';
+import { WATCH_BACKOFF, type BackoffPolicy } from './backoff.ts';
+import { CrdGuard, type CrdProblem } from './crdGuard.ts';
 import { DeploymentGuard } from './deploymentGuard.ts';
-import { reportRetry } from './healthReport.ts';
+import { reportRetry, reportStalled } from './healthReport.ts';
 import { kubeLeaseStore } from './kubeLeaseStore.ts';
 import { EventRecorder } from './kubeEvents.ts';
-import { KubeResources, OWNED_SECRET_LABEL, OWNED_SECRET_LABEL_VALUE, type AnyResource } from './kubeResources.ts';
+import { KubeResources, type AnyResource } from './kubeResources.ts';
 import { DEFAULT_LEASE_TIMING, LeaderElector } from './leaderElection.ts';
-import { API_KEY, DEFAULT_CONTROLLER_CLASS, GROUP, VERSION, WEBHOOK_ENDPOINT, type ResourceKind } from './resources.ts';
+import { API_KEY, DEFAULT_CONTROLLER_CLASS, WEBHOOK_ENDPOINT, type ResourceKind } from './resources.ts';
 import { WebhookEndpointReconciler, type WebhookEndpointObject } from './webhookEndpointReconciler.ts';
+import { OWNED_SECRETS, ownedSecretSources, ownerKey, queueKey, resourceSources } from './watchedSources.ts';
+import { restartOnError } from './watchRestart.ts';
 import { WorkQueue } from './workQueue.ts';
 
 const COMPONENT = 'audit-trail-controller';
-const OWNED_SECRETS = `${OWNED_SECRET_LABEL}=${OWNED_SECRET_LABEL_VALUE}`;
 
 export interface ControllerOptions {
   readonly kubeConfig: KubeConfig;
@@ -49,6 +50,10 @@ export interface ControllerOptions {
   readonly leaseTiming?: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
   /** How a failed watch is restarted. */
   readonly watchBackoff?: BackoffPolicy;
+  /** Where audit_controller_crd_outdated goes. */
+  readonly metrics?: ServiceMetrics;
+  /** Told of every work-queue key processed (`apikeys/<namespace>/<name>`), whatever came of it: for tests and diagnostics. */
+  readonly onReconciled?: (key: string) => void;
 }
 
 interface Kind {
@@ -69,7 +74,8 @@ interface Running {
  * library's ListWatch, which resumes from the last resourceVersion and re-lists on 410 Gone; restarted
  * here with capped exponential backoff after any other watch failure) and an informer on the Secrets it
  * owns (by label), feeding one work queue that serialises work per object, with capped exponential backoff
- * on failure and a periodic resync. Only resources of the controller's class are reconciled. A replica
+ * on failure and a periodic resync. Only resources of the controller's class are reconciled, and only of
+ * kinds whose installed CRD is current (crdGuard.ts: checked by every replica, leader or not). A replica
  * that loses the lease stops its informers and workers until it wins it again.
  */
 export class KubernetesController {
@@ -80,6 +86,10 @@ export class KubernetesController {
   private readonly controllerClass: string;
   private readonly kinds: Kind[];
   private readonly reportRetry: (plural: string, object: KubernetesObject, message: string) => Promise<void>;
+  private readonly reportCrdProblem: (plural: string, object: KubernetesObject, problem: CrdProblem) => Promise<void>;
+  private readonly crds: CrdGuard;
+  /** Settles once every CRD has been read (or has failed to be): nothing is reconciled before. */
+  private crdsRead: Promise<void> = Promise.resolve();
   private running: Running | undefined;
 
   constructor(options: ControllerOptions) {
@@ -99,6 +109,17 @@ export class KubernetesController {
     ];
     this.reportRetry = (plural, object, message) =>
       reportRetry(resources, events, guard, plural, object as unknown as AnyResource, message);
+    this.reportCrdProblem = (plural, object, problem) =>
+      reportStalled(resources, events, guard, plural, object as unknown as AnyResource, problem.reason, problem.message);
+    this.crds = new CrdGuard({
+      kubeConfig: config,
+      kinds: this.kinds.map((kind) => kind.resource),
+      log: options.log,
+      metrics: options.metrics,
+      watchBackoff: options.watchBackoff,
+      // Upgraded (or downgraded) CRDs: their resources are reconciled now, not at the next resync.
+      onChange: (resource) => this.enqueueAll(this.kinds.filter((kind) => kind.resource === resource)),
+    });
     this.elector = new LeaderElector({
       identity: options.identity ?? `${hostname()}-${process.pid}`,
       store: kubeLeaseStore(config.makeApiClient(CoordinationV1Api), options.leaseNamespace, options.leaseName),
@@ -119,17 +140,27 @@ export class KubernetesController {
     return this.elector.isLeader;
   }
 
+  /** /readyz: false while a CRD is older than this controller needs (or missing, or unreadable). */
+  get readiness(): { readonly name: string; readonly check: () => Promise<void> } {
+    return this.crds.readiness;
+  }
+
   start(): void {
+    // Every replica reads the CRDs, leader or not, so that each one's readiness tells the truth.
+    this.crdsRead = this.crds.start();
     this.elector.start();
   }
 
   async stop(): Promise<void> {
     await this.stopReconciling();
     await this.elector.stop();
+    await this.crds.stop();
   }
 
   private async startReconciling(): Promise<void> {
-    if (this.running) return;
+    await this.crdsRead;
+    // Leadership may have been lost (or started twice) while the CRDs were being read.
+    if (this.running || !this.elector.isLeader) return;
     const queue = new WorkQueue();
     const informers = new Map<string, ListWatch<KubernetesObject>[]>();
     for (const kind of this.kinds) {
@@ -138,7 +169,7 @@ export class KubernetesController {
       };
       informers.set(
         kind.resource.plural,
-        this.watchedPaths(kind.resource).map(({ path, list }) => {
+        resourceSources(this.custom, this.options.namespaces, kind.resource).map(({ path, list }) => {
           const informer = new ListWatch<KubernetesObject>(path, new Watch(this.options.kubeConfig), list, false);
           informer.on('add', enqueue);
           informer.on('update', enqueue);
@@ -154,41 +185,40 @@ export class KubernetesController {
     };
     informers.set(
       'secrets',
-      this.secretPaths().map(({ path, list }) => {
+      ownedSecretSources(this.core, this.options.namespaces).map(({ path, list }) => {
         const informer = new ListWatch<KubernetesObject>(path, new Watch(this.options.kubeConfig), list, false, OWNED_SECRETS);
         for (const event of ['add', 'update', 'delete'] as const) informer.on(event, enqueueOwner);
         this.restartOnError(informer, 'secrets', informers);
         return informer;
       }),
     );
-    const resync = setInterval(() => {
-      for (const kind of this.kinds) {
-        for (const informer of informers.get(kind.resource.plural)!) {
-          for (const object of informer.list())
-            if (this.isOurClass(object)) queue.add(queueKey(kind.resource.plural, object.metadata?.namespace, object.metadata?.name));
-        }
-      }
-    }, this.options.resyncMs ?? 30_000);
+    const resync = setInterval(() => this.enqueueAll(this.kinds), this.options.resyncMs ?? 30_000);
     resync.unref();
     const workers = Array.from({ length: this.options.workers ?? 2 }, () => this.work(queue, informers));
     this.running = { queue, informers, workers, resync };
     await Promise.all([...informers.values()].flat().map((informer) => informer.start()));
   }
 
-  /**
-   * ListWatch resumes by itself after a 410 or a client-side timeout, but stops on any other error (a cut
-   * connection, an API server restart or overload): restart it, after a delay that doubles with each
-   * failure in a row up to a cap, so a struggling API server is not hammered.
-   */
+  /** Restarted with capped exponential backoff after a failure, as long as this reconciling run lasts. */
   private restartOnError(informer: ListWatch<KubernetesObject>, what: string, informers: Map<string, ListWatch<KubernetesObject>[]>): void {
-    const backoff = new Backoff(this.options.watchBackoff ?? WATCH_BACKOFF);
-    informer.on('error', (error: unknown) => {
-      const delay = backoff.next();
-      this.options.log.warn({ err: error, watch: what, retry_in_ms: delay }, 'watch failed; restarting it');
-      setTimeout(() => {
-        if (this.running?.informers === informers) informer.start().catch(() => undefined);
-      }, delay).unref();
+    restartOnError(informer, {
+      what,
+      policy: this.options.watchBackoff ?? WATCH_BACKOFF,
+      log: this.options.log,
+      active: () => this.running?.informers === informers,
     });
+  }
+
+  /** Queues every object of these kinds (of this controller's class) that the informers hold. */
+  private enqueueAll(kinds: readonly Kind[]): void {
+    const running = this.running;
+    if (!running) return;
+    for (const kind of kinds) {
+      for (const informer of running.informers.get(kind.resource.plural) ?? []) {
+        for (const object of informer.list())
+          if (this.isOurClass(object)) running.queue.add(queueKey(kind.resource.plural, object.metadata?.namespace, object.metadata?.name));
+      }
+    }
   }
 
   private async stopReconciling(): Promise<void> {
@@ -213,7 +243,13 @@ export class KubernetesController {
         .find(Boolean);
       try {
         // A key may come from an owned Secret: the resource itself decides whether it is ours.
-        if (object && this.isOurClass(object)) await kind.reconcile(object);
+        if (object && this.isOurClass(object)) {
+          const problem = this.crds.problem(kind.resource);
+          // Its CRD is older than this controller: say so on the resource and touch nothing else. The guard
+          // queues every resource of the kind again once the CRD is upgraded.
+          if (problem) await this.reportCrdProblem(plural, object, problem);
+          else await kind.reconcile(object);
+        }
         queue.forget(key);
       } catch (error) {
         const delay = queue.addRateLimited(key);
@@ -226,6 +262,7 @@ export class KubernetesController {
         }
       } finally {
         queue.done(key);
+        this.options.onReconciled?.(key);
       }
     }
   }
@@ -233,43 +270,6 @@ export class KubernetesController {
   private isOurClass(object: KubernetesObject): boolean {
     return ((object as { spec?: { controllerClass?: string } }).spec?.controllerClass ?? DEFAULT_CONTROLLER_CLASS) === this.controllerClass;
   }
-
-  private watchedPaths(resource: ResourceKind): Array<{ path: string; list: () => Promise<KubernetesListObject<KubernetesObject>> }> {
-    const base = `/apis/${GROUP}/${VERSION}`;
-    if (this.options.namespaces.length === 0) {
-      return [
-        {
-          path: `${base}/${resource.plural}`,
-          list: () => this.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: resource.plural }),
-        },
-      ];
-    }
-    return this.options.namespaces.map((namespace) => ({
-      path: `${base}/namespaces/${namespace}/${resource.plural}`,
-      list: () => this.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: resource.plural }),
-    }));
-  }
-
-  private secretPaths(): Array<{ path: string; list: () => Promise<KubernetesListObject<KubernetesObject>> }> {
-    if (this.options.namespaces.length === 0) {
-      return [{ path: '/api/v1/secrets', list: () => this.core.listSecretForAllNamespaces({ labelSelector: OWNED_SECRETS }) }];
-    }
-    return this.options.namespaces.map((namespace) => ({
-      path: `/api/v1/namespaces/${namespace}/secrets`,
-      list: () => this.core.listNamespacedSecret({ namespace, labelSelector: OWNED_SECRETS }),
-    }));
-  }
-}
-
-function queueKey(plural: string, namespace: string | undefined, name: string | undefined): string {
-  return `${plural}/${namespace}/${name}`;
-}
-
-/** The work-queue key of the ApiKey or WebhookEndpoint that controls a Secret, if one does. */
-function ownerKey(references: V1OwnerReference[] | undefined, namespace: string | undefined): string | undefined {
-  const owner = references?.find((reference) => reference.controller && reference.apiVersion === `${GROUP}/${VERSION}`);
-  const plural = [API_KEY, WEBHOOK_ENDPOINT].find((resource) => resource.kind === owner?.kind)?.plural;
-  return plural && owner ? queueKey(plural, namespace, owner.name) : undefined;
 }
 
 /** What status may say about a failure: never a response body (it could echo what was sent). */

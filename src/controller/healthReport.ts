@@ -51,3 +51,21 @@ export async function reportRetry(
     { state: 'Reconciling', reason: 'RetryingAfterError', message },
   );
 }
+
+/**
+ * A resource the controller will not act on until someone changes something outside it (kstatus:
+ * Stalled=True): only on a resource this deployment may act on (not claimed by another).
+ */
+export async function reportStalled(
+  resources: KubeResources,
+  events: EventRecorder,
+  guard: DeploymentGuard,
+  plural: string,
+  informed: AnyResource,
+  reason: string,
+  message: string,
+): Promise<void> {
+  const object = resources.freshest(informed);
+  if (!(await guard.mayAct(object))) return;
+  await reportHealth(resources, events, plural, object, { ...object.status }, { state: 'Stalled', reason, message });
+}

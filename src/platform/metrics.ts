@@ -139,6 +139,13 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  readonly controllerCrdOutdated = new Gauge({
+    name: 'audit_controller_crd_outdated',
+    help: "1 while the controller refuses to reconcile a CRD's kind: the installed CRD is older than it needs, missing or unreadable",
+    labelNames: ['crd'] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
     // The chart's alerts take increase() of these kinds, which sees nothing of a labelled series that first

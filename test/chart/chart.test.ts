@@ -259,7 +259,20 @@ describe('Helm chart', function () {
     // Outside the release namespace, names carry it: the same release name may be installed in two namespaces.
     const clusterRole = named(allNamespaces, 'ClusterRole', 'audit-rel-audit-trail-controller');
     expect(clusterRole.rules).to.deep.equal(expected);
-    expect(byKind(everything, 'ClusterRole')).to.deep.equal([]);
+    // Its CRDs, by name, in either mode: the controller refuses to reconcile a kind whose CRD is older than it.
+    const crdReader = [
+      {
+        apiGroups: ['apiextensions.k8s.io'],
+        resources: ['customresourcedefinitions'],
+        resourceNames: ['apikeys.audittrail.dev', 'webhookendpoints.audittrail.dev'],
+        verbs: ['list', 'watch'],
+      },
+    ];
+    expect(named(allNamespaces, 'ClusterRole', 'audit-rel-audit-trail-controller-crds').rules).to.deep.equal(crdReader);
+    expect(byKind(everything, 'ClusterRole').map((role) => role.rules)).to.deep.equal([crdReader]);
+    expect(named(everything, 'ClusterRoleBinding', 'audit-rel-audit-trail-controller-crds').subjects).to.deep.equal([
+      { kind: 'ServiceAccount', name: 'rel-audit-trail', namespace: 'audit' },
+    ]);
     const roles = byKind(everything, 'Role').filter((role) => role.metadata.name === 'audit-rel-audit-trail-controller');
     expect(roles.map((role) => role.metadata.namespace).sort()).to.deep.equal(['team-a', 'team-b']);
     for (const role of roles) expect(role.rules).to.deep.equal(expected);

@@ -97,7 +97,7 @@ describe('ApiKey controller', function () {
     expect(JSON.stringify(object) + JSON.stringify(events)).not.to.include(key);
 
     // Resyncs do not mint again.
-    await harness.reconciledAgain(NAMESPACE, 'siem-key');
+    await harness.reconciledAgain('apikeys', NAMESPACE, 'siem');
     expect((await get('siem')).status.lookupId).to.equal(object.status.lookupId);
     expect((await keys.list('acme')).filter((item) => item.managedBy?.includes('/siem/'))).to.have.length(1);
   });

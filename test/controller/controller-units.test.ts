@@ -1,7 +1,9 @@
 import { expect } from 'chai';
 import { Backoff } from '../../src/controller/backoff.ts';
 import { healthConditions, setCondition, type Condition } from '../../src/controller/conditions.ts';
+import { assessCrd, crdProblem } from '../../src/controller/crdGuard.ts';
 import { jsonEqual, mergePatchDiff } from '../../src/controller/mergePatchDiff.ts';
+import { API_KEY } from '../../src/controller/resources.ts';
 
 describe('status as a merge patch', () => {
   it('compares JSON as values: key order is irrelevant, array order is not', () => {
@@ -81,5 +83,36 @@ describe('watch restart backoff', () => {
     const jittered = new Backoff(policy, () => 0.5);
     expect([jittered.next(0), jittered.next(1), jittered.next(2)]).to.deep.equal([1200, 2400, 4800]);
     expect(new Backoff(policy, () => 0.99).next(0)).to.be.below(1600);
+  });
+});
+
+describe('the CRD guard: what an installed CRD says about its kind', () => {
+  const kind = { ...API_KEY, schemaVersion: 3 };
+  const crd = (annotations?: Record<string, string>) => ({
+    metadata: { name: 'apikeys.audittrail.dev', ...(annotations ? { annotations } : {}) },
+  });
+
+  it('lets the kind be reconciled only at the schema version it needs or a newer one', () => {
+    expect(assessCrd(crd({ 'audittrail.dev/schema-version': '3' }), kind)).to.deep.equal({ state: 'current', installed: 3 });
+    // A newer CRD (a rollback of the controller alone) only adds fields: still current.
+    expect(assessCrd(crd({ 'audittrail.dev/schema-version': '4' }), kind)).to.deep.equal({ state: 'current', installed: 4 });
+    expect(assessCrd(crd({ 'audittrail.dev/schema-version': '2' }), kind)).to.deep.equal({ state: 'outdated', installed: 2 });
+    expect(assessCrd(crd(), kind)).to.deep.equal({ state: 'outdated', installed: undefined });
+    expect(assessCrd(crd({ 'audittrail.dev/schema-version': 'v3' }), kind)).to.deep.equal({ state: 'outdated', installed: undefined });
+    expect(assessCrd(undefined, kind)).to.deep.equal({ state: 'missing' });
+  });
+
+  it('explains each refusal with the versions and how to upgrade, and has nothing to say about a current CRD', () => {
+    expect(crdProblem(kind, { state: 'current', installed: 3 })).to.equal(undefined);
+    const outdated = crdProblem(kind, { state: 'outdated', installed: 2 })!;
+    expect(outdated.reason).to.equal('CRDOutdated');
+    expect(outdated.message).to.include('CRD apikeys.audittrail.dev is at schema version 2; this controller needs version 3');
+    expect(outdated.message).to.include('kubectl apply --server-side --force-conflicts -f crds/');
+    expect(crdProblem(kind, { state: 'outdated', installed: undefined })!.message).to.include('carries no schema version');
+    expect(crdProblem(kind, { state: 'missing' })!.reason).to.equal('CRDMissing');
+    const unreadable = crdProblem(kind, { state: 'unreadable', cause: 'the Kubernetes API answered 403' })!;
+    expect(unreadable.reason).to.equal('CRDUnreadable');
+    expect(unreadable.message).to.include('get, list and watch on the customresourcedefinition apikeys.audittrail.dev');
+    expect(crdProblem(kind, { state: 'unread' })!.reason).to.equal('CRDUnreadable');
   });
 });

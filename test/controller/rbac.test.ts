@@ -8,10 +8,14 @@ import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { waitFor } from '../support/wait.ts';
 
 const run = promisify(execFile);
-type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
+type Rule = { apiGroups: string[]; resources: string[]; resourceNames?: string[]; verbs: string[] };
+type Attributes = { verb: string; group: string; resource: string; name?: string };
 
-/** The verb, API group and resource a request needs RBAC for, as the API server's authorizer sees it. */
-function attributes(entry: { method: string; path: string; watch: boolean }): { verb: string; group: string; resource: string } {
+/**
+ * The verb, API group, resource and name a request needs RBAC for, as the API server's authorizer sees it:
+ * a list or watch has a name when its field selector is exactly metadata.name=<name>.
+ */
+function attributes(entry: { method: string; path: string; watch: boolean; fieldSelector?: string }): Attributes {
   const parts = entry.path.split('/').filter(Boolean);
   const [group, rest] = parts[0] === 'api' ? ['', parts.slice(2)] : [parts[1]!, parts.slice(3)];
   const scoped = rest[0] === 'namespaces' ? rest.slice(2) : rest;
@@ -24,7 +28,15 @@ function attributes(entry: { method: string; path: string; watch: boolean }): { 
           ? 'get'
           : 'list'
       : ({ POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' } as Record<string, string>)[entry.method]!;
-  return { verb, group, resource: subresource ? `${resource}/${subresource}` : resource! };
+  const selected = /^metadata\.name=([^,]+)$/.exec(entry.fieldSelector ?? '')?.[1];
+  const named = name ?? selected;
+  return { verb, group, resource: subresource ? `${resource}/${subresource}` : resource!, ...(named ? { name: named } : {}) };
+}
+
+/** Whether a rule grants the request: resourceNames, when given, must name the object (a create names none). */
+function grants(rule: Rule, call: Attributes): boolean {
+  if (!rule.apiGroups.includes(call.group) || !rule.resources.includes(call.resource) || !rule.verbs.includes(call.verb)) return false;
+  return rule.resourceNames === undefined || (call.name !== undefined && rule.resourceNames.includes(call.name));
 }
 
 describe("the controller's API calls stay within the chart's RBAC", function () {
@@ -39,14 +51,21 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
       ['template', 'rel', 'charts/audit-trail', '--namespace', 'audit-system', '--set', 'secrets.existingSecret=audit-trail-env'],
       { maxBuffer: 16 * 1024 * 1024 },
     );
-    const manifests = loadAll(stdout) as Array<{ kind: string; metadata: { name: string }; rules?: Rule[] }>;
-    // The chart's only roles are the controller's (resources) and its leader election (the Lease).
+    const manifests = loadAll(stdout) as Array<{ kind: string; metadata: { name: string }; rules?: Rule[]; spec?: any }>;
+    // The chart's only roles are the controller's (resources, the CRDs) and its leader election (the Lease).
     rules = manifests
       .filter((manifest) => manifest?.kind === 'ClusterRole' || manifest?.kind === 'Role')
       .flatMap((manifest) => manifest.rules ?? []);
+    // The Lease the chart names in its Role, as the chart's Deployment tells the controller.
+    const controller = manifests.find(
+      (manifest) => manifest?.kind === 'Deployment' && manifest.metadata.name === 'rel-audit-trail-controller',
+    );
+    const leaseName = controller!.spec.template.spec.containers[0].env.find(
+      (variable: { name: string }) => variable.name === 'CONTROLLER_LEASE_NAME',
+    ).value;
     harness = await startControllerHarness();
     receiver = await startReceiver(204);
-    harness.startController('replica-1');
+    harness.startController('replica-1', { leaseName });
     await waitFor(() => harness.controllers[0]!.isLeader, 'the controller to lead');
   });
 
@@ -112,9 +131,8 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
     const calls = harness.kube.requestLog.filter((entry) => entry.token === 'controller').map(attributes);
     const used = [...new Set(calls.map((call) => `${call.verb} ${call.group}/${call.resource}`))].sort();
     expect(used.length).to.be.greaterThan(8);
-    const allowed = (call: { verb: string; group: string; resource: string }) =>
-      rules.some((rule) => rule.apiGroups.includes(call.group) && rule.resources.includes(call.resource) && rule.verbs.includes(call.verb));
-    const refused = calls.filter((call) => !allowed(call)).map((call) => `${call.verb} ${call.group}/${call.resource}`);
+    const allowed = (call: Attributes) => rules.some((rule) => grants(rule, call));
+    const refused = calls.filter((call) => !allowed(call)).map((call) => `${call.verb} ${call.group}/${call.resource} ${call.name ?? ''}`);
     expect([...new Set(refused)], `used: ${used.join(', ')}`).to.deep.equal([]);
     // And the rules are not wider than the calls: every granted verb is used.
     const granted = rules.flatMap((rule) =>

@@ -201,7 +201,7 @@ describe('WebhookEndpoint controller', function () {
       // The trail shows a rotation, not a new endpoint; the resync clears the expired overlap from status.
       const trail = await harness.db.pool.query(`SELECT action FROM events WHERE resource_id = $1 ORDER BY occurred_at`, [id]);
       expect(trail.rows.map((row) => row.action)).to.deep.equal(['admin.webhook.create', 'admin.webhook.rotate_secret']);
-      await harness.reconciledAgain(NAMESPACE, 'rotating-hook');
+      await harness.reconciledAgain('webhookendpoints', NAMESPACE, 'rotating');
       await waitFor(
         async () => (await get('rotating')).status.previousSecretExpiresAt === undefined,
         'the expired overlap to leave status',
@@ -304,7 +304,7 @@ describe('WebhookEndpoint controller', function () {
       const oldSecret = await signingSecret('flaky-hook');
 
       // Resyncs alone never re-create it.
-      await harness.reconciledAgain(NAMESPACE, 'flaky-hook');
+      await harness.reconciledAgain('webhookendpoints', NAMESPACE, 'flaky');
       expect((await get('flaky')).status.id).to.equal(first.status.id);
 
       await patch('flaky', { metadata: { annotations: { [RECREATE_ANNOTATION]: '1' } } });

@@ -1,5 +1,12 @@
 import { expect } from 'chai';
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import {
+  ApiextensionsV1Api,
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+} from '@kubernetes/client-node';
 import { startKubeApiServer, type KubeApiServer } from '../support/kube-apiserver/server.ts';
 
 /** The API stand-in's own contract, through the real client where the controller uses it. */
@@ -293,5 +300,31 @@ describe('Kubernetes API stand-in', function () {
     );
     expect(stale?.code).to.equal(409);
     expect((await leases.readNamespacedLease({ name: 'l', namespace: 'ns' })).spec?.holderIdentity).to.equal('b');
+  });
+
+  it('prunes what the stored CRD does not declare, and serves a replaced CRD from the next request on', async () => {
+    const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+    const created = await custom.createNamespacedCustomObject({
+      ...address,
+      body: { apiVersion: 'audittrail.dev/v1alpha1', kind: 'ApiKey', metadata: { name: 'pruned' }, spec: { ...spec, unknown: 'x' } },
+    });
+    expect(created.spec).to.deep.equal(spec);
+    const status = await custom.patchNamespacedCustomObjectStatus(
+      { ...address, name: 'pruned', body: { status: { state: 'Active', rotateRequest: '1', bogus: { nested: true } } } },
+      mergePatch,
+    );
+    expect(status.status).to.deep.equal({ state: 'Active', rotateRequest: '1' });
+
+    // An older CRD, without status.rotateRequest: the field is dropped on the next write, as a real API server does.
+    const crds = kube.kubeConfig().makeApiClient(ApiextensionsV1Api);
+    const crd = await crds.readCustomResourceDefinition({ name: 'apikeys.audittrail.dev' });
+    delete crd.spec.versions[0]!.schema!.openAPIV3Schema!.properties!.status!.properties!.rotateRequest;
+    await crds.replaceCustomResourceDefinition({ name: 'apikeys.audittrail.dev', body: crd });
+    const rewritten = await custom.patchNamespacedCustomObjectStatus(
+      { ...address, name: 'pruned', body: { status: { lookupId: '0a1b2c3d', rotateRequest: '2' } } },
+      mergePatch,
+    );
+    expect(rewritten.status).to.deep.equal({ state: 'Active', lookupId: '0a1b2c3d' });
+    expect((await crds.listCustomResourceDefinition({ fieldSelector: 'metadata.name=apikeys.audittrail.dev' })).items).to.have.length(1);
   });
 });

@@ -5,6 +5,7 @@ import { KubernetesController } from '../../src/controller/controller.ts';
 import { Database } from '../../src/db/database.ts';
 import { readDeploymentId } from '../../src/db/deploymentIdentity.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
+import type { ServiceMetrics } from '../../src/platform/metrics.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
@@ -37,6 +38,7 @@ export interface ControllerOptions {
   readonly token?: string;
   readonly resyncMs?: number;
   readonly watchBackoff?: BackoffPolicy;
+  readonly metrics?: ServiceMetrics;
 }
 
 export interface ControllerHarness extends Deployment {
@@ -49,20 +51,23 @@ export interface ControllerHarness extends Deployment {
   /** Another release's database and services, against the same Kubernetes API. */
   startDeployment(): Promise<Deployment>;
   /**
-   * Waits until a controller (with the default token) has reconciled the resource that owns this Secret
-   * `times` more times: every reconcile of a resource whose key or endpoint exists reads its Secret. The
+   * Waits until the harness's controllers have processed the resource `times` more times (from now): the
    * sentinel for "resyncs changed nothing", instead of sleeping through a few resync periods.
    */
-  reconciledAgain(namespace: string, secretName: string, times?: number): Promise<void>;
+  reconciledAgain(plural: string, namespace: string, name: string, times?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
 /**
- * Everything a controller test needs: the Kubernetes API stand-in loaded with crds/, a fresh database,
- * the api role (to try keys), the controller's domain services and the real client-node APIs.
+ * Everything a controller test needs: the Kubernetes API stand-in loaded with crds/ (or the CRDs of an
+ * earlier release), a fresh database, the api role (to try keys), the controller's domain services and the
+ * real client-node APIs.
  */
-export async function startControllerHarness(apiEnv: Record<string, string> = {}): Promise<ControllerHarness> {
-  const kube = await startKubeApiServer({ crdDirectories: ['crds'] });
+export async function startControllerHarness(
+  apiEnv: Record<string, string> = {},
+  options: { crdDirectories?: readonly string[] } = {},
+): Promise<ControllerHarness> {
+  const kube = await startKubeApiServer({ crdDirectories: options.crdDirectories ?? ['crds'] });
   const closers: Array<() => Promise<void>> = [];
   async function startDeployment(): Promise<Deployment> {
     const db = await createTestDatabase();
@@ -88,6 +93,8 @@ export async function startControllerHarness(apiEnv: Record<string, string> = {}
   const home = await startDeployment();
   const api = await startTestService({ databaseUrl: home.db.url, roles: ['api'], env: apiEnv });
   const controllers: KubernetesController[] = [];
+  /** Work-queue keys processed so far, by key. */
+  const processed = new Map<string, number>();
   return {
     ...home,
     kube,
@@ -112,17 +119,17 @@ export async function startControllerHarness(apiEnv: Record<string, string> = {}
         resyncMs: options.resyncMs ?? 1_000,
         leaseTiming: LEASE_TIMING,
         ...(options.watchBackoff ? { watchBackoff: options.watchBackoff } : {}),
+        ...(options.metrics ? { metrics: options.metrics } : {}),
+        onReconciled: (key) => processed.set(key, (processed.get(key) ?? 0) + 1),
       });
       controller.start();
       controllers.push(controller);
       return controller;
     },
-    async reconciledAgain(namespace, secretName, times = 2) {
-      const path = `/api/v1/namespaces/${namespace}/secrets/${secretName}`;
-      const reads = () =>
-        kube.requestLog.filter((entry) => entry.token === 'controller' && entry.method === 'GET' && entry.path === path).length;
-      const before = reads();
-      await waitFor(() => reads() >= before + times, `${times} more reconciles of the owner of Secret ${namespace}/${secretName}`, 20_000);
+    async reconciledAgain(plural, namespace, name, times = 2) {
+      const key = `${plural}/${namespace}/${name}`;
+      const before = processed.get(key) ?? 0;
+      await waitFor(() => (processed.get(key) ?? 0) >= before + times, `${times} more reconciles of ${key}`, 20_000);
     },
     async stop() {
       await Promise.all(controllers.map((controller) => controller.stop()));

@@ -1,12 +1,12 @@
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
-import { Ajv, type ValidateFunction } from 'ajv';
-import { load, loadAll } from 'js-yaml';
+import { load } from 'js-yaml';
 import { violatedRules } from './celRules.ts';
+import { CRD_COLLECTION, CustomResourceTypes, prune, readCrdFiles, type ResourceType } from './customResources.ts';
 import { ApiError, ObjectStore, type KubeObject } from './objectStore.ts';
 import { parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
 import { serverSideApply } from './serverSideApply.ts';
@@ -16,31 +16,16 @@ import { serverSideApply } from './serverSideApply.ts';
  * can run on these machines). Faithful where controllers depend on it: REST paths of core, group and
  * custom resources, list + watch with resourceVersion, BOOKMARK and 410 Gone, the status subresource,
  * generation, optimistic concurrency (409), merge, JSON and apply patches, finalizers and deletionTimestamp,
- * owner-reference garbage collection, admission against the CRDs' OpenAPI schemas and their
+ * owner-reference garbage collection, CustomResourceDefinitions as objects that define what is served, with
+ * admission against their OpenAPI schemas, pruning of undeclared fields (customResources.ts) and their
  * x-kubernetes-validations CEL rules (celRules.ts), label and field selectors on list and watch
  * (selectors.ts; a watched object that stops or starts matching arrives as DELETED or ADDED), and custom
  * resources served with their keys sorted at every level, as the real server's JSON encoding of
  * unstructured objects does (built-in types keep their field order).
  * Simplified: legacy discovery only (kubectl then runs with --validate=false: no OpenAPI document), a
- * simplified server-side apply (serverSideApply.ts), no Table output (kubectl get -o json/yaml/name work), no pruning or defaulting,
+ * simplified server-side apply (serverSideApply.ts), no Table output (kubectl get -o json/yaml/name work), no defaulting,
  * strategic merge treated as a merge patch, no authentication.
  */
-
-interface ResourceType {
-  readonly group: string;
-  readonly version: string;
-  readonly plural: string;
-  readonly singular?: string;
-  readonly shortNames?: readonly string[];
-  readonly categories?: readonly string[];
-  readonly kind: string;
-  readonly namespaced: boolean;
-  readonly statusSubresource: boolean;
-  /** Defined by a CRD (served as unstructured JSON). */
-  readonly custom: boolean;
-  readonly validate?: ValidateFunction;
-  readonly schema?: object;
-}
 
 export interface KubeApiServer {
   readonly url: string;
@@ -51,7 +36,16 @@ export interface KubeApiServer {
    * Every request with the bearer token that made it, to tell the controller's calls from a test's, when it
    * arrived and, once answered, the response status (a refused write, 409 or 422, changed nothing).
    */
-  readonly requestLog: Array<{ token: string; method: string; path: string; watch: boolean; at: number; status?: number }>;
+  readonly requestLog: Array<{
+    token: string;
+    method: string;
+    path: string;
+    /** The field selector of a list or watch (RBAC matches resourceNames on list and watch by metadata.name). */
+    fieldSelector?: string;
+    watch: boolean;
+    at: number;
+    status?: number;
+  }>;
   /** A client configuration; the token only labels the caller in requestLog (no authorisation here). */
   kubeConfig(token?: string): KubeConfig;
   /** A kubeconfig file for a real kubectl. */
@@ -81,36 +75,18 @@ const BUILT_IN: ResourceType[] = [
     statusSubresource: false,
     custom: false,
   },
+  {
+    group: 'apiextensions.k8s.io',
+    version: 'v1',
+    plural: 'customresourcedefinitions',
+    singular: 'customresourcedefinition',
+    shortNames: ['crd', 'crds'],
+    kind: 'CustomResourceDefinition',
+    namespaced: false,
+    statusSubresource: false,
+    custom: false,
+  },
 ];
-
-function loadCustomResources(directories: readonly string[]): ResourceType[] {
-  const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
-  const types: ResourceType[] = [];
-  for (const directory of directories) {
-    for (const file of readdirSync(directory).filter((name) => name.endsWith('.yaml'))) {
-      for (const document of loadAll(readFileSync(join(directory, file), 'utf8')) as any[]) {
-        if (document?.kind !== 'CustomResourceDefinition') continue;
-        for (const version of document.spec.versions) {
-          types.push({
-            group: document.spec.group,
-            version: version.name,
-            plural: document.spec.names.plural,
-            singular: document.spec.names.singular,
-            shortNames: document.spec.names.shortNames ?? [],
-            categories: document.spec.names.categories ?? [],
-            kind: document.spec.names.kind,
-            namespaced: document.spec.scope === 'Namespaced',
-            statusSubresource: version.subresources?.status !== undefined,
-            custom: true,
-            validate: ajv.compile(version.schema.openAPIV3Schema),
-            schema: version.schema.openAPIV3Schema,
-          });
-        }
-      }
-    }
-  }
-  return types;
-}
 
 const VERBS = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
 
@@ -263,8 +239,11 @@ function jsonPatch(target: KubeObject, operations: Array<{ op: string; path: str
 }
 
 export async function startKubeApiServer(options: { crdDirectories: readonly string[] }): Promise<KubeApiServer> {
-  const types = [...BUILT_IN, ...loadCustomResources(options.crdDirectories)];
   const store = new ObjectStore();
+  for (const crd of readCrdFiles(options.crdDirectories)) store.create(CRD_COLLECTION, crd, { generation: true });
+  const customTypes = new CustomResourceTypes();
+  /** What is served right now: the built-in types and those of the CRDs stored at this moment. */
+  const servedTypes = () => [...BUILT_IN, ...customTypes.typesOf(store.list(CRD_COLLECTION, undefined))];
   const requests: string[] = [];
   const requestLog: KubeApiServer['requestLog'] = [];
   const watches = new Set<ServerResponse>();
@@ -282,6 +261,8 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
       object.data = data;
       delete object.stringData;
     }
+    // As apiextensions-apiserver does: what the schema does not declare is dropped before validation.
+    if (type.schema) object = prune(object, type.schema);
     const validate = type.validate;
     if (validate && !validate(object as unknown)) {
       const causes = (validate.errors ?? []).map((error) => ({
@@ -325,6 +306,8 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
   function watch(response: ServerResponse, type: ResourceType, namespace: string | undefined, url: URL, selected: Selector): void {
     const from = Number(url.searchParams.get('resourceVersion') || store.currentRevision);
     response.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+    // As the real server does: the watch is established (headers sent) before any event.
+    response.flushHeaders();
     const send = (event: unknown) => response.write(`${encode(type, event)}\n`);
     let unsubscribe: () => void = () => undefined;
     try {
@@ -381,12 +364,14 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
       token: String(request.headers.authorization ?? '').replace(/^Bearer /, ''),
       method: request.method!,
       path: url.pathname,
+      ...(url.searchParams.has('fieldSelector') ? { fieldSelector: url.searchParams.get('fieldSelector')! } : {}),
       watch: watching,
       at: Date.now(),
     };
     requestLog.push(entry);
     response.on('finish', () => (entry.status = response.statusCode));
     if (refusal?.(entry)) throw new ApiError(503, 'ServiceUnavailable', 'the server is currently unable to handle the request');
+    const types = servedTypes();
     const discovered = request.method === 'GET' ? discovery(url.pathname, types) : undefined;
     if (discovered) {
       response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(discovered));

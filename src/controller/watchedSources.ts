@@ -1,0 +1,51 @@
+import type { CoreV1Api, CustomObjectsApi, KubernetesListObject, KubernetesObject, V1OwnerReference } from '@kubernetes/client-node';
+import { OWNED_SECRET_LABEL, OWNED_SECRET_LABEL_VALUE } from './kubeResources.ts';
+import { GROUP, RESOURCE_KINDS, VERSION, type ResourceKind } from './resources.ts';
+
+/**
+ * Where the controller lists and watches: the resources of each kind and the Secrets it owns (by label), in
+ * every namespace (empty `namespaces`) or in each watched one; and the work-queue keys they map to.
+ */
+export interface WatchedSource {
+  readonly path: string;
+  readonly list: () => Promise<KubernetesListObject<KubernetesObject>>;
+}
+
+export const OWNED_SECRETS = `${OWNED_SECRET_LABEL}=${OWNED_SECRET_LABEL_VALUE}`;
+
+export function resourceSources(custom: CustomObjectsApi, namespaces: readonly string[], resource: ResourceKind): WatchedSource[] {
+  const base = `/apis/${GROUP}/${VERSION}`;
+  if (namespaces.length === 0) {
+    return [
+      {
+        path: `${base}/${resource.plural}`,
+        list: () => custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: resource.plural }),
+      },
+    ];
+  }
+  return namespaces.map((namespace) => ({
+    path: `${base}/namespaces/${namespace}/${resource.plural}`,
+    list: () => custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: resource.plural }),
+  }));
+}
+
+export function ownedSecretSources(core: CoreV1Api, namespaces: readonly string[]): WatchedSource[] {
+  if (namespaces.length === 0) {
+    return [{ path: '/api/v1/secrets', list: () => core.listSecretForAllNamespaces({ labelSelector: OWNED_SECRETS }) }];
+  }
+  return namespaces.map((namespace) => ({
+    path: `/api/v1/namespaces/${namespace}/secrets`,
+    list: () => core.listNamespacedSecret({ namespace, labelSelector: OWNED_SECRETS }),
+  }));
+}
+
+export function queueKey(plural: string, namespace: string | undefined, name: string | undefined): string {
+  return `${plural}/${namespace}/${name}`;
+}
+
+/** The work-queue key of the resource (of any of our kinds) that controls a Secret, if one does. */
+export function ownerKey(references: V1OwnerReference[] | undefined, namespace: string | undefined): string | undefined {
+  const owner = references?.find((reference) => reference.controller && reference.apiVersion === `${GROUP}/${VERSION}`);
+  const plural = RESOURCE_KINDS.find((resource) => resource.kind === owner?.kind)?.plural;
+  return plural && owner ? queueKey(plural, namespace, owner.name) : undefined;
+}

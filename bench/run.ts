@@ -17,6 +17,7 @@ const BENCHMARKS: Record<string, string> = {
   sealing: 'bench/sealing.ts',
   'seal-cost': 'bench/sealCost.ts',
   integrity: 'bench/integrity.ts',
+  portal: 'bench/portal.ts',
 };
 
 const wanted = process.argv.slice(2);

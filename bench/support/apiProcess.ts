@@ -14,9 +14,9 @@ export interface ApiProcess {
  */
 export async function startApiProcess(
   databaseUrl: string,
-  options: { rateLimiting?: boolean; nodeOptions?: string } = {},
+  options: { rateLimiting?: boolean; nodeOptions?: string; port?: number; env?: Record<string, string> } = {},
 ): Promise<ApiProcess> {
-  const [port, internalPort] = [await freePort(), await freePort()];
+  const [port, internalPort] = [options.port ?? (await freePort()), await freePort()];
   const child = startNode(
     options.rateLimiting === false ? [...imageNodeFlags(), 'bench/support/apiServer.ts'] : builtCli('serve', '--roles', 'api'),
     {
@@ -31,6 +31,7 @@ export async function startApiProcess(
       RATE_LIMIT_WRITE_PER_MINUTE: '100000000',
       RATE_LIMIT_KEY_PREFIX: `bench:${randomBytes(4).toString('hex')}`,
       NODE_OPTIONS: options.nodeOptions ?? '',
+      ...options.env,
     },
   );
   await waitForHttp(`http://127.0.0.1:${internalPort}/readyz`);

@@ -41,12 +41,15 @@ export interface Page<T> {
 
 export class PortalApi {
   private readonly token: string;
-  /** Called when the session is over (401): the page stops and says so. */
-  private readonly onSessionOver: () => void;
+  private sessionOver: () => void = () => undefined;
 
-  constructor(token: string, onSessionOver: () => void) {
+  constructor(token: string) {
     this.token = token;
-    this.onSessionOver = onSessionOver;
+  }
+
+  /** Called when the session is over (a 401): the page stops and says so. */
+  onSessionOver(listener: () => void): void {
+    this.sessionOver = listener;
   }
 
   async request(
@@ -67,7 +70,7 @@ export class PortalApi {
       credentials: 'omit',
       referrerPolicy: 'no-referrer',
     });
-    if (response.status === 401) this.onSessionOver();
+    if (response.status === 401) this.sessionOver();
     if (!response.ok) throw await apiError(response);
     return response;
   }

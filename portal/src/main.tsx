@@ -3,11 +3,11 @@
  * shows that tenant's trail and webhooks through the public API, with the session's capabilities.
  */
 import { render } from 'preact';
-import { useEffect, useMemo, useState } from 'preact/hooks';
-import { PortalApi } from './api.ts';
+import { useEffect, useState } from 'preact/hooks';
+import { PortalApi, type Page } from './api.ts';
 import { openSession, type Opening } from './session.ts';
-import { TrailPage } from './trail/TrailPage.tsx';
-import type { PortalSession } from './types.ts';
+import { PAGE_SIZE, TrailPage } from './trail/TrailPage.tsx';
+import type { AuditEvent, PortalSession } from './types.ts';
 import { Time } from './ui.tsx';
 import { WebhooksPage } from './webhooks/WebhooksPage.tsx';
 
@@ -22,16 +22,14 @@ function Refused(props: { title: string; message: string }) {
   );
 }
 
-function Portal(props: { session: PortalSession; token: string }) {
-  const { session } = props;
+function Portal(props: { session: PortalSession; api: PortalApi; firstPage: Promise<Page<AuditEvent>> }) {
+  const { session, api } = props;
   const [over, setOver] = useState<{ title: string; message: string } | undefined>();
   const [page, setPage] = useState<PageName>('trail');
-  const api = useMemo(
+  useEffect(
     () =>
-      new PortalApi(props.token, () =>
-        setOver({ title: 'This session has ended', message: 'Ask for a new portal link where you got this one.' }),
-      ),
-    [props.token],
+      api.onSessionOver(() => setOver({ title: 'This session has ended', message: 'Ask for a new portal link where you got this one.' })),
+    [api],
   );
   useEffect(() => {
     const timer = setTimeout(
@@ -68,19 +66,37 @@ function Portal(props: { session: PortalSession; token: string }) {
           Sign out
         </button>
       </header>
-      <main>{page === 'trail' ? <TrailPage api={api} session={session} /> : <WebhooksPage api={api} session={session} />}</main>
+      <main>
+        {page === 'trail' ? (
+          <TrailPage api={api} session={session} firstPage={props.firstPage} />
+        ) : (
+          <WebhooksPage api={api} session={session} />
+        )}
+      </main>
     </>
   );
 }
 
+/**
+ * The trail's first page is asked for as soon as the session is open, before anything renders: the list is
+ * what the person came for, and its request then overlaps the first render (bench/portal.ts).
+ */
 function App(props: { opening: Opening }) {
   const { opening } = props;
   if (opening.kind === 'refused') return <Refused title={opening.title} message={opening.message} />;
-  return <Portal session={opening.session} token={opening.token} />;
+  const api = new PortalApi(opening.token);
+  const firstPage = api.listEvents({}, undefined, PAGE_SIZE);
+  // Its failure is the trail page's to show.
+  firstPage.catch(() => undefined);
+  return <Portal session={opening.session} api={api} firstPage={firstPage} />;
 }
 
 const root = document.getElementById('portal')!;
 openSession()
   .catch((): Opening => ({ kind: 'refused', title: 'The service cannot be reached', message: 'Try again in a moment.' }))
-  .then((opening) => render(<App opening={opening} />, root))
+  .then((opening) => {
+    // The page's "Opening…" placeholder goes; Preact renders into an empty element.
+    root.replaceChildren();
+    render(<App opening={opening} />, root);
+  })
   .catch((error: unknown) => console.error(error));

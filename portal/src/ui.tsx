@@ -89,13 +89,24 @@ export function useAction(): {
   return { busy, error, run, clear: () => setError(undefined) };
 }
 
+// One formatter for the page: toLocaleString() builds a new one per call, which a page of rows pays 50 times.
+let localTime: Intl.DateTimeFormat | undefined;
+
 /** An ISO timestamp as the person's local time, with the exact UTC value on hover. */
 export function Time(props: { value: string | null }) {
   if (!props.value) return <span>—</span>;
   const date = new Date(props.value);
+  localTime ??= new Intl.DateTimeFormat(undefined, {
+    year: 'numeric',
+    month: 'numeric',
+    day: 'numeric',
+    hour: 'numeric',
+    minute: '2-digit',
+    second: '2-digit',
+  });
   return (
     <time dateTime={props.value} title={props.value}>
-      {Number.isNaN(date.getTime()) ? props.value : date.toLocaleString()}
+      {Number.isNaN(date.getTime()) ? props.value : localTime.format(date)}
     </time>
   );
 }

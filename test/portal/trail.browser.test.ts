@@ -111,6 +111,7 @@ describe('customer portal: the trail, in a real browser', function () {
       const { json } = await call(`${service.baseUrl}/audit/events?limit=50`, { key: backendKey });
       expect(await rowIds(page)).to.deep.equal(json.events.map((event: { event_id: string }) => event.event_id));
       expect(await page.getByText('Tenant clinic-a').count()).to.equal(1);
+      expect(await page.getByText('Opening your audit trail').count()).to.equal(0);
       expect(requested.length).to.be.greaterThan(3);
       for (const line of requested) expect(line).not.to.include(token.slice(-64));
       await page.close();

@@ -1,6 +1,6 @@
 /** The trail: the tenant's events newest first, filtered and paged as the list API does, with each event's detail. */
 import { useEffect, useState } from 'preact/hooks';
-import type { PortalApi } from '../api.ts';
+import type { Page, PortalApi } from '../api.ts';
 import type { AuditEvent, PortalSession } from '../types.ts';
 import { ErrorNotice, Time, localInputToIso, useAction } from '../ui.tsx';
 import { EventDetail } from './EventDetail.tsx';
@@ -41,7 +41,7 @@ function exportBody(filters: Filters): Record<string, unknown> {
   return body;
 }
 
-export function TrailPage(props: { api: PortalApi; session: PortalSession }) {
+export function TrailPage(props: { api: PortalApi; session: PortalSession; firstPage?: Promise<Page<AuditEvent>> }) {
   const { api, session } = props;
   const [filters, setFilters] = useState<Filters>({});
   // The cursors of the pages before this one, so Previous can go back.
@@ -54,9 +54,13 @@ export function TrailPage(props: { api: PortalApi; session: PortalSession }) {
   const exporting = useAction();
   const cursor = cursors.at(-1);
 
+  // The unfiltered first page may be on its way already (main.tsx): taken once, later views ask for their own.
+  const [firstPage, setFirstPage] = useState(props.firstPage);
   useEffect(() => {
+    const prefetched = firstPage;
+    if (prefetched) setFirstPage(undefined);
     void loading.run(async () => {
-      const page = await api.listEvents(filters, cursor, PAGE_SIZE);
+      const page = await (prefetched ?? api.listEvents(filters, cursor, PAGE_SIZE));
       setEvents(page.items);
       setNextCursor(page.nextCursor);
     });

@@ -158,48 +158,55 @@ function EndpointRow(props: {
         <Time value={endpoint.last_delivery_at} />
       </td>
       <td class="actions">
-        <button type="button" class="secondary" onClick={props.onShowLog}>
-          Deliveries
-        </button>
-        {props.canWrite && endpoint.active && (
-          <>
+        <div class="buttons">
+          <button type="button" class="secondary" onClick={props.onShowLog}>
+            Deliveries
+          </button>
+          {props.canWrite && endpoint.active && (
+            <>
+              <button
+                type="button"
+                class="secondary"
+                disabled={action.busy}
+                onClick={() => act(async () => setTest(await api.json<TestResult>('POST', `${path}/test`)))}
+              >
+                Send test
+              </button>
+              <button type="button" class="secondary" onClick={() => setConfirming('rotate')}>
+                Rotate secret
+              </button>
+              <button
+                type="button"
+                class="secondary"
+                disabled={action.busy}
+                onClick={() =>
+                  act(async () => {
+                    await api.json('POST', `${path}/disable`);
+                    await props.onChanged();
+                  })
+                }
+              >
+                Disable
+              </button>
+            </>
+          )}
+          {props.canWrite && !endpoint.active && (
             <button
               type="button"
               class="secondary"
               disabled={action.busy}
-              onClick={() => act(async () => setTest(await api.json<TestResult>('POST', `${path}/test`)))}
+              onClick={() => act(props.onReenable)}
+              title="A disabled endpoint is never reactivated: this registers a new one with the same URL, filter and description, and a new secret."
             >
-              Send test
+              Enable again
             </button>
-            <button type="button" class="secondary" onClick={() => setConfirming('rotate')}>
-              Rotate secret
+          )}
+          {props.canWrite && (
+            <button type="button" class="danger" onClick={() => setConfirming('delete')}>
+              Delete
             </button>
-            <button
-              type="button"
-              class="secondary"
-              disabled={action.busy}
-              onClick={() => act(async () => void (await api.json('POST', `${path}/disable`), await props.onChanged()))}
-            >
-              Disable
-            </button>
-          </>
-        )}
-        {props.canWrite && !endpoint.active && (
-          <button
-            type="button"
-            class="secondary"
-            disabled={action.busy}
-            onClick={() => act(props.onReenable)}
-            title="A disabled endpoint is never reactivated: this registers a new one with the same URL, filter and description, and a new secret."
-          >
-            Enable again
-          </button>
-        )}
-        {props.canWrite && (
-          <button type="button" class="danger" onClick={() => setConfirming('delete')}>
-            Delete
-          </button>
-        )}
+          )}
+        </div>
         {test && (
           <span role="status" class={test.success ? 'ok' : 'bad'}>
             {test.success
@@ -216,7 +223,13 @@ function EndpointRow(props: {
             <button
               type="button"
               class="danger"
-              onClick={() => act(async () => (await api.json('DELETE', path), setConfirming(undefined), await props.onChanged()))}
+              onClick={() =>
+                act(async () => {
+                  await api.json('DELETE', path);
+                  setConfirming(undefined);
+                  await props.onChanged();
+                })
+              }
             >
               Delete endpoint
             </button>

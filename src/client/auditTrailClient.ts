@@ -121,6 +121,23 @@ export interface WebhookReplay {
   [extra: string]: unknown;
 }
 
+/** A customer portal session (docs/portal.md), as minted for the key's tenant. */
+export interface PortalSession {
+  /** `pss_…` */
+  id: string;
+  tenant_id: string;
+  capabilities: Array<'audit:read' | 'audit:export' | 'webhooks:write'>;
+  created_at: string;
+  expires_at: string;
+  [extra: string]: unknown;
+}
+
+export interface PortalSessionLink {
+  session: PortalSession;
+  /** Opens the portal once; hand it to one browser, never log it. */
+  url: string;
+}
+
 export interface ClientOptions {
   /** e.g. `https://audit.example.com/api/v2/public` */
   baseUrl: string;
@@ -339,6 +356,22 @@ export class AuditTrailClient {
   async getReplay(endpointId: string, replayId: string): Promise<WebhookReplay> {
     const response = await this.request('GET', `${webhookPath(endpointId)}/replays/${encodeURIComponent(replayId)}`);
     return ((await response.json()) as { replay: WebhookReplay }).replay;
+  }
+
+  /**
+   * Mints a customer portal link for the key's tenant (scope portal:sessions): `ttlS` 60 to 3600 (default
+   * 900), `capabilities` a subset of the key's scopes including audit:read (default audit:read only).
+   */
+  async createPortalSession(options: { ttlS?: number; capabilities?: PortalSession['capabilities'] } = {}): Promise<PortalSessionLink> {
+    const body: Record<string, unknown> = {};
+    if (options.ttlS !== undefined) body.ttl_s = options.ttlS;
+    if (options.capabilities !== undefined) body.capabilities = options.capabilities;
+    return (await this.request('POST', '/portal/sessions', body)).json() as Promise<PortalSessionLink>;
+  }
+
+  /** Ends a portal session at once; its next request is refused. Idempotent. */
+  async endPortalSession(id: string): Promise<void> {
+    await this.request('DELETE', `/portal/sessions/${encodeURIComponent(id)}`);
   }
 
   private async request(method: string, path: string, body?: unknown): Promise<Response> {

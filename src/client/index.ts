@@ -10,6 +10,8 @@ export {
   type DeliveryPage,
   type EventFilters,
   type EventPage,
+  type PortalSession,
+  type PortalSessionLink,
   type RotatedWebhookSecret,
   type WebhookDelivery,
   type WebhookEndpoint,

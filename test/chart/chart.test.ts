@@ -292,6 +292,35 @@ describe('Helm chart', function () {
     expect(byKind(await render(...EXISTING_SECRET, '--set', 'controller.enabled=false'), 'ClusterRole')).to.deep.equal([]);
   });
 
+  it("sets the customer portal's PUBLIC_BASE_URL (given, or the Ingress's first host) and PORTAL_FRAME_ANCESTORS, and routes /portal", async () => {
+    const apiEnv = (manifests: Manifest[]) =>
+      Object.fromEntries(
+        named(manifests, 'Deployment', 'rel-audit-trail-api').spec.template.spec.containers[0].env.map(
+          (variable: { name: string; value?: string }) => [variable.name, variable.value],
+        ),
+      );
+    expect(apiEnv(everything)).to.include({ PUBLIC_BASE_URL: 'https://audit.example.com', PORTAL_FRAME_ANCESTORS: '' });
+    expect(apiEnv(defaults)).not.to.have.property('PUBLIC_BASE_URL');
+    const given = await render(
+      ...GIVEN_SECRETS,
+      '--set',
+      'config.publicBaseUrl=https://trail.example.org/audit',
+      '--set',
+      'config.portalFrameAncestors={https://console.example.org,https://*.clinics.example}',
+      '--set',
+      'ingress.enabled=true',
+    );
+    expect(apiEnv(given)).to.include({
+      PUBLIC_BASE_URL: 'https://trail.example.org/audit',
+      PORTAL_FRAME_ANCESTORS: 'https://console.example.org,https://*.clinics.example',
+    });
+    const paths = named(given, 'Ingress', 'rel-audit-trail').spec.rules[0].http.paths.map((path: { path: string }) => path.path);
+    expect(paths).to.deep.equal(['/api/v2/public', '/portal']);
+    expect(await refusal(...GIVEN_SECRETS, '--set', 'config.portalFrameAncestors={https://console.example.org; script-src *}')).to.match(
+      /portalFrameAncestors/,
+    );
+  });
+
   it('renders the optional Ingress, NetworkPolicy and ServiceMonitor, the last selecting its Service on labels that never change', () => {
     const ingress = named(everything, 'Ingress', 'rel-audit-trail');
     expect(ingress.spec.rules[0].http.paths[0].backend.service).to.deep.equal({ name: 'rel-audit-trail-api', port: { name: 'public' } });

@@ -62,6 +62,27 @@ describe('AuditTrailClient against the running service', function () {
     expect((refused as AuditTrailApiError).status).to.equal(422);
   });
 
+  it('mints and ends a customer portal session', async () => {
+    const { key } = await mintKey(db.url, { tenantId: 'client', scopes: ['audit:read', 'audit:export', 'portal:sessions'] });
+    const backend = new AuditTrailClient({ baseUrl: api.baseUrl, apiKey: key });
+    const { session, url } = await backend.createPortalSession({ ttlS: 120, capabilities: ['audit:read', 'audit:export'] });
+    expect(session.id).to.match(/^pss_/);
+    expect(session.capabilities).to.deep.equal(['audit:export', 'audit:read']);
+    expect(url).to.match(/\/portal\/#link=psl_/);
+    await backend.endPortalSession(session.id);
+    const exchange = await fetch(`${api.baseUrl}/portal/sessions/exchange`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ link_token: new URL(url).hash.slice('#link='.length) }),
+    });
+    expect(exchange.status).to.equal(410);
+    const refused = await client.createPortalSession().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect((refused as AuditTrailApiError).status).to.equal(403);
+  });
+
   it('rotates a secret with overlap and sends a test delivery that verifies with either secret', async () => {
     const received: Array<{ headers: Record<string, string>; body: Buffer }> = [];
     const server = createServer((request, response) => {

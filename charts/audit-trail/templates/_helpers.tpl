@@ -198,6 +198,17 @@ nats: NATS_TLS
 {{- end }}
 
 {{/*
+  PUBLIC_BASE_URL: config.publicBaseUrl, else the Ingress's first host (https when the Ingress has TLS).
+*/}}
+{{- define "audit-trail.publicBaseUrl" -}}
+{{- if .Values.config.publicBaseUrl -}}
+{{ .Values.config.publicBaseUrl }}
+{{- else if and .Values.ingress.enabled .Values.ingress.hosts -}}
+{{ ternary "https" "http" (gt (len .Values.ingress.tls) 0) }}://{{ (first .Values.ingress.hosts).host }}
+{{- end -}}
+{{- end -}}
+
+{{/*
   The container environment: configuration inline, connection strings and secrets from the Secret, the
   certificate files of the dependencies the pod uses, then extraEnv (last, so it can override any of them).
   (dict "root" $ "uses" (list "postgres" ...))
@@ -215,6 +226,12 @@ nats: NATS_TLS
   value: {{ .root.Values.config.databasePoolSize | quote }}
 - name: TRUSTED_PROXIES
   value: {{ join "," .root.Values.config.trustedProxies | quote }}
+{{- with include "audit-trail.publicBaseUrl" .root }}
+- name: PUBLIC_BASE_URL
+  value: {{ . | quote }}
+{{- end }}
+- name: PORTAL_FRAME_ANCESTORS
+  value: {{ join "," .root.Values.config.portalFrameAncestors | quote }}
 - name: WEBHOOK_ALLOW_HTTP
   value: {{ .root.Values.config.webhookAllowHttp | quote }}
 - name: WEBHOOK_ALLOW_PRIVATE_TARGETS

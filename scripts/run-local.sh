@@ -78,6 +78,8 @@ if [ -z "${PORT:-}" ] && [ -z "${INTERNAL_PORT:-}" ]; then
   [ "$PORT" = 8080 ] || echo "run: 8080 or 8081 is taken (another make run?): using $PORT and $INTERNAL_PORT"
 fi
 export PORT="${PORT:-8080}" INTERNAL_PORT="${INTERNAL_PORT:-8081}"
+# Customer portal links (docs/portal.md) start with it.
+export PUBLIC_BASE_URL="${PUBLIC_BASE_URL:-http://127.0.0.1:$PORT}"
 # The drain delay lets a load balancer stop sending before the listeners close; locally there is none,
 # and Ctrl-C should not take five seconds.
 export SHUTDOWN_DRAIN_DELAY_MS="${SHUTDOWN_DRAIN_DELAY_MS:-0}"
@@ -87,15 +89,17 @@ ingest_token=${INGEST_TOKENS%%,*}
 
 node dist/cli.js migrate --create-database
 
-# Reuse the demo key while it is active; mint one otherwise.
+# Reuse the demo key while it is active and has every scope this script uses (a key of an earlier version
+# lacks portal:sessions); mint one otherwise.
 demo_key=""
 if [ -f "$state_dir/demo-key" ]; then
   demo_key=$(cat "$state_dir/demo-key")
   lookup=$(echo "$demo_key" | cut -d_ -f3)
-  node dist/cli.js keys list --tenant demo --json | grep -q "\"lookup_id\":\"$lookup\"[^}]*\"state\":\"active\"" || demo_key=""
+  node dist/cli.js keys list --tenant demo --json |
+    grep -q "\"lookup_id\":\"$lookup\"[^}]*portal:sessions[^}]*\"state\":\"active\"" || demo_key=""
 fi
 if [ -z "$demo_key" ]; then
-  demo_key=$(AUDIT_ACTOR=make-run node dist/cli.js keys mint --tenant demo --scopes audit:read,audit:export,webhooks:write --description "make run demo key")
+  demo_key=$(AUDIT_ACTOR=make-run node dist/cli.js keys mint --tenant demo --scopes audit:read,audit:export,webhooks:write,portal:sessions --description "make run demo key")
   echo "$demo_key" > "$state_dir/demo-key"
 fi
 
@@ -138,6 +142,13 @@ for _ in $(seq 1 60); do
   curl -fsS -o /dev/null -H "Authorization: Bearer $demo_key" "$base/audit/integrity/tree-head" 2>/dev/null && break
   sleep 0.5
 done
+# A customer portal link for the demo tenant, as a platform's backend mints one: it opens once, for an hour.
+portal_request='{"ttl_s":3600,"capabilities":["audit:read","audit:export","webhooks:write"]}'
+portal_link() {
+  curl -fsS -X POST -H "Authorization: Bearer $demo_key" -H 'Content-Type: application/json' "$base/portal/sessions" -d "$portal_request" |
+    node -p 'JSON.parse(require("fs").readFileSync(0, "utf8")).url'
+}
+portal_url=$(portal_link || echo "(could not mint one: see the log above)")
 receiver_port=9000
 while port_in_use "$receiver_port"; do receiver_port=$((receiver_port + 1)); done
 # Reads one JSON document on stdin and prints a member of it (the machine's own node is enough).
@@ -150,6 +161,11 @@ audit-trail is running: $(echo "$roles" | sed 's/,/, /g') (every role but the Ku
   API key (tenant demo):        $demo_key
   Ingest token (internal port): $ingest_token
   This clone's deployment:      database $database, NATS namespace $NATS_NAMESPACE (make clean-local removes them)
+
+Customer portal for tenant demo (docs/portal.md): open this link in a browser. It opens once, for an hour:
+  $portal_url
+  # Another link, when this one is used:
+  curl -s -X POST -H "Authorization: Bearer $demo_key" -H 'Content-Type: application/json' "$base/portal/sessions" -d '$portal_request' | $(json '.url')
 
 Read the trail:
   curl -s -w "\\n" -H "Authorization: Bearer $demo_key" "$base/audit/events?limit=5"

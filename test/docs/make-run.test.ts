@@ -10,6 +10,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
 import pg from 'pg';
+import { launchBrowser } from '../support/browser.ts';
 import { databaseUrl } from '../support/database.ts';
 import { runInFreshShell, spawnInFreshShell } from '../support/freshShell.ts';
 import { freePort } from '../support/ports.ts';
@@ -149,6 +150,27 @@ describe('make run, as a newcomer uses it', function () {
       /^verified: (\d+) events, \1 proven against the tree head of size \d+ .*; 1 saved tree heads consistent with it$/,
     );
     expect(Number(/^verified: (\d+)/.exec(verified!)![1])).to.be.at.least(301);
+  });
+
+  it('prints a customer portal link for the demo tenant that opens the trail in a browser, once', async () => {
+    const banner = await run!.banner();
+    const link = /Customer portal for tenant demo.*\n {2}(\S+)\n/.exec(banner)?.[1];
+    expect(link, banner).to.match(new RegExp(`^http://127\\.0\\.0\\.1:${variables.PORT}/portal/#link=psl_`));
+    const browser = await launchBrowser();
+    try {
+      const page = await browser.newPage();
+      await page.goto(link!);
+      await page.locator('table.events tbody tr').first().waitFor();
+      expect(await page.getByText('Tenant demo').count()).to.equal(1);
+      const again = await browser.newPage();
+      await again.goto(link!);
+      await again.getByRole('heading', { name: 'This link has already been used' }).waitFor();
+      // The banner's command for another link, as pasted.
+      const another = await runAsPasted(section(banner, 'Customer portal for tenant demo').split('\n').slice(1).join('\n'));
+      expect(another.stdout.trim()).to.match(/\/portal\/#link=psl_/);
+    } finally {
+      await browser.close();
+    }
   });
 
   it("keeps the clone's own database, NATS namespace and demo key across runs, and make clean-local removes them", async () => {

@@ -32,7 +32,7 @@ import {
   type PortalSessionRecord,
 } from './portalSessionStore.ts';
 import { hashKeySecret } from './apiKeyFormat.ts';
-import { SCOPES } from './scopes.ts';
+import type { Scope } from './scopes.ts';
 
 export type { PortalSessionRecord };
 
@@ -41,8 +41,12 @@ const LINK_TOKEN = /^psl_([0-9a-f]{32})_([0-9a-f]{64})$/;
 const BROWSER_SECRET = /^psb_([0-9a-f]{32})_([0-9a-f]{64})$/;
 const ACCESS_TOKEN = /^psa_([0-9a-f]{32})_([0-9a-f]{64})$/;
 
-/** What a session may be granted: the key scopes that act on the trail; a session never mints sessions. */
-export const CAPABILITIES = SCOPES.filter((scope) => scope !== 'portal:sessions');
+/**
+ * What a session may be granted: the scopes of what the portal shows. A session never mints sessions, and
+ * scopes of things the portal has no page for (streams:write) are not offered: a capability nothing uses
+ * would only widen what a leaked token could do.
+ */
+export const CAPABILITIES = ['audit:read', 'audit:export', 'webhooks:write'] as const satisfies readonly Scope[];
 
 export const portalSessionRequestSchema = z
   .strictObject({

@@ -97,9 +97,11 @@ describe('portal sessions: POST /portal/sessions, the exchange, the resume and D
       const lacking = await mint(backendKey, { capabilities: ['audit:read', 'webhooks:write'] });
       expect(lacking.status).to.equal(403);
       expect(lacking.json).to.include({ error: 'forbidden', required_scope: 'webhooks:write' });
-      const selfMinting = await mint(backendKey, { capabilities: ['audit:read', 'portal:sessions'] });
-      expect(selfMinting.status).to.equal(422);
-      expect(selfMinting.json.details[0].field).to.equal('capabilities.1');
+      for (const scope of ['portal:sessions', 'streams:write']) {
+        const beyondThePortal = await mint(backendKey, { capabilities: ['audit:read', scope] });
+        expect(beyondThePortal.status, scope).to.equal(422);
+        expect(beyondThePortal.json.details[0].field).to.equal('capabilities.1');
+      }
     });
 
     for (const [body, field] of [

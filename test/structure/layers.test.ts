@@ -3,11 +3,12 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
 
 /**
- * The folders of src/ are layers, and an import may only point down (or stay in its folder): edges (the
- * composition root and CLI, HTTP, the Kubernetes controller) → adapters and processes (delivery,
- * ingestion) → domain (auth, webhooks, integrity) → the trail (events) → infrastructure (db, bus) → platform and
- * config. The customer client stands alone. A picture of the imports with an arrow going up is a design
- * asking for a change; this keeps the picture honest.
+ * The folders of src/ are layers, and an import may only point down (or stay in its folder): the composition
+ * root and its roles (each role wires the layers below into a running part of the service) → edges (CLI,
+ * HTTP, the Kubernetes controller) → adapters and processes (delivery, ingestion, streams) → domain (auth,
+ * webhooks, integrity) → the trail (events) → infrastructure (db, bus) → platform and config. The customer
+ * client stands alone. A picture of the imports with an arrow going up is a design asking for a change;
+ * this keeps the picture honest.
  */
 const LAYERS: ReadonlyArray<readonly string[]> = [
   ['platform'],
@@ -17,6 +18,7 @@ const LAYERS: ReadonlyArray<readonly string[]> = [
   ['auth', 'webhooks', 'integrity'],
   ['delivery', 'ingestion', 'streams'],
   ['http', 'controller', 'cli'],
+  ['roles'],
   ['(root)'],
 ];
 const STANDALONE = ['client'];

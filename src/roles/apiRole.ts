@@ -1,0 +1,145 @@
+import { ApiKeyVerifier } from '../auth/apiKeyVerifier.ts';
+import { PortalSessions } from '../auth/portalSessions.ts';
+import { KeyRateLimiter } from '../auth/rateLimiter.ts';
+import { connectRedis } from '../auth/redisConnection.ts';
+import { requireSetting } from '../config/config.ts';
+import { DeliveryCursorCodec } from '../delivery/deliveryCursor.ts';
+import { WebhookDeliveries } from '../delivery/deliveryOperations.ts';
+import { TestDeliveries } from '../delivery/testDelivery.ts';
+import { WebhookSender } from '../delivery/webhookSender.ts';
+import { CursorCodec } from '../events/cursor.ts';
+import { EventExporter } from '../events/eventExport.ts';
+import { EventReader } from '../events/eventReader.ts';
+import type { ReadinessCheck } from '../http/internalApp.ts';
+import { portalPages } from '../http/portalPages.ts';
+import { buildPublicApp, type PublicAppOptions } from '../http/publicApp.ts';
+import { rateLimit } from '../http/rateLimit.ts';
+import { eventRoutes, eventsOpenApi } from '../http/routes/events.ts';
+import { exportOpenApi, exportRoutes } from '../http/routes/export.ts';
+import { integrityOpenApi, integrityRoutes } from '../http/routes/integrity.ts';
+import { portalBrowserOpenApi, portalBrowserRoutes, portalSessionRoutes, portalSessionsOpenApi } from '../http/routes/portalSessions.ts';
+import { webhookDeliveriesOpenApi, webhookDeliveryRoutes } from '../http/routes/webhookDeliveries.ts';
+import { webhookRoutes, webhooksOpenApi } from '../http/routes/webhooks.ts';
+import { streamRoutes, streamsOpenApi } from '../http/routes/streams.ts';
+import { IntegrityReader } from '../integrity/integrityReader.ts';
+import { StreamRegistry } from '../streams/streamRegistry.ts';
+import { SERVICE_VERSION } from '../platform/version.ts';
+import type { Role } from './role.ts';
+import type { SharedParts } from './sharedParts.ts';
+import { destinationOptions } from './streamsRole.ts';
+
+type Features = PublicAppOptions['features'];
+type Portal = Parameters<typeof portalSessionRoutes>[0];
+
+/** The public API and the customer portal, on PORT. */
+export const role: Role = {
+  behindService: true,
+  async start(parts) {
+    const { config, log, metrics } = parts;
+    const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'the api role');
+    const verifier = await startKeyVerifier(parts, pepper);
+    const { limiter, readiness } = rateLimiterOf(parts);
+    const portalSessions = new PortalSessions({ db: parts.db, writer: await parts.writer(), pepper });
+    const portal: Portal = { sessions: portalSessions, publicBaseUrl: config.publicBaseUrl, failureLimiter: limiter };
+    const app = buildPublicApp({
+      log,
+      metrics,
+      trustedProxies: config.trustedProxies,
+      verifier,
+      failureLimiter: limiter,
+      afterAuthentication: parts.rateLimiting ? [rateLimit(limiter)] : [],
+      version: SERVICE_VERSION,
+      portalSessions,
+      openFeatures: [{ router: portalBrowserRoutes(portal), openapi: portalBrowserOpenApi }],
+      pages: portalPages({ frameAncestors: config.portalFrameAncestors, log }),
+      features: [
+        { router: portalSessionRoutes(portal), openapi: portalSessionsOpenApi },
+        ...(await trailFeatures(parts, pepper)),
+        ...(await webhookFeatures(parts, pepper)),
+      ],
+    });
+    return { readiness, publicHandler: app.callback() };
+  },
+};
+
+/** API keys, cached, with revocations reaching every pod through LISTEN/NOTIFY. */
+async function startKeyVerifier(parts: SharedParts, pepper: string): Promise<ApiKeyVerifier> {
+  const { config } = parts;
+  const verifier = new ApiKeyVerifier({
+    db: parts.db,
+    databaseUrl: config.databaseUrl,
+    pepper,
+    environment: config.keyEnvironment,
+    log: parts.log.child({ component: 'key-verifier' }),
+  });
+  await verifier.start();
+  parts.releasers.add('key verifier', () => verifier.stop());
+  return verifier;
+}
+
+/** Per-key limits shared by every api pod through Redis; the limiter falls back to in-memory without it. */
+function rateLimiterOf(parts: SharedParts): { limiter: KeyRateLimiter; readiness: ReadinessCheck[] } {
+  const { config, log } = parts;
+  const redis = connectRedis(config.redisUrl, log.child({ component: 'redis' }), config.redisTls);
+  parts.releasers.add('redis connection', () => void redis.disconnect());
+  const limiter = new KeyRateLimiter({
+    redis,
+    limits: {
+      read: config.rateLimits.readPerMinute,
+      write: config.rateLimits.writePerMinute,
+      auth: config.rateLimits.authFailuresPerMinute,
+    },
+    log: log.child({ component: 'rate-limiter' }),
+    metrics: parts.metrics,
+    keyPrefix: config.rateLimits.keyPrefix,
+    windowSeconds: config.rateLimits.windowSeconds,
+  });
+  const check = async () => {
+    await redis.ping();
+  };
+  return { limiter, readiness: [{ name: 'redis', critical: false, check }] };
+}
+
+/** Reading, exporting and proving the trail. */
+async function trailFeatures(parts: SharedParts, pepper: string): Promise<Features> {
+  const { db } = parts;
+  const integrity = new IntegrityReader(db, pepper);
+  return [
+    { router: eventRoutes(new EventReader(db, new CursorCodec(pepper))), openapi: eventsOpenApi },
+    { router: integrityRoutes(integrity, parts.config.seal.intervalMs), openapi: integrityOpenApi },
+    { router: exportRoutes(new EventExporter(db), await parts.writer(), integrity), openapi: exportOpenApi },
+  ];
+}
+
+/** Webhook endpoints, their test sends, deliveries and replays. */
+async function webhookFeatures(parts: SharedParts, pepper: string): Promise<Features> {
+  const { config, db } = parts;
+  const registry = await parts.webhookRegistry('the api role');
+  // Test sends go out from the api role, through a sender of its own with the workers' settings.
+  const testSender = new WebhookSender({
+    timeoutMs: config.delivery.timeoutMs,
+    connectionsPerEndpoint: 1,
+    allowPrivateTargets: config.webhookAllowPrivateTargets,
+  });
+  parts.releasers.add('webhook test sender', () => testSender.close());
+  const testDeliveries = new TestDeliveries({ registry, secrets: parts.secretBox('the api role'), sender: testSender });
+  const deliveries = new WebhookDeliveries({ db, writer: await parts.writer(), cursors: new DeliveryCursorCodec(pepper) });
+  return [
+    { router: webhookRoutes(registry, testDeliveries), openapi: webhooksOpenApi({ allowHttp: config.webhookAllowHttp }) },
+    await streamFeature(parts),
+    { router: webhookDeliveryRoutes(deliveries), openapi: webhookDeliveriesOpenApi() },
+  ];
+}
+
+/** Log streams: their destinations, sealed secrets and test sends. */
+async function streamFeature(parts: SharedParts): Promise<Features[number]> {
+  const { config } = parts;
+  const registry = new StreamRegistry({
+    db: parts.db,
+    writer: await parts.writer(),
+    secrets: parts.secretBox('the api role'),
+    policy: { allowHttp: config.webhookAllowHttp, allowPrivateTargets: config.webhookAllowPrivateTargets },
+    destinations: destinationOptions(config),
+  });
+  return { router: streamRoutes(registry), openapi: streamsOpenApi({ allowHttp: config.webhookAllowHttp }) };
+}

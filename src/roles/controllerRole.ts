@@ -1,0 +1,44 @@
+import { KubeConfig } from '@kubernetes/client-node';
+import { ApiKeyService } from '../auth/apiKeyService.ts';
+import { requireSetting } from '../config/config.ts';
+import { KubernetesController } from '../controller/controller.ts';
+import type { Role } from './role.ts';
+
+/**
+ * The Kubernetes controller: ApiKey and WebhookEndpoint resources into Postgres and Secrets, leader-elected.
+ * This module is loaded only for this role (main.ts): the Kubernetes client alone adds about 80 MB to a
+ * process's memory.
+ */
+export const role: Role = {
+  async start(parts) {
+    const { config, db } = parts;
+    const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'the controller role');
+    const writer = await parts.writer();
+    const controller = new KubernetesController({
+      kubeConfig: parts.kubeConfig ?? defaultKubeConfig(),
+      keys: new ApiKeyService({ db, writer, pepper, environment: config.keyEnvironment }),
+      registry: await parts.webhookRegistry('the controller role'),
+      deploymentId: await parts.deploymentId(),
+      controllerClass: config.controllerClass,
+      namespaces: config.controllerNamespaces,
+      leaseNamespace: config.podNamespace ?? 'default',
+      leaseName: config.controllerLeaseName,
+      identity: config.podName,
+      log: parts.log.child({ role: 'controller' }),
+      resyncMs: config.controllerResyncMs,
+      leaseTiming: config.controllerLease,
+      metrics: parts.metrics,
+    });
+    controller.start();
+    parts.releasers.add('kubernetes controller', () => controller.stop());
+    // Not ready while its CRDs are older than it needs: a rollout with stale CRDs stops at its first pod.
+    return { readiness: [controller.readiness] };
+  },
+};
+
+/** In-cluster credentials, or KUBECONFIG outside a cluster. */
+function defaultKubeConfig(): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromDefault();
+  return kubeConfig;
+}

@@ -1,0 +1,35 @@
+import { DeliveryRelay } from '../delivery/deliveryRelay.ts';
+import { ReplayRunner } from '../delivery/replayRunner.ts';
+import type { Role } from './role.ts';
+
+/** The outbox relays: retries, replays and whatever ingest could not publish go to NATS from here. */
+export const role: Role = {
+  async start(parts) {
+    const { config, db, metrics, releasers } = parts;
+    const log = parts.log.child({ role: 'relay' });
+    const bus = await parts.bus();
+    const relay = new DeliveryRelay({
+      db,
+      databaseUrl: config.databaseUrl,
+      bus: bus.connection,
+      names: bus.names,
+      streamReplicas: config.natsStreamReplicas,
+      ackWaitMs: config.delivery.ackWaitMs,
+      pollMs: config.delivery.relayPollMs,
+      log,
+      metrics,
+    });
+    await relay.start();
+    releasers.add('delivery relay', () => relay.stop());
+    // Replays are outbox work: the relays run them, one process per replay (delivery/replayRunner.ts).
+    const replays = new ReplayRunner({
+      db,
+      pollMs: Math.min(config.delivery.relayPollMs, 1_000),
+      log: log.child({ component: 'replays' }),
+      metrics,
+    });
+    replays.start();
+    releasers.add('replay runner', () => replays.stop());
+    return {};
+  },
+};

@@ -1,0 +1,157 @@
+import type { KubeConfig } from '@kubernetes/client-node';
+import { connectBus, type BusConnection } from '../bus/natsConnection.ts';
+import { BusNames } from '../bus/streams.ts';
+import { requireSetting, type Config } from '../config/config.ts';
+import { Database } from '../db/database.ts';
+import { readDeploymentId } from '../db/deploymentIdentity.ts';
+import { ENDPOINT_DELIVERIES } from '../delivery/endpointDeliveries.ts';
+import { WEBHOOK_FAN_OUT } from '../delivery/fanOut.ts';
+import { DeliveryPublisher } from '../delivery/deliveryPublisher.ts';
+import { EventWriter } from '../events/eventWriter.ts';
+import type { ReadinessCheck } from '../http/internalApp.ts';
+import type { Releasers } from '../platform/lifecycle.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { ServiceMetrics } from '../platform/metrics.ts';
+import { SecretBox } from '../webhooks/secretBox.ts';
+import { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
+
+export interface SharedPartsOptions {
+  readonly config: Config;
+  /** The roles this process runs, as given: they name its Postgres and NATS connections. */
+  readonly roleNames: readonly string[];
+  readonly log: Logger;
+  readonly metrics: ServiceMetrics;
+  readonly releasers: Releasers;
+  /** Whether the writer publishes deliveries itself (a role of the process says so: Role.publishesDeliveries). */
+  readonly publishesDeliveries: boolean;
+  /** JetStream namespace instead of NATS_NAMESPACE. */
+  readonly busNamespace?: string;
+  /** Per-key rate limiting on the public API (ServiceOptions.rateLimiting). */
+  readonly rateLimiting: boolean;
+  /** The Kubernetes API for the controller role, instead of in-cluster credentials or KUBECONFIG. */
+  readonly kubeConfig?: KubeConfig;
+}
+
+export interface Bus {
+  readonly connection: BusConnection;
+  readonly names: BusNames;
+}
+
+/**
+ * What the roles of one process share, each made once, when the first role asks for it: the Postgres pool,
+ * the NATS connection and the deployment's names on it, the event writer, the secret box and the webhook
+ * registry. Whatever is opened registers its releaser at that moment, before the role that asked for it
+ * registers its own, so it is released after every role that uses it.
+ */
+export class SharedParts {
+  readonly config: Config;
+  readonly log: Logger;
+  readonly metrics: ServiceMetrics;
+  readonly releasers: Releasers;
+  readonly db: Database;
+  /** Readiness of the shared connections; the roles' own checks come from their RoleParts. */
+  readonly readiness: ReadinessCheck[] = [];
+  readonly rateLimiting: boolean;
+  readonly kubeConfig: KubeConfig | undefined;
+  /** The deployment id, once read (for the start-up log line). */
+  deploymentIdRead: string | undefined;
+  private readonly options: SharedPartsOptions;
+  private deploymentIdOnce: Promise<string> | undefined;
+  private busOnce: Promise<Bus> | undefined;
+  private writerOnce: Promise<EventWriter> | undefined;
+  private secretBoxOnce: SecretBox | undefined;
+  private registryOnce: WebhookRegistry | undefined;
+
+  constructor(options: SharedPartsOptions) {
+    this.options = options;
+    const { config, log, releasers } = options;
+    this.config = config;
+    this.log = log;
+    this.metrics = options.metrics;
+    this.releasers = releasers;
+    this.rateLimiting = options.rateLimiting;
+    this.kubeConfig = options.kubeConfig;
+    this.db = new Database({
+      url: config.databaseUrl,
+      poolSize: config.databasePoolSize,
+      applicationName: this.connectionName,
+      log,
+    });
+    releasers.add('postgres pool', () => this.db.close());
+    this.readiness.push({ name: 'postgres', check: () => this.db.ping() });
+  }
+
+  private get connectionName(): string {
+    return `audit-trail ${this.options.roleNames.join(',')}`;
+  }
+
+  /** Read once: it names this deployment's streams, messages and resources for as long as the process runs. */
+  deploymentId(): Promise<string> {
+    this.deploymentIdOnce ??= readDeploymentId(this.db).then((id) => {
+      this.deploymentIdRead = id;
+      return id;
+    });
+    return this.deploymentIdOnce;
+  }
+
+  /** The NATS connection and this deployment's stream and subject names. */
+  bus(): Promise<Bus> {
+    this.busOnce ??= this.connectBus();
+    return this.busOnce;
+  }
+
+  private async connectBus(): Promise<Bus> {
+    const { config } = this;
+    const names = new BusNames({ namespace: this.options.busNamespace ?? config.natsNamespace, deploymentId: await this.deploymentId() });
+    const connection = await connectBus(config.natsUrl, this.connectionName, this.log, {
+      tls: config.natsTls,
+      credsFile: config.natsCredsFile,
+    });
+    this.releasers.add('nats connection', () => connection.close());
+    // Degraded, not unready: nothing a pod serves over HTTP needs NATS (HTTP ingest writes to Postgres,
+    // the API reads it), and a pod out of rotation would stop HTTP producers and readers for an outage
+    // that only delays JetStream ingestion and deliveries, which resume by themselves.
+    this.readiness.push({ name: 'nats', critical: false, check: () => connection.ping() });
+    return { connection, names };
+  }
+
+  /** The one write path (events/eventWriter.ts), with the process's delivery publisher when it has one. */
+  writer(): Promise<EventWriter> {
+    this.writerOnce ??= this.makeWriter();
+    return this.writerOnce;
+  }
+
+  private async makeWriter(): Promise<EventWriter> {
+    if (!this.options.publishesDeliveries) return new EventWriter(this.db, WEBHOOK_FAN_OUT, this.metrics);
+    const bus = await this.bus();
+    const publisher = new DeliveryPublisher({
+      db: this.db,
+      bus: bus.connection,
+      names: bus.names,
+      log: this.log.child({ component: 'delivery-publisher' }),
+      metrics: this.metrics,
+    });
+    // Registered before any role that writes, so it drains after they have stopped and before NATS closes.
+    this.releasers.add('delivery publisher', () => publisher.drain());
+    return new EventWriter(this.db, WEBHOOK_FAN_OUT, this.metrics, publisher);
+  }
+
+  /** Webhook secrets at rest (SECRET_ENCRYPTION_KEY), for whichever role needs them first. */
+  secretBox(neededBy: string): SecretBox {
+    this.secretBoxOnce ??= new SecretBox(requireSetting(this.config.secretEncryptionKey, 'SECRET_ENCRYPTION_KEY', neededBy));
+    return this.secretBoxOnce;
+  }
+
+  /** The webhook endpoints (REST and Kubernetes both register through it). */
+  async webhookRegistry(neededBy: string): Promise<WebhookRegistry> {
+    const writer = await this.writer();
+    this.registryOnce ??= new WebhookRegistry({
+      db: this.db,
+      writer,
+      deliveries: ENDPOINT_DELIVERIES,
+      secrets: this.secretBox(neededBy),
+      policy: { allowHttp: this.config.webhookAllowHttp, allowPrivateTargets: this.config.webhookAllowPrivateTargets },
+    });
+    return this.registryOnce;
+  }
+}

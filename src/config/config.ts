@@ -87,6 +87,15 @@ const environmentSchema = z
   .object({
     DATABASE_URL: urlWithScheme(['postgres', 'postgresql']).default('postgres://postgres@127.0.0.1:5432/audit_trail'),
     DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
+    // How long a statement of the service may wait for a lock (a migration, a manual LOCK) before it fails
+    // and its request answers 503 with Retry-After (docs/operations.md "How database trouble shows").
+    DATABASE_LOCK_TIMEOUT: duration('1s')
+      .pipe(z.number().min(10, 'must be at least 10ms').max(60_000, 'must be at most 60s'))
+      .default(1000),
+    // Long reads (exports, exports with proofs) run on a pool of their own, two connections per slot: at
+    // most this many per api pod, and at most LONG_READS_PER_TENANT of one tenant (429 concurrent_exports).
+    LONG_READS_PER_POD: z.coerce.number().int().min(1).max(100).default(4),
+    LONG_READS_PER_TENANT: z.coerce.number().int().min(1).max(100).default(2),
     REDIS_URL: urlWithScheme(['redis', 'rediss']).default('redis://127.0.0.1:6379'),
     NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
     // Prefix for every subject and stream name, so deployments can share one NATS account without colliding.
@@ -234,6 +243,9 @@ const environmentSchema = z
       ctx.addIssue({ code: 'custom', path: ['REDIS_URL'], message: 'must be a rediss:// URL when REDIS_TLS_CA or REDIS_TLS_CERT is set' });
     }
     // The old leader must stop acting before anyone else may start (client-go's invariant).
+    if (env.LONG_READS_PER_TENANT > env.LONG_READS_PER_POD) {
+      ctx.addIssue({ code: 'custom', path: ['LONG_READS_PER_TENANT'], message: 'must not be greater than LONG_READS_PER_POD' });
+    }
     if (!(env.CONTROLLER_LEASE_DURATION_MS > env.CONTROLLER_RENEW_DEADLINE_MS)) {
       ctx.addIssue({
         code: 'custom',
@@ -296,6 +308,8 @@ function toConfig(env: z.output<typeof environmentSchema>) {
   return {
     databaseUrl,
     databasePoolSize: env.DATABASE_POOL_SIZE,
+    databaseLockTimeoutMs: env.DATABASE_LOCK_TIMEOUT,
+    longReads: { perInstance: env.LONG_READS_PER_POD, perTenant: env.LONG_READS_PER_TENANT },
     redisUrl: env.REDIS_URL,
     natsUrl: env.NATS_URL,
     natsNamespace: env.NATS_NAMESPACE,

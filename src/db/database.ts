@@ -35,6 +35,13 @@ export interface DatabaseOptions {
   readonly log: Logger;
   /** Upper bound for one statement, so a stuck query cannot hold a request or a connection forever. */
   readonly statementTimeoutMs?: number;
+  /**
+   * Upper bound for one wait on a lock (Postgres' lock_timeout; none by default). A statement that waits
+   * longer fails with 55P03, which callers treat as a passing condition: a request answers 503 with
+   * Retry-After at once, instead of holding its connection until the statement timeout while a migration or
+   * a manual LOCK holds the table, and the requests queued behind it fail on the pool's connect timeout.
+   */
+  readonly lockTimeoutMs?: number;
 }
 
 /**
@@ -67,6 +74,7 @@ export class Database implements Queryable {
       connectionTimeoutMillis: 3_000,
       idleTimeoutMillis: 30_000,
       statement_timeout: options.statementTimeoutMs ?? 30_000,
+      ...(options.lockTimeoutMs === undefined ? {} : { lock_timeout: options.lockTimeoutMs }),
       keepAlive: true,
     });
     // An idle client losing its server (restart, failover) emits here; without a listener it would crash

@@ -1,5 +1,12 @@
 import type { Middleware } from 'koa';
-import { AppError, RateLimitedError, ServiceUnavailableError, UnauthorizedError, coerceError } from '../platform/errors.ts';
+import {
+  AppError,
+  RateLimitedError,
+  ServiceUnavailableError,
+  TooManyLongReadsError,
+  UnauthorizedError,
+  coerceError,
+} from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { RequestState } from './state.ts';
@@ -35,8 +42,10 @@ export function errorBoundary(metrics?: ServiceMetrics): Middleware<RequestState
         return;
       }
       if (error instanceof AppError) {
-        // Producers and the client retry a 503 no sooner than this.
-        if (error instanceof ServiceUnavailableError) ctx.set('Retry-After', String(error.retryAfterSeconds));
+        // Producers and the client retry a 503 (and a refused export) no sooner than this.
+        if (error instanceof ServiceUnavailableError || error instanceof TooManyLongReadsError) {
+          ctx.set('Retry-After', String(error.retryAfterSeconds));
+        }
         if (error.status >= 500) {
           ctx.state.log.warn({ err: error.cause ?? error }, error.message);
           metrics?.errors.inc({ kind: 'dependency_unavailable' });

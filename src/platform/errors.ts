@@ -111,6 +111,28 @@ export class RateLimitedError extends AppError {
   }
 }
 
+/**
+ * Too many long reads (exports, streams) at once: of the caller's tenant, or on this instance
+ * (platform/longReadSlots.ts). A 429 like the rate limit's, with its own code: waiting for a running export
+ * to end is what helps, not spending less of the key's budget.
+ */
+export class TooManyLongReadsError extends AppError {
+  readonly status = 429;
+  readonly code = 'concurrent_exports';
+  readonly perTenant: number;
+  readonly retryAfterSeconds: number;
+
+  constructor(message: string, perTenant: number, retryAfterSeconds: number) {
+    super(message);
+    this.perTenant = perTenant;
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+
+  override bodyExtras(): Record<string, unknown> {
+    return { limit: this.perTenant, retry_after_s: this.retryAfterSeconds };
+  }
+}
+
 /** A dependency (Postgres, NATS) is unreachable or busy; clients may retry after retryAfterSeconds. */
 export class ServiceUnavailableError extends AppError {
   readonly status = 503;

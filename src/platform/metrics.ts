@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { LongReadObserver } from './longReadSlots.ts';
 
 /** The audit_errors_total kinds charts/audit-trail's PrometheusRule alerts on (docs/operations.md "Monitoring"). */
 const ALERTED_ERROR_KINDS = ['ingest_rejected', 'delivery_not_attempted', 'relay_failed', 'delivery_foreign_message'] as const;
@@ -146,11 +147,57 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  readonly longReadsActive = new Gauge({
+    name: 'audit_long_reads_active',
+    help: 'Long reads (exports, exports with proofs) in progress on this instance',
+    registers: [this.registry],
+  });
+
+  readonly longReadsRefused = new Counter({
+    name: 'audit_long_reads_refused_total',
+    help: "Long reads refused with 429 concurrent_exports, by the cap reached: the tenant's or the instance's",
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
+  });
+
+  // The pools registerPool() reads at each scrape, by name.
+  private readonly pools = new Map<string, { readonly totalCount: number; readonly idleCount: number; readonly waitingCount: number }>();
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
     // The chart's alerts take increase() of these kinds, which sees nothing of a labelled series that first
     // appears already at 1: each is exported at 0 from the start, so that its first occurrence alerts.
     for (const kind of ALERTED_ERROR_KINDS) this.errors.inc({ kind }, 0);
+  }
+
+  /**
+   * audit_db_pool_connections{pool, state}: a Postgres pool's connections (total, idle) and the requests
+   * waiting for one (waiting > 0 means the pool is the limit), read at each scrape.
+   */
+  registerPool(name: string, pool: { readonly totalCount: number; readonly idleCount: number; readonly waitingCount: number }): void {
+    let gauge = this.registry.getSingleMetric('audit_db_pool_connections') as Gauge<'pool' | 'state'> | undefined;
+    gauge ??= new Gauge({
+      name: 'audit_db_pool_connections',
+      help: 'Connections of a Postgres pool of this process (state total or idle), and requests waiting for one (waiting)',
+      labelNames: ['pool', 'state'] as const,
+      registers: [this.registry],
+      collect: () => {
+        for (const [pool, counts] of this.pools) {
+          gauge!.set({ pool, state: 'total' }, counts.totalCount);
+          gauge!.set({ pool, state: 'idle' }, counts.idleCount);
+          gauge!.set({ pool, state: 'waiting' }, counts.waitingCount);
+        }
+      },
+    });
+    this.pools.set(name, pool);
+  }
+
+  /** The long-read admission's observer: the gauge and the refusal counter above. */
+  longReadObserver(): LongReadObserver {
+    return {
+      active: (delta) => this.longReadsActive.inc(delta),
+      refused: (limit) => this.longReadsRefused.inc({ limit }),
+    };
   }
 
   /**

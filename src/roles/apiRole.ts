@@ -107,7 +107,16 @@ async function trailFeatures(parts: SharedParts, pepper: string): Promise<Featur
   return [
     { router: eventRoutes(new EventReader(db, new CursorCodec(pepper))), openapi: eventsOpenApi },
     { router: integrityRoutes(integrity, parts.config.seal.intervalMs), openapi: integrityOpenApi },
-    { router: exportRoutes(new EventExporter(db), await parts.writer(), integrity), openapi: exportOpenApi },
+    {
+      // Exports stream from the long-read pool, so lists and lookups never wait behind them.
+      router: exportRoutes({
+        exporter: new EventExporter(parts.longReads().db),
+        writer: await parts.writer(),
+        integrity: new IntegrityReader(parts.longReads().db, pepper),
+        longReads: parts.longReads(),
+      }),
+      openapi: exportOpenApi,
+    },
   ];
 }
 

@@ -4,6 +4,7 @@ import { BusNames } from '../bus/streams.ts';
 import { requireSetting, type Config } from '../config/config.ts';
 import { Database } from '../db/database.ts';
 import { readDeploymentId } from '../db/deploymentIdentity.ts';
+import { LongReads } from '../db/longReads.ts';
 import { ENDPOINT_DELIVERIES } from '../delivery/endpointDeliveries.ts';
 import { WEBHOOK_FAN_OUT } from '../delivery/fanOut.ts';
 import { DeliveryPublisher } from '../delivery/deliveryPublisher.ts';
@@ -39,8 +40,8 @@ export interface Bus {
 
 /**
  * What the roles of one process share, each made once, when the first role asks for it: the Postgres pool,
- * the NATS connection and the deployment's names on it, the event writer, the secret box and the webhook
- * registry. Whatever is opened registers its releaser at that moment, before the role that asked for it
+ * the NATS connection and the deployment's names on it, the event writer, the secret box, the webhook
+ * registry and the long-read pool. Whatever is opened registers its releaser at that moment, before the role that asked for it
  * registers its own, so it is released after every role that uses it.
  */
 export class SharedParts {
@@ -61,6 +62,7 @@ export class SharedParts {
   private writerOnce: Promise<EventWriter> | undefined;
   private secretBoxOnce: SecretBox | undefined;
   private registryOnce: WebhookRegistry | undefined;
+  private longReadsOnce: LongReads | undefined;
 
   constructor(options: SharedPartsOptions) {
     this.options = options;
@@ -76,8 +78,10 @@ export class SharedParts {
       poolSize: config.databasePoolSize,
       applicationName: this.connectionName,
       log,
+      lockTimeoutMs: config.databaseLockTimeoutMs,
     });
     releasers.add('postgres pool', () => this.db.close());
+    options.metrics.registerPool('main', this.db.pool);
     this.readiness.push({ name: 'postgres', check: () => this.db.ping() });
   }
 
@@ -143,6 +147,27 @@ export class SharedParts {
   }
 
   /** The webhook endpoints (REST and Kubernetes both register through it). */
+  /**
+   * The pool and admission of long reads (db/longReads.ts): exports today, the log streams' reads to come.
+   * Whatever holds a connection for as long as its client reads runs here, never on `db`.
+   */
+  longReads(): LongReads {
+    if (!this.longReadsOnce) {
+      const longReads = new LongReads({
+        url: this.config.databaseUrl,
+        limits: this.config.longReads,
+        applicationName: `${this.connectionName} long-reads`,
+        log: this.log,
+        observer: this.metrics.longReadObserver(),
+        lockTimeoutMs: this.config.databaseLockTimeoutMs,
+      });
+      this.releasers.add('long-read pool', () => longReads.close());
+      this.metrics.registerPool('long_reads', longReads.db.pool);
+      this.longReadsOnce = longReads;
+    }
+    return this.longReadsOnce;
+  }
+
   async webhookRegistry(neededBy: string): Promise<WebhookRegistry> {
     const writer = await this.writer();
     this.registryOnce ??= new WebhookRegistry({

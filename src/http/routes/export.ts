@@ -8,6 +8,7 @@ import type { EventWriter } from '../../events/eventWriter.ts';
 import type { ExportProofs } from '../../integrity/exportProofs.ts';
 import type { IntegrityReader } from '../../integrity/integrityReader.ts';
 import { requireScope } from '../authenticate.ts';
+import { holdLongReadSlot, type LongReadAdmission } from '../longRead.ts';
 import { jsonBody, parseBody, parseQuery, queryBoolean } from '../requestInput.ts';
 import { ValidationError } from '../../platform/errors.ts';
 import { actorOf, principalOf, type AppContext, type RequestState } from '../state.ts';
@@ -46,7 +47,16 @@ function refusePaging(body: unknown): void {
 // Rows are sent in chunks of about this many characters: fewer writes than one per row, bounded memory.
 const CHUNK_CHARS = 64 * 1024;
 
-export function exportRoutes(exporter: EventExporter, writer: EventWriter, integrity: IntegrityReader): Router<RequestState> {
+export interface ExportRouteOptions {
+  /** Reads on the long-read pool (LongReads.db). */
+  readonly exporter: EventExporter;
+  readonly writer: EventWriter;
+  /** Reads the proofs on the long-read pool too. */
+  readonly integrity: IntegrityReader;
+  readonly longReads: LongReadAdmission;
+}
+
+export function exportRoutes({ exporter, writer, integrity, longReads }: ExportRouteOptions): Router<RequestState> {
   const router = new Router<RequestState>();
 
   router.post('/audit/export', requireScope('audit:export'), jsonBody('64kb'), async (ctx) => {
@@ -56,6 +66,7 @@ export function exportRoutes(exporter: EventExporter, writer: EventWriter, integ
     const given: unknown = ctx.request.body;
     const body = parseBody(exportBodySchema, given === undefined || given === '' ? {} : given);
     const filters = toEventFilters(body);
+    holdLongReadSlot(ctx, longReads, 'exports');
     const session = await exporter.open(principalOf(ctx).tenantId, filters, { shareSnapshot: proofs === true });
     const proven = proofs
       ? await integrity.openExportProofs(principalOf(ctx).tenantId, session).catch(async (error: unknown) => {
@@ -168,8 +179,17 @@ export const exportLinesSchema = z
   .string()
   .meta({ id: 'ExportLines', description: 'format=ndjson: one AuditEvent JSON object per line, each line ending in \\n.' });
 
+export const concurrentExportsSchema = z
+  .looseObject({
+    error: z.literal('concurrent_exports'),
+    message: z.string(),
+    limit: z.int().meta({ description: 'Exports one tenant may run at once on one instance.' }),
+    retry_after_s: z.int(),
+  })
+  .meta({ id: 'ConcurrentExports' });
+
 export const exportOpenApi: OpenApiContribution = {
-  schemas: [exportBodySchema, exportResultSchema, exportLinesSchema],
+  schemas: [exportBodySchema, exportResultSchema, exportLinesSchema, concurrentExportsSchema],
   paths: {
     '/audit/export': {
       post: {
@@ -193,6 +213,15 @@ export const exportOpenApi: OpenApiContribution = {
           '413': authenticatedResponse({ description: 'The body exceeds 64 KiB.', content: json(ref('Error')) }),
           '415': authenticatedResponse({ description: 'The body is not application/json.', content: json(ref('Error')) }),
           ...standardErrorResponses('audit:export'),
+          '429': authenticatedResponse(
+            {
+              description:
+                'rate_limit_exceeded: the key spent its write budget. concurrent_exports: the tenant already runs as many exports as it ' +
+                'may at once (`limit`), or the instance as many as it can; retry after Retry-After seconds.',
+              content: json({ oneOf: [ref('RateLimited'), ref('ConcurrentExports')] }),
+            },
+            'Retry-After',
+          ),
         },
       },
     },

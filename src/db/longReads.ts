@@ -1,0 +1,53 @@
+import type { Logger } from '../platform/logger.ts';
+import { LongReadSlots, type LongReadLimits, type LongReadObserver, type LongReadSlot } from '../platform/longReadSlots.ts';
+import { Database } from './database.ts';
+
+export interface LongReadsOptions {
+  readonly url: string;
+  readonly limits: LongReadLimits;
+  readonly applicationName: string;
+  readonly log: Logger;
+  readonly observer?: LongReadObserver;
+  readonly statementTimeoutMs?: number;
+  readonly lockTimeoutMs?: number;
+}
+
+/**
+ * Where long reads run: exports (with proofs or without) and, later, log streams. They hold a connection for
+ * as long as their client takes to read, so they get a pool of their own, apart from the one short reads
+ * and writes use, and admission (LongReadSlots) keeps them within it. The pool has two connections per
+ * slot, because an export with proofs reads on a second connection in the export's snapshot: an admitted
+ * long read never waits for a connection, and a refused one is told so at once (429).
+ */
+export class LongReads {
+  readonly db: Database;
+  private readonly slots: LongReadSlots;
+
+  constructor(options: LongReadsOptions) {
+    this.slots = new LongReadSlots(options.limits, options.observer);
+    this.db = new Database({
+      url: options.url,
+      poolSize: LONG_READ_CONNECTIONS_PER_SLOT * options.limits.perInstance,
+      applicationName: options.applicationName,
+      log: options.log,
+      statementTimeoutMs: options.statementTimeoutMs,
+      lockTimeoutMs: options.lockTimeoutMs,
+    });
+  }
+
+  /** A slot for one long read of the tenant, or TooManyLongReadsError (429 concurrent_exports). */
+  admit(tenantId: string, what: string): LongReadSlot {
+    return this.slots.take(tenantId, what);
+  }
+
+  inProgress(tenantId?: string): number {
+    return this.slots.inProgress(tenantId);
+  }
+
+  close(): Promise<void> {
+    return this.db.close();
+  }
+}
+
+/** An export with proofs holds two connections: its own and the proofs' reader in the same snapshot. */
+export const LONG_READ_CONNECTIONS_PER_SLOT = 2;

@@ -1,0 +1,100 @@
+import { expect } from 'chai';
+import { randomBytes } from 'node:crypto';
+import { Agent, request } from 'undici';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { mintKey, startTestService, type TestService } from '../support/service.ts';
+
+/**
+ * Mann–Whitney U between two samples, as the normal approximation's z (ties get their mean rank). Rank
+ * based, so a few outliers of a shared machine (a GC pause, another process) weigh no more than any sample.
+ */
+function mannWhitneyZ(a: readonly number[], b: readonly number[]): number {
+  const pooled = [...a.map((value) => ({ value, fromA: true })), ...b.map((value) => ({ value, fromA: false }))].sort(
+    (x, y) => x.value - y.value,
+  );
+  let rankSumA = 0;
+  let tieCorrection = 0;
+  for (let start = 0; start < pooled.length; ) {
+    let end = start;
+    while (end + 1 < pooled.length && pooled[end + 1]!.value === pooled[start]!.value) end += 1;
+    const meanRank = (start + end) / 2 + 1;
+    const ties = end - start + 1;
+    tieCorrection += ties ** 3 - ties;
+    for (let index = start; index <= end; index += 1) if (pooled[index]!.fromA) rankSumA += meanRank;
+    start = end + 1;
+  }
+  const [n1, n2] = [a.length, b.length];
+  const n = n1 + n2;
+  const u = rankSumA - (n1 * (n1 + 1)) / 2;
+  const sigma = Math.sqrt(((n1 * n2) / 12) * (n + 1 - tieCorrection / (n * (n - 1))));
+  return (u - (n1 * n2) / 2) / sigma;
+}
+
+const median = (values: readonly number[]) => [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)]!;
+
+describe('401 timing does not tell which key ids exist or were used recently', function () {
+  this.timeout(180_000);
+  const SAMPLES = 3_000;
+  let db: TestDatabase;
+  let service: TestService;
+  let lookupId: string;
+  let agent: Agent;
+
+  before(async () => {
+    db = await createTestDatabase();
+    service = await startTestService({
+      databaseUrl: db.url,
+      roles: ['api'],
+      // Thousands of failures from one address: the auth-failure limit would answer them 429 instead.
+      env: { RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: '100000000' },
+    });
+    lookupId = (await mintKey(db.url, { tenantId: 'timing', scopes: ['audit:read'] })).lookupId;
+    // One kept-alive connection: each sample is one request's time on the server, not a handshake's.
+    agent = new Agent({ connections: 1 });
+  });
+
+  after(async () => {
+    await agent?.close();
+    await service?.stop();
+    await db?.drop();
+  });
+
+  const secret = () => randomBytes(16).toString('hex');
+  // A lookup id nobody used (new for every request, as a prober's guesses are) and the known id with a
+  // wrong secret (the same id every time, as a prober confirming an id would send it).
+  const unknownKey = () => `atr_live_${randomBytes(4).toString('hex')}_${secret()}`;
+  const knownIdWrongSecret = () => `atr_live_${lookupId}_${secret()}`;
+
+  async function timeOne(key: string): Promise<number> {
+    const started = performance.now();
+    const response = await request(`${service.baseUrl}/audit/events`, { dispatcher: agent, headers: { authorization: `Bearer ${key}` } });
+    const body = await response.body.text();
+    const elapsed = performance.now() - started;
+    expect(response.statusCode).to.equal(401);
+    expect(body).to.equal('{"error":"unauthorized"}');
+    return elapsed;
+  }
+
+  it('answers an unknown key id and a known id with a wrong secret in one time distribution (3,000 interleaved samples each)', async () => {
+    for (let index = 0; index < 200; index += 1) {
+      await timeOne(unknownKey());
+      await timeOne(knownIdWrongSecret());
+    }
+    const unknown: number[] = [];
+    const known: number[] = [];
+    for (let index = 0; index < SAMPLES; index += 1) {
+      // Interleaved, in random order within each pair, so drift in the machine's load falls on both alike.
+      if (Math.random() < 0.5) {
+        unknown.push(await timeOne(unknownKey()));
+        known.push(await timeOne(knownIdWrongSecret()));
+      } else {
+        known.push(await timeOne(knownIdWrongSecret()));
+        unknown.push(await timeOne(unknownKey()));
+      }
+    }
+    const z = mannWhitneyZ(unknown, known);
+    const summary = `unknown id median ${median(unknown).toFixed(3)} ms, known id median ${median(known).toFixed(3)} ms, z = ${z.toFixed(2)}`;
+    // Two-sided, at the 0.1 % level.
+    expect(Math.abs(z), summary).to.be.below(3.29);
+  });
+});

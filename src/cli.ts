@@ -4,7 +4,7 @@ import { constants } from 'node:os';
 import { parseArgs } from 'node:util';
 import { AppError } from './platform/errors.ts';
 import { SERVICE_VERSION } from './platform/version.ts';
-import { UsageError, usage } from './cli/usage.ts';
+import { UsageError, asksForHelp, commandUsage, isArgumentError, usage } from './cli/usage.ts';
 import type { Config } from './config/config.ts';
 import type { Role } from './main.ts';
 import type { Logger } from './platform/logger.ts';
@@ -26,12 +26,19 @@ const SERVICE_COMMANDS: Record<string, () => Promise<ServiceCommand>> = {
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  if (command === 'help' && rest[0] !== undefined) return main([rest[0], '--help']);
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     process.stdout.write(usage(SERVICE_VERSION));
     return command === undefined ? 2 : 0;
   }
   if (command === '--version') {
     process.stdout.write(`${SERVICE_VERSION}\n`);
+    return 0;
+  }
+  if (asksForHelp(rest)) {
+    const text = commandUsage(command);
+    if (!text) throw new UsageError(`unknown command "${command}"; see audit-trail --help`);
+    process.stdout.write(text);
     return 0;
   }
   if (command === 'verify') return (await import('./cli/verifyCommand.ts')).runVerify(rest);
@@ -65,6 +72,11 @@ main(process.argv.slice(2)).then(
     // ConfigError by name: config.ts (and zod) is not loaded for commands that read no configuration.
     if ((error as Error)?.name === 'ConfigError') process.stderr.write(`audit-trail: configuration error: ${(error as Error).message}\n`);
     else if (error instanceof UsageError || error instanceof AppError) process.stderr.write(`audit-trail: ${(error as Error).message}\n`);
+    else if (isArgumentError(error)) {
+      const command = process.argv[2] ?? '';
+      process.stderr.write(`audit-trail: ${(error as Error).message}; see audit-trail ${command} --help\n`);
+      process.exit(2);
+    }
     else process.stderr.write(`audit-trail: ${(error as Error)?.stack ?? String(error)}\n`);
     process.exit(1);
   },

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { answerConnect, answerParserError } from './parserErrors.ts';
 
 type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void;
 
@@ -21,6 +22,9 @@ export class HttpPort {
       if (closing()) response.setHeader('Connection', 'close');
       handler(request, response);
     });
+    // What the parser refuses, and CONNECT, get the JSON error shape too (parserErrors.ts).
+    server.on('clientError', answerParserError);
+    server.on('connect', answerConnect);
     // Keep-alive longer than typical load balancer idle timeouts, so the balancer closes first.
     server.keepAliveTimeout = 65_000;
     server.headersTimeout = 66_000;

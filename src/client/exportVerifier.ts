@@ -24,7 +24,14 @@ export interface ExportVerificationInput {
   savedHeads?: readonly SignedTreeHead[];
   /** Consistency proofs fetched from GET /audit/integrity/consistency, linking saved heads and the export's. */
   consistencyProofs?: readonly ConsistencyProof[];
-  /** The export is the tenant's whole trail (no filters, not truncated): every leaf below the head must be in it. */
+  /**
+   * The export is the tenant's whole trail (no filters; a truncated export continued page by page with
+   * `until`, the pages' lines in one text): every leaf below the head must be in it. Pages made at different
+   * times carry different heads (each page's audit.export event is sealed before the next page); then every
+   * leaf below the smallest head must be in it, which is the whole trail as of the earliest page, and the
+   * heads must be linked by consistency proofs, so that all pages show one history. Pages exported with
+   * `tree_size` set to the first page's head carry that one head.
+   */
   complete?: boolean;
 }
 
@@ -165,26 +172,32 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
     if (headVerdicts.get(head)) proven += 1;
   }
 
-  const exportHead = [...heads.values()].sort((a, b) => b.tree_size - a.tree_size)[0];
-  if (input.complete && exportHead) {
+  // Largest first: the head the others must be consistent with.
+  const exportHeads = [...heads.values()].sort((a, b) => b.tree_size - a.tree_size);
+  const exportHead = exportHeads[0];
+  // The trail as of the earliest page: every leaf below the smallest head (the largest, for one page).
+  const completeAsOf = exportHeads.filter((head) => headVerdicts.get(head)).at(-1) ?? exportHead;
+  if (input.complete && completeAsOf) {
     const missing: number[] = [];
-    for (let index = 0; index < exportHead.tree_size && missing.length <= 20; index += 1) if (!leafOwners.has(index)) missing.push(index);
+    for (let index = 0; index < completeAsOf.tree_size && missing.length <= 20; index += 1) if (!leafOwners.has(index)) missing.push(index);
     if (missing.length > 0) {
       failures.push({
-        reason: `the export is said to be complete but lacks the events of leaves ${missing.slice(0, 20).join(', ')}${missing.length > 20 ? ', ...' : ''} of ${describeHead(exportHead)}`,
+        reason: `the export is said to be complete but lacks the events of leaves ${missing.slice(0, 20).join(', ')}${missing.length > 20 ? ', ...' : ''} of ${describeHead(completeAsOf)}`,
       });
     }
   }
 
   const saved = input.savedHeads ?? [];
-  failures.push(...checkHistory(saved, [...heads.values()], input.trustedKeys, input.consistencyProofs ?? []));
+  const validExportHeads = exportHeads.filter((head) => headVerdicts.get(head));
+  failures.push(...checkHistory(saved, validExportHeads, input.trustedKeys, input.consistencyProofs ?? []));
   return { events: exported.length, proven, unsealed, head: exportHead, savedHeads: saved.length, failures };
 }
 
 /**
  * The kept heads and the export's must be signed, of one tenant, and describe one append-only history:
- * heads of one size must have one root, and each kept head must be consistent with the export's head by a
- * consistency proof (RFC 9162 §2.1.4).
+ * heads of one size must have one root, and each kept head, and each other head of the export (pages made
+ * at different times), must be consistent with the export's largest head by a consistency proof (RFC 9162
+ * §2.1.4). `exportHeads` are the export's heads whose signatures were checked, largest first.
  */
 function checkHistory(
   saved: readonly SignedTreeHead[],
@@ -214,7 +227,7 @@ function checkHistory(
   }
   const target = exportHeads[0];
   if (!target) return failures;
-  for (const head of valid) {
+  for (const head of [...valid, ...exportHeads.slice(1)]) {
     if (head.tree_size === target.tree_size) continue;
     const [first, second] = head.tree_size < target.tree_size ? [head, target] : [target, head];
     const proof = proofs.find((candidate) => candidate.first === first.tree_size && candidate.second === second.tree_size);

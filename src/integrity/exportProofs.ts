@@ -4,7 +4,8 @@ import type { Database } from '../db/database.ts';
 import { positionOf } from '../events/eventStore.ts';
 import { formatTimestamp } from '../events/eventFields.ts';
 import { TileSet, tilesForInclusion, type Tile } from './tiles.ts';
-import { latestTreeHead, leafIndexesOf, loadTiles } from './treeStore.ts';
+import { NotFoundError } from '../platform/errors.ts';
+import { latestTreeHead, leafIndexesOf, loadTiles, treeHeadOfSize } from './treeStore.ts';
 
 /** Events per round of leaf and tile look-ups. */
 const BATCH = 256;
@@ -29,16 +30,20 @@ export class ExportProofs {
     this.head = head;
   }
 
-  static async open(db: Database, tenantId: string, snapshotId: string): Promise<ExportProofs> {
+  static async open(db: Database, tenantId: string, snapshotId: string, treeSize?: number): Promise<ExportProofs> {
     const client = await db.connect();
     try {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
       await client.query(`SET TRANSACTION SNAPSHOT '${snapshotId.replace(/[^0-9A-F-]/gi, '')}'`);
-      return new ExportProofs(client, tenantId, await latestTreeHead(client, tenantId));
+      if (treeSize === undefined) return new ExportProofs(client, tenantId, await latestTreeHead(client, tenantId));
+      const head = await treeHeadOfSize(client, tenantId, treeSize);
+      if (head) return new ExportProofs(client, tenantId, head);
     } catch (error) {
       client.release(error as Error);
       throw error;
     }
+    await new ExportProofs(client, tenantId, undefined).close();
+    throw new NotFoundError(`No signed tree head of size ${treeSize} (tree_size); sizes are listed by GET /audit/integrity/tree-heads.`);
   }
 
   /** The export's rows with their proofs added, in the same order. */

@@ -104,8 +104,9 @@ export class IntegrityReader {
   }
 
   /** Proofs for an export opened with a shared snapshot (EventExporter.open with shareSnapshot). */
-  async openExportProofs(tenantId: string, session: { readonly snapshotId: string | undefined }): Promise<ExportProofs> {
-    return ExportProofs.open(this.db, tenantId, session.snapshotId!);
+  /** Against the head of `treeSize` when given (404 when no head has that size), else the latest. */
+  async openExportProofs(tenantId: string, session: { readonly snapshotId: string | undefined }, treeSize?: number): Promise<ExportProofs> {
+    return ExportProofs.open(this.db, tenantId, session.snapshotId!, treeSize);
   }
 
   async keys(): Promise<{ keys: SealKeyRecord[] }> {

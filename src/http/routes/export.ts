@@ -9,7 +9,7 @@ import type { ExportProofs } from '../../integrity/exportProofs.ts';
 import type { IntegrityReader } from '../../integrity/integrityReader.ts';
 import { requireScope } from '../authenticate.ts';
 import { holdLongReadSlot, type LongReadAdmission } from '../longRead.ts';
-import { jsonBody, parseBody, parseQuery, queryBoolean } from '../requestInput.ts';
+import { jsonBody, parseBody, parseQuery, queryBoolean, queryInteger } from '../requestInput.ts';
 import { ValidationError } from '../../platform/errors.ts';
 import { actorOf, principalOf, type AppContext, type RequestState } from '../state.ts';
 import { authenticatedResponse, json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
@@ -26,6 +26,13 @@ export const exportQuerySchema = z.strictObject({
   proofs: queryBoolean().optional().meta({
     description: 'true: each event carries its inclusion proof against the signed tree head included in the response (docs/integrity.md).',
   }),
+  tree_size: queryInteger(1, Number.MAX_SAFE_INTEGER)
+    .optional()
+    .meta({
+      description:
+        'With proofs=true: prove against the signed tree head of this size instead of the latest, e.g. the head of the first page ' +
+        'of an export continued with until, so that every page carries one head. Events outside that head get proof null.',
+    }),
 });
 
 type ExportFormat = 'json' | 'ndjson';
@@ -60,7 +67,8 @@ export function exportRoutes({ exporter, writer, integrity, longReads }: ExportR
   const router = new Router<RequestState>();
 
   router.post('/audit/export', requireScope('audit:export'), jsonBody('64kb'), async (ctx) => {
-    const { format = 'json', proofs } = parseQuery(exportQuerySchema, ctx.query);
+    const { format = 'json', proofs, tree_size: treeSize } = parseQuery(exportQuerySchema, ctx.query);
+    if (treeSize !== undefined && proofs !== true) throw ValidationError.single('tree_size', 'applies only with proofs=true');
     refusePaging(ctx.request.body);
     // No body at all means no filters; a body of `null` is a client's mistake, not "export everything".
     const given: unknown = ctx.request.body;
@@ -69,7 +77,7 @@ export function exportRoutes({ exporter, writer, integrity, longReads }: ExportR
     holdLongReadSlot(ctx, longReads, 'exports');
     const session = await exporter.open(principalOf(ctx).tenantId, filters, { shareSnapshot: proofs === true });
     const proven = proofs
-      ? await integrity.openExportProofs(principalOf(ctx).tenantId, session).catch(async (error: unknown) => {
+      ? await integrity.openExportProofs(principalOf(ctx).tenantId, session, treeSize).catch(async (error: unknown) => {
           await session.close();
           throw error;
         })

@@ -9,6 +9,7 @@ const BENCHMARKS: Record<string, string> = {
   ingest: 'bench/ingest.ts',
   list: 'bench/list.ts',
   export: 'bench/export.ts',
+  'export-fairness': 'bench/exportFairness.ts',
   limiter: 'bench/limiter.ts',
   delivery: 'bench/delivery.ts',
   'hung-endpoint': 'bench/hungEndpoint.ts',

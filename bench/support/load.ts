@@ -11,6 +11,8 @@ export interface LoadResult {
   readonly p99: number;
   readonly non2xx: number;
   readonly errors: number;
+  /** Answers by status code (pacedLoad only). */
+  readonly statuses?: Readonly<Record<number, number>>;
 }
 
 export async function runLoad(options: {
@@ -77,6 +79,7 @@ export async function pacedLoad(options: {
   const latencies: number[] = [];
   let non2xx = 0;
   let errors = 0;
+  const statuses: Record<number, number> = {};
   const inFlight = new Set<Promise<void>>();
   const send = (dueAt: number) => {
     const next = options.nextRequest();
@@ -85,6 +88,7 @@ export async function pacedLoad(options: {
       .then(async (response) => {
         await response.body.arrayBuffer();
         latencies.push(performance.now() - dueAt);
+        statuses[response.statusCode] = (statuses[response.statusCode] ?? 0) + 1;
         if (response.statusCode < 200 || response.statusCode > 299) non2xx += 1;
       })
       .catch(() => {
@@ -108,5 +112,5 @@ export async function pacedLoad(options: {
   latencies.sort((a, b) => a - b);
   const percentile = (fraction: number) =>
     Number(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * fraction))]!.toFixed(1));
-  return { requestsPerSecond: latencies.length / elapsedS, p50: percentile(0.5), p99: percentile(0.99), non2xx, errors };
+  return { requestsPerSecond: latencies.length / elapsedS, p50: percentile(0.5), p99: percentile(0.99), non2xx, errors, statuses };
 }

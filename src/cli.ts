@@ -76,8 +76,7 @@ main(process.argv.slice(2)).then(
       const command = process.argv[2] ?? '';
       process.stderr.write(`audit-trail: ${(error as Error).message}; see audit-trail ${command} --help\n`);
       process.exit(2);
-    }
-    else process.stderr.write(`audit-trail: ${(error as Error)?.stack ?? String(error)}\n`);
+    } else process.stderr.write(`audit-trail: ${(error as Error)?.stack ?? String(error)}\n`);
     process.exit(1);
   },
 );

@@ -73,7 +73,7 @@ export class ApiKeyVerifier {
     this.clock = options.clock ?? systemClock;
     this.pepperKey = createSecretKey(Buffer.from(options.pepper, 'utf8'));
     this.decoy = {
-      principal: { tenantId: '', lookupId: '', scopes: new Set() },
+      principal: { kind: 'api_key', tenantId: '', lookupId: '', scopes: new Set() },
       // The HMAC of a text no key's secret can be (secrets are 32 hex characters).
       secretHash: hashKeySecret(this.pepperKey, 'decoy-secret-that-matches-no-key'),
       environment: options.environment,

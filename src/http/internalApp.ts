@@ -5,6 +5,7 @@ import type { Cidr } from '../platform/cidr.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { errorBoundary } from './errorBoundary.ts';
+import { utf8QueryString } from './requestInput.ts';
 import { requestContext } from './requestContext.ts';
 import type { RequestState } from './state.ts';
 
@@ -37,6 +38,7 @@ export function buildInternalApp(options: InternalAppOptions): Koa<RequestState>
   const app = new Koa<RequestState>();
   app.use(requestContext(options.log.child({ port: 'internal' }), options.metrics, options.trustedProxies));
   app.use(errorBoundary(options.metrics));
+  app.use(utf8QueryString());
   const router = new Router<RequestState>();
 
   router.get('/healthz', (ctx) => {

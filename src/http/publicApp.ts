@@ -8,6 +8,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { authenticate } from './authenticate.ts';
 import { errorBoundary } from './errorBoundary.ts';
+import { utf8QueryString } from './requestInput.ts';
 import { buildOpenApiDocument, servedRoutes, undocumentedRoutes, type OpenApiContribution } from './openapi.ts';
 import { requestContext } from './requestContext.ts';
 import { reportStreamError } from './errorBoundary.ts';
@@ -72,6 +73,8 @@ export function buildPublicApp(options: PublicAppOptions): Koa<RequestState> {
   const api = new Router<RequestState>({ prefix: PUBLIC_PREFIX });
   api.use(authenticate(options.verifier, options.failureLimiter, options.portalSessions));
   for (const middleware of options.afterAuthentication ?? []) api.use(middleware);
+  // After authentication: a caller without a valid key learns nothing but 401.
+  api.use(utf8QueryString());
   for (const feature of options.features) api.use(feature.router.routes(), feature.router.allowedMethods());
   app.use(api.routes());
   app.use(api.allowedMethods());

@@ -1,7 +1,7 @@
 import { createReadStream } from 'node:fs';
-import { createInterface } from 'node:readline';
 import type { NewEvent } from '../events/eventStore.ts';
 import { ValidationError } from '../platform/errors.ts';
+import { parseUtf8Json } from '../platform/utf8Json.ts';
 import { MAX_BATCH_SIZE, parseEvent, type EventTimeWindow } from './eventInput.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 
@@ -79,11 +79,12 @@ export async function importEvents(
   return progress;
 }
 
-function parseImportLine(text: string, window: EventTimeWindow, now: number): NewEvent {
+function parseImportLine(bytes: Buffer, window: EventTimeWindow, now: number): NewEvent {
   let item: unknown;
   try {
-    item = JSON.parse(text);
-  } catch {
+    item = parseUtf8Json(bytes);
+  } catch (error) {
+    if (error instanceof ValidationError) throw error;
     throw ValidationError.single('(line)', 'is not a JSON object');
   }
   const missing = ['event_id', 'timestamp'].filter(
@@ -97,12 +98,25 @@ function parseImportLine(text: string, window: EventTimeWindow, now: number): Ne
   return parseEvent(item, window, now);
 }
 
-/** The file's non-blank lines, numbered from 1 as an editor shows them. */
-async function* lines(path: string): AsyncGenerator<{ line: number; text: string }> {
-  const reader = createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity });
+/**
+ * The file's non-blank lines as bytes (without their \n or \r\n), numbered from 1 as an editor shows them.
+ * Split as bytes, not decoded text: a decoder would turn invalid UTF-8 into U+FFFD before the check.
+ */
+async function* lines(path: string): AsyncGenerator<{ line: number; text: Buffer }> {
   let line = 0;
-  for await (const text of reader) {
+  let rest = Buffer.alloc(0);
+  const numbered = function* (text: Buffer) {
     line += 1;
-    if (text.trim() !== '') yield { line, text };
+    const content = text.at(-1) === 0x0d ? text.subarray(0, -1) : text;
+    if (content.toString('latin1').trim() !== '') yield { line, text: content };
+  };
+  for await (const chunk of createReadStream(path) as AsyncIterable<Buffer>) {
+    let data = rest.length > 0 ? Buffer.concat([rest, chunk]) : chunk;
+    for (let end = data.indexOf(0x0a); end >= 0; end = data.indexOf(0x0a)) {
+      yield* numbered(data.subarray(0, end));
+      data = data.subarray(end + 1);
+    }
+    rest = Buffer.from(data);
   }
+  if (rest.length > 0) yield* numbered(rest);
 }

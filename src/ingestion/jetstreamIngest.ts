@@ -7,6 +7,7 @@ import type { NewEvent } from '../events/eventStore.ts';
 import { ServiceUnavailableError, ValidationError, coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
+import { parseUtf8Json } from '../platform/utf8Json.ts';
 import { parseEvent, type EventTimeWindow } from './eventInput.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 
@@ -166,8 +167,10 @@ export class JetStreamIngest {
     if (!tenantId) return reject('subject is not audit.ingest.<tenant_id>');
     let body: unknown;
     try {
-      body = message.json();
-    } catch {
+      // From the message's bytes: decoding them first would have turned invalid UTF-8 into U+FFFD.
+      body = parseUtf8Json(message.data);
+    } catch (error) {
+      if (error instanceof ValidationError) return reject('invalid event', error.details);
       return reject('body is not JSON');
     }
     if (typeof body !== 'object' || body === null || Array.isArray(body)) return reject('body is not a JSON object');

@@ -97,7 +97,9 @@ describe('verify --complete on a trail exported in pages across a sealing', func
     const result = await verify(lines);
     expect(result.err).to.equal('');
     expect(result.code).to.equal(0);
-    expect(result.out).to.match(new RegExp(`^verified: ${EVENTS + 1} events, ${EVENTS + 1} proven against the tree head of size ${heads[0]}`));
+    expect(result.out).to.match(
+      new RegExp(`^verified: ${EVENTS + 1} events, ${EVENTS + 1} proven against the tree head of size ${heads[0]}`),
+    );
   });
 
   it('accepts pages with heads of their own once consistency proofs link them, and asks for the proof until then', async () => {
@@ -122,9 +124,7 @@ describe('verify --complete on a trail exported in pages across a sealing', func
     const dropped = lines.splice(4_321, 1)[0]!;
     const result = await verify(lines);
     expect(result.code).to.equal(1);
-    expect(result.err).to.match(
-      new RegExp(`lacks the events of leaves ${JSON.parse(dropped).proof.leaf_index} of the tree head of size`),
-    );
+    expect(result.err).to.match(new RegExp(`lacks the events of leaves ${JSON.parse(dropped).proof.leaf_index} of the tree head of size`));
   });
 
   it('refuses tree_size without proofs, and a size no head has', async () => {

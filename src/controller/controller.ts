@@ -19,7 +19,7 @@ import { DeploymentGuard } from './deploymentGuard.ts';
 import { reportRetry, reportStalled } from './healthReport.ts';
 import { kubeLeaseStore } from './kubeLeaseStore.ts';
 import { EventRecorder } from './kubeEvents.ts';
-import { KubeResources, type AnyResource } from './kubeResources.ts';
+import { KubeResources, managedByOf, type AnyResource } from './kubeResources.ts';
 import { DEFAULT_LEASE_TIMING, LeaderElector } from './leaderElection.ts';
 import { API_KEY, DEFAULT_CONTROLLER_CLASS, WEBHOOK_ENDPOINT, type ResourceKind } from './resources.ts';
 import { WebhookEndpointReconciler, type WebhookEndpointObject } from './webhookEndpointReconciler.ts';
@@ -28,11 +28,26 @@ import { restartOnError } from './watchRestart.ts';
 import { WorkQueue } from './workQueue.ts';
 
 const COMPONENT = 'audit-trail-controller';
+/** A resource another process is reconciling right now is tried again after this long. */
+const BUSY_RETRY_MS = 1_000;
+
+/**
+ * Serialises the reconciles of one resource across every process on the deployment's database (main.ts
+ * passes db/sessionLocks.ts). Two leaders for a moment — a Lease renamed by an upgrade, a leader that has
+ * not yet noticed it lost its Lease — each mint what they find missing: without this, the second mints again,
+ * or takes the first's key, minted but not yet in its Secret, for one nobody received and replaces it.
+ */
+export interface ResourceLocks {
+  /** Runs work holding the lock of `key`; does not run it (held: false) while another process holds it. */
+  withLock<T>(key: string, work: () => Promise<T>): Promise<{ readonly held: true; readonly value: T } | { readonly held: false }>;
+}
 
 export interface ControllerOptions {
   readonly kubeConfig: KubeConfig;
   readonly keys: ApiKeyService;
   readonly registry: WebhookRegistry;
+  /** One lock per resource (its managed_by), on the same database as keys and registry. */
+  readonly locks: ResourceLocks;
   /** The deployment's identity (readDeploymentId): stamped on every resource this controller reconciles. */
   readonly deploymentId: string;
   /** Only resources of this class (spec.controllerClass, absent meaning "default") are reconciled. */
@@ -248,7 +263,7 @@ export class KubernetesController {
           // Its CRD is older than this controller: say so on the resource and touch nothing else. The guard
           // queues every resource of the kind again once the CRD is upgraded.
           if (problem) await this.reportCrdProblem(plural, object, problem);
-          else await kind.reconcile(object);
+          else await this.reconcileLocked(kind, key, object, queue);
         }
         queue.forget(key);
       } catch (error) {
@@ -265,6 +280,18 @@ export class KubernetesController {
         this.options.onReconciled?.(key);
       }
     }
+  }
+
+  /**
+   * Reconciles holding the resource's lock, for the whole sequence of reads and writes in the database, its
+   * Secret and its status: another process reconciling it now (a second leader for a moment) is waited out,
+   * and the work is done again from what that one left. The lock is per deployment database and per uid.
+   */
+  private async reconcileLocked(kind: Kind, key: string, object: KubernetesObject, queue: WorkQueue): Promise<void> {
+    const outcome = await this.options.locks.withLock(managedByOf(object as unknown as AnyResource), () => kind.reconcile(object));
+    if (outcome.held) return;
+    this.options.log.info({ object: key, retry_in_ms: BUSY_RETRY_MS }, 'another process is reconciling this resource; trying again later');
+    queue.addAfter(key, BUSY_RETRY_MS);
   }
 
   private isOurClass(object: KubernetesObject): boolean {

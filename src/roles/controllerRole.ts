@@ -2,6 +2,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { ApiKeyService } from '../auth/apiKeyService.ts';
 import { requireSetting } from '../config/config.ts';
 import { KubernetesController } from '../controller/controller.ts';
+import { CONTROLLED_RESOURCE_LOCKS, SessionLocks } from '../db/sessionLocks.ts';
 import type { Role } from './role.ts';
 
 /**
@@ -18,6 +19,8 @@ export const role: Role = {
       kubeConfig: parts.kubeConfig ?? defaultKubeConfig(),
       keys: new ApiKeyService({ db, writer, pepper, environment: config.keyEnvironment }),
       registry: await parts.webhookRegistry('the controller role'),
+      // Each reconcile holds its resource's lock in this database: two leaders for a moment never mint twice.
+      locks: new SessionLocks(db, CONTROLLED_RESOURCE_LOCKS),
       deploymentId: await parts.deploymentId(),
       controllerClass: config.controllerClass,
       namespaces: config.controllerNamespaces,

@@ -5,7 +5,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { ServiceMetrics } from '../../src/platform/metrics.ts';
-import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
+import {
+  GROUP,
+  VERSION,
+  mergePatch,
+  resourceAddress,
+  startControllerHarness,
+  type ControllerHarness,
+} from '../support/controller-harness.ts';
 import { kubernetesBinaries } from '../support/k8s-binaries.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { waitFor } from '../support/wait.ts';
@@ -40,13 +47,7 @@ describe('a controller whose CRDs are older than it needs', function () {
     if (cacheDir) rmSync(cacheDir, { recursive: true, force: true });
   });
 
-  const address = (plural: string, name?: string) => ({
-    group: GROUP,
-    version: VERSION,
-    namespace: NAMESPACE,
-    plural,
-    ...(name ? { name } : {}),
-  });
+  const address = (plural: string, name?: string) => resourceAddress(NAMESPACE, plural, name);
   const get = (plural: string, name: string) => harness.custom.getNamespacedCustomObject(address(plural, name) as never);
   const condition = (object: any, type: string) => object.status?.conditions?.find((item: { type: string }) => item.type === type);
   const events = async (name: string, reason: string) =>

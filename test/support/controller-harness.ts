@@ -4,6 +4,7 @@ import type { BackoffPolicy } from '../../src/controller/backoff.ts';
 import { KubernetesController } from '../../src/controller/controller.ts';
 import { Database } from '../../src/db/database.ts';
 import { readDeploymentId } from '../../src/db/deploymentIdentity.ts';
+import { CONTROLLED_RESOURCE_LOCKS, SessionLocks } from '../../src/db/sessionLocks.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import type { ServiceMetrics } from '../../src/platform/metrics.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
@@ -21,12 +22,19 @@ export const LEASE_TIMING = { leaseDurationMs: 600, renewDeadlineMs: 400, retryP
 export const LEASE_NAME = 'audit-trail-controller';
 export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
+/** The address of a custom resource (or of its collection) for CustomObjectsApi calls. */
+export function resourceAddress(namespace: string, plural: string, name?: string) {
+  return { group: GROUP, version: VERSION, namespace, plural, ...(name ? { name } : {}) };
+}
+
 /** What one release of the service owns: its database (with its deployment id) and the controller's domain services on it. */
 export interface Deployment {
   readonly db: TestDatabase;
   readonly deploymentId: string;
   readonly keys: ApiKeyService;
   readonly registry: WebhookRegistry;
+  /** What the controller role locks resources with, on this database. */
+  readonly locks: SessionLocks;
 }
 
 export interface ControllerOptions {
@@ -50,6 +58,8 @@ export interface ControllerHarness extends Deployment {
   startController(identity: string, options?: ControllerOptions): KubernetesController;
   /** Another release's database and services, against the same Kubernetes API. */
   startDeployment(): Promise<Deployment>;
+  /** Another process of a release (the harness's own by default): its own connections to the same database. */
+  connectAgain(deployment?: Deployment): Promise<Deployment>;
   /**
    * Waits until the harness's controllers have processed the resource `times` more times (from now): the
    * sentinel for "resyncs changed nothing", instead of sleeping through a few resync periods.
@@ -71,15 +81,17 @@ export async function startControllerHarness(
   const closers: Array<() => Promise<void>> = [];
   async function startDeployment(): Promise<Deployment> {
     const db = await createTestDatabase();
+    closers.push(() => db.drop());
+    return servicesOn(db);
+  }
+  async function servicesOn(db: TestDatabase): Promise<Deployment> {
     const controllerDb = new Database({ url: db.url, poolSize: 4, applicationName: 'test controller', log: testLogger() });
-    closers.push(async () => {
-      await controllerDb.close();
-      await db.drop();
-    });
+    closers.push(() => controllerDb.close());
     const writer = new EventWriter(controllerDb, WEBHOOK_FAN_OUT);
     return {
       db,
       deploymentId: await readDeploymentId(controllerDb),
+      locks: new SessionLocks(controllerDb, CONTROLLED_RESOURCE_LOCKS),
       keys: new ApiKeyService({ db: controllerDb, writer, pepper: TEST_PEPPER, environment: 'live' }),
       registry: new WebhookRegistry({
         db: controllerDb,
@@ -103,12 +115,14 @@ export async function startControllerHarness(
     core: kube.kubeConfig('tester').makeApiClient(CoreV1Api),
     controllers,
     startDeployment,
+    connectAgain: (deployment = home) => servicesOn(deployment.db),
     startController(identity, options = {}) {
       const deployment = options.deployment ?? home;
       const controller = new KubernetesController({
         kubeConfig: kube.kubeConfig(options.token),
         keys: deployment.keys,
         registry: deployment.registry,
+        locks: deployment.locks,
         deploymentId: deployment.deploymentId,
         controllerClass: options.controllerClass ?? 'default',
         namespaces: [],

@@ -26,7 +26,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
 import { BusNames, ensureConsumer, ingestConsumerDefinition } from '../src/bus/streams.ts';
-import { parseDuration } from '../src/config/config.ts';
+import { parseDuration } from '../src/config/valueFormats.ts';
 import { readDeploymentId } from '../src/db/deploymentIdentity.ts';
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
 import { createLogger } from '../src/platform/logger.ts';

@@ -3,12 +3,22 @@ import { ValidationError } from '../platform/errors.ts';
 import { checkInput } from '../platform/inputValidation.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
-import { DEFAULT_ROTATION_OVERLAP_S, normaliseWebhookUrl } from '../webhooks/webhookRules.ts';
-import { standardWebhooksSecretOf } from '../client/webhookSignature.ts';
+import { DEFAULT_ROTATION_OVERLAP_S } from '../webhooks/webhookRules.ts';
 import type { WebhookEndpoint } from '../webhooks/webhookStore.ts';
 import type { Health } from './conditions.ts';
 import type { DeploymentGuard } from './deploymentGuard.ts';
 import { reportHealth } from './healthReport.ts';
+import {
+  RECREATE_ANNOTATION,
+  SECRET_PREVIOUS_EXPIRY_FIELD,
+  differsFromSpec,
+  healthOf,
+  invalidSpec,
+  secretMissing,
+  heldSecretOf,
+  holdsSecretOf,
+  secretData,
+} from './webhookEndpointState.ts';
 import type { EventRecorder } from './kubeEvents.ts';
 import {
   SecretConflictError,
@@ -18,26 +28,12 @@ import {
   secretConflictMessage,
   type CustomResource,
   type KubeResources,
+  type SecretState,
 } from './kubeResources.ts';
 import { ROTATE_ANNOTATION, WEBHOOK_ENDPOINT, webhookEndpointSpecSchema, type WebhookEndpointSpec } from './resources.ts';
 
 /** Holds deletion of a WebhookEndpoint until its endpoint (and delivery history) is deleted. */
 export const WEBHOOK_FINALIZER = 'audittrail.dev/delete-endpoint';
-/**
- * There is no reactivation (docs/webhooks.md): an auto-disabled endpoint stays disabled. Setting this annotation to a new
- * value asks the controller for a new endpoint (new id and signing secret) in its place.
- */
-export const RECREATE_ANNOTATION = 'audittrail.dev/recreate';
-export const SECRET_SIGNING_FIELD = 'signingSecret';
-export const SECRET_ENDPOINT_FIELD = 'endpointId';
-/** The same key in the Standard Webhooks form (whsec_…), for receivers verifying with those libraries. */
-export const SECRET_STANDARD_WEBHOOKS_FIELD = 'standardWebhooksSecret';
-/**
- * Written by a rotation: until then the secret the Secret held before still signs every delivery beside the
- * new one, so receivers that have not yet read the new value keep verifying.
- */
-export const SECRET_PREVIOUS_EXPIRY_FIELD = 'previousSecretExpiresAt';
-
 type Status = {
   id?: string;
   active?: boolean;
@@ -65,6 +61,19 @@ interface Handled {
   readonly rotateRequest: string | undefined;
 }
 
+/** Who acts on the registry for a resource: its managed_by, and the actor its admin events name. */
+interface Owner {
+  readonly managedBy: string;
+  readonly actor: Actor;
+}
+
+/** The endpoint after a reconcile, what status reports as handled, and its health when not the endpoint's own. */
+interface Converged {
+  readonly endpoint: WebhookEndpoint;
+  readonly handled: Handled;
+  readonly health?: Health;
+}
+
 /**
  * Brings one WebhookEndpoint resource and the registry together: registers the endpoint (same validation
  * and SSRF guard as the public API) and writes its signing secret to an owned Secret, applies url, filter
@@ -87,44 +96,16 @@ export class WebhookEndpointReconciler {
     if (!(await guard.mayAct(cached))) return;
     const managedBy = managedByOf(cached);
     const actor: Actor = { userId: `kubernetes:${cached.metadata.namespace}/${cached.metadata.name}`, userRole: 'controller' };
-
-    if (cached.metadata.deletionTimestamp) {
-      if (!cached.metadata.finalizers?.includes(WEBHOOK_FINALIZER)) return;
-      let endpoint = await registry.findManaged(managedBy);
-      while (endpoint) {
-        await registry.delete(endpoint.tenantId, endpoint.id, actor, { managedBy });
-        endpoint = await registry.findManaged(managedBy);
-      }
-      await resources.removeFinalizer(WEBHOOK_ENDPOINT.plural, cached, WEBHOOK_FINALIZER);
-      return;
-    }
+    const owner: Owner = { managedBy, actor };
+    if (cached.metadata.deletionTimestamp) return this.finalize(cached, owner);
     const object = await guard.claim(WEBHOOK_ENDPOINT.plural, cached, WEBHOOK_FINALIZER);
 
-    let endpoint = await registry.findManaged(managedBy);
+    const endpoint = await registry.findManaged(managedBy);
     // The same gate as every API input: a spec the database could not store is invalid, not an error loop.
     const parsed = checkInput(webhookEndpointSpecSchema, object.spec, 'spec');
-    if (!parsed.success) {
-      const message = parsed.error.details.map((detail) => `${detail.field}: ${detail.message}`).join('; ');
-      return this.report(object, endpoint, { state: 'Stalled', reason: 'InvalidSpec', message });
-    }
+    if (!parsed.success) return this.report(object, endpoint, invalidSpec(parsed.error.details));
     const spec = parsed.data;
-
-    if (spec.disabled) {
-      // Disabled on purpose: a settled state, whatever became of the Secret.
-      if (endpoint?.active) {
-        endpoint = await registry.disable(endpoint.tenantId, endpoint.id, actor, { managedBy });
-        await this.options.events.record(
-          involvedObject(object),
-          'Normal',
-          'EndpointDisabled',
-          `Endpoint ${endpoint.id} disabled (spec.disabled).`,
-        );
-      }
-      const message = endpoint
-        ? `Endpoint ${endpoint.id} is disabled (spec.disabled).`
-        : 'The endpoint was disabled before it was registered.';
-      return this.report(object, endpoint, { state: 'Ready', reason: 'Disabled', message });
-    }
+    if (spec.disabled) return this.settleDisabled(object, endpoint, owner);
 
     // Ownership first: while the Secret's name is taken, nothing is registered, deleted or rewritten.
     const secret = await resources.secretState(object, spec.secretName);
@@ -135,66 +116,108 @@ export class WebhookEndpointReconciler {
         message: secretConflictMessage(object, spec.secretName),
       });
     }
-    const annotations = object.metadata.annotations ?? {};
-    let handled: Handled = { recreateRequest: object.status?.recreateRequest, rotateRequest: object.status?.rotateRequest };
-    const rotation = pendingRequest(object, ROTATE_ANNOTATION, handled.rotateRequest);
-    const recreation =
-      endpoint?.disabledReason === 'auto' ? pendingRequest(object, RECREATE_ANNOTATION, handled.recreateRequest) : undefined;
+    let converged: Converged | undefined;
     try {
-      if (!endpoint) {
-        endpoint = await this.register(object, spec, managedBy, actor);
-        // Annotations present before the first endpoint ask for nothing more.
-        handled = { recreateRequest: annotations[RECREATE_ANNOTATION], rotateRequest: annotations[ROTATE_ANNOTATION] };
-      } else if (rotation !== undefined && recreation === undefined && endpoint.active) {
-        if (!(await resources.isCurrent(WEBHOOK_ENDPOINT.plural, object))) return;
-        const held =
-          secret.state === 'owned' && secret.values[SECRET_ENDPOINT_FIELD] === endpoint.id
-            ? secret.values[SECRET_SIGNING_FIELD]
-            : undefined;
-        endpoint = await this.rotateInPlace(object, spec, endpoint, managedBy, actor, held);
-        handled = { ...handled, rotateRequest: rotation };
-      } else if (rotation !== undefined || recreation !== undefined) {
-        if (!(await resources.isCurrent(WEBHOOK_ENDPOINT.plural, object))) return;
-        endpoint = await this.replace(object, spec, endpoint, managedBy, actor);
-        handled = { recreateRequest: recreation ?? handled.recreateRequest, rotateRequest: rotation ?? handled.rotateRequest };
-      } else if (endpoint.active && !(secret.state === 'owned' && secret.values[SECRET_ENDPOINT_FIELD] === endpoint.id)) {
-        if (object.status?.id === endpoint.id) {
-          // The secret was delivered and someone deleted or changed its Secret: deliveries go on, signed
-          // with the secret the receiver has; a new one only when asked for.
-          const what =
-            secret.state === 'missing'
-              ? `Secret ${spec.secretName} was deleted`
-              : `Secret ${spec.secretName} no longer holds the signing secret of endpoint ${endpoint.id}`;
-          return this.report(object, endpoint, {
-            state: 'Stalled',
-            reason: 'SecretMissing',
-            message: `${what}; deliveries go on. For a new signing secret in a new Secret, set annotation ${ROTATE_ANNOTATION} to a new value.`,
-          });
-        }
-        // Registered, but neither the Secret nor status ever showed it (a crash in between): that secret is
-        // known to no one, so the endpoint is replaced.
-        if (!(await resources.isCurrent(WEBHOOK_ENDPOINT.plural, object))) return;
-        endpoint = await this.replace(object, spec, endpoint, managedBy, actor);
-      } else if (endpoint.active && changed(endpoint, spec)) {
-        endpoint = await registry.update(
-          endpoint.id,
-          { url: spec.url, eventFilter: spec.eventFilter ?? [], description: spec.description ?? '' },
-          actor,
-          managedBy,
-        );
-        await this.options.events.record(involvedObject(object), 'Normal', 'EndpointUpdated', `Endpoint ${endpoint.id} updated in place.`);
-      }
+      converged = await this.converge(object, spec, endpoint, secret, owner);
     } catch (error) {
-      if (error instanceof ValidationError) {
-        const message = error.details.map((detail) => `${detail.field}: ${detail.message}`).join('; ');
-        return this.report(object, endpoint, { state: 'Stalled', reason: 'InvalidSpec', message });
-      }
+      if (error instanceof ValidationError) return this.report(object, endpoint, invalidSpec(error.details));
       if (error instanceof SecretConflictError) {
         return this.report(object, endpoint, { state: 'Stalled', reason: 'SecretConflict', message: error.message });
       }
       throw error;
     }
-    return this.report(object, endpoint, healthOf(endpoint), handled);
+    if (converged) return this.report(object, converged.endpoint, converged.health ?? healthOf(converged.endpoint), converged.handled);
+  }
+
+  /** The resource is going: every endpoint it made is deleted with its history, then the finalizer goes. */
+  private async finalize(cached: WebhookEndpointObject, { managedBy, actor }: Owner): Promise<void> {
+    const { registry, resources } = this.options;
+    if (!cached.metadata.finalizers?.includes(WEBHOOK_FINALIZER)) return;
+    let endpoint = await registry.findManaged(managedBy);
+    while (endpoint) {
+      await registry.delete(endpoint.tenantId, endpoint.id, actor, { managedBy });
+      endpoint = await registry.findManaged(managedBy);
+    }
+    await resources.removeFinalizer(WEBHOOK_ENDPOINT.plural, cached, WEBHOOK_FINALIZER);
+  }
+
+  /** spec.disabled: a settled state, whatever became of the Secret. */
+  private async settleDisabled(
+    object: WebhookEndpointObject,
+    found: WebhookEndpoint | undefined,
+    { managedBy, actor }: Owner,
+  ): Promise<void> {
+    let endpoint = found;
+    if (endpoint?.active) {
+      endpoint = await this.options.registry.disable(endpoint.tenantId, endpoint.id, actor, { managedBy });
+      await this.options.events.record(
+        involvedObject(object),
+        'Normal',
+        'EndpointDisabled',
+        `Endpoint ${endpoint.id} disabled (spec.disabled).`,
+      );
+    }
+    const message = endpoint
+      ? `Endpoint ${endpoint.id} is disabled (spec.disabled).`
+      : 'The endpoint was disabled before it was registered.';
+    return this.report(object, endpoint, { state: 'Ready', reason: 'Disabled', message });
+  }
+
+  /**
+   * Brings the endpoint to what the spec and annotations ask for: registered, rotated, replaced or updated
+   * in place. Undefined when the object changed meanwhile (the next reconcile sees the newer one).
+   */
+  private async converge(
+    object: WebhookEndpointObject,
+    spec: WebhookEndpointSpec,
+    endpoint: WebhookEndpoint | undefined,
+    secret: SecretState,
+    owner: Owner,
+  ): Promise<Converged | undefined> {
+    const { resources } = this.options;
+    const isCurrent = () => resources.isCurrent(WEBHOOK_ENDPOINT.plural, object);
+    const annotations = object.metadata.annotations ?? {};
+    const handled: Handled = { recreateRequest: object.status?.recreateRequest, rotateRequest: object.status?.rotateRequest };
+    const rotation = pendingRequest(object, ROTATE_ANNOTATION, handled.rotateRequest);
+    const recreation =
+      endpoint?.disabledReason === 'auto' ? pendingRequest(object, RECREATE_ANNOTATION, handled.recreateRequest) : undefined;
+    if (!endpoint) {
+      // Annotations present before the first endpoint ask for nothing more.
+      const registered = await this.register(object, spec, owner);
+      return {
+        endpoint: registered,
+        handled: { recreateRequest: annotations[RECREATE_ANNOTATION], rotateRequest: annotations[ROTATE_ANNOTATION] },
+      };
+    }
+    if (rotation !== undefined && recreation === undefined && endpoint.active) {
+      if (!(await isCurrent())) return undefined;
+      const rotated = await this.rotateInPlace(object, spec, endpoint, owner, heldSecretOf(secret, endpoint));
+      return { endpoint: rotated, handled: { ...handled, rotateRequest: rotation } };
+    }
+    if (rotation !== undefined || recreation !== undefined) {
+      if (!(await isCurrent())) return undefined;
+      const replacement = await this.replace(object, spec, endpoint, owner);
+      return {
+        endpoint: replacement,
+        handled: { recreateRequest: recreation ?? handled.recreateRequest, rotateRequest: rotation ?? handled.rotateRequest },
+      };
+    }
+    if (endpoint.active && !holdsSecretOf(secret, endpoint)) {
+      // The secret was delivered and someone deleted or changed its Secret: deliveries go on, signed with
+      // the secret the receiver has; a new one only when asked for.
+      if (object.status?.id === endpoint.id) return { endpoint, handled, health: secretMissing(spec, endpoint, secret) };
+      // Registered, but neither the Secret nor status ever showed it (a crash in between): that secret is
+      // known to no one, so the endpoint is replaced.
+      if (!(await isCurrent())) return undefined;
+      return { endpoint: await this.replace(object, spec, endpoint, owner), handled };
+    }
+    if (endpoint.active && differsFromSpec(endpoint, spec)) {
+      const update = { url: spec.url, eventFilter: spec.eventFilter ?? [], description: spec.description ?? '' };
+      const updated = await this.options.registry.update(endpoint.id, update, owner.actor, owner.managedBy);
+      await this.options.events.record(involvedObject(object), 'Normal', 'EndpointUpdated', `Endpoint ${updated.id} updated in place.`);
+      return { endpoint: updated, handled };
+    }
+    return { endpoint, handled };
   }
 
   /**
@@ -208,8 +231,7 @@ export class WebhookEndpointReconciler {
     object: WebhookEndpointObject,
     spec: WebhookEndpointSpec,
     current: WebhookEndpoint,
-    managedBy: string,
-    actor: Actor,
+    { managedBy, actor }: Owner,
     held: string | undefined,
   ): Promise<WebhookEndpoint> {
     const overlapS = spec.rotationOverlapSeconds ?? DEFAULT_ROTATION_OVERLAP_S;
@@ -245,20 +267,14 @@ export class WebhookEndpointReconciler {
     object: WebhookEndpointObject,
     spec: WebhookEndpointSpec,
     current: WebhookEndpoint,
-    managedBy: string,
-    actor: Actor,
+    owner: Owner,
   ): Promise<WebhookEndpoint> {
-    const replacement = await this.register(object, spec, managedBy, actor);
-    if (current.active) await this.options.registry.delete(current.tenantId, current.id, actor, { managedBy });
+    const replacement = await this.register(object, spec, owner);
+    if (current.active) await this.options.registry.delete(current.tenantId, current.id, owner.actor, { managedBy: owner.managedBy });
     return replacement;
   }
 
-  private async register(
-    object: WebhookEndpointObject,
-    spec: WebhookEndpointSpec,
-    managedBy: string,
-    actor: Actor,
-  ): Promise<WebhookEndpoint> {
+  private async register(object: WebhookEndpointObject, spec: WebhookEndpointSpec, { managedBy, actor }: Owner): Promise<WebhookEndpoint> {
     const { registry, resources } = this.options;
     const { endpoint, secret } = await registry.register(
       spec.tenantId,
@@ -293,37 +309,4 @@ export class WebhookEndpointReconciler {
     };
     return reportHealth(this.options.resources, this.options.events, WEBHOOK_ENDPOINT.plural, object, fields, health);
   }
-}
-
-/** What the owned Secret holds for receivers: the signing secret in both forms, and the endpoint it signs for. */
-function secretData(secret: string, endpointId: string): Record<string, string> {
-  return {
-    [SECRET_SIGNING_FIELD]: secret,
-    [SECRET_STANDARD_WEBHOOKS_FIELD]: standardWebhooksSecretOf(secret),
-    [SECRET_ENDPOINT_FIELD]: endpointId,
-  };
-}
-
-function healthOf(endpoint: WebhookEndpoint): Health {
-  if (endpoint.active) return { state: 'Ready', reason: 'Active', message: `Endpoint ${endpoint.id} receives deliveries.` };
-  if (endpoint.disabledReason === 'auto') {
-    return {
-      state: 'Stalled',
-      reason: 'AutoDisabled',
-      message: `Endpoint ${endpoint.id} was disabled after ${endpoint.consecutiveFailures} consecutive failed deliveries; set annotation ${RECREATE_ANNOTATION} to a new value to create a new endpoint (new id and secret).`,
-    };
-  }
-  return {
-    state: 'Stalled',
-    reason: 'DisabledOutsideKubernetes',
-    message: `Endpoint ${endpoint.id} was disabled outside Kubernetes. Set spec.disabled: true to accept that, or annotation ${ROTATE_ANNOTATION} to a new value for a new endpoint.`,
-  };
-}
-
-function changed(endpoint: WebhookEndpoint, spec: WebhookEndpointSpec): boolean {
-  return (
-    endpoint.url !== normaliseWebhookUrl(spec.url) ||
-    JSON.stringify(endpoint.eventFilter) !== JSON.stringify([...new Set(spec.eventFilter ?? [])]) ||
-    endpoint.description !== (spec.description ?? '')
-  );
 }

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { createHmac } from 'node:crypto';
 import { standardWebhooksSecretOf, verifyStandardWebhook, verifyWebhookSignature } from '../../src/client/index.ts';
 import { ROTATE_ANNOTATION } from '../../src/controller/resources.ts';
-import { RECREATE_ANNOTATION } from '../../src/controller/webhookEndpointReconciler.ts';
+import { RECREATE_ANNOTATION } from '../../src/controller/webhookEndpointState.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
 import { newEvent, seedEvents } from '../support/events.ts';

@@ -1,0 +1,87 @@
+import { standardWebhooksSecretOf } from '../client/webhookSignature.ts';
+import { normaliseWebhookUrl } from '../webhooks/webhookRules.ts';
+import type { WebhookEndpoint } from '../webhooks/webhookStore.ts';
+import type { Health } from './conditions.ts';
+import type { SecretState } from './kubeResources.ts';
+import { ROTATE_ANNOTATION, type WebhookEndpointSpec } from './resources.ts';
+
+// What a WebhookEndpoint resource's Secret, status and spec say about its endpoint, without I/O:
+// webhookEndpointReconciler.ts acts on it.
+
+/**
+ * There is no reactivation (docs/webhooks.md): an auto-disabled endpoint stays disabled. Setting this annotation to a new
+ * value asks the controller for a new endpoint (new id and signing secret) in its place.
+ */
+export const RECREATE_ANNOTATION = 'audittrail.dev/recreate';
+const SECRET_SIGNING_FIELD = 'signingSecret';
+const SECRET_ENDPOINT_FIELD = 'endpointId';
+/** The same key in the Standard Webhooks form (whsec_…), for receivers verifying with those libraries. */
+const SECRET_STANDARD_WEBHOOKS_FIELD = 'standardWebhooksSecret';
+/**
+ * Written by a rotation: until then the secret the Secret held before still signs every delivery beside the
+ * new one, so receivers that have not yet read the new value keep verifying.
+ */
+export const SECRET_PREVIOUS_EXPIRY_FIELD = 'previousSecretExpiresAt';
+
+/** What the owned Secret holds for receivers: the signing secret in both forms, and the endpoint it signs for. */
+export function secretData(secret: string, endpointId: string): Record<string, string> {
+  return {
+    [SECRET_SIGNING_FIELD]: secret,
+    [SECRET_STANDARD_WEBHOOKS_FIELD]: standardWebhooksSecretOf(secret),
+    [SECRET_ENDPOINT_FIELD]: endpointId,
+  };
+}
+
+/** The health status reports for an endpoint that is where its spec wants it. */
+export function healthOf(endpoint: WebhookEndpoint): Health {
+  if (endpoint.active) return { state: 'Ready', reason: 'Active', message: `Endpoint ${endpoint.id} receives deliveries.` };
+  if (endpoint.disabledReason === 'auto') {
+    return {
+      state: 'Stalled',
+      reason: 'AutoDisabled',
+      message: `Endpoint ${endpoint.id} was disabled after ${endpoint.consecutiveFailures} consecutive failed deliveries; set annotation ${RECREATE_ANNOTATION} to a new value to create a new endpoint (new id and secret).`,
+    };
+  }
+  return {
+    state: 'Stalled',
+    reason: 'DisabledOutsideKubernetes',
+    message: `Endpoint ${endpoint.id} was disabled outside Kubernetes. Set spec.disabled: true to accept that, or annotation ${ROTATE_ANNOTATION} to a new value for a new endpoint.`,
+  };
+}
+
+/** Whether url, filter or description changed in the spec (applied in place, same id and secret). */
+export function differsFromSpec(endpoint: WebhookEndpoint, spec: WebhookEndpointSpec): boolean {
+  return (
+    endpoint.url !== normaliseWebhookUrl(spec.url) ||
+    JSON.stringify(endpoint.eventFilter) !== JSON.stringify([...new Set(spec.eventFilter ?? [])]) ||
+    endpoint.description !== (spec.description ?? '')
+  );
+}
+
+/** Whether the owned Secret holds this endpoint's signing secret, the one its receivers verify with. */
+export function holdsSecretOf(secret: SecretState, endpoint: WebhookEndpoint): secret is SecretState & { state: 'owned' } {
+  return secret.state === 'owned' && secret.values[SECRET_ENDPOINT_FIELD] === endpoint.id;
+}
+
+/** The signing secret the owned Secret holds for this endpoint, if it does. */
+export function heldSecretOf(secret: SecretState, endpoint: WebhookEndpoint): string | undefined {
+  return holdsSecretOf(secret, endpoint) ? secret.values[SECRET_SIGNING_FIELD] : undefined;
+}
+
+/** A spec refused by the input gate or the registry's rules, its problems in one message. */
+export function invalidSpec(details: ReadonlyArray<{ field: string; message: string }>): Health {
+  return { state: 'Stalled', reason: 'InvalidSpec', message: details.map((detail) => `${detail.field}: ${detail.message}`).join('; ') };
+}
+
+/** An active endpoint whose Secret someone deleted or changed after the secret was delivered. */
+export function secretMissing(spec: WebhookEndpointSpec, endpoint: WebhookEndpoint, secret: SecretState): Health {
+  const what =
+    secret.state === 'missing'
+      ? `Secret ${spec.secretName} was deleted`
+      : `Secret ${spec.secretName} no longer holds the signing secret of endpoint ${endpoint.id}`;
+  return {
+    state: 'Stalled',
+    reason: 'SecretMissing',
+    message: `${what}; deliveries go on. For a new signing secret in a new Secret, set annotation ${ROTATE_ANNOTATION} to a new value.`,
+  };
+}

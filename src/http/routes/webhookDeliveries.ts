@@ -176,22 +176,23 @@ export function webhookDeliveryRoutes(deliveries: WebhookDeliveries): Router<Req
   return router;
 }
 
+const idParameter = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: WEBHOOK_ID_PATTERN.source } };
+const deliveryParameter = {
+  name: 'delivery_id',
+  in: 'path',
+  required: true,
+  schema: { type: 'string', pattern: DELIVERY_ID_PATTERN.source },
+};
+const replayParameter = { name: 'replay_id', in: 'path', required: true, schema: { type: 'string', pattern: REPLAY_ID_PATTERN.source } };
+const notYours = (scope: string, what: string) => ({
+  '403': authenticatedResponse({
+    description: `The key lacks ${scope}, or the endpoint belongs to another tenant.`,
+    content: json(ref('Error')),
+  }),
+  '404': authenticatedResponse({ description: `Unknown endpoint${what}.`, content: json(ref('Error')) }),
+});
+
 export function webhookDeliveriesOpenApi(): OpenApiContribution {
-  const idParameter = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: WEBHOOK_ID_PATTERN.source } };
-  const deliveryParameter = {
-    name: 'delivery_id',
-    in: 'path',
-    required: true,
-    schema: { type: 'string', pattern: DELIVERY_ID_PATTERN.source },
-  };
-  const replayParameter = { name: 'replay_id', in: 'path', required: true, schema: { type: 'string', pattern: REPLAY_ID_PATTERN.source } };
-  const notYours = (scope: string, what: string) => ({
-    '403': authenticatedResponse({
-      description: `The key lacks ${scope}, or the endpoint belongs to another tenant.`,
-      content: json(ref('Error')),
-    }),
-    '404': authenticatedResponse({ description: `Unknown endpoint${what}.`, content: json(ref('Error')) }),
-  });
   return {
     schemas: [
       deliverySchema,
@@ -203,83 +204,94 @@ export function webhookDeliveriesOpenApi(): OpenApiContribution {
       replayEnvelopeSchema,
       replayRequestSchema,
     ],
-    paths: {
-      '/audit/webhooks/{id}/deliveries': {
-        get: {
-          operationId: 'listWebhookDeliveries',
-          summary: "An endpoint's deliveries, newest first.",
-          security: [{ apiKey: [] }],
-          parameters: [idParameter, ...queryParameters(listDeliveriesQuerySchema)],
-          responses: {
-            '200': authenticatedResponse({ description: 'One page of deliveries.', content: json(ref('DeliveryList')) }),
-            ...standardErrorResponses('audit:read'),
-            ...notYours('audit:read', ''),
-          },
+    paths: { ...deliveryPaths(), ...replayPaths() },
+  };
+}
+
+/** An endpoint's deliveries: the list, one delivery, a manual retry. */
+function deliveryPaths(): OpenApiContribution['paths'] {
+  return {
+    '/audit/webhooks/{id}/deliveries': {
+      get: {
+        operationId: 'listWebhookDeliveries',
+        summary: "An endpoint's deliveries, newest first.",
+        security: [{ apiKey: [] }],
+        parameters: [idParameter, ...queryParameters(listDeliveriesQuerySchema)],
+        responses: {
+          '200': authenticatedResponse({ description: 'One page of deliveries.', content: json(ref('DeliveryList')) }),
+          ...standardErrorResponses('audit:read'),
+          ...notYours('audit:read', ''),
         },
       },
-      '/audit/webhooks/{id}/deliveries/{delivery_id}': {
-        get: {
-          operationId: 'getWebhookDelivery',
-          summary: 'One delivery with its attempts and what the receiver answered.',
-          security: [{ apiKey: [] }],
-          parameters: [idParameter, deliveryParameter],
-          responses: {
-            '200': authenticatedResponse({ description: 'The delivery.', content: json(ref('DeliveryDetail')) }),
-            ...standardErrorResponses('audit:read'),
-            ...notYours('audit:read', ' or delivery'),
-          },
+    },
+    '/audit/webhooks/{id}/deliveries/{delivery_id}': {
+      get: {
+        operationId: 'getWebhookDelivery',
+        summary: 'One delivery with its attempts and what the receiver answered.',
+        security: [{ apiKey: [] }],
+        parameters: [idParameter, deliveryParameter],
+        responses: {
+          '200': authenticatedResponse({ description: 'The delivery.', content: json(ref('DeliveryDetail')) }),
+          ...standardErrorResponses('audit:read'),
+          ...notYours('audit:read', ' or delivery'),
         },
       },
-      '/audit/webhooks/{id}/deliveries/{delivery_id}/retry': {
-        post: {
-          operationId: 'retryWebhookDelivery',
-          summary: 'One more attempt of a failed or pending delivery, made within a second.',
-          security: [{ apiKey: [] }],
-          parameters: [idParameter, deliveryParameter],
-          responses: {
-            '202': authenticatedResponse({ description: 'The attempt is scheduled.', content: json(ref('DeliveryRetried')) }),
-            ...standardErrorResponses('webhooks:write'),
-            ...notYours('webhooks:write', ' or delivery'),
-            '409': authenticatedResponse({
-              description: '`already_delivered`: the delivery succeeded; `endpoint_inactive`: the endpoint is disabled.',
-              content: json(ref('Error')),
-            }),
-          },
+    },
+    '/audit/webhooks/{id}/deliveries/{delivery_id}/retry': {
+      post: {
+        operationId: 'retryWebhookDelivery',
+        summary: 'One more attempt of a failed or pending delivery, made within a second.',
+        security: [{ apiKey: [] }],
+        parameters: [idParameter, deliveryParameter],
+        responses: {
+          '202': authenticatedResponse({ description: 'The attempt is scheduled.', content: json(ref('DeliveryRetried')) }),
+          ...standardErrorResponses('webhooks:write'),
+          ...notYours('webhooks:write', ' or delivery'),
+          '409': authenticatedResponse({
+            description: '`already_delivered`: the delivery succeeded; `endpoint_inactive`: the endpoint is disabled.',
+            content: json(ref('Error')),
+          }),
         },
       },
-      '/audit/webhooks/{id}/replay': {
-        post: {
-          operationId: 'replayWebhookDeliveries',
-          summary: "Deliver again every event of a time range that matches the endpoint's filter.",
-          security: [{ apiKey: [] }],
-          parameters: [idParameter],
-          requestBody: { required: true, content: json(ref('ReplayRequest')) },
-          responses: {
-            '202': authenticatedResponse({
-              description: 'The replay has started.',
-              headers: { Location: { schema: { type: 'string' }, description: 'The replay, for its progress.' } },
-              content: json(ref('ReplayStatus')),
-            }),
-            ...standardErrorResponses('webhooks:write'),
-            ...notYours('webhooks:write', ''),
-            '409': authenticatedResponse({
-              description: '`replay_running`: a replay of this endpoint is still running; `endpoint_inactive`: the endpoint is disabled.',
-              content: json(ref('Error')),
-            }),
-          },
+    },
+  };
+}
+
+/** Replays of a time range, and their progress. */
+function replayPaths(): OpenApiContribution['paths'] {
+  return {
+    '/audit/webhooks/{id}/replay': {
+      post: {
+        operationId: 'replayWebhookDeliveries',
+        summary: "Deliver again every event of a time range that matches the endpoint's filter.",
+        security: [{ apiKey: [] }],
+        parameters: [idParameter],
+        requestBody: { required: true, content: json(ref('ReplayRequest')) },
+        responses: {
+          '202': authenticatedResponse({
+            description: 'The replay has started.',
+            headers: { Location: { schema: { type: 'string' }, description: 'The replay, for its progress.' } },
+            content: json(ref('ReplayStatus')),
+          }),
+          ...standardErrorResponses('webhooks:write'),
+          ...notYours('webhooks:write', ''),
+          '409': authenticatedResponse({
+            description: '`replay_running`: a replay of this endpoint is still running; `endpoint_inactive`: the endpoint is disabled.',
+            content: json(ref('Error')),
+          }),
         },
       },
-      '/audit/webhooks/{id}/replays/{replay_id}': {
-        get: {
-          operationId: 'getWebhookReplay',
-          summary: "A replay's progress.",
-          security: [{ apiKey: [] }],
-          parameters: [idParameter, replayParameter],
-          responses: {
-            '200': authenticatedResponse({ description: 'The replay.', content: json(ref('ReplayStatus')) }),
-            ...standardErrorResponses('audit:read'),
-            ...notYours('audit:read', ' or replay'),
-          },
+    },
+    '/audit/webhooks/{id}/replays/{replay_id}': {
+      get: {
+        operationId: 'getWebhookReplay',
+        summary: "A replay's progress.",
+        security: [{ apiKey: [] }],
+        parameters: [idParameter, replayParameter],
+        responses: {
+          '200': authenticatedResponse({ description: 'The replay.', content: json(ref('ReplayStatus')) }),
+          ...standardErrorResponses('audit:read'),
+          ...notYours('audit:read', ' or replay'),
         },
       },
     },

@@ -11,8 +11,8 @@ import type { Logger } from './platform/logger.ts';
 
 /**
  * The commands, each loaded when it runs: `verify` is a customer's offline check and needs the verifier
- * alone, where loading the whole service (pg, koa, nats, the Kubernetes client) took 0.7 s of its run.
- * Commands of the service get the configuration and a logger; `verify` reads no configuration at all.
+ * alone, where loading the whole service (pg, koa, nats, the Kubernetes client) was most of its run
+ * (BENCHMARKS.md, "Tamper evidence (issue 18)", the verifier's start). Commands of the service get the configuration and a logger; `verify` reads no configuration at all.
  */
 type ServiceCommand = (args: string[], config: Config, log: Logger) => Promise<number>;
 const SERVICE_COMMANDS: Record<string, () => Promise<ServiceCommand>> = {

@@ -31,7 +31,7 @@ export async function runVerify(
   try {
     inputs = {
       // Read as bytes and decoded at once: readFile's 'utf8' decodes chunk by chunk into a string of many
-      // pieces, which parsing then had to flatten (a third of the verification's time for 22 MB).
+      // pieces, which parsing then had to flatten (BENCHMARKS.md, "Tamper evidence (issue 18)", the verification).
       exportText: (await readFile(values.export)).toString('utf8'),
       trustedKeys: (await Promise.all(values['public-key'].map(readTrustedKeys))).flat(),
       savedHeads: (await Promise.all(values['tree-head'].map((path) => readJsonList<SignedTreeHead>(path, 'tree_heads')))).flat(),

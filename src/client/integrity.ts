@@ -33,8 +33,9 @@ const HEX_HASH = /^[0-9a-f]{64}$/;
 
 // crypto.hash (Node 21.7 and 20.12) hashes in one call, faster than a Hash object for the few hundred
 // bytes of an event; createHash where it is missing. Its digest is taken as hex and decoded: asking it for
-// a Buffer goes through a slow check of the encoding name that cost 2 µs per call on Node 24, four times the
-// hashing itself (the sealer hashes about three times per event, a verifier about twenty per proof).
+// a Buffer goes through a slow check of the encoding name that costs several times the hashing itself
+// (BENCHMARKS.md, "Tamper evidence (issue 18)", Hashing), and the sealer hashes about three times per event,
+// a verifier about twenty per proof.
 const oneShotHash = (crypto as { hash?: (algorithm: string, data: string | Uint8Array) => string }).hash;
 
 /** SHA-256(0x00 ‖ leaf): the hash of one leaf (RFC 9162 §2.1.1). */

@@ -16,8 +16,8 @@ const statementNames = new Map<string, string>();
 
 /**
  * A named prepared statement for a hot read: each connection plans it once, and Postgres may then keep a
- * generic plan. With monthly partitions, planning a list query costs more than running it (≈ 2.4 ms
- * against ≈ 1 ms measured on the list benchmark's dataset).
+ * generic plan. With monthly partitions, planning a list query costs more than running it (BENCHMARKS.md,
+ * "List (issue 2)", prepared statements).
  */
 export function prepared(text: string, values: readonly unknown[]): pg.QueryConfig {
   let name = statementNames.get(text);

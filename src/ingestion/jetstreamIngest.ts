@@ -26,8 +26,8 @@ export interface JetStreamIngestOptions {
   readonly lingerMs?: number;
 }
 
-// Batches written at once: one at a time leaves Postgres idle while Node decodes the next batch, and the
-// ingest benchmark's JetStream drain went from 13,000 to about 18,000 events/s with three.
+// Batches written at once: one at a time leaves Postgres idle while Node decodes the next batch; three
+// drained fastest (BENCHMARKS.md, "Ingest (issue 2)").
 const CONCURRENT_WRITES = 3;
 
 // A store outage makes every message of the batch come back after this long.

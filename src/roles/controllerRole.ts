@@ -7,8 +7,8 @@ import type { Role } from './role.ts';
 
 /**
  * The Kubernetes controller: ApiKey and WebhookEndpoint resources into Postgres and Secrets, leader-elected.
- * This module is loaded only for this role (main.ts): the Kubernetes client alone adds about 80 MB to a
- * process's memory.
+ * This module is loaded only for this role (main.ts): the Kubernetes client is by far the largest part of
+ * a process's memory (BENCHMARKS.md, "List (issue 2)", RSS).
  */
 export const role: Role = {
   async start(parts) {

@@ -41,8 +41,8 @@ export interface Bus {
 /**
  * What the roles of one process share, each made once, when the first role asks for it: the Postgres pool,
  * the NATS connection and the deployment's names on it, the event writer, the secret box, the webhook
- * registry and the long-read pool. Whatever is opened registers its releaser at that moment, before the role that asked for it
- * registers its own, so it is released after every role that uses it.
+ * registry and the long-read pool. Whatever is opened registers its releaser at that moment, before the
+ * role that asked for it registers its own, so it is released after every role that uses it.
  */
 export class SharedParts {
   readonly config: Config;
@@ -146,7 +146,6 @@ export class SharedParts {
     return this.secretBoxOnce;
   }
 
-  /** The webhook endpoints (REST and Kubernetes both register through it). */
   /**
    * The pool and admission of long reads (db/longReads.ts): exports today, the log streams' reads to come.
    * Whatever holds a connection for as long as its client reads runs here, never on `db`.
@@ -168,6 +167,7 @@ export class SharedParts {
     return this.longReadsOnce;
   }
 
+  /** The webhook endpoints (REST and Kubernetes both register through it). */
   async webhookRegistry(neededBy: string): Promise<WebhookRegistry> {
     const writer = await this.writer();
     this.registryOnce ??= new WebhookRegistry({

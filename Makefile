@@ -3,6 +3,9 @@
 # a CI runner, cron) PATH is unset, and the system's directories stand in for it: npm, psql and tar are there.
 SHELL := /bin/bash
 export PATH := $(CURDIR)/node_modules/.bin:$(or $(PATH),/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
+# Likewise HOME, from the user's account: without it helm and kubectl in the tests wrote their discovery cache
+# to ./.kube in the clone, which the next `make lint` then refused to format.
+export HOME ?= $(shell getent passwd "$$(id -u)" | cut -d: -f6)
 
 .PHONY: install build services migrate run clean-local test bench lint format crds clean
 

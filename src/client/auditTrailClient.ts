@@ -21,20 +21,9 @@ import type {
 } from './webhookShapes.ts';
 
 // This module is an entry of its own (@audit-trail/client/auditTrailClient, for a bundle without the verifier's
-// node:crypto): it exports what its methods take, return and throw.
+// node:crypto): the error it throws and its options come from here too. Its types are on the package's entry
+// (type imports cost a bundle nothing).
 export { AuditTrailApiError, type ClientOptions } from './apiTransport.ts';
-export type { PortalSession, PortalSessionLink } from './portalShapes.ts';
-export type {
-  DeliveryAttempt,
-  DeliveryFilters,
-  DeliveryPage,
-  RotatedWebhookSecret,
-  WebhookDelivery,
-  WebhookEndpoint,
-  WebhookReplay,
-  WebhookSecret,
-  WebhookTestResult,
-} from './webhookShapes.ts';
 
 export interface EventFilters {
   action?: string;

@@ -1,24 +1,9 @@
 // The entry of the customer package (@audit-trail/client, packages/client): the API client and the webhook
 // verifier. Everything here runs on Node's own modules; nothing in src/client imports the service.
 export { AUDIT_EVENT_FIELDS, type AuditEvent, type AuditEventField, type AuditEventFieldName } from './auditEvent.ts';
-export {
-  AuditTrailApiError,
-  AuditTrailClient,
-  type ClientOptions,
-  type DeliveryAttempt,
-  type DeliveryFilters,
-  type DeliveryPage,
-  type EventFilters,
-  type EventPage,
-  type PortalSession,
-  type PortalSessionLink,
-  type RotatedWebhookSecret,
-  type WebhookDelivery,
-  type WebhookEndpoint,
-  type WebhookReplay,
-  type WebhookSecret,
-  type WebhookTestResult,
-} from './auditTrailClient.ts';
+export { AuditTrailApiError, AuditTrailClient, type ClientOptions, type EventFilters, type EventPage } from './auditTrailClient.ts';
+export type * from './portalShapes.ts';
+export type * from './webhookShapes.ts';
 export type { CreatedLogStream, LogStream, StreamCreation, StreamDestination, StreamFilter, StreamTestResult } from './logStreams.ts';
 export {
   DEFAULT_SIGNATURE_TOLERANCE_S,

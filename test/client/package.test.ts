@@ -111,14 +111,22 @@ describe('the @audit-trail/client package, packed and installed in a project of 
     expect(result.tampered).to.deep.equal({ valid: false, reason: 'signature_mismatch' });
   });
 
-  it('types the events from its declarations, in a TypeScript project of its own', async () => {
+  it('types the events and the shapes of the API from its declarations, in a TypeScript project of its own', async () => {
     const project = join(scratch, 'project');
     await writeFile(
       join(project, 'consumer.ts'),
       `
-      import { type AuditEvent, type VerificationResult } from '@audit-trail/client';
+      import { type AuditEvent, type PortalSessionLink, type VerificationResult, type WebhookReplay } from '@audit-trail/client';
       import { AUDIT_EVENT_FIELDS } from '@audit-trail/client/auditEvent';
+      import { AuditTrailApiError, AuditTrailClient, type ClientOptions } from '@audit-trail/client/auditTrailClient';
       declare const event: AuditEvent;
+      declare const link: PortalSessionLink;
+      declare const replay: WebhookReplay;
+      export const url: string = link.url;
+      export const matched: number = replay.events_matched;
+      export const options: ClientOptions = { baseUrl: 'https://audit.example.com/api/v2/public', apiKey: 'k' };
+      export const client = new AuditTrailClient(options);
+      export const isApiError = (error: unknown): boolean => error instanceof AuditTrailApiError;
       export const id: string = event.event_id;
       export const phi: boolean = event.phi_involved;
       export const fields: Array<keyof typeof AUDIT_EVENT_FIELDS> = ['details'];

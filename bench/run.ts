@@ -8,6 +8,9 @@ import { spawnSync } from 'node:child_process';
 const BENCHMARKS: Record<string, string> = {
   ingest: 'bench/ingest.ts',
   list: 'bench/list.ts',
+  'actor-filters': 'bench/actorFilters.ts',
+  'stored-form': 'bench/storedForm.ts',
+  'write-cost': 'bench/writeCost.ts',
   export: 'bench/export.ts',
   'export-fairness': 'bench/exportFairness.ts',
   limiter: 'bench/limiter.ts',

@@ -86,7 +86,11 @@ if ((await db.query('SELECT 1 FROM bench_datasets WHERE name = $1', [DATASET])).
   await db.query(`SET maintenance_work_mem = '512MB'`);
   for (const index of indexes) {
     // pg_get_indexdef writes a partitioned table's index as ON ONLY: here it is built on every month.
-    await db.query(index.constraint ? 'ALTER TABLE events ADD PRIMARY KEY (tenant_id, occurred_at, event_id)' : index.definition.replace(' ON ONLY ', ' ON '));
+    await db.query(
+      index.constraint
+        ? 'ALTER TABLE events ADD PRIMARY KEY (tenant_id, occurred_at, event_id)'
+        : index.definition.replace(' ON ONLY ', ' ON '),
+    );
     log(`  built ${index.name} (${Math.round((Date.now() - started) / 1000)} s)`);
   }
   // The load queued its events for sealing; the sealer of the measured serve would spend the run sealing

@@ -42,7 +42,13 @@ const bare = startNode(['bench/baseline/bareListServer.ts'], { DATABASE_URL: LIS
 await waitForHttp(`http://127.0.0.1:${barePort}/events?tenant=${BIG_TENANT}&limit=1`);
 
 // Request mix: 60 % plain, 25 % with a filter, 15 % the second page through a cursor.
-const FILTERS = ['action=phi.read', 'resource_type=claim'];
+// The old filters and issue 30's: one of the dataset's 5,000 users, or one of its 100,000 claims.
+const FILTERS = [
+  () => 'action=phi.read',
+  () => 'resource_type=claim',
+  () => `user_id=user-${Math.floor(Math.random() * 5000)}`,
+  () => `resource_id=claim-${Math.floor(Math.random() * 100_000)}`,
+];
 const serviceCursors = new Map<string, string>();
 const bareCursors = new Map<string, string>();
 for (const tenant of tenants) {
@@ -61,7 +67,7 @@ const pick = <T>(items: readonly T[]) => items[Math.floor(Math.random() * items.
 function variant(): { filter?: string; cursor: boolean } {
   const roll = Math.random();
   if (roll < 0.6) return { cursor: false };
-  if (roll < 0.85) return { filter: pick(FILTERS), cursor: false };
+  if (roll < 0.85) return { filter: pick(FILTERS)(), cursor: false };
   return { cursor: true };
 }
 const serviceRequest = () => {

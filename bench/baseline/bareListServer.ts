@@ -2,7 +2,7 @@
  * Baseline of the list benchmark: the plainest server a Node developer would write for the same query —
  * node:http and a pg Pool, the same SQL selecting the columns, rows turned into objects and serialised with
  * JSON.stringify. No authentication, no rate limiting, no validation: it only does what the list must.
- *   GET /events?tenant=T&limit=N[&action=A][&resource_type=R][&cursor=C]   on PORT
+ *   GET /events?tenant=T&limit=N[&action=A][&resource_type=R][&user_id=U][&resource_id=I][&cursor=C]   on PORT
  */
 import { createServer } from 'node:http';
 import pg from 'pg';
@@ -16,7 +16,7 @@ const server = createServer(async (request, response) => {
     const limit = Number(url.searchParams.get('limit') ?? 100);
     const where = ['tenant_id = $1'];
     const values: unknown[] = [tenant];
-    for (const column of ['action', 'resource_type']) {
+    for (const column of ['action', 'resource_type', 'user_id', 'resource_id']) {
       const value = url.searchParams.get(column);
       if (value !== null) {
         values.push(value);

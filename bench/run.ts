@@ -22,6 +22,7 @@ const BENCHMARKS: Record<string, string> = {
   'seal-cost': 'bench/sealCost.ts',
   integrity: 'bench/integrity.ts',
   portal: 'bench/portal.ts',
+  streams: 'bench/streams.ts',
 };
 
 const wanted = process.argv.slice(2);

@@ -68,11 +68,16 @@ export class StreamRunner {
   }
 
   private async loop(): Promise<void> {
+    let failures = 0;
     while (!this.stopped) {
       try {
         await this.pass();
+        failures = 0;
       } catch (thrown) {
-        this.options.log.warn({ err: coerceError(thrown) }, 'streams: could not renew leases; will retry');
+        // Once per outage at warn: the pass is tried again every poll, ten times a second in tests.
+        const level = failures === 0 ? 'warn' : 'debug';
+        failures += 1;
+        this.options.log[level]({ err: coerceError(thrown), failures }, 'streams: could not renew leases; will retry');
       }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, this.options.pollMs);

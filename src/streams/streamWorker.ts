@@ -8,8 +8,18 @@ import type { Destination, EncodedBatch, SendOutcome } from './destinations/dest
 import { eventRecord, treeHeadRecord, type StreamRecord } from './records.ts';
 import { advancePosition, recordFailure, startPosition, streamPositions, type LogStream } from './streamStore.ts';
 
-/** Leaves read per round from one tenant's trail: a round's batches are cut from them. */
+/** Leaves read at once from one tenant's trail: batches are cut from them. */
 const CHUNK_LEAVES = 5_000;
+/** Chunks of one tenant per round, before the stream's other tenants get theirs. */
+const CHUNKS_PER_ROUND = 8;
+
+/** A chunk of a tenant's leaves, [start, end], and the records of those the filter lets through. */
+interface Chunk {
+  readonly start: number;
+  readonly end: number;
+  readonly records: StreamRecord[];
+  readonly head: StreamRecord | undefined;
+}
 const FIRST_RETRY_MS = 1_000;
 const MAX_RETRY_MS = 60_000;
 /** A Retry-After longer than this is not waited out in one piece (the stream checks again after it). */
@@ -154,7 +164,11 @@ export class StreamWorker {
     });
   }
 
-  /** One round: a chunk for each tenant with leaves past the stream's position. */
+  /**
+   * One round: for each tenant with leaves past the stream's position, up to CHUNKS_PER_ROUND chunks (a
+   * tenant with a backlog does not hold the stream's other tenants up for long). The next chunk is read
+   * while the current one is sent: Postgres and the destination work at the same time.
+   */
   private async pass(): Promise<PassOutcome> {
     const { db } = this.options;
     const sizes = await treeSizes(db, this.stream.tenantIds ?? undefined);
@@ -166,14 +180,22 @@ export class StreamWorker {
       if (this.stopped) return { kind: 'idle' };
       let position = positions.get(tenantId);
       position ??= await startPosition(db, this.stream.id, tenantId, await firstLeafSince(db, tenantId, this.stream.startAt.getTime()));
-      if (position >= size) continue;
-      const outcome = await this.deliverChunk(tenantId, position, size);
-      if (outcome.kind === 'lost' || outcome.kind === 'failed') return outcome;
-      progress = true;
-      const after = outcome.nextLeaf;
-      if (after < size) {
-        lagEvents += size - after;
-        const waiting = await leafIngestedAt(db, tenantId, after);
+      let next: Promise<Chunk> | undefined = position < size ? this.readChunk(tenantId, position, size) : undefined;
+      for (let round = 0; next && round < CHUNKS_PER_ROUND && !this.stopped; round += 1) {
+        const chunk = await next;
+        next = chunk.end + 1 < size && round + 1 < CHUNKS_PER_ROUND ? this.readChunk(tenantId, chunk.end + 1, size) : undefined;
+        const outcome = await this.sendChunk(tenantId, chunk);
+        if (outcome.kind === 'lost' || outcome.kind === 'failed') {
+          // The chunk read ahead is not needed: the next pass reads again from the position.
+          next?.catch(() => undefined);
+          return outcome;
+        }
+        progress = true;
+        position = chunk.end + 1;
+      }
+      if (position < size) {
+        lagEvents += size - position;
+        const waiting = await leafIngestedAt(db, tenantId, position);
         if (waiting && (oldestMs === undefined || waiting.getTime() < oldestMs)) oldestMs = waiting.getTime();
       }
     }
@@ -185,22 +207,28 @@ export class StreamWorker {
     return progress ? { kind: 'progress' } : { kind: 'idle' };
   }
 
-  /** Reads, cuts and sends one chunk of a tenant's leaves from `position`; the position after it. */
-  private async deliverChunk(
-    tenantId: string,
-    position: number,
-    size: number,
-  ): Promise<{ kind: 'moved'; nextLeaf: number } | Extract<PassOutcome, { kind: 'lost' | 'failed' }>> {
-    const { db, owner, metrics } = this.options;
+  /** A chunk of a tenant's leaves from `position`: the records of the events the filter lets through. */
+  private async readChunk(tenantId: string, position: number, size: number): Promise<Chunk> {
+    const { db } = this.options;
     const keys = await leafKeysFrom(db, tenantId, position, Math.min(CHUNK_LEAVES, size - position));
     // Leaves are appended with their ranges in one transaction, so a tree of this size has them all.
-    if (keys.eventIds.length === 0) return { kind: 'moved', nextLeaf: position };
-    const chunkEnd = position + keys.eventIds.length - 1;
+    if (keys.eventIds.length === 0) return { start: position, end: position - 1, records: [], head: undefined };
     const filter = { actionPrefixes: this.stream.filter.action_prefixes ?? [], phiInvolved: this.stream.filter.phi_involved };
     const documents = await documentsOfKeys(db, tenantId, keys.occurredAt, keys.eventIds, filter);
     const head = this.stream.treeHeads && documents.length > 0 ? await latestTreeHead(db, tenantId) : undefined;
-    const records = documents.map(({ index, document }) => eventRecord(this.stream.format, tenantId, document, position + index));
-    for (const batch of this.cut(tenantId, records, head && treeHeadRecord(head, position), position, chunkEnd)) {
+    return {
+      start: position,
+      end: position + keys.eventIds.length - 1,
+      records: documents.map(({ index, document }) => eventRecord(this.stream.format, tenantId, document, position + index)),
+      head: head && treeHeadRecord(head, position),
+    };
+  }
+
+  /** Sends a chunk's batches in order, the position moving past each one the destination accepts. */
+  private async sendChunk(tenantId: string, chunk: Chunk): Promise<{ kind: 'moved' } | Extract<PassOutcome, { kind: 'lost' | 'failed' }>> {
+    const { db, owner, metrics } = this.options;
+    if (chunk.end < chunk.start) return { kind: 'moved' };
+    for (const batch of this.cut(tenantId, chunk.records, chunk.head, chunk.start, chunk.end)) {
       const outcome = await this.destination.send(batch.encoded);
       if (outcome.kind !== 'delivered') return { kind: 'failed', outcome };
       if (!(await advancePosition(db, this.stream.id, owner, tenantId, batch.encoded.lastLeaf + 1, batch.events))) return { kind: 'lost' };
@@ -211,8 +239,9 @@ export class StreamWorker {
       }
       metrics?.streamEventsDelivered.inc({ stream: this.stream.id }, batch.events);
     }
-    if (records.length === 0 && !(await advancePosition(db, this.stream.id, owner, tenantId, chunkEnd + 1, 0))) return { kind: 'lost' };
-    return { kind: 'moved', nextLeaf: chunkEnd + 1 };
+    if (chunk.records.length === 0 && !(await advancePosition(db, this.stream.id, owner, tenantId, chunk.end + 1, 0)))
+      return { kind: 'lost' };
+    return { kind: 'moved' };
   }
 
   /**

@@ -1,7 +1,14 @@
-import { gzipSync } from 'node:zlib';
 import type { StreamRecord } from '../records.ts';
 import type { StreamFormat } from '../streamRules.ts';
-import { outcomeOfStatus, retryAfterMs, type BatchLimits, type Destination, type EncodedBatch, type SendOutcome } from './destination.ts';
+import {
+  gzipped,
+  outcomeOfStatus,
+  retryAfterMs,
+  type BatchLimits,
+  type Destination,
+  type EncodedBatch,
+  type SendOutcome,
+} from './destination.ts';
 import { type HttpAnswer, type HttpPoster, outcomeOfNetworkFailure } from './httpPoster.ts';
 import { header } from './splunkHec.ts';
 
@@ -47,7 +54,7 @@ export class DatadogLogs implements Destination {
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {
-    const body = gzipSync(`[${batch.items.join(',')}]`);
+    const body = await gzipped(`[${batch.items.join(',')}]`);
     let answer: HttpAnswer;
     try {
       answer = await this.poster.post(

@@ -1,7 +1,14 @@
-import { gzipSync } from 'node:zlib';
 import { signatureHeaders } from '../../webhooks/signature.ts';
 import type { StreamRecord } from '../records.ts';
-import { outcomeOfStatus, retryAfterMs, type BatchLimits, type Destination, type EncodedBatch, type SendOutcome } from './destination.ts';
+import {
+  gzipped,
+  outcomeOfStatus,
+  retryAfterMs,
+  type BatchLimits,
+  type Destination,
+  type EncodedBatch,
+  type SendOutcome,
+} from './destination.ts';
 import { type HttpAnswer, type HttpPoster, outcomeOfNetworkFailure } from './httpPoster.ts';
 import { header } from './splunkHec.ts';
 
@@ -30,7 +37,7 @@ export class HttpsCollector implements Destination {
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {
-    const body = gzipSync(batch.items.join(''));
+    const body = await gzipped(batch.items.join(''));
     const batchId = `${batch.streamId}.${batch.tenantId}.${batch.firstLeaf}-${batch.lastLeaf}`;
     let answer: HttpAnswer;
     try {

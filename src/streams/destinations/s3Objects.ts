@@ -1,11 +1,10 @@
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import { isIP } from 'node:net';
-import { gzipSync } from 'node:zlib';
 import { PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { blockedAddressReason, guardedLookup } from '../../webhooks/targetGuard.ts';
 import type { StreamRecord } from '../records.ts';
-import type { BatchLimits, Destination, EncodedBatch, SendOutcome } from './destination.ts';
+import { gzipped, type BatchLimits, type Destination, type EncodedBatch, type SendOutcome } from './destination.ts';
 import { outcomeOfNetworkFailure } from './httpPoster.ts';
 
 export interface S3Settings {
@@ -92,7 +91,7 @@ export class S3Objects implements Destination {
         new PutObjectCommand({
           Bucket: this.settings.bucket,
           Key: this.keyOf(batch),
-          Body: gzipSync(batch.items.join('')),
+          Body: await gzipped(batch.items.join('')),
           ContentType: 'application/x-ndjson',
           ContentEncoding: 'gzip',
           Metadata: {

@@ -1,8 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { gzipSync } from 'node:zlib';
 import type { StreamRecord } from '../records.ts';
 import type { StreamFormat } from '../streamRules.ts';
-import { outcomeOfStatus, retryAfterMs, type BatchLimits, type Destination, type EncodedBatch, type SendOutcome } from './destination.ts';
+import {
+  gzipped,
+  outcomeOfStatus,
+  retryAfterMs,
+  type BatchLimits,
+  type Destination,
+  type EncodedBatch,
+  type SendOutcome,
+} from './destination.ts';
 import { type HttpAnswer, type HttpPoster, outcomeOfNetworkFailure } from './httpPoster.ts';
 
 export interface SplunkHecSettings {
@@ -49,7 +56,7 @@ export class SplunkHec implements Destination {
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {
-    const body = gzipSync(batch.items.join('\n'));
+    const body = await gzipped(batch.items.join('\n'));
     let answer: HttpAnswer;
     try {
       answer = await this.poster.post(

@@ -1,0 +1,305 @@
+/**
+ * Log streams benchmark (issue 32), three phases on a fresh database `audit_bench_streams`, every figure next
+ * to its baseline measured in the same run:
+ *
+ * 1. Throughput. BENCH_STREAMS_EVENTS (100,000) events of one tenant are written and sealed; a native stream
+ *    backfills them to a loopback HEC receiver in this process, delivered by a streams role in its own
+ *    process (the built CLI, as the image runs it). Baseline: a bare batch sender, this process posting the
+ *    same batches (the stream's own HEC items, cut at the same 1 MB, gzipped per request) one after another
+ *    to the same receiver. Ratio = stream events/s ÷ bare events/s (goal ≥ 0.7).
+ * 2. Full rate. HTTP ingest as bench/ingest.ts drives it (4 producers, batches of 500, as fast as the ingest
+ *    role answers) for BENCH_STREAMS_FULL_S seconds, with the sealer and the streams role running and a stream
+ *    following the tenant: ingest events/s, the stream's delivered events/s over the same window, and how
+ *    long after the last write the stream has delivered every event (goal: it keeps up).
+ * 3. Half rate. Ingest paced at half the rate phase 2 reached, for BENCH_STREAMS_HALF_S seconds; each event's
+ *    lag is its arrival at the receiver minus its timestamp (set by the producer when it sends it): p50, p99
+ *    and max against SEAL_INTERVAL + 5 s (goal p99 ≤ it).
+ *
+ *   node bench/streams.ts                                   (BENCH_STREAMS_PHASES=throughput: phase 1 only)
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { generateKeyPairSync } from 'node:crypto';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { Agent } from 'undici';
+import { Database } from '../src/db/database.ts';
+import { WEBHOOK_FAN_OUT } from '../src/delivery/fanOut.ts';
+import { documentsOfKeys } from '../src/events/eventStore.ts';
+import { EventWriter } from '../src/events/eventWriter.ts';
+import { Sealer } from '../src/integrity/sealer.ts';
+import { TreeHeadSigner } from '../src/integrity/treeHeadSigner.ts';
+import { latestTreeHead, leafKeysFrom } from '../src/integrity/treeStore.ts';
+import { createLogger } from '../src/platform/logger.ts';
+import { HttpPoster } from '../src/streams/destinations/httpPoster.ts';
+import { SplunkHec } from '../src/streams/destinations/splunkHec.ts';
+import { eventRecord, treeHeadRecord } from '../src/streams/records.ts';
+import { StreamRegistry } from '../src/streams/streamRegistry.ts';
+import { SecretBox } from '../src/webhooks/secretBox.ts';
+import { newEvent } from '../test/support/events.ts';
+import { SERVER_URL } from './support/listDataset.ts';
+import { producerEvent } from './support/producers.ts';
+import {
+  BENCH_ENCRYPTION_KEY,
+  BENCH_INGEST_TOKEN,
+  builtCli,
+  freePort,
+  freshDatabase,
+  percentile,
+  startNode,
+  stopProcess,
+  waitForHttp,
+} from './support/processes.ts';
+
+const NAME = 'audit_bench_streams';
+const DATABASE_URL = `${SERVER_URL}/${NAME}`;
+const EVENTS = Number(process.env.BENCH_STREAMS_EVENTS ?? 100_000);
+const FULL_S = Number(process.env.BENCH_STREAMS_FULL_S ?? 20);
+const HALF_S = Number(process.env.BENCH_STREAMS_HALF_S ?? 30);
+const SEAL_INTERVAL_MS = 10_000;
+const log = createLogger('warn');
+
+// --- A loopback HEC: checks the token, gunzips, counts the native events per tenant, and for the tenant
+// being timed parses each event's timestamp. It answers as HEC does, {"text":"Success","code":0}.
+const counted = new Map<string, number>();
+const lags: number[] = [];
+let timedTenant = '';
+const receiver = createServer((request, response) => {
+  const chunks: Buffer[] = [];
+  request.on('data', (chunk: Buffer) => chunks.push(chunk));
+  request.on('end', () => {
+    if (request.headers.authorization !== 'Splunk bench-token') {
+      response.writeHead(403).end('{"text":"Invalid token","code":4}');
+      return;
+    }
+    const now = Date.now();
+    for (const line of gunzipSync(Buffer.concat(chunks)).toString('utf8').split('\n')) {
+      if (!line.includes('"sourcetype":"audit-trail:native"')) continue;
+      const tenant = /"tenant_id":"([^"]+)"/.exec(line)![1]!;
+      counted.set(tenant, (counted.get(tenant) ?? 0) + 1);
+      if (tenant === timedTenant) lags.push(now - Date.parse(/"timestamp":"([^"]+)"/.exec(line)![1]!));
+    }
+    response.writeHead(200, { 'content-type': 'application/json' }).end('{"text":"Success","code":0}');
+  });
+});
+await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+const hecUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+const countOf = (tenant: string) => counted.get(tenant) ?? 0;
+
+async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+await freshDatabase(SERVER_URL, NAME, log);
+const db = new Database({ url: DATABASE_URL, poolSize: 4, applicationName: 'bench streams', log });
+const writer = new EventWriter(db, WEBHOOK_FAN_OUT);
+const { privateKey } = generateKeyPairSync('ed25519');
+const signingPem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+const registry = new StreamRegistry({
+  db,
+  writer,
+  secrets: new SecretBox(BENCH_ENCRYPTION_KEY),
+  policy: { allowHttp: true, allowPrivateTargets: true },
+  destinations: { timeoutMs: 30_000, allowPrivateTargets: true },
+});
+const hecDestination = { type: 'splunk_hec', url: hecUrl, token: 'bench-token' };
+
+// --- Phase 1: the backlog, written and sealed before anything is timed.
+const base = Date.now() - 3_600_000;
+for (let start = 0; start < EVENTS; start += 1000) {
+  const batch = Array.from({ length: Math.min(1000, EVENTS - start) }, (_, index) =>
+    newEvent({
+      tenantId: 'backlog',
+      occurredAtMs: base + start + index,
+      resourceId: `p-${start + index}`,
+      details: `{"ward":"${index % 40}"}`,
+    }),
+  );
+  await writer.write(batch, 'bench');
+}
+const sealer = new Sealer({ db, signer: new TreeHeadSigner(privateKey), intervalMs: 3_600_000, heartbeatMs: 3_600_000, log });
+await sealer.registerKey();
+while ((await sealer.sealPass()).sealed > 0);
+
+// The bare batch sender's batches: the stream's records and HEC items, cut where the stream cuts them.
+const hec = new SplunkHec(
+  { url: hecUrl, token: 'bench-token' },
+  'native',
+  new HttpPoster({ timeoutMs: 30_000, allowPrivateTargets: true }),
+);
+const head = treeHeadRecord((await latestTreeHead(db, 'backlog'))!, 0);
+const batches: string[][] = [];
+for (let position = 0; position < EVENTS; position += 5000) {
+  const keys = await leafKeysFrom(db, 'backlog', position, 5000);
+  const documents = await documentsOfKeys(db, 'backlog', keys.occurredAt, keys.eventIds, { actionPrefixes: [], phiInvolved: undefined });
+  let items = [hec.encode(head)];
+  let bytes = items[0]!.length + 1;
+  for (const { index, document } of documents) {
+    const item = hec.encode(eventRecord('native', 'backlog', document, position + index));
+    if (bytes + Buffer.byteLength(item) + 1 > hec.limits.maxBytes) {
+      batches.push(items);
+      items = [hec.encode(head)];
+      bytes = items[0]!.length + 1;
+    }
+    items.push(item);
+    bytes += Buffer.byteLength(item) + 1;
+  }
+  batches.push(items);
+}
+await hec.close();
+const agent = new Agent({ connections: 1 });
+timedTenant = '';
+const bareStarted = performance.now();
+for (const items of batches) {
+  const response = await agent.request({
+    origin: hecUrl,
+    path: '/services/collector/event',
+    method: 'POST',
+    headers: { authorization: 'Splunk bench-token', 'content-type': 'application/json', 'content-encoding': 'gzip' },
+    body: gzipSync(items.join('\n')),
+  });
+  await response.body.text();
+}
+const bareSeconds = (performance.now() - bareStarted) / 1000;
+await agent.close();
+const bareDelivered = countOf('backlog');
+counted.delete('backlog');
+
+const streamsPort = await freePort();
+const streamsEnv = {
+  DATABASE_URL,
+  SECRET_ENCRYPTION_KEY: BENCH_ENCRYPTION_KEY,
+  WEBHOOK_ALLOW_HTTP: 'true',
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
+  STREAMS_POLL_MS: '100',
+  HOST: '127.0.0.1',
+  LOG_LEVEL: 'warn',
+};
+const streams = startNode(builtCli('serve', '--roles', 'streams'), { ...streamsEnv, INTERNAL_PORT: String(streamsPort) });
+await waitForHttp(`http://127.0.0.1:${streamsPort}/healthz`);
+const streamStarted = performance.now();
+await registry.create(
+  'backlog',
+  { destination: hecDestination, start_at: new Date(base - 1000).toISOString() },
+  { userId: 'bench', userRole: 'bench' },
+);
+await waitUntil(() => countOf('backlog') >= EVENTS, 600_000);
+const streamSeconds = (performance.now() - streamStarted) / 1000;
+
+const throughput = {
+  events: EVENTS,
+  bare_batches: batches.length,
+  bare_events: bareDelivered,
+  bare_events_per_s: Math.round(bareDelivered / bareSeconds),
+  stream_events_per_s: Math.round(EVENTS / streamSeconds),
+  ratio: Number((bareSeconds / streamSeconds).toFixed(2)),
+};
+console.log(JSON.stringify({ phase: 'throughput', ...throughput }));
+if (process.env.BENCH_STREAMS_PHASES === 'throughput') {
+  await stopProcess(streams);
+  await db.close();
+  receiver.close();
+  process.exit(0);
+}
+
+// --- Phases 2 and 3: ingest and the sealer in processes of their own, beside the streams role.
+const ingestPort = await freePort();
+const ingest = startNode(builtCli('serve', '--roles', 'ingest'), {
+  DATABASE_URL,
+  INGEST_TOKENS: BENCH_INGEST_TOKEN,
+  NATS_NAMESPACE: `benchstreams${process.pid}`,
+  HOST: '127.0.0.1',
+  INTERNAL_PORT: String(ingestPort),
+  LOG_LEVEL: 'warn',
+});
+const sealerPort = await freePort();
+const sealerProcess = startNode(builtCli('serve', '--roles', 'sealer'), {
+  DATABASE_URL,
+  SEAL_SIGNING_KEY: signingPem,
+  SEAL_INTERVAL: `${SEAL_INTERVAL_MS}ms`,
+  HOST: '127.0.0.1',
+  INTERNAL_PORT: String(sealerPort),
+  LOG_LEVEL: 'warn',
+});
+await waitForHttp(`http://127.0.0.1:${ingestPort}/readyz`);
+await waitForHttp(`http://127.0.0.1:${sealerPort}/readyz`);
+
+async function post(tenant: string, size: number, offset: number): Promise<void> {
+  const body = JSON.stringify({ events: Array.from({ length: size }, (_, index) => producerEvent(tenant, offset + index)) });
+  const response = await fetch(`http://127.0.0.1:${ingestPort}/internal/v1/events`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${BENCH_INGEST_TOKEN}`, 'content-type': 'application/json' },
+    body,
+  });
+  if (!response.ok) throw new Error(`ingest answered ${response.status}`);
+  await response.arrayBuffer();
+}
+
+await registry.create('live', { destination: hecDestination }, { userId: 'bench', userRole: 'bench' });
+let written = 0;
+const fullStarted = performance.now();
+const fullEnds = Date.now() + FULL_S * 1000;
+await Promise.all(
+  Array.from({ length: 4 }, async () => {
+    while (Date.now() < fullEnds) {
+      const offset = written;
+      written += 500;
+      await post('live', 500, offset);
+    }
+  }),
+);
+const fullSeconds = (performance.now() - fullStarted) / 1000;
+const deliveredInWindow = countOf('live');
+const ingestEnded = performance.now();
+await waitUntil(() => countOf('live') >= written, 300_000);
+const drainSeconds = (performance.now() - ingestEnded) / 1000;
+const fullRate = written / fullSeconds;
+console.log(
+  JSON.stringify({
+    phase: 'full_rate',
+    seconds: Number(fullSeconds.toFixed(1)),
+    ingest_events_per_s: Math.round(fullRate),
+    stream_events_per_s_in_window: Math.round(deliveredInWindow / fullSeconds),
+    stream_events_per_s_to_drain: Math.round(written / (fullSeconds + drainSeconds)),
+    drained_after_last_write_s: Number(drainSeconds.toFixed(1)),
+    bound_s: SEAL_INTERVAL_MS / 1000 + 5,
+  }),
+);
+
+// Phase 3: half that rate, in batches of 100 sent on a schedule.
+await registry.create('paced', { destination: hecDestination }, { userId: 'bench', userRole: 'bench' });
+timedTenant = 'paced';
+const perSecond = fullRate / 2;
+const batch = 100;
+const intervalMs = (batch / perSecond) * 1000;
+const pacedStarted = Date.now();
+let sent = 0;
+const inFlight: Promise<void>[] = [];
+for (let tick = 0; Date.now() - pacedStarted < HALF_S * 1000; tick += 1) {
+  const due = pacedStarted + tick * intervalMs;
+  if (due > Date.now()) await new Promise((resolve) => setTimeout(resolve, due - Date.now()));
+  inFlight.push(post('paced', batch, sent));
+  sent += batch;
+}
+await Promise.all(inFlight);
+await waitUntil(() => countOf('paced') >= sent, 300_000);
+const sorted = [...lags].sort((a, b) => a - b);
+console.log(
+  JSON.stringify({
+    phase: 'half_rate',
+    events_per_s: Math.round(perSecond),
+    events: sent,
+    lag_p50_ms: percentile(sorted, 50),
+    lag_p99_ms: percentile(sorted, 99),
+    lag_max_ms: sorted.at(-1),
+    bound_ms: SEAL_INTERVAL_MS + 5000,
+  }),
+);
+
+await Promise.all([stopProcess(streams), stopProcess(ingest), stopProcess(sealerProcess)]);
+await db.close();
+receiver.close();
+process.exit(0);

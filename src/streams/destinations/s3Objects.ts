@@ -1,7 +1,7 @@
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import { isIP } from 'node:net';
-import { PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { blockedAddressReason, guardedLookup } from '../../webhooks/targetGuard.ts';
 import type { StreamRecord } from '../records.ts';
 import { gzipped, type BatchLimits, type Destination, type EncodedBatch, type SendOutcome } from './destination.ts';
@@ -45,7 +45,11 @@ const TRANSIENT_CODES = new Set([
 export class S3Objects implements Destination {
   readonly limits: BatchLimits = { maxItems: 10_000, maxBytes: 8_000_000 };
   private readonly settings: S3Settings;
-  private readonly client: S3Client;
+  /**
+   * Loaded when the first S3 stream is opened: the SDK takes a noticeable part of a second to load, which
+   * every process importing the streams slice (the api role for test sends) would otherwise pay at start.
+   */
+  private readonly client: Promise<{ client: S3Client; sdk: typeof import('@aws-sdk/client-s3') }>;
   /** Why the endpoint's literal address is refused, when it is (a name is checked by each connection's lookup). */
   private readonly blocked: string | undefined;
 
@@ -54,23 +58,26 @@ export class S3Objects implements Destination {
     const endpoint = settings.endpoint ? new URL(settings.endpoint) : undefined;
     this.blocked = endpoint && !options.allowPrivateTargets ? literalBlocked(endpoint) : undefined;
     const lookup = options.allowPrivateTargets ? {} : { lookup: guardedLookup };
-    this.client = new S3Client({
-      region: settings.region,
-      endpoint: settings.endpoint,
-      forcePathStyle: settings.force_path_style ?? false,
-      credentials: { accessKeyId: settings.access_key_id, secretAccessKey: settings.secret_access_key },
-      requestChecksumCalculation: 'WHEN_REQUIRED',
-      responseChecksumValidation: 'WHEN_REQUIRED',
-      // One attempt per send: the stream retries with its own backoff, forever.
-      maxAttempts: 1,
-      requestHandler: {
-        httpAgent: new HttpAgent({ keepAlive: true, ...lookup }),
-        httpsAgent: new HttpsAgent({ keepAlive: true, ...lookup }),
-        connectionTimeout: options.timeoutMs,
-        requestTimeout: options.timeoutMs,
-        throwOnRequestTimeout: true,
-      },
-    });
+    this.client = import('@aws-sdk/client-s3').then((sdk) => ({
+      sdk,
+      client: new sdk.S3Client({
+        region: settings.region,
+        endpoint: settings.endpoint,
+        forcePathStyle: settings.force_path_style ?? false,
+        credentials: { accessKeyId: settings.access_key_id, secretAccessKey: settings.secret_access_key },
+        requestChecksumCalculation: 'WHEN_REQUIRED',
+        responseChecksumValidation: 'WHEN_REQUIRED',
+        // One attempt per send: the stream retries with its own backoff, forever.
+        maxAttempts: 1,
+        requestHandler: {
+          httpAgent: new HttpAgent({ keepAlive: true, ...lookup }),
+          httpsAgent: new HttpsAgent({ keepAlive: true, ...lookup }),
+          connectionTimeout: options.timeoutMs,
+          requestTimeout: options.timeoutMs,
+          throwOnRequestTimeout: true,
+        },
+      }),
+    }));
   }
 
   encode(record: StreamRecord): string {
@@ -86,9 +93,10 @@ export class S3Objects implements Destination {
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {
     if (this.blocked) return { kind: 'refused', reason: `target refused: host ${this.blocked}` };
+    const { client, sdk } = await this.client;
     try {
-      await this.client.send(
-        new PutObjectCommand({
+      await client.send(
+        new sdk.PutObjectCommand({
           Bucket: this.settings.bucket,
           Key: this.keyOf(batch),
           Body: await gzipped(batch.items.join('')),
@@ -104,7 +112,7 @@ export class S3Objects implements Destination {
       );
       return { kind: 'delivered' };
     } catch (error) {
-      if (!(error instanceof S3ServiceException)) return outcomeOfNetworkFailure(error);
+      if (!(error instanceof sdk.S3ServiceException)) return outcomeOfNetworkFailure(error);
       const status = error.$metadata.httpStatusCode ?? 0;
       const reason = `S3 answered ${status} ${error.name}: ${error.message.slice(0, 200)}`;
       if (TRANSIENT_CODES.has(error.name) || status === 429 || status >= 500 || status === 0) return { kind: 'retry', reason };
@@ -114,7 +122,7 @@ export class S3Objects implements Destination {
   }
 
   async close(): Promise<void> {
-    this.client.destroy();
+    (await this.client).client.destroy();
   }
 }
 

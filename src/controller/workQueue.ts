@@ -1,3 +1,5 @@
+import { systemClock, type Clock } from '../platform/clock.ts';
+
 /**
  * The controller's work queue, with client-go's semantics (workqueue.RateLimitingInterface):
  * - a key is queued at most once, however often it is added while waiting;
@@ -5,6 +7,7 @@
  *   when that processing is done, so work on one object is serialised;
  * - a failed key is retried after a per-key exponential backoff (base × 2^failures, capped), reset by
  *   forget() after a success.
+ * Delays run on a Clock, so that its test moves time by hand.
  */
 export interface BackoffOptions {
   readonly baseDelayMs: number;
@@ -21,12 +24,15 @@ export class WorkQueue {
   /** Added while processing: queue again when done. */
   private readonly dirty = new Set<string>();
   private readonly failures = new Map<string, number>();
-  private readonly delayed = new Map<string, NodeJS.Timeout>();
+  /** Cancels the timer of each key waiting to be added. */
+  private readonly delayed = new Map<string, () => void>();
+  private readonly clock: Clock;
   private readonly waiters: Array<(key: string | undefined) => void> = [];
   private shuttingDown = false;
 
-  constructor(backoff: BackoffOptions = DEFAULT_BACKOFF) {
+  constructor(backoff: BackoffOptions = DEFAULT_BACKOFF, clock: Clock = systemClock) {
     this.backoff = backoff;
+    this.clock = clock;
   }
 
   get length(): number {
@@ -57,13 +63,12 @@ export class WorkQueue {
       this.add(key);
       return;
     }
-    clearTimeout(this.delayed.get(key));
-    const timer = setTimeout(() => {
+    this.delayed.get(key)?.();
+    const cancel = this.clock.setTimer(() => {
       this.delayed.delete(key);
       this.add(key);
     }, delayMs);
-    timer.unref();
-    this.delayed.set(key, timer);
+    this.delayed.set(key, cancel);
   }
 
   /** Retries the key after its backoff; each call doubles the next delay until forget(). */
@@ -104,7 +109,7 @@ export class WorkQueue {
   /** Stops handing out keys: waiting get() calls resolve with undefined; queued and delayed keys are dropped. */
   shutDown(): void {
     this.shuttingDown = true;
-    for (const timer of this.delayed.values()) clearTimeout(timer);
+    for (const cancel of this.delayed.values()) cancel();
     this.delayed.clear();
     for (const waiter of this.waiters.splice(0)) waiter(undefined);
   }

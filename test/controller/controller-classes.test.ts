@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import {
   GROUP,
@@ -41,8 +40,8 @@ describe('several releases in one cluster', function () {
       leaseName: 'audit-production-audit-trail-controller',
       token: 'production',
     });
-    await waitFor(() => harness.controllers.some((controller) => controller.isLeader), 'a controller to lead');
-    await new Promise((resolve) => setTimeout(resolve, 1_000)); // time for the other to lead too: asserted below
+    // Each on its own Lease: both lead (asserted below).
+    await waitFor(() => harness.controllers.every((controller) => controller.isLeader), 'both controllers to lead');
   });
 
   after(async () => {
@@ -83,7 +82,7 @@ describe('several releases in one cluster', function () {
     await create('prd', 'production');
     await active('stg');
     await active('prd');
-    await sleep(3_000); // three resyncs
+    await Promise.all([harness.reconciledAgain('apikeys', NAMESPACE, 'stg', 3), harness.reconciledAgain('apikeys', NAMESPACE, 'prd', 3)]);
 
     const collection = `/apis/${GROUP}/${VERSION}/namespaces/${NAMESPACE}`;
     const secrets = `/api/v1/namespaces/${NAMESPACE}`;
@@ -142,7 +141,7 @@ describe('several releases in one cluster', function () {
     const mark = harness.kube.requestLog.length;
     await create('contested', 'staging');
     await active('contested');
-    await sleep(3_000);
+    await harness.reconciledAgain('apikeys', NAMESPACE, 'contested', 3);
 
     const owner = (await get('contested')).metadata.annotations[DEPLOYMENT_ANNOTATION];
     expect([staging.deploymentId, rogue.deploymentId]).to.include(owner);

@@ -106,7 +106,7 @@ describe('a Secret name taken by someone else', function () {
       const object = await get(plural, name);
       expect(condition(object, 'Ready')).to.include({ status: 'False' });
       expect(condition(object, 'Stalled')).to.include({ status: 'True', reason: 'SecretConflict' });
-      await new Promise((resolve) => setTimeout(resolve, 2_500)); // resyncs
+      await harness.reconciledAgain(plural, NAMESPACE, name); // resyncs: they must change nothing either
 
       expect(await written(name)).to.deep.equal({ keys: 0, endpoints: 0, trail: [] });
       const untouched = await harness.core.readNamespacedSecret({ name: `${name}-secret`, namespace: NAMESPACE });
@@ -180,7 +180,8 @@ describe('a deleted Secret, and rotation on request', function () {
     expect(await keyWorks(newKey)).to.equal(true);
     expect((await harness.keys.find(oldKey.lookupId)).revokedAt).to.be.an.instanceOf(Date);
 
-    // The same value asks for nothing more, whatever else changes.
+    // The same value asks for nothing more, whatever else changes (each change is reconciled, with no resync).
+    const reconciled = harness.reconciledAgain('apikeys', NAMESPACE, 'lost', 1);
     await harness.custom.patchNamespacedCustomObject(
       {
         group: GROUP,
@@ -193,7 +194,7 @@ describe('a deleted Secret, and rotation on request', function () {
       mergePatch,
     );
     await annotate('apikeys', 'lost', { [ROTATE_ANNOTATION]: 'first', unrelated: 'x' });
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    await reconciled;
     expect((await get('apikeys', 'lost')).status.lookupId).to.equal(rotated.status.lookupId);
     expect((await written('lost')).keys).to.equal(2);
 
@@ -217,7 +218,20 @@ describe('a deleted Secret, and rotation on request', function () {
       },
     });
     await waitFor(async () => (await get('apikeys', 'preset')).status?.state === 'Active', 'Active');
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    // One more reconcile of the same annotation (a label change causes it; there is no resync here).
+    const reconciled = harness.reconciledAgain('apikeys', NAMESPACE, 'preset', 1);
+    await harness.custom.patchNamespacedCustomObject(
+      {
+        group: GROUP,
+        version: VERSION,
+        namespace: NAMESPACE,
+        plural: 'apikeys',
+        name: 'preset',
+        body: { metadata: { labels: { touched: 'yes' } } },
+      },
+      mergePatch,
+    );
+    await reconciled;
     expect((await get('apikeys', 'preset')).status.rotateRequest).to.equal('from-git');
     expect((await written('preset')).keys).to.equal(1);
   });

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { GROUP, VERSION, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
@@ -58,10 +57,17 @@ describe('a quiet controller', function () {
     });
     await waitFor(async () => condition(await get('apikeys', 'steady'), 'Ready')?.status === 'True', 'the key Ready');
     await waitFor(async () => condition(await get('webhookendpoints', 'steady'), 'Ready')?.status === 'True', 'the endpoint Ready');
-    await sleep(1_000);
+    // Past the reconciles that the status writes themselves caused.
+    await Promise.all([
+      harness.reconciledAgain('apikeys', NAMESPACE, 'steady'),
+      harness.reconciledAgain('webhookendpoints', NAMESPACE, 'steady'),
+    ]);
 
     const mark = harness.kube.requestLog.length;
-    await sleep(4_000); // about eight resyncs
+    await Promise.all([
+      harness.reconciledAgain('apikeys', NAMESPACE, 'steady', 4),
+      harness.reconciledAgain('webhookendpoints', NAMESPACE, 'steady', 4),
+    ]);
     const requests = controllerRequests(mark);
     const secretReads = requests.filter((entry) => entry.method === 'GET' && /\/secrets\/steady-(key|hook)$/.test(entry.path));
     expect(secretReads.length, 'resyncs reconciled both objects').to.be.at.least(8);
@@ -92,12 +98,21 @@ describe('a quiet controller', function () {
     harness.kube.refuse((request) => request.token === 'controller' && request.watch);
     const mark = harness.kube.requestLog.length;
     harness.kube.closeWatches();
-    await sleep(6_000);
-    const attempts = new Map<string, number[]>();
-    for (const entry of controllerRequests(mark).filter((request) => request.watch)) {
-      const watched = entry.fieldSelector ? `${entry.path}?${entry.fieldSelector}` : entry.path;
-      attempts.set(watched, [...(attempts.get(watched) ?? []), entry.at]);
-    }
+    const attemptsByWatch = () => {
+      const attempts = new Map<string, number[]>();
+      for (const entry of controllerRequests(mark).filter((request) => request.watch)) {
+        const watched = entry.fieldSelector ? `${entry.path}?${entry.fieldSelector}` : entry.path;
+        attempts.set(watched, [...(attempts.get(watched) ?? []), entry.at]);
+      }
+      return attempts;
+    };
+    // Three refused attempts of each of the five watches: two gaps each to compare.
+    await waitFor(
+      () => [...attemptsByWatch().values()].filter((times) => times.length >= 3).length >= 5,
+      'three restarts of every watch',
+      30_000,
+    );
+    const attempts = attemptsByWatch();
     // The informers of the leader, and the CRD guard's watches (one per CRD, by name) that every replica runs.
     expect([...attempts.keys()].sort()).to.deep.equal([
       '/api/v1/secrets',
@@ -108,8 +123,7 @@ describe('a quiet controller', function () {
     ]);
     for (const [path, times] of attempts) {
       const gaps = times.slice(1).map((time, index) => time - times[index]!);
-      // 800 ms doubling (with up to 100 % jitter): at most about four attempts in six seconds.
-      expect(times.length, `${path} attempts`).to.be.within(2, 5);
+      // 800 ms doubling (with up to 100 % jitter): never sooner than the first delay, each no shorter than the one before.
       for (const gap of gaps) expect(gap, `${path} gaps ${gaps.join(', ')}`).to.be.at.least(700);
       for (let index = 1; index < gaps.length; index += 1)
         expect(gaps[index], `${path} gaps ${gaps.join(', ')}`).to.be.at.least(gaps[index - 1]! * 0.9);

@@ -8,7 +8,7 @@ import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarn
 import { newEvent, seedEvents } from '../support/events.ts';
 import { startReceiver, type ReceivedDelivery, type TestReceiver } from '../support/receiver.ts';
 import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';
-import { waitFor } from '../support/wait.ts';
+import { untilInstant, waitFor } from '../support/wait.ts';
 
 const NAMESPACE = 'team-b';
 
@@ -193,7 +193,7 @@ describe('WebhookEndpoint controller', function () {
       expect(during.receivedAt).to.be.below(expiresAt);
       expect(verifies(first.signingSecret!, during)).to.equal(true);
       expect(verifies(second.signingSecret!, during)).to.equal(true);
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, expiresAt + 50 - Date.now())));
+      await untilInstant(expiresAt + 50);
       const after = await deliverOne('rot');
       expect(verifies(second.signingSecret!, after)).to.equal(true);
       expect(verifies(first.signingSecret!, after)).to.equal(false);

@@ -1,7 +1,9 @@
 import { expect } from 'chai';
 import { WorkQueue } from '../../src/controller/workQueue.ts';
+import { ManualClock } from '../support/manual-clock.ts';
 
-const tick = (ms = 0) => new Promise((resolve) => setTimeout(resolve, ms));
+/** The key a get() has resolved with by now, or 'waiting': the queue hands keys out synchronously, so no timer is needed. */
+const handedOut = (next: Promise<string | undefined>) => Promise.race([next, Promise.resolve('waiting')]);
 
 describe('WorkQueue', () => {
   it('queues a key once however often it is added while waiting, in first-added order', async () => {
@@ -18,13 +20,10 @@ describe('WorkQueue', () => {
     queue.add('a');
     queue.add('a');
     expect(queue.length).to.equal(0);
-    let second: string | undefined;
-    void queue.get().then((key) => (second = key));
-    await tick();
-    expect(second).to.equal(undefined);
+    const second = queue.get();
+    expect(await handedOut(second)).to.equal('waiting');
     queue.done(first!);
-    await tick();
-    expect(second).to.equal('a');
+    expect(await handedOut(second)).to.equal('a');
     queue.done('a');
     expect(queue.length).to.equal(0);
   });
@@ -47,22 +46,40 @@ describe('WorkQueue', () => {
     queue.shutDown();
   });
 
-  it('re-adds a rate-limited key after its delay', async () => {
-    const queue = new WorkQueue({ baseDelayMs: 30, maxDelayMs: 1000 });
+  it('re-adds a rate-limited key after its delay, not before', async () => {
+    const clock = new ManualClock();
+    const queue = new WorkQueue({ baseDelayMs: 30, maxDelayMs: 1000 }, clock);
     queue.addRateLimited('a');
-    expect(queue.length).to.equal(0);
-    const started = Date.now();
+    const next = queue.get();
+    await clock.advance(29);
+    expect(await handedOut(next)).to.equal('waiting');
+    await clock.advance(1);
+    expect(await handedOut(next)).to.equal('a');
+  });
+
+  it('keeps one timer per key: a later addAfter replaces the earlier one', async () => {
+    const clock = new ManualClock();
+    const queue = new WorkQueue(undefined, clock);
+    queue.addAfter('a', 100);
+    queue.addAfter('a', 10);
+    await clock.advance(10);
+    expect(queue.length).to.equal(1);
     expect(await queue.get()).to.equal('a');
-    expect(Date.now() - started).to.be.at.least(25);
+    queue.done('a');
+    await clock.advance(100);
+    expect(queue.length, 'the replaced timer never fires').to.equal(0);
   });
 
   it('releases waiting workers on shutdown and ignores later adds', async () => {
-    const queue = new WorkQueue();
+    const clock = new ManualClock();
+    const queue = new WorkQueue(undefined, clock);
     const waiting = queue.get();
     queue.addAfter('later', 10);
     queue.shutDown();
     expect(await waiting).to.equal(undefined);
     queue.add('a');
+    await clock.advance(10);
+    expect(queue.length).to.equal(0);
     expect(await queue.get()).to.equal(undefined);
   });
 });

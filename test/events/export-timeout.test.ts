@@ -1,10 +1,10 @@
 import { expect } from 'chai';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Database } from '../../src/db/database.ts';
 import { EventExporter } from '../../src/events/eventExport.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { testLogger } from '../support/service.ts';
+import { waitFor } from '../support/wait.ts';
 
 /**
  * The statement timeout bounds the export's work in Postgres, not how fast the client reads: a client that
@@ -37,6 +37,22 @@ describe('export read slowly', function () {
     await database?.drop();
   });
 
+  /** Until the export's connection has waited idle in its transaction for twice the timeout, by Postgres' own clock. */
+  const pauseBeyondTimeout = () =>
+    waitFor(
+      async () =>
+        (
+          await database.pool.query(
+            `SELECT 1 FROM pg_stat_activity
+              WHERE datname = current_database() AND application_name = 'export timeout test'
+                AND state = 'idle in transaction' AND now() - state_change > $1 * interval '1 millisecond'`,
+            [TIMEOUT_MS * 2],
+          )
+        ).rowCount === 1,
+      'the export idle for twice the statement timeout',
+      10_000,
+    );
+
   it('streams every row to a reader that pauses longer than the statement timeout, more than once', async () => {
     const session = await new EventExporter(db).open('slow-reader', {});
     let read = 0;
@@ -45,7 +61,7 @@ describe('export read slowly', function () {
         expect(JSON.parse(row)).to.have.property('tenant_id', 'slow-reader');
         read += 1;
         // Pauses within the first batch of rows and between later ones, each longer than the timeout.
-        if (read === 1 || read === 700) await sleep(TIMEOUT_MS * 2);
+        if (read === 1 || read === 700) await pauseBeyondTimeout();
       }
     } finally {
       await session.close();

@@ -227,8 +227,24 @@ describe('an export with proofs streams: its memory does not grow with its size'
     const url = `${api.baseUrl}/audit/export?format=ndjson&proofs=true`;
     const held = await Promise.all([holdExport(url, key), holdExport(url, key), holdExport(url, key), holdExport(url, key)]);
     try {
-      // Let each export run until backpressure stops it.
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      // Each export runs until backpressure stops it: its connection then waits idle in its transaction
+      // for the next FETCH, and no FETCH runs between two looks (state_change unchanged).
+      let previous = '';
+      await waitFor(
+        async () => {
+          const { rows } = await db.pool.query(
+            `SELECT pid, state, state_change FROM pg_stat_activity
+              WHERE datname = current_database() AND application_name LIKE '%long-reads' ORDER BY pid`,
+          );
+          const seen = JSON.stringify(rows);
+          const stalled = rows.filter((row) => row.state === 'idle in transaction').length >= 4 && seen === previous;
+          previous = seen;
+          return stalled;
+        },
+        'the four exports to stall on backpressure',
+        15_000,
+        250,
+      );
       collect();
       const grownMb = (process.memoryUsage().heapUsed - before) / 1_048_576;
       expect(grownMb, 'heap held by four stalled exports with proofs').to.be.below(24);

@@ -134,8 +134,9 @@ describe('graceful shutdown on SIGTERM', function () {
       10,
     );
     notReady = true;
-    // What a load balancer does: it keeps sending until the endpoint is gone (well inside the drain delay).
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    // What a load balancer does: it keeps sending until the endpoint is gone. Here: until more than one
+    // request per client was answered after the signal, well inside the 3 s drain delay.
+    await waitFor(() => outcomes.filter((outcome) => outcome.afterSignal).length > 8, 'requests answered after the signal', 2_000, 10);
     sending = false;
     await Promise.all(clients);
     agent.destroy();

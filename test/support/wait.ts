@@ -12,3 +12,12 @@ export async function waitFor(
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }
+
+/**
+ * Waits until an instant the service announced (a Retry-After, a secret's expiry): for behaviour the
+ * service defines by the clock, that instant passing is the condition itself.
+ */
+export async function untilInstant(epochMs: number): Promise<void> {
+  const remaining = epochMs - Date.now();
+  if (remaining > 0) await new Promise((resolve) => setTimeout(resolve, remaining));
+}

@@ -165,7 +165,11 @@ describe('TLS and authentication to Postgres, Redis and NATS with a private CA',
 
       const anonymous = connectRedis(redis.url, testLogger(), { caFile: pki.caFile });
       cleanups.push(() => void anonymous.disconnect());
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // Refused: the connection closed and the client is trying again, never having been ready.
+      let everReady = false;
+      anonymous.once('ready', () => (everReady = true));
+      await waitFor(() => anonymous.status === 'reconnecting', 'the anonymous client to be refused');
+      expect(everReady).to.equal(false);
       expect(anonymous.status).not.to.equal('ready');
       expect(await rejection(anonymous.ping())).to.be.instanceOf(Error);
     });

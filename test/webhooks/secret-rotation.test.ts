@@ -7,7 +7,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { startReceiver, type ReceivedDelivery, type TestReceiver } from '../support/receiver.ts';
 import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';
-import { waitFor } from '../support/wait.ts';
+import { untilInstant, waitFor } from '../support/wait.ts';
 
 const box = new SecretBox(TEST_ENCRYPTION_KEY);
 
@@ -237,7 +237,7 @@ describe('webhook secret rotation, test sends and Standard Webhooks', function (
       // Well inside the overlap, and again about a second before its end: both secrets sign.
       const early = await deliverOne(tenantId, target);
       expect(v1Count(early)).to.equal(2);
-      await new Promise((resolve) => setTimeout(resolve, expiresAt - 1_200 - Date.now()));
+      await untilInstant(expiresAt - 1_200);
       const late = await deliverOne(tenantId, target);
       expect(late.receivedAt).to.be.below(expiresAt);
       expect(v1Count(late)).to.equal(2);
@@ -245,7 +245,7 @@ describe('webhook secret rotation, test sends and Standard Webhooks', function (
       expect(acceptsStandard(registered.standard_webhooks_secret, late)).to.equal(true);
 
       // Events written after the expiry are signed after it: with the new secret only.
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, expiresAt + 50 - Date.now())));
+      await untilInstant(expiresAt + 50);
       for (let index = 0; index < 3; index += 1) {
         const after = await deliverOne(tenantId, target);
         expect(v1Count(after)).to.equal(1);

@@ -27,6 +27,9 @@ function helpers(harness: () => ControllerHarness) {
     get: (plural: Plural, name: string) => harness().custom.getNamespacedCustomObject(address(plural, name)),
     annotate: (plural: Plural, name: string, annotations: Record<string, string>) =>
       harness().custom.patchNamespacedCustomObject({ ...address(plural, name), body: { metadata: { annotations } } }, mergePatch),
+    /** A change that asks the controller for nothing: a label. */
+    label: (plural: Plural, name: string, labels: Record<string, string>) =>
+      harness().custom.patchNamespacedCustomObject({ ...address(plural, name), body: { metadata: { labels } } }, mergePatch),
     condition: (object: any, type: string) => object.status?.conditions?.find((item: { type: string }) => item.type === type),
     secretValue: async (name: string, key: string) => {
       const secret = await harness().core.readNamespacedSecret({ name, namespace: NAMESPACE });
@@ -129,7 +132,7 @@ describe('a deleted Secret, and rotation on request', function () {
   this.timeout(60_000);
   let harness: ControllerHarness;
   let receiver: TestReceiver;
-  const { create, get, annotate, condition, written, warnings, secretValue } = helpers(() => harness);
+  const { create, get, annotate, label, condition, written, warnings, secretValue } = helpers(() => harness);
 
   before(async () => {
     harness = await startControllerHarness();
@@ -182,17 +185,7 @@ describe('a deleted Secret, and rotation on request', function () {
 
     // The same value asks for nothing more, whatever else changes (each change is reconciled, with no resync).
     const reconciled = harness.reconciledAgain('apikeys', NAMESPACE, 'lost', 1);
-    await harness.custom.patchNamespacedCustomObject(
-      {
-        group: GROUP,
-        version: VERSION,
-        namespace: NAMESPACE,
-        plural: 'apikeys',
-        name: 'lost',
-        body: { metadata: { labels: { touched: 'yes' } } },
-      },
-      mergePatch,
-    );
+    await label('apikeys', 'lost', { touched: 'yes' });
     await annotate('apikeys', 'lost', { [ROTATE_ANNOTATION]: 'first', unrelated: 'x' });
     await reconciled;
     expect((await get('apikeys', 'lost')).status.lookupId).to.equal(rotated.status.lookupId);
@@ -220,17 +213,7 @@ describe('a deleted Secret, and rotation on request', function () {
     await waitFor(async () => (await get('apikeys', 'preset')).status?.state === 'Active', 'Active');
     // One more reconcile of the same annotation (a label change causes it; there is no resync here).
     const reconciled = harness.reconciledAgain('apikeys', NAMESPACE, 'preset', 1);
-    await harness.custom.patchNamespacedCustomObject(
-      {
-        group: GROUP,
-        version: VERSION,
-        namespace: NAMESPACE,
-        plural: 'apikeys',
-        name: 'preset',
-        body: { metadata: { labels: { touched: 'yes' } } },
-      },
-      mergePatch,
-    );
+    await label('apikeys', 'preset', { touched: 'yes' });
     await reconciled;
     expect((await get('apikeys', 'preset')).status.rotateRequest).to.equal('from-git');
     expect((await written('preset')).keys).to.equal(1);

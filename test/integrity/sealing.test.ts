@@ -205,7 +205,15 @@ describe('sealing: Merkle leaves, signed tree heads and proofs through the API',
         return (await get('/audit/integrity/tree-head')).json as SignedTreeHead;
       };
       let beat = after;
-      await waitFor(async () => (beat = await latest()).timestamp !== after.timestamp, 'a heartbeat head', 10_000, 100);
+      await waitFor(
+        async () => {
+          beat = await latest();
+          return beat.timestamp !== after.timestamp;
+        },
+        'a heartbeat head',
+        10_000,
+        100,
+      );
       expect(beat.tree_size).to.equal(after.tree_size);
       expect(beat.root_hash).to.equal(after.root_hash);
       expect(Date.parse(beat.timestamp) - Date.parse(after.timestamp), 'never before SEAL_HEARTBEAT').to.be.at.least(1000);

@@ -12,8 +12,7 @@ import { createLogger } from '../../src/platform/logger.ts';
 export const SERVER_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 export const LIST_DATABASE_URL = `${SERVER_URL}/audit_bench_list`;
 export const BIG_TENANT = 'tenant-big';
-export const TOTAL_EVENTS = 2_000_000;
-export const BIG_TENANT_EVENTS = 500_000;
+const TOTAL_EVENTS = 2_000_000;
 export const TENANTS = 1_000;
 export const RARE_ACTION = 'phi.break_glass';
 // v2: events carry their stored document (migration 005), as the write path stores them.

@@ -6,7 +6,7 @@
  * benchmark reports their median.
  */
 
-export interface PathRound {
+interface PathRound {
   readonly path_per_s: number;
   /** The mean of the bare sender's runs just before and just after the round. */
   readonly bare_per_s: number;

@@ -1,7 +1,7 @@
 /** The shapes the portal reads from the public API (docs/api.md, docs/webhooks.md). */
 export type { AuditEvent } from '../../src/client/auditEvent.ts';
 
-export type Capability = 'audit:read' | 'audit:export' | 'webhooks:write';
+type Capability = 'audit:read' | 'audit:export' | 'webhooks:write';
 
 export interface PortalSession {
   readonly id: string;

@@ -36,7 +36,7 @@ import type { Scope } from './scopes.ts';
 
 export type { PortalSessionRecord };
 
-export const PORTAL_SESSION_ID_PATTERN = /^pss_[0-9a-f]{32}$/;
+const PORTAL_SESSION_ID_PATTERN = /^pss_[0-9a-f]{32}$/;
 const LINK_TOKEN = /^psl_([0-9a-f]{32})_([0-9a-f]{64})$/;
 const BROWSER_SECRET = /^psb_([0-9a-f]{32})_([0-9a-f]{64})$/;
 const ACCESS_TOKEN = /^psa_([0-9a-f]{32})_([0-9a-f]{64})$/;
@@ -70,7 +70,7 @@ export const portalSessionRequestSchema = z
   .meta({ id: 'PortalSessionRequest' });
 
 /** 410: the link or session can no longer be used, and the page says which. */
-export class PortalSessionGoneError extends AppError {
+class PortalSessionGoneError extends AppError {
   readonly status = 410;
   readonly code: 'portal_link_used' | 'portal_session_expired' | 'portal_session_ended';
 

@@ -89,12 +89,12 @@ function stamped(deploymentId: string, purpose: string): string {
 }
 
 /** The deployment a stream description names, or undefined for a stream nobody stamped. */
-export function ownerOfStream(description: string | undefined): string | undefined {
+function ownerOfStream(description: string | undefined): string | undefined {
   return description === undefined ? undefined : OWNER_STAMP.exec(description)?.[1];
 }
 
 /** A stream the service would use belongs to another deployment: this one needs a NATS_NAMESPACE of its own. */
-export class StreamOwnedElsewhereError extends ConfigError {
+class StreamOwnedElsewhereError extends ConfigError {
   override name = 'StreamOwnedElsewhereError';
 
   constructor(stream: string, owner: string, deploymentId: string) {

@@ -21,8 +21,8 @@ import { API_KEY, ROTATE_ANNOTATION, apiKeySpecSchema, type ApiKeySpec } from '.
 /** Holds deletion of an ApiKey until its key is revoked. */
 export const API_KEY_FINALIZER = 'audittrail.dev/revoke-key';
 /** Keys of the Secret the controller writes for an ApiKey. */
-export const SECRET_KEY_FIELD = 'apiKey';
-export const SECRET_LOOKUP_FIELD = 'lookupId';
+const SECRET_KEY_FIELD = 'apiKey';
+const SECRET_LOOKUP_FIELD = 'lookupId';
 
 type Status = { lookupId?: string; state?: 'Active' | 'Revoked'; rotateRequest?: string };
 export type ApiKeyObject = CustomResource<ApiKeySpec, Status>;

@@ -37,7 +37,7 @@ const BUSY_RETRY_MS = 1_000;
  * not yet noticed it lost its Lease — each mint what they find missing: without this, the second mints again,
  * or takes the first's key, minted but not yet in its Secret, for one nobody received and replaces it.
  */
-export interface ResourceLocks {
+interface ResourceLocks {
   /** Runs work holding the lock of `key`; does not run it (held: false) while another process holds it. */
   withLock<T>(key: string, work: () => Promise<T>): Promise<{ readonly held: true; readonly value: T } | { readonly held: false }>;
 }

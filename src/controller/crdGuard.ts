@@ -24,7 +24,7 @@ export type CrdState =
   | { readonly state: 'missing' }
   | { readonly state: 'unreadable'; readonly cause: string };
 
-export function crdNameOf(resource: ResourceKind): string {
+function crdNameOf(resource: ResourceKind): string {
   return `${resource.plural}.${GROUP}`;
 }
 

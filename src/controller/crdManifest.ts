@@ -10,7 +10,7 @@ type Schema = Record<string, unknown>;
  * deleted or the file leaves Git, Flux when a Kustomization applying crds/ is deleted or pruned.
  * docs/kubernetes.md says how to remove them on purpose; the chart drops these with crds.keep=false.
  */
-export const KEEP_ANNOTATIONS: Readonly<Record<string, string>> = {
+const KEEP_ANNOTATIONS: Readonly<Record<string, string>> = {
   'helm.sh/resource-policy': 'keep',
   'argocd.argoproj.io/sync-options': 'Delete=false,Prune=false',
   'kustomize.toolkit.fluxcd.io/prune': 'disabled',

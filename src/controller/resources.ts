@@ -157,7 +157,7 @@ export const webhookEndpointSpecSchema = z
   });
 
 /** metav1.Condition. */
-export const conditionSchema = z.object({
+const conditionSchema = z.object({
   type: z.string().max(316),
   status: z.enum(['True', 'False', 'Unknown']),
   observedGeneration: z.int().min(0).optional(),
@@ -176,7 +176,7 @@ const rotateRequest = z
   .optional()
   .meta({ description: `The ${ROTATE_ANNOTATION} annotation value handled last.` });
 
-export const apiKeyStatusSchema = z.object({
+const apiKeyStatusSchema = z.object({
   lookupId: z.string().optional().meta({ description: 'The 8-hex lookup segment of the key (never the key itself).' }),
   state: z.enum(['Active', 'Revoked']).optional(),
   rotateRequest,
@@ -184,7 +184,7 @@ export const apiKeyStatusSchema = z.object({
   conditions,
 });
 
-export const webhookEndpointStatusSchema = z.object({
+const webhookEndpointStatusSchema = z.object({
   id: z.string().optional(),
   active: z.boolean().optional(),
   consecutiveFailures: z.int().min(0).optional(),

@@ -33,7 +33,7 @@ import {
 import { ROTATE_ANNOTATION, WEBHOOK_ENDPOINT, webhookEndpointSpecSchema, type WebhookEndpointSpec } from './resources.ts';
 
 /** Holds deletion of a WebhookEndpoint until its endpoint (and delivery history) is deleted. */
-export const WEBHOOK_FINALIZER = 'audittrail.dev/delete-endpoint';
+const WEBHOOK_FINALIZER = 'audittrail.dev/delete-endpoint';
 type Status = {
   id?: string;
   active?: boolean;

@@ -14,7 +14,7 @@ export interface BackoffOptions {
   readonly maxDelayMs: number;
 }
 
-export const DEFAULT_BACKOFF: BackoffOptions = { baseDelayMs: 5, maxDelayMs: 300_000 };
+const DEFAULT_BACKOFF: BackoffOptions = { baseDelayMs: 5, maxDelayMs: 300_000 };
 
 export class WorkQueue {
   private readonly backoff: BackoffOptions;

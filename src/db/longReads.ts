@@ -50,4 +50,4 @@ export class LongReads {
 }
 
 /** An export with proofs holds two connections: its own and the proofs' reader in the same snapshot. */
-export const LONG_READ_CONNECTIONS_PER_SLOT = 2;
+const LONG_READ_CONNECTIONS_PER_SLOT = 2;

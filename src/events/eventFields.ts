@@ -24,8 +24,8 @@ const RFC3339_PATTERN = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\
  * and a five-digit year has no `YYYY-MM-DDTHH:mm:ss.sssZ` form; an offset can carry a timestamp written
  * inside that range outside it (`9999-12-31T23:59:59-14:00`).
  */
-export const EARLIEST_INSTANT_MS = Date.parse('0001-01-01T00:00:00.000Z');
-export const LATEST_INSTANT_MS = Date.parse('9999-12-31T23:59:59.999Z');
+const EARLIEST_INSTANT_MS = Date.parse('0001-01-01T00:00:00.000Z');
+const LATEST_INSTANT_MS = Date.parse('9999-12-31T23:59:59.999Z');
 
 /**
  * Parses an RFC 3339 timestamp to epoch milliseconds, rounding a sub-millisecond fraction up. Events are

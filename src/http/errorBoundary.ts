@@ -12,7 +12,7 @@ import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { RequestState } from './state.ts';
 
 /** Byte-identical for every cause (docs/api.md "Errors"): missing, malformed, unknown, revoked. */
-export const UNAUTHORIZED_BODY = '{"error":"unauthorized"}';
+const UNAUTHORIZED_BODY = '{"error":"unauthorized"}';
 
 /**
  * The one place errors become responses. AppErrors carry their status and code; Koa's own HTTP errors

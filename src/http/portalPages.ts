@@ -8,7 +8,7 @@ import { NotFoundError, ServiceUnavailableError } from '../platform/errors.ts';
 import type { AppContext, RequestState } from './state.ts';
 
 /** `make build` writes the portal's assets here (scripts/build-portal.ts); beside src/ and dist/ alike. */
-export const portalAssetsDirectory = fileURLToPath(new URL('../../dist/portal/', import.meta.url));
+const portalAssetsDirectory = fileURLToPath(new URL('../../dist/portal/', import.meta.url));
 
 const CONTENT_TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',

@@ -15,7 +15,7 @@ import { reportStreamError } from './errorBoundary.ts';
 import type { RequestState } from './state.ts';
 import type { Middleware } from 'koa';
 
-export const PUBLIC_PREFIX = '/api/v2/public';
+const PUBLIC_PREFIX = '/api/v2/public';
 
 export interface PublicAppOptions {
   readonly log: Logger;

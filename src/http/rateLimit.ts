@@ -4,7 +4,7 @@ import { RateLimitedError } from '../platform/errors.ts';
 import { principalOf, type RequestState } from './state.ts';
 
 /** GET (and HEAD) spend the read budget; POST and DELETE, export included, the write budget. */
-export function bucketFor(method: string): Bucket {
+function bucketFor(method: string): Bucket {
   return method === 'GET' || method === 'HEAD' ? 'read' : 'write';
 }
 
@@ -22,7 +22,7 @@ export function rateLimit(limiter: KeyRateLimiter): Middleware<RequestState> {
   };
 }
 
-export function setRateLimitHeaders(ctx: { set(field: string, value: string): void }, decision: LimitDecision): void {
+function setRateLimitHeaders(ctx: { set(field: string, value: string): void }, decision: LimitDecision): void {
   ctx.set('RateLimit-Limit', String(decision.limit));
   ctx.set('RateLimit-Remaining', String(decision.remaining));
   ctx.set('RateLimit-Reset', String(decision.resetSeconds));

@@ -85,7 +85,7 @@ const eventInputSchema = z
     }
   });
 
-export type EventInput = z.output<typeof eventInputSchema>;
+type EventInput = z.output<typeof eventInputSchema>;
 
 /**
  * One producer event, validated; `now` is what a missing timestamp becomes and what the window is

@@ -16,7 +16,7 @@ const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
 /** The canonical JSON of a flat document in the renderer's format; undefined when it is not in that format. */
-export function canonicalFlatDocument(document: string): string | undefined {
+function canonicalFlatDocument(document: string): string | undefined {
   const names: string[] = [];
   const values: string[] = [];
   if (document.charCodeAt(0) !== 0x7b /* { */) return undefined;

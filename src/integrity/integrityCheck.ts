@@ -6,7 +6,7 @@ import { TILE_HEIGHT, TILE_WIDTH, TileSet, tileRoot, tilesForRanges, type Tile }
 import { allTreeHeads, listSealKeys, loadTiles } from './treeStore.ts';
 
 /** One finding of the server-side audit; `eventId` names the event when there is one to name. */
-export interface IntegrityProblem {
+interface IntegrityProblem {
   readonly tenantId: string;
   readonly kind:
     | 'leaf_mismatch'

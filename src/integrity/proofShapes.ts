@@ -19,7 +19,7 @@ export interface TreeNode {
 }
 
 /** The largest power of two strictly smaller than n (n ≥ 2). */
-export function splitPoint(n: number): number {
+function splitPoint(n: number): number {
   let k = 1;
   while (k * 2 < n) k *= 2;
   return k;

@@ -27,7 +27,7 @@ export interface Tile extends TileKey {
   readonly hashes: Buffer;
 }
 
-export class MissingTileError extends Error {
+class MissingTileError extends Error {
   override name = 'MissingTileError';
 }
 

@@ -13,7 +13,7 @@ import { ValidationError, type FieldProblem } from './errors.ts';
  *   stack limit, and no audit record needs more.
  */
 
-export const MAX_INPUT_DEPTH = 32;
+const MAX_INPUT_DEPTH = 32;
 
 // Fields named in problems about deep values stop after this many segments: a path 10,000 levels long
 // would be a response body of its own.
@@ -27,7 +27,7 @@ interface Visit {
 }
 
 /** The first unacceptable text or nesting in a JSON-like value, with the path to it; undefined when clean. */
-export function findTextProblem(value: unknown, maxDepth = MAX_INPUT_DEPTH): { path: string[]; message: string } | undefined {
+function findTextProblem(value: unknown, maxDepth = MAX_INPUT_DEPTH): { path: string[]; message: string } | undefined {
   // Iterative, so that the check itself cannot overflow the stack on the input it exists to refuse; paths
   // are built only for a problem found, since ingestion checks every field of every event.
   const stack: Visit[] = [{ value, key: undefined, parent: undefined, depth: 0 }];
@@ -98,7 +98,7 @@ export function checkInput<S extends z.ZodType>(
 }
 
 /** zod issues → the `details` of a 422, field paths dotted (`events.3.action`). */
-export function validationErrorFrom(error: z.ZodError, prefix?: string): ValidationError {
+function validationErrorFrom(error: z.ZodError, prefix?: string): ValidationError {
   const details: FieldProblem[] = error.issues.flatMap((issue) =>
     issue.code === 'unrecognized_keys'
       ? issue.keys.map((key) => ({ field: fieldName(prefix, [...issue.path, key]), message: 'is not a known field' }))

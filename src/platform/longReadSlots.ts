@@ -32,7 +32,7 @@ export interface LongReadSlot {
 }
 
 /** Seconds a refused client is told to wait: a typical export of 10,000 events takes about this long. */
-export const LONG_READ_RETRY_AFTER_SECONDS = 2;
+const LONG_READ_RETRY_AFTER_SECONDS = 2;
 
 export class LongReadSlots {
   private readonly limits: LongReadLimits;

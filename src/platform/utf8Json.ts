@@ -21,7 +21,7 @@ export function parseUtf8Json(bytes: Uint8Array, prefix?: string): unknown {
 }
 
 /** The bytes as text, or the 422 naming where the first invalid UTF-8 sequence sits. */
-export function decodeUtf8Json(bytes: Uint8Array, prefix?: string): string {
+function decodeUtf8Json(bytes: Uint8Array, prefix?: string): string {
   const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (isUtf8(buffer)) return buffer.toString('utf8');
   const offset = firstInvalidByte(buffer);

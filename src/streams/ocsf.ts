@@ -48,7 +48,7 @@ interface OcsfClass {
 const IAM = { categoryUid: 3, categoryName: 'Identity & Access Management' };
 const APPLICATION = { categoryUid: 6, categoryName: 'Application Activity' };
 
-export const AUTHENTICATION: OcsfClass = {
+const AUTHENTICATION: OcsfClass = {
   uid: 3002,
   name: 'Authentication',
   ...IAM,
@@ -64,7 +64,7 @@ export const AUTHENTICATION: OcsfClass = {
   },
 };
 
-export const DATASTORE_ACTIVITY: OcsfClass = {
+const DATASTORE_ACTIVITY: OcsfClass = {
   uid: 6005,
   name: 'Datastore Activity',
   ...APPLICATION,
@@ -89,7 +89,7 @@ export const DATASTORE_ACTIVITY: OcsfClass = {
   },
 };
 
-export const ACCOUNT_CHANGE: OcsfClass = {
+const ACCOUNT_CHANGE: OcsfClass = {
   uid: 3001,
   name: 'Account Change',
   ...IAM,
@@ -108,7 +108,7 @@ export const ACCOUNT_CHANGE: OcsfClass = {
   },
 };
 
-export const ENTITY_MANAGEMENT: OcsfClass = {
+const ENTITY_MANAGEMENT: OcsfClass = {
   uid: 3004,
   name: 'Entity Management',
   ...IAM,
@@ -130,7 +130,7 @@ export const ENTITY_MANAGEMENT: OcsfClass = {
   },
 };
 
-export const API_ACTIVITY: OcsfClass = {
+const API_ACTIVITY: OcsfClass = {
   uid: 6003,
   name: 'API Activity',
   ...APPLICATION,
@@ -150,7 +150,7 @@ export const OCSF_CLASSES = [AUTHENTICATION, DATASTORE_ACTIVITY, ACCOUNT_CHANGE,
 const ACCOUNT_RESOURCES = new Set(['user', 'account', 'role', 'service_account']);
 
 /** The class an action maps to (the rules in this module's header). */
-export function ocsfClassOf(event: Pick<ServedEvent, 'action' | 'phi_involved' | 'resource_type'>): OcsfClass {
+function ocsfClassOf(event: Pick<ServedEvent, 'action' | 'phi_involved' | 'resource_type'>): OcsfClass {
   const verb = verbOf(event.action);
   if (AUTHENTICATION.activities[verb]) return AUTHENTICATION;
   if (event.phi_involved || event.action.startsWith('phi.')) return DATASTORE_ACTIVITY;

@@ -260,7 +260,7 @@ export async function streamState(db: Queryable, stream: LogStream): Promise<Str
 }
 
 /** Sends one test record to a stream's destination. */
-export async function sendTestRecord(stream: LogStream, box: SecretBox, options: DestinationOptions): Promise<TestSend> {
+async function sendTestRecord(stream: LogStream, box: SecretBox, options: DestinationOptions): Promise<TestSend> {
   const { destination, signingSecret } = destinationOf(stream, box);
   const target = openDestination(destination, stream.format, signingSecret, options);
   const started = performance.now();

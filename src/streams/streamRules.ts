@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { TENANT_ID_PATTERN, parseTimestampCeilMs } from '../events/eventFields.ts';
+import { parseTimestampCeilMs } from '../events/eventFields.ts';
 import {
   WEBHOOK_FILTER_ENTRY_MAX_LENGTH,
   WEBHOOK_FILTER_ENTRY_PATTERN,
@@ -16,14 +16,14 @@ import {
 /** `str_` + 32 lowercase hex. */
 export const STREAM_ID_PATTERN = /^str_[0-9a-f]{32}$/;
 export const STREAMS_PER_TENANT = 20;
-export const STREAM_FILTER_MAX_ENTRIES = 50;
+const STREAM_FILTER_MAX_ENTRIES = 50;
 const LABEL_MAX_LENGTH = 256;
 const SECRET_MAX_LENGTH = 512;
 const TAGS_MAX = 50;
 
-export const DESTINATION_TYPES = ['splunk_hec', 'datadog', 'https', 's3'] as const;
+const DESTINATION_TYPES = ['splunk_hec', 'datadog', 'https', 's3'] as const;
 export type DestinationType = (typeof DESTINATION_TYPES)[number];
-export const STREAM_FORMATS = ['native', 'ocsf'] as const;
+const STREAM_FORMATS = ['native', 'ocsf'] as const;
 export type StreamFormat = (typeof STREAM_FORMATS)[number];
 
 /** A destination URL: the webhook rules (https, no credentials, no fragment), and for a base URL no query either. */
@@ -127,7 +127,7 @@ export const streamFilterSchema = z
 export type StreamFilter = z.output<typeof streamFilterSchema>;
 
 /** "now", or a past RFC 3339 instant (a backfill); startAtMs reads it. */
-export const startAtSchema = z
+const startAtSchema = z
   .string()
   .superRefine((value, ctx) => {
     if (value === 'now') return;
@@ -158,9 +158,6 @@ export function streamCreationSchema(policy: WebhookUrlPolicy) {
 
 export type StreamCreation = z.output<ReturnType<typeof streamCreationSchema>>;
 
-/** The tenants a deployment-wide stream covers: every one, or a list. */
-export const tenantsSchema = z.union([z.literal('*'), z.array(z.string().regex(TENANT_ID_PATTERN)).min(1).max(1000)]);
-
 /** The filter as stored: prefixes deduplicated, absent members absent. */
 export function normaliseFilter(filter: StreamFilter | undefined): StreamFilter {
   const prefixes = [...new Set(filter?.action_prefixes ?? [])];
@@ -168,17 +165,4 @@ export function normaliseFilter(filter: StreamFilter | undefined): StreamFilter 
     ...(prefixes.length > 0 ? { action_prefixes: prefixes } : {}),
     ...(filter?.phi_involved !== undefined ? { phi_involved: filter.phi_involved } : {}),
   };
-}
-
-/**
- * Whether an event of this action and PHI flag passes the filter: webhooks' rule (docs/webhooks.md), an
- * entry matches its action and the actions below it (`phi.` and `phi` both match `phi.read`). The events
- * store applies the same rule in SQL.
- */
-export function filterMatches(filter: StreamFilter, action: string, phiInvolved: boolean): boolean {
-  if (filter.phi_involved !== undefined && filter.phi_involved !== phiInvolved) return false;
-  const prefixes = filter.action_prefixes ?? [];
-  return (
-    prefixes.length === 0 || prefixes.some((entry) => action === entry || action.startsWith(entry.endsWith('.') ? entry : `${entry}.`))
-  );
 }

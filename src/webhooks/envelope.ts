@@ -15,7 +15,7 @@ export interface DeliveredEvent {
   readonly details: string;
 }
 
-export const ENVELOPE_SCHEMA_VERSION = '1';
+const ENVELOPE_SCHEMA_VERSION = '1';
 
 /**
  * The delivery body (docs/webhooks.md "The delivery request"). Built only from the stored event with a fixed key

@@ -9,7 +9,7 @@ import ipaddr from 'ipaddr.js';
  * connect (rebinding) cannot smuggle a private target in.
  */
 
-export class BlockedTargetError extends Error {
+class BlockedTargetError extends Error {
   override name = 'BlockedTargetError';
   readonly code = 'EBLOCKEDTARGET';
 }

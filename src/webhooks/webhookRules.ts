@@ -88,8 +88,6 @@ export function webhookRegistrationSchema(policy: WebhookUrlPolicy) {
   });
 }
 
-export type WebhookRegistration = z.output<ReturnType<typeof webhookRegistrationSchema>>;
-
 /** How long a rotated-out secret keeps signing beside the new one (docs/webhooks.md): one day unless asked. */
 export const DEFAULT_ROTATION_OVERLAP_S = 86_400;
 /** At most a week: two secrets valid for longer is a leak waiting to be used. */

@@ -9,7 +9,7 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core';
  * browser. The flags keep it from reaching out on its own (updates, sync, QUIC probes): this machine's
  * network is closed, and a test must depend on nothing but the service it tests.
  */
-export const CHROMIUM = '/usr/bin/chromium';
+const CHROMIUM = '/usr/bin/chromium';
 const FLAGS = [
   '--no-sandbox',
   '--disable-gpu',

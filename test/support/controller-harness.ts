@@ -19,7 +19,7 @@ import { ENDPOINT_DELIVERIES } from '../../src/delivery/endpointDeliveries.ts';
 export const GROUP = 'audittrail.dev';
 export const VERSION = 'v1alpha1';
 export const LEASE_TIMING = { leaseDurationMs: 600, renewDeadlineMs: 400, retryPeriodMs: 100 };
-export const LEASE_NAME = 'audit-trail-controller';
+const LEASE_NAME = 'audit-trail-controller';
 export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 /** The address of a custom resource (or of its collection) for CustomObjectsApi calls. */
@@ -37,7 +37,7 @@ export interface Deployment {
   readonly locks: SessionLocks;
 }
 
-export interface ControllerOptions {
+interface ControllerOptions {
   /** The release whose controller this is; the harness's own by default. */
   readonly deployment?: Deployment;
   readonly controllerClass?: string;

@@ -6,7 +6,7 @@ import { homedir } from 'node:os';
  * The environment of a shell a newcomer opens: the machine's own PATH (whose node may be older than the
  * project's), none of the variables a test run or make adds. Commands the docs print must work here.
  */
-export function freshShellEnv(variables: Record<string, string> = {}): Record<string, string> {
+function freshShellEnv(variables: Record<string, string> = {}): Record<string, string> {
   return { HOME: homedir(), PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', ...variables };
 }
 

@@ -34,10 +34,10 @@ import type { TestPki } from './test-pki.ts';
  */
 
 /** How a test takes a server away: a clean shutdown, or a crash that gives it no chance to tidy up. */
-export type StopMode = 'clean' | 'crash';
+type StopMode = 'clean' | 'crash';
 
 /** TLS only, with the server certificate of a test CA (test-pki.ts); verifyClients demands a client certificate too. */
-export interface ServerTls {
+interface ServerTls {
   readonly pki: TestPki;
   readonly verifyClients?: boolean;
 }

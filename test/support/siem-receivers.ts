@@ -25,7 +25,7 @@ import { gunzipSync } from 'node:zlib';
  * Both keep what they accepted, in order, and can be told to answer busy, to refuse, or to drop connections.
  */
 
-export interface ReceivedRequest {
+interface ReceivedRequest {
   readonly headers: IncomingMessage['headers'];
   /** The body as it arrived (compressed when it was). */
   readonly rawBody: Buffer;
@@ -39,7 +39,7 @@ interface Answer {
 }
 
 /** What a receiver does with the next requests, whatever they hold. */
-export type Mode = 'normal' | 'busy' | 'drop' | 'unauthorized';
+type Mode = 'normal' | 'busy' | 'drop' | 'unauthorized';
 
 abstract class LoopbackIntake {
   readonly requests: ReceivedRequest[] = [];

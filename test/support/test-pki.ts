@@ -14,7 +14,7 @@ import { createAccount, createOperator, createUser, type KeyPair as NKeyPair } f
 
 const run = promisify(execFile);
 
-export interface CertificateFiles {
+interface CertificateFiles {
   readonly certFile: string;
   readonly keyFile: string;
 }

@@ -25,7 +25,7 @@ function csvCell(value: unknown): string {
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 
-export function toCsv(events: ReadonlyArray<Record<string, unknown>>): string {
+function toCsv(events: ReadonlyArray<Record<string, unknown>>): string {
   const lines = [COLUMNS.join(',')];
   for (const event of events) lines.push(COLUMNS.map((column) => csvCell(event[column])).join(','));
   return `${lines.join('\r\n')}\r\n`;

@@ -16,7 +16,7 @@ interface SealKey {
   valid_until: string | null;
 }
 
-export interface Check {
+interface Check {
   readonly label: string;
   readonly ok: boolean;
   readonly detail: string;
@@ -50,12 +50,12 @@ const concat = (...parts: Uint8Array[]) => {
 };
 
 /** RFC 9162 §2.1.1: SHA-256(0x00 ‖ leaf). */
-export async function leafHashOf(event: Record<string, unknown>): Promise<string> {
+async function leafHashOf(event: Record<string, unknown>): Promise<string> {
   return toHex(await sha256(concat(new Uint8Array([0]), encoder.encode(canonicalJson(event)))));
 }
 
 /** RFC 9162 §2.1.3.2: the root the audit path leads to from the leaf at `index` of a tree of `size`; undefined when the path's length is wrong. */
-export async function rootFromPath(leafHash: string, index: number, size: number, path: readonly string[]): Promise<string | undefined> {
+async function rootFromPath(leafHash: string, index: number, size: number, path: readonly string[]): Promise<string | undefined> {
   if (!Number.isSafeInteger(index) || !Number.isSafeInteger(size) || index < 0 || index >= size) return undefined;
   let fn = index;
   let sn = size - 1;

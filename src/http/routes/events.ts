@@ -9,7 +9,7 @@ import { auditEventSchema, eventListSchema, pageSchema } from '../apiSchemas.ts'
 import { authenticatedResponse, json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
 
 export const DEFAULT_PAGE_SIZE = 100;
-export const MAX_PAGE_SIZE = 1000;
+const MAX_PAGE_SIZE = 1000;
 
 /** Query parameters of GET /audit/events: validate requests, type the handler, document the API. */
 export const listEventsQuerySchema = z

@@ -16,9 +16,9 @@ import { authenticatedResponse, json, queryParameters, ref, standardErrorRespons
 import { auditEventSchema } from '../apiSchemas.ts';
 
 /** The export body: the list filters, in JSON (phi_involved is a JSON boolean here). */
-export const exportBodySchema = z.strictObject(filterFieldsSchema).partial().meta({ id: 'ExportRequest' });
+const exportBodySchema = z.strictObject(filterFieldsSchema).partial().meta({ id: 'ExportRequest' });
 
-export const exportQuerySchema = z.strictObject({
+const exportQuerySchema = z.strictObject({
   format: z
     .enum(['json', 'ndjson'], { message: 'must be json or ndjson' })
     .optional()
@@ -179,15 +179,15 @@ async function recordExport(
   }
 }
 
-export const exportResultSchema = z
+const exportResultSchema = z
   .looseObject({ events: z.array(auditEventSchema), count: z.int(), truncated: z.boolean() })
   .meta({ id: 'ExportResult' });
 
-export const exportLinesSchema = z
+const exportLinesSchema = z
   .string()
   .meta({ id: 'ExportLines', description: 'format=ndjson: one AuditEvent JSON object per line, each line ending in \\n.' });
 
-export const concurrentExportsSchema = z
+const concurrentExportsSchema = z
   .looseObject({
     error: z.literal('concurrent_exports'),
     message: z.string(),

@@ -13,16 +13,16 @@ import { DEFAULT_PAGE_SIZE, listEventsQuerySchema, noQuerySchema } from './event
 
 const treeSize = (description: string) => queryInteger(1, Number.MAX_SAFE_INTEGER).meta({ description });
 
-export const proofQuerySchema = z.strictObject({
+const proofQuerySchema = z.strictObject({
   tree_size: treeSize('The size of the signed tree head to prove against; the latest head by default.').optional(),
 });
 
-export const consistencyQuerySchema = z.strictObject({
+const consistencyQuerySchema = z.strictObject({
   first: treeSize('The size of the earlier signed tree head.'),
   second: treeSize('The size of the later signed tree head.'),
 });
 
-export const treeHeadsQuerySchema = z.strictObject({
+const treeHeadsQuerySchema = z.strictObject({
   since: filterFieldsSchema.since.optional().meta({ description: 'Heads signed at or after this time (RFC 3339).' }),
   until: filterFieldsSchema.until.optional().meta({ description: 'Heads signed before this time (RFC 3339).' }),
   limit: listEventsQuerySchema.shape.limit,
@@ -82,7 +82,7 @@ const hexHash = z
   .regex(/^[0-9a-f]{64}$/)
   .meta({ description: 'SHA-256, lowercase hex.' });
 
-export const signedTreeHeadSchema = z
+const signedTreeHeadSchema = z
   .looseObject({
     tenant_id: z.string(),
     tree_size: z.int(),
@@ -93,19 +93,17 @@ export const signedTreeHeadSchema = z
   })
   .meta({ id: 'SignedTreeHead' });
 
-export const treeHeadListSchema = z
-  .looseObject({ tree_heads: z.array(signedTreeHeadSchema), page: pageSchema })
-  .meta({ id: 'TreeHeadList' });
+const treeHeadListSchema = z.looseObject({ tree_heads: z.array(signedTreeHeadSchema), page: pageSchema }).meta({ id: 'TreeHeadList' });
 
-export const inclusionProofSchema = z
+const inclusionProofSchema = z
   .looseObject({ leaf_index: z.int(), tree_size: z.int(), leaf_hash: hexHash, audit_path: z.array(hexHash) })
   .meta({ id: 'InclusionProof', description: 'RFC 9162 inclusion proof of the event against the signed tree head of tree_size.' });
 
-export const consistencyProofSchema = z
+const consistencyProofSchema = z
   .looseObject({ first: z.int(), second: z.int(), proof: z.array(hexHash) })
   .meta({ id: 'ConsistencyProof', description: 'RFC 9162 consistency proof between the signed tree heads of sizes first and second.' });
 
-export const sealKeyListSchema = z
+const sealKeyListSchema = z
   .looseObject({
     keys: z.array(
       z.looseObject({

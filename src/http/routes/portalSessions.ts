@@ -11,7 +11,7 @@ import { actorOf, principalOf, type AppContext, type RequestState } from '../sta
 import { noQuerySchema } from './events.ts';
 
 /** Where the browser's cookie is sent: the resume route alone (auth/portalSessions.ts). */
-export const PORTAL_RESUME_PATH = '/api/v2/public/portal/sessions/resume';
+const PORTAL_RESUME_PATH = '/api/v2/public/portal/sessions/resume';
 const BROWSER_COOKIE = 'atr_portal_session';
 
 export interface PortalSessionRoutesOptions {

@@ -12,7 +12,7 @@ import { actorOf, principalOf, type AppContext, type RequestState } from '../sta
 import { noQuerySchema } from './events.ts';
 
 /** The stream object (docs/streams.md); the destination never carries its secret. */
-export const logStreamSchema = z
+const logStreamSchema = z
   .looseObject({
     id: z.string().meta({ example: 'str_6f1c0e3a9b2d4c5e8f7a6b5c4d3e2f1a' }),
     status: z.enum(['active', 'paused', 'failing']).meta({

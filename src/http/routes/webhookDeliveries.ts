@@ -21,10 +21,10 @@ import { jsonBody, parseQuery, queryInteger } from '../requestInput.ts';
 import { actorOf, principalOf, type AppContext, type RequestState } from '../state.ts';
 import { noQuerySchema } from './events.ts';
 
-export const DEFAULT_DELIVERY_PAGE_SIZE = 50;
-export const MAX_DELIVERY_PAGE_SIZE = 100;
+const DEFAULT_DELIVERY_PAGE_SIZE = 50;
+const MAX_DELIVERY_PAGE_SIZE = 100;
 
-export const listDeliveriesQuerySchema = z.strictObject({
+const listDeliveriesQuerySchema = z.strictObject({
   status: z
     .enum(DELIVERY_STATUSES)
     .optional()
@@ -83,7 +83,7 @@ export const deliveryDetailSchema = z
 export const deliveryEnvelopeSchema = z.looseObject({ delivery: deliverySchema }).meta({ id: 'DeliveryRetried' });
 export const replayEnvelopeSchema = z.looseObject({ replay: replaySchema }).meta({ id: 'ReplayStatus' });
 
-export function deliveryToApi(delivery: DeliveryLogEntry) {
+function deliveryToApi(delivery: DeliveryLogEntry) {
   return {
     id: `dlv_${delivery.id}`,
     event_id: delivery.eventId,
@@ -109,7 +109,7 @@ function attemptToApi(attempt: AttemptEntry) {
   };
 }
 
-export function replayToApi(replay: Replay) {
+function replayToApi(replay: Replay) {
   return {
     id: replay.id,
     status: replay.status,

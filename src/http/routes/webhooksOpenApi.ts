@@ -3,7 +3,7 @@ import { WEBHOOK_ID_PATTERN, secretRotationSchema, webhookRegistrationSchema, ty
 import { authenticatedResponse, json, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
 
 /** The endpoint object (docs/webhooks.md); list output adds consecutive_failures and last_delivery_at. */
-export const webhookEndpointSchema = z
+const webhookEndpointSchema = z
   .looseObject({
     id: z.string().meta({ example: 'wh_6f1c0e3a9b2d4c5e8f7a6b5c4d3e2f1a' }),
     url: z.string().meta({ format: 'uri' }),
@@ -14,7 +14,7 @@ export const webhookEndpointSchema = z
   })
   .meta({ id: 'WebhookEndpoint' });
 
-export const webhookEndpointStatusSchema = webhookEndpointSchema
+const webhookEndpointStatusSchema = webhookEndpointSchema
   .extend({
     consecutive_failures: z.int().meta({ description: 'Failed deliveries in a row; 10 disables the endpoint.' }),
     last_delivery_at: z.string().nullable().meta({ format: 'date-time', description: 'Time of the last attempt, whatever its outcome.' }),

@@ -20,7 +20,7 @@ export interface HttpPosterOptions {
   readonly allowPrivateTargets: boolean;
 }
 
-export class BlockedDestinationError extends Error {
+class BlockedDestinationError extends Error {
   override name = 'BlockedDestinationError';
 }
 
@@ -95,7 +95,7 @@ export function outcomeOfNetworkFailure(error: unknown): SendOutcome {
 }
 
 /** A network failure as a destination's last_error: its code and message, never a header or body sent. */
-export function describeNetworkFailure(error: unknown): string {
+function describeNetworkFailure(error: unknown): string {
   const failure = error as { name?: string; code?: string; message?: string; cause?: { code?: string; message?: string; name?: string } };
   if (failure.name === 'TimeoutError' || failure.name === 'AbortError' || failure.code?.endsWith('_TIMEOUT'))
     return 'timeout: no answer in time';

@@ -103,6 +103,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       if (!accepting) return;
       // Readiness fails from now on; requests are still served, each answered with Connection: close.
       accepting = false;
+      // Live streams end now, so their clients reconnect to a pod that stays while this one drains.
+      parts.beginStopping();
       if (drainDelayMs > 0) {
         log.info({ drain_delay_ms: drainDelayMs }, 'not ready; serving while endpoints drain');
         await delay(drainDelayMs);

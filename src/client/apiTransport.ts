@@ -8,7 +8,7 @@ export interface ClientOptions {
   /** e.g. `https://audit.example.com/api/v2/public` */
   baseUrl: string;
   apiKey: string;
-  /** Retries of one call after 429 or 503 before giving up (default 5). */
+  /** Retries of one call after 429 or 503 before giving up (default 5); for live(), reconnections in a row that fail. */
   maxRetries?: number;
   /** First backoff step; each retry doubles it up to maxDelayMs (defaults 500 ms and 30 s). */
   baseDelayMs?: number;
@@ -48,28 +48,44 @@ export class ApiTransport {
     this.fetchImpl = options.fetch ?? fetch;
   }
 
-  /** The response when it is a success; otherwise AuditTrailApiError, after retrying 429 and 503. */
-  async request(method: string, path: string, body?: unknown): Promise<Response> {
+  /** Retries after 429 or 503 of one call. */
+  get maxRetries(): number {
+    return this.options.maxRetries;
+  }
+
+  /**
+   * The response when it is a success; otherwise AuditTrailApiError, after retrying 429 and 503. `init`
+   * adds headers (they override the defaults) and a signal that cancels the call, its waits included.
+   */
+  async request(
+    method: string,
+    path: string,
+    body?: unknown,
+    init: { headers?: Record<string, string>; signal?: AbortSignal } = {},
+  ): Promise<Response> {
     const headers: Record<string, string> = { authorization: `Bearer ${this.options.apiKey}`, accept: 'application/json' };
     if (this.options.userAgent) headers['user-agent'] = this.options.userAgent;
     if (body !== undefined) headers['content-type'] = 'application/json';
+    Object.assign(headers, init.headers);
     for (let attempt = 0; ; attempt += 1) {
       const response = await this.fetchImpl(`${this.options.baseUrl}${path}`, {
         method,
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
+        signal: init.signal,
       });
       if (response.ok) return response;
       const errorBody = await response.json().catch(() => undefined);
       if (!RETRYABLE.has(response.status) || attempt >= this.options.maxRetries) {
         throw new AuditTrailApiError(response.status, errorBody, response.headers.get('x-request-id'));
       }
-      await sleep(this.backoffMs(attempt, response.headers.get('retry-after')));
+      await sleep(this.backoffMs(attempt, response.headers.get('retry-after')), init.signal);
+      init.signal?.throwIfAborted();
     }
   }
 
   /** Full jitter over an exponential ceiling, but never sooner than the server's Retry-After. */
-  private backoffMs(attempt: number, retryAfter: string | null): number {
+  backoffMs(attempt: number, retryAfter: string | null = null): number {
     const ceiling = Math.min(this.options.maxDelayMs, this.options.baseDelayMs * 2 ** attempt);
     const jittered = Math.random() * ceiling;
     const serverSays = retryAfter !== null && /^\d+$/.test(retryAfter) ? Number(retryAfter) * 1000 : 0;
@@ -112,6 +128,16 @@ export async function* ndjsonLines(response: Response): AsyncGenerator<string> {
   if (buffered.trim().length > 0) yield buffered;
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/** Waits `ms`, or less when `signal` aborts. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }

@@ -6,6 +6,7 @@
 
 import { ApiTransport, filterValues, ndjsonLines, toQuery, type ClientOptions } from './apiTransport.ts';
 import type { AuditEvent } from './auditEvent.ts';
+import { followLive, type LiveOptions } from './liveEvents.ts';
 import type { CreatedLogStream, LogStream, StreamCreation, StreamTestResult } from './logStreams.ts';
 import type { PortalSession, PortalSessionLink } from './portalShapes.ts';
 import type {
@@ -72,6 +73,18 @@ export class AuditTrailClient {
   /** Every event of the window, one at a time. */
   async *listEvents(filters: EventFilters & { limit?: number } = {}): AsyncGenerator<AuditEvent> {
     for await (const page of this.listPages(filters)) yield* page.events;
+  }
+
+  /**
+   * The tenant's events as they are sealed (GET /audit/events/live), oldest first, for as long as you
+   * iterate: `for await (const event of client.live({ action: 'phi.read', signal }))`. A dropped connection
+   * is reconnected with the id of the last event yielded, so no event is lost or repeated; pass an
+   * event's `event_id` as `lastEventId` to resume after it in a later process. Aborting `signal` (or
+   * leaving the loop) closes the stream. Scope audit:read.
+   */
+  live(options: EventFilters & LiveOptions = {}): AsyncGenerator<AuditEvent> {
+    const { lastEventId, signal, ...filters } = options;
+    return followLive(this.api, `/audit/events/live${toQuery(filterValues(filters))}`, { lastEventId, signal });
   }
 
   /** One event; an unknown id (or another tenant's) rejects with status 404. */

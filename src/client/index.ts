@@ -2,6 +2,7 @@
 // verifier. Everything here runs on Node's own modules; nothing in src/client imports the service.
 export { AUDIT_EVENT_FIELDS, type AuditEvent, type AuditEventField, type AuditEventFieldName } from './auditEvent.ts';
 export { AuditTrailApiError, AuditTrailClient, type ClientOptions, type EventFilters, type EventPage } from './auditTrailClient.ts';
+export { serverSentEvents, type LiveOptions, type ServerSentEvent } from './liveEvents.ts';
 export type * from './portalShapes.ts';
 export type * from './webhookShapes.ts';
 export type { CreatedLogStream, LogStream, StreamCreation, StreamDestination, StreamFilter, StreamTestResult } from './logStreams.ts';

@@ -30,6 +30,12 @@ export const environmentSchema = z
     // most this many per api pod, and at most LONG_READS_PER_TENANT of one tenant (429 concurrent_exports).
     LONG_READS_PER_POD: z.coerce.number().int().min(1).max(100).default(4),
     LONG_READS_PER_TENANT: z.coerce.number().int().min(1).max(100).default(2),
+    // Live streams (GET /audit/events/live) hold no database connection while they wait, so their caps are
+    // their own and higher: at most this many per api pod, LIVE_STREAMS_PER_TENANT of one tenant (429
+    // concurrent_live_streams), each sent a heartbeat comment every LIVE_HEARTBEAT while nothing else is.
+    LIVE_STREAMS_PER_POD: z.coerce.number().int().min(1).max(10_000).default(200),
+    LIVE_STREAMS_PER_TENANT: z.coerce.number().int().min(1).max(1000).default(5),
+    LIVE_HEARTBEAT: duration('15s').pipe(z.number().min(100, 'must be at least 100ms').max(60_000, 'must be at most 60s')).default(15_000),
     REDIS_URL: urlWithScheme(['redis', 'rediss']).default('redis://127.0.0.1:6379'),
     NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
     // Prefix for every subject and stream name, so deployments can share one NATS account without colliding.
@@ -178,6 +184,9 @@ export const environmentSchema = z
     }
     if (env.LONG_READS_PER_TENANT > env.LONG_READS_PER_POD) {
       ctx.addIssue({ code: 'custom', path: ['LONG_READS_PER_TENANT'], message: 'must not be greater than LONG_READS_PER_POD' });
+    }
+    if (env.LIVE_STREAMS_PER_TENANT > env.LIVE_STREAMS_PER_POD) {
+      ctx.addIssue({ code: 'custom', path: ['LIVE_STREAMS_PER_TENANT'], message: 'must not be greater than LIVE_STREAMS_PER_POD' });
     }
     // The old leader must stop acting before anyone else may start (client-go's invariant).
     if (!(env.CONTROLLER_LEASE_DURATION_MS > env.CONTROLLER_RENEW_DEADLINE_MS)) {

@@ -24,10 +24,10 @@ export function authenticate(
   return async (ctx, next) => {
     const authorization = ctx.get('Authorization') || undefined;
     const sessionToken = sessions && authorization ? PORTAL_ACCESS_TOKEN.exec(authorization)?.[1] : undefined;
-    const principal: Principal = await countingFailures(ctx, failureLimiter, () =>
-      sessionToken ? sessions!.verifyAccess(sessionToken) : verifier.verify(authorization, ctx.state.clientAddress),
-    );
+    const check = () => (sessionToken ? sessions!.verifyAccess(sessionToken) : verifier.verify(authorization, ctx.state.clientAddress));
+    const principal: Principal = await countingFailures(ctx, failureLimiter, check);
     ctx.state.principal = principal;
+    ctx.state.reauthenticate = check;
     ctx.state.log = ctx.state.log.child({ tenant_id: principal.tenantId, key_lookup_id: principal.lookupId });
     await next();
   };

@@ -9,6 +9,8 @@ export interface RequestState {
   log: Logger;
   clientAddress: string;
   principal?: Principal;
+  /** Checks the request's credentials again (a long-lived response ends once they are revoked). */
+  reauthenticate?: () => Promise<Principal>;
 }
 
 export type AppContext = RouterContext<RequestState>;

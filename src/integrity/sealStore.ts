@@ -156,9 +156,15 @@ export interface Append {
 }
 
 /**
+ * Live streams (events/liveFeed.ts) LISTEN here: an append's notification, its payload the tenant id,
+ * arrives when the append commits, so a stream reads the new leaves at once rather than at its next poll.
+ */
+export const LEAVES_APPENDED_CHANNEL = 'audit_leaves_appended';
+
+/**
  * The whole append as one statement: the leaf ranges (a queue row's arrays move as they are), the changed
- * tiles, the queue rows taken, the signed head and the tree's new state. Committed with the lock taken by
- * lockTree.
+ * tiles, the queue rows taken, the signed head and the tree's new state; then the notification of live
+ * streams. Committed with the lock taken by lockTree.
  */
 export async function recordAppend(client: pg.PoolClient, append: Append): Promise<void> {
   const { head, tenantId } = append;
@@ -223,6 +229,7 @@ export async function recordAppend(client: pg.PoolClient, append: Append): Promi
       ],
     ),
   );
+  await client.query('SELECT pg_notify($1, $2)', [LEAVES_APPENDED_CHANNEL, tenantId]);
 }
 
 /** Queue rows whose events were all gone when their turn came (only a tampered store has such rows). */

@@ -100,7 +100,7 @@ function isoOrNull(ms: number | undefined): string | null {
  * several), and its place there the position of its id (array_positions: an id a producer reused with
  * another timestamp may be there twice).
  */
-const LEAF_OF_EVENT = `(SELECT r.first_leaf + p.position - 1
+export const LEAF_OF_EVENT = `(SELECT r.first_leaf + p.position - 1
      FROM merkle_leaf_ranges r
      CROSS JOIN LATERAL unnest(array_positions(r.event_ids, e.event_id)) AS p(position)
     WHERE r.tenant_id = e.tenant_id AND r.ingested_at = e.ingested_at

@@ -111,21 +111,25 @@ export class RateLimitedError extends AppError {
   }
 }
 
+export type LongReadRefusal = 'concurrent_exports' | 'concurrent_live_streams';
+
 /**
- * Too many long reads (exports, streams) at once: of the caller's tenant, or on this instance
+ * Too many long reads (exports, live streams) at once: of the caller's tenant, or on this instance
  * (platform/longReadSlots.ts). A 429 like the rate limit's, with its own code: waiting for a running export
  * to end is what helps, not spending less of the key's budget.
  */
 export class TooManyLongReadsError extends AppError {
   readonly status = 429;
-  readonly code = 'concurrent_exports';
+  /** concurrent_exports for exports; concurrent_live_streams for live streams, which have caps of their own. */
+  readonly code: LongReadRefusal;
   readonly perTenant: number;
   readonly retryAfterSeconds: number;
 
-  constructor(message: string, perTenant: number, retryAfterSeconds: number) {
+  constructor(message: string, perTenant: number, retryAfterSeconds: number, code: LongReadRefusal = 'concurrent_exports') {
     super(message);
     this.perTenant = perTenant;
     this.retryAfterSeconds = retryAfterSeconds;
+    this.code = code;
   }
 
   override bodyExtras(): Record<string, unknown> {

@@ -1,4 +1,4 @@
-import { TooManyLongReadsError } from './errors.ts';
+import { TooManyLongReadsError, type LongReadRefusal } from './errors.ts';
 
 /**
  * Admission for long reads: requests that hold a database connection for as long as a client takes to read
@@ -40,12 +40,16 @@ export class LongReadSlots {
   private readonly byTenant = new Map<string, number>();
   private total = 0;
 
-  constructor(limits: LongReadLimits, observer?: LongReadObserver) {
+  private readonly refusal: LongReadRefusal;
+
+  /** `refusal`: the code of the 429 past a cap (live streams count apart from exports, with a code of their own). */
+  constructor(limits: LongReadLimits, observer?: LongReadObserver, refusal: LongReadRefusal = 'concurrent_exports') {
     if (!(limits.perTenant >= 1 && limits.perInstance >= limits.perTenant)) {
       throw new RangeError('long-read limits need 1 <= perTenant <= perInstance');
     }
     this.limits = limits;
     this.observer = observer;
+    this.refusal = refusal;
   }
 
   /**
@@ -60,14 +64,16 @@ export class LongReadSlots {
         `This tenant already has ${ofTenant} ${what} running on this instance, the most it may run at once; retry after Retry-After seconds.`,
         this.limits.perTenant,
         LONG_READ_RETRY_AFTER_SECONDS,
+        this.refusal,
       );
     }
     if (this.total >= this.limits.perInstance) {
       this.observer?.refused('instance');
       throw new TooManyLongReadsError(
-        `This instance is running as many exports and streams as it may at once (${this.limits.perInstance}); retry after Retry-After seconds.`,
+        `This instance is running as many ${what} as it may at once (${this.limits.perInstance}); retry after Retry-After seconds.`,
         this.limits.perTenant,
         LONG_READ_RETRY_AFTER_SECONDS,
+        this.refusal,
       );
     }
     this.byTenant.set(tenantId, ofTenant + 1);

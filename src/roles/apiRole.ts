@@ -16,6 +16,7 @@ import { buildPublicApp, type PublicAppOptions } from '../http/publicApp.ts';
 import { rateLimit } from '../http/rateLimit.ts';
 import { eventRoutes, eventsOpenApi } from '../http/routes/events.ts';
 import { exportOpenApi, exportRoutes } from '../http/routes/export.ts';
+import { liveOpenApi, liveRoutes } from '../http/routes/live.ts';
 import { integrityOpenApi, integrityRoutes } from '../http/routes/integrity.ts';
 import { portalBrowserOpenApi, portalBrowserRoutes, portalSessionRoutes, portalSessionsOpenApi } from '../http/routes/portalSessions.ts';
 import { webhookDeliveriesOpenApi, webhookDeliveryRoutes } from '../http/routes/webhookDeliveries.ts';
@@ -23,6 +24,8 @@ import { webhookRoutes } from '../http/routes/webhooks.ts';
 import { webhooksOpenApi } from '../http/routes/webhooksOpenApi.ts';
 import { streamRoutes, streamsOpenApi } from '../http/routes/streams.ts';
 import { IntegrityReader } from '../integrity/integrityReader.ts';
+import { LiveFeed } from '../live/liveFeed.ts';
+import { LongReadSlots } from '../platform/longReadSlots.ts';
 import { StreamRegistry } from '../streams/streamRegistry.ts';
 import { SERVICE_VERSION } from '../platform/version.ts';
 import type { Role } from './role.ts';
@@ -106,6 +109,8 @@ async function trailFeatures(parts: SharedParts, pepper: string): Promise<Featur
   const { db } = parts;
   const integrity = new IntegrityReader(db, pepper);
   return [
+    // Before the events routes: /audit/events/:event_id would take "live" for an event id.
+    await liveFeature(parts),
     { router: eventRoutes(new EventReader(db, new CursorCodec(pepper))), openapi: eventsOpenApi },
     { router: integrityRoutes(integrity, parts.config.seal.intervalMs), openapi: integrityOpenApi },
     {
@@ -119,6 +124,30 @@ async function trailFeatures(parts: SharedParts, pepper: string): Promise<Featur
       openapi: exportOpenApi,
     },
   ];
+}
+
+/**
+ * Live streams of the trail (Server-Sent Events): woken by the sealer's notifications, admitted within caps
+ * of their own (they hold no connection while they wait, so they need not count against exports), and
+ * ended as soon as the process begins to stop, so that their clients reconnect to another pod.
+ */
+async function liveFeature(parts: SharedParts): Promise<Features[number]> {
+  const { config } = parts;
+  const feed = new LiveFeed({ databaseUrl: config.databaseUrl, log: parts.log.child({ component: 'live-feed' }) });
+  await feed.start();
+  parts.releasers.add('live feed', () => feed.stop());
+  const slots = new LongReadSlots(config.live, undefined, 'concurrent_live_streams');
+  return {
+    router: liveRoutes({
+      db: parts.db,
+      feed,
+      admission: { admit: (tenantId, what) => slots.take(tenantId, what) },
+      heartbeatMs: config.live.heartbeatMs,
+      stopping: parts.stopping,
+      sealIntervalMs: config.seal.intervalMs,
+    }),
+    openapi: liveOpenApi,
+  };
 }
 
 /** Webhook endpoints, their test sends, deliveries and replays. */

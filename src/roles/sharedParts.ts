@@ -54,6 +54,9 @@ export class SharedParts {
   readonly readiness: ReadinessCheck[] = [];
   readonly rateLimiting: boolean;
   readonly kubeConfig: KubeConfig | undefined;
+  /** Aborted when the process begins to stop (before the drain delay): long-lived responses end then. */
+  readonly stopping: AbortSignal;
+  private readonly stopController = new AbortController();
   /** The deployment id, once read (for the start-up log line). */
   deploymentIdRead: string | undefined;
   private readonly options: SharedPartsOptions;
@@ -73,6 +76,7 @@ export class SharedParts {
     this.releasers = releasers;
     this.rateLimiting = options.rateLimiting;
     this.kubeConfig = options.kubeConfig;
+    this.stopping = this.stopController.signal;
     this.db = new Database({
       url: config.databaseUrl,
       poolSize: config.databasePoolSize,
@@ -83,6 +87,11 @@ export class SharedParts {
     releasers.add('postgres pool', () => this.db.close());
     options.metrics.registerPool('main', this.db.pool);
     this.readiness.push({ name: 'postgres', check: () => this.db.ping() });
+  }
+
+  /** The process begins to stop: what watches `stopping` winds down. */
+  beginStopping(): void {
+    this.stopController.abort();
   }
 
   private get connectionName(): string {

@@ -5,7 +5,7 @@ import { dirname, join, normalize, relative } from 'node:path';
 /**
  * The folders of src/ are layers, and an import may only point down (or stay in its folder): the composition
  * root and its roles (each role wires the layers below into a running part of the service) → edges (CLI,
- * HTTP, the Kubernetes controller) → adapters and processes (delivery, ingestion, streams) → domain (auth,
+ * HTTP, the Kubernetes controller) → adapters and processes (delivery, ingestion, streams, live) → domain (auth,
  * webhooks, integrity) → the trail (events) → infrastructure (db, bus) → platform and config. The customer
  * client stands alone. A picture of the imports with an arrow going up is a design asking for a change;
  * this keeps the picture honest.
@@ -16,7 +16,7 @@ const LAYERS: ReadonlyArray<readonly string[]> = [
   ['db', 'bus'],
   ['events'],
   ['auth', 'webhooks', 'integrity'],
-  ['delivery', 'ingestion', 'streams'],
+  ['delivery', 'ingestion', 'streams', 'live'],
   ['http', 'controller', 'cli'],
   ['roles'],
   ['(root)'],

@@ -46,8 +46,10 @@ run: build services
 clean-local: install
 	node scripts/clean-local.ts
 
+# The suite's files are named here, not in .mocharc.json: mocha appends the files given on its command line
+# to the configured spec, so `npx mocha test/one.test.ts` would run the whole suite with that file in it.
 test: build services lint
-	mocha
+	mocha 'test/**/*.test.ts'
 
 bench: build services
 	node bench/run.ts

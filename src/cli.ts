@@ -60,7 +60,17 @@ async function serve(args: string[], config: Config, log: Logger): Promise<numbe
   if (unknown.length > 0) throw new UsageError(`unknown role(s) ${unknown.join(', ')}; roles are ${ROLES.join(', ')}`);
   // Listening before start-up, so that a signal during it stops the service once started, gracefully.
   const stop = stopRequested(log, (signal) => process.exit(128 + constants.signals[signal]));
-  const service = await startService({ config, roles: roles as Role[], log });
+  // A stop asked for while a role still waits for Postgres at start ends the wait: nothing was started to drain.
+  const abandon = new AbortController();
+  void stop.then(() => abandon.abort());
+  let service: Awaited<ReturnType<typeof startService>>;
+  try {
+    service = await startService({ config, roles: roles as Role[], log, startSignal: abandon.signal });
+  } catch (error) {
+    if (!abandon.signal.aborted) throw error;
+    log.info('stopped during start-up');
+    return 0;
+  }
   await stop;
   await service.stop();
   return 0;

@@ -52,6 +52,8 @@ export interface ServiceOptions {
   readonly rateLimiting?: boolean;
   /** The Kubernetes API the controller role talks to; by default in-cluster credentials or KUBECONFIG. */
   readonly kubeConfig?: KubeConfig;
+  /** Aborted when the process is asked to stop during start-up (a role waiting for Postgres gives up). */
+  readonly startSignal?: AbortSignal;
 }
 
 /**
@@ -68,6 +70,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const ports = { closing: () => !accepting, accepting: () => accepting };
   let served: { publicPort: number | undefined; internalPort: number };
   let parts: SharedParts | undefined;
+  let internal: InternalPort | undefined;
   try {
     parts = new SharedParts({
       config,
@@ -79,12 +82,19 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       busNamespace: options.busNamespace,
       rateLimiting: options.rateLimiting !== false,
       kubeConfig: options.kubeConfig,
+      startSignal: options.startSignal,
     });
+    // Health and readiness answer while the roles start, which may mean waiting for Postgres: live, not ready.
+    internal = await InternalPort.open(parts, ports);
+    // Every role but the api needs Postgres to start (the deployment id names its streams, the sealer
+    // registers its key): waiting here, with backoff and a log line per attempt, instead of exiting.
+    if (!modules.every((role) => role.startsWithoutPostgres)) await parts.deploymentId();
     const started: RoleParts[] = [];
     for (const role of modules) started.push(await role.start(parts));
-    served = await servePorts(parts, started, ports);
+    served = { publicPort: await servePublic(parts, started, ports), internalPort: internal.serve(started) };
   } catch (error) {
     await releasers.releaseAll(log);
+    await internal?.closeUnlessServing(config.shutdownGraceMs);
     throw error;
   }
 
@@ -115,33 +125,83 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   };
 }
 
-/** The public port when a role serves the API, and the internal port always (health, readiness, metrics). */
-async function servePorts(
+/** The public port, when a role serves the API. */
+async function servePublic(
   parts: SharedParts,
   started: readonly RoleParts[],
-  ports: { closing: () => boolean; accepting: () => boolean },
-): Promise<{ publicPort: number | undefined; internalPort: number }> {
-  const { config, log, metrics, releasers } = parts;
+  ports: { closing: () => boolean },
+): Promise<number | undefined> {
+  const { config, releasers } = parts;
   const publicHandler: PublicHandler | undefined = started.find((role) => role.publicHandler)?.publicHandler;
-  let publicPort: number | undefined;
-  if (publicHandler) {
-    const server = await HttpPort.listen(publicHandler, config.host, config.port, ports.closing);
-    releasers.add('public server', () => server.close(config.shutdownGraceMs));
-    publicPort = server.port;
+  if (!publicHandler) return undefined;
+  const server = await HttpPort.listen(publicHandler, config.host, config.port, ports.closing);
+  releasers.add('public server', () => server.close(config.shutdownGraceMs));
+  return server.port;
+}
+
+/**
+ * The internal port (health, readiness, metrics, the roles' internal routes), listening before the roles
+ * start: until they have, /readyz answers 503 with a `start` check saying so, and /healthz 200, so that an
+ * orchestrator keeps a process that waits for Postgres instead of restarting it.
+ */
+class InternalPort {
+  private handler: PublicHandler;
+  private serving = false;
+  private readonly parts: SharedParts;
+  private readonly ports: { closing: () => boolean; accepting: () => boolean };
+  private readonly server: HttpPort;
+
+  private constructor(parts: SharedParts, ports: InternalPort['ports'], server: HttpPort, handler: PublicHandler) {
+    this.parts = parts;
+    this.ports = ports;
+    this.server = server;
+    this.handler = handler;
   }
-  const readiness: ReadinessCheck[] = [...parts.readiness, ...started.flatMap((role) => role.readiness ?? [])];
-  const features: Router<RequestState>[] = started.flatMap((role) => role.internalRoutes ?? []);
-  const internalApp = buildInternalApp({
-    log,
-    metrics,
-    trustedProxies: config.trustedProxies,
-    readiness,
-    features,
-    accepting: ports.accepting,
-  });
-  const internal = await HttpPort.listen(internalApp.callback(), config.host, config.internalPort, ports.closing);
-  releasers.add('internal server', () => internal.close(config.shutdownGraceMs));
-  return { publicPort, internalPort: internal.port };
+
+  static async open(parts: SharedParts, ports: { closing: () => boolean; accepting: () => boolean }): Promise<InternalPort> {
+    const starting: ReadinessCheck = {
+      name: 'start',
+      check: () => Promise.reject(new Error('the roles are starting (waiting for Postgres while it is away)')),
+    };
+    const handler = internalHandler(parts, ports, [...parts.readiness, starting], []);
+    let port: InternalPort | undefined;
+    const server = await HttpPort.listen(
+      (request, response) => port?.handler(request, response),
+      parts.config.host,
+      parts.config.internalPort,
+      ports.closing,
+    );
+    port = new InternalPort(parts, ports, server, handler);
+    return port;
+  }
+
+  /** Serves the started roles' readiness and routes from now on; returns the port. */
+  serve(started: readonly RoleParts[]): number {
+    const readiness: ReadinessCheck[] = [...this.parts.readiness, ...started.flatMap((role) => role.readiness ?? [])];
+    const features: Router<RequestState>[] = started.flatMap((role) => role.internalRoutes ?? []);
+    this.handler = internalHandler(this.parts, this.ports, readiness, features);
+    // Released where the roles' releasers put it before this change: after the public port, before the roles,
+    // so that no ingest request arrives once ingestion has stopped.
+    this.parts.releasers.add('internal server', () => this.server.close(this.parts.config.shutdownGraceMs));
+    this.serving = true;
+    return this.server.port;
+  }
+
+  /** When start-up failed before serve(): its releaser was never registered. */
+  async closeUnlessServing(graceMs: number): Promise<void> {
+    if (!this.serving) await this.server.close(graceMs);
+  }
+}
+
+function internalHandler(
+  parts: SharedParts,
+  ports: { accepting: () => boolean },
+  readiness: readonly ReadinessCheck[],
+  features: readonly Router<RequestState>[],
+): PublicHandler {
+  const { config, log, metrics } = parts;
+  const app = buildInternalApp({ log, metrics, trustedProxies: config.trustedProxies, readiness, features, accepting: ports.accepting });
+  return app.callback();
 }
 
 function portsLogged(served: { publicPort: number | undefined; internalPort: number }) {

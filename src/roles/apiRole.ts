@@ -38,6 +38,7 @@ type Portal = Parameters<typeof portalSessionRoutes>[0];
 /** The public API and the customer portal, on PORT. */
 export const role: Role = {
   behindService: true,
+  startsWithoutPostgres: true,
   async start(parts) {
     const { config, log, metrics } = parts;
     const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'the api role');

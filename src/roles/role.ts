@@ -18,6 +18,11 @@ export interface Role {
   readonly behindService?: boolean;
   /** The process's writer hands the deliveries of what it writes to NATS itself (delivery/deliveryPublisher.ts). */
   readonly publishesDeliveries?: boolean;
+  /**
+   * Starts with Postgres away and answers 503 until it returns, which a client tells apart from a process
+   * that is not there. A process running any other role waits for Postgres before starting its roles.
+   */
+  readonly startsWithoutPostgres?: boolean;
   start(parts: SharedParts): Promise<RoleParts>;
 }
 

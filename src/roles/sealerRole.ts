@@ -21,7 +21,8 @@ export const role: Role = {
       metrics,
     });
     metrics.registerSealBacklogAge(() => oldestUnsealedAgeSeconds(db));
-    await sealer.start();
+    // Its key's registration is its first query: where it waits for Postgres at start, like every role.
+    await parts.whenPostgresAnswers('register the signing key', () => sealer.start());
     parts.releasers.add('sealer', () => sealer.stop());
     const check = async () => {
       if (sealer.retired) throw sealer.retired;

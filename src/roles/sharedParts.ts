@@ -5,6 +5,7 @@ import { requireSetting, type Config } from '../config/config.ts';
 import { Database } from '../db/database.ts';
 import { readDeploymentId } from '../db/deploymentIdentity.ts';
 import { LongReads } from '../db/longReads.ts';
+import { untilPostgresAnswers, type StartBackoff } from '../db/postgresAtStart.ts';
 import { ENDPOINT_DELIVERIES } from '../delivery/endpointDeliveries.ts';
 import { WEBHOOK_FAN_OUT } from '../delivery/fanOut.ts';
 import { DeliveryPublisher } from '../delivery/deliveryPublisher.ts';
@@ -31,6 +32,10 @@ export interface SharedPartsOptions {
   readonly rateLimiting: boolean;
   /** The Kubernetes API for the controller role, instead of in-cluster credentials or KUBECONFIG. */
   readonly kubeConfig?: KubeConfig;
+  /** Aborted when the process is asked to stop during start-up: a role waiting for Postgres gives up. */
+  readonly startSignal?: AbortSignal;
+  /** Between attempts of a start-up step while Postgres is away (db/postgresAtStart.ts). */
+  readonly startBackoff?: StartBackoff;
 }
 
 export interface Bus {
@@ -98,12 +103,31 @@ export class SharedParts {
     return `audit-trail ${this.options.roleNames.join(',')}`;
   }
 
-  /** Read once: it names this deployment's streams, messages and resources for as long as the process runs. */
+  /**
+   * A role's start-up step that needs Postgres, retried with backoff while Postgres is away; the process is
+   * not ready meanwhile (main.ts serves the internal port first). Every role waits the same way.
+   */
+  whenPostgresAnswers<T>(step: string, run: () => Promise<T>): Promise<T> {
+    const { log, startSignal: signal, startBackoff: backoff } = this.options;
+    return untilPostgresAnswers(step, run, { log, signal, backoff });
+  }
+
+  /**
+   * Read once: it names this deployment's streams, messages and resources for as long as the process runs.
+   * The first step of every role but the api's, so it is where they wait for Postgres at start.
+   */
   deploymentId(): Promise<string> {
-    this.deploymentIdOnce ??= readDeploymentId(this.db).then((id) => {
-      this.deploymentIdRead = id;
-      return id;
-    });
+    this.deploymentIdOnce ??= this.whenPostgresAnswers('read the deployment id', () => readDeploymentId(this.db)).then(
+      (id) => {
+        this.deploymentIdRead = id;
+        return id;
+      },
+      (error: unknown) => {
+        // Not cached: a later caller (a start after an abandoned one) tries again.
+        this.deploymentIdOnce = undefined;
+        throw error;
+      },
+    );
     return this.deploymentIdOnce;
   }
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ValidationError } from '../platform/errors.ts';
+import { checkTimeWindow } from '../platform/paging.ts';
 import { ACTION_MAX_LENGTH, ACTION_PATTERN, IDENTIFIER_MAX_LENGTH, RESOURCE_TYPE_MAX_LENGTH, parseTimestampCeilMs } from './eventFields.ts';
 
 /** Filters shared by the list and the export (docs/api.md). Times are epoch milliseconds. */
@@ -68,9 +68,7 @@ export function toEventFilters(fields: FilterFields): EventFilters {
   if (fields.until !== undefined) filters.untilMs = parseTimestampCeilMs(fields.until);
   if (fields.user_id !== undefined) filters.userId = fields.user_id;
   if (fields.resource_id !== undefined) filters.resourceId = fields.resource_id;
-  if (filters.sinceMs !== undefined && filters.untilMs !== undefined && filters.sinceMs >= filters.untilMs) {
-    throw ValidationError.single('since', 'must be earlier than until');
-  }
+  checkTimeWindow(filters.sinceMs, filters.untilMs);
   return filters;
 }
 

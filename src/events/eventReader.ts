@@ -1,5 +1,6 @@
 import type { Queryable } from '../db/database.ts';
 import { NotFoundError } from '../platform/errors.ts';
+import { pageOf, rowsToRead } from '../platform/paging.ts';
 import type { CursorCodec } from './cursor.ts';
 import { UUID_PATTERN } from './eventFields.ts';
 import type { EventFilters } from './eventFilters.ts';
@@ -22,17 +23,13 @@ export class EventReader {
     this.cursors = cursors;
   }
 
-  /** `{"events": [...], "page": {...}}` for one page; has_more is known by reading one row past the page. */
+  /** `{"events": [...], "page": {...}}` for one page; the events are stored JSON text, joined as they are. */
   async listPage(request: ListRequest): Promise<string> {
     const { tenantId, filters, limit } = request;
     const after = request.cursor === undefined ? undefined : this.cursors.decode(request.cursor, tenantId, filters);
-    const documents = await listEventDocuments(this.db, tenantId, filters, after, limit + 1);
-    const hasMore = documents.length > limit;
-    const page = hasMore ? documents.slice(0, limit) : documents;
-    const last = page.at(-1);
-    const nextCursor = hasMore && last ? this.cursors.encode(positionOf(last), tenantId, filters) : null;
-    const descriptor = JSON.stringify({ limit, returned: page.length, next_cursor: nextCursor, has_more: hasMore });
-    return `{"events":[${page.join(',')}],"page":${descriptor}}`;
+    const documents = await listEventDocuments(this.db, tenantId, filters, after, rowsToRead(limit));
+    const { rows, page } = pageOf(documents, limit, (last) => this.cursors.encode(positionOf(last), tenantId, filters));
+    return `{"events":[${rows.join(',')}],"page":${JSON.stringify(page)}}`;
   }
 
   /** The event as JSON text. Unknown, malformed and other tenants' ids are the same 404 (docs/api.md). */

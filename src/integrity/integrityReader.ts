@@ -2,6 +2,7 @@ import type { ConsistencyProof, InclusionProof, SignedTreeHead } from '../client
 import type { Database, Queryable } from '../db/database.ts';
 import { UUID_PATTERN } from '../events/eventFields.ts';
 import { ConflictError, NotFoundError, ValidationError } from '../platform/errors.ts';
+import { pageOf, rowsToRead } from '../platform/paging.ts';
 import { ExportProofs } from './exportProofs.ts';
 import { TileSet, tilesForConsistency } from './tiles.ts';
 import { TreeHeadCursor } from './treeHeadCursor.ts';
@@ -46,12 +47,10 @@ export class IntegrityReader {
     const { tenantId, limit } = request;
     const window = JSON.stringify([request.sinceMs ?? null, request.untilMs ?? null]);
     const beforeMs = request.cursor === undefined ? undefined : this.cursors.decode(request.cursor, tenantId, window);
-    const heads = await listTreeHeads(this.db, tenantId, { sinceMs: request.sinceMs, untilMs: request.untilMs, beforeMs }, limit + 1);
-    const hasMore = heads.length > limit;
-    const page = hasMore ? heads.slice(0, limit) : heads;
-    const last = page.at(-1);
-    const nextCursor = hasMore && last ? this.cursors.encode(Date.parse(last.timestamp), tenantId, window) : null;
-    return { tree_heads: page, page: { limit, returned: page.length, next_cursor: nextCursor, has_more: hasMore } };
+    const range = { sinceMs: request.sinceMs, untilMs: request.untilMs, beforeMs };
+    const heads = await listTreeHeads(this.db, tenantId, range, rowsToRead(limit));
+    const { rows, page } = pageOf(heads, limit, (last) => this.cursors.encode(Date.parse(last.timestamp), tenantId, window));
+    return { tree_heads: rows, page };
   }
 
   /** The head a proof is computed against: of exactly this size, or the latest. */

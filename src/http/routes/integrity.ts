@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { filterFieldsSchema } from '../../events/eventFilters.ts';
 import { parseTimestampCeilMs } from '../../events/eventFields.ts';
 import { NotYetSealedError, type IntegrityReader } from '../../integrity/integrityReader.ts';
-import { ValidationError } from '../../platform/errors.ts';
+import { checkTimeWindow } from '../../platform/paging.ts';
 import { requireScope } from '../authenticate.ts';
 import { pageSchema } from '../apiSchemas.ts';
 import { authenticatedResponse, json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
@@ -43,8 +43,7 @@ export function integrityRoutes(integrity: IntegrityReader, sealIntervalMs: numb
     const query = parseQuery(treeHeadsQuerySchema, ctx.query);
     const sinceMs = query.since === undefined ? undefined : parseTimestampCeilMs(query.since);
     const untilMs = query.until === undefined ? undefined : parseTimestampCeilMs(query.until);
-    if (sinceMs !== undefined && untilMs !== undefined && sinceMs >= untilMs)
-      throw ValidationError.single('since', 'must be earlier than until');
+    checkTimeWindow(sinceMs, untilMs);
     ctx.body = await integrity.headsPage({
       tenantId: principalOf(ctx).tenantId,
       sinceMs,

@@ -212,7 +212,7 @@ export function exportQuery(
 }
 
 /** WHERE fragments and their parameters for the shared list/export filters. */
-function filterConditions(tenantId: string, filters: EventFilters): { where: string[]; values: unknown[] } {
+export function filterConditions(tenantId: string, filters: EventFilters): { where: string[]; values: unknown[] } {
   const where = ['e.tenant_id = $1'];
   const values: unknown[] = [tenantId];
   const add = (fragment: (param: string) => string, value: unknown) => {

@@ -6,11 +6,11 @@ import { liveDocuments, sealedSize, type LiveDocument } from './liveStore.ts';
 /** Leaves read per query: a stream that fell behind catches up in bounded steps. */
 const CHUNK_LEAVES = 1_000;
 /** The longest a stream waits without looking, in case a notification was missed (a sealer of an older release sends none). */
-export const LIVE_POLL_MS = 5_000;
+const LIVE_POLL_MS = 5_000;
 /** How often a stream checks that its key or portal session is still valid (a revocation ends the stream). */
 const REAUTHENTICATE_MS = 5_000;
 /** What EventSource clients wait before reconnecting after the stream ends. */
-export const LIVE_RETRY_MS = 1_000;
+const LIVE_RETRY_MS = 1_000;
 
 export interface LiveStreamOptions {
   readonly db: Queryable;
@@ -76,6 +76,6 @@ export async function* liveStreamText(options: LiveStreamOptions): AsyncGenerato
  * One SSE event: the event id, then the document. A document's JSON has no line break inside a string; any
  * between its tokens start a data line of their own, which the client joins back with a line feed.
  */
-export function eventFrame({ eventId, document }: LiveDocument): string {
+function eventFrame({ eventId, document }: LiveDocument): string {
   return `id: ${eventId}\ndata: ${document.split(/\r\n|\r|\n/).join('\ndata: ')}\n\n`;
 }

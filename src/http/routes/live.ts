@@ -16,7 +16,7 @@ import { principalOf, type AppContext, type RequestState } from '../state.ts';
 import { authenticatedResponse, json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
 
 /** The list's filters, without its paging: a live stream has neither pages nor a cursor. */
-export const liveQuerySchema = z
+const liveQuerySchema = z
   .strictObject(filterFieldsSchema)
   .partial()
   .extend({ phi_involved: queryBoolean().optional().meta({ description: filterFieldsSchema.phi_involved.description }) });
@@ -101,14 +101,14 @@ async function withRetryAfter(ctx: AppContext, next: () => Promise<unknown>): Pr
   }
 }
 
-export const liveEventsSchema = z.string().meta({
+const liveEventsSchema = z.string().meta({
   id: 'LiveEvents',
   description:
     'Server-Sent Events. Each event: `id:` the event_id, `data:` one AuditEvent as JSON. A `: heartbeat` comment is sent when ' +
     'nothing else was for LIVE_HEARTBEAT (15 s by default).',
 });
 
-export const concurrentLiveStreamsSchema = z
+const concurrentLiveStreamsSchema = z
   .looseObject({
     error: z.literal('concurrent_live_streams'),
     message: z.string(),

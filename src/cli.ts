@@ -41,7 +41,8 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(text);
     return 0;
   }
-  if (command === 'verify') return (await import('./cli/verifyCommand.ts')).runVerify(rest);
+  if (command === 'verify')
+    return (await import('./client/cli/verifyCommand.ts')).runVerify(rest, process.stdout, process.stderr, 'audit-trail');
   const load = Object.hasOwn(SERVICE_COMMANDS, command) ? SERVICE_COMMANDS[command] : undefined;
   if (!load) throw new UsageError(`unknown command "${command}"; see audit-trail --help`);
   const [{ loadConfig }, { createLogger }, run] = await Promise.all([import('./config/config.ts'), import('./platform/logger.ts'), load()]);

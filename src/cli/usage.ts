@@ -1,3 +1,7 @@
+import { VERIFY_ARGUMENTS } from '../client/cli/usage.ts';
+
+export { UsageError, asksForHelp, isArgumentError } from '../client/cli/usage.ts';
+
 /**
  * The CLI's usage text, apart from the commands: `--help` and a usage error print it without loading any
  * command's modules, and without reading the configuration (so `--help` works where nothing is set up).
@@ -6,8 +10,8 @@ export const INTEGRITY_USAGE = 'audit-trail integrity check [--tenant T] [--json
 
 export const STREAMS_USAGE = 'audit-trail streams status [--tenant T] [--json]';
 
-export const VERIFY_USAGE =
-  'audit-trail verify --export FILE --public-key FILE... [--tree-head FILE...] [--consistency FILE...] [--complete]';
+/** The customer CLI's verify (audit-trail-client verify, src/client/cli), run under this CLI's name. */
+const VERIFY_USAGE = `audit-trail verify ${VERIFY_ARGUMENTS}`;
 
 /** Each command's usage lines, as `audit-trail COMMAND --help` prints them. */
 export const COMMAND_USAGE: Readonly<Record<string, readonly string[]>> = {
@@ -43,24 +47,4 @@ export function commandUsage(command: string): string | undefined {
   const lines = Object.hasOwn(COMMAND_USAGE, command) ? COMMAND_USAGE[command] : undefined;
   if (!lines) return undefined;
   return `Usage:\n${lines.map((line) => `  ${line}`).join('\n')}\n${command === 'verify' ? '' : `\n${CONFIGURATION}`}`;
-}
-
-/** True when the arguments ask for help (before any `--`, after which everything is an operand). */
-export function asksForHelp(args: readonly string[]): boolean {
-  const end = args.indexOf('--');
-  return (end < 0 ? args : args.slice(0, end)).some((arg) => arg === '--help' || arg === '-h');
-}
-
-/** Failure the operator must fix; printed as one line without a stack. */
-export class UsageError extends Error {
-  override name = 'UsageError';
-}
-
-/**
- * node:util parseArgs' own refusals (an unknown option, a missing value, an unexpected operand) are
- * TypeErrors with an ERR_PARSE_ARGS_ code: the operator's mistake, not the program's.
- */
-export function isArgumentError(error: unknown): boolean {
-  const code = (error as NodeJS.ErrnoException | undefined)?.code;
-  return typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_');
 }

@@ -4,7 +4,7 @@ import { createHmac, timingSafeEqual, type Hmac, type KeyObject } from 'node:cry
  * The `X-Service-Signature` scheme (docs/webhooks.md "Verifying the signature"): `t=<unix seconds>,v1=<hex>` where v1 is
  * HMAC-SHA-256, keyed with the endpoint secret (its hex text, as the owner received it), over
  * `t=<t>.` followed by the raw body bytes. Receivers verify with this module; the service signs with
- * the same signatureOf (webhooks/signature.ts), so the two cannot drift apart.
+ * the same signatureOf (webhookSigning.ts), so the two cannot drift apart.
  */
 
 export const DEFAULT_SIGNATURE_TOLERANCE_S = 300;

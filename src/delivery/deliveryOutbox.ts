@@ -1,5 +1,5 @@
 import { prepared, type Queryable } from '../db/database.ts';
-import type { DeliveredEvent } from '../webhooks/envelope.ts';
+import type { DeliveredEvent } from '../client/webhookEnvelope.ts';
 import { findAttemptTargets, type AttemptTarget } from '../webhooks/webhookStore.ts';
 
 /**

@@ -1,8 +1,8 @@
 import { createSecretKey, type KeyObject } from 'node:crypto';
 import { SERVICE_VERSION } from '../platform/version.ts';
-import { buildEnvelope, type DeliveredEvent } from '../webhooks/envelope.ts';
+import { buildEnvelope, type DeliveredEvent } from '../client/webhookEnvelope.ts';
 import { secretsSigningAt, type SealedSecrets, type SecretBox } from '../webhooks/secretBox.ts';
-import { signatureHeaders } from '../webhooks/signature.ts';
+import { signatureHeaders } from '../client/webhookSigning.ts';
 
 /** What a delivery attempt POSTs: the envelope's bytes and the headers that go with them. */
 export interface DeliveryRequest {

@@ -1,7 +1,7 @@
 import type { Actor } from '../events/adminEvent.ts';
 import { uuidv7 } from '../events/uuidv7.ts';
 import { SigningKeys, signedRequest } from './deliveryRequest.ts';
-import { buildEnvelope } from '../webhooks/envelope.ts';
+import { buildEnvelope } from '../client/webhookEnvelope.ts';
 import type { SecretBox } from '../webhooks/secretBox.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
 import type { WebhookSender } from './webhookSender.ts';

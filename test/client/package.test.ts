@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { AUDIT_EVENT_FIELDS } from '../../src/client/auditEvent.ts';
-import { signDelivery } from '../../src/webhooks/signature.ts';
+import { signDelivery } from '../../src/client/webhookSigning.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { offlineNpmEnvironment } from '../support/offlineNpm.ts';
@@ -52,8 +52,10 @@ describe('the @audit-trail/client package, packed and installed in a project of 
   });
 
   it('ships every module of src/client, compiled, with its declarations', async () => {
-    const modules = (await readdir('src/client')).filter((file) => file.endsWith('.ts')).map((file) => file.replace(/\.ts$/, ''));
-    expect(modules).to.include.members(['index', 'auditTrailClient', 'auditEvent', 'webhookSignature']);
+    const modules = (await readdir('src/client', { recursive: true }))
+      .filter((file) => file.endsWith('.ts'))
+      .map((file) => file.replace(/\.ts$/, ''));
+    expect(modules).to.include.members(['index', 'auditTrailClient', 'auditEvent', 'webhookSignature', 'cli/main']);
     const expected = modules.flatMap((module) => [`dist/${module}.js`, `dist/${module}.d.ts`]);
     expect(packedFiles.filter((path) => path.startsWith('dist/') && !path.endsWith('.map'))).to.have.members(expected);
   });
@@ -65,7 +67,8 @@ describe('the @audit-trail/client package, packed and installed in a project of 
     const manifest = JSON.parse(await readFile(join(project, 'node_modules/@audit-trail/client/package.json'), 'utf8'));
     const declared = ['dependencies', 'peerDependencies', 'optionalDependencies'].flatMap((field) => Object.keys(manifest[field] ?? {}));
     expect(declared).to.deep.equal([]);
-    expect(await readdir(join(project, 'node_modules'))).to.have.members(['.package-lock.json', '@audit-trail']);
+    // .bin holds the package's own command, audit-trail-client.
+    expect(await readdir(join(project, 'node_modules'))).to.have.members(['.bin', '.package-lock.json', '@audit-trail']);
   });
 
   it('lists real events and verifies a signature of the service, from plain Node', async () => {
@@ -109,6 +112,25 @@ describe('the @audit-trail/client package, packed and installed in a project of 
     expect(result.events[0]).to.include({ tenant_id: 'packaged', phi_involved: false, timestamp: '2026-09-01T00:00:00.001Z' });
     expect(result.verdict).to.include({ valid: true });
     expect(result.tampered).to.deep.equal({ valid: false, reason: 'signature_mismatch' });
+  });
+
+  it('installs the customer CLI as the bin audit-trail-client, which lists real events from the package alone', async () => {
+    const project = join(scratch, 'project');
+    const { key } = await mintKey(db.url, { tenantId: 'packaged-cli', scopes: ['audit:read'] });
+    await seedEvents(db.url, [newEvent({ tenantId: 'packaged-cli', occurredAtMs: Date.parse('2026-09-02T00:00:00.000Z') })]);
+    const { stdout } = await run(
+      join(project, 'node_modules/.bin/audit-trail-client'),
+      ['events', 'list', '--action', 'phi.read', '--output', 'ndjson'],
+      {
+        cwd: project,
+        env: { ...scratchEnvironment(scratch), AUDIT_TRAIL_URL: api.baseUrl, AUDIT_TRAIL_API_KEY: key },
+      },
+    );
+    const listed = stdout
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    expect(listed.map((event) => [event.tenant_id, event.timestamp])).to.deep.equal([['packaged-cli', '2026-09-02T00:00:00.000Z']]);
   });
 
   it('types the events and the shapes of the API from its declarations, in a TypeScript project of its own', async () => {

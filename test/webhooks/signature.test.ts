@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createHmac } from 'node:crypto';
 import { verifyWebhookSignature } from '../../src/client/index.ts';
-import { signDelivery } from '../../src/webhooks/signature.ts';
+import { signDelivery } from '../../src/client/webhookSigning.ts';
 
 const SECRET = '3f'.repeat(32);
 const BODY = '{"type":"phi.read","id":"0190c2a4-7a1e-7c3b-9a4e-1d2c3b4a5f60"}';

@@ -1,4 +1,4 @@
-import { signatureHeaders } from '../../webhooks/signature.ts';
+import { signatureHeaders } from '../../client/webhookSigning.ts';
 import type { StreamRecord } from '../records.ts';
 import {
   gzipped,

@@ -1,17 +1,19 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { verifyExport } from '../client/exportVerifier.ts';
-import type { ConsistencyProof, SignedTreeHead, TrustedKey } from '../client/integrity.ts';
-import { VERIFY_USAGE } from './usage.ts';
+import { verifyExport } from '../exportVerifier.ts';
+import type { ConsistencyProof, SignedTreeHead, TrustedKey } from '../integrity.ts';
+import { PROGRAM, VERIFY_ARGUMENTS } from './usage.ts';
 
 /**
- * `audit-trail verify`: checks an export made with proofs=true offline, with no database and no network.
+ * `audit-trail-client verify`: checks an export made with proofs=true offline, with no database and no
+ * network. The operator CLI's `audit-trail verify` is this same command under its own name (`program`).
  * Exits 0 with a summary, 1 naming every failing event and the reason, 2 for a usage problem.
  */
 export async function runVerify(
   args: string[],
   out: NodeJS.WritableStream = process.stdout,
   err: NodeJS.WritableStream = process.stderr,
+  program = PROGRAM,
 ): Promise<number> {
   const { values } = parseArgs({
     args,
@@ -24,7 +26,7 @@ export async function runVerify(
     },
   });
   if (!values.export || values['public-key'].length === 0) {
-    err.write(`audit-trail verify: --export and --public-key are required\nusage: ${VERIFY_USAGE}\n`);
+    err.write(`${program} verify: --export and --public-key are required\nusage: ${program} verify ${VERIFY_ARGUMENTS}\n`);
     return 2;
   }
   let inputs: Parameters<typeof verifyExport>[0];
@@ -38,19 +40,19 @@ export async function runVerify(
       consistencyProofs: (await Promise.all(values.consistency.map((path) => readJsonList<ConsistencyProof>(path, 'proofs')))).flat(),
     };
   } catch (error) {
-    err.write(`audit-trail verify: ${(error as Error).message}\n`);
+    err.write(`${program} verify: ${(error as Error).message}\n`);
     return 2;
   }
   const report = verifyExport({ ...inputs, complete: values.complete });
   for (const failure of report.failures) {
-    err.write(`audit-trail verify: ${failure.eventId ? `event ${failure.eventId}: ` : ''}${failure.reason}\n`);
+    err.write(`${program} verify: ${failure.eventId ? `event ${failure.eventId}: ` : ''}${failure.reason}\n`);
   }
   const head = report.head
     ? `the tree head of size ${report.head.tree_size} signed at ${report.head.timestamp} by key ${report.head.key_id}`
     : 'no tree head';
   const summary = `${report.events} events, ${report.proven} proven against ${head}, ${report.unsealed} not yet sealed; ${report.savedHeads} saved tree heads`;
   if (report.failures.length > 0) {
-    err.write(`audit-trail verify: FAILED (${report.failures.length} problems): ${summary}\n`);
+    err.write(`${program} verify: FAILED (${report.failures.length} problems): ${summary}\n`);
     return 1;
   }
   out.write(`verified: ${summary} consistent with it\n`);

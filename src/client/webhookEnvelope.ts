@@ -1,3 +1,10 @@
+import type { AuditEvent } from './auditEvent.ts';
+
+/**
+ * The webhook delivery body, for the service's deliveries and the customer CLI's `listen`, which forwards
+ * live events to a local server in the very bytes a webhook endpoint would receive.
+ */
+
 /** The stored event fields a delivery is built from (the envelope's source). */
 export interface DeliveredEvent {
   readonly eventId: string;
@@ -45,4 +52,21 @@ function parseDetails(text: string): Record<string, unknown> {
     // Ingestion only stores objects; anything else would be a row written around the service.
   }
   return {};
+}
+
+/** The delivery fields of an event as the API serves it (list, lookup, live). */
+export function deliveredEventOf(event: AuditEvent): DeliveredEvent {
+  return {
+    eventId: event.event_id,
+    timestamp: event.timestamp,
+    action: event.action,
+    tenantId: event.tenant_id,
+    userId: event.user_id,
+    userRole: event.user_role,
+    resourceType: event.resource_type,
+    resourceId: event.resource_id,
+    phiInvolved: event.phi_involved,
+    success: event.success,
+    details: event.details,
+  };
 }

@@ -1,9 +1,10 @@
 import type { KeyObject } from 'node:crypto';
-import { signatureOf, standardSignatureOf } from '../client/webhookSignature.ts';
+import { signatureOf, standardSignatureOf } from './webhookSignature.ts';
 
 /**
- * Signing a delivery, for the sender. The schemes and their verification live with the customer client
- * (client/webhookSignature.ts), which receivers install; this side only stamps the headers.
+ * Signing a delivery, for a sender: the service's delivery worker and log streams, and the customer CLI's
+ * `listen`, which re-signs live events for a local server exactly as deliveries are signed. The schemes and
+ * their verification are in webhookSignature.ts; this module only stamps the headers.
  */
 
 /** The endpoint secret's text, or a KeyObject made from its bytes (a sender signing many bodies imports it once). */

@@ -66,7 +66,32 @@ export async function findApiKey(db: Queryable, lookupId: string): Promise<ApiKe
   return rows[0] && toRecord(rows[0]);
 }
 
-/** Marks the key revoked; returns it only if it was active until now. */
+/**
+ * The key with this lookup id, or, when there is none, a revoked decoy built from the given environment and
+ * hash, in a row of the same shape. Authentication reads keys through this: a missing key and a present one
+ * cost Postgres, the driver and the caller the same work (one row of the same columns, the same parsing),
+ * so a 401's timing does not tell which lookup ids exist.
+ */
+export async function findApiKeyOrDecoy(
+  db: Queryable,
+  lookupId: string,
+  decoy: { readonly environment: KeyEnvironment; readonly secretHash: Buffer },
+): Promise<{ readonly found: boolean; readonly record: ApiKeyRecord }> {
+  const { rows } = await db.query<ApiKeyRow & { found: boolean }>(
+    `SELECT key.lookup_id IS NOT NULL AS found, wanted.lookup_id,
+            coalesce(key.environment, $2) AS environment, coalesce(key.secret_hash, $3::bytea) AS secret_hash,
+            coalesce(key.tenant_id, '') AS tenant_id, coalesce(key.scopes, '{}'::text[]) AS scopes,
+            coalesce(key.allowed_cidrs, '{}'::text[]) AS allowed_cidrs, coalesce(key.description, '') AS description,
+            key.managed_by, coalesce(key.created_at, now()) AS created_at,
+            CASE WHEN key.lookup_id IS NULL THEN now() ELSE key.revoked_at END AS revoked_at
+       FROM (SELECT $1::text AS lookup_id) AS wanted
+       LEFT JOIN api_keys AS key ON key.lookup_id = wanted.lookup_id`,
+    [lookupId, decoy.environment, decoy.secretHash],
+  );
+  const row = rows[0]!;
+  return { found: row.found, record: toRecord(row) };
+}
+
 /** The newest key a Kubernetes ApiKey resource owns, revoked or not. */
 export async function findManagedApiKey(db: Queryable, managedBy: string): Promise<ApiKeyRecord | undefined> {
   const { rows } = await db.query<ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE managed_by = $1 ORDER BY created_at DESC LIMIT 1`, [
@@ -75,6 +100,7 @@ export async function findManagedApiKey(db: Queryable, managedBy: string): Promi
   return rows[0] ? toRecord(rows[0]) : undefined;
 }
 
+/** Marks the key revoked; returns it only if it was active until now. */
 export async function revokeApiKey(db: Queryable, lookupId: string): Promise<ApiKeyRecord | undefined> {
   const { rows } = await db.query<ApiKeyRow>(
     `UPDATE api_keys SET revoked_at = now() WHERE lookup_id = $1 AND revoked_at IS NULL RETURNING ${COLUMNS}`,

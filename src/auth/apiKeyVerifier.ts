@@ -6,7 +6,7 @@ import { addressInRanges, parseAddress, parseCidr, type Cidr } from '../platform
 import { UnauthorizedError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import { hashKeySecret, parseApiKey, type KeyEnvironment } from './apiKeyFormat.ts';
-import { findApiKey, type ApiKeyRecord } from './apiKeyStore.ts';
+import { findApiKeyOrDecoy, type ApiKeyRecord } from './apiKeyStore.ts';
 
 /** Who is calling, once the key checked out. */
 export interface Principal {
@@ -115,7 +115,7 @@ export class ApiKeyVerifier {
     // An unknown id is checked against a decoy that no secret opens: the same steps as for a known one.
     const cached = this.cached(parsed.lookupId) ?? this.decoy;
     if (this.failure(cached, presented, parsed.environment, clientAddress) === undefined) return cached.principal;
-    const key = (await this.load(parsed.lookupId)) ?? this.decoy;
+    const key = await this.load(parsed.lookupId);
     const failure = this.failure(key, presented, parsed.environment, clientAddress);
     if (failure === undefined) return key.principal;
     throw new UnauthorizedError(`${failure} (lookup ${parsed.lookupId})`);
@@ -145,16 +145,17 @@ export class ApiKeyVerifier {
   }
 
   /**
-   * Reads the key from Postgres and caches what it found. An id nobody has is not cached: a lookup that
-   * fails is never answered from the cache anyway, and caching guesses would let a prober fill it.
+   * Reads the key from Postgres and caches what it found. An unknown id reads as a revoked decoy in a row of
+   * the same shape (so it costs what a known id costs) and is not cached: a lookup that fails is never
+   * answered from the cache anyway, and caching guesses would let a prober fill it.
    */
-  private async load(lookupId: string): Promise<VerifiableKey | undefined> {
-    const record = await findApiKey(this.options.db, lookupId);
-    if (!record) {
-      this.cache.delete(lookupId);
-      return undefined;
-    }
+  private async load(lookupId: string): Promise<VerifiableKey> {
+    const { found, record } = await findApiKeyOrDecoy(this.options.db, lookupId, this.decoy);
     const key = toVerifiable(record);
+    if (!found) {
+      this.cache.delete(lookupId);
+      return key;
+    }
     if (this.cache.size >= this.maxEntries) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(lookupId, { key, expiresAt: this.clock.now() + this.ttlMs });
     return key;

@@ -44,7 +44,7 @@ export interface SealedSecrets {
 /**
  * The sealed secrets that sign at `nowMs`, newest first (docs/webhooks.md "Rotating the signing secret"): the
  * current one, and the previous one until its expiry, never after. The store applies the same rule at the
- * time of its read (webhookStore.ts, PREVIOUS_SECRET_SIGNS); this applies it again at the moment of signing.
+ * time of its read (endpointSecretsStore.ts, PREVIOUS_SECRET_SIGNS); this applies it again at the moment of signing.
  */
 export function secretsSigningAt(sealed: SealedSecrets, nowMs: number): Buffer[] {
   return sealed.previous !== null && nowMs < sealed.previous.expiresAt.getTime()

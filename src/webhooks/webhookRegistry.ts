@@ -1,7 +1,6 @@
 import type pg from 'pg';
 import { z } from 'zod';
-import { adminEvent, type Actor } from '../events/adminEvent.ts';
-import type { NewEvent } from '../events/eventStore.ts';
+import type { Actor } from '../events/adminEvent.ts';
 import type { Queryable } from '../db/database.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../platform/errors.ts';
@@ -23,7 +22,6 @@ import {
   deleteEndpoint,
   disableEndpoint,
   findEndpoint,
-  findEndpointSecrets,
   findManagedEndpoint,
   insertEndpointWithinLimit,
   lockTenantEndpoints,
@@ -33,6 +31,11 @@ import {
   type EndpointChanges,
   type WebhookEndpoint,
 } from './webhookStore.ts';
+import { findEndpointSecrets } from './endpointSecretsStore.ts';
+import { describeEndpoint, webhookEvent } from './webhookEvents.ts';
+
+// Read by src/delivery from here until its imports name webhookEvents.ts (the delivery slice's to change).
+export { webhookEvent } from './webhookEvents.ts';
 
 export interface RegisteredEndpoint {
   readonly endpoint: WebhookEndpoint;
@@ -244,7 +247,7 @@ export class WebhookRegistry {
       const endpoint = await findEndpoint(client, id, { lock: true });
       if (!endpoint || endpoint.managedBy !== managedBy) throw new NotFoundError('No such webhook endpoint.');
       const updated = await updateEndpoint(client, id, checked);
-      return { result: updated, events: [webhookEvent('admin.webhook.update', updated, actor, { previous: describe(endpoint) })] };
+      return { result: updated, events: [webhookEvent('admin.webhook.update', updated, actor, { previous: describeEndpoint(endpoint) })] };
     });
   }
 
@@ -280,26 +283,4 @@ export class WebhookRegistry {
     }
     return endpoint;
   }
-}
-
-function describe(endpoint: WebhookEndpoint) {
-  return { url: endpoint.url, event_filter: endpoint.eventFilter, description: endpoint.description };
-}
-
-/** An `admin.webhook.*` event; never the secret. */
-export function webhookEvent(action: string, endpoint: WebhookEndpoint, actor: Actor, extra: Record<string, unknown> = {}): NewEvent {
-  return adminEvent({
-    tenantId: endpoint.tenantId,
-    action,
-    actor,
-    resourceType: 'webhook_endpoint',
-    resourceId: endpoint.id,
-    details: {
-      ...describe(endpoint),
-      active: endpoint.active,
-      consecutive_failures: endpoint.consecutiveFailures,
-      managed_by: endpoint.managedBy,
-      ...extra,
-    },
-  });
 }

@@ -1,5 +1,8 @@
 import { prepared, type Queryable } from '../db/database.ts';
-import type { SealedSecrets } from './secretBox.ts';
+import { PREVIOUS_SECRET_EXPIRY } from './endpointSecretsStore.ts';
+
+// Read by src/delivery from here until its imports name endpointSecretsStore.ts (the delivery slice's to change).
+export { findAttemptTargets, findEndpointSecrets, type AttemptTarget } from './endpointSecretsStore.ts';
 
 /** webhook_endpoints as the domain sees it; the sealed secret stays in the store and delivery modules. */
 export interface WebhookEndpoint {
@@ -34,33 +37,6 @@ interface EndpointRow {
   disabled_at: Date | null;
   previous_secret_expires_at: Date | null;
   [column: string]: unknown;
-}
-
-/**
- * Which secrets are valid now, written once for every read (docs/webhooks.md "Rotating the signing secret"):
- * a rotation's previous secret signs until its expiry, never after, and reads as none once it has expired.
- * The signer applies the rule again at the moment of signing (secretBox.secretsSigningAt).
- */
-const PREVIOUS_SECRET_SIGNS = 'previous_secret_expires_at > now()';
-const PREVIOUS_SECRET_EXPIRY = `CASE WHEN ${PREVIOUS_SECRET_SIGNS} THEN previous_secret_expires_at END AS previous_secret_expires_at`;
-/** The columns sealedSecretsOf reads. */
-const SEALED_SECRETS = `secret_ciphertext,
-  CASE WHEN ${PREVIOUS_SECRET_SIGNS} THEN previous_secret_ciphertext END AS previous_secret_ciphertext,
-  ${PREVIOUS_SECRET_EXPIRY}`;
-
-interface SealedSecretsRow {
-  secret_ciphertext: Buffer;
-  previous_secret_ciphertext: Buffer | null;
-  previous_secret_expires_at: Date | null;
-  [column: string]: unknown;
-}
-
-function sealedSecretsOf(row: SealedSecretsRow): SealedSecrets {
-  const previous =
-    row.previous_secret_ciphertext && row.previous_secret_expires_at
-      ? { ciphertext: row.previous_secret_ciphertext, expiresAt: row.previous_secret_expires_at }
-      : null;
-  return { current: row.secret_ciphertext, previous };
 }
 
 const COLUMNS = `id, tenant_id, url, event_filter, description, active, disabled_reason, consecutive_failures,
@@ -173,31 +149,6 @@ export async function disableEndpoint(db: Queryable, id: string, reason: 'manual
 export async function deleteEndpoint(db: Queryable, id: string): Promise<boolean> {
   const result = await db.query('DELETE FROM webhook_endpoints WHERE id = $1', [id]);
   return (result.rowCount ?? 0) > 0;
-}
-
-/** The endpoint's sealed secrets: the current one, and the previous one while it is still valid. */
-export async function findEndpointSecrets(db: Queryable, id: string): Promise<SealedSecrets | undefined> {
-  const { rows } = await db.query<SealedSecretsRow>(`SELECT ${SEALED_SECRETS} FROM webhook_endpoints WHERE id = $1`, [id]);
-  return rows[0] ? sealedSecretsOf(rows[0]) : undefined;
-}
-
-/** What a delivery attempt needs of its endpoint. */
-export interface AttemptTarget {
-  readonly id: string;
-  readonly active: boolean;
-  readonly url: string;
-  readonly secrets: SealedSecrets;
-}
-
-/**
- * The endpoints of a batch of deliveries, read once each: a batch is mostly deliveries to a few endpoints,
- * and repeating each one's URL and sealed secrets on every delivery was most of the bytes a worker parsed.
- */
-export async function findAttemptTargets(db: Queryable, ids: readonly string[]): Promise<Map<string, AttemptTarget>> {
-  const { rows } = await db.query<SealedSecretsRow & { id: string; active: boolean; url: string }>(
-    prepared(`SELECT id, active, url, ${SEALED_SECRETS} FROM webhook_endpoints WHERE id = ANY($1::text[])`, [ids]),
-  );
-  return new Map(rows.map((row) => [row.id, { id: row.id, active: row.active, url: row.url, secrets: sealedSecretsOf(row) }]));
 }
 
 /**

@@ -6,7 +6,7 @@ import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { SecretBox } from '../webhooks/secretBox.ts';
 import { openDestination, type DestinationOptions } from './destinations/openDestination.ts';
 import { destinationOf } from './streamSecrets.ts';
-import { claimStreams, releaseStreams } from './streamStore.ts';
+import { claimStreams, releaseStreams } from './streamLeaseStore.ts';
 import { StreamWorker } from './streamWorker.ts';
 
 export interface StreamRunnerOptions {

@@ -6,7 +6,8 @@ import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { Destination, EncodedBatch, SendOutcome } from './destinations/destination.ts';
 import { eventRecord, treeHeadRecord, type StreamRecord } from './records.ts';
-import { advancePosition, recordFailure, startPosition, streamPositions, type LogStream } from './streamStore.ts';
+import { advancePosition, recordFailure, startPosition } from './streamLeaseStore.ts';
+import { streamPositions, type LogStream } from './streamStore.ts';
 
 /** Leaves read at once from one tenant's trail: batches are cut from them. */
 const CHUNK_LEAVES = 5_000;

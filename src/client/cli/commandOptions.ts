@@ -59,7 +59,7 @@ function booleanFlag(flag: string, value: string): boolean {
 }
 
 /** A positive integer flag, or undefined when absent. */
-function countFlag(flag: string, value: string | undefined): number | undefined {
+export function countFlag(flag: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   if (!/^\d+$/.test(value) || Number(value) < 1) throw new UsageError(`${flag} takes a positive whole number`);
   return Number(value);

@@ -18,7 +18,8 @@ import { UsageError } from './usage.ts';
 export async function runEvents(args: string[]): Promise<number> {
   const [subcommand, ...rest] = args;
   if (subcommand === 'list') return listEvents(rest);
-  throw new UsageError(subcommand === undefined ? 'events takes list' : `unknown events command "${subcommand}"`);
+  if (subcommand === 'tail') return (await import('./tailCommand.ts')).tailEvents(rest);
+  throw new UsageError(subcommand === undefined ? 'events takes list or tail' : `unknown events command "${subcommand}"`);
 }
 
 /**

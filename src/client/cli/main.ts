@@ -12,6 +12,7 @@ type Command = (args: string[]) => Promise<number>;
 const COMMANDS: Record<string, () => Promise<Command>> = {
   events: async () => (await import('./eventsCommand.ts')).runEvents,
   webhooks: async () => (await import('./webhooksCommand.ts')).runWebhooks,
+  listen: async () => (await import('./listenCommand.ts')).runListen,
   verify: async () => (await import('./verifyCommand.ts')).runVerify,
 };
 

@@ -26,6 +26,7 @@ export const COMMAND_USAGE: Readonly<Record<string, readonly string[]>> = {
     `${PROGRAM} webhooks test WEBHOOK_ID [--output table|json]`,
     `${PROGRAM} webhooks rotate WEBHOOK_ID [--overlap SECONDS] [--output table|json]`,
   ],
+  listen: [`${PROGRAM} listen --forward-to URL ${MATCH} [--secret HEX]`],
   verify: [`${PROGRAM} verify ${VERIFY_ARGUMENTS}`],
 };
 

@@ -15,6 +15,7 @@ import {
   secretConflictMessage,
   type CustomResource,
   type KubeResources,
+  type SecretState,
 } from './kubeResources.ts';
 import { API_KEY, ROTATE_ANNOTATION, apiKeySpecSchema, type ApiKeySpec } from './resources.ts';
 
@@ -85,8 +86,16 @@ export class ApiKeyReconciler {
       return this.report(object, record, { state: 'Ready', reason: 'Revoked', message });
     }
 
-    // Ownership first: while the Secret's name is taken, nothing is minted, revoked or rewritten.
-    const secret = await resources.secretState(object, spec.secretName);
+    let rotateRequest = object.status?.rotateRequest;
+    const rotation = pendingRequest(object, ROTATE_ANNOTATION, rotateRequest);
+    // Ownership first: while the Secret's name is taken, nothing is minted, revoked or rewritten. The
+    // informer's copy will do when it shows the key delivered and nothing is asked (a resync).
+    const current = record;
+    const secret = await resources.secretState(
+      object,
+      spec.secretName,
+      (state) => rotation === undefined && current !== undefined && delivers(state, current),
+    );
     if (secret.state === 'foreign') {
       return this.report(object, record, {
         state: 'Stalled',
@@ -94,15 +103,13 @@ export class ApiKeyReconciler {
         message: secretConflictMessage(object, spec.secretName),
       });
     }
-    let rotateRequest = object.status?.rotateRequest;
-    const rotation = pendingRequest(object, ROTATE_ANNOTATION, rotateRequest);
     if (!record) {
       record = await this.mint(object, spec, managedBy, actor);
       // An annotation present before the first key asks for nothing more.
       return this.report(object, record, active(record), object.metadata.annotations?.[ROTATE_ANNOTATION]);
     }
 
-    const delivered = secret.state === 'owned' && secret.values[SECRET_LOOKUP_FIELD] === record.lookupId;
+    const delivered = delivers(secret, record);
     if (rotation !== undefined) {
       if (!(await resources.isCurrent(API_KEY.plural, object))) return;
       record = await this.rotate(object, spec, record, managedBy, actor);
@@ -205,6 +212,11 @@ export class ApiKeyReconciler {
     };
     return reportHealth(this.options.resources, this.options.events, API_KEY.plural, object, fields, health);
   }
+}
+
+/** Whether the Secret is this resource's own and holds the key of `record`. */
+function delivers(secret: SecretState, record: ApiKeyRecord): boolean {
+  return secret.state === 'owned' && secret.values[SECRET_LOOKUP_FIELD] === record.lookupId;
 }
 
 function active(record: ApiKeyRecord): Health {

@@ -16,14 +16,14 @@ import { ApiKeyReconciler, type ApiKeyObject } from './apiKeyReconciler.ts';
 import { WATCH_BACKOFF, type BackoffPolicy } from './backoff.ts';
 import { CrdGuard, type CrdProblem } from './crdGuard.ts';
 import { DeploymentGuard } from './deploymentGuard.ts';
-import { reportRetry, reportStalled } from './healthReport.ts';
+import { describeError, reportRetry, reportStalled } from './healthReport.ts';
 import { kubeLeaseStore } from './kubeLeaseStore.ts';
 import { EventRecorder } from './kubeEvents.ts';
 import { KubeResources, managedByOf, type AnyResource } from './kubeResources.ts';
 import { DEFAULT_LEASE_TIMING, LeaderElector } from './leaderElection.ts';
 import { API_KEY, DEFAULT_CONTROLLER_CLASS, WEBHOOK_ENDPOINT, type ResourceKind } from './resources.ts';
 import { WebhookEndpointReconciler, type WebhookEndpointObject } from './webhookEndpointReconciler.ts';
-import { OWNED_SECRETS, ownedSecretSources, ownerKey, queueKey, resourceSources } from './watchedSources.ts';
+import { OWNED_SECRETS, cachedObject, ownedSecretSources, ownerKey, queueKey, resourceSources } from './watchedSources.ts';
 import { restartOnError } from './watchRestart.ts';
 import { WorkQueue } from './workQueue.ts';
 
@@ -106,6 +106,8 @@ export class KubernetesController {
   /** Settles once every CRD has been read (or has failed to be): nothing is reconciled before. */
   private crdsRead: Promise<void> = Promise.resolve();
   private running: Running | undefined;
+  /** Set by stop(): giving the Lease up at shutdown is no loss to warn about. */
+  private stopping = false;
 
   constructor(options: ControllerOptions) {
     this.options = options;
@@ -113,7 +115,10 @@ export class KubernetesController {
     const config = options.kubeConfig;
     this.custom = config.makeApiClient(CustomObjectsApi);
     this.core = config.makeApiClient(CoreV1Api);
-    const resources = new KubeResources(this.custom, this.core);
+    // Reconciles read the Secrets they own from the Secret informers of the run in progress, when they hold them.
+    const resources = new KubeResources(this.custom, this.core, (namespace, name) =>
+      cachedObject(this.running?.informers.get('secrets'), namespace, name),
+    );
     const events = new EventRecorder(this.core, options.log, { component: COMPONENT });
     const guard = new DeploymentGuard(resources, events, options.deploymentId);
     const apiKeys = new ApiKeyReconciler({ resources, keys: options.keys, events, guard, log: options.log });
@@ -144,7 +149,8 @@ export class KubernetesController {
         void this.startReconciling();
       },
       onStoppedLeading: () => {
-        options.log.warn('lost the lease: reconciling stops');
+        if (this.stopping) options.log.info('shutting down: the lease is released');
+        else options.log.warn('lost the lease: reconciling stops');
         void this.stopReconciling();
       },
       onError: (error) => options.log.warn({ err: error }, 'leader election'),
@@ -167,6 +173,7 @@ export class KubernetesController {
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
     await this.stopReconciling();
     await this.elector.stop();
     await this.crds.stop();
@@ -252,10 +259,7 @@ export class KubernetesController {
       if (key === undefined) return;
       const [plural, namespace, name] = key.split('/') as [string, string, string];
       const kind = this.kinds.find((candidate) => candidate.resource.plural === plural)!;
-      const object = informers
-        .get(plural)!
-        .map((informer) => informer.get(name, namespace))
-        .find(Boolean);
+      const object = cachedObject(informers.get(plural), namespace, name);
       try {
         // A key may come from an owned Secret: the resource itself decides whether it is ours.
         if (object && this.isOurClass(object)) {
@@ -297,12 +301,4 @@ export class KubernetesController {
   private isOurClass(object: KubernetesObject): boolean {
     return ((object as { spec?: { controllerClass?: string } }).spec?.controllerClass ?? DEFAULT_CONTROLLER_CLASS) === this.controllerClass;
   }
-}
-
-/** What status may say about a failure: never a response body (it could echo what was sent). */
-function describeError(error: unknown): string {
-  const code = (error as { code?: unknown }).code;
-  if (typeof code === 'number') return `the Kubernetes API answered ${code}`;
-  if (error instanceof Error) return `${error.name}: ${error.message.slice(0, 200)}`;
-  return 'unknown error';
 }

@@ -69,3 +69,11 @@ export async function reportStalled(
   if (!(await guard.mayAct(object))) return;
   await reportHealth(resources, events, plural, object, { ...object.status }, { state: 'Stalled', reason, message });
 }
+
+/** What status may say about a failure: never a response body (it could echo what was sent). */
+export function describeError(error: unknown): string {
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'number') return `the Kubernetes API answered ${code}`;
+  if (error instanceof Error) return `${error.name}: ${error.message.slice(0, 200)}`;
+  return 'unknown error';
+}

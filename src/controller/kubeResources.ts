@@ -45,16 +45,21 @@ export class SecretConflictError extends Error {
   override name = 'SecretConflictError';
 }
 
+/** The Secret informer's copy of a Secret (it holds only those labelled as the controller's own), if it has one. */
+export type CachedSecret = (namespace: string, name: string) => V1Secret | undefined;
+
 /** Kubernetes writes shared by the reconcilers: the deployment stamp, finalizers, status, and the Secrets they own. */
 export class KubeResources {
   private readonly custom: CustomObjectsApi;
   private readonly core: CoreV1Api;
+  private readonly cachedSecret: CachedSecret;
   /** Per uid: the object as our last write left it, and the resourceVersions that write (and earlier ones) replaced. */
   private readonly written = new Map<string, { latest: AnyResource; replaced: string[] }>();
 
-  constructor(custom: CustomObjectsApi, core: CoreV1Api) {
+  constructor(custom: CustomObjectsApi, core: CoreV1Api, cachedSecret: CachedSecret = () => undefined) {
     this.custom = custom;
     this.core = core;
+    this.cachedSecret = cachedSecret;
   }
 
   /**
@@ -108,17 +113,27 @@ export class KubeResources {
     return claimed;
   }
 
-  /** Removes a finalizer, guarded by the object's resourceVersion (409 if it moved meanwhile). */
+  /**
+   * Removes a finalizer, guarded by the object's resourceVersion (409 if it moved meanwhile). A 404 means the
+   * object is gone already (someone removed the finalizers by hand, or another leader finished first): what
+   * the finalizer held it for is done, so that is success, not a failure to retry.
+   */
   async removeFinalizer(plural: string, object: AnyResource, finalizer: string): Promise<void> {
     const current = object.metadata.finalizers ?? [];
     if (!current.includes(finalizer)) return;
-    await this.custom.patchNamespacedCustomObject(
-      {
-        ...this.address(plural, object),
-        body: { metadata: { finalizers: current.filter((item) => item !== finalizer), resourceVersion: object.metadata.resourceVersion } },
-      },
-      mergePatch,
-    );
+    try {
+      await this.custom.patchNamespacedCustomObject(
+        {
+          ...this.address(plural, object),
+          body: {
+            metadata: { finalizers: current.filter((item) => item !== finalizer), resourceVersion: object.metadata.resourceVersion },
+          },
+        },
+        mergePatch,
+      );
+    } catch (error) {
+      if ((error as { code?: number }).code !== 404) throw error;
+    }
   }
 
   /**
@@ -162,15 +177,21 @@ export class KubeResources {
     }
   }
 
-  /** The Secret `name` as `owner` sees it: missing, someone else's, or its own with its decoded values. */
-  async secretState(owner: AnyResource, name: string): Promise<SecretState> {
-    const secret = await this.readSecret(owner.metadata.namespace, name);
-    if (!secret) return { state: 'missing' };
-    if (!ownedBy(secret, owner.metadata.uid)) return { state: 'foreign' };
-    const values = Object.fromEntries(
-      Object.entries(secret.data ?? {}).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]),
-    );
-    return { state: 'owned', values };
+  /**
+   * The Secret `name` as `owner` sees it: missing, someone else's, or its own with its decoded values.
+   * Reading it from the API server at every reconcile made a resync cost one GET per resource (33 a second
+   * for 1,000 resources every 30 s), so the Secret informer's copy is used when `settled` accepts it: when
+   * it agrees with the database, nothing is to be done from it. A copy that lags behind a change only makes
+   * the resource look settled until that change's watch event, which queues it again; any copy that would
+   * lead to an action (a lag behind our own write included) fails `settled` and is read afresh.
+   */
+  async secretState(owner: AnyResource, name: string, settled?: (state: SecretState) => boolean): Promise<SecretState> {
+    const cached = settled && this.cachedSecret(owner.metadata.namespace, name);
+    if (cached) {
+      const state = secretStateOf(cached, owner);
+      if (settled(state)) return state;
+    }
+    return secretStateOf(await this.readSecret(owner.metadata.namespace, name), owner);
   }
 
   /** Creates or replaces a Secret owned by `owner` (garbage-collected with it); refuses someone else's. */
@@ -235,6 +256,15 @@ export function managedByOf(object: AnyResource): string {
 export function pendingRequest(object: AnyResource, annotation: string, handled: string | undefined): string | undefined {
   const requested = object.metadata.annotations?.[annotation];
   return requested !== undefined && requested !== handled ? requested : undefined;
+}
+
+function secretStateOf(secret: V1Secret | undefined, owner: AnyResource): SecretState {
+  if (!secret) return { state: 'missing' };
+  if (!ownedBy(secret, owner.metadata.uid)) return { state: 'foreign' };
+  const values = Object.fromEntries(
+    Object.entries(secret.data ?? {}).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]),
+  );
+  return { state: 'owned', values };
 }
 
 function ownedBy(secret: V1Secret, uid: string): boolean {

@@ -1,4 +1,11 @@
-import type { CoreV1Api, CustomObjectsApi, KubernetesListObject, KubernetesObject, V1OwnerReference } from '@kubernetes/client-node';
+import type {
+  CoreV1Api,
+  CustomObjectsApi,
+  KubernetesListObject,
+  KubernetesObject,
+  ListWatch,
+  V1OwnerReference,
+} from '@kubernetes/client-node';
 import { OWNED_SECRET_LABEL, OWNED_SECRET_LABEL_VALUE } from './kubeResources.ts';
 import { GROUP, RESOURCE_KINDS, VERSION, type ResourceKind } from './resources.ts';
 
@@ -48,4 +55,13 @@ export function ownerKey(references: V1OwnerReference[] | undefined, namespace: 
   const owner = references?.find((reference) => reference.controller && reference.apiVersion === `${GROUP}/${VERSION}`);
   const plural = RESOURCE_KINDS.find((resource) => resource.kind === owner?.kind)?.plural;
   return plural && owner ? queueKey(plural, namespace, owner.name) : undefined;
+}
+
+/** The copy of an object that one of these informers (one per watched namespace, or one for all) holds. */
+export function cachedObject(
+  informers: readonly ListWatch<KubernetesObject>[] | undefined,
+  namespace: string,
+  name: string,
+): KubernetesObject | undefined {
+  return informers?.map((informer) => informer.get(name, namespace)).find(Boolean);
 }

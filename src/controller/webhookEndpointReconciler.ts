@@ -18,6 +18,7 @@ import {
   heldSecretOf,
   holdsSecretOf,
   secretData,
+  settledSecret,
 } from './webhookEndpointState.ts';
 import type { EventRecorder } from './kubeEvents.ts';
 import {
@@ -108,7 +109,7 @@ export class WebhookEndpointReconciler {
     if (spec.disabled) return this.settleDisabled(object, endpoint, owner);
 
     // Ownership first: while the Secret's name is taken, nothing is registered, deleted or rewritten.
-    const secret = await resources.secretState(object, spec.secretName);
+    const secret = await resources.secretState(object, spec.secretName, settledSecret(object, endpoint));
     if (secret.state === 'foreign') {
       return this.report(object, endpoint, {
         state: 'Stalled',

@@ -2,7 +2,7 @@ import { standardWebhooksSecretOf } from '../client/webhookSignature.ts';
 import { normaliseWebhookUrl } from '../webhooks/webhookRules.ts';
 import type { WebhookEndpoint } from '../webhooks/webhookStore.ts';
 import type { Health } from './conditions.ts';
-import type { SecretState } from './kubeResources.ts';
+import { pendingRequest, type AnyResource, type SecretState } from './kubeResources.ts';
 import { ROTATE_ANNOTATION, type WebhookEndpointSpec } from './resources.ts';
 
 // What a WebhookEndpoint resource's Secret, status and spec say about its endpoint, without I/O:
@@ -61,6 +61,18 @@ export function differsFromSpec(endpoint: WebhookEndpoint, spec: WebhookEndpoint
 /** Whether the owned Secret holds this endpoint's signing secret, the one its receivers verify with. */
 export function holdsSecretOf(secret: SecretState, endpoint: WebhookEndpoint): secret is SecretState & { state: 'owned' } {
   return secret.state === 'owned' && secret.values[SECRET_ENDPOINT_FIELD] === endpoint.id;
+}
+
+/**
+ * When the Secret informer's copy may stand for the Secret (kubeResources.ts secretState): it holds this
+ * endpoint's secret and no annotation asks for a rotation or a new endpoint, which act on what the Secret
+ * holds and so read it afresh.
+ */
+export function settledSecret(object: AnyResource, endpoint: WebhookEndpoint | undefined): (secret: SecretState) => boolean {
+  const asked =
+    pendingRequest(object, ROTATE_ANNOTATION, object.status?.rotateRequest as string | undefined) !== undefined ||
+    pendingRequest(object, RECREATE_ANNOTATION, object.status?.recreateRequest as string | undefined) !== undefined;
+  return (secret) => !asked && endpoint !== undefined && holdsSecretOf(secret, endpoint);
 }
 
 /** The signing secret the owned Secret holds for this endpoint, if it does. */

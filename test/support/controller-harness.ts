@@ -6,6 +6,7 @@ import { Database } from '../../src/db/database.ts';
 import { readDeploymentId } from '../../src/db/deploymentIdentity.ts';
 import { CONTROLLED_RESOURCE_LOCKS, SessionLocks } from '../../src/db/sessionLocks.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
+import type { Logger } from '../../src/platform/logger.ts';
 import type { ServiceMetrics } from '../../src/platform/metrics.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
@@ -47,6 +48,8 @@ interface ControllerOptions {
   readonly resyncMs?: number;
   readonly watchBackoff?: BackoffPolicy;
   readonly metrics?: ServiceMetrics;
+  /** Where the controller logs (silent unless TEST_LOG_LEVEL asks, by default). */
+  readonly log?: Logger;
 }
 
 export interface ControllerHarness extends Deployment {
@@ -129,7 +132,7 @@ export async function startControllerHarness(
         leaseNamespace: 'audit-system',
         leaseName: options.leaseName ?? LEASE_NAME,
         identity,
-        log: testLogger(),
+        log: options.log ?? testLogger(),
         resyncMs: options.resyncMs ?? 1_000,
         leaseTiming: LEASE_TIMING,
         ...(options.watchBackoff ? { watchBackoff: options.watchBackoff } : {}),

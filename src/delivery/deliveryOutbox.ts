@@ -1,6 +1,7 @@
 import { prepared, type Queryable } from '../db/database.ts';
 import type { DeliveredEvent } from '../client/webhookEnvelope.ts';
 import { findAttemptTargets, type AttemptTarget } from '../webhooks/webhookStore.ts';
+import type { AttemptRecord, DeliveryChange, DeliveryFacts, DeliveryState } from './deliveryStateMachine.ts';
 
 /**
  * The delivery outbox: the delivery path's SQL on `deliveries` and `delivery_attempts`. Its siblings each
@@ -279,49 +280,38 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
   return work;
 }
 
-export interface AttemptRecord {
-  readonly attemptedAt: Date;
-  readonly durationMs: number;
-  readonly statusCode: number | null;
-  readonly error: string | null;
-  readonly responseExcerpt: string;
+/** The deliveries an outcome batch names, as the state machine needs them; deleted ones are absent. */
+export async function readDeliveryFacts(db: Queryable, ids: readonly string[]): Promise<Map<string, DeliveryFacts>> {
+  if (ids.length === 0) return new Map();
+  const { rows } = await db.query<{ id: string; state: DeliveryState; attempts: number; failure_counted: boolean }>(
+    prepared('SELECT id::text AS id, state, attempts, failure_counted FROM deliveries WHERE id = ANY($1::int8[])', [ids]),
+  );
+  return new Map(rows.map((row) => [row.id, { state: row.state, attempts: row.attempts, failureCounted: row.failure_counted }]));
 }
 
-export type DeliveryOutcome =
-  /** The attempt was made; the delivery is done (succeeded or failed for good) or due again at dueAt. */
-  | {
-      readonly kind: 'attempted';
-      readonly deliveryId: string;
-      readonly attempt: number;
-      readonly state: 'succeeded' | 'failed' | 'pending';
-      readonly dueAt: Date | null;
-      readonly record: AttemptRecord;
-    }
-  /** No attempt was made (the worker could not make it, or was stopping); the same attempt is due again at dueAt. */
-  | { readonly kind: 'deferred'; readonly deliveryId: string; readonly attempt: number; readonly dueAt: Date }
-  /**
-   * No attempt was made: every slot of the endpoint was busy. The delivery waits, parked, until requests to
-   * its endpoint finish (unparkDeliveries); its due time stays, so it keeps its place among the parked.
-   */
-  | { readonly kind: 'parked'; readonly deliveryId: string; readonly attempt: number }
-  /** The endpoint is inactive: nothing more will be attempted. */
-  | { readonly kind: 'cancelled'; readonly deliveryId: string; readonly attempt: number };
+/** What the state machine decided for one outcome: an attempt record to keep, a new row, or both. */
+export interface OutcomeWrite {
+  readonly deliveryId: string;
+  readonly attempt: number;
+  readonly record: AttemptRecord | undefined;
+  readonly change: DeliveryChange | undefined;
+}
 
 /**
- * Records a batch of outcomes in one statement: the attempt records (a redelivered message repeats an
- * attempt whose record may already exist: the first record stands; a deleted delivery gets none) and each
- * delivery's new state, applied only if the delivery still waits for exactly that attempt, so a duplicate
- * message cannot count an attempt twice (a parked delivery waits for its attempt too: a copy of its message
- * that another worker held meanwhile may still make it). Returns the ids of the deliveries that changed.
- * Times travel as epoch milliseconds.
+ * Writes a batch's decisions in one statement: the attempt records (a redelivered message repeats an
+ * attempt whose record may already exist: the first record stands) and the deliveries' new rows. The
+ * recorder read the rows under their endpoints' locks; the update's condition is the state machine's own
+ * (the delivery still waits for that attempt), repeated so that a row changed by a path that does not
+ * take the endpoint's lock is never overwritten. Times travel as epoch milliseconds.
  */
-export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryOutcome[]): Promise<Set<string>> {
-  if (outcomes.length === 0) return new Set();
-  const { rows } = await db.query<{ id: string }>(
+export async function recordOutcomes(db: Queryable, writes: readonly OutcomeWrite[]): Promise<void> {
+  if (writes.length === 0) return;
+  await db.query(
     prepared(
       `WITH outcome AS (
-       SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::float8[], $5::float8[], $6::int[], $7::int[], $8::text[], $9::text[])
-              AS o(id, attempt, state, due_ms, attempted_ms, duration_ms, status_code, error, response_excerpt)
+       SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::float8[], $6::boolean[],
+                            $7::boolean[], $8::float8[], $9::int[], $10::int[], $11::text[], $12::text[])
+              AS o(id, attempt, state, attempts, due_ms, completed, wake, attempted_ms, duration_ms, status_code, error, response_excerpt)
      ), recorded AS (
        INSERT INTO delivery_attempts (delivery_id, attempt, attempted_at, duration_ms, status_code, error, response_excerpt)
        SELECT id, attempt, to_timestamp(attempted_ms / 1000), duration_ms, status_code, error, response_excerpt
@@ -332,36 +322,33 @@ export async function recordOutcomes(db: Queryable, outcomes: readonly DeliveryO
      ), updated AS (
        UPDATE deliveries AS d
        SET state = o.state,
-           attempts = CASE WHEN o.attempted_ms IS NULL THEN o.attempt - 1 ELSE o.attempt END,
+           attempts = o.attempts,
            due_at = COALESCE(to_timestamp(o.due_ms / 1000), d.due_at),
            published_at = NULL,
-           completed_at = CASE WHEN o.state IN ('pending', 'parked') THEN NULL ELSE now() END
+           completed_at = CASE WHEN o.completed THEN now() END
        FROM outcome o
-       WHERE d.id = o.id AND d.state IN ('pending', 'parked') AND d.attempts = o.attempt - 1
-       RETURNING d.id, o.state, o.attempted_ms
+       WHERE d.id = o.id AND o.state IS NOT NULL AND d.state IN ('pending', 'parked') AND d.attempts = o.attempt - 1
+       RETURNING o.wake
      )
      -- A retry scheduled here wakes the relays, which then sleep until it falls due rather than finding it
      -- at their next poll (a poll's rounding would swamp the jitter of a short schedule). Deferrals and
      -- parkings are not attempts and wake nobody. Once per statement, like the fan-out's notification.
-     SELECT id::text AS id,
-            (SELECT CASE WHEN count(*) > 0 THEN pg_notify($10, '') END
-               FROM updated WHERE state = 'pending' AND attempted_ms IS NOT NULL) AS notified
-     FROM updated`,
+     SELECT (SELECT CASE WHEN count(*) > 0 THEN pg_notify($13, '') END FROM updated WHERE wake) AS notified`,
       [
-        outcomes.map((outcome) => outcome.deliveryId),
-        outcomes.map((outcome) => outcome.attempt),
-        outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.state : outcome.kind === 'deferred' ? 'pending' : outcome.kind)),
-        outcomes.map((outcome) =>
-          outcome.kind === 'attempted' || outcome.kind === 'deferred' ? (outcome.dueAt?.getTime() ?? null) : null,
-        ),
-        outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.attemptedAt.getTime() : null)),
-        outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.durationMs : null)),
-        outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.statusCode : null)),
-        outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.error : null)),
-        outcomes.map((outcome) => (outcome.kind === 'attempted' ? outcome.record.responseExcerpt : null)),
+        writes.map((write) => write.deliveryId),
+        writes.map((write) => write.attempt),
+        writes.map((write) => write.change?.state ?? null),
+        writes.map((write) => write.change?.attempts ?? null),
+        writes.map((write) => write.change?.dueAt?.getTime() ?? null),
+        writes.map((write) => write.change?.completed ?? null),
+        writes.map((write) => write.change?.wakeRelays ?? null),
+        writes.map((write) => write.record?.attemptedAt.getTime() ?? null),
+        writes.map((write) => write.record?.durationMs ?? null),
+        writes.map((write) => write.record?.statusCode ?? null),
+        writes.map((write) => write.record?.error ?? null),
+        writes.map((write) => write.record?.responseExcerpt ?? null),
         DELIVERIES_PENDING_CHANNEL,
       ],
     ),
   );
-  return new Set(rows.map((row) => row.id));
 }

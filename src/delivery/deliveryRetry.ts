@@ -1,4 +1,4 @@
-import { prepared, type Queryable } from '../db/database.ts';
+import type { Queryable } from '../db/database.ts';
 import { DELIVERIES_PENDING_CHANNEL } from './deliveryOutbox.ts';
 
 /**
@@ -37,13 +37,4 @@ export async function scheduleManualRetry(db: Queryable, deliveryId: string): Pr
      SELECT pg_notify($2, '') FROM retried WHERE published_at IS NULL`,
     [deliveryId, DELIVERIES_PENDING_CHANNEL],
   );
-}
-
-/** Of these deliveries, those whose failure has already been counted against their endpoint. */
-export async function failuresAlreadyCounted(db: Queryable, deliveryIds: readonly string[]): Promise<Set<string>> {
-  if (deliveryIds.length === 0) return new Set();
-  const { rows } = await db.query<{ id: string }>(
-    prepared('SELECT id::text AS id FROM deliveries WHERE id = ANY($1::int8[]) AND failure_counted', [deliveryIds]),
-  );
-  return new Set(rows.map((row) => row.id));
 }

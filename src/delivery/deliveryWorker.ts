@@ -2,7 +2,8 @@ import { jetstream, jetstreamManager, type Consumer, type ConsumerMessages, type
 import type { BusConnection } from '../bus/natsConnection.ts';
 import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/streams.ts';
 import type { Queryable } from '../db/database.ts';
-import { loadDeliveryWork, type DeliveryOutcome, type DeliveryWork } from './deliveryOutbox.ts';
+import { loadDeliveryWork, type DeliveryWork } from './deliveryOutbox.ts';
+import { attemptVerdict, deliveryPolicy, type AttemptVerdict, type DeliveryOutcome, type DeliveryPolicy } from './deliveryStateMachine.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -112,6 +113,7 @@ export class DeliveryWorker {
   private readonly tickets = new Map<number, Ticket>();
   private readonly lanes: EndpointLanes<Routed>;
   private readonly recorder: OutcomeRecorder<Held>;
+  private readonly policy: DeliveryPolicy;
   private readonly signingKeys: SigningKeys;
   private readonly rotatedSecrets: RotatedSecrets;
   private readonly strays: StrayMessages;
@@ -139,8 +141,10 @@ export class DeliveryWorker {
         }),
       onSlotFreed: () => this.maybeResumePulling(),
     });
+    this.policy = deliveryPolicy(options.retryPolicy);
     this.recorder = new OutcomeRecorder<Held>({
       writer: options.writer,
+      policy: this.policy,
       log: options.log,
       metrics: options.metrics,
       onWritten: (batch, committed) => {
@@ -393,17 +397,12 @@ export class DeliveryWorker {
     const request = deliveryRequest(work.event, held.attempt, keys, now);
     const attemptedAt = new Date();
     const result = await this.options.sender.send(work.endpoint.id, work.endpoint.url, request.body, request.headers);
-    const retryDelay = result.ok ? undefined : this.options.retryPolicy.delayAfter(held.attempt);
-    const state = result.ok ? 'succeeded' : retryDelay === undefined ? 'failed' : 'pending';
-    this.options.metrics.webhookAttempts.inc({ result: state === 'succeeded' ? 'success' : state === 'failed' ? 'failed' : 'retry' });
-    this.options.metrics.webhookAttemptDuration.observe(result.durationMs / 1000);
-    this.logAttempt(held, work, result, state, retryDelay);
-    this.record(held, work.endpoint.id, {
+    const outcome: DeliveryOutcome = {
       kind: 'attempted',
       deliveryId: held.deliveryId,
       attempt: held.attempt,
-      state,
-      dueAt: retryDelay === undefined ? null : new Date(Date.now() + retryDelay),
+      ok: result.ok,
+      jitter: this.options.retryPolicy.draw(),
       record: {
         attemptedAt,
         durationMs: result.durationMs,
@@ -411,7 +410,15 @@ export class DeliveryWorker {
         error: result.error,
         responseExcerpt: result.responseExcerpt,
       },
+    };
+    // What the recorder's state machine will make of it, for the metrics and the log now.
+    const verdict = attemptVerdict(outcome, this.policy);
+    this.options.metrics.webhookAttempts.inc({
+      result: verdict.result === 'succeeded' ? 'success' : verdict.result === 'failed' ? 'failed' : 'retry',
     });
+    this.options.metrics.webhookAttemptDuration.observe(result.durationMs / 1000);
+    this.logAttempt(held, work, result, verdict);
+    this.record(held, work.endpoint.id, outcome);
     return result.statusCode !== null;
   }
 
@@ -420,13 +427,7 @@ export class DeliveryWorker {
    * carry a token), the body, the signature or the receiver's answer. A success is logged at debug level,
    * so its line is not even assembled at the usual levels: that is thousands of objects a second.
    */
-  private logAttempt(
-    held: Held,
-    work: DeliveryWork,
-    result: SendResult,
-    state: 'succeeded' | 'failed' | 'pending',
-    retryDelay: number | undefined,
-  ): void {
+  private logAttempt(held: Held, work: DeliveryWork, result: SendResult, verdict: AttemptVerdict): void {
     const { log } = this.options;
     if (result.ok && !log.isLevelEnabled('debug')) return;
     const logged = {
@@ -438,10 +439,10 @@ export class DeliveryWorker {
       status_code: result.statusCode,
       error: result.error,
       duration_ms: result.durationMs,
-      next_attempt_in_ms: retryDelay ?? null,
+      next_attempt_in_ms: verdict.retryInMs ?? null,
     };
     if (result.ok) log.debug(logged, 'webhook delivered');
-    else if (state === 'failed') log.warn(logged, 'webhook delivery failed on its last attempt');
+    else if (verdict.result === 'failed') log.warn(logged, 'webhook delivery failed on its last attempt');
     else log.warn(logged, 'webhook delivery attempt failed; it will be retried');
   }
 

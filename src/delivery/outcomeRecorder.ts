@@ -1,14 +1,15 @@
+import type pg from 'pg';
 import type { Actor } from '../events/adminEvent.ts';
-import { recordOutcomes, unparkDeliveries, type DeliveryOutcome } from './deliveryOutbox.ts';
+import type { NewEvent } from '../events/eventStore.ts';
+import { readDeliveryFacts, recordOutcomes, unparkDeliveries, type OutcomeWrite } from './deliveryOutbox.ts';
+import { applyOutcome, type DeliveryFacts, type DeliveryOutcome, type DeliveryPolicy, type EndpointFacts } from './deliveryStateMachine.ts';
 import { cancelPendingDeliveries } from './endpointDeliveries.ts';
-import { failuresAlreadyCounted } from './deliveryRetry.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { shouldAutoDisable, tallyEndpointOutcomes } from './endpointFailures.ts';
 import { webhookEvent } from '../webhooks/webhookRegistry.ts';
-import { applyEndpointTallies, disableEndpoint, lockEndpoints } from '../webhooks/webhookStore.ts';
+import { disableEndpoint, lockEndpoints, saveEndpointCounts } from '../webhooks/webhookStore.ts';
 
 const FLUSH_BATCH = 500;
 const MAX_FLUSH_BATCH = 2_000;
@@ -29,14 +30,18 @@ export interface OutcomeRecorderOptions<S> {
   readonly writer: EventWriter;
   readonly log: Logger;
   readonly metrics: ServiceMetrics;
+  /** The retry schedule and the auto-disable threshold the state machine applies. */
+  readonly policy: DeliveryPolicy;
   /** Called with a batch's outcomes once it committed (`committed`), or failed to (they must come back). */
   readonly onWritten: (settles: S[], committed: boolean) => void;
 }
 
 /**
  * Writes a worker's outcomes in batches, one transaction each: the attempt records and delivery states
- * (the outbox), the endpoints' failure counts, and the auto-disable of an endpoint whose count reached the
- * threshold, with its admin.webhook.auto_disable event. Messages are acknowledged only after the commit.
+ * (the outbox), the endpoints' failure counts, the release of parked deliveries as requests finish, and the
+ * auto-disable of an endpoint whose count reached the threshold, with its admin.webhook.auto_disable event.
+ * What changes is decided by the state machine (deliveryStateMachine.ts); this only reads what it needs and
+ * persists what it returns. Messages are acknowledged only after the commit.
  */
 export class OutcomeRecorder<S> {
   private readonly options: OutcomeRecorderOptions<S>;
@@ -82,50 +87,7 @@ export class OutcomeRecorder<S> {
 
   private async write(batch: Array<PendingOutcome<S>>): Promise<void> {
     try {
-      await this.options.writer
-        .recordWith('internal', async (client) => {
-          // One lock order everywhere (endpoints by id, then deliveries by id) keeps concurrent workers and
-          // API calls from deadlocking.
-          await lockEndpoints(
-            client,
-            batch.map((pending) => pending.endpointId),
-          );
-          const sorted = [...batch].sort((a, b) => compareIds(a.outcome.deliveryId, b.outcome.deliveryId));
-          const changed = await recordOutcomes(
-            client,
-            sorted.map(({ outcome }) => outcome),
-          );
-          const applied = sorted.filter(({ outcome }) => changed.has(outcome.deliveryId));
-          // In this transaction: a finished request's release is never lost, nor made twice.
-          const releases = parkedReleases(applied);
-          const unparked = await unparkDeliveries(client, [...releases.keys()], [...releases.values()]);
-          // Only failures can have been counted before (deliveryRetry.ts); most batches have none.
-          const failed = applied.filter(({ outcome }) => outcome.kind === 'attempted' && outcome.state === 'failed');
-          const counted = await failuresAlreadyCounted(
-            client,
-            failed.map(({ outcome }) => outcome.deliveryId),
-          );
-          const endpoints = await applyEndpointTallies(client, tallyEndpointOutcomes(applied, counted));
-          const events = [];
-          for (const endpoint of endpoints.filter(shouldAutoDisable)) {
-            const disabled = await disableEndpoint(client, endpoint.id, 'auto');
-            await cancelPendingDeliveries(client, endpoint.id);
-            this.options.metrics.webhookAutoDisabled.inc();
-            this.options.log.warn(
-              { endpoint_id: endpoint.id, tenant_id: disabled.tenantId },
-              'webhook endpoint disabled after consecutive failed deliveries',
-            );
-            events.push(
-              webhookEvent('admin.webhook.auto_disable', disabled, SYSTEM_ACTOR, {
-                reason: `${endpoint.consecutiveFailures} consecutive failed deliveries`,
-              }),
-            );
-          }
-          return { result: unparked, events };
-        })
-        .then((unparked) => {
-          if (unparked > 0) this.options.metrics.webhookUnparked.inc({ by: 'request' }, unparked);
-        });
+      await this.options.writer.recordWith('internal', (client) => this.apply(client, batch));
       this.options.onWritten(
         batch.map((pending) => pending.settles),
         true,
@@ -142,21 +104,90 @@ export class OutcomeRecorder<S> {
       );
     }
   }
+
+  /**
+   * One batch, in one transaction: reads what the state machine needs under the endpoints' locks, folds the
+   * outcomes through it in delivery order, and persists what it decided.
+   */
+  private async apply(client: pg.PoolClient, batch: Array<PendingOutcome<S>>): Promise<{ result: undefined; events: NewEvent[] }> {
+    // One lock order everywhere (endpoints by id, then deliveries by id) keeps concurrent workers and API
+    // calls from deadlocking.
+    const endpoints = await lockEndpoints(
+      client,
+      batch.map((pending) => pending.endpointId),
+    );
+    const sorted = [...batch].sort((a, b) => compareIds(a.outcome.deliveryId, b.outcome.deliveryId));
+    const deliveries = await readDeliveryFacts(client, [...new Set(sorted.map(({ outcome }) => outcome.deliveryId))]);
+    const decided = decide(sorted, deliveries, endpoints, this.options.policy);
+    await recordOutcomes(client, decided.writes);
+    // In this transaction: a finished request's release is never lost, nor made twice.
+    const unparked = await unparkDeliveries(client, [...decided.releases.keys()], [...decided.releases.values()]);
+    if (unparked > 0) this.options.metrics.webhookUnparked.inc({ by: 'request' }, unparked);
+    await saveEndpointCounts(client, decided.endpoints);
+    const events = [];
+    for (const endpointId of decided.disable) {
+      const disabled = await disableEndpoint(client, endpointId, 'auto');
+      await cancelPendingDeliveries(client, endpointId);
+      this.options.metrics.webhookAutoDisabled.inc();
+      this.options.log.warn(
+        { endpoint_id: endpointId, tenant_id: disabled.tenantId },
+        'webhook endpoint disabled after consecutive failed deliveries',
+      );
+      events.push(
+        webhookEvent('admin.webhook.auto_disable', disabled, SYSTEM_ACTOR, {
+          reason: `${decided.endpoints.get(endpointId)!.consecutiveFailures} consecutive failed deliveries`,
+        }),
+      );
+    }
+    return { result: undefined, events };
+  }
 }
 
-/**
- * How many parked deliveries each endpoint's finished requests release: one per request, so that an
- * endpoint that stays saturated gets exactly as much work as it finishes (its attempts go on at the pace
- * of its slots, and nothing cycles through the relay meanwhile); two per success, so that a receiver that
- * recovered has its backlog released at a pace that doubles with every round of answers.
- */
-function parkedReleases(recorded: ReadonlyArray<PendingOutcome<unknown>>): Map<string, number> {
-  const releases = new Map<string, number>();
-  for (const { endpointId, outcome } of recorded) {
-    if (outcome.kind !== 'attempted') continue;
-    releases.set(endpointId, (releases.get(endpointId) ?? 0) + (outcome.state === 'succeeded' ? 2 : 1));
+/** What a batch comes to: the state machine applied to each outcome in turn, each seeing the ones before. */
+interface Decided {
+  readonly writes: OutcomeWrite[];
+  /** Parked deliveries to release, per endpoint. */
+  readonly releases: Map<string, number>;
+  /** The counts of the endpoints the batch changed. */
+  readonly endpoints: Map<string, EndpointFacts>;
+  /** Endpoints to disable, in id order. */
+  readonly disable: string[];
+}
+
+function decide(
+  sorted: ReadonlyArray<PendingOutcome<unknown>>,
+  deliveries: Map<string, DeliveryFacts>,
+  locked: ReadonlyMap<string, EndpointFacts>,
+  policy: DeliveryPolicy,
+): Decided {
+  const endpoints = new Map(locked);
+  const decided: Decided = { writes: [], releases: new Map(), endpoints: new Map(), disable: [] };
+  const disable = new Map<string, boolean>();
+  for (const { endpointId, outcome } of sorted) {
+    const delivery = deliveries.get(outcome.deliveryId);
+    const transition = applyOutcome(delivery, endpoints.get(endpointId), outcome, policy);
+    const record = transition.recordAttempt && outcome.kind === 'attempted' ? outcome.record : undefined;
+    if (record || transition.delivery) {
+      decided.writes.push({ deliveryId: outcome.deliveryId, attempt: outcome.attempt, record, change: transition.delivery });
+    }
+    // A second copy of the same outcome in the batch finds the delivery moved on, as it would in the next one.
+    if (delivery && transition.delivery) {
+      const { state, attempts } = transition.delivery;
+      deliveries.set(outcome.deliveryId, { state, attempts, failureCounted: delivery.failureCounted });
+    }
+    if (transition.releasesParked > 0) {
+      decided.releases.set(endpointId, (decided.releases.get(endpointId) ?? 0) + transition.releasesParked);
+    }
+    if (transition.endpoint) {
+      endpoints.set(endpointId, transition.endpoint);
+      decided.endpoints.set(endpointId, transition.endpoint);
+      disable.set(endpointId, transition.disable);
+    }
   }
-  return releases;
+  for (const [endpointId, yes] of [...disable.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    if (yes) decided.disable.push(endpointId);
+  }
+  return decided;
 }
 
 /** Bigint ids as text, in numeric order. */

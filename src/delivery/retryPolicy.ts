@@ -18,10 +18,15 @@ export class RetryPolicy {
     return this.delaysMs.length + 1;
   }
 
-  /** Delay before the attempt after `attempt`, or undefined when `attempt` was the last. */
-  delayAfter(attempt: number): number | undefined {
+  /** A uniform draw in [0, 1) for delayAfter, made once per attempt (deliveryStateMachine.ts says why). */
+  draw(): number {
+    return this.random();
+  }
+
+  /** Delay before the attempt after `attempt`, varied by `jitter` (a draw); undefined when `attempt` was the last. */
+  delayAfter(attempt: number, jitter: number): number | undefined {
     const base = this.delaysMs[attempt - 1];
     if (base === undefined) return undefined;
-    return Math.round(base * (1 - JITTER + 2 * JITTER * this.random()));
+    return Math.round(base * (1 - JITTER + 2 * JITTER * jitter));
   }
 }

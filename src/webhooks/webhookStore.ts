@@ -232,53 +232,49 @@ export async function updateEndpoint(db: Queryable, id: string, changes: Endpoin
   return toEndpoint(rows[0]!);
 }
 
+/** An endpoint's failure count as the outcome recorder reads and writes it (delivery/deliveryStateMachine.ts). */
+export interface EndpointCounts {
+  readonly active: boolean;
+  /** Failed deliveries in a row. */
+  readonly consecutiveFailures: number;
+  /** last_delivery_at: the last attempt's time, whatever its outcome. */
+  readonly lastAttemptAt: Date | null;
+}
+
 /**
- * Locks the endpoints a batch of outcomes touches, in id order, before any of their deliveries. Disable
- * and delete lock the endpoint first and its deliveries second; taking locks in the same order here is
- * what keeps a worker's outcome write and an API call from deadlocking.
+ * Locks the endpoints a batch of outcomes touches, in id order, before any of their deliveries, and reads
+ * their counts (stable while the lock is held: every other write of them locks the row too). Disable and
+ * delete lock the endpoint first and its deliveries second; taking locks in the same order here is what
+ * keeps a worker's outcome write and an API call from deadlocking. Deleted endpoints are absent.
  */
-export async function lockEndpoints(db: Queryable, endpointIds: readonly string[]): Promise<void> {
-  if (endpointIds.length === 0) return;
-  await db.query(
-    prepared('SELECT 1 FROM webhook_endpoints WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE', [
-      [...new Set(endpointIds)].sort(),
-    ]),
+export async function lockEndpoints(db: Queryable, endpointIds: readonly string[]): Promise<Map<string, EndpointCounts>> {
+  if (endpointIds.length === 0) return new Map();
+  const { rows } = await db.query<{ id: string; active: boolean; consecutive_failures: number; last_delivery_at: Date | null }>(
+    prepared(
+      'SELECT id, active, consecutive_failures, last_delivery_at FROM webhook_endpoints WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE',
+      [[...new Set(endpointIds)].sort()],
+    ),
+  );
+  return new Map(
+    rows.map((row) => [row.id, { active: row.active, consecutiveFailures: row.consecutive_failures, lastAttemptAt: row.last_delivery_at }]),
   );
 }
 
-export interface EndpointTally {
-  readonly endpointId: string;
-  /** A success happened in this batch: the count restarts from `failuresAfterLastSuccess`. */
-  readonly reset: boolean;
-  /** Failed deliveries (terminal) after the batch's last success, or in the whole batch when no success. */
-  readonly failuresAfterLastSuccess: number;
-  readonly lastAttemptAt: Date;
-}
-
-export interface TalliedEndpoint {
-  readonly id: string;
-  readonly consecutiveFailures: number;
-  readonly active: boolean;
-}
-
-/** Updates `consecutive_failures` and `last_delivery_at` for the endpoints a batch touched. */
-export async function applyEndpointTallies(db: Queryable, tallies: readonly EndpointTally[]): Promise<TalliedEndpoint[]> {
-  if (tallies.length === 0) return [];
-  const { rows } = await db.query<{ id: string; consecutive_failures: number; active: boolean }>(
+/** Writes the counts the state machine arrived at for the endpoints a batch touched (locked by lockEndpoints). */
+export async function saveEndpointCounts(db: Queryable, counts: ReadonlyMap<string, EndpointCounts>): Promise<void> {
+  if (counts.size === 0) return;
+  const entries = [...counts.entries()];
+  await db.query(
     prepared(
       `UPDATE webhook_endpoints AS w
-     SET consecutive_failures = CASE WHEN t.reset THEN t.failures ELSE w.consecutive_failures + t.failures END,
-         last_delivery_at = GREATEST(w.last_delivery_at, t.last_attempt_at)
-     FROM unnest($1::text[], $2::boolean[], $3::int[], $4::timestamptz[]) AS t(id, reset, failures, last_attempt_at)
-     WHERE w.id = t.id
-     RETURNING w.id, w.consecutive_failures, w.active`,
+     SET consecutive_failures = t.failures, last_delivery_at = t.last_attempt_at
+     FROM unnest($1::text[], $2::int[], $3::timestamptz[]) AS t(id, failures, last_attempt_at)
+     WHERE w.id = t.id`,
       [
-        tallies.map((tally) => tally.endpointId),
-        tallies.map((tally) => tally.reset),
-        tallies.map((tally) => tally.failuresAfterLastSuccess),
-        tallies.map((tally) => tally.lastAttemptAt.toISOString()),
+        entries.map(([id]) => id),
+        entries.map(([, endpoint]) => endpoint.consecutiveFailures),
+        entries.map(([, endpoint]) => endpoint.lastAttemptAt?.toISOString() ?? null),
       ],
     ),
   );
-  return rows.map((row) => ({ id: row.id, consecutiveFailures: row.consecutive_failures, active: row.active }));
 }

@@ -100,6 +100,7 @@ function toConfig(env: z.output<typeof environmentSchema>) {
       renewDeadlineMs: env.CONTROLLER_RENEW_DEADLINE_MS,
       retryPeriodMs: env.CONTROLLER_RETRY_PERIOD_MS,
     },
+    retentionDefault: env.RETENTION_DEFAULT,
     seal: { intervalMs: env.SEAL_INTERVAL, heartbeatMs: env.SEAL_HEARTBEAT, signingKey: env.SEAL_SIGNING_KEY },
     streams: {
       pollMs: env.STREAMS_POLL_MS,

@@ -10,6 +10,7 @@ import {
   ed25519PrivateKey,
   port,
   readableFile,
+  retentionPeriod,
   urlWithScheme,
 } from './valueFormats.ts';
 
@@ -150,6 +151,9 @@ export const environmentSchema = z
       .pipe(z.number().min(1000, 'must be at least 1s').max(3_600_000, 'must be at most 1h: heads come at least hourly'))
       .default(3_600_000),
     SEAL_SIGNING_KEY: ed25519PrivateKey.optional(),
+    // How long a tenant's events are kept when no RetentionPolicy names the tenant (docs/retention.md);
+    // unset, they are kept forever. Days, months or years: 30d, 18mo, 6y.
+    RETENTION_DEFAULT: retentionPeriod.optional(),
     // Log streams (docs/streams.md): how often the streams role renews its leases and an idle stream looks
     // for new sealed leaves; how long a lease lasts (a killed process's streams move on after it); how many
     // streams one process delivers; the time a destination has to answer a batch; and how often a failing

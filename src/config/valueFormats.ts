@@ -76,6 +76,45 @@ export const deliverySchedule = z.string().transform((value, ctx) => {
   return delays as number[];
 });
 
+/**
+ * How long a tenant's events are kept (RETENTION_DEFAULT, RetentionPolicy's spec.retain): days, months or
+ * years, in calendar terms (an event of 31 January kept `1mo` expires at the end of 28 February, as Postgres
+ * adds intervals), so `6y` means six years whatever the leap days. `m` is minutes in every other duration of
+ * the service, so months are `mo` and a bare `m` is refused rather than read one way or the other.
+ */
+export interface RetentionPeriod {
+  /** As written, canonical (`6y`, `18mo`, `30d`). */
+  readonly text: string;
+  /** Years count as 12 months. */
+  readonly months: number;
+  readonly days: number;
+}
+
+export const RETENTION_PERIOD_PATTERN = /^([1-9][0-9]{0,4})(d|mo|y)$/;
+/** 100 years: past it, "forever" (no policy) says what is meant. */
+const RETENTION_MAX_DAYS = 36_600;
+
+/** "30d", "18mo", "6y" → a period; undefined when malformed, zero or beyond 100 years. */
+export function parseRetentionPeriod(text: string): RetentionPeriod | undefined {
+  const match = RETENTION_PERIOD_PATTERN.exec(text);
+  if (!match) return undefined;
+  const count = Number(match[1]);
+  const unit = match[2]!;
+  const period = { text, months: unit === 'y' ? count * 12 : unit === 'mo' ? count : 0, days: unit === 'd' ? count : 0 };
+  return period.months * 31 + period.days > RETENTION_MAX_DAYS + 31 ? undefined : period;
+}
+
+export const RETENTION_PERIOD_MESSAGE = 'must be a period such as 30d, 18mo or 6y (days, months, years; at most 100 years)';
+
+export const retentionPeriod = z.string().transform((value, ctx) => {
+  const period = parseRetentionPeriod(value.trim());
+  if (period === undefined) {
+    ctx.addIssue({ code: 'custom', message: RETENTION_PERIOD_MESSAGE });
+    return z.NEVER;
+  }
+  return period;
+});
+
 const durationUnits: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 /** "250ms", "5s", "1m", "2h", "400d" → milliseconds; undefined when malformed. */

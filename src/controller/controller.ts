@@ -9,6 +9,7 @@ import {
   type KubernetesObject,
 } from '@kubernetes/client-node';
 import type { ApiKeyService } from '../auth/apiKeyService.ts';
+import type { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
@@ -20,7 +21,9 @@ import { describeError, reportRetry, reportStalled } from './healthReport.ts';
 import { kubeLeaseStore } from './kubeLeaseStore.ts';
 import { EventRecorder } from './kubeEvents.ts';
 import { KubeResources, managedByOf, type AnyResource } from './kubeResources.ts';
+import { RETENTION_POLICY } from './lifecycleKinds.ts';
 import { DEFAULT_LEASE_TIMING, LeaderElector } from './leaderElection.ts';
+import { RetentionPolicyReconciler, type RetentionPolicyObject } from './retentionPolicyReconciler.ts';
 import { API_KEY, DEFAULT_CONTROLLER_CLASS, WEBHOOK_ENDPOINT, type ResourceKind } from './resources.ts';
 import { WebhookEndpointReconciler, type WebhookEndpointObject } from './webhookEndpointReconciler.ts';
 import { OWNED_SECRETS, cachedObject, ownedSecretSources, ownerKey, queueKey, resourceSources } from './watchedSources.ts';
@@ -46,6 +49,7 @@ export interface ControllerOptions {
   readonly kubeConfig: KubeConfig;
   readonly keys: ApiKeyService;
   readonly registry: WebhookRegistry;
+  readonly retention: RetentionPolicies;
   /** One lock per resource (its managed_by), on the same database as keys and registry. */
   readonly locks: ResourceLocks;
   /** The deployment's identity (readDeploymentId): stamped on every resource this controller reconciles. */
@@ -123,9 +127,11 @@ export class KubernetesController {
     const guard = new DeploymentGuard(resources, events, options.deploymentId);
     const apiKeys = new ApiKeyReconciler({ resources, keys: options.keys, events, guard, log: options.log });
     const webhooks = new WebhookEndpointReconciler({ resources, registry: options.registry, events, guard, log: options.log });
+    const retention = new RetentionPolicyReconciler({ resources, policies: options.retention, events, guard });
     this.kinds = [
       { resource: API_KEY, reconcile: (object) => apiKeys.reconcile(object as unknown as ApiKeyObject) },
       { resource: WEBHOOK_ENDPOINT, reconcile: (object) => webhooks.reconcile(object as unknown as WebhookEndpointObject) },
+      { resource: RETENTION_POLICY, reconcile: (object) => retention.reconcile(object as unknown as RetentionPolicyObject) },
     ];
     this.reportRetry = (plural, object, message) =>
       reportRetry(resources, events, guard, plural, object as unknown as AnyResource, message);
@@ -145,7 +151,10 @@ export class KubernetesController {
       store: kubeLeaseStore(config.makeApiClient(CoordinationV1Api), options.leaseNamespace, options.leaseName),
       ...(options.leaseTiming ?? DEFAULT_LEASE_TIMING),
       onStartedLeading: () => {
-        options.log.info({ controller_class: this.controllerClass }, 'leading: reconciling ApiKey and WebhookEndpoint resources');
+        options.log.info(
+          { controller_class: this.controllerClass },
+          `leading: reconciling ${this.kinds.map((kind) => kind.resource.kind).join(', ')} resources`,
+        );
         void this.startReconciling();
       },
       onStoppedLeading: () => {

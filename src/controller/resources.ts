@@ -53,7 +53,7 @@ const secretName = z
   .meta({ description: 'Secret in the same namespace that receives the key (or signing secret); created and owned by the controller.' });
 
 /** A controller class: a DNS-1123 label, like the release names it usually mirrors. */
-const controllerClass = z
+export const controllerClass = z
   .string()
   .min(1)
   .max(DNS_LABEL_MAX_LENGTH)
@@ -64,12 +64,12 @@ const controllerClass = z
   });
 
 /** Absent and "default" are the same class, so adding the default explicitly is not a change. */
-const controllerClassImmutable = {
+export const controllerClassImmutable = {
   rule: `(has(self.controllerClass) ? self.controllerClass : '${DEFAULT_CONTROLLER_CLASS}') == (has(oldSelf.controllerClass) ? oldSelf.controllerClass : '${DEFAULT_CONTROLLER_CLASS}')`,
   message: 'controllerClass is immutable; create another resource for another controller class',
 };
 
-const tenantId = z
+export const tenantId = z
   .string()
   .regex(TENANT_ID_PATTERN)
   .meta({ description: 'Tenant whose trail the key reads or the endpoint receives. Immutable.' });
@@ -166,7 +166,7 @@ const conditionSchema = z.object({
   message: z.string().max(32768),
 });
 
-const conditions = z
+export const conditions = z
   .array(conditionSchema)
   .optional()
   .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] });
@@ -222,7 +222,7 @@ export interface ResourceKind {
 }
 
 /** Beside each kind's own columns: what kubectl get shows of the Ready condition (kstatus). */
-const readyColumns = [
+export const readyColumns = [
   { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
   { name: 'Reason', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason' },
 ];
@@ -265,5 +265,3 @@ export const WEBHOOK_ENDPOINT: ResourceKind = {
     { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
   ],
 };
-
-export const RESOURCE_KINDS = [API_KEY, WEBHOOK_ENDPOINT] as const;

@@ -7,7 +7,8 @@ import type {
   V1OwnerReference,
 } from '@kubernetes/client-node';
 import { OWNED_SECRET_LABEL, OWNED_SECRET_LABEL_VALUE } from './kubeResources.ts';
-import { GROUP, RESOURCE_KINDS, VERSION, type ResourceKind } from './resources.ts';
+import { RESOURCE_KINDS } from './resourceKinds.ts';
+import { GROUP, VERSION, type ResourceKind } from './resources.ts';
 
 /**
  * Where the controller lists and watches: the resources of each kind and the Secrets it owns (by label), in

@@ -18,6 +18,7 @@ import { eventRoutes, eventsOpenApi } from '../http/routes/events.ts';
 import { exportOpenApi, exportRoutes } from '../http/routes/export.ts';
 import { liveOpenApi, liveRoutes } from '../http/routes/live.ts';
 import { integrityOpenApi, integrityRoutes } from '../http/routes/integrity.ts';
+import { retentionOpenApi, retentionRoutes } from '../http/routes/retention.ts';
 import { portalBrowserOpenApi, portalBrowserRoutes, portalSessionRoutes, portalSessionsOpenApi } from '../http/routes/portalSessions.ts';
 import { webhookDeliveriesOpenApi, webhookDeliveryRoutes } from '../http/routes/webhookDeliveries.ts';
 import { webhookRoutes } from '../http/routes/webhooks.ts';
@@ -26,6 +27,7 @@ import { streamRoutes, streamsOpenApi } from '../http/routes/streams.ts';
 import { IntegrityReader } from '../integrity/integrityReader.ts';
 import { LiveFeed } from '../live/liveFeed.ts';
 import { LongReadSlots } from '../platform/longReadSlots.ts';
+import { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
 import { StreamRegistry } from '../streams/streamRegistry.ts';
 import { SERVICE_VERSION } from '../platform/version.ts';
 import type { Role } from './role.ts';
@@ -114,6 +116,10 @@ async function trailFeatures(parts: SharedParts, pepper: string): Promise<Featur
     await liveFeature(parts),
     { router: eventRoutes(new EventReader(db, new CursorCodec(pepper))), openapi: eventsOpenApi },
     { router: integrityRoutes(integrity, parts.config.seal.intervalMs), openapi: integrityOpenApi },
+    {
+      router: retentionRoutes(new RetentionPolicies({ db, writer: await parts.writer(), defaultPeriod: parts.config.retentionDefault })),
+      openapi: retentionOpenApi,
+    },
     {
       // Exports stream from the long-read pool, so lists and lookups never wait behind them.
       router: exportRoutes({

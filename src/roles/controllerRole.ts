@@ -2,11 +2,13 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { ApiKeyService } from '../auth/apiKeyService.ts';
 import { requireSetting } from '../config/config.ts';
 import { KubernetesController } from '../controller/controller.ts';
+import { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
 import { CONTROLLED_RESOURCE_LOCKS, SessionLocks } from '../db/sessionLocks.ts';
 import type { Role } from './role.ts';
 
 /**
- * The Kubernetes controller: ApiKey and WebhookEndpoint resources into Postgres and Secrets, leader-elected.
+ * The Kubernetes controller: ApiKey, WebhookEndpoint and RetentionPolicy resources into Postgres and Secrets,
+ * leader-elected.
  * This module is loaded only for this role (main.ts): the Kubernetes client is by far the largest part of
  * a process's memory (BENCHMARKS.md, "List (issue 2)", RSS).
  */
@@ -19,6 +21,7 @@ export const role: Role = {
       kubeConfig: parts.kubeConfig ?? defaultKubeConfig(),
       keys: new ApiKeyService({ db, writer, pepper, environment: config.keyEnvironment }),
       registry: await parts.webhookRegistry('the controller role'),
+      retention: new RetentionPolicies({ db, writer, defaultPeriod: config.retentionDefault }),
       // Each reconcile holds its resource's lock in this database: two leaders for a moment never mint twice.
       locks: new SessionLocks(db, CONTROLLED_RESOURCE_LOCKS),
       deploymentId: await parts.deploymentId(),

@@ -250,8 +250,17 @@ describe('Helm chart', function () {
   it('grants the controller exactly the verbs it uses, cluster-wide or per listed namespace, and leases only at home', async () => {
     const expected = [
       { apiGroups: ['audittrail.dev'], resources: ['apikeys', 'webhookendpoints'], verbs: ['get', 'list', 'watch', 'patch'] },
-      { apiGroups: ['audittrail.dev'], resources: ['apikeys/status', 'webhookendpoints/status'], verbs: ['patch'] },
-      { apiGroups: ['audittrail.dev'], resources: ['apikeys/finalizers', 'webhookendpoints/finalizers'], verbs: ['update'] },
+      { apiGroups: ['audittrail.dev'], resources: ['retentionpolicies'], verbs: ['list', 'watch', 'patch'] },
+      {
+        apiGroups: ['audittrail.dev'],
+        resources: ['apikeys/status', 'webhookendpoints/status', 'retentionpolicies/status'],
+        verbs: ['patch'],
+      },
+      {
+        apiGroups: ['audittrail.dev'],
+        resources: ['apikeys/finalizers', 'webhookendpoints/finalizers', 'retentionpolicies/finalizers'],
+        verbs: ['update'],
+      },
       { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch', 'create', 'update'] },
       { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
     ];
@@ -264,7 +273,7 @@ describe('Helm chart', function () {
       {
         apiGroups: ['apiextensions.k8s.io'],
         resources: ['customresourcedefinitions'],
-        resourceNames: ['apikeys.audittrail.dev', 'webhookendpoints.audittrail.dev'],
+        resourceNames: ['apikeys.audittrail.dev', 'retentionpolicies.audittrail.dev', 'webhookendpoints.audittrail.dev'],
         verbs: ['list', 'watch'],
       },
     ];

@@ -161,7 +161,11 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
       expect((await helm(args)).stdout).to.equal(first.stdout);
       const manifests = parseManifests(first.stdout);
       const crds = byKind(manifests, 'CustomResourceDefinition');
-      expect(crds.map((crd) => crd.metadata.name).sort()).to.deep.equal(['apikeys.audittrail.dev', 'webhookendpoints.audittrail.dev']);
+      expect(crds.map((crd) => crd.metadata.name).sort()).to.deep.equal([
+        'apikeys.audittrail.dev',
+        'retentionpolicies.audittrail.dev',
+        'webhookendpoints.audittrail.dev',
+      ]);
       // The Application has the resources finalizer: deleting it deletes what it deployed, except what says otherwise.
       expect(document.metadata.finalizers).to.include('resources-finalizer.argocd.argoproj.io');
       for (const crd of crds)
@@ -261,6 +265,7 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
       );
       // Only the schema version stays: nothing asks Helm, Argo CD or Flux to keep them.
       expect(unkept.map((crd) => Object.keys(crd.metadata.annotations ?? {}))).to.deep.equal([
+        ['audittrail.dev/schema-version'],
         ['audittrail.dev/schema-version'],
         ['audittrail.dev/schema-version'],
       ]);

@@ -5,7 +5,9 @@ import { Ajv } from 'ajv';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition';
 import { createHash } from 'node:crypto';
 import { crdManifest } from '../../src/controller/crdManifest.ts';
-import { RESOURCE_KINDS, SCHEMA_VERSION_ANNOTATION, apiKeySpecSchema, webhookEndpointSpecSchema } from '../../src/controller/resources.ts';
+import { retentionPolicySpecSchema } from '../../src/controller/lifecycleKinds.ts';
+import { RESOURCE_KINDS } from '../../src/controller/resourceKinds.ts';
+import { SCHEMA_VERSION_ANNOTATION, apiKeySpecSchema, webhookEndpointSpecSchema } from '../../src/controller/resources.ts';
 import { webhookRegistrationSchema } from '../../src/webhooks/webhookRules.ts';
 import { renderCrds } from '../../scripts/generate-crds.ts';
 
@@ -42,6 +44,7 @@ function structuralProblems(node: Schema, path: string): string[] {
 const SCHEMA_FINGERPRINTS: Record<string, Record<number, string>> = {
   ApiKey: { 1: '1598dbeb770ac167', 2: 'c62a796a4eb07ed8' },
   WebhookEndpoint: { 1: '2f1ec60112194971' },
+  RetentionPolicy: { 1: '2c942f011c744e21' },
 };
 
 describe('CustomResourceDefinitions', () => {
@@ -173,6 +176,27 @@ describe('CustomResourceDefinitions', () => {
         description: spec.description ?? '',
       }).success;
       expect(api, 'the public API decides differently').to.equal(expected);
+    });
+  }
+
+  const retentionCases: Array<[string, Record<string, unknown>, boolean]> = [
+    ['six years', { tenantId: 'acme', retain: '6y' }, true],
+    [
+      '18 months, locked, archived',
+      { tenantId: 'acme', retain: '18mo', locked: true, archive: { bucket: 'audit-archive', prefix: 'acme/' } },
+      true,
+    ],
+    ['30 days', { tenantId: 'acme', retain: '30d' }, true],
+    ['minutes (m is minutes elsewhere; months are mo)', { tenantId: 'acme', retain: '6m' }, false],
+    ['no period', { tenantId: 'acme' }, false],
+    ['zero days', { tenantId: 'acme', retain: '0d' }, false],
+    ['a fraction', { tenantId: 'acme', retain: '1.5y' }, false],
+    ['an archive without a bucket', { tenantId: 'acme', retain: '6y', archive: { prefix: 'a/' } }, false],
+  ];
+  for (const [what, spec, expected] of retentionCases) {
+    it(`RetentionPolicy: ${expected ? 'admits' : 'refuses'} ${what}, as the controller's schema does`, () => {
+      expect(admits('retentionpolicies.audittrail.dev.yaml', spec)).to.equal(expected);
+      expect(retentionPolicySpecSchema.safeParse(spec).success).to.equal(expected);
     });
   }
 });

@@ -105,8 +105,18 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
         spec: { tenantId: 'acme', url: receiver.url, secretName: 'w' },
       },
     });
+    await harness.custom.createNamespacedCustomObject({
+      ...address('retentionpolicies'),
+      body: {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'RetentionPolicy',
+        metadata: { name: 'r' },
+        spec: { tenantId: 'acme', retain: '6y' },
+      },
+    });
     await active('apikeys', 'k', (status) => status.state === 'Active');
     await active('webhookendpoints', 'w', (status) => status.active === true);
+    await active('retentionpolicies', 'r', (status) => status.enforced === '6y');
     for (const plural of ['apikeys', 'webhookendpoints']) {
       const name = plural === 'apikeys' ? 'k' : 'w';
       await harness.custom.patchNamespacedCustomObject(
@@ -126,6 +136,11 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
     await active('apikeys', 'k', (status) => status.state === 'Revoked');
     await harness.custom.deleteNamespacedCustomObject(address('apikeys', 'k') as never);
     await harness.custom.deleteNamespacedCustomObject(address('webhookendpoints', 'w') as never);
+    await harness.custom.deleteNamespacedCustomObject(address('retentionpolicies', 'r') as never);
+    await waitFor(
+      async () => (await harness.custom.listNamespacedCustomObject(address('retentionpolicies'))).items.length === 0,
+      'the policy deleted',
+    );
     await waitFor(async () => (await harness.custom.listNamespacedCustomObject(address('apikeys'))).items.length === 0, 'deletions');
 
     const calls = harness.kube.requestLog.filter((entry) => entry.token === 'controller').map(attributes);
@@ -145,6 +160,7 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
     const unexercised = [
       'update audittrail.dev/apikeys/finalizers',
       'update audittrail.dev/webhookendpoints/finalizers',
+      'update audittrail.dev/retentionpolicies/finalizers',
       'update /secrets',
       'patch /events',
     ];

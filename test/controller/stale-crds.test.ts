@@ -123,7 +123,12 @@ describe('a controller whose CRDs are older than it needs', function () {
       (error: Error) => error.message,
     );
     expect(readiness).to.include('CRD apikeys.audittrail.dev carries no schema version').and.to.include('webhookendpoints.audittrail.dev');
-    expect(await outdatedGauge()).to.deep.equal({ 'apikeys.audittrail.dev': 1, 'webhookendpoints.audittrail.dev': 1 });
+    // The earlier release had no RetentionPolicy: its CRD is missing, counted the same way.
+    expect(await outdatedGauge()).to.deep.equal({
+      'apikeys.audittrail.dev': 1,
+      'webhookendpoints.audittrail.dev': 1,
+      'retentionpolicies.audittrail.dev': 1,
+    });
   });
 
   it('reconciles once the CRDs are upgraded with the documented kubectl command: one key, no rotation, one endpoint', async () => {
@@ -156,7 +161,11 @@ describe('a controller whose CRDs are older than it needs', function () {
     expect(condition(siem, 'Stalled')).to.equal(undefined);
     expect(await managedEndpoints('hook')).to.have.length(1);
     await harness.controllers[0]!.readiness.check();
-    expect(await outdatedGauge()).to.deep.equal({ 'apikeys.audittrail.dev': 0, 'webhookendpoints.audittrail.dev': 0 });
+    expect(await outdatedGauge()).to.deep.equal({
+      'apikeys.audittrail.dev': 0,
+      'webhookendpoints.audittrail.dev': 0,
+      'retentionpolicies.audittrail.dev': 0,
+    });
   });
 
   it('refuses as well while it cannot read the CRDs, and goes on by itself once it can', async () => {

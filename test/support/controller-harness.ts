@@ -6,6 +6,7 @@ import { Database } from '../../src/db/database.ts';
 import { readDeploymentId } from '../../src/db/deploymentIdentity.ts';
 import { CONTROLLED_RESOURCE_LOCKS, SessionLocks } from '../../src/db/sessionLocks.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
+import { RetentionPolicies } from '../../src/lifecycle/retentionPolicies.ts';
 import type { Logger } from '../../src/platform/logger.ts';
 import type { ServiceMetrics } from '../../src/platform/metrics.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
@@ -34,6 +35,7 @@ export interface Deployment {
   readonly deploymentId: string;
   readonly keys: ApiKeyService;
   readonly registry: WebhookRegistry;
+  readonly retention: RetentionPolicies;
   /** What the controller role locks resources with, on this database. */
   readonly locks: SessionLocks;
 }
@@ -103,6 +105,7 @@ export async function startControllerHarness(
         secrets: new SecretBox(TEST_ENCRYPTION_KEY),
         policy: { allowHttp: true, allowPrivateTargets: true },
       }),
+      retention: new RetentionPolicies({ db: controllerDb, writer, defaultPeriod: undefined }),
     };
   }
   const home = await startDeployment();
@@ -125,6 +128,7 @@ export async function startControllerHarness(
         kubeConfig: kube.kubeConfig(options.token),
         keys: deployment.keys,
         registry: deployment.registry,
+        retention: deployment.retention,
         locks: deployment.locks,
         deploymentId: deployment.deploymentId,
         controllerClass: options.controllerClass ?? 'default',

@@ -240,6 +240,10 @@ nats: NATS_TLS
   value: {{ .root.Values.config.deliverySchedule | quote }}
 - name: SEAL_INTERVAL
   value: {{ .root.Values.config.sealInterval | quote }}
+{{- with .root.Values.config.retentionDefault }}
+- name: RETENTION_DEFAULT
+  value: {{ . | quote }}
+{{- end }}
 - name: DELIVERY_ENDPOINT_CONCURRENCY
   value: {{ .root.Values.config.deliveryEndpointConcurrency | quote }}
 - name: RATE_LIMIT_READ_PER_MINUTE

@@ -1,0 +1,5 @@
+import { RETENTION_POLICY } from './lifecycleKinds.ts';
+import { API_KEY, WEBHOOK_ENDPOINT } from './resources.ts';
+
+/** Every kind the controller reconciles, and scripts/generate-crds.ts writes a CRD for. */
+export const RESOURCE_KINDS = [API_KEY, WEBHOOK_ENDPOINT, RETENTION_POLICY] as const;

@@ -104,7 +104,7 @@ export function parseRetentionPeriod(text: string): RetentionPeriod | undefined 
   return period.months * 31 + period.days > RETENTION_MAX_DAYS + 31 ? undefined : period;
 }
 
-export const RETENTION_PERIOD_MESSAGE = 'must be a period such as 30d, 18mo or 6y (days, months, years; at most 100 years)';
+const RETENTION_PERIOD_MESSAGE = 'must be a period such as 30d, 18mo or 6y (days, months, years; at most 100 years)';
 
 export const retentionPeriod = z.string().transform((value, ctx) => {
   const period = parseRetentionPeriod(value.trim());

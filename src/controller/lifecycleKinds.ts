@@ -40,7 +40,7 @@ export const retentionPolicySpecSchema = z
     ],
   });
 
-export const retentionPolicyStatusSchema = z.object({
+const retentionPolicyStatusSchema = z.object({
   enforced: z
     .string()
     .optional()

@@ -22,7 +22,7 @@ export interface DeclaredPolicy {
 }
 
 /** Why a declaration was not applied; the stored policy (if any) stays in force. */
-export type RefusalReason = 'LockedPolicyShortened' | 'LockedPolicyUnlocked' | 'LockedPolicyRemoved' | 'TenantHasPolicy' | 'TenantChanged';
+type RefusalReason = 'LockedPolicyShortened' | 'LockedPolicyUnlocked' | 'LockedPolicyRemoved' | 'TenantHasPolicy' | 'TenantChanged';
 
 export type DeclareOutcome =
   | { readonly kind: 'applied'; readonly policy: RetentionPolicyRecord; readonly previous: RetentionPolicyRecord | undefined }

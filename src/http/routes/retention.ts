@@ -32,7 +32,7 @@ function retentionBody(retention: EffectiveRetention) {
   };
 }
 
-export const retentionSchema = z
+const retentionSchema = z
   .looseObject({
     retention: z.looseObject({
       tenant_id: z.string(),

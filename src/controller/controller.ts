@@ -3,8 +3,7 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
-  ListWatch,
-  Watch,
+  type ListWatch,
   type KubeConfig,
   type KubernetesObject,
 } from '@kubernetes/client-node';
@@ -25,8 +24,9 @@ import { RETENTION_POLICY } from './lifecycleKinds.ts';
 import { DEFAULT_LEASE_TIMING, LeaderElector } from './leaderElection.ts';
 import { RetentionPolicyReconciler, type RetentionPolicyObject } from './retentionPolicyReconciler.ts';
 import { API_KEY, DEFAULT_CONTROLLER_CLASS, WEBHOOK_ENDPOINT, type ResourceKind } from './resources.ts';
-import { WebhookEndpointReconciler, type WebhookEndpointObject } from './webhookEndpointReconciler.ts';
-import { OWNED_SECRETS, cachedObject, ownedSecretSources, ownerKey, queueKey, resourceSources } from './watchedSources.ts';
+import { WebhookEndpointReconciler } from './webhookEndpointReconciler.ts';
+import type { WebhookEndpointObject } from './webhookEndpointState.ts';
+import { cachedObject, makeInformers, ownerKey, queueKey, type Informers } from './watchedSources.ts';
 import { restartOnError } from './watchRestart.ts';
 import { WorkQueue } from './workQueue.ts';
 
@@ -83,7 +83,7 @@ interface Kind {
 interface Running {
   readonly queue: WorkQueue;
   /** Per kind (plural), and `secrets` for the Secrets the controller owns. */
-  readonly informers: Map<string, ListWatch<KubernetesObject>[]>;
+  readonly informers: Informers;
   readonly workers: Promise<void>[];
   readonly resync: NodeJS.Timeout;
 }
@@ -193,36 +193,18 @@ export class KubernetesController {
     // Leadership may have been lost (or started twice) while the CRDs were being read.
     if (this.running || !this.elector.isLeader) return;
     const queue = new WorkQueue();
-    const informers = new Map<string, ListWatch<KubernetesObject>[]>();
-    for (const kind of this.kinds) {
-      const enqueue = (object: KubernetesObject) => {
-        if (this.isOurClass(object)) queue.add(queueKey(kind.resource.plural, object.metadata?.namespace, object.metadata?.name));
-      };
-      informers.set(
-        kind.resource.plural,
-        resourceSources(this.custom, this.options.namespaces, kind.resource).map(({ path, list }) => {
-          const informer = new ListWatch<KubernetesObject>(path, new Watch(this.options.kubeConfig), list, false);
-          informer.on('add', enqueue);
-          informer.on('update', enqueue);
-          this.restartOnError(informer, kind.resource.plural, informers);
-          return informer;
-        }),
-      );
-    }
-    // A change to a Secret the controller owns (deleted, edited) reaches its resource within seconds.
-    const enqueueOwner = (secret: KubernetesObject) => {
-      const owner = ownerKey(secret.metadata?.ownerReferences, secret.metadata?.namespace);
-      if (owner) queue.add(owner);
-    };
-    informers.set(
-      'secrets',
-      ownedSecretSources(this.core, this.options.namespaces).map(({ path, list }) => {
-        const informer = new ListWatch<KubernetesObject>(path, new Watch(this.options.kubeConfig), list, false, OWNED_SECRETS);
-        for (const event of ['add', 'update', 'delete'] as const) informer.on(event, enqueueOwner);
-        this.restartOnError(informer, 'secrets', informers);
-        return informer;
-      }),
-    );
+    const informers = makeInformers(this.options.kubeConfig, this.custom, this.core, this.options.namespaces, {
+      kinds: this.kinds.map((kind) => kind.resource),
+      onResource: (plural, object) => {
+        if (this.isOurClass(object)) queue.add(queueKey(plural, object.metadata?.namespace, object.metadata?.name));
+      },
+      // A change to a Secret the controller owns (deleted, edited) reaches its resource within seconds.
+      onOwnedSecret: (secret) => {
+        const owner = ownerKey(secret.metadata?.ownerReferences, secret.metadata?.namespace);
+        if (owner) queue.add(owner);
+      },
+    });
+    for (const [what, list] of informers) for (const informer of list) this.restartOnError(informer, what, informers);
     const resync = setInterval(() => this.enqueueAll(this.kinds), this.options.resyncMs ?? 30_000);
     resync.unref();
     const workers = Array.from({ length: this.options.workers ?? 2 }, () => this.work(queue, informers));
@@ -231,7 +213,7 @@ export class KubernetesController {
   }
 
   /** Restarted with capped exponential backoff after a failure, as long as this reconciling run lasts. */
-  private restartOnError(informer: ListWatch<KubernetesObject>, what: string, informers: Map<string, ListWatch<KubernetesObject>[]>): void {
+  private restartOnError(informer: ListWatch<KubernetesObject>, what: string, informers: Informers): void {
     restartOnError(informer, {
       what,
       policy: this.options.watchBackoff ?? WATCH_BACKOFF,
@@ -262,7 +244,7 @@ export class KubernetesController {
     await Promise.all(running.workers);
   }
 
-  private async work(queue: WorkQueue, informers: Map<string, ListWatch<KubernetesObject>[]>): Promise<void> {
+  private async work(queue: WorkQueue, informers: Informers): Promise<void> {
     for (;;) {
       const key = await queue.get();
       if (key === undefined) return;

@@ -1,10 +1,12 @@
-import type {
-  CoreV1Api,
-  CustomObjectsApi,
-  KubernetesListObject,
-  KubernetesObject,
+import {
   ListWatch,
-  V1OwnerReference,
+  Watch,
+  type CoreV1Api,
+  type CustomObjectsApi,
+  type KubeConfig,
+  type KubernetesListObject,
+  type KubernetesObject,
+  type V1OwnerReference,
 } from '@kubernetes/client-node';
 import { OWNED_SECRET_LABEL, OWNED_SECRET_LABEL_VALUE } from './kubeResources.ts';
 import { RESOURCE_KINDS } from './resourceKinds.ts';
@@ -19,7 +21,7 @@ export interface WatchedSource {
   readonly list: () => Promise<KubernetesListObject<KubernetesObject>>;
 }
 
-export const OWNED_SECRETS = `${OWNED_SECRET_LABEL}=${OWNED_SECRET_LABEL_VALUE}`;
+const OWNED_SECRETS = `${OWNED_SECRET_LABEL}=${OWNED_SECRET_LABEL_VALUE}`;
 
 export function resourceSources(custom: CustomObjectsApi, namespaces: readonly string[], resource: ResourceKind): WatchedSource[] {
   const base = `/apis/${GROUP}/${VERSION}`;
@@ -65,4 +67,50 @@ export function cachedObject(
   name: string,
 ): KubernetesObject | undefined {
   return informers?.map((informer) => informer.get(name, namespace)).find(Boolean);
+}
+
+/** The informers of one reconciling run: per kind (its plural), and `secrets` for the Secrets the controller owns. */
+export type Informers = Map<string, ListWatch<KubernetesObject>[]>;
+
+export interface InformerHandlers {
+  readonly kinds: readonly ResourceKind[];
+  /** A resource of the kind `plural` was listed, added or updated. */
+  onResource(plural: string, object: KubernetesObject): void;
+  /** An owned Secret was listed, added, updated or deleted. */
+  onOwnedSecret(secret: KubernetesObject): void;
+}
+
+/**
+ * Informers (list + watch with the library's ListWatch, which resumes from the last resourceVersion and
+ * re-lists on 410 Gone) over every source of the kinds and of the owned Secrets; not yet started.
+ */
+export function makeInformers(
+  kubeConfig: KubeConfig,
+  custom: CustomObjectsApi,
+  core: CoreV1Api,
+  namespaces: readonly string[],
+  handlers: InformerHandlers,
+): Informers {
+  const informers: Informers = new Map();
+  for (const resource of handlers.kinds) {
+    const onResource = (object: KubernetesObject) => handlers.onResource(resource.plural, object);
+    informers.set(
+      resource.plural,
+      resourceSources(custom, namespaces, resource).map(({ path, list }) => {
+        const informer = new ListWatch<KubernetesObject>(path, new Watch(kubeConfig), list, false);
+        informer.on('add', onResource);
+        informer.on('update', onResource);
+        return informer;
+      }),
+    );
+  }
+  informers.set(
+    'secrets',
+    ownedSecretSources(core, namespaces).map(({ path, list }) => {
+      const informer = new ListWatch<KubernetesObject>(path, new Watch(kubeConfig), list, false, OWNED_SECRETS);
+      for (const event of ['add', 'update', 'delete'] as const) informer.on(event, (secret) => handlers.onOwnedSecret(secret));
+      return informer;
+    }),
+  );
+  return informers;
 }

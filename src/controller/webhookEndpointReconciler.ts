@@ -1,24 +1,23 @@
 import type { Actor } from '../events/adminEvent.ts';
+import { WebhookEndpointActions, type Owner } from './webhookEndpointActions.ts';
 import { ValidationError } from '../platform/errors.ts';
 import { checkInput } from '../platform/inputValidation.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
-import { DEFAULT_ROTATION_OVERLAP_S } from '../webhooks/webhookRules.ts';
 import type { WebhookEndpoint } from '../webhooks/webhookStore.ts';
 import type { Health } from './conditions.ts';
 import type { DeploymentGuard } from './deploymentGuard.ts';
 import { reportHealth } from './healthReport.ts';
 import {
   RECREATE_ANNOTATION,
-  SECRET_PREVIOUS_EXPIRY_FIELD,
   differsFromSpec,
   healthOf,
   invalidSpec,
   secretMissing,
   heldSecretOf,
   holdsSecretOf,
-  secretData,
   settledSecret,
+  type WebhookEndpointObject,
 } from './webhookEndpointState.ts';
 import type { EventRecorder } from './kubeEvents.ts';
 import {
@@ -27,7 +26,6 @@ import {
   managedByOf,
   pendingRequest,
   secretConflictMessage,
-  type CustomResource,
   type KubeResources,
   type SecretState,
 } from './kubeResources.ts';
@@ -35,18 +33,6 @@ import { ROTATE_ANNOTATION, WEBHOOK_ENDPOINT, webhookEndpointSpecSchema, type We
 
 /** Holds deletion of a WebhookEndpoint until its endpoint (and delivery history) is deleted. */
 const WEBHOOK_FINALIZER = 'audittrail.dev/delete-endpoint';
-type Status = {
-  id?: string;
-  active?: boolean;
-  consecutiveFailures?: number;
-  lastDeliveryAt?: string;
-  /** The recreate annotation value the current endpoint was created for. */
-  recreateRequest?: string;
-  /** The rotate annotation value handled last. */
-  rotateRequest?: string;
-  previousSecretExpiresAt?: string;
-};
-export type WebhookEndpointObject = CustomResource<WebhookEndpointSpec, Status>;
 
 export interface WebhookEndpointReconcilerOptions {
   readonly resources: KubeResources;
@@ -60,12 +46,6 @@ export interface WebhookEndpointReconcilerOptions {
 interface Handled {
   readonly recreateRequest: string | undefined;
   readonly rotateRequest: string | undefined;
-}
-
-/** Who acts on the registry for a resource: its managed_by, and the actor its admin events name. */
-interface Owner {
-  readonly managedBy: string;
-  readonly actor: Actor;
 }
 
 /** The endpoint after a reconcile, what status reports as handled, and its health when not the endpoint's own. */
@@ -86,9 +66,11 @@ interface Converged {
  */
 export class WebhookEndpointReconciler {
   private readonly options: WebhookEndpointReconcilerOptions;
+  private readonly actions: WebhookEndpointActions;
 
   constructor(options: WebhookEndpointReconcilerOptions) {
     this.options = options;
+    this.actions = new WebhookEndpointActions(options);
   }
 
   async reconcile(informed: WebhookEndpointObject): Promise<void> {
@@ -184,7 +166,7 @@ export class WebhookEndpointReconciler {
       endpoint?.disabledReason === 'auto' ? pendingRequest(object, RECREATE_ANNOTATION, handled.recreateRequest) : undefined;
     if (!endpoint) {
       // Annotations present before the first endpoint ask for nothing more.
-      const registered = await this.register(object, spec, owner);
+      const registered = await this.actions.register(object, spec, owner);
       return {
         endpoint: registered,
         handled: { recreateRequest: annotations[RECREATE_ANNOTATION], rotateRequest: annotations[ROTATE_ANNOTATION] },
@@ -192,12 +174,12 @@ export class WebhookEndpointReconciler {
     }
     if (rotation !== undefined && recreation === undefined && endpoint.active) {
       if (!(await isCurrent())) return undefined;
-      const rotated = await this.rotateInPlace(object, spec, endpoint, owner, heldSecretOf(secret, endpoint));
+      const rotated = await this.actions.rotateInPlace(object, spec, endpoint, owner, heldSecretOf(secret, endpoint));
       return { endpoint: rotated, handled: { ...handled, rotateRequest: rotation } };
     }
     if (rotation !== undefined || recreation !== undefined) {
       if (!(await isCurrent())) return undefined;
-      const replacement = await this.replace(object, spec, endpoint, owner);
+      const replacement = await this.actions.replace(object, spec, endpoint, owner);
       return {
         endpoint: replacement,
         handled: { recreateRequest: recreation ?? handled.recreateRequest, rotateRequest: rotation ?? handled.rotateRequest },
@@ -210,92 +192,12 @@ export class WebhookEndpointReconciler {
       // Registered, but neither the Secret nor status ever showed it (a crash in between): that secret is
       // known to no one, so the endpoint is replaced.
       if (!(await isCurrent())) return undefined;
-      return { endpoint: await this.replace(object, spec, endpoint, owner), handled };
+      return { endpoint: await this.actions.replace(object, spec, endpoint, owner), handled };
     }
     if (endpoint.active && differsFromSpec(endpoint, spec)) {
-      const update = { url: spec.url, eventFilter: spec.eventFilter ?? [], description: spec.description ?? '' };
-      const updated = await this.options.registry.update(endpoint.id, update, owner.actor, owner.managedBy);
-      await this.options.events.record(involvedObject(object), 'Normal', 'EndpointUpdated', `Endpoint ${updated.id} updated in place.`);
-      return { endpoint: updated, handled };
+      return { endpoint: await this.actions.updateInPlace(object, spec, endpoint, owner), handled };
     }
     return { endpoint, handled };
-  }
-
-  /**
-   * The rotate annotation on an active endpoint: a new signing secret for the same endpoint, as
-   * POST /audit/webhooks/{id}/rotate-secret does, with spec.rotationOverlapSeconds of overlap. The secret the
-   * Secret holds (`held`, what receivers have) stays valid for the overlap, even when this is a retry of a
-   * rotation that changed the registry and then failed before the Secret was written: the secret of that
-   * first attempt, which no one ever saw, is the one retired.
-   */
-  private async rotateInPlace(
-    object: WebhookEndpointObject,
-    spec: WebhookEndpointSpec,
-    current: WebhookEndpoint,
-    { managedBy, actor }: Owner,
-    held: string | undefined,
-  ): Promise<WebhookEndpoint> {
-    const overlapS = spec.rotationOverlapSeconds ?? DEFAULT_ROTATION_OVERLAP_S;
-    const rotated = await this.options.registry.rotateSecret(
-      current.tenantId,
-      current.id,
-      { overlap_s: overlapS },
-      actor,
-      { managedBy },
-      held,
-    );
-    const expiresAt = rotated.previousSecretExpiresAt.toISOString();
-    await this.options.resources.writeOwnedSecret(object, spec.secretName, {
-      ...secretData(rotated.secret, current.id),
-      [SECRET_PREVIOUS_EXPIRY_FIELD]: expiresAt,
-    });
-    await this.options.events.record(
-      involvedObject(object),
-      'Normal',
-      'SecretRotated',
-      `Endpoint ${current.id} has a new signing secret in Secret ${spec.secretName}; the previous one also signs deliveries until ${expiresAt}.`,
-    );
-    return rotated.endpoint;
-  }
-
-  /**
-   * A new endpoint (new id and secret) in the old one's place, for an endpoint that no longer delivers
-   * (auto-disabled, or disabled outside Kubernetes) or whose secret no one ever received: once the Secret
-   * holds the new secret, an active old endpoint is deleted (with its delivery history), an inactive one is
-   * kept, disabled, with its history.
-   */
-  private async replace(
-    object: WebhookEndpointObject,
-    spec: WebhookEndpointSpec,
-    current: WebhookEndpoint,
-    owner: Owner,
-  ): Promise<WebhookEndpoint> {
-    const replacement = await this.register(object, spec, owner);
-    if (current.active) await this.options.registry.delete(current.tenantId, current.id, owner.actor, { managedBy: owner.managedBy });
-    return replacement;
-  }
-
-  private async register(object: WebhookEndpointObject, spec: WebhookEndpointSpec, { managedBy, actor }: Owner): Promise<WebhookEndpoint> {
-    const { registry, resources } = this.options;
-    const { endpoint, secret } = await registry.register(
-      spec.tenantId,
-      { url: spec.url, event_filter: spec.eventFilter ?? [], description: spec.description ?? '' },
-      actor,
-      managedBy,
-    );
-    try {
-      await resources.writeOwnedSecret(object, spec.secretName, secretData(secret, endpoint.id));
-    } catch (error) {
-      await registry.delete(endpoint.tenantId, endpoint.id, actor, { managedBy });
-      throw error;
-    }
-    await this.options.events.record(
-      involvedObject(object),
-      'Normal',
-      'EndpointRegistered',
-      `Endpoint ${endpoint.id} registered; signing secret in Secret ${spec.secretName}.`,
-    );
-    return endpoint;
   }
 
   private report(object: WebhookEndpointObject, endpoint: WebhookEndpoint | undefined, health: Health, handled?: Handled): Promise<void> {

@@ -2,11 +2,26 @@ import { standardWebhooksSecretOf } from '../client/webhookSignature.ts';
 import { normaliseWebhookUrl } from '../webhooks/webhookRules.ts';
 import type { WebhookEndpoint } from '../webhooks/webhookStore.ts';
 import type { Health } from './conditions.ts';
-import { pendingRequest, type AnyResource, type SecretState } from './kubeResources.ts';
+import { pendingRequest, type AnyResource, type CustomResource, type SecretState } from './kubeResources.ts';
 import { ROTATE_ANNOTATION, type WebhookEndpointSpec } from './resources.ts';
 
 // What a WebhookEndpoint resource's Secret, status and spec say about its endpoint, without I/O:
 // webhookEndpointReconciler.ts acts on it.
+
+/** What status records of the endpoint and of the annotations handled. */
+type WebhookEndpointStatus = {
+  id?: string;
+  active?: boolean;
+  consecutiveFailures?: number;
+  lastDeliveryAt?: string;
+  /** The recreate annotation value the current endpoint was created for. */
+  recreateRequest?: string;
+  /** The rotate annotation value handled last. */
+  rotateRequest?: string;
+  previousSecretExpiresAt?: string;
+};
+
+export type WebhookEndpointObject = CustomResource<WebhookEndpointSpec, WebhookEndpointStatus>;
 
 /**
  * There is no reactivation (docs/webhooks.md): an auto-disabled endpoint stays disabled. Setting this annotation to a new

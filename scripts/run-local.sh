@@ -187,7 +187,14 @@ and tree heads are signed with the Ed25519 key in $state/dev.env. Keep a head, p
   FIRST=\$($(json '.tree_size') < $state/kept-head.json) SECOND=\$(head -n 1 $state/export.ndjson | $(json '.tree_head.tree_size'))
   curl -s -H "Authorization: Bearer $demo_key" "$base/audit/integrity/consistency?first=\$FIRST&second=\$SECOND" > $state/consistency.json
   # 4. Verify offline: every event's proof, the heads' signatures, and that the kept head is a prefix of the export's
-  npx audit-trail verify --export $state/export.ndjson --public-key $state/keys.json --tree-head $state/kept-head.json --consistency $state/consistency.json
+  npx audit-trail-client verify --export $state/export.ndjson --public-key $state/keys.json --tree-head $state/kept-head.json --consistency $state/consistency.json
+
+The customer CLI (docs/cli.md), in a second terminal: read and follow the trail, and forward live events to
+a server on your machine signed like webhook deliveries (Ctrl-C stops tail and listen):
+  cd "$PWD" && export AUDIT_TRAIL_URL=$base AUDIT_TRAIL_API_KEY=$demo_key
+  npx audit-trail-client events list --action phi.read --limit 5
+  npx audit-trail-client events tail --follow
+  npx audit-trail-client listen --forward-to http://127.0.0.1:$receiver_port/
 
 Webhooks, in a second terminal. This local service takes http:// and loopback receivers because
 $state/dev.env sets WEBHOOK_ALLOW_HTTP=true and WEBHOOK_ALLOW_PRIVATE_TARGETS=true; leave both unset in

@@ -139,7 +139,7 @@ describe('make run, as a newcomer uses it', function () {
     expect(integrity)
       .to.match(/\/audit\/integrity\/tree-head/)
       .and.match(/\/proof"/)
-      .and.match(/npx audit-trail verify --export/);
+      .and.match(/npx audit-trail-client verify --export/);
     const pasted = await runAsPasted(integrity);
     expect(pasted.code, pasted.stderr + pasted.stdout).to.equal(0);
     const [head, proof, verified] = pasted.stdout.trim().split('\n');
@@ -150,6 +150,20 @@ describe('make run, as a newcomer uses it', function () {
       /^verified: (\d+) events, \1 proven against the tree head of size \d+ .*; 1 saved tree heads consistent with it$/,
     );
     expect(Number(/^verified: (\d+)/.exec(verified!)![1])).to.be.at.least(301);
+  });
+
+  it('prints customer CLI commands that work as pasted', async () => {
+    const commands = section(await run!.banner(), 'The customer CLI').split('\n');
+    expect(commands.join('\n'))
+      .to.match(/npx audit-trail-client events tail --follow$/m)
+      .and.match(/npx audit-trail-client listen --forward-to http:\/\/127\.0\.0\.1:\d+\/$/m);
+    // tail --follow and listen run until Ctrl-C; the others run as pasted, in order.
+    const pasted = await runAsPasted(commands.filter((line) => !/ --follow| listen /.test(line)).join('\n'));
+    expect(pasted.code, pasted.stderr).to.equal(0);
+    const [header, ...rows] = pasted.stdout.trimEnd().split('\n');
+    expect(header).to.match(/^TIMESTAMP\s+ACTION\s+USER/);
+    expect(rows).to.have.length(5);
+    for (const row of rows) expect(row).to.match(/^\S+Z\s+phi\.read\s/);
   });
 
   it('prints a customer portal link for the demo tenant that opens the trail in a browser, once', async () => {

@@ -11,21 +11,18 @@ import type { ApiKeyService } from '../auth/apiKeyService.ts';
 import type { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
+import type { ManagedStreams } from '../streams/managedStreams.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
-import { ApiKeyReconciler, type ApiKeyObject } from './apiKeyReconciler.ts';
 import { WATCH_BACKOFF, type BackoffPolicy } from './backoff.ts';
+import { controllerKinds, type Kind } from './controllerKinds.ts';
 import { CrdGuard, type CrdProblem } from './crdGuard.ts';
 import { DeploymentGuard } from './deploymentGuard.ts';
 import { describeError, reportRetry, reportStalled } from './healthReport.ts';
 import { kubeLeaseStore } from './kubeLeaseStore.ts';
 import { EventRecorder } from './kubeEvents.ts';
 import { KubeResources, managedByOf, type AnyResource } from './kubeResources.ts';
-import { RETENTION_POLICY } from './lifecycleKinds.ts';
 import { DEFAULT_LEASE_TIMING, LeaderElector } from './leaderElection.ts';
-import { RetentionPolicyReconciler, type RetentionPolicyObject } from './retentionPolicyReconciler.ts';
-import { API_KEY, DEFAULT_CONTROLLER_CLASS, WEBHOOK_ENDPOINT, type ResourceKind } from './resources.ts';
-import { WebhookEndpointReconciler } from './webhookEndpointReconciler.ts';
-import type { WebhookEndpointObject } from './webhookEndpointState.ts';
+import { DEFAULT_CONTROLLER_CLASS } from './resources.ts';
 import { cachedObject, makeInformers, ownerKey, queueKey, type Informers } from './watchedSources.ts';
 import { restartOnError } from './watchRestart.ts';
 import { WorkQueue } from './workQueue.ts';
@@ -50,6 +47,8 @@ export interface ControllerOptions {
   readonly keys: ApiKeyService;
   readonly registry: WebhookRegistry;
   readonly retention: RetentionPolicies;
+  /** The deployment-wide log streams AuditLogStream resources declare. */
+  readonly streams: ManagedStreams;
   /** One lock per resource (its managed_by), on the same database as keys and registry. */
   readonly locks: ResourceLocks;
   /** The deployment's identity (readDeploymentId): stamped on every resource this controller reconciles. */
@@ -73,11 +72,6 @@ export interface ControllerOptions {
   readonly metrics?: ServiceMetrics;
   /** Told of every work-queue key processed (`apikeys/<namespace>/<name>`), whatever came of it: for tests and diagnostics. */
   readonly onReconciled?: (key: string) => void;
-}
-
-interface Kind {
-  readonly resource: ResourceKind;
-  reconcile(object: KubernetesObject): Promise<void>;
 }
 
 interface Running {
@@ -125,14 +119,8 @@ export class KubernetesController {
     );
     const events = new EventRecorder(this.core, options.log, { component: COMPONENT });
     const guard = new DeploymentGuard(resources, events, options.deploymentId);
-    const apiKeys = new ApiKeyReconciler({ resources, keys: options.keys, events, guard, log: options.log });
-    const webhooks = new WebhookEndpointReconciler({ resources, registry: options.registry, events, guard, log: options.log });
-    const retention = new RetentionPolicyReconciler({ resources, policies: options.retention, events, guard });
-    this.kinds = [
-      { resource: API_KEY, reconcile: (object) => apiKeys.reconcile(object as unknown as ApiKeyObject) },
-      { resource: WEBHOOK_ENDPOINT, reconcile: (object) => webhooks.reconcile(object as unknown as WebhookEndpointObject) },
-      { resource: RETENTION_POLICY, reconcile: (object) => retention.reconcile(object as unknown as RetentionPolicyObject) },
-    ];
+    const { keys, registry, retention, streams, log } = options;
+    this.kinds = controllerKinds({ resources, events, guard, keys, registry, retention, streams, log });
     this.reportRetry = (plural, object, message) =>
       reportRetry(resources, events, guard, plural, object as unknown as AnyResource, message);
     this.reportCrdProblem = (plural, object, problem) =>

@@ -4,11 +4,12 @@ import { requireSetting } from '../config/config.ts';
 import { KubernetesController } from '../controller/controller.ts';
 import { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
 import { CONTROLLED_RESOURCE_LOCKS, SessionLocks } from '../db/sessionLocks.ts';
+import { ManagedStreams } from '../streams/managedStreams.ts';
 import type { Role } from './role.ts';
 
 /**
- * The Kubernetes controller: ApiKey, WebhookEndpoint and RetentionPolicy resources into Postgres and Secrets,
- * leader-elected.
+ * The Kubernetes controller: ApiKey, WebhookEndpoint, RetentionPolicy and AuditLogStream resources into
+ * Postgres and Secrets, leader-elected.
  * This module is loaded only for this role (main.ts): the Kubernetes client is by far the largest part of
  * a process's memory (BENCHMARKS.md, "List (issue 2)", RSS).
  */
@@ -22,6 +23,11 @@ export const role: Role = {
       keys: new ApiKeyService({ db, writer, pepper, environment: config.keyEnvironment }),
       registry: await parts.webhookRegistry('the controller role'),
       retention: new RetentionPolicies({ db, writer, defaultPeriod: config.retentionDefault }),
+      streams: new ManagedStreams({
+        db,
+        secrets: parts.secretBox('the controller role'),
+        policy: { allowHttp: config.webhookAllowHttp, allowPrivateTargets: config.webhookAllowPrivateTargets },
+      }),
       // Each reconcile holds its resource's lock in this database: two leaders for a moment never mint twice.
       locks: new SessionLocks(db, CONTROLLED_RESOURCE_LOCKS),
       deploymentId: await parts.deploymentId(),

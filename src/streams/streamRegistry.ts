@@ -15,14 +15,11 @@ import { destinationOf, sealDestination } from './streamSecrets.ts';
 import {
   STREAMS_PER_TENANT,
   STREAM_ID_PATTERN,
-  destinationSchema,
   normaliseFilter,
   startAtMs,
   streamCreationSchema,
   type DestinationInput,
   type StreamCreation,
-  type StreamFilter,
-  type StreamFormat,
 } from './streamRules.ts';
 import {
   deleteStream,
@@ -30,26 +27,10 @@ import {
   insertStreamWithinLimit,
   listTenantStreams,
   lockTenantStreams,
-  findManagedStream,
   setPaused,
   streamPositions,
-  updateStream,
   type LogStream,
 } from './streamStore.ts';
-
-/** What an AuditLogStream resource asks for, its credentials read from its Secret. */
-export interface ManagedStreamSpec {
-  /** Null: every tenant. */
-  readonly tenantIds: readonly string[] | null;
-  /** Validated here as the API validates a creation's destination. */
-  readonly destination: unknown;
-  readonly signingSecret: string | undefined;
-  readonly format: StreamFormat;
-  readonly filter: StreamFilter | undefined;
-  readonly startAt: string | undefined;
-  readonly treeHeads: boolean;
-  readonly paused: boolean;
-}
 
 export interface CreatedStream {
   readonly stream: LogStream;
@@ -86,7 +67,7 @@ export interface StreamRegistryOptions {
  * A tenant's log streams through the public API (docs/streams.md): create, list, look up, pause, resume,
  * test, delete. Every change writes its `admin.stream.*` event to the tenant's trail in the same
  * transaction, and so is the stream's own first record when it starts "now". Another tenant's stream and
- * a deployment-wide stream (an AuditLogStream resource's) are unknown here: 404.
+ * a deployment-wide stream (an AuditLogStream resource's, managedStreams.ts) are unknown here: 404.
  */
 export class StreamRegistry {
   private readonly options: StreamRegistryOptions;
@@ -172,58 +153,6 @@ export class StreamRegistry {
     return sendTestRecord(stream, this.options.secrets, this.options.destinations);
   }
 
-  // --- Deployment-wide streams, declared by AuditLogStream resources and applied by the controller. No
-  // tenant owns them (the API does not show them); their changes are recorded as Kubernetes Events.
-
-  findManaged(managedBy: string): Promise<LogStream | undefined> {
-    return findManagedStream(this.options.db, managedBy);
-  }
-
-  /** Creates the resource's stream, or applies its spec to the existing one in place (its positions kept). */
-  async applyManaged(managedBy: string, spec: ManagedStreamSpec, existing: LogStream | undefined): Promise<LogStream> {
-    const destination = parseInput(destinationSchema(this.options.policy), spec.destination);
-    await this.checkTarget(destination);
-    const { shown, ciphertext } = sealDestination(destination, this.options.secrets, spec.signingSecret);
-    const filter = normaliseFilter(spec.filter);
-    return this.options.db.transaction(async (client) => {
-      if (existing) {
-        return updateStream(client, existing.id, {
-          tenantIds: spec.tenantIds,
-          destination: shown,
-          secretCiphertext: ciphertext,
-          format: spec.format,
-          filter,
-          treeHeads: spec.treeHeads,
-          paused: spec.paused,
-        });
-      }
-      const inserted = await insertStreamWithinLimit(
-        client,
-        {
-          id: `str_${randomBytes(16).toString('hex')}`,
-          ownerTenantId: null,
-          tenantIds: spec.tenantIds,
-          destinationType: destination.type,
-          destination: shown,
-          secretCiphertext: ciphertext,
-          format: spec.format,
-          filter,
-          treeHeads: spec.treeHeads,
-          startAtMs: startAtMs(spec.startAt),
-          managedBy,
-        },
-        0,
-      );
-      const created = inserted!;
-      return spec.paused ? setPaused(client, created.id, true) : created;
-    });
-  }
-
-  async deleteManaged(managedBy: string): Promise<void> {
-    const stream = await findManagedStream(this.options.db, managedBy);
-    if (stream) await this.options.db.transaction((client) => deleteStream(client, stream.id));
-  }
-
   private async owned(db: pg.PoolClient | Database, tenantId: string, id: string, lock = false): Promise<LogStream> {
     const notFound = () => new NotFoundError('No such log stream.');
     if (!STREAM_ID_PATTERN.test(id)) throw notFound();
@@ -232,13 +161,18 @@ export class StreamRegistry {
     return stream;
   }
 
-  private async checkTarget(destination: DestinationInput): Promise<void> {
-    const url = destination.type === 's3' ? destination.endpoint : destination.url;
-    if (url === undefined) return;
-    const problem = await targetProblem(new URL(url), this.options.policy);
-    const field = destination.type === 's3' ? 'destination.endpoint' : 'destination.url';
-    if (problem) throw ValidationError.single(field, `${problem}; stream destinations must be public addresses`);
+  private checkTarget(destination: DestinationInput): Promise<void> {
+    return checkDestinationTarget(destination, this.options.policy);
   }
+}
+
+/** The SSRF guard of webhooks on a destination's URL (or S3 endpoint), at creation and at every change. */
+export async function checkDestinationTarget(destination: DestinationInput, policy: TargetPolicy): Promise<void> {
+  const url = destination.type === 's3' ? destination.endpoint : destination.url;
+  if (url === undefined) return;
+  const problem = await targetProblem(new URL(url), policy);
+  const field = destination.type === 's3' ? 'destination.endpoint' : 'destination.url';
+  if (problem) throw ValidationError.single(field, `${problem}; stream destinations must be public addresses`);
 }
 
 /** Position and lag of any stream: the API's, the CLI's and the resource status's view. */

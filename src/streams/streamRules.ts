@@ -16,14 +16,14 @@ import {
 /** `str_` + 32 lowercase hex. */
 export const STREAM_ID_PATTERN = /^str_[0-9a-f]{32}$/;
 export const STREAMS_PER_TENANT = 20;
-const STREAM_FILTER_MAX_ENTRIES = 50;
+export const STREAM_FILTER_MAX_ENTRIES = 50;
 const LABEL_MAX_LENGTH = 256;
 const SECRET_MAX_LENGTH = 512;
 const TAGS_MAX = 50;
 
-const DESTINATION_TYPES = ['splunk_hec', 'datadog', 'https', 's3'] as const;
+export const DESTINATION_TYPES = ['splunk_hec', 'datadog', 'https', 's3'] as const;
 export type DestinationType = (typeof DESTINATION_TYPES)[number];
-const STREAM_FORMATS = ['native', 'ocsf'] as const;
+export const STREAM_FORMATS = ['native', 'ocsf'] as const;
 export type StreamFormat = (typeof STREAM_FORMATS)[number];
 
 /** A destination URL: the webhook rules (https, no credentials, no fragment), and for a base URL no query either. */
@@ -127,7 +127,7 @@ export const streamFilterSchema = z
 export type StreamFilter = z.output<typeof streamFilterSchema>;
 
 /** "now", or a past RFC 3339 instant (a backfill); startAtMs reads it. */
-const startAtSchema = z
+export const startAtSchema = z
   .string()
   .superRefine((value, ctx) => {
     if (value === 'now') return;

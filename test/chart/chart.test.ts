@@ -250,15 +250,15 @@ describe('Helm chart', function () {
   it('grants the controller exactly the verbs it uses, cluster-wide or per listed namespace, and leases only at home', async () => {
     const expected = [
       { apiGroups: ['audittrail.dev'], resources: ['apikeys', 'webhookendpoints'], verbs: ['get', 'list', 'watch', 'patch'] },
-      { apiGroups: ['audittrail.dev'], resources: ['retentionpolicies'], verbs: ['list', 'watch', 'patch'] },
+      { apiGroups: ['audittrail.dev'], resources: ['retentionpolicies', 'auditlogstreams'], verbs: ['list', 'watch', 'patch'] },
       {
         apiGroups: ['audittrail.dev'],
-        resources: ['apikeys/status', 'webhookendpoints/status', 'retentionpolicies/status'],
+        resources: ['apikeys/status', 'webhookendpoints/status', 'retentionpolicies/status', 'auditlogstreams/status'],
         verbs: ['patch'],
       },
       {
         apiGroups: ['audittrail.dev'],
-        resources: ['apikeys/finalizers', 'webhookendpoints/finalizers', 'retentionpolicies/finalizers'],
+        resources: ['apikeys/finalizers', 'webhookendpoints/finalizers', 'retentionpolicies/finalizers', 'auditlogstreams/finalizers'],
         verbs: ['update'],
       },
       { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch', 'create', 'update'] },
@@ -273,7 +273,12 @@ describe('Helm chart', function () {
       {
         apiGroups: ['apiextensions.k8s.io'],
         resources: ['customresourcedefinitions'],
-        resourceNames: ['apikeys.audittrail.dev', 'retentionpolicies.audittrail.dev', 'webhookendpoints.audittrail.dev'],
+        resourceNames: [
+          'apikeys.audittrail.dev',
+          'auditlogstreams.audittrail.dev',
+          'retentionpolicies.audittrail.dev',
+          'webhookendpoints.audittrail.dev',
+        ],
         verbs: ['list', 'watch'],
       },
     ];

@@ -218,7 +218,7 @@ describe('the chart in a cluster shared by several releases', function () {
     const install = (release: string, namespace: string) =>
       cluster.render(release, namespace, ['--set', 'secrets.existingSecret=env', '--set', 'crds.enabled=true']);
     const putCrds = (annotations: Record<string, string>, labels: Record<string, string> = {}) => {
-      for (const plural of ['apikeys', 'webhookendpoints']) {
+      for (const plural of ['apikeys', 'webhookendpoints', 'auditlogstreams']) {
         cluster.put({
           apiVersion: 'apiextensions.k8s.io/v1',
           kind: 'CustomResourceDefinition',

@@ -8,6 +8,8 @@ import { crdManifest } from '../../src/controller/crdManifest.ts';
 import { retentionPolicySpecSchema } from '../../src/controller/lifecycleKinds.ts';
 import { RESOURCE_KINDS } from '../../src/controller/resourceKinds.ts';
 import { SCHEMA_VERSION_ANNOTATION, apiKeySpecSchema, webhookEndpointSpecSchema } from '../../src/controller/resources.ts';
+import { auditLogStreamSpecSchema } from '../../src/controller/streamResource.ts';
+import { violatedRules } from '../support/kube-apiserver/celRules.ts';
 import { webhookRegistrationSchema } from '../../src/webhooks/webhookRules.ts';
 import { renderCrds } from '../../scripts/generate-crds.ts';
 
@@ -45,6 +47,7 @@ const SCHEMA_FINGERPRINTS: Record<string, Record<number, string>> = {
   ApiKey: { 1: '1598dbeb770ac167', 2: 'c62a796a4eb07ed8' },
   WebhookEndpoint: { 1: '2f1ec60112194971' },
   RetentionPolicy: { 1: '2c942f011c744e21' },
+  AuditLogStream: { 1: '688138bea478a293' },
 };
 
 describe('CustomResourceDefinitions', () => {
@@ -199,4 +202,59 @@ describe('CustomResourceDefinitions', () => {
       expect(retentionPolicySpecSchema.safeParse(spec).success).to.equal(expected);
     });
   }
+
+  const streamSpec = (overrides: Record<string, unknown>) => ({
+    tenantIds: ['acme'],
+    destination: { type: 'splunk_hec', url: 'https://splunk.example.com:8088', secretRef: { name: 'hec' } },
+    ...overrides,
+  });
+  const streamCases: Array<[string, Record<string, unknown>, boolean]> = [
+    ['a stream of listed tenants', streamSpec({}), true],
+    ['a stream of every tenant', streamSpec({ tenantIds: undefined, allTenants: true }), true],
+    [
+      'an s3 destination',
+      streamSpec({ destination: { type: 's3', bucket: 'b-1', prefix: 'audit', region: 'eu-west-1', secretRef: { name: 's3' } } }),
+      true,
+    ],
+    [
+      'an unknown destination type',
+      streamSpec({ destination: { type: 'syslog', url: 'https://x.example', secretRef: { name: 'x' } } }),
+      false,
+    ],
+    ['a destination without secretRef', streamSpec({ destination: { type: 'datadog', url: 'https://x.example' } }), false],
+    ['an unknown format', streamSpec({ format: 'cef' }), false],
+    ['a wildcard filter', streamSpec({ filter: { actionPrefixes: ['phi.*'] } }), false],
+  ];
+  for (const [what, spec, expected] of streamCases) {
+    it(`AuditLogStream: ${expected ? 'admits' : 'refuses'} ${what}, as the controller's schema does`, () => {
+      expect(admits('auditlogstreams.audittrail.dev.yaml', spec)).to.equal(expected);
+      expect(auditLogStreamSpecSchema.safeParse(spec).success).to.equal(expected);
+    });
+  }
+
+  it("AuditLogStream: the CRD's rules refuse both or neither of allTenants and tenantIds, a url-less HEC, and a changed startAt", () => {
+    const rules = specSchema('auditlogstreams.audittrail.dev.yaml') as never;
+    const fields = (spec: unknown, old?: unknown) => violatedRules(rules, spec, old).map((violation) => violation.message);
+    expect(fields(streamSpec({}))).to.deep.equal([]);
+    expect(fields(streamSpec({ allTenants: true }))).to.deep.equal(['set either allTenants: true or tenantIds, not both']);
+    expect(fields(streamSpec({ tenantIds: undefined }))).to.deep.equal(['set either allTenants: true or tenantIds, not both']);
+    expect(fields(streamSpec({ destination: { type: 'splunk_hec', secretRef: { name: 'hec' } } }))).to.deep.equal([
+      's3 needs bucket, prefix and region; the other types need url',
+    ]);
+    expect(fields(streamSpec({ startAt: '2026-01-01T00:00:00Z' }), streamSpec({}))).to.deep.equal([
+      'startAt is immutable; create another AuditLogStream',
+    ]);
+    const columns = (manifest('auditlogstreams.audittrail.dev.yaml').spec.versions[0] as any).additionalPrinterColumns;
+    expect(columns.map((column: { name: string }) => column.name)).to.deep.equal([
+      'Tenant',
+      'Destination',
+      'State',
+      'Lag',
+      'Ready',
+      'Reason',
+      'ID',
+      'Class',
+      'Age',
+    ]);
+  });
 });

@@ -75,6 +75,24 @@ describe('kubectl with the documented examples', function () {
     expect(await kubectl('get', 'apikeys,webhookendpoints', '-n', 'team-a', '-o', 'name')).to.equal('');
   });
 
+  it('applies the AuditLogStream example (its Secret beside it) and the stream follows it, then deletes it', async () => {
+    const applied = await kubectl('apply', '--validate=false', '-f', 'docs/examples/auditlogstream.yaml');
+    expect(applied).to.include('auditlogstream.audittrail.dev/all-tenants-to-splunk created');
+    const stream = () => kubectl('get', 'atstream', 'all-tenants-to-splunk', '-n', 'platform', '-o', 'json').then(JSON.parse);
+    await waitFor(async () => (await stream()).status?.state === 'Active', 'the stream to be Active');
+    const { status } = await stream();
+    expect(await harness.streams.find(`kubernetes:platform/all-tenants-to-splunk/${(await stream()).metadata.uid}`)).to.deep.include({
+      id: status.id,
+      tenantIds: null,
+      format: 'ocsf',
+      filter: { action_prefixes: ['phi.', 'admin.'] },
+    });
+    // (Printer columns are the API server's to render, as a Table: crds.test.ts checks them in the CRD.)
+    expect(await kubectl('delete', '-f', 'docs/examples/auditlogstream.yaml', '--timeout=20s')).to.include('deleted');
+    const { rows } = await harness.db.pool.query('SELECT count(*)::int AS n FROM log_streams WHERE id = $1', [status.id]);
+    expect(rows[0].n).to.equal(0);
+  });
+
   it('applies server-side, refuses a conflicting manager, and lets it take the field with --force-conflicts', async () => {
     const manifest = 'docs/examples/apikey.yaml';
     expect(await kubectl('apply', '--server-side', '--validate=false', '-f', manifest)).to.include('serverside-applied');

@@ -74,7 +74,7 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
     await harness?.stop();
   });
 
-  it('covers every call the controller makes across both kinds and their whole life cycle', async () => {
+  it('covers every call the controller makes across its kinds and their whole life cycle', async () => {
     const address = (plural: string, name?: string) => ({
       group: GROUP,
       version: VERSION,
@@ -114,9 +114,31 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
         spec: { tenantId: 'acme', retain: '6y' },
       },
     });
+    // An AuditLogStream reads the Secret its secretRef names (no streams role runs here: it only has to exist).
+    await harness.core.createNamespacedSecret({ namespace: 'team-r', body: { metadata: { name: 's' }, stringData: { token: 't' } } });
+    await harness.custom.createNamespacedCustomObject({
+      ...address('auditlogstreams'),
+      body: {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'AuditLogStream',
+        metadata: { name: 's' },
+        spec: { allTenants: true, destination: { type: 'splunk_hec', url: receiver.url, secretRef: { name: 's' } } },
+      },
+    });
     await active('apikeys', 'k', (status) => status.state === 'Active');
     await active('webhookendpoints', 'w', (status) => status.active === true);
     await active('retentionpolicies', 'r', (status) => status.enforced === '6y');
+    await active('auditlogstreams', 's', (status) => status.state === 'Active');
+    await harness.custom.patchNamespacedCustomObject(
+      { ...address('auditlogstreams', 's'), body: { spec: { paused: true } } } as never,
+      mergePatch,
+    );
+    await active('auditlogstreams', 's', (status) => status.state === 'Paused');
+    await harness.custom.deleteNamespacedCustomObject(address('auditlogstreams', 's') as never);
+    await waitFor(
+      async () => (await harness.custom.listNamespacedCustomObject(address('auditlogstreams'))).items.length === 0,
+      'the stream',
+    );
     for (const plural of ['apikeys', 'webhookendpoints']) {
       const name = plural === 'apikeys' ? 'k' : 'w';
       await harness.custom.patchNamespacedCustomObject(
@@ -161,6 +183,7 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
       'update audittrail.dev/apikeys/finalizers',
       'update audittrail.dev/webhookendpoints/finalizers',
       'update audittrail.dev/retentionpolicies/finalizers',
+      'update audittrail.dev/auditlogstreams/finalizers',
       'update /secrets',
       'patch /events',
     ];

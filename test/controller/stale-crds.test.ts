@@ -122,12 +122,16 @@ describe('a controller whose CRDs are older than it needs', function () {
       () => 'ready',
       (error: Error) => error.message,
     );
-    expect(readiness).to.include('CRD apikeys.audittrail.dev carries no schema version').and.to.include('webhookendpoints.audittrail.dev');
-    // The earlier release had no RetentionPolicy: its CRD is missing, counted the same way.
+    expect(readiness)
+      .to.include('CRD apikeys.audittrail.dev carries no schema version')
+      .and.to.include('webhookendpoints.audittrail.dev')
+      .and.to.include('auditlogstreams.audittrail.dev');
+    // The earlier release had no RetentionPolicy or AuditLogStream: their CRDs are missing, counted the same way.
     expect(await outdatedGauge()).to.deep.equal({
       'apikeys.audittrail.dev': 1,
       'webhookendpoints.audittrail.dev': 1,
       'retentionpolicies.audittrail.dev': 1,
+      'auditlogstreams.audittrail.dev': 1,
     });
   });
 
@@ -165,6 +169,7 @@ describe('a controller whose CRDs are older than it needs', function () {
       'apikeys.audittrail.dev': 0,
       'webhookendpoints.audittrail.dev': 0,
       'retentionpolicies.audittrail.dev': 0,
+      'auditlogstreams.audittrail.dev': 0,
     });
   });
 

@@ -9,6 +9,7 @@ import { EventWriter } from '../../src/events/eventWriter.ts';
 import { RetentionPolicies } from '../../src/lifecycle/retentionPolicies.ts';
 import type { Logger } from '../../src/platform/logger.ts';
 import type { ServiceMetrics } from '../../src/platform/metrics.ts';
+import { ManagedStreams } from '../../src/streams/managedStreams.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
@@ -36,6 +37,7 @@ export interface Deployment {
   readonly keys: ApiKeyService;
   readonly registry: WebhookRegistry;
   readonly retention: RetentionPolicies;
+  readonly streams: ManagedStreams;
   /** What the controller role locks resources with, on this database. */
   readonly locks: SessionLocks;
 }
@@ -106,6 +108,11 @@ export async function startControllerHarness(
         policy: { allowHttp: true, allowPrivateTargets: true },
       }),
       retention: new RetentionPolicies({ db: controllerDb, writer, defaultPeriod: undefined }),
+      streams: new ManagedStreams({
+        db: controllerDb,
+        secrets: new SecretBox(TEST_ENCRYPTION_KEY),
+        policy: { allowHttp: true, allowPrivateTargets: true },
+      }),
     };
   }
   const home = await startDeployment();
@@ -129,6 +136,7 @@ export async function startControllerHarness(
         keys: deployment.keys,
         registry: deployment.registry,
         retention: deployment.retention,
+        streams: deployment.streams,
         locks: deployment.locks,
         deploymentId: deployment.deploymentId,
         controllerClass: options.controllerClass ?? 'default',

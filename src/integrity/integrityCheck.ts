@@ -1,9 +1,9 @@
 import type pg from 'pg';
 import { eventLeafHash, verifyTreeHead, type SignedTreeHead } from '../client/integrity.ts';
 import type { Database } from '../db/database.ts';
-import { EVENT_JSON } from '../events/eventDocument.ts';
 import { TILE_HEIGHT, TILE_WIDTH, TileSet, tileRoot, tilesForRanges, type Tile } from './tiles.ts';
 import { allTreeHeads, listSealKeys, loadTiles } from './treeStore.ts';
+import { leavesBetween, storedTreeSize, tenantsWithTrails, unsealedEvents, upperTiles } from './integrityCheckStore.ts';
 
 /** One finding of the server-side audit; `eventId` names the event when there is one to name. */
 interface IntegrityProblem {
@@ -55,45 +55,16 @@ export async function checkIntegrity(db: Database, options: { tenantId?: string;
   return reports;
 }
 
-async function tenantsWithTrails(db: Database): Promise<string[]> {
-  const { rows } = await db.query<{ tenant_id: string }>(
-    'SELECT tenant_id FROM merkle_trees UNION SELECT DISTINCT tenant_id FROM events ORDER BY 1',
-  );
-  return rows.map((row) => row.tenant_id);
-}
-
 async function checkTenant(client: pg.PoolClient, tenantId: string, sealIntervalMs: number): Promise<TenantReport> {
   const problems: IntegrityProblem[] = [];
   const report = (problem: Omit<IntegrityProblem, 'tenantId'>) => problems.push({ tenantId, ...problem });
-  const { rows: trees } = await client.query<{ tree_size: number }>('SELECT tree_size FROM merkle_trees WHERE tenant_id = $1', [tenantId]);
-  const treeSize = trees[0]?.tree_size ?? 0;
+  const treeSize = await storedTreeSize(client, tenantId);
   const upper = new TileSet(await upperTiles(client, tenantId));
   const { leaves, retained } = await checkLeaves(client, tenantId, treeSize, upper, report);
   const heads = await allTreeHeads(client, tenantId);
   await checkHeads(client, tenantId, heads, upper, treeSize, report);
   await checkUnsealed(client, tenantId, sealIntervalMs, report);
   return { tenantId, leaves, heads: heads.length, retained, problems };
-}
-
-/** Tiles above the leaf level: a few per million leaves, held in memory for the whole check. */
-async function upperTiles(client: pg.PoolClient, tenantId: string): Promise<Tile[]> {
-  const { rows } = await client.query<{ level: number; tile_index: number; hashes: Buffer }>(
-    'SELECT level, tile_index, hashes FROM merkle_tiles WHERE tenant_id = $1 AND level > 0',
-    [tenantId],
-  );
-  return rows.map((row) => ({ level: row.level, index: row.tile_index, hashes: row.hashes }));
-}
-
-interface LeafRow {
-  leaf_index: number;
-  event_id: string;
-  occurred_at: string;
-  document: string | null;
-  /** The columns rendered as a version-1 document (what EVENT_JSON renders). */
-  rendered: string | null;
-  document_version: number | null;
-  /** Whether the month partition the event belongs to still exists. */
-  partition_exists: boolean;
 }
 
 /** Leaves read per round, a whole number of leaf-level tiles. */
@@ -113,20 +84,7 @@ async function checkLeaves(
   let expected = 0;
   let retained = 0;
   for (let from = 0; ; from += LEAVES_PER_ROUND) {
-    const { rows } = await client.query<LeafRow>(
-      `SELECT l.leaf_index, l.event_id::text, to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at,
-              e.document, CASE WHEN e.event_id IS NOT NULL THEN ${EVENT_JSON} END AS rendered, e.document_version,
-              to_regclass('events_' || to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY_MM')) IS NOT NULL AS partition_exists
-         FROM (SELECT r.tenant_id, r.first_leaf + k.position - 1 AS leaf_index, k.event_occurred_at, k.event_id
-                 FROM merkle_leaf_ranges r
-                 CROSS JOIN LATERAL unnest(r.event_occurred_at, r.event_ids) WITH ORDINALITY AS k(event_occurred_at, event_id, position)
-                 -- A range holds at most 5,000 leaves: the first bound lets the primary key find the ranges.
-                WHERE r.tenant_id = $1 AND r.first_leaf > $2 - 5000 AND r.first_leaf < $3) l
-         LEFT JOIN events e ON e.tenant_id = l.tenant_id AND e.occurred_at = l.event_occurred_at AND e.event_id = l.event_id
-        WHERE l.leaf_index >= $2 AND l.leaf_index < $3
-        ORDER BY l.leaf_index`,
-      [tenantId, from, from + LEAVES_PER_ROUND],
-    );
+    const rows = await leavesBetween(client, tenantId, from, from + LEAVES_PER_ROUND);
     if (rows.length === 0 && from >= treeSize) break;
     const firstTile = from / TILE_WIDTH;
     const tiles = await loadTiles(
@@ -266,27 +224,7 @@ async function checkUnsealed(
   sealIntervalMs: number,
   report: (problem: Omit<IntegrityProblem, 'tenantId'>) => void,
 ): Promise<void> {
-  const { rows } = await client.query<{ event_id: string; occurred_at: string; enqueued_at: string | null; overdue: boolean }>(
-    `WITH queued AS (
-       SELECT k.event_id, k.occurred_at, q.enqueued_at
-         FROM seal_queue q CROSS JOIN LATERAL unnest(q.event_ids, q.event_occurred_at) AS k(event_id, occurred_at)
-        WHERE q.tenant_id = $1
-     ), sealed AS (
-       SELECT k.event_id, k.occurred_at
-         FROM merkle_leaf_ranges r CROSS JOIN LATERAL unnest(r.event_ids, r.event_occurred_at) AS k(event_id, occurred_at)
-        WHERE r.tenant_id = $1
-     )
-     SELECT e.event_id::text, to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at,
-            to_char(queued.enqueued_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS enqueued_at,
-            queued.enqueued_at < clock_timestamp() - $2 * interval '1 millisecond' AS overdue
-       FROM events e
-       LEFT JOIN queued ON queued.event_id = e.event_id AND queued.occurred_at = e.occurred_at
-      WHERE e.tenant_id = $1
-        AND NOT EXISTS (SELECT 1 FROM sealed WHERE sealed.event_id = e.event_id AND sealed.occurred_at = e.occurred_at)
-        AND (queued.event_id IS NULL OR queued.enqueued_at < clock_timestamp() - $2 * interval '1 millisecond')
-      ORDER BY e.occurred_at, e.event_id`,
-    [tenantId, sealIntervalMs],
-  );
+  const rows = await unsealedEvents(client, tenantId, sealIntervalMs);
   for (const row of rows) {
     if (row.enqueued_at === null) {
       report({

@@ -1,5 +1,5 @@
 import { AUDIT_EVENT_FIELDS, type AuditEventFieldName, type JsonTypes } from '../client/auditEvent.ts';
-import { hashLeafHex } from '../client/integrity.ts';
+import { hashLeafHex } from '../client/merkleHash.ts';
 import type { NewEvent } from './eventStore.ts';
 
 /**

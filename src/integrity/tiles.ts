@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import { hashChildren } from '../client/integrity.ts';
+import { hashChildren } from '../client/merkleHash.ts';
 import { completeSubtrees, consistencyRanges, inclusionRanges, type LeafRange, type TreeNode } from './proofShapes.ts';
 
 /**

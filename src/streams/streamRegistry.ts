@@ -4,6 +4,7 @@ import type { Database, Queryable } from '../db/database.ts';
 import { adminEvent, type Actor } from '../events/adminEvent.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { firstLeafSince, leafIngestedAt, treeSizes } from '../integrity/treeStore.ts';
+import { systemClock, type Clock } from '../platform/clock.ts';
 import { NotFoundError, ValidationError } from '../platform/errors.ts';
 import { parseInput } from '../platform/inputValidation.ts';
 import { generateWebhookSecret, type SecretBox } from '../webhooks/secretBox.ts';
@@ -61,6 +62,8 @@ export interface StreamRegistryOptions {
   readonly policy: WebhookUrlPolicy & TargetPolicy;
   /** How a test send reaches the destination (the streams role's settings). */
   readonly destinations: DestinationOptions;
+  /** What lag_seconds is measured against (the system clock unless a test moves time itself). */
+  readonly clock?: Clock;
 }
 
 /**
@@ -118,7 +121,7 @@ export class StreamRegistry {
 
   /** Position and lag of one of the tenant's streams. */
   stateOf(stream: LogStream): Promise<StreamState> {
-    return streamState(this.options.db, stream);
+    return streamState(this.options.db, stream, this.options.clock);
   }
 
   pause(tenantId: string, id: string, actor: Actor): Promise<LogStream> {
@@ -175,8 +178,11 @@ export async function checkDestinationTarget(destination: DestinationInput, poli
   if (problem) throw ValidationError.single(field, `${problem}; stream destinations must be public addresses`);
 }
 
-/** Position and lag of any stream: the API's, the CLI's and the resource status's view. */
-export async function streamState(db: Queryable, stream: LogStream): Promise<StreamState> {
+/**
+ * Position and lag of any stream: the API's, the CLI's and the resource status's view. lag_seconds is the
+ * age, by `clock`, of the oldest leaf the stream has yet to deliver.
+ */
+export async function streamState(db: Queryable, stream: LogStream, clock: Clock = systemClock): Promise<StreamState> {
   const positions = new Map((await streamPositions(db, stream.id)).map((position) => [position.tenantId, position.nextLeaf]));
   const sizes = await treeSizes(db, stream.tenantIds ?? undefined);
   let lagEvents = 0;
@@ -189,7 +195,7 @@ export async function streamState(db: Queryable, stream: LogStream): Promise<Str
     if (waiting && (oldestMs === undefined || waiting.getTime() < oldestMs)) oldestMs = waiting.getTime();
   }
   const status = stream.paused ? 'paused' : stream.failingSince ? 'failing' : 'active';
-  const lagSeconds = oldestMs === undefined ? 0 : Math.max(0, Math.round((Date.now() - oldestMs) / 1000));
+  const lagSeconds = oldestMs === undefined ? 0 : Math.max(0, Math.round((clock.now() - oldestMs) / 1000));
   return { stream, status, positions, lagEvents, lagSeconds };
 }
 

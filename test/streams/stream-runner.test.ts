@@ -5,7 +5,8 @@ import { Database } from '../../src/db/database.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 import { ServiceMetrics } from '../../src/platform/metrics.ts';
-import { StreamRegistry } from '../../src/streams/streamRegistry.ts';
+import { StreamRegistry, streamState } from '../../src/streams/streamRegistry.ts';
+import { leafIngestedAt } from '../../src/integrity/treeStore.ts';
 import { StreamRunner } from '../../src/streams/streamRunner.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -13,6 +14,7 @@ import { newEvent, seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { TEST_ENCRYPTION_KEY, testConfig, testLogger } from '../support/service.ts';
 import { DatadogReceiver, SplunkHecReceiver } from '../support/siem-receivers.ts';
+import { ManualClock } from '../support/manual-clock.ts';
 import { waitFor } from '../support/wait.ts';
 
 const ACTOR = { userId: 'test', userRole: 'operator' };
@@ -167,6 +169,11 @@ describe('log streams: the streams role', function () {
     // Paused: its process lets it go; nothing more arrives however long it waits (here, several passes).
     await waitFor(async () => (await registry.state('paused', stream.id)).lagEvents === 26, 'the backlog counted');
     expect(delivered(hec, 'paused').length).to.equal(1);
+    // lag_seconds: the age of the oldest leaf not yet delivered (leaf 1, the pause), whatever came after it.
+    const oldest = (await leafIngestedAt(pool, 'paused', 1))!.getTime();
+    const { stream: paused } = await registry.state('paused', stream.id);
+    expect((await streamState(pool, paused, new ManualClock(oldest + 90_400))).lagSeconds).to.equal(90);
+    expect((await streamState(pool, paused, new ManualClock(oldest + 3_600_000))).lagSeconds).to.equal(3600);
     await registry.resume('paused', stream.id, ACTOR);
     await sealer.sealNow();
     await waitFor(() => delivered(hec, 'paused').length === 28, 'the pause, the 25 events and the resume delivered');

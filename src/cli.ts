@@ -22,6 +22,7 @@ const SERVICE_COMMANDS: Record<string, () => Promise<ServiceCommand>> = {
   import: async () => (await import('./cli/importCommand.ts')).runImport,
   integrity: async () => (await import('./cli/integrityCommand.ts')).runIntegrity,
   streams: async () => (await import('./cli/streamsCommand.ts')).runStreams,
+  redact: async () => (await import('./cli/redactCommand.ts')).runRedact,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -25,6 +25,7 @@ export const COMMAND_USAGE: Readonly<Record<string, readonly string[]>> = {
   import: ['audit-trail import [--allow-old] FILE.ndjson'],
   integrity: [INTEGRITY_USAGE],
   streams: [STREAMS_USAGE],
+  redact: ['audit-trail redact --tenant T --event ID --fields details.patient_name,justification --reference R [--json]'],
   verify: [VERIFY_USAGE],
 };
 

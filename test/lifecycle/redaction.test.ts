@@ -1,0 +1,308 @@
+import { expect } from 'chai';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type pg from 'pg';
+import { verifyInclusion } from '../../src/client/integrity.ts';
+import { serverSentEvents } from '../../src/client/liveEvents.ts';
+import { Database } from '../../src/db/database.ts';
+import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
+import { documentsOfKeys } from '../../src/events/eventStore.ts';
+import { EventWriter } from '../../src/events/eventWriter.ts';
+import { REDACTION_MARKER } from '../../src/lifecycle/redaction.ts';
+import { redactEvent } from '../../src/lifecycle/redactions.ts';
+import type { NewEvent } from '../../src/events/eventStore.ts';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { newEvent, seedEvents } from '../support/events.ts';
+import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
+import { call, mintKey, startTestService, testLogger, type TestService } from '../support/service.ts';
+
+const T0 = Date.parse('2026-11-20T09:00:00.000Z');
+const OPERATOR = { userId: 'dpo@example.com', userRole: 'operator' };
+
+/**
+ * Redaction (issue 31, item 4): free text is replaced by the marker wherever the event is served, the
+ * event keeps its leaf and position, the verifiers call it redacted rather than tampered, and nothing else
+ * can change, through the one path the append-only table allows.
+ */
+describe('redaction of free-text fields, keeping proofs', function () {
+  this.timeout(120_000);
+  let db: TestDatabase;
+  let database: Database;
+  let writer: EventWriter;
+  let api: TestService;
+  let sealer: TestSealer;
+  let dir: string;
+  let key: string;
+  const keys = sealKeyPair();
+  const tenant = 'redact-a';
+  const other = 'redact-b';
+  const trail: NewEvent[] = Array.from({ length: 6 }, (_, i) =>
+    newEvent({
+      tenantId: tenant,
+      occurredAtMs: T0 + i * 1000,
+      resourceId: `claim-${i}`,
+      justification: `treating Jane Roe, visit ${i}`,
+      details: JSON.stringify({ patient_name: 'Jane Roe', ward: `W${i}`, contact: { phone: '555-0100', kind: 'mobile' } }),
+    }),
+  );
+  const target = trail[2]!;
+  const foreign = newEvent({ tenantId: other, occurredAtMs: T0, details: JSON.stringify({ patient_name: 'John Doe' }) });
+
+  before(async () => {
+    db = await createTestDatabase();
+    database = new Database({ url: db.url, poolSize: 2, applicationName: 'redaction test', log: testLogger() });
+    writer = new EventWriter(database, WEBHOOK_FAN_OUT);
+    await seedEvents(db.url, [...trail, foreign]);
+    sealer = await startTestSealer(db.url, keys.privateKey);
+    await sealer.sealNow();
+    api = await startTestService({ databaseUrl: db.url, roles: ['api'] });
+    key = (await mintKey(db.url, { tenantId: tenant, scopes: ['audit:read', 'audit:export'] })).key;
+    await sealer.sealNow();
+    dir = mkdtempSync(join(tmpdir(), 'audit-redaction-'));
+    writeFileSync(join(dir, 'public.pem'), keys.publicPem);
+  });
+
+  after(async () => {
+    await sealer?.close();
+    await api?.stop();
+    await database?.close();
+    await db?.drop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  function cli(...args: string[]): { status: number | null; stdout: string; stderr: string } {
+    const result = spawnSync(process.execPath, ['src/cli.ts', ...args], {
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH, DATABASE_URL: db.url, LOG_LEVEL: 'silent', AUDIT_ACTOR: 'dpo@example.com' },
+    });
+    return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+  }
+
+  const lookup = async (eventId: string) => (await call(`${api.baseUrl}/audit/events/${eventId}`, { key })).json;
+  const rowOf = async (eventId: string) =>
+    (await db.pool.query('SELECT document, details, justification, leaf_hash FROM events WHERE event_id = $1', [eventId])).rows[0];
+  const redactionEvents = async (tenantId: string) =>
+    (
+      await db.pool.query(`SELECT details FROM events WHERE tenant_id = $1 AND action = 'admin.event.redact' ORDER BY occurred_at`, [
+        tenantId,
+      ])
+    ).rows;
+
+  it('redacts with audit-trail redact: the marker is served in the lookup, with which fields, when and the reference', async () => {
+    const before = await lookup(target.eventId);
+    const result = cli(
+      'redact',
+      '--tenant',
+      tenant,
+      '--event',
+      target.eventId,
+      '--fields',
+      'details.patient_name,justification',
+      '--reference',
+      'DSR-2026-0042',
+    );
+    expect(result.stderr).to.equal('');
+    expect(result.stdout).to.equal(`redacted details.patient_name, justification of event ${target.eventId} (tenant ${tenant})\n`);
+    expect(result.status).to.equal(0);
+
+    const after = await lookup(target.eventId);
+    expect(after.justification).to.equal(REDACTION_MARKER);
+    expect(JSON.parse(after.details)).to.deep.equal({
+      patient_name: REDACTION_MARKER,
+      ward: 'W2',
+      contact: { phone: '555-0100', kind: 'mobile' },
+    });
+    // Everything else as it was, in the same order; the redaction member last.
+    const { justification: _j, details: _d, redaction, ...rest } = after;
+    const { justification: _bj, details: _bd, ...restBefore } = before;
+    expect(rest).to.deep.equal(restBefore);
+    expect(Object.keys(after)).to.deep.equal([...Object.keys(before), 'redaction']);
+    expect(redaction.fields).to.deep.equal(['details.patient_name', 'justification']);
+    expect(redaction.history).to.have.length(1);
+    expect(redaction.history[0]).to.include({ reference: 'DSR-2026-0042' });
+    expect(redaction.history[0].fields).to.deep.equal(['details.patient_name', 'justification']);
+    expect(Date.now() - Date.parse(redaction.history[0].redacted_at)).to.be.within(0, 60_000);
+    // The columns (filters, webhook envelopes) hold no trace of the value either.
+    const row = await rowOf(target.eventId);
+    expect(row.justification).to.equal(REDACTION_MARKER);
+    expect(row.details).to.not.contain('Jane Roe');
+    expect(row.document).to.not.contain('Jane Roe');
+  });
+
+  it("keeps the event's leaf hash and position: its inclusion proof verifies against the signed head with the recorded leaf", async () => {
+    const after = await lookup(target.eventId);
+    const proof = (await call(`${api.baseUrl}/audit/events/${target.eventId}/proof`, { key })).json;
+    const head = (await call(`${api.baseUrl}/audit/integrity/tree-head`, { key })).json;
+    expect(proof.leaf_index).to.equal(2);
+    expect(proof.leaf_hash).to.equal(after.redaction.leaf_hash);
+    expect((await rowOf(target.eventId)).leaf_hash.toString('hex')).to.equal(after.redaction.leaf_hash);
+    expect(verifyInclusion(after.redaction.leaf_hash, proof, head)).to.deep.equal({ valid: true });
+  });
+
+  it('serves the marker in the list, both export formats, the live stream and what streams send: one served form', async () => {
+    const list = (await call(`${api.baseUrl}/audit/events?limit=100`, { key })).json.events;
+    const json = (await call(`${api.baseUrl}/audit/export`, { key, body: {} })).json.events;
+    const ndjson = (await call(`${api.baseUrl}/audit/export?format=ndjson`, { key, body: {} })).text
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    const controller = new AbortController();
+    const response = await fetch(`${api.baseUrl}/audit/events/live`, {
+      headers: { authorization: `Bearer ${key}`, 'last-event-id': trail[1]!.eventId },
+      signal: controller.signal,
+    });
+    let live: Record<string, unknown> | undefined;
+    for await (const event of serverSentEvents(response.body as unknown as AsyncIterable<Uint8Array>)) {
+      live = JSON.parse(event.data);
+      break;
+    }
+    controller.abort();
+    const streamed = await documentsOfKeys(database, tenant, [new Date(target.occurredAtMs).toISOString()], [target.eventId], {
+      actionPrefixes: [],
+      phiInvolved: undefined,
+    });
+    const served = [
+      list.find((event: { event_id: string }) => event.event_id === target.eventId),
+      json.find((event: { event_id: string }) => event.event_id === target.eventId),
+      ndjson.find((event: { event_id: string }) => event.event_id === target.eventId),
+      live,
+      JSON.parse(streamed[0]!.document),
+    ];
+    const expected = await lookup(target.eventId);
+    for (const event of served) expect(event).to.deep.equal(expected);
+    expect(JSON.stringify(served)).to.not.contain('Jane Roe');
+  });
+
+  it('accumulates a second redaction of other fields, and records each as an admin.event.redact event of the trail', async () => {
+    const result = await redactEvent(
+      writer,
+      { tenantId: tenant, eventId: target.eventId, fields: ['details.contact.phone'], reference: 'DSR-2026-0043' },
+      OPERATOR,
+    );
+    expect(result.redaction.fields).to.deep.equal(['details.patient_name', 'justification', 'details.contact.phone']);
+    const after = await lookup(target.eventId);
+    expect(after.redaction).to.deep.equal(result.redaction);
+    expect(after.redaction.history.map((step: { reference: string }) => step.reference)).to.deep.equal(['DSR-2026-0042', 'DSR-2026-0043']);
+    expect(JSON.parse(after.details)).to.deep.equal({
+      patient_name: REDACTION_MARKER,
+      ward: 'W2',
+      contact: { phone: REDACTION_MARKER, kind: 'mobile' },
+    });
+    const recorded = (await redactionEvents(tenant)).map((row) => JSON.parse(row.details));
+    expect(recorded).to.deep.equal([
+      {
+        event_id: target.eventId,
+        event_timestamp: after.timestamp,
+        fields: ['details.patient_name', 'justification'],
+        reference: 'DSR-2026-0042',
+      },
+      { event_id: target.eventId, event_timestamp: after.timestamp, fields: ['details.contact.phone'], reference: 'DSR-2026-0043' },
+    ]);
+    const { rows } = await db.pool.query(
+      `SELECT user_id, resource_id FROM events WHERE action = 'admin.event.redact' ORDER BY occurred_at`,
+    );
+    expect(rows).to.deep.equal([
+      { user_id: 'dpo@example.com', resource_id: target.eventId },
+      { user_id: 'dpo@example.com', resource_id: target.eventId },
+    ]);
+  });
+
+  it('refuses bad requests with a clear error and changes nothing', async () => {
+    const victim = trail[4]!;
+    const before = await rowOf(victim.eventId);
+    const foreignBefore = await rowOf(foreign.eventId);
+    const attempts: Array<[string, { tenantId: string; eventId: string; fields: string[]; reference?: string }, number, RegExp]> = [
+      [
+        'an unknown event',
+        { tenantId: tenant, eventId: '00000000-0000-4000-8000-000000000000', fields: ['justification'] },
+        404,
+        /has no event/,
+      ],
+      ["another tenant's event", { tenantId: tenant, eventId: foreign.eventId, fields: ['details.patient_name'] }, 404, /has no event/],
+      ['a malformed id', { tenantId: tenant, eventId: 'not-a-uuid', fields: ['justification'] }, 404, /has no event/],
+      ['an id field', { tenantId: tenant, eventId: victim.eventId, fields: ['event_id'] }, 422, /event_id may not be redacted/],
+      ['the action', { tenantId: tenant, eventId: victim.eventId, fields: ['justification', 'action'] }, 422, /action may not be redacted/],
+      ['the timestamp', { tenantId: tenant, eventId: victim.eventId, fields: ['timestamp'] }, 422, /timestamp may not be redacted/],
+      ['the whole details', { tenantId: tenant, eventId: victim.eventId, fields: ['details'] }, 422, /details may not be redacted/],
+      [
+        'a field the event lacks',
+        { tenantId: tenant, eventId: victim.eventId, fields: ['justification', 'details.ssn'] },
+        422,
+        /has no details\.ssn/,
+      ],
+      ['a path through a value', { tenantId: tenant, eventId: victim.eventId, fields: ['details.ward.x'] }, 422, /has no details\.ward\.x/],
+      ['no reference', { tenantId: tenant, eventId: victim.eventId, fields: ['justification'], reference: ' ' }, 422, /reference/],
+      ['an already redacted field', { tenantId: tenant, eventId: target.eventId, fields: ['justification'] }, 422, /already redacted/],
+    ];
+    for (const [what, input, status, message] of attempts) {
+      const error = await redactEvent(writer, { reference: 'DSR-1', ...input }, OPERATOR).then(
+        () => undefined,
+        (thrown: Error & { status?: number }) => thrown,
+      );
+      expect(error, what).to.not.equal(undefined);
+      expect(error?.status, what).to.equal(status);
+      expect(error?.message, what).to.match(message);
+    }
+    expect(await rowOf(victim.eventId)).to.deep.equal(before);
+    expect(await rowOf(foreign.eventId)).to.deep.equal(foreignBefore);
+    expect(await redactionEvents(tenant)).to.have.length(2);
+    expect(await redactionEvents(other)).to.have.length(0);
+    const cliRefusal = cli('redact', '--tenant', tenant, '--event', victim.eventId, '--fields', 'user_id', '--reference', 'R');
+    expect(cliRefusal.status).to.equal(1);
+    expect(cliRefusal.stderr).to.match(/user_id may not be redacted/);
+    expect(await rowOf(victim.eventId)).to.deep.equal(before);
+  });
+
+  it('refuses a plain UPDATE, even one that writes the marker, and any change a redaction record does not describe', async () => {
+    const victim = trail[5]!;
+    const before = await rowOf(victim.eventId);
+    const refused = async (sql: string, values: unknown[] = []) => {
+      const client = await db.pool.connect();
+      try {
+        await client.query('BEGIN');
+        return await client.query(sql, values).then(
+          () => undefined,
+          (thrown: pg.DatabaseError) => thrown,
+        );
+      } finally {
+        await client.query('ROLLBACK');
+        client.release();
+      }
+    };
+    const plain = await refused(`UPDATE events SET justification = '[redacted]' WHERE event_id = $1`, [victim.eventId]);
+    expect(plain?.code).to.equal('42501');
+    expect(plain?.message).to.contain('append-only');
+    // The setting the redaction trigger uses does not open the table to a client's own statement.
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`SELECT set_config('audit_trail.applying_redaction', '1', true)`);
+      const spoofed = await client.query(`UPDATE events SET justification = '[redacted]' WHERE event_id = $1`, [victim.eventId]).then(
+        () => undefined,
+        (thrown: pg.DatabaseError) => thrown,
+      );
+      expect(spoofed?.code).to.equal('42501');
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+    // A record whose document changes something else is refused whole by the table's guard.
+    const served = JSON.parse((await rowOf(victim.eventId)).document);
+    const forged = JSON.stringify({
+      ...served,
+      action: 'auth.login',
+      justification: '[redacted]',
+      redaction: { fields: ['justification'], leaf_hash: '00', history: [] },
+    });
+    const sneaky = await refused(
+      `INSERT INTO event_redactions (tenant_id, event_id, occurred_at, fields, reference, document) VALUES ($1, $2, $3, '{justification}', 'R', $4)`,
+      [tenant, victim.eventId, new Date(victim.occurredAtMs), forged],
+    );
+    expect(sneaky?.code).to.equal('42501');
+    const record = await refused('DELETE FROM event_redactions');
+    expect(record?.code).to.equal('42501');
+    expect(await rowOf(victim.eventId)).to.deep.equal(before);
+  });
+});

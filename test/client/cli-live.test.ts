@@ -9,6 +9,9 @@ import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
+/** Child processes start slowly on a loaded machine: waits on them are long, and end as soon as their condition holds. */
+const PATIENCE = 30_000;
+
 /**
  * The customer CLI's live commands, run as a child process against the real service: `events tail
  * --follow` and `listen --forward-to`, both on GET /audit/events/live. The sealer here seals when told,
@@ -67,7 +70,7 @@ describe('audit-trail-client events tail --follow and listen, on the live endpoi
     const backlog = [0, 1, 2].map((i) => newEvent({ tenantId: 'tail-a', occurredAtMs: T + i }));
     await write(backlog);
     const tail = start(['events', 'tail', '--follow', '--action', 'phi.read', '--limit', '2', '--output', 'ndjson'], env);
-    await waitFor(() => tail.lines.length === 2, 'the backlog');
+    await waitFor(() => tail.lines.length === 2, 'the backlog', PATIENCE);
     expect(idsOf(tail.lines)).to.deep.equal([backlog[1]!.eventId, backlog[2]!.eventId]);
 
     const later = [
@@ -77,7 +80,7 @@ describe('audit-trail-client events tail --follow and listen, on the live endpoi
       newEvent({ tenantId: 'tail-a', occurredAtMs: T - 86_400_000 }),
     ];
     await write(later);
-    await waitFor(() => tail.lines.length === 4, 'the two matching events written after it started');
+    await waitFor(() => tail.lines.length === 4, 'the two matching events written after it started', PATIENCE);
     expect(idsOf(tail.lines.slice(2))).to.deep.equal([later[0]!.eventId, later[3]!.eventId]);
     for (const line of tail.lines) expect(JSON.parse(line)).to.include({ tenant_id: 'tail-a', action: 'phi.read' });
 
@@ -92,12 +95,12 @@ describe('audit-trail-client events tail --follow and listen, on the live endpoi
     const unsealed = newEvent({ tenantId: 'tail-unsealed' });
     await write([unsealed], false);
     const tail = start(['events', 'tail', '--follow', '--limit', '1', '--output', 'ndjson', '--action', 'phi.read'], env);
-    await waitFor(() => tail.lines.length === 1, 'the backlog');
+    await waitFor(() => tail.lines.length === 1, 'the backlog', PATIENCE);
     expect(idsOf(tail.lines)).to.deep.equal([unsealed.eventId]);
     await sealer.sealNow();
     const next = newEvent({ tenantId: 'tail-unsealed' });
     await write([next]);
-    await waitFor(() => tail.lines.length === 2, 'the event after it', 20_000);
+    await waitFor(() => tail.lines.length === 2, 'the event after it', PATIENCE);
     expect(idsOf(tail.lines)).to.deep.equal([unsealed.eventId, next.eventId]);
     expect(await tail.stop('SIGTERM')).to.equal(0);
   });
@@ -125,7 +128,7 @@ describe('audit-trail-client events tail --follow and listen, on the live endpoi
     expect(registered.status, registered.text).to.equal(201);
 
     const listen = start(['listen', '--forward-to', local.url, '--action', 'phi.read'], env);
-    await waitFor(() => listen.lines.length >= 3, 'the ready lines');
+    await waitFor(() => listen.lines.length >= 3, 'the ready lines', PATIENCE);
     expect(listen.lines[0]).to.equal(`Ready: forwarding live events to ${local.url}`);
     const [, secret, standard] = /^signing secret: ([0-9a-f]{64}) \(Standard Webhooks: (whsec_\S+)\)$/.exec(listen.lines[1]!) ?? [];
     expect(secret, listen.lines[1]).to.be.a('string');
@@ -137,7 +140,7 @@ describe('audit-trail-client events tail --follow and listen, on the live endpoi
         return local.received.length > 0;
       },
       'listen to forward a first event',
-      20_000,
+      PATIENCE,
       300,
     );
 
@@ -149,7 +152,7 @@ describe('audit-trail-client events tail --follow and listen, on the live endpoi
     ];
     await write(events);
     const arrived = (id: string) => local.received.find((delivery) => delivery.json().id === id);
-    await waitFor(() => arrived(events[0]!.eventId) !== undefined, 'the matching event');
+    await waitFor(() => arrived(events[0]!.eventId) !== undefined, 'the matching event', PATIENCE);
     const forwarded = arrived(events[0]!.eventId)!;
     expect(forwarded.json()).to.include({ type: 'phi.read', id: events[0]!.eventId, tenant_id: 'listen-a' });
     expect(forwarded.json().details).to.deep.equal({ ward: '3B' });
@@ -161,17 +164,21 @@ describe('audit-trail-client events tail --follow and listen, on the live endpoi
       'webhook-signature': forwarded.headers['webhook-signature'] as string,
     };
     expect(verifyStandardWebhook(standard!, standardHeaders, forwarded.rawBody).valid).to.equal(true);
-    await waitFor(() => hook.received.some((delivery) => delivery.json().id === events[0]!.eventId), "the service's own delivery");
+    await waitFor(
+      () => hook.received.some((delivery) => delivery.json().id === events[0]!.eventId),
+      "the service's own delivery",
+      PATIENCE,
+    );
     const delivered = hook.received.find((delivery) => delivery.json().id === events[0]!.eventId)!;
     expect(forwarded.rawBody.equals(delivered.rawBody)).to.equal(true);
     const lineOf = (id: string) => listen.lines.find((line) => line.includes(id));
-    await waitFor(() => lineOf(events[0]!.eventId) !== undefined, 'the line of the refused event');
+    await waitFor(() => lineOf(events[0]!.eventId) !== undefined, 'the line of the refused event', PATIENCE);
     expect(lineOf(events[0]!.eventId)).to.match(new RegExp(`^\\S+  phi\\.read  ${events[0]!.eventId}  -> 500 \\(\\d+ ms\\)$`));
 
     await local.close();
     const unreachable = newEvent({ tenantId: 'listen-a', action: 'phi.read' });
     await write([unreachable]);
-    await waitFor(() => lineOf(unreachable.eventId) !== undefined, 'the line of the event nobody received');
+    await waitFor(() => lineOf(unreachable.eventId) !== undefined, 'the line of the event nobody received', PATIENCE);
     expect(lineOf(unreachable.eventId)).to.match(/ -> failed: ECONNREFUSED$/);
     // Forwarded in the stream's order: by now the events that do not match would have been, had they matched.
     for (const other of [events[1]!, events[2]!]) {
@@ -194,7 +201,7 @@ describe('audit-trail-client events tail --follow and listen, on the live endpoi
     expect(malformed.stderr).to.match(/--secret takes 64 lowercase hex characters/);
     const secret = 'ab'.repeat(32);
     const listen = start(['listen', '--forward-to', 'http://127.0.0.1:1/', '--secret', secret], env);
-    await waitFor(() => listen.lines.length >= 2, 'the ready lines');
+    await waitFor(() => listen.lines.length >= 2, 'the ready lines', PATIENCE);
     expect(listen.lines[1]).to.match(new RegExp(`^signing secret: ${secret} `));
     expect(await listen.stop('SIGINT')).to.equal(0);
   });

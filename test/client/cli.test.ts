@@ -13,6 +13,9 @@ import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
+/** Child processes start slowly on a loaded machine: waits on them are long, and end as soon as their condition holds. */
+const PATIENCE = 30_000;
+
 const STACK_FRAME = /^\s+at .+[:(]/m;
 
 const ndjson = (text: string): any[] =>
@@ -267,14 +270,19 @@ describe('audit-trail-client events and webhooks against the real service', func
     const at = Date.now();
     const event = newEvent({ tenantId: 'cli-a', occurredAtMs: at, action: 'phi.export' });
     await seedEvents(db.url, [event]);
-    await waitFor(() => hook.received.length === 1, 'the first attempt, refused by the receiver');
+    await waitFor(() => hook.received.length === 1, 'the first attempt, refused by the receiver', PATIENCE);
 
     const listed = await cli(['webhooks', 'deliveries', endpoint.id, '--output', 'ndjson'], env);
     expect(listed.code, listed.stderr).to.equal(0);
-    await waitFor(async () => {
-      const [delivery] = ndjson((await cli(['webhooks', 'deliveries', endpoint.id, '--output', 'ndjson'], env)).stdout);
-      return delivery?.last_status_code === 500;
-    }, 'the failed attempt in the delivery log');
+    await waitFor(
+      async () => {
+        const [delivery] = ndjson((await cli(['webhooks', 'deliveries', endpoint.id, '--output', 'ndjson'], env)).stdout);
+        return delivery?.last_status_code === 500;
+      },
+      'the failed attempt in the delivery log',
+      PATIENCE,
+      200,
+    );
     const [delivery] = ndjson(
       (await cli(['webhooks', 'deliveries', endpoint.id, '--status', 'pending', '--output', 'ndjson'], env)).stdout,
     );
@@ -286,12 +294,17 @@ describe('audit-trail-client events and webhooks against the real service', func
     const retried = await cli(['webhooks', 'retry', endpoint.id, delivery.id], env);
     expect(retried.code, retried.stderr).to.equal(0);
     expect(retried.stdout).to.equal(`retry of ${delivery.id} accepted: one more attempt within a second\n`);
-    await waitFor(() => hook.received.length === 2, 'the retried attempt');
+    await waitFor(() => hook.received.length === 2, 'the retried attempt', PATIENCE);
     expect(hook.received[1]!.headers['x-service-delivery-attempt']).to.equal('2');
-    await waitFor(async () => {
-      const [logged] = ndjson((await cli(['webhooks', 'deliveries', endpoint.id, '--output', 'ndjson'], env)).stdout);
-      return logged?.status === 'succeeded';
-    }, 'the delivery succeeded');
+    await waitFor(
+      async () => {
+        const [logged] = ndjson((await cli(['webhooks', 'deliveries', endpoint.id, '--output', 'ndjson'], env)).stdout);
+        return logged?.status === 'succeeded';
+      },
+      'the delivery succeeded',
+      PATIENCE,
+      200,
+    );
     const again = await cli(['webhooks', 'retry', endpoint.id, delivery.id], env);
     expect(again).to.include({ code: 1, stdout: '' });
     expect(again.stderr).to.match(/^audit-trail-client: HTTP 409 already_delivered.*\n$/);
@@ -308,6 +321,7 @@ describe('audit-trail-client events and webhooks against the real service', func
     await waitFor(
       () => hook.received.some((received, index) => index >= 2 && received.json().id === event.eventId),
       'the replayed delivery',
+      PATIENCE,
     );
   });
 

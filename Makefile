@@ -21,11 +21,13 @@ build: install
 	npm run build
 	npm run build --prefix packages/client
 
-# Types (tsc), then format and lint rules (Biome, biome.jsonc): the same check CI runs through `make test`.
+# Types (tsc), then format and lint rules (Biome, biome.jsonc), then unused files, exports and dependencies
+# (knip, knip.jsonc): the same check CI runs through `make test`.
 lint: install
 	tsc -p tsconfig.json --noEmit
 	tsc -p portal/tsconfig.json
 	biome ci --colors=off --max-diagnostics=50 .
+	knip --no-progress
 
 # Rewrites the tree in the project's format and applies Biome's safe fixes.
 format: install

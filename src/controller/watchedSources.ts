@@ -16,14 +16,14 @@ import { GROUP, VERSION, type ResourceKind } from './resources.ts';
  * Where the controller lists and watches: the resources of each kind and the Secrets it owns (by label), in
  * every namespace (empty `namespaces`) or in each watched one; and the work-queue keys they map to.
  */
-export interface WatchedSource {
+interface WatchedSource {
   readonly path: string;
   readonly list: () => Promise<KubernetesListObject<KubernetesObject>>;
 }
 
 const OWNED_SECRETS = `${OWNED_SECRET_LABEL}=${OWNED_SECRET_LABEL_VALUE}`;
 
-export function resourceSources(custom: CustomObjectsApi, namespaces: readonly string[], resource: ResourceKind): WatchedSource[] {
+function resourceSources(custom: CustomObjectsApi, namespaces: readonly string[], resource: ResourceKind): WatchedSource[] {
   const base = `/apis/${GROUP}/${VERSION}`;
   if (namespaces.length === 0) {
     return [
@@ -39,7 +39,7 @@ export function resourceSources(custom: CustomObjectsApi, namespaces: readonly s
   }));
 }
 
-export function ownedSecretSources(core: CoreV1Api, namespaces: readonly string[]): WatchedSource[] {
+function ownedSecretSources(core: CoreV1Api, namespaces: readonly string[]): WatchedSource[] {
   if (namespaces.length === 0) {
     return [{ path: '/api/v1/secrets', list: () => core.listSecretForAllNamespaces({ labelSelector: OWNED_SECRETS }) }];
   }

@@ -9,7 +9,7 @@ export interface StartBackoff {
   readonly maxMs: number;
 }
 
-export const START_BACKOFF: StartBackoff = { initialMs: 250, maxMs: 5_000 };
+const START_BACKOFF: StartBackoff = { initialMs: 250, maxMs: 5_000 };
 
 export interface PostgresAtStartOptions {
   readonly log: Logger;

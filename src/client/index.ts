@@ -33,3 +33,10 @@ export {
   type Verification,
 } from './integrity.ts';
 export { verifyExport, type ExportFailure, type ExportVerificationInput, type ExportVerificationReport } from './exportVerifier.ts';
+export {
+  verifyStreamCopy,
+  type StreamCopyFailure,
+  type StreamCopyInput,
+  type StreamCopyReport,
+  type TenantCopyReport,
+} from './streamCopyVerifier.ts';

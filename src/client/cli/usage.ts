@@ -9,7 +9,8 @@ export const PROGRAM = 'audit-trail-client';
 export const CLIENT_VERSION = '0.1.0';
 
 /** verify's arguments, shared with the operator CLI's `audit-trail verify`, which runs the same command. */
-export const VERIFY_ARGUMENTS = '--export FILE --public-key FILE... [--tree-head FILE...] [--consistency FILE...] [--complete]';
+export const VERIFY_ARGUMENTS =
+  '(--export FILE [--consistency FILE...] [--complete] | --stream-copy FILE...) --public-key FILE... [--tree-head FILE...]';
 
 const MATCH = '[--action A] [--user-id U] [--resource-type T] [--resource-id R] [--phi true|false]';
 const WINDOW = '[--since TIME] [--until TIME]';

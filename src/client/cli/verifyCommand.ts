@@ -1,12 +1,15 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { gunzipSync } from 'node:zlib';
 import { verifyExport } from '../exportVerifier.ts';
+import { verifyStreamCopy } from '../streamCopyVerifier.ts';
 import type { ConsistencyProof, SignedTreeHead, TrustedKey } from '../integrity.ts';
 import { PROGRAM, VERIFY_ARGUMENTS } from './usage.ts';
 
 /**
- * `audit-trail-client verify`: checks an export made with proofs=true offline, with no database and no
- * network. The operator CLI's `audit-trail verify` is this same command under its own name (`program`).
+ * `audit-trail-client verify`: checks an export made with proofs=true, or a log stream's copy (the NDJSON
+ * or .ndjson.gz files a destination received, --stream-copy), offline, with no database and no network.
+ * The operator CLI's `audit-trail verify` is this same command under its own name (`program`).
  * Exits 0 with a summary, 1 naming every failing event and the reason, 2 for a usage problem.
  */
 export async function runVerify(
@@ -19,22 +22,27 @@ export async function runVerify(
     args,
     options: {
       export: { type: 'string' },
+      'stream-copy': { type: 'string', multiple: true, default: [] },
       'public-key': { type: 'string', multiple: true, default: [] },
       'tree-head': { type: 'string', multiple: true, default: [] },
       consistency: { type: 'string', multiple: true, default: [] },
       complete: { type: 'boolean', default: false },
     },
   });
-  if (!values.export || values['public-key'].length === 0) {
-    err.write(`${program} verify: --export and --public-key are required\nusage: ${program} verify ${VERIFY_ARGUMENTS}\n`);
+  const copies = values['stream-copy'];
+  if (Boolean(values.export) === copies.length > 0 || values['public-key'].length === 0) {
+    err.write(
+      `${program} verify: --public-key and one of --export and --stream-copy are required\nusage: ${program} verify ${VERIFY_ARGUMENTS}\n`,
+    );
     return 2;
   }
+  if (copies.length > 0) return verifyCopy(copies, values['public-key'], values['tree-head'], out, err, program);
   let inputs: Parameters<typeof verifyExport>[0];
   try {
     inputs = {
       // Read as bytes and decoded at once: readFile's 'utf8' decodes chunk by chunk into a string of many
       // pieces, which parsing then had to flatten (BENCHMARKS.md, "Tamper evidence (issue 18)", the verification).
-      exportText: (await readFile(values.export)).toString('utf8'),
+      exportText: (await readFile(values.export!)).toString('utf8'),
       trustedKeys: (await Promise.all(values['public-key'].map(readTrustedKeys))).flat(),
       savedHeads: (await Promise.all(values['tree-head'].map((path) => readJsonList<SignedTreeHead>(path, 'tree_heads')))).flat(),
       consistencyProofs: (await Promise.all(values.consistency.map((path) => readJsonList<ConsistencyProof>(path, 'proofs')))).flat(),
@@ -57,6 +65,50 @@ export async function runVerify(
   }
   out.write(`verified: ${summary} consistent with it\n`);
   return 0;
+}
+
+/** --stream-copy: the files a stream's destination received, gzipped (S3 objects) or not. */
+async function verifyCopy(
+  paths: readonly string[],
+  keyPaths: readonly string[],
+  headPaths: readonly string[],
+  out: NodeJS.WritableStream,
+  err: NodeJS.WritableStream,
+  program: string,
+): Promise<number> {
+  let input: Parameters<typeof verifyStreamCopy>[0];
+  try {
+    input = {
+      texts: await Promise.all(paths.map(async (path) => gunzipped(await readFile(path)).toString('utf8'))),
+      trustedKeys: (await Promise.all(keyPaths.map(readTrustedKeys))).flat(),
+      savedHeads: (await Promise.all(headPaths.map((path) => readJsonList<SignedTreeHead>(path, 'tree_heads')))).flat(),
+    };
+  } catch (error) {
+    err.write(`${program} verify: ${(error as Error).message}\n`);
+    return 2;
+  }
+  const report = verifyStreamCopy(input);
+  for (const failure of report.failures)
+    err.write(`${program} verify: ${failure.tenantId ? `tenant ${failure.tenantId}: ` : ''}${failure.reason}\n`);
+  const tenants = report.tenants.map((tenant) => {
+    const head = tenant.verifiedHead;
+    const proven = head
+      ? `${head.tree_size} proven against the tree head of size ${head.tree_size} signed at ${head.timestamp}`
+      : 'none proven';
+    return `tenant ${tenant.tenantId}: ${tenant.events} events (${proven}; ${tenant.uncovered} past it, ${tenant.repeats} repeated records)`;
+  });
+  const summary = `${report.records} records; ${tenants.join('; ')}`;
+  if (report.failures.length > 0) {
+    err.write(`${program} verify: FAILED (${report.failures.length} problems): ${summary}\n`);
+    return 1;
+  }
+  out.write(`verified: ${summary}\n`);
+  return 0;
+}
+
+/** The bytes, gunzipped when they are gzip (by their magic number, whatever the file is called). */
+function gunzipped(bytes: Buffer): Buffer {
+  return bytes[0] === 0x1f && bytes[1] === 0x8b ? gunzipSync(bytes) : bytes;
 }
 
 /** PEM public keys (one or more per file), or the JSON of GET /audit/integrity/keys with validity windows. */

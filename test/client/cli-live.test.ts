@@ -133,16 +133,11 @@ describe('audit-trail-client events tail --follow and listen, on the live endpoi
     const [, secret, standard] = /^signing secret: ([0-9a-f]{64}) \(Standard Webhooks: (whsec_\S+)\)$/.exec(listen.lines[1]!) ?? [];
     expect(secret, listen.lines[1]).to.be.a('string');
 
-    // Listen follows from the moment it connects, which its output cannot show: events are written until one arrives.
-    await waitFor(
-      async () => {
-        await write([newEvent({ tenantId: 'listen-a', action: 'phi.read', userId: 'probe' })]);
-        return local.received.length > 0;
-      },
-      'listen to forward a first event',
-      PATIENCE,
-      300,
-    );
+    // Written as soon as it is ready: listen forwards what is sealed after the newest event at its start.
+    const first = newEvent({ tenantId: 'listen-a', action: 'phi.read' });
+    await write([first]);
+    await waitFor(() => local.received.length === 1, 'the first event', PATIENCE);
+    expect(local.received[0]!.json().id).to.equal(first.eventId);
 
     local.reply(500);
     const events = [
@@ -181,6 +176,7 @@ describe('audit-trail-client events tail --follow and listen, on the live endpoi
     await waitFor(() => lineOf(unreachable.eventId) !== undefined, 'the line of the event nobody received', PATIENCE);
     expect(lineOf(unreachable.eventId)).to.match(/ -> failed: ECONNREFUSED$/);
     // Forwarded in the stream's order: by now the events that do not match would have been, had they matched.
+    expect(local.received.map((delivery) => delivery.json().id)).to.deep.equal([first.eventId, events[0]!.eventId]);
     for (const other of [events[1]!, events[2]!]) {
       expect(arrived(other.eventId)).to.equal(undefined);
       expect(lineOf(other.eventId)).to.equal(undefined);

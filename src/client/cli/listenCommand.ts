@@ -6,7 +6,7 @@ import { standardWebhooksSecretOf } from '../webhookSignature.ts';
 import { signatureHeaders } from '../webhookSigning.ts';
 import { MATCH_OPTIONS, URL_OPTION, eventFilters } from './commandOptions.ts';
 import { clientFrom } from './connection.ts';
-import { untilInterrupted } from './interruption.ts';
+import { followAfter, untilInterrupted } from './liveFollowing.ts';
 import { printable } from './tableOutput.ts';
 import { CLIENT_VERSION, UsageError } from './usage.ts';
 
@@ -17,9 +17,10 @@ const FORWARD_TIMEOUT_MS = 10_000;
  * `audit-trail-client listen --forward-to URL`: a webhook endpoint on a developer's machine without
  * registering one. Every matching event from the live endpoint is POSTed to URL as a webhook delivery
  * would be (the same envelope bytes, X-Service-Signature and Standard Webhooks headers), signed with a
- * secret printed at start (or given with --secret, to keep a receiver's configuration across runs). Events
- * are forwarded one at a time, in the live stream's order; a receiver that fails or is down is reported
- * and the next event goes on (there are no retries: this is for development).
+ * secret printed at start (or given with --secret, to keep a receiver's configuration across runs). It
+ * forwards what is sealed after the trail's newest event at its start, one event at a time, in the live
+ * stream's order; a receiver that fails or is down is reported and the next event goes on (there are no
+ * retries: this is for development).
  */
 export async function runListen(args: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -32,14 +33,19 @@ export async function runListen(args: string[]): Promise<number> {
   const secret = values.secret ?? randomBytes(32).toString('hex');
   const filters = eventFilters(values);
   const client = clientFrom(values.url);
+  // Where forwarding starts: after the trail's newest event, so that an event written once Ready is printed is
+  // forwarded, however long the live connection takes to open.
+  const newest = (await client.listPage({ limit: 1 })).events[0]?.event_id;
   process.stdout.write(
     `Ready: forwarding live events to ${target}\n` +
       `signing secret: ${secret} (Standard Webhooks: ${standardWebhooksSecretOf(secret)})\n` +
       'Ctrl-C to quit\n',
   );
-  await untilInterrupted(async (signal) => {
-    for await (const event of client.live({ ...filters, signal })) process.stdout.write(await forward(event, target, secret, signal));
-  });
+  await untilInterrupted((signal) =>
+    followAfter(client, { ...filters, lastEventId: newest, signal }, async (event) => {
+      process.stdout.write(await forward(event, target, secret, signal));
+    }),
+  );
   return 0;
 }
 

@@ -1,10 +1,8 @@
 import { parseArgs } from 'node:util';
-import { AuditTrailApiError, sleep } from '../apiTransport.ts';
 import type { AuditEvent } from '../auditEvent.ts';
-import type { AuditTrailClient, EventFilters } from '../auditTrailClient.ts';
 import { MATCH_OPTIONS, OUTPUT_OPTION, URL_OPTION, countFlag, eventFilters, outputFormat } from './commandOptions.ts';
 import { clientFrom } from './connection.ts';
-import { untilInterrupted } from './interruption.ts';
+import { followAfter, untilInterrupted } from './liveFollowing.ts';
 import { EVENT_COLUMNS, tableHeader, tableRow } from './tableOutput.ts';
 
 const DEFAULT_BACKLOG = 10;
@@ -38,33 +36,6 @@ export async function tailEvents(args: string[]): Promise<number> {
   if (format === 'table') process.stdout.write(tableHeader(EVENT_COLUMNS));
   for (const event of backlog) write(event);
   if (!values.follow) return 0;
-  await untilInterrupted((signal) => follow(client, filters, backlog.at(-1)?.event_id, write, signal));
+  await untilInterrupted((signal) => followAfter(client, { ...filters, lastEventId: backlog.at(-1)?.event_id, signal }, write));
   return 0;
-}
-
-/**
- * The live stream after `lastEventId`. The newest event listed may not be sealed yet (the service seals
- * within its SEAL_INTERVAL), and the stream can only resume after a sealed one: it answers 409
- * not_yet_sealed, and the stream is asked again a second later, from the last event written.
- */
-async function follow(
-  client: AuditTrailClient,
-  filters: EventFilters,
-  after: string | undefined,
-  write: (event: AuditEvent) => void,
-  signal: AbortSignal,
-): Promise<void> {
-  let lastEventId = after;
-  for (;;) {
-    try {
-      for await (const event of client.live({ ...filters, lastEventId, signal })) {
-        write(event);
-        lastEventId = event.event_id;
-      }
-      return;
-    } catch (error) {
-      if (!(error instanceof AuditTrailApiError && error.code === 'not_yet_sealed') || signal.aborted) throw error;
-      await sleep(1000, signal);
-    }
-  }
 }

@@ -62,7 +62,11 @@ function exportFlatOut(): { stop(): Promise<ExportTally> } {
       });
       if (response.statusCode === 200) {
         let newlines = 0;
-        for await (const chunk of response.body as AsyncIterable<Buffer>) for (const byte of chunk) if (byte === 10) newlines += 1;
+        // Counted natively (indexOf): a byte loop in JS over 10 MB an export kept this process's event loop,
+        // which also times the lister's requests, busy enough to show in the lister's latency.
+        for await (const chunk of response.body as AsyncIterable<Buffer>) {
+          for (let at = chunk.indexOf(10); at !== -1; at = chunk.indexOf(10, at + 1)) newlines += 1;
+        }
         tally.completed += 1;
         tally.rows += newlines;
         continue;

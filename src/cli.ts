@@ -23,6 +23,7 @@ const SERVICE_COMMANDS: Record<string, () => Promise<ServiceCommand>> = {
   integrity: async () => (await import('./cli/integrityCommand.ts')).runIntegrity,
   streams: async () => (await import('./cli/streamsCommand.ts')).runStreams,
   redact: async () => (await import('./cli/redactCommand.ts')).runRedact,
+  holds: async () => (await import('./cli/holdsCommand.ts')).runHolds,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -26,6 +26,7 @@ export const COMMAND_USAGE: Readonly<Record<string, readonly string[]>> = {
   integrity: [INTEGRITY_USAGE],
   streams: [STREAMS_USAGE],
   redact: ['audit-trail redact --tenant T --event ID --fields details.patient_name,justification --reference R [--json]'],
+  holds: ['audit-trail holds list [--tenant T] [--all] [--json]'],
   verify: [VERIFY_USAGE],
 };
 

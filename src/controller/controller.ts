@@ -8,6 +8,7 @@ import {
   type KubernetesObject,
 } from '@kubernetes/client-node';
 import type { ApiKeyService } from '../auth/apiKeyService.ts';
+import type { LegalHolds } from '../lifecycle/legalHolds.ts';
 import type { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
@@ -47,6 +48,7 @@ export interface ControllerOptions {
   readonly keys: ApiKeyService;
   readonly registry: WebhookRegistry;
   readonly retention: RetentionPolicies;
+  readonly holds: LegalHolds;
   /** The deployment-wide log streams AuditLogStream resources declare. */
   readonly streams: ManagedStreams;
   /** One lock per resource (its managed_by), on the same database as keys and registry. */
@@ -119,8 +121,8 @@ export class KubernetesController {
     );
     const events = new EventRecorder(this.core, options.log, { component: COMPONENT });
     const guard = new DeploymentGuard(resources, events, options.deploymentId);
-    const { keys, registry, retention, streams, log } = options;
-    this.kinds = controllerKinds({ resources, events, guard, keys, registry, retention, streams, log });
+    const { keys, registry, retention, holds, streams, log } = options;
+    this.kinds = controllerKinds({ resources, events, guard, keys, registry, retention, holds, streams, log });
     this.reportRetry = (plural, object, message) =>
       reportRetry(resources, events, guard, plural, object as unknown as AnyResource, message);
     this.reportCrdProblem = (plural, object, problem) =>

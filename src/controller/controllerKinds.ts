@@ -1,5 +1,6 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { ApiKeyService } from '../auth/apiKeyService.ts';
+import type { LegalHolds } from '../lifecycle/legalHolds.ts';
 import type { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ManagedStreams } from '../streams/managedStreams.ts';
@@ -9,7 +10,8 @@ import { AuditLogStreamReconciler, type AuditLogStreamObject } from './auditLogS
 import type { DeploymentGuard } from './deploymentGuard.ts';
 import type { EventRecorder } from './kubeEvents.ts';
 import type { KubeResources } from './kubeResources.ts';
-import { RETENTION_POLICY } from './lifecycleKinds.ts';
+import { LegalHoldReconciler, type LegalHoldObject } from './legalHoldReconciler.ts';
+import { LEGAL_HOLD, RETENTION_POLICY } from './lifecycleKinds.ts';
 import { API_KEY, WEBHOOK_ENDPOINT, type ResourceKind } from './resources.ts';
 import { RetentionPolicyReconciler, type RetentionPolicyObject } from './retentionPolicyReconciler.ts';
 import { AUDIT_LOG_STREAM } from './streamResource.ts';
@@ -30,6 +32,7 @@ export interface KindDependencies {
   readonly keys: ApiKeyService;
   readonly registry: WebhookRegistry;
   readonly retention: RetentionPolicies;
+  readonly holds: LegalHolds;
   readonly streams: ManagedStreams;
   readonly log: Logger;
 }
@@ -40,11 +43,13 @@ export function controllerKinds(deps: KindDependencies): Kind[] {
   const apiKeys = new ApiKeyReconciler({ resources, keys: deps.keys, events, guard, log });
   const webhooks = new WebhookEndpointReconciler({ resources, registry: deps.registry, events, guard, log });
   const retention = new RetentionPolicyReconciler({ resources, policies: deps.retention, events, guard });
+  const holds = new LegalHoldReconciler({ resources, holds: deps.holds, events, guard });
   const streams = new AuditLogStreamReconciler({ resources, streams: deps.streams, events, guard });
   return [
     { resource: API_KEY, reconcile: (object) => apiKeys.reconcile(object as unknown as ApiKeyObject) },
     { resource: WEBHOOK_ENDPOINT, reconcile: (object) => webhooks.reconcile(object as unknown as WebhookEndpointObject) },
     { resource: RETENTION_POLICY, reconcile: (object) => retention.reconcile(object as unknown as RetentionPolicyObject) },
+    { resource: LEGAL_HOLD, reconcile: (object) => holds.reconcile(object as unknown as LegalHoldObject) },
     { resource: AUDIT_LOG_STREAM, reconcile: (object) => streams.reconcile(object as unknown as AuditLogStreamObject) },
   ];
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { RETENTION_PERIOD_PATTERN } from '../config/valueFormats.ts';
+import { WEBHOOK_FILTER_ENTRY_MAX_LENGTH, WEBHOOK_FILTER_ENTRY_PATTERN, WEBHOOK_FILTER_MAX_ENTRIES } from '../webhooks/webhookRules.ts';
 import { conditions, controllerClass, controllerClassImmutable, readyColumns, tenantId, type ResourceKind } from './resources.ts';
 
 /**
@@ -66,6 +67,70 @@ export const RETENTION_POLICY: ResourceKind = {
     { name: 'Enforced', type: 'string', jsonPath: '.status.enforced', description: 'The period in force' },
     { name: 'Locked', type: 'boolean', jsonPath: '.status.locked' },
     ...readyColumns,
+    { name: 'Class', type: 'string', jsonPath: '.spec.controllerClass', priority: 1 },
+    { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+  ],
+};
+
+const instant = (description: string) =>
+  z
+    .string()
+    .max(64)
+    .regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/)
+    .optional()
+    .meta({ description });
+
+/** Everything of a hold is fixed once placed: a different hold is another resource. */
+const holdImmutable = { rule: 'self == oldSelf', message: 'a legal hold cannot change; create another LegalHold and delete this one' };
+
+export const legalHoldSpecSchema = z
+  .object({
+    tenantId: tenantId.meta({ description: 'Tenant whose events the hold keeps.' }),
+    since: instant('Events at or after this instant (RFC 3339) are held; absent: from the first.'),
+    until: instant('Events before this instant (RFC 3339) are held; absent: up to the last, including those still to come.'),
+    actionPrefixes: z
+      .array(z.string().max(WEBHOOK_FILTER_ENTRY_MAX_LENGTH).regex(WEBHOOK_FILTER_ENTRY_PATTERN))
+      .max(WEBHOOK_FILTER_MAX_ENTRIES)
+      .optional()
+      .meta({ description: 'Action families held, as webhook filters take them (phi. or phi.read); absent or empty: every action.' }),
+    reason: z.string().min(1).max(500).meta({ description: 'Why the events are held (shown to auditors in the trail).' }),
+    reference: z.string().min(1).max(200).meta({ description: 'The matter, case or ticket the hold is for.' }),
+    controllerClass,
+  })
+  .meta({
+    'x-kubernetes-validations': [
+      holdImmutable,
+      {
+        rule: '!has(self.since) || !has(self.until) || timestamp(self.since) < timestamp(self.until)',
+        message: 'since must be before until',
+      },
+    ],
+  });
+
+const legalHoldStatusSchema = z.object({
+  holdId: z.string().optional().meta({ description: 'The hold as the service knows it (audit-trail holds list).' }),
+  placedAt: z.string().optional().meta({ format: 'date-time' }),
+  observedGeneration: z.int().min(0).optional(),
+  conditions,
+});
+
+export type LegalHoldSpec = z.output<typeof legalHoldSpecSchema>;
+
+export const LEGAL_HOLD: ResourceKind = {
+  kind: 'LegalHold',
+  schemaVersion: 1,
+  plural: 'legalholds',
+  singular: 'legalhold',
+  shortNames: ['athold'],
+  spec: legalHoldSpecSchema,
+  status: legalHoldStatusSchema,
+  printerColumns: [
+    { name: 'Tenant', type: 'string', jsonPath: '.spec.tenantId' },
+    { name: 'Reference', type: 'string', jsonPath: '.spec.reference' },
+    { name: 'Since', type: 'string', jsonPath: '.spec.since' },
+    { name: 'Until', type: 'string', jsonPath: '.spec.until' },
+    ...readyColumns,
+    { name: 'Hold', type: 'string', jsonPath: '.status.holdId', priority: 1 },
     { name: 'Class', type: 'string', jsonPath: '.spec.controllerClass', priority: 1 },
     { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
   ],

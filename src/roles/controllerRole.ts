@@ -2,13 +2,14 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { ApiKeyService } from '../auth/apiKeyService.ts';
 import { requireSetting } from '../config/config.ts';
 import { KubernetesController } from '../controller/controller.ts';
+import { LegalHolds } from '../lifecycle/legalHolds.ts';
 import { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
 import { CONTROLLED_RESOURCE_LOCKS, SessionLocks } from '../db/sessionLocks.ts';
 import { ManagedStreams } from '../streams/managedStreams.ts';
 import type { Role } from './role.ts';
 
 /**
- * The Kubernetes controller: ApiKey, WebhookEndpoint, RetentionPolicy and AuditLogStream resources into
+ * The Kubernetes controller: ApiKey, WebhookEndpoint, RetentionPolicy, LegalHold and AuditLogStream resources into
  * Postgres and Secrets, leader-elected.
  * This module is loaded only for this role (main.ts): the Kubernetes client is by far the largest part of
  * a process's memory (BENCHMARKS.md, "List (issue 2)", RSS).
@@ -23,6 +24,7 @@ export const role: Role = {
       keys: new ApiKeyService({ db, writer, pepper, environment: config.keyEnvironment }),
       registry: await parts.webhookRegistry('the controller role'),
       retention: new RetentionPolicies({ db, writer, defaultPeriod: config.retentionDefault }),
+      holds: new LegalHolds({ db, writer }),
       streams: new ManagedStreams({
         db,
         secrets: parts.secretBox('the controller role'),

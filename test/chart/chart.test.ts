@@ -250,15 +250,15 @@ describe('Helm chart', function () {
   it('grants the controller exactly the verbs it uses, cluster-wide or per listed namespace, and leases only at home', async () => {
     const expected = [
       { apiGroups: ['audittrail.dev'], resources: ['apikeys', 'webhookendpoints'], verbs: ['get', 'list', 'watch', 'patch'] },
-      { apiGroups: ['audittrail.dev'], resources: ['retentionpolicies', 'auditlogstreams'], verbs: ['list', 'watch', 'patch'] },
+      { apiGroups: ['audittrail.dev'], resources: ['retentionpolicies', 'legalholds', 'auditlogstreams'], verbs: ['list', 'watch', 'patch'] },
       {
         apiGroups: ['audittrail.dev'],
-        resources: ['apikeys/status', 'webhookendpoints/status', 'retentionpolicies/status', 'auditlogstreams/status'],
+        resources: ['apikeys/status', 'webhookendpoints/status', 'retentionpolicies/status', 'legalholds/status', 'auditlogstreams/status'],
         verbs: ['patch'],
       },
       {
         apiGroups: ['audittrail.dev'],
-        resources: ['apikeys/finalizers', 'webhookendpoints/finalizers', 'retentionpolicies/finalizers', 'auditlogstreams/finalizers'],
+        resources: ['apikeys/finalizers', 'webhookendpoints/finalizers', 'retentionpolicies/finalizers', 'legalholds/finalizers', 'auditlogstreams/finalizers'],
         verbs: ['update'],
       },
       { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch', 'create', 'update'] },
@@ -276,6 +276,7 @@ describe('Helm chart', function () {
         resourceNames: [
           'apikeys.audittrail.dev',
           'auditlogstreams.audittrail.dev',
+          'legalholds.audittrail.dev',
           'retentionpolicies.audittrail.dev',
           'webhookendpoints.audittrail.dev',
         ],

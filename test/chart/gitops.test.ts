@@ -164,6 +164,7 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
       expect(crds.map((crd) => crd.metadata.name).sort()).to.deep.equal([
         'apikeys.audittrail.dev',
         'auditlogstreams.audittrail.dev',
+        'legalholds.audittrail.dev',
         'retentionpolicies.audittrail.dev',
         'webhookendpoints.audittrail.dev',
       ]);

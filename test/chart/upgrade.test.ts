@@ -114,7 +114,7 @@ describe('upgrading from the previous chart', function () {
     for (const crd of await rendered(PREVIOUS))
       expect(crd.metadata.annotations ?? {}).not.to.have.property('audittrail.dev/schema-version');
     const next = await rendered(CHART);
-    expect(next).to.have.length(3);
+    expect(next).to.have.length(5);
     for (const crd of next) {
       expect(crd.metadata.annotations).to.include({
         'helm.sh/resource-policy': 'keep',

@@ -5,7 +5,7 @@ import { Ajv } from 'ajv';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition';
 import { createHash } from 'node:crypto';
 import { crdManifest } from '../../src/controller/crdManifest.ts';
-import { retentionPolicySpecSchema } from '../../src/controller/lifecycleKinds.ts';
+import { legalHoldSpecSchema, retentionPolicySpecSchema } from '../../src/controller/lifecycleKinds.ts';
 import { RESOURCE_KINDS } from '../../src/controller/resourceKinds.ts';
 import { SCHEMA_VERSION_ANNOTATION, apiKeySpecSchema, webhookEndpointSpecSchema } from '../../src/controller/resources.ts';
 import { auditLogStreamSpecSchema } from '../../src/controller/streamResource.ts';
@@ -48,6 +48,7 @@ const SCHEMA_FINGERPRINTS: Record<string, Record<number, string>> = {
   WebhookEndpoint: { 1: '2f1ec60112194971' },
   RetentionPolicy: { 1: '2c942f011c744e21' },
   AuditLogStream: { 1: '688138bea478a293' },
+  LegalHold: { 1: '672b5374f61bdca8' },
 };
 
 describe('CustomResourceDefinitions', () => {
@@ -257,4 +258,30 @@ describe('CustomResourceDefinitions', () => {
       'Age',
     ]);
   });
+
+  const holdCases: Array<[string, Record<string, unknown>, boolean]> = [
+    ['a whole tenant', { tenantId: 'acme', reason: 'litigation', reference: 'case-1' }, true],
+    [
+      'a range and action families',
+      {
+        tenantId: 'acme',
+        since: '2026-01-01T00:00:00Z',
+        until: '2026-02-01T00:00:00.500+01:00',
+        actionPrefixes: ['phi.', 'admin.key'],
+        reason: 'r',
+        reference: 'c',
+      },
+      true,
+    ],
+    ['no reason', { tenantId: 'acme', reference: 'case-1' }, false],
+    ['no reference', { tenantId: 'acme', reason: 'r' }, false],
+    ['a date without a time', { tenantId: 'acme', since: '2026-01-01', reason: 'r', reference: 'c' }, false],
+    ['a wildcard action', { tenantId: 'acme', actionPrefixes: ['phi.*'], reason: 'r', reference: 'c' }, false],
+  ];
+  for (const [what, spec, expected] of holdCases) {
+    it(`LegalHold: ${expected ? 'admits' : 'refuses'} ${what}, as the controller's schema does`, () => {
+      expect(admits('legalholds.audittrail.dev.yaml', spec)).to.equal(expected);
+      expect(legalHoldSpecSchema.safeParse(spec).success).to.equal(expected);
+    });
+  }
 });

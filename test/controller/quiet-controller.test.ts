@@ -145,9 +145,9 @@ describe('a quiet controller', function () {
       }
       return attempts;
     };
-    // Three refused attempts of each of the nine watches: two gaps each to compare.
+    // Three refused attempts of each of the eleven watches: two gaps each to compare.
     await waitFor(
-      () => [...attemptsByWatch().values()].filter((times) => times.length >= 3).length >= 9,
+      () => [...attemptsByWatch().values()].filter((times) => times.length >= 3).length >= 11,
       'three restarts of every watch',
       30_000,
     );
@@ -157,10 +157,12 @@ describe('a quiet controller', function () {
       '/api/v1/secrets',
       '/apis/apiextensions.k8s.io/v1/customresourcedefinitions?metadata.name=apikeys.audittrail.dev',
       '/apis/apiextensions.k8s.io/v1/customresourcedefinitions?metadata.name=auditlogstreams.audittrail.dev',
+      '/apis/apiextensions.k8s.io/v1/customresourcedefinitions?metadata.name=legalholds.audittrail.dev',
       '/apis/apiextensions.k8s.io/v1/customresourcedefinitions?metadata.name=retentionpolicies.audittrail.dev',
       '/apis/apiextensions.k8s.io/v1/customresourcedefinitions?metadata.name=webhookendpoints.audittrail.dev',
       `/apis/${GROUP}/${VERSION}/apikeys`,
       `/apis/${GROUP}/${VERSION}/auditlogstreams`,
+      `/apis/${GROUP}/${VERSION}/legalholds`,
       `/apis/${GROUP}/${VERSION}/retentionpolicies`,
       `/apis/${GROUP}/${VERSION}/webhookendpoints`,
     ]);

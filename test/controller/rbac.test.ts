@@ -127,7 +127,19 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
     });
     await active('apikeys', 'k', (status) => status.state === 'Active');
     await active('webhookendpoints', 'w', (status) => status.active === true);
+    await harness.custom.createNamespacedCustomObject({
+      ...address('legalholds'),
+      body: {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'LegalHold',
+        metadata: { name: 'h' },
+        spec: { tenantId: 'acme', reason: 'litigation', reference: 'case-1' },
+      },
+    });
     await active('retentionpolicies', 'r', (status) => status.enforced === '6y');
+    await active('legalholds', 'h', (status) => typeof status.holdId === 'string');
+    await harness.custom.deleteNamespacedCustomObject(address('legalholds', 'h') as never);
+    await waitFor(async () => (await harness.custom.listNamespacedCustomObject(address('legalholds'))).items.length === 0, 'the hold released');
     await active('auditlogstreams', 's', (status) => status.state === 'Active');
     await harness.custom.patchNamespacedCustomObject(
       { ...address('auditlogstreams', 's'), body: { spec: { paused: true } } } as never,
@@ -183,6 +195,7 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
       'update audittrail.dev/apikeys/finalizers',
       'update audittrail.dev/webhookendpoints/finalizers',
       'update audittrail.dev/retentionpolicies/finalizers',
+      'update audittrail.dev/legalholds/finalizers',
       'update audittrail.dev/auditlogstreams/finalizers',
       'update /secrets',
       'patch /events',

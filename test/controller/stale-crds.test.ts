@@ -126,12 +126,13 @@ describe('a controller whose CRDs are older than it needs', function () {
       .to.include('CRD apikeys.audittrail.dev carries no schema version')
       .and.to.include('webhookendpoints.audittrail.dev')
       .and.to.include('auditlogstreams.audittrail.dev');
-    // The earlier release had no RetentionPolicy or AuditLogStream: their CRDs are missing, counted the same way.
+    // The earlier release had no RetentionPolicy, LegalHold or AuditLogStream: their CRDs are missing, counted the same way.
     expect(await outdatedGauge()).to.deep.equal({
       'apikeys.audittrail.dev': 1,
       'webhookendpoints.audittrail.dev': 1,
       'retentionpolicies.audittrail.dev': 1,
       'auditlogstreams.audittrail.dev': 1,
+      'legalholds.audittrail.dev': 1,
     });
   });
 
@@ -170,6 +171,7 @@ describe('a controller whose CRDs are older than it needs', function () {
       'webhookendpoints.audittrail.dev': 0,
       'retentionpolicies.audittrail.dev': 0,
       'auditlogstreams.audittrail.dev': 0,
+      'legalholds.audittrail.dev': 0,
     });
   });
 

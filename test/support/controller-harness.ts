@@ -6,6 +6,7 @@ import { Database } from '../../src/db/database.ts';
 import { readDeploymentId } from '../../src/db/deploymentIdentity.ts';
 import { CONTROLLED_RESOURCE_LOCKS, SessionLocks } from '../../src/db/sessionLocks.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
+import { LegalHolds } from '../../src/lifecycle/legalHolds.ts';
 import { RetentionPolicies } from '../../src/lifecycle/retentionPolicies.ts';
 import type { Logger } from '../../src/platform/logger.ts';
 import type { ServiceMetrics } from '../../src/platform/metrics.ts';
@@ -37,6 +38,7 @@ export interface Deployment {
   readonly keys: ApiKeyService;
   readonly registry: WebhookRegistry;
   readonly retention: RetentionPolicies;
+  readonly holds: LegalHolds;
   readonly streams: ManagedStreams;
   /** What the controller role locks resources with, on this database. */
   readonly locks: SessionLocks;
@@ -108,6 +110,7 @@ export async function startControllerHarness(
         policy: { allowHttp: true, allowPrivateTargets: true },
       }),
       retention: new RetentionPolicies({ db: controllerDb, writer, defaultPeriod: undefined }),
+      holds: new LegalHolds({ db: controllerDb, writer }),
       streams: new ManagedStreams({
         db: controllerDb,
         secrets: new SecretBox(TEST_ENCRYPTION_KEY),
@@ -136,6 +139,7 @@ export async function startControllerHarness(
         keys: deployment.keys,
         registry: deployment.registry,
         retention: deployment.retention,
+        holds: deployment.holds,
         streams: deployment.streams,
         locks: deployment.locks,
         deploymentId: deployment.deploymentId,

@@ -250,7 +250,11 @@ describe('Helm chart', function () {
   it('grants the controller exactly the verbs it uses, cluster-wide or per listed namespace, and leases only at home', async () => {
     const expected = [
       { apiGroups: ['audittrail.dev'], resources: ['apikeys', 'webhookendpoints'], verbs: ['get', 'list', 'watch', 'patch'] },
-      { apiGroups: ['audittrail.dev'], resources: ['retentionpolicies', 'legalholds', 'auditlogstreams'], verbs: ['list', 'watch', 'patch'] },
+      {
+        apiGroups: ['audittrail.dev'],
+        resources: ['retentionpolicies', 'legalholds', 'auditlogstreams'],
+        verbs: ['list', 'watch', 'patch'],
+      },
       {
         apiGroups: ['audittrail.dev'],
         resources: ['apikeys/status', 'webhookendpoints/status', 'retentionpolicies/status', 'legalholds/status', 'auditlogstreams/status'],
@@ -258,7 +262,13 @@ describe('Helm chart', function () {
       },
       {
         apiGroups: ['audittrail.dev'],
-        resources: ['apikeys/finalizers', 'webhookendpoints/finalizers', 'retentionpolicies/finalizers', 'legalholds/finalizers', 'auditlogstreams/finalizers'],
+        resources: [
+          'apikeys/finalizers',
+          'webhookendpoints/finalizers',
+          'retentionpolicies/finalizers',
+          'legalholds/finalizers',
+          'auditlogstreams/finalizers',
+        ],
         verbs: ['update'],
       },
       { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch', 'create', 'update'] },

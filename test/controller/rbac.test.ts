@@ -139,7 +139,10 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
     await active('retentionpolicies', 'r', (status) => status.enforced === '6y');
     await active('legalholds', 'h', (status) => typeof status.holdId === 'string');
     await harness.custom.deleteNamespacedCustomObject(address('legalholds', 'h') as never);
-    await waitFor(async () => (await harness.custom.listNamespacedCustomObject(address('legalholds'))).items.length === 0, 'the hold released');
+    await waitFor(
+      async () => (await harness.custom.listNamespacedCustomObject(address('legalholds'))).items.length === 0,
+      'the hold released',
+    );
     await active('auditlogstreams', 's', (status) => status.state === 'Active');
     await harness.custom.patchNamespacedCustomObject(
       { ...address('auditlogstreams', 's'), body: { spec: { paused: true } } } as never,

@@ -1,6 +1,6 @@
 import type { Queryable } from '../db/database.ts';
 
-/** The SQL of legal holds (migrations/018_legal_holds.sql); see retentionStore.ts for why it is kept in one place. */
+/** The SQL of legal holds (migrations/019_legal_holds.sql); see retentionStore.ts for why it is kept in one place. */
 
 export interface LegalHoldRecord {
   readonly id: string;

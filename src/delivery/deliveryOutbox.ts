@@ -2,6 +2,7 @@ import { prepared, type Queryable } from '../db/database.ts';
 import type { DeliveredEvent } from '../client/webhookEnvelope.ts';
 import { findAttemptTargets, type AttemptTarget } from '../webhooks/webhookStore.ts';
 import type { AttemptRecord, DeliveryChange, DeliveryFacts, DeliveryState } from './deliveryStateMachine.ts';
+import { wakeRelaysIfAny } from './relayWakeUp.ts';
 
 /**
  * The delivery outbox: the delivery path's SQL on `deliveries` and `delivery_attempts`. Its siblings each
@@ -12,16 +13,6 @@ import type { AttemptRecord, DeliveryChange, DeliveryFacts, DeliveryState } from
  * endpoint is saturated, and releases parked ones as requests to it finish). Each function is one
  * statement over arrays, whatever the batch size.
  */
-
-/** Relays LISTEN here, so a new delivery is published at once rather than at the next poll. */
-export const DELIVERIES_PENDING_CHANNEL = 'audit_deliveries_pending';
-/**
- * The payload of a notification for deliveries made due again with their old due times: released parked
- * ones, and ones a writer could not publish (returnToRelays). Those due times lie below the floor of a
- * relay's quick passes (takeDueDeliveries), so a relay that hears it makes its next pass a full one. The text
- * stays what relays of earlier versions listen for.
- */
-export const OLD_DUE_TIMES_PAYLOAD = 'unparked';
 
 // Ids are bigint; they travel as text (the pool parses int8 as a number, which is exact only to 2^53).
 export interface DueDelivery {
@@ -109,9 +100,9 @@ export async function returnToRelays(db: Queryable, ids: readonly string[]): Pro
        WHERE id = ANY($1::bigint[]) AND state = 'pending' AND published_at IS NOT NULL AND publications = 1
        RETURNING 1
      )
-     SELECT count(*)::int AS returned, (SELECT CASE WHEN count(*) > 0 THEN pg_notify($2, $3) END FROM returned) AS notified
+     SELECT count(*)::int AS returned, ${wakeRelaysIfAny('returned', 'old due times')} AS notified
      FROM returned`,
-    [ids, DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD],
+    [ids],
   );
   return rows[0]?.returned ?? 0;
 }
@@ -159,9 +150,9 @@ export async function unparkDeliveries(db: Queryable, endpointIds: readonly stri
          AND state = 'parked'
        RETURNING 1
      )
-     SELECT count(*)::int AS released, (SELECT CASE WHEN count(*) > 0 THEN pg_notify($3, $4) END FROM released) AS notified
+     SELECT count(*)::int AS released, ${wakeRelaysIfAny('released', 'old due times')} AS notified
      FROM released`,
-      [endpointIds, counts, DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD],
+      [endpointIds, counts],
     ),
   );
   return rows[0]?.released ?? 0;
@@ -195,9 +186,9 @@ export async function unparkOldestPerEndpoint(db: Queryable): Promise<number> {
          AND state = 'parked'
        RETURNING 1
      )
-     SELECT count(*)::int AS released, (SELECT CASE WHEN count(*) > 0 THEN pg_notify($1, $2) END FROM released) AS notified
+     SELECT count(*)::int AS released, ${wakeRelaysIfAny('released', 'old due times')} AS notified
      FROM released`,
-      [DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD],
+      [],
     ),
   );
   return rows[0]?.released ?? 0;
@@ -333,7 +324,7 @@ export async function recordOutcomes(db: Queryable, writes: readonly OutcomeWrit
      -- A retry scheduled here wakes the relays, which then sleep until it falls due rather than finding it
      -- at their next poll (a poll's rounding would swamp the jitter of a short schedule). Deferrals and
      -- parkings are not attempts and wake nobody. Once per statement, like the fan-out's notification.
-     SELECT (SELECT CASE WHEN count(*) > 0 THEN pg_notify($13, '') END FROM updated WHERE wake) AS notified`,
+     SELECT ${wakeRelaysIfAny('updated WHERE wake')} AS notified`,
       [
         writes.map((write) => write.deliveryId),
         writes.map((write) => write.attempt),
@@ -347,7 +338,6 @@ export async function recordOutcomes(db: Queryable, writes: readonly OutcomeWrit
         writes.map((write) => write.record?.statusCode ?? null),
         writes.map((write) => write.record?.error ?? null),
         writes.map((write) => write.record?.responseExcerpt ?? null),
-        DELIVERIES_PENDING_CHANNEL,
       ],
     ),
   );

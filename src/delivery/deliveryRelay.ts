@@ -4,16 +4,11 @@ import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bu
 import type { Database } from '../db/database.ts';
 import { NotificationListener } from '../db/notificationListener.ts';
 import { coerceError } from '../platform/errors.ts';
+import { PollLoop, type NextPass } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import {
-  DELIVERIES_PENDING_CHANNEL,
-  OLD_DUE_TIMES_PAYLOAD,
-  takeDueDeliveries,
-  timeUntilNextDue,
-  unmarkPublished,
-  unparkOldestPerEndpoint,
-} from './deliveryOutbox.ts';
+import { DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD } from './relayWakeUp.ts';
+import { takeDueDeliveries, timeUntilNextDue, unmarkPublished, unparkOldestPerEndpoint } from './deliveryOutbox.ts';
 import { PUBLISH_TIMEOUT_MS, publishDeliveryMessages } from './deliveryMessage.ts';
 import { LostPublications } from './lostPublications.ts';
 
@@ -59,10 +54,7 @@ export class DeliveryRelay {
   private readonly listener: NotificationListener;
   private js: JetStreamClient | undefined;
   private subject = '';
-  private running: Promise<void> | undefined;
-  private stopped = false;
-  private wake: (() => void) | undefined;
-  private pendingWake = false;
+  private readonly loop: PollLoop;
   private lostPublications: LostPublications | undefined;
   private nextParkedSweepAt = 0;
   /** Where quick passes start; undefined until a full pass has emptied the outbox of due deliveries. */
@@ -73,6 +65,14 @@ export class DeliveryRelay {
 
   constructor(options: DeliveryRelayOptions) {
     this.options = options;
+    this.loop = new PollLoop({
+      pass: () => this.pass(),
+      onError: (error) => {
+        this.options.log.warn({ err: error }, 'delivery relay pass failed; retrying');
+        this.options.metrics.errors.inc({ kind: 'relay_failed' });
+        return ERROR_BACKOFF_MS;
+      },
+    });
     this.listener = new NotificationListener({
       databaseUrl: options.databaseUrl,
       channel: DELIVERIES_PENDING_CHANNEL,
@@ -80,12 +80,12 @@ export class DeliveryRelay {
       log: options.log,
       onNotification: (payload) => {
         if (payload === OLD_DUE_TIMES_PAYLOAD) this.forgetFloor();
-        this.nudge();
+        this.loop.wake();
       },
       // Notifications may have been missed, released parked deliveries among them.
       onGap: () => {
         this.forgetFloor();
-        this.nudge();
+        this.loop.wake();
       },
     });
   }
@@ -107,43 +107,27 @@ export class DeliveryRelay {
     });
     this.subject = this.options.names.deliverySubject();
     await this.listener.start();
-    this.running = this.loop();
+    this.loop.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    this.nudge();
-    await this.running;
+    await this.loop.stop();
     await this.listener.stop();
   }
 
-  private nudge(): void {
-    this.pendingWake = true;
-    this.wake?.();
-  }
-
-  private async loop(): Promise<void> {
-    while (!this.stopped) {
-      let published = 0;
-      try {
-        this.pendingWake = false;
-        // Released lost publications keep their old due times: the pass after the sweep is a full one.
-        if ((await this.lostPublications!.sweepIfDue()) > 0) this.forgetFloor();
-        await this.releaseParkedIfDue();
-        published = await this.publishDue();
-      } catch (thrown) {
-        this.options.log.warn({ err: coerceError(thrown) }, 'delivery relay pass failed; retrying');
-        this.options.metrics.errors.inc({ kind: 'relay_failed' });
-        await this.sleep(ERROR_BACKOFF_MS);
-        continue;
-      }
-      // A full batch means more are probably due: go again at once.
-      if (published < BATCH_SIZE && !this.pendingWake) {
-        const idleMs = await this.idleTime();
-        // A notification that arrived while idleTime asked Postgres is not lost.
-        if (!this.pendingWake) await this.sleep(idleMs);
-      }
-    }
+  /**
+   * One pass: the lost-publication sweep and the parked deliveries' release when due, then the due
+   * deliveries. A full batch means more are probably due: the next pass comes at once; otherwise the relay
+   * sleeps until the next delivery falls due (a notification wakes it sooner).
+   */
+  private async pass(): Promise<NextPass> {
+    // Released lost publications keep their old due times: the pass after the sweep is a full one.
+    if ((await this.lostPublications!.sweepIfDue()) > 0) this.forgetFloor();
+    await this.releaseParkedIfDue();
+    const { published, failed } = await this.publishDue();
+    if (failed) return { backoffMs: ERROR_BACKOFF_MS };
+    if (published >= BATCH_SIZE || this.loop.woken) return 0;
+    return this.idleTime();
   }
 
   /**
@@ -199,8 +183,8 @@ export class DeliveryRelay {
     this.floorsForgotten += 1;
   }
 
-  /** One pass: take due deliveries, publish them in batches, put back those JetStream did not accept. */
-  private async publishDue(): Promise<number> {
+  /** Takes due deliveries, publishes them in batches, puts back those JetStream did not accept. */
+  private async publishDue(): Promise<{ published: number; failed: boolean }> {
     const floor = this.passFloor();
     const forgottenBefore = this.floorsForgotten;
     const { due, now } = await takeDueDeliveries(this.options.db, BATCH_SIZE, floor);
@@ -209,7 +193,7 @@ export class DeliveryRelay {
       this.floor = new Date(now.getTime() - FLOOR_MARGIN_MS);
       this.nextFullPassAt = Date.now() + FULL_PASS_INTERVAL_MS;
     }
-    if (due.length === 0) return 0;
+    if (due.length === 0) return { published: 0, failed: false };
     const { failed, error } = await publishDeliveryMessages(
       this.js!,
       { subject: this.subject, deploymentId: this.options.names.deploymentId },
@@ -223,22 +207,8 @@ export class DeliveryRelay {
         failed.map((delivery) => delivery.id),
       );
       this.forgetFloor();
-      await this.sleep(ERROR_BACKOFF_MS);
     }
     this.options.metrics.relayPublished.inc(due.length - failed.length);
-    return due.length - failed.length;
-  }
-
-  /** Waits `ms`, or less when nudged (a NOTIFY, or stop()). */
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.wake = undefined;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.wake = done;
-    });
+    return { published: due.length - failed.length, failed: failed.length > 0 };
   }
 }

@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/database.ts';
-import { DELIVERIES_PENDING_CHANNEL } from './deliveryOutbox.ts';
+import { wakeRelaysIfAny } from './relayWakeUp.ts';
 
 /**
  * SQL of manual retries (docs/webhooks.md "Manual retry"). A retry is made through the outbox like any
@@ -34,7 +34,7 @@ export async function scheduleManualRetry(db: Queryable, deliveryId: string): Pr
        WHERE id = $1::int8 AND state IN ('pending', 'parked', 'failed')
        RETURNING published_at
      )
-     SELECT pg_notify($2, '') FROM retried WHERE published_at IS NULL`,
-    [deliveryId, DELIVERIES_PENDING_CHANNEL],
+     SELECT ${wakeRelaysIfAny('retried WHERE published_at IS NULL')} AS notified`,
+    [deliveryId],
   );
 }

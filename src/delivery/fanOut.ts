@@ -1,6 +1,6 @@
 import type { DeliveryFanOut, FanOutPublisher } from '../events/storeBatch.ts';
 import { activeEndpointsOf, eventFilterMatches } from '../webhooks/webhookStore.ts';
-import { DELIVERIES_PENDING_CHANNEL } from './deliveryOutbox.ts';
+import { wakeRelaysIfAny } from './relayWakeUp.ts';
 
 /**
  * Webhook fan-out: the SQL the trail's write statement embeds (events/storeBatch.ts) to record one
@@ -15,7 +15,7 @@ export const WEBHOOK_FAN_OUT: DeliveryFanOut = {
       ? // The ids on the first row only (an uncorrelated subquery runs once).
         `CASE WHEN row_number() OVER () = 1 THEN (SELECT array_agg(id::text) FROM fan_out_created) END AS delivery_ids`
       : // Once when deliveries were created, so tenants without webhooks never touch Postgres' notification queue.
-        `(SELECT CASE WHEN count(*) > 0 THEN pg_notify('${DELIVERIES_PENDING_CHANNEL}', '') END FROM fan_out_created) AS notified`,
+        `${wakeRelaysIfAny('fan_out_created')} AS notified`,
 };
 
 /**

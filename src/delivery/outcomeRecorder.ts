@@ -6,6 +6,7 @@ import { applyOutcome, type DeliveryFacts, type DeliveryOutcome, type DeliveryPo
 import { cancelPendingDeliveries } from './endpointDeliveries.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { coerceError } from '../platform/errors.ts';
+import { MicroBatcher } from '../platform/microBatcher.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { webhookEvent } from '../webhooks/webhookRegistry.ts';
@@ -45,44 +46,28 @@ export interface OutcomeRecorderOptions<S> {
  */
 export class OutcomeRecorder<S> {
   private readonly options: OutcomeRecorderOptions<S>;
-  private outcomes: Array<PendingOutcome<S>> = [];
-  private flushTimer: NodeJS.Timeout | undefined;
-  private flushing: Promise<void> = Promise.resolve();
-  private flushQueued = false;
+  private readonly batcher: MicroBatcher<PendingOutcome<S>>;
 
   constructor(options: OutcomeRecorderOptions<S>) {
     this.options = options;
+    // Writes are serialised; under load the batches grow instead of queueing up as many small transactions.
+    this.batcher = new MicroBatcher({
+      size: FLUSH_BATCH,
+      maxBatch: MAX_FLUSH_BATCH,
+      lingerMs: FLUSH_LINGER_MS,
+      write: (batch) => this.write(batch),
+      // write() settles its batch either way; this is for a bug in the settling itself.
+      onError: (error, batch) => this.options.log.error({ err: error, outcomes: batch.length }, 'settling recorded outcomes failed'),
+    });
   }
 
   add(outcome: PendingOutcome<S>): void {
-    this.outcomes.push(outcome);
-    if (this.outcomes.length >= FLUSH_BATCH) void this.flush();
-    else this.flushTimer ??= setTimeout(() => void this.flush(), FLUSH_LINGER_MS);
+    this.batcher.add(outcome);
   }
 
   /** Writes every outcome still waiting (when stopping). */
   async flushAll(): Promise<void> {
-    while (this.outcomes.length > 0 || this.flushQueued) await this.flush();
-  }
-
-  /**
-   * Writes are serialised. A batch is taken when its write starts, not when it was asked for, and what
-   * arrives during a write waits for its own trigger (a full batch or the linger): under load the batches
-   * grow instead of queueing up as many small transactions.
-   */
-  private flush(): Promise<void> {
-    clearTimeout(this.flushTimer);
-    this.flushTimer = undefined;
-    if (this.flushQueued) return this.flushing;
-    this.flushQueued = true;
-    this.flushing = this.flushing.then(async () => {
-      this.flushQueued = false;
-      const batch = this.outcomes.splice(0, MAX_FLUSH_BATCH);
-      if (batch.length > 0) await this.write(batch);
-      if (this.outcomes.length >= FLUSH_BATCH) void this.flush();
-      else if (this.outcomes.length > 0) this.flushTimer ??= setTimeout(() => void this.flush(), FLUSH_LINGER_MS);
-    });
-    return this.flushing;
+    await this.batcher.drain();
   }
 
   private async write(batch: Array<PendingOutcome<S>>): Promise<void> {

@@ -10,6 +10,7 @@ import {
   tryClaimReplay,
 } from './replayStore.ts';
 import { coerceError } from '../platform/errors.ts';
+import { PollLoop } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 
@@ -66,9 +67,7 @@ export class ReplayRunner {
   private readonly maxPending: number;
   private readonly concurrency: number;
   private readonly running = new Map<string, Promise<void>>();
-  private loop: Promise<void> | undefined;
-  private stopped = false;
-  private readonly sleepers = new Set<() => void>();
+  private readonly loop: PollLoop;
   private liveTrafficSeenAt = 0;
 
   constructor(options: ReplayRunnerOptions) {
@@ -76,34 +75,33 @@ export class ReplayRunner {
     this.chunkSize = options.chunkSize ?? DEFAULT_CHUNK_SIZE;
     this.maxPending = options.maxPendingPerEndpoint ?? DEFAULT_MAX_PENDING;
     this.concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
+    this.loop = new PollLoop({
+      pass: () => this.lookForWork(),
+      onError: (error) => {
+        this.options.log.warn({ err: error }, 'could not look for replays; retrying');
+        this.options.metrics.errors.inc({ kind: 'replay_failed' });
+        return this.options.pollMs;
+      },
+    });
   }
 
   start(): void {
-    this.loop = this.lookForWork();
+    this.loop.start();
   }
 
   /** Stops after the chunk in progress commits; the replays stay running for the next process. */
   async stop(): Promise<void> {
-    this.stopped = true;
-    for (const wake of this.sleepers) wake();
-    await this.loop;
+    await this.loop.stop();
     await Promise.allSettled([...this.running.values()]);
   }
 
-  private async lookForWork(): Promise<void> {
-    while (!this.stopped) {
-      try {
-        for (const id of await runningReplayIds(this.options.db)) {
-          if (this.running.size >= this.concurrency) break;
-          if (this.running.has(id)) continue;
-          await this.tryRun(id);
-        }
-      } catch (thrown) {
-        this.options.log.warn({ err: coerceError(thrown) }, 'could not look for replays; retrying');
-        this.options.metrics.errors.inc({ kind: 'replay_failed' });
-      }
-      await this.sleep(this.options.pollMs);
+  private async lookForWork(): Promise<number> {
+    for (const id of await runningReplayIds(this.options.db)) {
+      if (this.running.size >= this.concurrency) break;
+      if (this.running.has(id)) continue;
+      await this.tryRun(id);
     }
+    return this.options.pollMs;
   }
 
   /** Claims the replay on a connection of its own and runs it there, unless another process has it. */
@@ -125,7 +123,7 @@ export class ReplayRunner {
     log.info('replay started');
     let broken: Error | undefined;
     try {
-      while (!this.stopped) {
+      while (!this.loop.stopped) {
         const endpointId = await runningReplayEndpoint(session, replayId);
         if (endpointId === undefined) break;
         // Tops the endpoint's pending deliveries up to the cap, a chunk at a time; live traffic lowers the cap.
@@ -134,7 +132,7 @@ export class ReplayRunner {
         const cap = live ? Math.min(this.maxPending, MAX_PENDING_BESIDE_LIVE_TRAFFIC) : this.maxPending;
         const room = Math.min(this.chunkSize, cap - (await pendingDeliveries(session, endpointId, cap)));
         if (room < Math.min(MIN_CHUNK, cap)) {
-          await this.sleep(THROTTLE_WAIT_MS);
+          await this.loop.sleep(THROTTLE_WAIT_MS);
           continue;
         }
         let status: string;
@@ -145,7 +143,7 @@ export class ReplayRunner {
           this.options.metrics.errors.inc({ kind: 'replay_failed' });
           // A lost connection ends the run (the outer catch): the lock went with it.
           await session.query('SELECT 1');
-          await this.sleep(ERROR_BACKOFF_MS);
+          await this.loop.sleep(ERROR_BACKOFF_MS);
           continue;
         }
         if (status !== 'running') {
@@ -174,19 +172,5 @@ export class ReplayRunner {
       await session.query('ROLLBACK');
       throw thrown;
     }
-  }
-
-  /** Waits `ms`, or less when stopping. */
-  private sleep(ms: number): Promise<void> {
-    if (this.stopped) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.sleepers.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.sleepers.add(done);
-    });
   }
 }

@@ -1,5 +1,5 @@
 import { prepared, type Queryable } from '../db/database.ts';
-import { DELIVERIES_PENDING_CHANNEL } from './deliveryOutbox.ts';
+import { wakeRelaysIfAny } from './relayWakeUp.ts';
 import { eventFilterMatches, shareEndpointForFanOut } from '../webhooks/webhookStore.ts';
 
 /**
@@ -215,12 +215,11 @@ export async function replayChunk(db: Queryable, replayId: string, chunkSize: nu
     replay.onlyUndelivered,
     replay.endpointId,
     replayId,
-    DELIVERIES_PENDING_CHANNEL,
   ];
   let after = '';
   if (state.positionOccurredAt && state.positionEventId) {
     values.push(state.positionOccurredAt.toISOString(), state.positionEventId);
-    after = `AND (e.occurred_at, e.event_id) > ($10::timestamptz, $11::uuid)`;
+    after = `AND (e.occurred_at, e.event_id) > ($9::timestamptz, $10::uuid)`;
   }
   const { rows } = await db.query<{ status: ReplayStatus; created: number }>(
     `WITH scanned AS (
@@ -257,7 +256,7 @@ export async function replayChunk(db: Queryable, replayId: string, chunkSize: nu
      FROM counts c
      WHERE r.id = $8
      RETURNING r.status, c.created::int AS created,
-               CASE WHEN c.created > 0 THEN pg_notify($9, '') END AS notified`,
+               ${wakeRelaysIfAny('created')} AS notified`,
     values,
   );
   return { status: rows[0]!.status, created: rows[0]!.created };

@@ -7,6 +7,7 @@ import type { NewEvent } from '../events/eventStore.ts';
 import { ServiceUnavailableError, ValidationError, coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
+import { MicroBatcher } from '../platform/microBatcher.ts';
 import { parseUtf8Json } from '../platform/utf8Json.ts';
 import { parseEvent, type EventTimeWindow } from './eventInput.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
@@ -47,13 +48,21 @@ interface DecodedMessage {
 export class JetStreamIngest {
   private readonly options: JetStreamIngestOptions;
   private messages: ConsumerMessages | undefined;
-  private buffer: JsMsg[] = [];
-  private flushTimer: NodeJS.Timeout | undefined;
-  private readonly writing = new Set<Promise<void>>();
+  private readonly batcher: MicroBatcher<JsMsg>;
   private running: Promise<void> | undefined;
 
   constructor(options: JetStreamIngestOptions) {
     this.options = options;
+    // Each batch is its own transaction and acknowledges its own messages, so batches may commit in any
+    // order (writes are idempotent).
+    this.batcher = new MicroBatcher({
+      size: options.batchSize ?? 1000,
+      lingerMs: options.lingerMs ?? 10,
+      concurrency: CONCURRENT_WRITES,
+      write: (batch) => this.writeBatch(batch),
+      // store() settles every message itself; this is for a bug in the settling.
+      onError: (error, batch) => this.options.log.error({ err: error, messages: batch.length }, 'ingest batch failed unexpectedly'),
+    });
   }
 
   async start(): Promise<void> {
@@ -63,39 +72,22 @@ export class JetStreamIngest {
     const batchSize = this.options.batchSize ?? 1000;
     // Room for every concurrent write's batch plus the one filling up.
     this.messages = await consumer.consume({ max_messages: batchSize * (CONCURRENT_WRITES + 1) });
-    this.running = this.consumeLoop(this.messages, batchSize);
+    this.running = this.consumeLoop(this.messages);
   }
 
   /** Stops pulling, writes what is buffered, and waits for the last write to settle. */
   async stop(): Promise<void> {
     await this.messages?.close().catch(() => undefined);
     await this.running;
-    await this.flush();
-    await Promise.all(this.writing);
+    await this.batcher.drain();
   }
 
-  private async consumeLoop(messages: ConsumerMessages, batchSize: number): Promise<void> {
+  /** While every write slot is busy and a full batch waits, the next message is not taken. */
+  private async consumeLoop(messages: ConsumerMessages): Promise<void> {
     for await (const message of messages) {
-      this.buffer.push(message);
-      if (this.buffer.length >= batchSize) await this.flush();
-      else this.flushTimer ??= setTimeout(() => void this.flush(), this.options.lingerMs ?? 10);
+      this.batcher.add(message);
+      await this.batcher.room();
     }
-  }
-
-  /**
-   * Starts writing the buffered batch once one of the CONCURRENT_WRITES slots is free; resolves when it has
-   * started, so the consumer keeps filling the next batch meanwhile. Each batch is its own transaction and
-   * acknowledges its own messages, so batches may commit in any order (writes are idempotent).
-   */
-  private async flush(): Promise<void> {
-    clearTimeout(this.flushTimer);
-    this.flushTimer = undefined;
-    const batch = this.buffer;
-    this.buffer = [];
-    if (batch.length === 0) return;
-    while (this.writing.size >= CONCURRENT_WRITES) await Promise.race(this.writing);
-    const write: Promise<void> = this.writeBatch(batch).finally(() => this.writing.delete(write));
-    this.writing.add(write);
   }
 
   private async writeBatch(batch: JsMsg[]): Promise<void> {

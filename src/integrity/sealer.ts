@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Database } from '../db/database.ts';
 import { coerceError } from '../platform/errors.ts';
+import { PollLoop } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import {
@@ -57,21 +58,38 @@ export interface PassResult {
  */
 export class Sealer {
   private readonly options: SealerOptions;
-  private running: Promise<void> | undefined;
-  private stopped = false;
-  private wake: (() => void) | undefined;
+  private readonly loop: PollLoop;
+  private passStartedAt = 0;
   /** Set once a newer key retired this sealer's: it signs nothing more. */
   retired: RetiredSigningKeyError | undefined;
 
   constructor(options: SealerOptions) {
     this.options = options;
+    const cadenceMs = Math.max(50, Math.floor(options.intervalMs / 2));
+    this.loop = new PollLoop({
+      pass: async () => {
+        this.passStartedAt = Date.now();
+        await this.sealPass();
+        return this.pauseAfterPass(cadenceMs);
+      },
+      onError: (error) => {
+        if (error instanceof RetiredSigningKeyError) {
+          // Another replica runs with a newer key now: this one must not sign again.
+          this.retired = error;
+          this.options.log.error({ err: error }, 'signing key retired; the sealer stops signing');
+          return 'stop';
+        }
+        this.options.log.warn({ err: error }, 'sealing pass failed; will retry');
+        return this.pauseAfterPass(ERROR_BACKOFF_MS);
+      },
+    });
   }
 
   /** Registers the signing key (retiring the previous one) and starts sealing. */
   async start(): Promise<void> {
     await this.registerKey();
     this.options.log.info({ key_id: this.options.signer.keyId, interval_ms: this.options.intervalMs }, 'sealer started');
-    this.running = this.loop();
+    this.loop.start();
   }
 
   /** Makes the signing key current; what start() does before its loop (and tests before sealPass). */
@@ -86,42 +104,12 @@ export class Sealer {
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    this.wake?.();
-    await this.running;
+    await this.loop.stop();
   }
 
-  private async loop(): Promise<void> {
-    const cadenceMs = Math.max(50, Math.floor(this.options.intervalMs / 2));
-    while (!this.stopped) {
-      const started = Date.now();
-      let pauseMs = cadenceMs;
-      try {
-        await this.sealPass();
-      } catch (thrown) {
-        const error = coerceError(thrown);
-        if (error instanceof RetiredSigningKeyError) {
-          // Another replica runs with a newer key now: this one must not sign again.
-          this.retired = error;
-          this.options.log.error({ err: error }, 'signing key retired; the sealer stops signing');
-          return;
-        }
-        this.options.log.warn({ err: error }, 'sealing pass failed; will retry');
-        pauseMs = ERROR_BACKOFF_MS;
-      }
-      await this.sleep(Math.max(0, pauseMs - (Date.now() - started)));
-    }
-  }
-
-  private sleep(ms: number): Promise<void> {
-    if (this.stopped || ms === 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      this.wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
+  /** Passes start every `cadenceMs`, however long each took (at once when one took longer). */
+  private pauseAfterPass(cadenceMs: number): number {
+    return Math.max(0, cadenceMs - (Date.now() - this.passStartedAt));
   }
 
   /** One pass over every tenant with work: what the loop runs, and what tests call to seal at once. */
@@ -133,7 +121,7 @@ export class Sealer {
     let failed: Error | undefined;
     for (const tenantId of tenants) {
       for (;;) {
-        if (this.stopped) return { sealed, heads, busy };
+        if (this.loop.stopped) return { sealed, heads, busy };
         let outcome: TenantOutcome;
         try {
           outcome = await this.options.db.transaction((client) => this.sealTenant(client, tenantId));

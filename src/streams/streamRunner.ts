@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import type { Database } from '../db/database.ts';
 import { coerceError } from '../platform/errors.ts';
+import { PollLoop } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { SecretBox } from '../webhooks/secretBox.ts';
@@ -37,23 +38,35 @@ export class StreamRunner {
   private readonly options: StreamRunnerOptions;
   private readonly owner: string;
   private readonly workers = new Map<string, StreamWorker>();
-  private stopped = false;
-  private running: Promise<void> | undefined;
-  private wakeUp: (() => void) | undefined;
+  private readonly loop: PollLoop;
+  /** Passes failed in a row. */
+  private failures = 0;
 
   constructor(options: StreamRunnerOptions) {
     this.options = options;
     this.owner = options.identity ?? `${hostname()}-${process.pid}`;
+    this.loop = new PollLoop({
+      pass: async () => {
+        await this.pass();
+        this.failures = 0;
+        return this.options.pollMs;
+      },
+      onError: (error) => {
+        // Once per outage at warn: the pass is tried again every poll, ten times a second in tests.
+        const level = this.failures === 0 ? 'warn' : 'debug';
+        this.failures += 1;
+        this.options.log[level]({ err: error, failures: this.failures }, 'streams: could not renew leases; will retry');
+        return this.options.pollMs;
+      },
+    });
   }
 
   start(): void {
-    this.running = this.loop();
+    this.loop.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    this.wakeUp?.();
-    await this.running;
+    await this.loop.stop();
     await Promise.all([...this.workers.values()].map((worker) => worker.stop()));
     this.workers.clear();
     // Handed back at once, so that another process carries on without waiting for the lease to run out.
@@ -67,32 +80,10 @@ export class StreamRunner {
     return [...this.workers.keys()];
   }
 
-  private async loop(): Promise<void> {
-    let failures = 0;
-    while (!this.stopped) {
-      try {
-        await this.pass();
-        failures = 0;
-      } catch (thrown) {
-        // Once per outage at warn: the pass is tried again every poll, ten times a second in tests.
-        const level = failures === 0 ? 'warn' : 'debug';
-        failures += 1;
-        this.options.log[level]({ err: coerceError(thrown), failures }, 'streams: could not renew leases; will retry');
-      }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, this.options.pollMs);
-        this.wakeUp = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    }
-  }
-
   private async pass(): Promise<void> {
     const { db, leaseMs, capacity } = this.options;
     const held = await claimStreams(db, this.owner, leaseMs, capacity);
-    if (this.stopped) return;
+    if (this.loop.stopped) return;
     const ids = new Set(held.map((stream) => stream.id));
     for (const [id, worker] of this.workers) {
       if (ids.has(id) && !worker.done) continue;

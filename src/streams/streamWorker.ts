@@ -1,7 +1,7 @@
 import type { Database } from '../db/database.ts';
 import { documentsOfKeys } from '../events/eventStore.ts';
 import { firstLeafSince, latestTreeHead, leafIngestedAt, leafKeysFrom, treeSizes } from '../integrity/treeStore.ts';
-import { coerceError } from '../platform/errors.ts';
+import { PollLoop, type NextPass } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { Destination, EncodedBatch, SendOutcome } from './destinations/destination.ts';
@@ -60,9 +60,7 @@ export class StreamWorker {
   private readonly destination: Destination;
   private readonly options: StreamWorkerOptions;
   private readonly limits: { maxItems: number; maxBytes: number };
-  private stopped = false;
-  private running: Promise<void> | undefined;
-  private wakeUp: (() => void) | undefined;
+  private readonly loop: PollLoop;
   private retryMs = 0;
   private failing: boolean;
 
@@ -72,48 +70,43 @@ export class StreamWorker {
     this.options = options;
     this.limits = { ...destination.limits };
     this.failing = stream.failingSince !== null;
+    this.loop = new PollLoop({
+      pass: () => this.round(),
+      onError: (error) => {
+        // Postgres away, say: the same pass again after a backoff; positions are where they were.
+        this.options.log.warn({ err: error, stream_id: this.stream.id }, 'stream pass failed; will retry');
+        return this.nextRetryMs();
+      },
+    });
   }
 
   start(): void {
-    this.running = this.loop();
+    this.loop.start();
   }
 
   /** Ends the round in progress at its next batch boundary and closes the destination. */
   async stop(): Promise<void> {
-    this.stopped = true;
-    this.wakeUp?.();
-    await this.running;
+    await this.loop.stop();
     await this.destination.close().catch(() => undefined);
     this.options.metrics?.streamFailing.remove({ stream: this.stream.id });
   }
 
   get done(): boolean {
-    return this.stopped;
+    return this.loop.stopped;
   }
 
-  private async loop(): Promise<void> {
-    while (!this.stopped) {
-      let outcome: PassOutcome;
-      try {
-        outcome = await this.pass();
-      } catch (thrown) {
-        // Postgres away, say: the same pass again after a backoff; positions are where they were.
-        this.options.log.warn({ err: coerceError(thrown), stream_id: this.stream.id }, 'stream pass failed; will retry');
-        await this.sleep(this.nextRetryMs());
-        continue;
-      }
-      if (outcome.kind === 'lost') {
-        this.options.log.info({ stream_id: this.stream.id }, 'stream taken over by another process');
-        this.stopped = true;
-      } else if (outcome.kind === 'progress') {
-        this.retryMs = 0;
-      } else if (outcome.kind === 'idle') {
-        this.retryMs = 0;
-        await this.sleep(this.options.pollMs);
-      } else {
-        await this.sleep(await this.handleFailure(outcome.outcome));
-      }
+  /** One pass and the pause it calls for: none after progress, the poll when idle, a backoff after a failure. */
+  private async round(): Promise<NextPass> {
+    const outcome = await this.pass();
+    if (outcome.kind === 'lost') {
+      this.options.log.info({ stream_id: this.stream.id }, 'stream taken over by another process');
+      return 'stop';
     }
+    if (outcome.kind === 'progress' || outcome.kind === 'idle') {
+      this.retryMs = 0;
+      return outcome.kind === 'progress' ? 0 : this.options.pollMs;
+    }
+    return this.handleFailure(outcome.outcome);
   }
 
   /** Records a failed batch; returns how long to wait before the next try. */
@@ -154,17 +147,6 @@ export class StreamWorker {
     return Math.round(this.retryMs * (0.8 + Math.random() * 0.4));
   }
 
-  private sleep(ms: number): Promise<void> {
-    if (this.stopped || ms <= 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      this.wakeUp = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
-  }
-
   /**
    * One round: for each tenant with leaves past the stream's position, up to CHUNKS_PER_ROUND chunks (a
    * tenant with a backlog does not hold the stream's other tenants up for long). The next chunk is read
@@ -178,11 +160,11 @@ export class StreamWorker {
     let lagEvents = 0;
     let oldestMs: number | undefined;
     for (const [tenantId, size] of sizes) {
-      if (this.stopped) return { kind: 'idle' };
+      if (this.loop.stopped) return { kind: 'idle' };
       let position = positions.get(tenantId);
       position ??= await startPosition(db, this.stream.id, tenantId, await firstLeafSince(db, tenantId, this.stream.startAt.getTime()));
       let next: Promise<Chunk> | undefined = position < size ? this.readChunk(tenantId, position, size) : undefined;
-      for (let round = 0; next && round < CHUNKS_PER_ROUND && !this.stopped; round += 1) {
+      for (let round = 0; next && round < CHUNKS_PER_ROUND && !this.loop.stopped; round += 1) {
         const chunk = await next;
         next = chunk.end + 1 < size && round + 1 < CHUNKS_PER_ROUND ? this.readChunk(tenantId, chunk.end + 1, size) : undefined;
         const outcome = await this.sendChunk(tenantId, chunk);
@@ -282,8 +264,8 @@ export class StreamWorker {
     if (events > 0) yield { encoded: { streamId: this.stream.id, tenantId, firstLeaf, lastLeaf: chunkEnd, items, createdAtMs }, events };
   }
 
-  /** Cuts the sleep short: a new revision, or a stop. */
+  /** Cuts the sleep short: a new revision. */
   wake(): void {
-    this.wakeUp?.();
+    this.loop.wake();
   }
 }

@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { verifyWebhookSignature } from '../../src/client/index.ts';
-import { DELIVERIES_PENDING_CHANNEL } from '../../src/delivery/deliveryOutbox.ts';
+import { DELIVERIES_PENDING_CHANNEL } from '../../src/delivery/relayWakeUp.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { deleteEndpoint } from '../../src/webhooks/webhookStore.ts';
 import { deleteEndpointDeliveries } from '../../src/delivery/endpointDeliveries.ts';

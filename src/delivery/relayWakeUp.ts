@@ -1,0 +1,28 @@
+/**
+ * How writers of the outbox wake the relays (deliveryRelay.ts LISTENs): one NOTIFY per statement that made
+ * deliveries due, written here once for the seven statements that do.
+ */
+
+/** Relays LISTEN here, so a new delivery is published at once rather than at the next poll. */
+export const DELIVERIES_PENDING_CHANNEL = 'audit_deliveries_pending';
+
+/**
+ * The payload of a notification for deliveries made due again with their old due times: released parked
+ * ones, and ones a writer could not publish (returnToRelays). Those due times lie below the floor of a
+ * relay's quick passes (takeDueDeliveries), so a relay that hears it makes its next pass a full one. The text
+ * stays what relays of earlier versions listen for.
+ */
+export const OLD_DUE_TIMES_PAYLOAD = 'unparked';
+
+/** Why the relays are woken: new due times (new deliveries, scheduled retries), or old ones made due again. */
+export type WakeReason = 'new due times' | 'old due times';
+
+/**
+ * A scalar subquery, for a statement's select list, that notifies the relays once if `rows` (a CTE of the
+ * rows the statement made due, with a WHERE if only some count) has any: once per statement, not per row,
+ * and in the statement's transaction, so the relays hear of it exactly when it commits.
+ */
+export function wakeRelaysIfAny(rows: string, reason: WakeReason = 'new due times'): string {
+  const payload = reason === 'old due times' ? OLD_DUE_TIMES_PAYLOAD : '';
+  return `(SELECT CASE WHEN count(*) > 0 THEN pg_notify('${DELIVERIES_PENDING_CHANNEL}', '${payload}') END FROM ${rows})`;
+}

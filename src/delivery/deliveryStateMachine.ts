@@ -161,7 +161,7 @@ export function applyOutcome(
     delivery: change,
     endpoint: after,
     releasesParked: result === 'succeeded' ? 2 : 1,
-    disable: after !== undefined && after.active && after.consecutiveFailures >= policy.autoDisableAfter,
+    disable: after?.active === true && after.consecutiveFailures >= policy.autoDisableAfter,
   };
 }
 

@@ -157,19 +157,25 @@ describe('webhook delivery through faults', function () {
     // A worker that stops answering for longer than the ack wait (here frozen; in production a long pause,
     // or a NATS restart that brings back older consumer state) gets the message again while it holds it.
     process.kill(worker.pid!, 'SIGSTOP');
-    await sleep(2_500);
+    // Frozen past the ack wait: JetStream sends the message again, to the frozen worker's pull.
+    await waitFor(async () => (await consumerOf(stream)).delivered.consumer_seq >= 2, 'JetStream to send the message again', 15_000);
     process.kill(worker.pid!, 'SIGCONT');
-    await waitFor(async () => (await consumerOf(stream)).delivered.consumer_seq >= 2, 'JetStream to send the message again');
-    // Settling the copy on its own would have deleted the message while the hung delivery, not yet
-    // recorded, still needed it.
-    await sleep(1_000);
-    expect(
-      await withJetStream(async (jsm) => (await jsm.streams.getMessage(stream, { seq })) !== null),
-      'the message still in the stream',
-    ).to.equal(true);
     expect(await state(hung.id)).to.deep.equal({ state: 'pending', attempts: 0 });
-    // The hung request ends at its time limit: its attempt is recorded and the message acknowledged.
-    await waitFor(async () => (await state(hung.id)).attempts === 1, 'the hung attempt to be recorded', 30_000);
+    // Settling the copy on its own would have deleted the message while the hung delivery, not yet
+    // recorded, still needed it: until the hung request ends at its time limit and its attempt is recorded,
+    // the message stays (checked before the state: a message gone means its outcome had committed).
+    const messagePresent = () => withJetStream(async (jsm) => (await jsm.streams.getMessage(stream, { seq })) !== null);
+    await waitFor(
+      async () => {
+        const present = await messagePresent();
+        const recorded = (await state(hung.id)).attempts === 1;
+        if (!present) expect(recorded, 'the message acknowledged before the hung attempt was recorded').to.equal(true);
+        return recorded;
+      },
+      'the hung attempt to be recorded',
+      30_000,
+      200,
+    );
     await waitFor(
       async () => (await withJetStream((jsm) => jsm.streams.info(stream))).state.messages === 0,
       'the message to be acknowledged',
@@ -186,8 +192,9 @@ describe('webhook delivery through faults', function () {
       Array.from({ length: 6_000 }, () => newEvent({ tenantId: 'pull' })),
     );
     await waitFor(() => endpoints[0]!.receiver.received.length >= 100, 'deliveries under way');
-    // Long enough for the worker to stop pulling at 2,000 held deliveries and to start again at 1,000.
-    await sleep(10_000);
+    // The worker stops pulling at 2,000 held deliveries (40 messages) and starts again at 1,000: once 60
+    // messages have been pulled it has done both, holding messages for several ack waits meanwhile.
+    await waitFor(async () => (await consumerOf(stream)).delivered.consumer_seq >= 60, 'the worker to pull again after pausing', 60_000);
     const consumer = await consumerOf(stream);
     expect(consumer.num_redelivered, 'messages sent again while the worker had them').to.equal(0);
     expect(consumer.num_ack_pending).to.be.below(100);
@@ -210,6 +217,7 @@ describe('webhook delivery through faults', function () {
               () => false,
             ))
           )
+            // The producer's own pace (a failed batch is sent again after a moment): a load, not a wait.
             await sleep(100);
           written.push(...batch);
           await sleep(tickMs);
@@ -231,30 +239,36 @@ describe('webhook delivery through faults', function () {
       let relay = await startRole(db, 'relay', env);
       let worker = await startRole(db, 'worker', env);
       const burst = startWriting(writer, 'faults', 30, 100);
+      const stream = new BusNames({ namespace: 'faults', deploymentId: '' }).deliveryStream();
+      const received = () => endpoints.reduce((sum, { receiver }) => sum + receiver.received.length, 0);
+      /** The condition each fault waits for: what the fault is meant to catch in progress. */
+      const holding = async () => (await consumerOf(stream)).num_ack_pending > 0;
+      const writtenSince = (count: number, what: string) => waitFor(() => burst.written.length > count, what, 30_000);
+      await waitFor(() => endpoints.every(({ receiver }) => receiver.received.length > 0), 'deliveries to every receiver', 30_000);
 
-      // The relay dies with deliveries marked published whose publish is waiting for NATS, down, to return.
-      await sleep(1_500);
+      // The relay dies while NATS is down, with deliveries written meanwhile (some marked published, their
+      // publish waiting for NATS to return, when its pass got that far).
       await nats.stop('crash');
-      await sleep(500);
+      await writtenSince(burst.written.length, 'events written while NATS is down');
       await kill(relay);
       await nats.start();
-      await sleep(1_000);
       relay = await startRole(db, 'relay', env);
 
       // The worker dies holding messages: they come back after the ack wait.
-      await sleep(3_000);
+      await waitFor(holding, 'the worker to hold messages', 30_000);
       await kill(worker);
-      await sleep(2_000);
+      await writtenSince(burst.written.length, 'events written while the worker is down');
       worker = await startRole(db, 'worker', env);
 
       // NATS dies with messages held by the worker and publishes in flight.
-      await sleep(3_000);
+      await waitFor(holding, 'the new worker to hold messages', 30_000);
       await nats.stop('crash');
-      await sleep(1_000);
+      await writtenSince(burst.written.length, 'events written while NATS is down');
       await nats.start();
 
       // Postgres stops with outcomes being written and rows being marked.
-      await sleep(3_000);
+      const receivedBefore = received();
+      await waitFor(() => received() > receivedBefore, 'deliveries to resume after NATS returned', 30_000);
       await postgres.stop('crash');
       await postgres.start();
       await burst.stop();
@@ -270,7 +284,8 @@ describe('webhook delivery through faults', function () {
         }, 0);
       const wanted = burst.written.length * endpoints.length;
       const deadline = lastFaultAt + ACK_WAIT_MS + 10_000;
-      while (pairs() < wanted && Date.now() < deadline) await sleep(100);
+      // Not within the bound: the assertion below says what is missing.
+      await waitFor(() => pairs() >= wanted, 'every pair delivered', deadline - Date.now()).catch(() => undefined);
 
       const missing = wanted - pairs();
       const waiting = async () =>

@@ -114,7 +114,9 @@ describe('a hung webhook endpoint', function () {
     // Every delivery is published once and reaches a worker, which holds what the endpoint's slots and a short
     // queue behind them take; what happens to the rest is what this test is about.
     await waitFor(async () => (await metric(running, 'webhook_relay_published_total')) >= backlog, 'the backlog to be published', 30_000);
-    await sleep(3 * TIMEOUT_MS);
+    // The hung endpoint's slots have been through their time limit three times: a fourth round of its
+    // requests (CONCURRENCY per worker) has arrived.
+    await waitFor(() => hung.received.length >= 4 * CONCURRENCY * running.length, 'three rounds of timed-out requests', 30_000);
     // Settled: what the workers put aside (parked, or deferred by older code) has stopped growing. On a
     // loaded machine the first pass over the backlog can take longer than the pause above.
     const putAside = async () =>
@@ -139,6 +141,7 @@ describe('a hung webhook endpoint', function () {
       at: Date.now(),
     });
     const before = await counters();
+    // A window of time is what is measured here (rates over it), not a wait for something to happen.
     await sleep(windowMs);
     const after = await counters();
     const window = {

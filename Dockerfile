@@ -7,9 +7,9 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
-# The customer portal's browser code, bundled into dist/portal by the same build.
+# The customer portal's browser code and the API reference page, built into dist/portal and dist/api-reference by the same build.
 COPY portal ./portal
-COPY scripts/build-portal.ts ./scripts/
+COPY scripts/build-portal.ts scripts/build-api-reference.ts ./scripts/
 RUN npm run build
 
 FROM node:24-bookworm-slim AS runtime

@@ -1,27 +1,11 @@
-import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
-import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Router from '@koa/router';
 import type { Logger } from '../platform/logger.ts';
-import { NotFoundError, ServiceUnavailableError } from '../platform/errors.ts';
-import type { AppContext, RequestState } from './state.ts';
+import { StaticAssets } from './staticAssets.ts';
+import type { RequestState } from './state.ts';
 
 /** `make build` writes the portal's assets here (scripts/build-portal.ts); beside src/ and dist/ alike. */
 const portalAssetsDirectory = fileURLToPath(new URL('../../dist/portal/', import.meta.url));
-
-const CONTENT_TYPES: Record<string, string> = {
-  '.html': 'text/html; charset=utf-8',
-  '.js': 'text/javascript; charset=utf-8',
-  '.css': 'text/css; charset=utf-8',
-  '.svg': 'image/svg+xml',
-};
-
-interface Asset {
-  readonly body: Buffer;
-  readonly type: string;
-  readonly etag: string;
-}
 
 /**
  * The portal's Content-Security-Policy: scripts, styles and connections from our own origin only (no
@@ -47,7 +31,7 @@ export function portalContentSecurityPolicy(frameAncestors: readonly string[]): 
  * immutable (their names change with their content).
  */
 export function portalPages(options: { frameAncestors: readonly string[]; log: Logger; directory?: string }): Router<RequestState> {
-  const assets = loadAssets(options.directory ?? portalAssetsDirectory, options.log);
+  const assets = new StaticAssets(options.directory ?? portalAssetsDirectory, "portal's", options.log);
   const policy = portalContentSecurityPolicy(options.frameAncestors);
   const router = new Router<RequestState>();
 
@@ -61,45 +45,13 @@ export function portalPages(options: { frameAncestors: readonly string[]; log: L
     await next();
   });
 
-  const serve = (ctx: AppContext, name: string) => {
-    if (!assets) throw new ServiceUnavailableError("The portal's assets were not built: run `make build`.");
-    const asset = assets.get(name);
-    if (!asset) throw new NotFoundError('No such portal file.');
-    ctx.type = asset.type;
-    ctx.set('ETag', asset.etag);
-    ctx.set('Cache-Control', name === 'index.html' ? 'no-cache' : 'public, max-age=31536000, immutable');
-    if (ctx.fresh) {
-      ctx.status = 304;
-      return;
-    }
-    ctx.body = asset.body;
-  };
-
   // Matches /portal and /portal/; the page's asset references are relative, so it must be the latter.
   router.get('/portal', (ctx) => {
-    if (ctx.path.endsWith('/')) return serve(ctx, 'index.html');
+    if (ctx.path.endsWith('/')) return assets.serve(ctx, 'index.html');
     ctx.status = 308;
     ctx.redirect('/portal/');
   });
-  router.get('/portal/:file', (ctx) => serve(ctx, ctx.params.file!));
+  router.get('/portal/:file', (ctx) => assets.serve(ctx, ctx.params.file!));
 
   return router;
-}
-
-function loadAssets(directory: string, log: Logger): Map<string, Asset> | undefined {
-  let names: string[];
-  try {
-    names = readdirSync(directory);
-  } catch {
-    log.warn({ directory }, "the portal's assets are missing (make build writes them); /portal/ answers 503");
-    return undefined;
-  }
-  const assets = new Map<string, Asset>();
-  for (const name of names) {
-    const type = CONTENT_TYPES[extname(name)];
-    if (type === undefined) continue;
-    const body = readFileSync(join(directory, name));
-    assets.set(name, { body, type, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"` });
-  }
-  return assets;
 }

@@ -15,7 +15,7 @@ import { reportStreamError } from './errorBoundary.ts';
 import type { RequestState } from './state.ts';
 import type { Middleware } from 'koa';
 
-const PUBLIC_PREFIX = '/api/v2/public';
+export const PUBLIC_PREFIX = '/api/v2/public';
 
 export interface PublicAppOptions {
   readonly log: Logger;
@@ -34,8 +34,8 @@ export interface PublicAppOptions {
   readonly portalSessions?: PortalSessions;
   /** Routes under the public prefix that take no key (the portal's link exchange), documented like the others. */
   readonly openFeatures?: ReadonlyArray<Feature>;
-  /** Pages outside the API (the customer portal under /portal/). */
-  readonly pages?: Router<RequestState>;
+  /** Pages (the customer portal under /portal/, the API reference under the public prefix's docs/). */
+  readonly pages?: ReadonlyArray<Router<RequestState>>;
 }
 
 interface Feature {
@@ -65,7 +65,7 @@ export function buildPublicApp(options: PublicAppOptions): Koa<RequestState> {
     ctx.body = openapi;
   });
   app.use(documentation.routes());
-  if (options.pages) app.use(options.pages.routes());
+  for (const pages of options.pages ?? []) app.use(pages.routes());
   const open = new Router<RequestState>({ prefix: PUBLIC_PREFIX });
   for (const feature of options.openFeatures ?? []) open.use(feature.router.routes(), feature.router.allowedMethods());
   app.use(open.routes());

@@ -160,6 +160,19 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  readonly liveStreamsActive = new Gauge({
+    name: 'audit_live_streams_active',
+    help: 'Live streams (GET /audit/events/live) open on this instance',
+    registers: [this.registry],
+  });
+
+  readonly liveStreamsRefused = new Counter({
+    name: 'audit_live_streams_refused_total',
+    help: "Live streams refused with 429 concurrent_live_streams, by the cap reached: the tenant's or the instance's",
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
+  });
+
   // The pools registerPool() reads at each scrape, by name.
   private readonly pools = new Map<string, { readonly totalCount: number; readonly idleCount: number; readonly waitingCount: number }>();
 
@@ -197,6 +210,14 @@ export class ServiceMetrics {
     return {
       active: (delta) => this.longReadsActive.inc(delta),
       refused: (limit) => this.longReadsRefused.inc({ limit }),
+    };
+  }
+
+  /** The live streams' admission observer: the gauge and the refusal counter above. */
+  liveStreamObserver(): LongReadObserver {
+    return {
+      active: (delta) => this.liveStreamsActive.inc(delta),
+      refused: (limit) => this.liveStreamsRefused.inc({ limit }),
     };
   }
 

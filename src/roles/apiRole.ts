@@ -11,6 +11,7 @@ import { CursorCodec } from '../events/cursor.ts';
 import { EventExporter } from '../events/eventExport.ts';
 import { EventReader } from '../events/eventReader.ts';
 import type { ReadinessCheck } from '../http/internalApp.ts';
+import { apiReferencePages } from '../http/apiReferencePages.ts';
 import { portalPages } from '../http/portalPages.ts';
 import { buildPublicApp, type PublicAppOptions } from '../http/publicApp.ts';
 import { rateLimit } from '../http/rateLimit.ts';
@@ -58,7 +59,7 @@ export const role: Role = {
       version: SERVICE_VERSION,
       portalSessions,
       openFeatures: [{ router: portalBrowserRoutes(portal), openapi: portalBrowserOpenApi }],
-      pages: portalPages({ frameAncestors: config.portalFrameAncestors, log }),
+      pages: [portalPages({ frameAncestors: config.portalFrameAncestors, log }), apiReferencePages({ log })],
       features: [
         { router: portalSessionRoutes(portal), openapi: portalSessionsOpenApi },
         ...(await trailFeatures(parts, pepper)),
@@ -143,7 +144,7 @@ async function liveFeature(parts: SharedParts): Promise<Features[number]> {
   const feed = new LiveFeed({ databaseUrl: config.databaseUrl, log: parts.log.child({ component: 'live-feed' }) });
   await feed.start();
   parts.releasers.add('live feed', () => feed.stop());
-  const slots = new LongReadSlots(config.live, undefined, 'concurrent_live_streams');
+  const slots = new LongReadSlots(config.live, parts.metrics.liveStreamObserver(), 'concurrent_live_streams');
   return {
     router: liveRoutes({
       db: parts.db,

@@ -245,6 +245,8 @@ describe('GET /audit/events/live', function () {
     expect(refused.status).to.equal(429);
     expect(refused.json).to.include({ error: 'concurrent_live_streams', limit: 7, retry_after_s: 2 });
     expect(refused.headers.get('retry-after')).to.equal('2');
+    expect(await api.metric('audit_live_streams_refused_total{limit="tenant"}')).to.be.at.least(1);
+    expect(await api.metric('audit_live_streams_active')).to.be.at.least(7);
     // Another tenant is not held back.
     expect((await live(other.key)).status).to.equal(200);
     first.close();

@@ -104,7 +104,7 @@ if [ -z "$demo_key" ]; then
 fi
 
 # Every role but the controller, which needs a Kubernetes API server.
-roles=api,ingest,relay,worker,sealer
+roles=api,ingest,relay,worker,sealer,streams
 node dist/cli.js serve --roles "$roles" &
 server=$!
 

@@ -86,8 +86,9 @@ describe('Helm chart', function () {
       'rel-audit-trail-worker': ['serve', '--roles', 'relay,worker'],
       'rel-audit-trail-controller': ['serve', '--roles', 'controller'],
       'rel-audit-trail-sealer': ['serve', '--roles', 'sealer'],
+      'rel-audit-trail-streams': ['serve', '--roles', 'streams'],
     });
-    expect(byKind(everything, 'PodDisruptionBudget')).to.have.length(5);
+    expect(byKind(everything, 'PodDisruptionBudget')).to.have.length(6);
     expect(
       byKind(everything, 'HorizontalPodAutoscaler')
         .map((hpa) => hpa.metadata.name)
@@ -231,6 +232,28 @@ describe('Helm chart', function () {
     }
   });
 
+  it('runs the streams role as a Deployment of its own: its values, probes, PDB, the secrets key and no API token', async () => {
+    const deployment = named(everything, 'Deployment', 'rel-audit-trail-streams');
+    expect(deployment.spec.replicas).to.equal(3);
+    const pod = deployment.spec.template.spec;
+    const [container] = pod.containers;
+    expect(container.args).to.deep.equal(['serve', '--roles', 'streams']);
+    expect(container.resources).to.deep.equal({ requests: { cpu: '200m', memory: '256Mi' }, limits: { memory: '768Mi' } });
+    expect(container.readinessProbe.httpGet).to.deep.equal({ path: '/readyz', port: 'internal' });
+    expect(container.livenessProbe.httpGet).to.deep.equal({ path: '/healthz', port: 'internal' });
+    expect(container.ports.map((port: { name: string }) => port.name)).to.deep.equal(['internal']);
+    expect(pod.nodeSelector).to.deep.equal({ pool: 'system' });
+    // Destinations' secrets are sealed with SECRET_ENCRYPTION_KEY; the role signs nothing and talks to no Kubernetes API.
+    const env = environment(container);
+    expect(env.SECRET_ENCRYPTION_KEY).to.have.property('secretKeyRef');
+    expect(env).not.to.have.property('SEAL_SIGNING_KEY');
+    expect(pod.automountServiceAccountToken).to.equal(false);
+    expect(named(everything, 'PodDisruptionBudget', 'rel-audit-trail-streams').spec.minAvailable).to.equal(2);
+    expect(named(defaults, 'Deployment', 'rel-audit-trail-streams').spec.replicas).to.equal(2);
+    const without = await render(...GIVEN_SECRETS, '--set', 'streams.enabled=false');
+    expect(byKind(without, 'Deployment').map((item) => item.metadata.name)).not.to.include('rel-audit-trail-streams');
+  });
+
   it('needs no signing key when the sealer is disabled, and renders no sealer then', async () => {
     const manifests = await render(...GIVEN_SECRETS.slice(0, -2), '--set', 'sealer.enabled=false');
     expect(byKind(manifests, 'Deployment').map((deployment) => deployment.metadata.name)).not.to.include('rel-audit-trail-sealer');
@@ -369,7 +392,7 @@ describe('Helm chart', function () {
   it('limits where each role connects with networkPolicy.egress: DNS and what that role uses, nothing else', async () => {
     const egress = byKind(everything, 'NetworkPolicy').filter((policy) => policy.spec.policyTypes.includes('Egress'));
     const byRole = Object.fromEntries(egress.map((policy) => [policy.spec.podSelector.matchLabels['app.kubernetes.io/component'], policy]));
-    expect(Object.keys(byRole).sort()).to.deep.equal(['api', 'controller', 'ingest', 'migrate', 'sealer', 'worker']);
+    expect(Object.keys(byRole).sort()).to.deep.equal(['api', 'controller', 'ingest', 'migrate', 'sealer', 'streams', 'worker']);
     const values = load(readFileSync(ALL_OPTIONS, 'utf8')) as any;
     const chartValues = load(readFileSync(`${CHART}/values.yaml`, 'utf8')) as any;
     const rule = (target: string) => {
@@ -382,6 +405,8 @@ describe('Helm chart', function () {
       worker: ['dns', 'postgres', 'nats', 'webhooks'],
       controller: ['dns', 'postgres', 'kubernetesApi'],
       sealer: ['dns', 'postgres'],
+      // SIEM destinations are public addresses, like webhook receivers.
+      streams: ['dns', 'postgres', 'webhooks'],
       migrate: ['dns', 'postgres'],
     };
     for (const [role, targets] of Object.entries(expected)) {
@@ -426,7 +451,7 @@ describe('Helm chart', function () {
     // Without the Prometheus Operator's CRDs the install would fail on it, taking the whole release down.
     const manifests = await render('-f', ALL_OPTIONS);
     expect(byKind(manifests, 'ServiceMonitor')).to.deep.equal([]);
-    expect(byKind(manifests, 'Deployment')).to.have.length(5);
+    expect(byKind(manifests, 'Deployment')).to.have.length(6);
     const dryRun = await helm(['install', 'rel', CHART, '--namespace', 'audit', '--dry-run=client', '-f', ALL_OPTIONS]);
     expect(dryRun.code, dryRun.stderr).to.equal(0);
     expect(dryRun.stdout).to.include('serviceMonitor.enabled, but this cluster serves no monitoring.coreos.com/v1 ServiceMonitor');
@@ -443,6 +468,7 @@ describe('Helm chart', function () {
       'http://rel-audit-trail-worker-internal:8081/readyz',
       'http://rel-audit-trail-controller-internal:8081/readyz',
       'http://rel-audit-trail-sealer-internal:8081/readyz',
+      'http://rel-audit-trail-streams-internal:8081/readyz',
     ]);
     for (const url of urls(defaults)) {
       const service = named(defaults, 'Service', new URL(url).hostname);
@@ -458,6 +484,8 @@ describe('Helm chart', function () {
       'controller.enabled=false',
       '--set',
       'sealer.enabled=false',
+      '--set',
+      'streams.enabled=false',
     );
     expect(urls(withoutWorkers)).to.deep.equal([
       'http://rel-audit-trail-api-internal:8081/readyz',

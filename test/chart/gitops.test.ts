@@ -221,7 +221,7 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
     ).to.equal('test');
     // Five roles, the migrate Job and the helm test pod: a mirror-only cluster pulls all seven from the mirror.
     const pods = podSpecs(manifests);
-    expect(pods.map(({ owner }) => owner.split('/')[0]).sort()).to.deep.equal([...Array(5).fill('Deployment'), 'Job', 'Pod']);
+    expect(pods.map(({ owner }) => owner.split('/')[0]).sort()).to.deep.equal([...Array(6).fill('Deployment'), 'Job', 'Pod']);
     for (const { owner, spec } of pods) {
       expect(spec.containers[0].image, owner).to.equal('registry.example.com/audit-trail/audit-trail:0.1.0');
       expect(spec.imagePullSecrets, owner).to.deep.equal([{ name: 'mirror-credentials' }]);

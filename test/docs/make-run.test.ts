@@ -127,7 +127,7 @@ describe('make run, as a newcomer uses it', function () {
   it('serves every role but the controller, as its banner and README say, and its integrity commands work as pasted', async () => {
     run = new LocalRun(variables);
     const banner = await run.banner();
-    const roles = 'api, ingest, relay, worker, sealer';
+    const roles = 'api, ingest, relay, worker, sealer, streams';
     expect(banner).to.include(`audit-trail is running: ${roles} (every role but the Kubernetes controller)`);
     // README's quickstart says it in a shell comment that wraps: joined without the wrapping's `#`.
     const readme = readFileSync('README.md', 'utf8').replace(/\n\s*#?\s*/g, ' ');

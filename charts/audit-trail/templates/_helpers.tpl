@@ -283,6 +283,7 @@ ingest: {cliRoles: ingest, public: false, uses: [postgres, nats], reaches: []}
 worker: {cliRoles: "relay,worker", public: false, uses: [postgres, nats], reaches: [webhooks]}
 controller: {cliRoles: controller, public: false, uses: [postgres], reaches: [kubernetesApi]}
 sealer: {cliRoles: sealer, public: false, uses: [postgres], reaches: []}
+streams: {cliRoles: streams, public: false, uses: [postgres], reaches: [webhooks]}
 {{- end }}
 
 {{/*

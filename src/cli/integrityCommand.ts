@@ -30,7 +30,13 @@ export async function runIntegrity(
     } else {
       for (const problem of problems) out.write(`tenant ${problem.tenantId}: ${problem.kind}: ${problem.message}\n`);
       for (const report of reports) {
-        const retained = report.retained > 0 ? `, ${report.retained} events removed by retention` : '';
+        for (const { eventId, leafIndex } of report.redacted)
+          out.write(
+            `tenant ${report.tenantId}: event ${eventId} (leaf ${leafIndex}): redacted: position and leaf proven, content not re-verifiable\n`,
+          );
+        const retained =
+          (report.retained > 0 ? `, ${report.retained} events removed by retention` : '') +
+          (report.redacted.length > 0 ? `, ${report.redacted.length} redacted` : '');
         out.write(
           `tenant ${report.tenantId}: ${report.leaves} leaves, ${report.heads} tree heads${retained}: ${report.problems.length === 0 ? 'ok' : `${report.problems.length} problems`}\n`,
         );

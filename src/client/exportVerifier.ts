@@ -15,6 +15,9 @@ import {
   type SignedTreeHead,
   type TrustedKey,
 } from './integrity.ts';
+import { checkRedactions, redactionClaim, type RedactedEventReport, type RedactionClaim } from './redactedEvents.ts';
+
+export type { RedactedEventReport };
 
 export interface ExportVerificationInput {
   /** The export's body: the JSON object, or NDJSON text. */
@@ -43,7 +46,10 @@ export interface ExportFailure {
 
 export interface ExportVerificationReport {
   events: number;
+  /** Events whose content was proven (redacted events are not among them). */
   proven: number;
+  /** Redacted events: position and leaf proven, content not re-verifiable (docs/retention.md). */
+  redacted: RedactedEventReport[];
   /** Events committed after the export's head: no proof yet. */
   unsealed: number;
   head: SignedTreeHead | undefined;
@@ -115,6 +121,7 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
     return {
       events: 0,
       proven: 0,
+      redacted: [],
       unsealed: 0,
       head: undefined,
       savedHeads: 0,
@@ -138,6 +145,8 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
   // Per head: the nodes already proven to lead to its root (verifyInclusion's `proven`).
   const provenNodes = new Map<SignedTreeHead, Map<string, string>>();
   const leafOwners = new Map<number, string>();
+  const redacted: Array<{ eventId: string; claim: RedactionClaim }> = [];
+  const provenEvents: Array<Record<string, unknown>> = [];
   for (const { exported: event, proof, head } of exported) {
     const eventId = typeof event.event_id === 'string' ? event.event_id : '(no event_id)';
     if (proof === null || proof === undefined) {
@@ -148,9 +157,15 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
       failures.push({ eventId, reason: 'the event has a proof but the export has no tree head' });
       continue;
     }
+    // A redacted event is proven by the leaf hash it was sealed with, which its content no longer yields.
+    const claim = redactionClaim(event);
+    if (typeof claim === 'string') {
+      failures.push({ eventId, reason: `the event is not a valid redaction: ${claim}` });
+      continue;
+    }
     let leafHash: string;
     try {
-      leafHash = exportedEventLeafHash(event);
+      leafHash = claim?.leafHash ?? exportedEventLeafHash(event);
     } catch (error) {
       failures.push({ eventId, reason: `the event cannot be canonicalised: ${(error as Error).message}` });
       continue;
@@ -169,8 +184,16 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
     if (owner !== undefined && owner !== eventId)
       failures.push({ eventId, reason: `event ${owner} claims the same leaf ${proof.leaf_index}` });
     leafOwners.set(proof.leaf_index, eventId);
-    if (headVerdicts.get(head)) proven += 1;
+    if (!headVerdicts.get(head)) continue;
+    if (claim) {
+      redacted.push({ eventId, claim });
+    } else {
+      proven += 1;
+      provenEvents.push(event);
+    }
   }
+  const { reports: redactedReports, failures: unrecorded } = checkRedactions(redacted, provenEvents, input.complete === true);
+  failures.push(...unrecorded);
 
   // Largest first: the head the others must be consistent with.
   const exportHeads = [...heads.values()].sort((a, b) => b.tree_size - a.tree_size);
@@ -190,7 +213,7 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
   const saved = input.savedHeads ?? [];
   const validExportHeads = exportHeads.filter((head) => headVerdicts.get(head));
   failures.push(...checkHistory(saved, validExportHeads, input.trustedKeys, input.consistencyProofs ?? []));
-  return { events: exported.length, proven, unsealed, head: exportHead, savedHeads: saved.length, failures };
+  return { events: exported.length, proven, redacted: redactedReports, unsealed, head: exportHead, savedHeads: saved.length, failures };
 }
 
 /**

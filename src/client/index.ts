@@ -32,7 +32,14 @@ export {
   type TrustedKey,
   type Verification,
 } from './integrity.ts';
-export { verifyExport, type ExportFailure, type ExportVerificationInput, type ExportVerificationReport } from './exportVerifier.ts';
+export {
+  verifyExport,
+  type ExportFailure,
+  type ExportVerificationInput,
+  type ExportVerificationReport,
+  type RedactedEventReport,
+} from './exportVerifier.ts';
+export { REDACTION_MARKER, redactionClaim, type RedactionClaim } from './redactedEvents.ts';
 export {
   verifyStreamCopy,
   type StreamCopyFailure,

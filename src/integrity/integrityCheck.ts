@@ -3,6 +3,7 @@ import { eventLeafHash, verifyTreeHead, type SignedTreeHead } from '../client/in
 import type { Database } from '../db/database.ts';
 import { TILE_HEIGHT, TILE_WIDTH, TileSet, tileRoot, tilesForRanges, type Tile } from './tiles.ts';
 import { allTreeHeads, listSealKeys, loadTiles } from './treeStore.ts';
+import { redactedLeafVerdict } from './redactedLeaf.ts';
 import { leavesBetween, storedTreeSize, tenantsWithTrails, unsealedEvents, upperTiles } from './integrityCheckStore.ts';
 
 /** One finding of the server-side audit; `eventId` names the event when there is one to name. */
@@ -28,6 +29,8 @@ export interface TenantReport {
   readonly heads: number;
   /** Leaves whose event is gone with a dropped month partition: retention, not tampering. */
   readonly retained: number;
+  /** Redacted events: position and leaf proven, content not re-verifiable (docs/retention.md). */
+  readonly redacted: Array<{ eventId: string; leafIndex: number }>;
   readonly problems: IntegrityProblem[];
 }
 
@@ -60,11 +63,11 @@ async function checkTenant(client: pg.PoolClient, tenantId: string, sealInterval
   const report = (problem: Omit<IntegrityProblem, 'tenantId'>) => problems.push({ tenantId, ...problem });
   const treeSize = await storedTreeSize(client, tenantId);
   const upper = new TileSet(await upperTiles(client, tenantId));
-  const { leaves, retained } = await checkLeaves(client, tenantId, treeSize, upper, report);
+  const { leaves, retained, redacted } = await checkLeaves(client, tenantId, treeSize, upper, report);
   const heads = await allTreeHeads(client, tenantId);
   await checkHeads(client, tenantId, heads, upper, treeSize, report);
   await checkUnsealed(client, tenantId, sealIntervalMs, report);
-  return { tenantId, leaves, heads: heads.length, retained, problems };
+  return { tenantId, leaves, heads: heads.length, retained, redacted, problems };
 }
 
 /** Leaves read per round, a whole number of leaf-level tiles. */
@@ -80,9 +83,10 @@ async function checkLeaves(
   treeSize: number,
   upper: TileSet,
   report: (problem: Omit<IntegrityProblem, 'tenantId'>) => void,
-): Promise<{ leaves: number; retained: number }> {
+): Promise<{ leaves: number; retained: number; redacted: Array<{ eventId: string; leafIndex: number }> }> {
   let expected = 0;
   let retained = 0;
+  const redacted: Array<{ eventId: string; leafIndex: number }> = [];
   for (let from = 0; ; from += LEAVES_PER_ROUND) {
     const rows = await leavesBetween(client, tenantId, from, from + LEAVES_PER_ROUND);
     if (rows.length === 0 && from >= treeSize) break;
@@ -124,15 +128,17 @@ async function checkLeaves(
         report({ kind: 'tree_corrupt', ...event, message: `leaf ${row.leaf_index} has no hash in the tree` });
         continue;
       }
-      if (eventLeafHash(served) !== stored) {
+      const redaction = redactedLeafVerdict(served, stored, row.redaction_recorded);
+      if (redaction.redacted ? redaction.problem !== undefined : eventLeafHash(served) !== stored) {
         report({
           kind: 'leaf_mismatch',
           ...event,
-          message: `event ${row.event_id} (leaf ${row.leaf_index}): its stored form no longer matches its leaf`,
+          message: `event ${row.event_id} (leaf ${row.leaf_index}): ${(redaction.redacted && redaction.problem) || 'its stored form no longer matches its leaf'}`,
         });
-      }
-      // Only a version-1 document can be compared with the columns' version-1 rendering.
-      if (row.document !== null && row.rendered !== null && row.document_version === 1 && row.document !== row.rendered) {
+      } else if (redaction.redacted) redacted.push(event);
+      // Only a version-1 document can be compared with the columns' version-1 rendering (a redacted one without its redaction member).
+      const document = (redaction.redacted && redaction.unredacted) || row.document;
+      if (document !== null && row.rendered !== null && row.document_version === 1 && document !== row.rendered) {
         report({
           kind: 'columns_mismatch',
           ...event,
@@ -144,7 +150,7 @@ async function checkLeaves(
   if (expected !== treeSize) {
     report({ kind: 'tree_corrupt', message: `the tree has ${treeSize} leaves but ${expected} are recorded` });
   }
-  return { leaves: expected, retained };
+  return { leaves: expected, retained, redacted };
 }
 
 /** A full tile's root must be the entry it contributed to the level above. */

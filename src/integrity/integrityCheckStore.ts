@@ -39,6 +39,8 @@ interface LeafRow {
   document_version: number | null;
   /** Whether the month partition the event belongs to still exists. */
   partition_exists: boolean;
+  /** Whether a redaction record (event_redactions) produced the stored document. */
+  redaction_recorded: boolean;
 }
 
 /** The leaves of [from, to) in order, each with its event as stored and as its columns render it (absent when deleted). */
@@ -46,7 +48,9 @@ export async function leavesBetween(client: pg.PoolClient, tenantId: string, fro
   const { rows } = await client.query<LeafRow>(
     `SELECT l.leaf_index, l.event_id::text, to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at,
             e.document, CASE WHEN e.event_id IS NOT NULL THEN ${EVENT_JSON} END AS rendered, e.document_version,
-            to_regclass('events_' || to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY_MM')) IS NOT NULL AS partition_exists
+            to_regclass('events_' || to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY_MM')) IS NOT NULL AS partition_exists,
+            EXISTS (SELECT 1 FROM event_redactions x WHERE x.tenant_id = l.tenant_id AND x.event_id = l.event_id
+                       AND x.occurred_at = l.event_occurred_at AND x.document = e.document) AS redaction_recorded
        FROM (SELECT r.tenant_id, r.first_leaf + k.position - 1 AS leaf_index, k.event_occurred_at, k.event_id
                FROM merkle_leaf_ranges r
                CROSS JOIN LATERAL unnest(r.event_occurred_at, r.event_ids) WITH ORDINALITY AS k(event_occurred_at, event_id, position)

@@ -1,3 +1,4 @@
+import { REDACTION_MARKER } from '../client/redactedEvents.ts';
 import { ValidationError, type FieldProblem } from '../platform/errors.ts';
 
 /**
@@ -6,8 +7,8 @@ import { ValidationError, type FieldProblem } from '../platform/errors.ts';
  * (lifecycle/redactionStore.ts, migrations/018_event_redactions.sql) and checks the same rules again.
  */
 
-/** What a redacted value becomes, in the served document and in the columns. */
-export const REDACTION_MARKER = '[redacted]';
+/** What a redacted value becomes, in the served document and in the columns (the client package's constant). */
+export { REDACTION_MARKER };
 
 /**
  * Only free text a producer supplies may be redacted: the justification and values inside `details`

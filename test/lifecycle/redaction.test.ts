@@ -1,9 +1,10 @@
 import { expect } from 'chai';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type pg from 'pg';
+import { verifyExport } from '../../src/client/exportVerifier.ts';
 import { verifyInclusion } from '../../src/client/integrity.ts';
 import { serverSentEvents } from '../../src/client/liveEvents.ts';
 import { Database } from '../../src/db/database.ts';
@@ -207,6 +208,152 @@ describe('redaction of free-text fields, keeping proofs', function () {
       { user_id: 'dpo@example.com', resource_id: target.eventId },
       { user_id: 'dpo@example.com', resource_id: target.eventId },
     ]);
+  });
+
+  /** What a customer keeps and verifies: the latest head and an export of the whole trail with proofs. */
+  async function saveExport(name: string): Promise<{ head: string; export: string; lines: Array<Record<string, any>> }> {
+    await sealer.sealNow();
+    const head = await call(`${api.baseUrl}/audit/integrity/tree-head`, { key });
+    const exported = await call(`${api.baseUrl}/audit/export?format=ndjson&proofs=true`, { key, body: {} });
+    expect(exported.status).to.equal(200);
+    const paths = { head: join(dir, `${name}-head.json`), export: join(dir, `${name}.ndjson`) };
+    writeFileSync(paths.head, head.text);
+    writeFileSync(paths.export, exported.text);
+    return {
+      ...paths,
+      lines: exported.text
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line)),
+    };
+  }
+
+  it('audit-trail verify (and the client package) reports the event as redacted, never tampered, and the rest as proven', async () => {
+    const saved = await saveExport('whole');
+    const result = cli(
+      'verify',
+      '--public-key',
+      join(dir, 'public.pem'),
+      '--export',
+      saved.export,
+      '--tree-head',
+      saved.head,
+      '--complete',
+    );
+    expect(result.stderr).to.equal('');
+    expect(result.stdout).to.contain(
+      `event ${target.eventId}: redacted (details.patient_name, justification, details.contact.phone; recorded in this export by ` +
+        'admin.event.redact, reference DSR-2026-0042, DSR-2026-0043): position and leaf proven, content not re-verifiable\n',
+    );
+    const total = saved.lines.length;
+    expect(result.stdout).to.match(
+      new RegExp(
+        `verified: ${total} events, ${total - 1} proven against the tree head of size \\d+ .*, 1 redacted \\(position and leaf proven, content not re-verifiable\\), 0 not yet sealed`,
+      ),
+    );
+    expect(result.status).to.equal(0);
+    const report = verifyExport({
+      exportText: readFileSync(saved.export, 'utf8'),
+      trustedKeys: [{ public_key_pem: keys.publicPem }],
+      complete: true,
+    });
+    expect(report.failures).to.deep.equal([]);
+    expect(report.redacted).to.deep.equal([
+      {
+        eventId: target.eventId,
+        fields: ['details.patient_name', 'justification', 'details.contact.phone'],
+        references: ['DSR-2026-0042', 'DSR-2026-0043'],
+        recorded: true,
+      },
+    ]);
+  });
+
+  it('does not let a forged redaction member hide a change: the whole trail has no redaction event for it', () => {
+    const saved = readFileSync(join(dir, 'whole.ndjson'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    const victim = saved.find((line) => line.event_id === trail[3]!.eventId)!;
+    Object.assign(victim, {
+      justification: REDACTION_MARKER,
+      redaction: {
+        fields: ['justification'],
+        leaf_hash: victim.proof.leaf_hash,
+        history: [{ fields: ['justification'], redacted_at: victim.timestamp, reference: 'forged' }],
+      },
+    });
+    const forged = join(dir, 'forged.ndjson');
+    writeFileSync(forged, `${saved.map((line) => JSON.stringify(line)).join('\n')}\n`);
+    const complete = cli('verify', '--public-key', join(dir, 'public.pem'), '--export', forged, '--complete');
+    expect(complete.status).to.equal(1);
+    expect(complete.stderr).to.contain(
+      `event ${trail[3]!.eventId}: it is served redacted (justification) but no proven admin.event.redact event`,
+    );
+    // A filtered export need not hold the redaction events: it says so rather than failing.
+    const partial = cli('verify', '--public-key', join(dir, 'public.pem'), '--export', forged);
+    expect(partial.status).to.equal(0);
+    expect(partial.stdout).to.contain(
+      `event ${trail[3]!.eventId}: redacted (justification; not recorded in this export by admin.event.redact`,
+    );
+    // And a redaction member whose field does not hold the marker is no redaction at all.
+    victim.justification = 'something else';
+    writeFileSync(forged, `${saved.map((line) => JSON.stringify(line)).join('\n')}\n`);
+    const inconsistent = cli('verify', '--public-key', join(dir, 'public.pem'), '--export', forged);
+    expect(inconsistent.status).to.equal(1);
+    expect(inconsistent.stderr).to.contain('it claims justification is redacted but does not hold the marker there');
+  });
+
+  it("integrity check names the event as redacted and passes; a redaction member added behind the service's back fails it", async () => {
+    const check = cli('integrity', 'check', '--tenant', tenant);
+    expect(check.stdout).to.contain(
+      `tenant ${tenant}: event ${target.eventId} (leaf 2): redacted: position and leaf proven, content not re-verifiable\n`,
+    );
+    expect(check.stdout).to.match(new RegExp(`tenant ${tenant}: \\d+ leaves, \\d+ tree heads, 1 redacted: ok\\n`));
+    expect(check.status).to.equal(0);
+    const client = await db.pool.connect();
+    try {
+      // As a superuser could: triggers off, a document rewritten to look redacted, with the true leaf hash.
+      await client.query('SET session_replication_role = replica');
+      const leaf = (await call(`${api.baseUrl}/audit/events/${trail[3]!.eventId}/proof`, { key })).json.leaf_hash;
+      const served = JSON.parse((await rowOf(trail[3]!.eventId)).document);
+      const forged = { ...served, justification: REDACTION_MARKER, redaction: { fields: ['justification'], leaf_hash: leaf, history: [] } };
+      await client.query(`UPDATE events SET justification = '[redacted]', document = $2 WHERE event_id = $1`, [
+        trail[3]!.eventId,
+        JSON.stringify(forged),
+      ]);
+    } finally {
+      await client.query('RESET session_replication_role');
+      client.release();
+    }
+    const tampered = cli('integrity', 'check', '--tenant', tenant);
+    expect(tampered.stdout).to.contain(
+      `leaf_mismatch: event ${trail[3]!.eventId} (leaf 3): it is served as redacted, but no redaction record produced this form`,
+    );
+    expect(tampered.status).to.equal(1);
+  });
+
+  it('the portal\'s "verify this event" says redacted: position and leaf proven, content not re-verifiable', async () => {
+    const origin = new URL(api.baseUrl).origin;
+    const globals = globalThis as unknown as Record<string, unknown>;
+    globals.document = { baseURI: `${origin}/portal/` };
+    globals.location = { origin };
+    try {
+      const [{ PortalApi }, { verifyEvent }] = await Promise.all([
+        import('../../portal/src/api.ts'),
+        import('../../portal/src/trail/verify.ts'),
+      ]);
+      const verification = await verifyEvent(new PortalApi(key), target.eventId, tenant);
+      expect(verification.state).to.equal('redacted');
+      if (verification.state === 'not_sealed') return;
+      expect(verification.checks.every((check) => check.ok)).to.equal(true);
+      expect(verification.checks[0]!.label).to.equal('Redacted');
+      expect(verification.leafIndex).to.equal(2);
+      const plain = await verifyEvent(new PortalApi(key), trail[1]!.eventId, tenant);
+      expect(plain.state).to.equal('proven');
+    } finally {
+      delete globals.document;
+      delete globals.location;
+    }
   });
 
   it('refuses bad requests with a clear error and changes nothing', async () => {

@@ -81,14 +81,23 @@ function VerificationReport(props: { verification: Verification }) {
       </p>
     );
   }
-  const proven = verification.state === 'proven';
+  const proven = verification.state !== 'failed';
+  const entry = `entry ${verification.leafIndex + 1} of the ${verification.head.tree_size} in this tenant's tamper-evident log, whose state the service signed at ${verification.head.timestamp}`;
   return (
     <section class={proven ? 'verified' : 'refuted'} aria-live="polite" data-testid="verification">
-      <h3>{proven ? 'Verified in this browser' : 'Not verified'}</h3>
+      <h3>
+        {verification.state === 'redacted'
+          ? 'Redacted: position and leaf proven, content not re-verifiable'
+          : proven
+            ? 'Verified in this browser'
+            : 'Not verified'}
+      </h3>
       <p>
-        {proven
-          ? `This event, exactly as shown, is entry ${verification.leafIndex + 1} of the ${verification.head.tree_size} in this tenant's tamper-evident log, whose state the service signed at ${verification.head.timestamp}. It has not been changed, removed or reordered since.`
-          : 'A check failed: what is shown here does not match what the service signed. Report it to the platform.'}
+        {verification.state === 'redacted'
+          ? `Personal data in this event was redacted on request. The event is ${entry}, and has not been removed or reordered since; the redacted content itself can no longer be checked.`
+          : proven
+            ? `This event, exactly as shown, is ${entry}. It has not been changed, removed or reordered since.`
+            : 'A check failed: what is shown here does not match what the service signed. Report it to the platform.'}
       </p>
       <ul class="checks">
         {verification.checks.map((check) => (

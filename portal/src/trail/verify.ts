@@ -23,7 +23,12 @@ interface Check {
 }
 
 export type Verification =
-  | { readonly state: 'proven' | 'failed'; readonly checks: readonly Check[]; readonly head: SignedTreeHead; readonly leafIndex: number }
+  | {
+      readonly state: 'proven' | 'redacted' | 'failed';
+      readonly checks: readonly Check[];
+      readonly head: SignedTreeHead;
+      readonly leafIndex: number;
+    }
   | { readonly state: 'not_sealed'; readonly message: string };
 
 const encoder = new TextEncoder();
@@ -148,17 +153,25 @@ export async function verifyEvent(api: PortalApi, eventId: string, tenantId: str
     throw error;
   }
   const [event, { keys }] = await Promise.all([api.getEvent(eventId), api.json<{ keys: SealKey[] }>('GET', '/audit/integrity/keys')]);
-  const leafHash = await leafHashOf(event);
+  // A redacted event no longer hashes to its leaf; it carries the leaf hash it was sealed with (docs/retention.md).
+  const redaction = redactionOf(event);
+  const leafHash = redaction?.leaf_hash ?? (await leafHashOf(event));
   const root = await rootFromPath(leafHash, proof.leaf_index, head.tree_size, proof.audit_path);
   const checks: Check[] = [
-    {
-      label: 'Event hash',
-      ok: leafHash === proof.leaf_hash,
-      detail:
-        leafHash === proof.leaf_hash
-          ? `The event as shown hashes to leaf ${leafHash}.`
-          : "The event as shown does not hash to the proof's leaf.",
-    },
+    redaction
+      ? {
+          label: 'Redacted',
+          ok: leafHash === proof.leaf_hash,
+          detail: `${redaction.fields.join(', ')} ${redaction.fields.length === 1 ? 'was' : 'were'} redacted (reference ${redaction.references.join(', ')}): the event's position and sealed leaf ${leafHash} are proven, its content can no longer be re-verified.`,
+        }
+      : {
+          label: 'Event hash',
+          ok: leafHash === proof.leaf_hash,
+          detail:
+            leafHash === proof.leaf_hash
+              ? `The event as shown hashes to leaf ${leafHash}.`
+              : "The event as shown does not hash to the proof's leaf.",
+        },
     {
       label: 'Inclusion',
       ok: root === head.root_hash && proof.tree_size === head.tree_size,
@@ -170,5 +183,15 @@ export async function verifyEvent(api: PortalApi, eventId: string, tenantId: str
     { label: 'Tenant', ok: head.tenant_id === tenantId, detail: `The tree head is of tenant ${head.tenant_id}.` },
     ...(await signatureChecks(head, keys)),
   ];
-  return { state: checks.every((check) => check.ok) ? 'proven' : 'failed', checks, head, leafIndex: proof.leaf_index };
+  const state = !checks.every((check) => check.ok) ? 'failed' : redaction ? 'redacted' : 'proven';
+  return { state, checks, head, leafIndex: proof.leaf_index };
+}
+
+/** The event's redaction member, when it has a well-formed one. */
+function redactionOf(event: Record<string, unknown>): { fields: string[]; leaf_hash: string; references: string[] } | undefined {
+  const member = event.redaction as { fields?: unknown; leaf_hash?: unknown; history?: unknown } | undefined;
+  if (!member || !Array.isArray(member.fields) || typeof member.leaf_hash !== 'string' || !/^[0-9a-f]{64}$/.test(member.leaf_hash))
+    return undefined;
+  const history = Array.isArray(member.history) ? (member.history as Array<{ reference?: unknown }>) : [];
+  return { fields: member.fields.map(String), leaf_hash: member.leaf_hash, references: history.map((step) => String(step.reference)) };
 }

@@ -58,7 +58,14 @@ export async function runVerify(
   const head = report.head
     ? `the tree head of size ${report.head.tree_size} signed at ${report.head.timestamp} by key ${report.head.key_id}`
     : 'no tree head';
-  const summary = `${report.events} events, ${report.proven} proven against ${head}, ${report.unsealed} not yet sealed; ${report.savedHeads} saved tree heads`;
+  for (const event of report.redacted) {
+    out.write(
+      `event ${event.eventId}: redacted (${event.fields.join(', ')}; ${event.recorded ? 'recorded' : 'not recorded'} in this export by admin.event.redact${event.references.length > 0 ? `, reference ${event.references.join(', ')}` : ''}): position and leaf proven, content not re-verifiable\n`,
+    );
+  }
+  const redacted =
+    report.redacted.length > 0 ? `, ${report.redacted.length} redacted (position and leaf proven, content not re-verifiable)` : '';
+  const summary = `${report.events} events, ${report.proven} proven against ${head}${redacted}, ${report.unsealed} not yet sealed; ${report.savedHeads} saved tree heads`;
   if (report.failures.length > 0) {
     err.write(`${program} verify: FAILED (${report.failures.length} problems): ${summary}\n`);
     return 1;

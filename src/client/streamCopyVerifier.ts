@@ -11,6 +11,7 @@
  * Depends on node:crypto (through integrity.ts) only: part of the dependency-free client.
  */
 import { eventLeafHash, hashChildren, verifyTreeHead, type SignedTreeHead, type TrustedKey } from './integrity.ts';
+import { checkRedactions, redactionClaim, type RedactedEventReport, type RedactionClaim } from './redactedEvents.ts';
 
 export interface StreamCopyInput {
   /** The copy: NDJSON records, as many files' texts as there are (their order does not matter). */
@@ -35,6 +36,8 @@ export interface TenantCopyReport {
   readonly verifiedHead: SignedTreeHead | undefined;
   /** Events at or past the verified head's size: in the copy, not yet covered by a head it carries. */
   readonly uncovered: number;
+  /** Events the copy holds redacted (docs/retention.md): their leaf and position are proven, not their content. */
+  readonly redacted: RedactedEventReport[];
 }
 
 export interface StreamCopyReport {
@@ -47,6 +50,9 @@ interface TenantCopy {
   readonly leaves: Map<number, string>;
   readonly heads: Map<string, SignedTreeHead>;
   repeats: number;
+  readonly redacted: Array<{ eventId: string; claim: RedactionClaim }>;
+  /** The admin.event.redact events, which must record every redaction. */
+  readonly redactionEvents: Array<Record<string, unknown>>;
 }
 
 /** The event and its leaf index in one record of either format; undefined for a record that is not an event. */
@@ -68,7 +74,7 @@ function readCopy(texts: readonly string[], failures: StreamCopyFailure[]): { co
   const copyOf = (tenantId: string) => {
     let copy = copies.get(tenantId);
     if (!copy) {
-      copy = { leaves: new Map(), heads: new Map(), repeats: 0 };
+      copy = { leaves: new Map(), heads: new Map(), repeats: 0, redacted: [], redactionEvents: [] };
       copies.set(tenantId, copy);
     }
     return copy;
@@ -97,10 +103,19 @@ function readCopy(texts: readonly string[], failures: StreamCopyFailure[]): { co
         continue;
       }
       const copy = copyOf(found.tenantId);
-      const hash = eventLeafHash(found.event);
+      // A redacted event carries the leaf hash it was sealed with; its content no longer yields it.
+      const claim = redactionClaim(found.event);
+      if (typeof claim === 'string') {
+        failures.push({ tenantId: found.tenantId, reason: `event ${String(found.event.event_id)} is not a valid redaction: ${claim}` });
+        continue;
+      }
+      const hash = claim?.leafHash ?? eventLeafHash(found.event);
       const before = copy.leaves.get(found.leaf);
-      if (before === undefined) copy.leaves.set(found.leaf, hash);
-      else if (before === hash) copy.repeats += 1;
+      if (before === undefined) {
+        copy.leaves.set(found.leaf, hash);
+        if (claim) copy.redacted.push({ eventId: String(found.event.event_id), claim });
+        else if (found.event.action === 'admin.event.redact') copy.redactionEvents.push(found.event);
+      } else if (before === hash) copy.repeats += 1;
       else failures.push({ tenantId: found.tenantId, reason: `two different events at leaf ${found.leaf}` });
     }
   }
@@ -164,7 +179,10 @@ function verifyTenant(tenantId: string, copy: TenantCopy, input: StreamCopyInput
   }
   const size = verifiedHead?.tree_size ?? 0;
   const uncovered = [...copy.leaves.keys()].filter((leaf) => leaf >= size).length;
-  return { tenantId, events: copy.leaves.size, repeats: copy.repeats, verifiedHead, uncovered };
+  // The copy holds the whole trail from its first event, so every redaction's admin.event.redact event too.
+  const redactions = checkRedactions(copy.redacted, copy.redactionEvents, true);
+  for (const { eventId, reason } of redactions.failures) failures.push({ tenantId, reason: `event ${eventId}: ${reason}` });
+  return { tenantId, events: copy.leaves.size, repeats: copy.repeats, verifiedHead, uncovered, redacted: redactions.reports };
 }
 
 export function verifyStreamCopy(input: StreamCopyInput): StreamCopyReport {

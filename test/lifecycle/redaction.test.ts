@@ -268,6 +268,28 @@ describe('redaction of free-text fields, keeping proofs', function () {
     ]);
   });
 
+  it('audit-trail verify --stream-copy proves a SIEM copy holding the redacted event as redacted', () => {
+    const lines = readFileSync(join(dir, 'whole.ndjson'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    // The native records a stream sends: the served event with its leaf index, then the head.
+    const records = lines
+      .map(({ proof, tree_head: _head, ...event }) => ({ ...event, leaf_index: proof.leaf_index }))
+      .sort((a, b) => a.leaf_index - b.leaf_index)
+      .map((record) => JSON.stringify(record));
+    records.push(JSON.stringify({ tree_head: lines[0]!.tree_head }));
+    const copy = join(dir, 'copy.ndjson');
+    writeFileSync(copy, `${records.join('\n')}\n`);
+    const result = cli('verify', '--public-key', join(dir, 'public.pem'), '--stream-copy', copy);
+    expect(result.stderr).to.equal('');
+    expect(result.stdout).to.contain(
+      `tenant ${tenant}: event ${target.eventId}: redacted: position and leaf proven, content not re-verifiable\n`,
+    );
+    expect(result.stdout).to.match(/repeated records, 1 redacted\)/);
+    expect(result.status).to.equal(0);
+  });
+
   it('does not let a forged redaction member hide a change: the whole trail has no redaction event for it', () => {
     const saved = readFileSync(join(dir, 'whole.ndjson'), 'utf8')
       .trim()

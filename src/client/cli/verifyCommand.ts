@@ -102,7 +102,10 @@ async function verifyCopy(
     const proven = head
       ? `${head.tree_size} proven against the tree head of size ${head.tree_size} signed at ${head.timestamp}`
       : 'none proven';
-    return `tenant ${tenant.tenantId}: ${tenant.events} events (${proven}; ${tenant.uncovered} past it, ${tenant.repeats} repeated records)`;
+    for (const event of tenant.redacted)
+      out.write(`tenant ${tenant.tenantId}: event ${event.eventId}: redacted: position and leaf proven, content not re-verifiable\n`);
+    const redacted = tenant.redacted.length > 0 ? `, ${tenant.redacted.length} redacted` : '';
+    return `tenant ${tenant.tenantId}: ${tenant.events} events (${proven}; ${tenant.uncovered} past it, ${tenant.repeats} repeated records${redacted})`;
   });
   const summary = `${report.records} records; ${tenants.join('; ')}`;
   if (report.failures.length > 0) {

@@ -83,7 +83,9 @@ export async function* followLive(api: ApiTransport, path: string, options: Live
   while (!outer?.aborted) {
     // Ours to abort when the caller stops iterating: the connection is released at once.
     const connection = new AbortController();
-    const signal = outer ? AbortSignal.any([outer, connection.signal]) : connection.signal;
+    const stopConnection = () => connection.abort();
+    outer?.addEventListener('abort', stopConnection, { once: true });
+    const signal = connection.signal;
     try {
       const headers: Record<string, string> = { accept: 'text/event-stream' };
       if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
@@ -104,6 +106,7 @@ export async function* followLive(api: ApiTransport, path: string, options: Live
       await sleep(Math.max(retryMs, api.backoffMs(failures - 1)), outer);
       continue;
     } finally {
+      outer?.removeEventListener('abort', stopConnection);
       connection.abort();
     }
     await sleep(retryMs, outer);

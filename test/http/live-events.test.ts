@@ -1,11 +1,15 @@
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
 import { serverSentEvents, type ServerSentEvent } from '../../src/client/liveEvents.ts';
+import { Database } from '../../src/db/database.ts';
+import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
+import { formatTimestamp } from '../../src/events/eventFields.ts';
 import type { NewEvent } from '../../src/events/eventStore.ts';
+import { BatchStatements } from '../../src/events/storeBatch.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
-import { call, mintKey, revokeKey, startTestService, type TestService } from '../support/service.ts';
+import { call, mintKey, revokeKey, startTestService, testLogger, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
 /** A live stream as a client holds it: what it received so far, parsed with the client package's reader. */
@@ -199,6 +203,34 @@ describe('GET /audit/events/live', function () {
     await writeAndSeal([following]);
     await waitFor(() => after.events.length >= 3, 'the missed events and the next one');
     expect(ids(after)).to.deep.equal([missed[1]!.eventId, missed[2]!.eventId, following.eventId]);
+  });
+
+  it('sends an event whose transaction committed after a later event was sent, and a stream resumed after that later event gets it', async () => {
+    const { tenantId, key } = await freshTenant();
+    const stream = await live(key);
+    const writer = new Database({ url: db.url, poolSize: 1, applicationName: 'test slow writer', log: testLogger() });
+    try {
+      // Inserted first, with the earlier timestamp and the smaller id, but committed last.
+      const slow = newEvent({ tenantId, eventId: '00000000-0000-4000-8000-000000000001', occurredAtMs: Date.now() - 1000 });
+      let commit!: () => void;
+      const committed = writer.transaction(async (client) => {
+        await new BatchStatements(WEBHOOK_FAN_OUT).store(client, [slow], [formatTimestamp(slow.occurredAtMs)], 'relay');
+        await new Promise<void>((resolve) => (commit = resolve));
+      });
+      await waitFor(() => commit !== undefined, 'the slow transaction to insert');
+      const fast = newEvent({ tenantId, eventId: 'ffffffff-ffff-4fff-bfff-ffffffffffff' });
+      await writeAndSeal([fast]);
+      await waitFor(() => stream.events.length === 1, 'the fast event');
+      const resumed = await live(key, '', { 'Last-Event-ID': fast.eventId });
+      commit();
+      await committed;
+      await sealer.sealNow();
+      await waitFor(() => stream.events.length === 2 && resumed.events.length === 1, 'the slow event on both streams');
+      expect(ids(stream)).to.deep.equal([fast.eventId, slow.eventId]);
+      expect(ids(resumed)).to.deep.equal([slow.eventId]);
+    } finally {
+      await writer.close();
+    }
   });
 
   it("refuses a Last-Event-ID that is not one of the tenant's sealed events: 422, or 409 not_yet_sealed with Retry-After", async () => {

@@ -3,7 +3,7 @@ import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { SealedSecrets, SecretBox } from '../webhooks/secretBox.ts';
-import type { DeliveryWork } from './deliveryOutbox.ts';
+import type { DeliveryWork } from './deliveryWork.ts';
 import { SigningKeys, deliveryRequest } from './deliveryRequest.ts';
 import { attemptVerdict, type AttemptVerdict, type DeliveryOutcome, type DeliveryPolicy } from './deliveryStateMachine.ts';
 import type { RetryPolicy } from './retryPolicy.ts';

@@ -65,10 +65,10 @@ export function deliveryMessageId(first: DeliveryMessage, publication: number): 
  * message of another one (two deployments on one delivery stream) is left for its owner, not acknowledged
  * as "no such delivery".
  */
-export const DEPLOYMENT_HEADER = 'Audit-Trail-Deployment';
+const DEPLOYMENT_HEADER = 'Audit-Trail-Deployment';
 
 /** Headers of a message published by `deploymentId`; a fresh set per message, as the client adds its Nats-Msg-Id to them. */
-export function deliveryHeaders(deploymentId: string): MsgHdrs {
+function deliveryHeaders(deploymentId: string): MsgHdrs {
   const set = headers();
   set.set(DEPLOYMENT_HEADER, deploymentId);
   return set;

@@ -27,7 +27,7 @@ import { findEndpoint, lockTenantEndpoints, type WebhookEndpoint } from '../webh
 export const DELIVERY_ID_PATTERN = /^dlv_([1-9][0-9]{0,17})$/;
 export const REPLAY_ID_PATTERN = /^rpl_[0-9a-f]{32}$/;
 /** The longest range one replay may cover. */
-export const MAX_REPLAY_RANGE_MS = 90 * 86_400_000;
+const MAX_REPLAY_RANGE_MS = 90 * 86_400_000;
 /** How far past now `until` may reach: a client's clock a little ahead is not an error. */
 const UNTIL_FUTURE_TOLERANCE_MS = 60_000;
 

@@ -28,9 +28,8 @@ const PAUSE_AFTER_FAILURE_MS = 5_000;
 /**
  * Publishes the deliveries of the events its process writes, right after the write commits, so that they
  * skip the outbox: written marked published (fanOut.ts), they are neither
- * claimed by a relay nor woken for. In bench/delivery.ts's end-to-end phase (five alternating pairs) the
- * relay's Postgres work per event fell from 15–23 µs to 2–3 and the relay's own from 8–12 µs to 3–4, and
- * events written and delivered per second rose from a median 0.35 of the bare sender's to 0.41 (BENCHMARKS.md).
+ * claimed by a relay nor woken for: the relay's work per event, its Postgres work and the end-to-end rate
+ * are in BENCHMARKS.md, "Events written and delivered: ingest publishes their deliveries".
  *
  * The outbox stays the guarantee. Deliveries whose message JetStream did not accept are handed back to the
  * relays at once (returnToRelays); those of a process that dies between its commit and its publish are

@@ -12,7 +12,7 @@ import type { SecretBox } from '../webhooks/secretBox.ts';
 import { DeliveryAttempts } from './deliveryAttempts.ts';
 import { decodeDeliveryMessage, publisherOf } from './deliveryMessage.ts';
 import { DeliveryPuller } from './deliveryPuller.ts';
-import { loadDeliveryWork, type DeliveryWork } from './deliveryOutbox.ts';
+import { loadDeliveryWork, type DeliveryWork } from './deliveryWork.ts';
 import { deliveryPolicy, type DeliveryOutcome } from './deliveryStateMachine.ts';
 import { EndpointLanes } from './endpointLanes.ts';
 import { HeldMessages, type Held } from './heldMessages.ts';

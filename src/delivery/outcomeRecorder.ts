@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { Actor } from '../events/adminEvent.ts';
 import type { NewEvent } from '../events/eventStore.ts';
-import { readDeliveryFacts, recordOutcomes, unparkDeliveries, type OutcomeWrite } from './deliveryOutbox.ts';
+import { readDeliveryFacts, recordOutcomes, unparkDeliveries, type OutcomeWrite } from './outcomeStore.ts';
 import { applyOutcome, type DeliveryFacts, type DeliveryOutcome, type DeliveryPolicy, type EndpointFacts } from './deliveryStateMachine.ts';
 import { cancelPendingDeliveries } from './endpointDeliveries.ts';
 import type { EventWriter } from '../events/eventWriter.ts';

@@ -32,17 +32,16 @@ const DEFAULT_CHUNK_SIZE = 500;
 /**
  * How many of its endpoint's deliveries a replay keeps pending. Every one of them can be queued ahead of a
  * live delivery (in the relay, JetStream and the worker, all first in, first out), so while other endpoints
- * have deliveries in flight a replay keeps few; alone it keeps enough to keep a worker busy. Measured with
- * bench/replay.ts: a fixed 500 raised live deliveries' p99 at half the peak rate about 2.4 times; 2,500
- * while alone made the replay no faster beyond noise and raised the p99 of live traffic that began during it
- * 3.4–6 times (1,000: 1.1–1.9), what it queued meanwhile being ahead of the first live deliveries.
+ * have deliveries in flight a replay keeps few; alone it keeps enough to keep a worker busy. A fixed cap
+ * raised live deliveries' p99 at half the peak rate, and a larger one made the replay no faster while what
+ * it queued sat ahead of the first live deliveries (bench/replay.ts; BENCHMARKS.md, "Issue 17's replay goals").
  */
 const DEFAULT_MAX_PENDING = 1_000;
 const MAX_PENDING_BESIDE_LIVE_TRAFFIC = 100;
 /**
  * Live traffic seen this recently still counts: paced live deliveries finish between arrivals, and a cap
- * raised in such a gap let a chunk of 500 in ahead of the next ones (measured: live p99 5× with the cap
- * following each instant's in-flight count).
+ * raised in such a gap let a chunk of 500 in ahead of the next ones (a cap following each instant's
+ * in-flight count raised live deliveries' p99 several times over in bench/replay.ts).
  */
 const LIVE_TRAFFIC_MEMORY_MS = 5_000;
 /** Chunks smaller than this wait for more room: each chunk is a transaction and a relay wake-up. */

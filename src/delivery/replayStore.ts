@@ -7,7 +7,7 @@ import { eventFilterMatches, shareEndpointForFanOut } from '../webhooks/webhookS
  * creates a range's deliveries and moves the replay's position past them in one transaction.
  */
 
-export type ReplayStatus = 'running' | 'completed' | 'cancelled';
+type ReplayStatus = 'running' | 'completed' | 'cancelled';
 
 export interface Replay {
   readonly id: string;
@@ -174,7 +174,7 @@ async function lockRunningReplay(db: Queryable, replayId: string): Promise<Repla
   return row ? { replay: toReplay(row), positionOccurredAt: row.position_occurred_at, positionEventId: row.position_event_id } : undefined;
 }
 
-export async function finishReplay(db: Queryable, replayId: string, status: 'completed' | 'cancelled'): Promise<void> {
+async function finishReplay(db: Queryable, replayId: string, status: 'completed' | 'cancelled'): Promise<void> {
   await db.query(`UPDATE webhook_replays SET status = $2, completed_at = now() WHERE id = $1 AND status = 'running'`, [replayId, status]);
 }
 

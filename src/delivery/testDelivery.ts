@@ -21,7 +21,7 @@ export interface TestDeliveriesOptions {
   readonly sender: WebhookSender;
 }
 
-export const TEST_EVENT_ACTION = 'webhook.test';
+const TEST_EVENT_ACTION = 'webhook.test';
 
 /**
  * Test sends: one `webhook.test` delivery, signed like every delivery (every valid secret, both signature

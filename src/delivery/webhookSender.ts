@@ -1,11 +1,7 @@
 import { isIP } from 'node:net';
 import { Pool } from 'undici';
-import { RESPONSE_EXCERPT_BYTES } from '../webhooks/responseExcerpt.ts';
 import { blockedAddressReason, guardedLookup } from '../webhooks/targetGuard.ts';
 import { AttemptHandler } from './attemptHandler.ts';
-
-/** At most this much of a receiver's response is read and kept (docs/webhooks.md). */
-export { RESPONSE_EXCERPT_BYTES };
 
 export interface SendResult {
   /** A 2xx within the time limit. */

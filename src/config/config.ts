@@ -67,6 +67,7 @@ function toConfig(env: z.output<typeof environmentSchema>) {
     port: env.PORT,
     internalPort: env.INTERNAL_PORT,
     ingestTokens: env.INGEST_TOKENS,
+    operatorTokens: env.OPERATOR_TOKENS,
     publicBaseUrl: env.PUBLIC_BASE_URL,
     portalFrameAncestors: env.PORTAL_FRAME_ANCESTORS,
     keyPepper: env.KEY_PEPPER,

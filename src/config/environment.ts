@@ -66,6 +66,10 @@ export const environmentSchema = z
     INGEST_TOKENS: commaList
       .refine((tokens) => tokens.every((token) => token.length >= 24), 'each token must be at least 24 characters')
       .optional(),
+    // Operators' actions on the internal port (POST /internal/v1/redactions); unset, the api role serves none.
+    OPERATOR_TOKENS: commaList
+      .refine((tokens) => tokens.every((token) => token.length >= 24), 'each token must be at least 24 characters')
+      .optional(),
     // Where browsers reach the public API and the portal (https://audit.example.com, or with a path
     // prefix): the portal links minted for customers start with it.
     PUBLIC_BASE_URL: urlWithScheme(['http', 'https'])

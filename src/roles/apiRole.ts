@@ -20,6 +20,7 @@ import { exportOpenApi, exportRoutes } from '../http/routes/export.ts';
 import { liveOpenApi, liveRoutes } from '../http/routes/live.ts';
 import { integrityOpenApi, integrityRoutes } from '../http/routes/integrity.ts';
 import { retentionOpenApi, retentionRoutes } from '../http/routes/retention.ts';
+import { redactionRoutes } from '../http/routes/redactions.ts';
 import { portalBrowserOpenApi, portalBrowserRoutes, portalSessionRoutes, portalSessionsOpenApi } from '../http/routes/portalSessions.ts';
 import { webhookDeliveriesOpenApi, webhookDeliveryRoutes } from '../http/routes/webhookDeliveries.ts';
 import { webhookRoutes } from '../http/routes/webhooks.ts';
@@ -66,7 +67,9 @@ export const role: Role = {
         ...(await webhookFeatures(parts, pepper)),
       ],
     });
-    return { readiness, publicHandler: app.callback() };
+    // Operators' redactions on the internal port, only where operator tokens are configured.
+    const internalRoutes = config.operatorTokens ? [redactionRoutes(await parts.writer(), config.operatorTokens)] : [];
+    return { readiness, publicHandler: app.callback(), internalRoutes };
   },
 };
 

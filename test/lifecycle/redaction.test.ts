@@ -17,10 +17,11 @@ import type { NewEvent } from '../../src/events/eventStore.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
-import { call, mintKey, startTestService, testLogger, type TestService } from '../support/service.ts';
+import { call, mintKey, startTestService, TEST_INGEST_TOKEN, testLogger, type TestService } from '../support/service.ts';
 
 const T0 = Date.parse('2026-11-20T09:00:00.000Z');
 const OPERATOR = { userId: 'dpo@example.com', userRole: 'operator' };
+const OPERATOR_TOKEN = 'operator-token-0123456789abcdef';
 
 /**
  * Redaction (issue 31, item 4): free text is replaced by the marker wherever the event is served, the
@@ -58,7 +59,7 @@ describe('redaction of free-text fields, keeping proofs', function () {
     await seedEvents(db.url, [...trail, foreign]);
     sealer = await startTestSealer(db.url, keys.privateKey);
     await sealer.sealNow();
-    api = await startTestService({ databaseUrl: db.url, roles: ['api'] });
+    api = await startTestService({ databaseUrl: db.url, roles: ['api'], env: { OPERATOR_TOKENS: OPERATOR_TOKEN } });
     key = (await mintKey(db.url, { tenantId: tenant, scopes: ['audit:read', 'audit:export'] })).key;
     await sealer.sealNow();
     dir = mkdtempSync(join(tmpdir(), 'audit-redaction-'));
@@ -473,5 +474,45 @@ describe('redaction of free-text fields, keeping proofs', function () {
     const record = await refused('DELETE FROM event_redactions');
     expect(record?.code).to.equal('42501');
     expect(await rowOf(victim.eventId)).to.deep.equal(before);
+  });
+
+  it('redacts the same way on the internal port behind an operator token, with the same errors for bad requests', async () => {
+    const victim = trail[1]!;
+    const redactions = `${api.internalUrl}/internal/v1/redactions`;
+    const body = { tenant_id: tenant, event_id: victim.eventId, fields: ['details.ward'], reference: 'DSR-7', actor: 'dpo-tool' };
+    const before = await rowOf(victim.eventId);
+    const attempts: Array<Record<string, string>> = [
+      {},
+      { authorization: 'Bearer not-an-operator-token-at-all' },
+      { authorization: `Bearer ${TEST_INGEST_TOKEN}` },
+    ];
+    for (const headers of attempts) {
+      const refused = await call(redactions, { body, headers });
+      expect(refused.status).to.equal(401);
+      expect(refused.json).to.deep.equal({ error: 'unauthorized' });
+    }
+    const headers = { authorization: `Bearer ${OPERATOR_TOKEN}` };
+    const bad: Array<[object, number, string]> = [
+      [{ ...body, fields: ['action'] }, 422, 'validation_failed'],
+      [{ ...body, fields: ['details.nothing_here'] }, 422, 'validation_failed'],
+      [{ ...body, event_id: foreign.eventId }, 404, 'not_found'],
+      [{ ...body, tenant_id: other }, 404, 'not_found'],
+      [{ ...body, extra: true }, 422, 'validation_failed'],
+    ];
+    for (const [request, status, error] of bad) {
+      const answer = await call(redactions, { body: request, headers });
+      expect(answer.status, JSON.stringify(request)).to.equal(status);
+      expect(answer.json.error).to.equal(error);
+    }
+    expect(await rowOf(victim.eventId)).to.deep.equal(before);
+    const done = await call(redactions, { body, headers });
+    expect(done.status).to.equal(200);
+    expect(done.json.event_id).to.equal(victim.eventId);
+    expect(done.json.redaction.fields).to.deep.equal(['details.ward']);
+    expect(JSON.parse((await lookup(victim.eventId)).details).ward).to.equal(REDACTION_MARKER);
+    const { rows } = await db.pool.query(`SELECT user_id, user_role FROM events WHERE action = 'admin.event.redact' AND resource_id = $1`, [
+      victim.eventId,
+    ]);
+    expect(rows).to.deep.equal([{ user_id: 'dpo-tool', user_role: 'operator' }]);
   });
 });

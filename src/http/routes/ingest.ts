@@ -1,10 +1,10 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import Router from '@koa/router';
 import { z } from 'zod';
 import { parseEventBatch, type EventTimeWindow } from '../../ingestion/eventInput.ts';
 import type { EventWriter } from '../../events/eventWriter.ts';
 import { isRefusedData, sqlState } from '../../db/sqlstate.ts';
-import { UnauthorizedError, ValidationError } from '../../platform/errors.ts';
+import { ValidationError } from '../../platform/errors.ts';
+import { requireBearerToken } from '../bearerTokens.ts';
 import { jsonBody, parseBody } from '../requestInput.ts';
 import type { RequestState } from '../state.ts';
 
@@ -20,40 +20,23 @@ const INGEST_BODY_LIMIT = '24mb';
  * one error per invalid field of each invalid item.
  */
 export function ingestRoutes(writer: EventWriter, ingestTokens: readonly string[], window: EventTimeWindow): Router<RequestState> {
-  const tokenDigests = ingestTokens.map(digest);
   const router = new Router<RequestState>();
 
-  router.post(
-    '/internal/v1/events',
-    async (ctx, next) => {
-      const match = /^Bearer (\S+)$/.exec(ctx.get('Authorization'));
-      const presented = digest(match?.[1] ?? '');
-      // Compare against every token so the time taken does not depend on which one matched.
-      const allowed = tokenDigests.reduce((found, token) => timingSafeEqual(token, presented) || found, false);
-      if (!match || !allowed) throw new UnauthorizedError('ingest token missing or unknown');
-      await next();
-    },
-    jsonBody(INGEST_BODY_LIMIT),
-    async (ctx) => {
-      const body = parseBody(ingestBodySchema, ctx.request.body);
-      const events = parseEventBatch(body.events, window);
-      const results = await writer.write(events, 'http').catch((error: unknown) => {
-        // Validation lets through nothing Postgres is known to refuse; should it refuse something new, the
-        // producer learns that retrying the batch is pointless, and nothing of it was stored.
-        if (!isRefusedData(error)) throw error;
-        throw ValidationError.single(
-          'events',
-          `the event store refused an event of this batch (SQLSTATE ${sqlState(error)}); none were stored`,
-        );
-      });
-      const stored = results.filter((result) => result.status === 'stored').length;
-      ctx.body = { stored, duplicates: results.length - stored, events: results };
-    },
-  );
+  router.post('/internal/v1/events', requireBearerToken(ingestTokens, 'ingest token'), jsonBody(INGEST_BODY_LIMIT), async (ctx) => {
+    const body = parseBody(ingestBodySchema, ctx.request.body);
+    const events = parseEventBatch(body.events, window);
+    const results = await writer.write(events, 'http').catch((error: unknown) => {
+      // Validation lets through nothing Postgres is known to refuse; should it refuse something new, the
+      // producer learns that retrying the batch is pointless, and nothing of it was stored.
+      if (!isRefusedData(error)) throw error;
+      throw ValidationError.single(
+        'events',
+        `the event store refused an event of this batch (SQLSTATE ${sqlState(error)}); none were stored`,
+      );
+    });
+    const stored = results.filter((result) => result.status === 'stored').length;
+    ctx.body = { stored, duplicates: results.length - stored, events: results };
+  });
 
   return router;
-}
-
-function digest(token: string): Buffer {
-  return createHash('sha256').update(token).digest();
 }

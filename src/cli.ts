@@ -24,6 +24,7 @@ const SERVICE_COMMANDS: Record<string, () => Promise<ServiceCommand>> = {
   streams: async () => (await import('./cli/streamsCommand.ts')).runStreams,
   redact: async () => (await import('./cli/redactCommand.ts')).runRedact,
   holds: async () => (await import('./cli/holdsCommand.ts')).runHolds,
+  retention: async () => (await import('./cli/retentionCommand.ts')).runRetention,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -23,6 +23,7 @@ const ROLE_MODULES = {
   worker: () => import('./roles/workerRole.ts'),
   sealer: () => import('./roles/sealerRole.ts'),
   streams: () => import('./roles/streamsRole.ts'),
+  retention: () => import('./roles/retentionRole.ts'),
   controller: () => import('./roles/controllerRole.ts'),
   api: () => import('./roles/apiRole.ts'),
 } satisfies Record<string, () => Promise<{ role: RoleModule }>>;

@@ -36,7 +36,8 @@ export async function runIntegrity(
           );
         const retained =
           (report.retained > 0 ? `, ${report.retained} events removed by retention` : '') +
-          (report.redacted.length > 0 ? `, ${report.redacted.length} redacted` : '');
+          (report.redacted.length > 0 ? `, ${report.redacted.length} redacted` : '') +
+          (report.expired > 0 ? `, ${report.expired} expired` : '');
         out.write(
           `tenant ${report.tenantId}: ${report.leaves} leaves, ${report.heads} tree heads${retained}: ${report.problems.length === 0 ? 'ok' : `${report.problems.length} problems`}\n`,
         );

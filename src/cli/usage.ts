@@ -27,6 +27,7 @@ export const COMMAND_USAGE: Readonly<Record<string, readonly string[]>> = {
   streams: [STREAMS_USAGE],
   redact: ['audit-trail redact --tenant T --event ID --fields details.patient_name,justification --reference R [--json]'],
   holds: ['audit-trail holds list [--tenant T] [--all] [--json]'],
+  retention: ['audit-trail retention plan [--tenant T] [--json]', 'audit-trail retention run [--tenant T] [--json]'],
   verify: [VERIFY_USAGE],
 };
 

@@ -102,6 +102,7 @@ function toConfig(env: z.output<typeof environmentSchema>) {
       retryPeriodMs: env.CONTROLLER_RETRY_PERIOD_MS,
     },
     retentionDefault: env.RETENTION_DEFAULT,
+    retention: { intervalMs: env.RETENTION_INTERVAL, batchSize: env.RETENTION_BATCH_SIZE },
     seal: { intervalMs: env.SEAL_INTERVAL, heartbeatMs: env.SEAL_HEARTBEAT, signingKey: env.SEAL_SIGNING_KEY },
     streams: {
       pollMs: env.STREAMS_POLL_MS,

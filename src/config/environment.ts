@@ -158,6 +158,10 @@ export const environmentSchema = z
     // How long a tenant's events are kept when no RetentionPolicy names the tenant (docs/retention.md);
     // unset, they are kept forever. Days, months or years: 30d, 18mo, 6y.
     RETENTION_DEFAULT: retentionPeriod.optional(),
+    // The retention role: how often it runs an expiry pass, and how many events one batch (one
+    // transaction) removes.
+    RETENTION_INTERVAL: duration('1h').pipe(z.number().min(1000, 'must be at least 1s')).default(3_600_000),
+    RETENTION_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(5_000),
     // Log streams (docs/streams.md): how often the streams role renews its leases and an idle stream looks
     // for new sealed leaves; how long a lease lasts (a killed process's streams move on after it); how many
     // streams one process delivers; the time a destination has to answer a batch; and how often a failing

@@ -31,6 +31,8 @@ export interface TenantReport {
   readonly retained: number;
   /** Redacted events: position and leaf proven, content not re-verifiable (docs/retention.md). */
   readonly redacted: Array<{ eventId: string; leafIndex: number }>;
+  /** Leaves whose event expired (its period over, unheld), recorded by the expiry: not tampering. */
+  readonly expired: number;
   readonly problems: IntegrityProblem[];
 }
 
@@ -63,11 +65,11 @@ async function checkTenant(client: pg.PoolClient, tenantId: string, sealInterval
   const report = (problem: Omit<IntegrityProblem, 'tenantId'>) => problems.push({ tenantId, ...problem });
   const treeSize = await storedTreeSize(client, tenantId);
   const upper = new TileSet(await upperTiles(client, tenantId));
-  const { leaves, retained, redacted } = await checkLeaves(client, tenantId, treeSize, upper, report);
+  const { leaves, retained, redacted, expired } = await checkLeaves(client, tenantId, treeSize, upper, report);
   const heads = await allTreeHeads(client, tenantId);
   await checkHeads(client, tenantId, heads, upper, treeSize, report);
   await checkUnsealed(client, tenantId, sealIntervalMs, report);
-  return { tenantId, leaves, heads: heads.length, retained, redacted, problems };
+  return { tenantId, leaves, heads: heads.length, retained, redacted, expired, problems };
 }
 
 /** Leaves read per round, a whole number of leaf-level tiles. */
@@ -83,10 +85,11 @@ async function checkLeaves(
   treeSize: number,
   upper: TileSet,
   report: (problem: Omit<IntegrityProblem, 'tenantId'>) => void,
-): Promise<{ leaves: number; retained: number; redacted: Array<{ eventId: string; leafIndex: number }> }> {
+): Promise<{ leaves: number; retained: number; expired: number; redacted: Array<{ eventId: string; leafIndex: number }> }> {
   let expected = 0;
   let retained = 0;
   const redacted: Array<{ eventId: string; leafIndex: number }> = [];
+  let expired = 0;
   for (let from = 0; ; from += LEAVES_PER_ROUND) {
     const rows = await leavesBetween(client, tenantId, from, from + LEAVES_PER_ROUND);
     if (rows.length === 0 && from >= treeSize) break;
@@ -110,6 +113,10 @@ async function checkLeaves(
       const event = { eventId: row.event_id, leafIndex: row.leaf_index };
       const served = row.document ?? row.rendered;
       if (served === null) {
+        if (row.expired) {
+          expired += 1;
+          continue;
+        }
         if (!row.partition_exists) {
           retained += 1;
           continue;
@@ -150,7 +157,7 @@ async function checkLeaves(
   if (expected !== treeSize) {
     report({ kind: 'tree_corrupt', message: `the tree has ${treeSize} leaves but ${expected} are recorded` });
   }
-  return { leaves: expected, retained, redacted };
+  return { leaves: expected, retained, redacted, expired };
 }
 
 /** A full tile's root must be the entry it contributed to the level above. */

@@ -41,6 +41,8 @@ interface LeafRow {
   partition_exists: boolean;
   /** Whether a redaction record (event_redactions) produced the stored document. */
   redaction_recorded: boolean;
+  /** Whether the event was removed by expiry (expired_events, migration 020). */
+  expired: boolean;
 }
 
 /** The leaves of [from, to) in order, each with its event as stored and as its columns render it (absent when deleted). */
@@ -50,13 +52,15 @@ export async function leavesBetween(client: pg.PoolClient, tenantId: string, fro
             e.document, CASE WHEN e.event_id IS NOT NULL THEN ${EVENT_JSON} END AS rendered, e.document_version,
             to_regclass('events_' || to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY_MM')) IS NOT NULL AS partition_exists,
             EXISTS (SELECT 1 FROM event_redactions x WHERE x.tenant_id = l.tenant_id AND x.event_id = l.event_id
-                       AND x.occurred_at = l.event_occurred_at AND x.document = e.document) AS redaction_recorded
+                       AND x.occurred_at = l.event_occurred_at AND x.document = e.document) AS redaction_recorded,
+            e.event_id IS NULL AND gone.event_id IS NOT NULL AS expired
        FROM (SELECT r.tenant_id, r.first_leaf + k.position - 1 AS leaf_index, k.event_occurred_at, k.event_id
                FROM merkle_leaf_ranges r
                CROSS JOIN LATERAL unnest(r.event_occurred_at, r.event_ids) WITH ORDINALITY AS k(event_occurred_at, event_id, position)
                -- A range holds at most 5,000 leaves: the first bound lets the primary key find the ranges.
               WHERE r.tenant_id = $1 AND r.first_leaf > $2 - 5000 AND r.first_leaf < $3) l
        LEFT JOIN events e ON e.tenant_id = l.tenant_id AND e.occurred_at = l.event_occurred_at AND e.event_id = l.event_id
+       LEFT JOIN expired_events gone ON gone.tenant_id = l.tenant_id AND gone.event_id = l.event_id
       WHERE l.leaf_index >= $2 AND l.leaf_index < $3
       ORDER BY l.leaf_index`,
     [tenantId, from, to],

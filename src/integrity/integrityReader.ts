@@ -1,8 +1,9 @@
 import type { ConsistencyProof, InclusionProof, SignedTreeHead } from '../client/integrity.ts';
 import type { Database, Queryable } from '../db/database.ts';
 import { UUID_PATTERN } from '../events/eventFields.ts';
-import { ConflictError, NotFoundError, ValidationError } from '../platform/errors.ts';
+import { ConflictError, GoneError, NotFoundError, ValidationError } from '../platform/errors.ts';
 import { pageOf, rowsToRead } from '../platform/paging.ts';
+import { findExpiredEvent } from './expiredEvents.ts';
 import { ExportProofs } from './exportProofs.ts';
 import { TileSet, tilesForConsistency } from './tiles.ts';
 import { TreeHeadCursor } from './treeHeadCursor.ts';
@@ -71,7 +72,16 @@ export class IntegrityReader {
     const notFound = () => new NotFoundError('No event with this id.');
     if (!UUID_PATTERN.test(eventId)) throw notFound();
     const material = await proofMaterial(this.db, tenantId, eventId.toLowerCase(), treeSize);
-    if (!material.eventFound) throw notFound();
+    if (!material.eventFound) {
+      // An expired event's leaf stays in the tree, but its content is gone: say so, and under which policy.
+      const expired = await findExpiredEvent(this.db, tenantId, eventId.toLowerCase());
+      if (!expired) throw notFound();
+      throw new GoneError('expired', `The event expired at the end of its retention period (${expired.retain}, ${expired.source}).`, {
+        expired_at: expired.expiredAt.toISOString(),
+        retain: expired.retain,
+        source: expired.source,
+      });
+    }
     const { leafIndex, head } = material;
     if (leafIndex === undefined) throw new NotYetSealedError(retryAfterSeconds);
     if (!head) {

@@ -83,6 +83,23 @@ export class NotFoundError extends AppError {
   readonly code = 'not_found';
 }
 
+/** 410: the resource existed and is gone for good (an event past its retention period). */
+export class GoneError extends AppError {
+  readonly status = 410;
+  readonly code: string;
+  private readonly extras: Record<string, unknown>;
+
+  constructor(code: string, message: string, extras: Record<string, unknown> = {}) {
+    super(message);
+    this.code = code;
+    this.extras = extras;
+  }
+
+  override bodyExtras(): Record<string, unknown> {
+    return this.extras;
+  }
+}
+
 export class ConflictError extends AppError {
   readonly status = 409;
   readonly code: string;

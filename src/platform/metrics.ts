@@ -104,6 +104,17 @@ export class ServiceMetrics {
     help: "Events appended to their tenant's Merkle tree by this sealer",
     registers: [this.registry],
   });
+  readonly eventsExpired = new Counter({
+    name: 'audit_events_expired_total',
+    help: 'Events removed because their retention period was over and no legal hold covered them',
+    registers: [this.registry],
+  });
+  readonly expiryRuns = new Counter({
+    name: 'audit_expiry_runs_total',
+    help: 'Expiry passes over every tenant (or one), by outcome',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
 
   readonly streamEventsDelivered = new Counter({
     name: 'audit_stream_events_delivered_total',

@@ -6,8 +6,8 @@ import { dirname, join, normalize, relative } from 'node:path';
  * The folders of src/ are layers, and an import may only point down (or stay in its folder): the composition
  * root and its roles (each role wires the layers below into a running part of the service) → edges (CLI,
  * HTTP, the Kubernetes controller) → adapters and processes (delivery, ingestion, streams, live) → domain (auth,
- * webhooks, integrity) → the lifecycle (retention, holds, expiry) → the trail (events) → infrastructure (db,
- * bus) → platform and config. The customer
+ * webhooks, integrity, and above them the lifecycle: retention, holds, expiry, redaction) → the trail (events)
+ * → infrastructure (db, bus) → platform and config. The customer
  * client stands alone. A picture of the imports with an arrow going up is a design asking for a change;
  * this keeps the picture honest.
  */
@@ -16,8 +16,8 @@ const LAYERS: ReadonlyArray<readonly string[]> = [
   ['config'],
   ['db', 'bus'],
   ['events'],
-  ['lifecycle'],
   ['auth', 'webhooks', 'integrity'],
+  ['lifecycle'],
   ['delivery', 'ingestion', 'streams', 'live'],
   ['http', 'controller', 'cli'],
   ['roles'],

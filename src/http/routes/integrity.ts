@@ -158,6 +158,11 @@ export const integrityOpenApi: OpenApiContribution = {
       { description: 'The inclusion proof.', content: json(ref('InclusionProof')) },
       {
         ...notFound("Unknown event (or another tenant's), or no signed tree head of tree_size."),
+        '410': authenticatedResponse({
+          description:
+            'expired: the event was removed at the end of its retention period (expired_at, retain, source); its leaf stays in the tree.',
+          content: json(ref('Error')),
+        }),
         '409': authenticatedResponse(
           {
             description: 'not_yet_sealed: the event is stored but has no leaf yet; retry after Retry-After seconds.',

@@ -254,6 +254,34 @@ describe('Helm chart', function () {
     expect(byKind(without, 'Deployment').map((item) => item.metadata.name)).not.to.include('rel-audit-trail-streams');
   });
 
+  it('runs the retention role only when asked to: a Deployment with its interval, batch size and the default period', async () => {
+    expect(byKind(defaults, 'Deployment').map((item) => item.metadata.name)).not.to.include('rel-audit-trail-retention');
+    const manifests = await render(
+      ...GIVEN_SECRETS,
+      '--set',
+      'retention.enabled=true',
+      '--set',
+      'retention.interval=30m',
+      '--set',
+      'retention.batchSize=2000',
+      '--set',
+      'config.retentionDefault=6y',
+    );
+    const deployment = named(manifests, 'Deployment', 'rel-audit-trail-retention');
+    expect(deployment.spec.replicas).to.equal(1);
+    const pod = deployment.spec.template.spec;
+    const [container] = pod.containers;
+    expect(container.args).to.deep.equal(['serve', '--roles', 'retention']);
+    expect(container.readinessProbe.httpGet).to.deep.equal({ path: '/readyz', port: 'internal' });
+    const env = environment(container);
+    expect(env).to.include({ RETENTION_INTERVAL: '30m', RETENTION_BATCH_SIZE: '2000', RETENTION_DEFAULT: '6y' });
+    expect(env).not.to.have.property('SEAL_SIGNING_KEY');
+    expect(pod.automountServiceAccountToken).to.equal(false);
+    expect(byKind(manifests, 'Service').map((service) => service.metadata.name)).to.include('rel-audit-trail-retention-internal');
+    expect(await refusal(...GIVEN_SECRETS, '--set', 'retention.enabled=true', '--set', 'retention.interval=hourly')).to.contain('interval');
+    expect(await refusal(...GIVEN_SECRETS, '--set', 'config.retentionDefault=6m')).to.contain('retentionDefault');
+  });
+
   it('needs no signing key when the sealer is disabled, and renders no sealer then', async () => {
     const manifests = await render(...GIVEN_SECRETS.slice(0, -2), '--set', 'sealer.enabled=false');
     expect(byKind(manifests, 'Deployment').map((deployment) => deployment.metadata.name)).not.to.include('rel-audit-trail-sealer');

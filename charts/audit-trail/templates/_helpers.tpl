@@ -244,6 +244,10 @@ nats: NATS_TLS
 - name: RETENTION_DEFAULT
   value: {{ . | quote }}
 {{- end }}
+- name: RETENTION_INTERVAL
+  value: {{ .root.Values.retention.interval | quote }}
+- name: RETENTION_BATCH_SIZE
+  value: {{ .root.Values.retention.batchSize | quote }}
 - name: DELIVERY_ENDPOINT_CONCURRENCY
   value: {{ .root.Values.config.deliveryEndpointConcurrency | quote }}
 - name: RATE_LIMIT_READ_PER_MINUTE
@@ -284,6 +288,7 @@ worker: {cliRoles: "relay,worker", public: false, uses: [postgres, nats], reache
 controller: {cliRoles: controller, public: false, uses: [postgres], reaches: [kubernetesApi]}
 sealer: {cliRoles: sealer, public: false, uses: [postgres], reaches: []}
 streams: {cliRoles: streams, public: false, uses: [postgres], reaches: [webhooks]}
+retention: {cliRoles: retention, public: false, uses: [postgres], reaches: []}
 {{- end }}
 
 {{/*

@@ -43,7 +43,20 @@ export interface JsonTypes {
 
 export type AuditEventFieldName = keyof typeof AUDIT_EVENT_FIELDS;
 
+/**
+ * What a redacted event carries (docs/retention.md "Redaction"): every field redacted so far (their values
+ * are now "[redacted]"), the leaf hash the event was sealed with, which its inclusion proof proves, and
+ * each redaction's fields, time and reference.
+ */
+export interface EventRedaction {
+  fields: string[];
+  leaf_hash: string;
+  history: Array<{ fields: string[]; redacted_at: string; reference: string }>;
+}
+
 /** An event as the list, the lookup and the export return it; the service may add fields, so others are allowed. */
 export type AuditEvent = { [Name in AuditEventFieldName]: JsonTypes[(typeof AUDIT_EVENT_FIELDS)[Name]['type']] } & {
+  /** Only on a redacted event. */
+  redaction?: EventRedaction;
   [extra: string]: unknown;
 };

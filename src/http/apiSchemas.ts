@@ -7,8 +7,33 @@ import { AUDIT_EVENT_FIELDS, type AuditEventField, type AuditEventFieldName } fr
  */
 
 // Response objects are loose: the service may add fields (docs/api.md "Versioning"), and clients must ignore unknown ones.
+export const redactionSchema = z
+  .object({
+    fields: z
+      .array(z.string())
+      .meta({ description: 'Every field redacted so far: `justification` or `details.<key>`; each now holds "[redacted]".' }),
+    leaf_hash: z.string().meta({
+      description:
+        "The event's leaf hash as sealed (lowercase hex): its inclusion proof proves it; the redacted content no longer hashes to it.",
+    }),
+    history: z
+      .array(
+        z.object({
+          fields: z.array(z.string()),
+          redacted_at: z.string().meta({ description: 'UTC, YYYY-MM-DDTHH:mm:ss.SSSZ.' }),
+          reference: z.string().meta({ description: 'The reference of the erasure request it honoured.' }),
+        }),
+      )
+      .meta({ description: 'Each redaction of the event, oldest first.' }),
+  })
+  .meta({
+    id: 'Redaction',
+    description:
+      'Present only on a redacted event: personal data in free-text fields was replaced by "[redacted]" on request. Its position and leaf stay proven; its content is not re-verifiable.',
+  });
+
 export const auditEventSchema = z
-  .looseObject(auditEventShape())
+  .looseObject({ ...auditEventShape(), redaction: redactionSchema.optional() })
   .meta({ id: 'AuditEvent', description: 'One audit event. Clients must tolerate additional fields.' });
 
 type FieldSchema<Field extends AuditEventField> = Field['type'] extends 'boolean' ? z.ZodBoolean : z.ZodString;

@@ -1,3 +1,4 @@
+import type { EventRedaction } from '../client/auditEvent.ts';
 import { REDACTION_MARKER } from '../client/redactedEvents.ts';
 import { ValidationError, type FieldProblem } from '../platform/errors.ts';
 
@@ -20,14 +21,7 @@ const DETAILS_PATH = /^details(\.[^.]+)+$/;
 const MAX_FIELDS = 50;
 
 /** The `redaction` member of a redacted event as served. */
-export interface RedactionMember {
-  /** Every field redacted so far, in the order they were. */
-  readonly fields: string[];
-  /** The event's leaf hash as sealed (lowercase hex): what its inclusion proof proves at its position. */
-  readonly leaf_hash: string;
-  /** Each redaction: its fields, when, and the reference of the request it honoured. */
-  readonly history: Array<{ fields: string[]; redacted_at: string; reference: string }>;
-}
+export type RedactionMember = EventRedaction;
 
 /** The fields asked for, checked and without repeats; a ValidationError names each one refused. */
 export function parseRedactableFields(fields: readonly string[]): string[] {

@@ -11,6 +11,7 @@ import { Database } from '../../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 import { documentsOfKeys } from '../../src/events/eventStore.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
+import { redactionSchema } from '../../src/http/apiSchemas.ts';
 import { REDACTION_MARKER } from '../../src/lifecycle/redaction.ts';
 import { redactEvent } from '../../src/lifecycle/redactions.ts';
 import type { NewEvent } from '../../src/events/eventStore.ts';
@@ -122,6 +123,8 @@ describe('redaction of free-text fields, keeping proofs', function () {
     expect(rest).to.deep.equal(restBefore);
     expect(Object.keys(after)).to.deep.equal([...Object.keys(before), 'redaction']);
     expect(redaction.fields).to.deep.equal(['details.patient_name', 'justification']);
+    // As the OpenAPI document describes it (the Redaction component).
+    expect(redactionSchema.strict().safeParse(redaction).success).to.equal(true);
     expect(redaction.history).to.have.length(1);
     expect(redaction.history[0]).to.include({ reference: 'DSR-2026-0042' });
     expect(redaction.history[0].fields).to.deep.equal(['details.patient_name', 'justification']);

@@ -5,7 +5,7 @@ import { filterFieldsSchema, toEventFilters } from '../../events/eventFilters.ts
 import { requireScope } from '../authenticate.ts';
 import { parseQuery, queryBoolean, queryInteger } from '../requestInput.ts';
 import { principalOf, type RequestState } from '../state.ts';
-import { auditEventSchema, eventListSchema, pageSchema } from '../apiSchemas.ts';
+import { auditEventSchema, eventListSchema, pageSchema, redactionSchema } from '../apiSchemas.ts';
 import { authenticatedResponse, json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
 
 export const DEFAULT_PAGE_SIZE = 100;
@@ -51,7 +51,7 @@ export function eventRoutes(reader: EventReader): Router<RequestState> {
 }
 
 export const eventsOpenApi: OpenApiContribution = {
-  schemas: [auditEventSchema, pageSchema, eventListSchema],
+  schemas: [redactionSchema, auditEventSchema, pageSchema, eventListSchema],
   paths: {
     '/audit/events': {
       get: {

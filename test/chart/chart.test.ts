@@ -232,6 +232,17 @@ describe('Helm chart', function () {
     }
   });
 
+  it('gives the api pods OPERATOR_TOKENS from the Secret when it holds them (optional), and no other pod', () => {
+    for (const deployment of byKind(everything, 'Deployment')) {
+      const env = environment(deployment.spec.template.spec.containers[0]);
+      if (deployment.metadata.name === 'rel-audit-trail-api') {
+        expect(env.OPERATOR_TOKENS).to.deep.equal({ secretKeyRef: { name: 'audit-trail-env', key: 'OPERATOR_TOKENS', optional: true } });
+      } else {
+        expect(env, deployment.metadata.name).not.to.have.property('OPERATOR_TOKENS');
+      }
+    }
+  });
+
   it('runs the streams role as a Deployment of its own: its values, probes, PDB, the secrets key and no API token', async () => {
     const deployment = named(everything, 'Deployment', 'rel-audit-trail-streams');
     expect(deployment.spec.replicas).to.equal(3);

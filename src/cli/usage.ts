@@ -15,7 +15,7 @@ const VERIFY_USAGE = `audit-trail verify ${VERIFY_ARGUMENTS}`;
 
 /** Each command's usage lines, as `audit-trail COMMAND --help` prints them. */
 export const COMMAND_USAGE: Readonly<Record<string, readonly string[]>> = {
-  serve: ['audit-trail serve [--roles api,ingest,relay,worker,controller,sealer,streams]'],
+  serve: ['audit-trail serve [--roles api,ingest,relay,worker,controller,sealer,streams,retention]'],
   migrate: ['audit-trail migrate [--create-database]'],
   keys: [
     'audit-trail keys mint --tenant T --scopes a,b [--cidr C]... [--description D] [--json]',

@@ -232,4 +232,12 @@ describe('expiry', function () {
     // The current and previous months are never dropped, whatever they hold.
     expect((await database.pool.query('SELECT count(*)::int AS n FROM events')).rows[0].n).to.be.greaterThan(0);
   });
+
+  it('expires an event stored again after it expired (a producer retry with the same id and time) without failing the pass', async () => {
+    const again = acme.day3[0]!;
+    await seedEvents(db.url, [again]);
+    expect(await stored('acme')).to.include(again.eventId);
+    await expiry.run('acme');
+    expect(await stored('acme')).to.deep.equal(ids(...acme.today));
+  });
 });

@@ -518,4 +518,21 @@ describe('redaction of free-text fields, keeping proofs', function () {
     ]);
     expect(rows).to.deep.equal([{ user_id: 'dpo-tool', user_role: 'operator' }]);
   });
+
+  it('applies two concurrent redactions of one event one after the other: both fields end up redacted, in both records', async () => {
+    const victim = trail[0]!;
+    const results = await Promise.all([
+      redactEvent(writer, { tenantId: tenant, eventId: victim.eventId, fields: ['details.patient_name'], reference: 'C-1' }, OPERATOR),
+      redactEvent(writer, { tenantId: tenant, eventId: victim.eventId, fields: ['justification'], reference: 'C-2' }, OPERATOR),
+    ]);
+    const after = await lookup(victim.eventId);
+    expect([...after.redaction.fields].sort()).to.deep.equal(['details.patient_name', 'justification']);
+    expect(after.justification).to.equal(REDACTION_MARKER);
+    expect(JSON.parse(after.details).patient_name).to.equal(REDACTION_MARKER);
+    // The later one saw the earlier one's document: its member lists both.
+    const longest = results.map((result) => result.redaction.fields.length).sort();
+    expect(longest).to.deep.equal([1, 2]);
+    const { rows } = await db.pool.query('SELECT count(*)::int AS n FROM event_redactions WHERE event_id = $1', [victim.eventId]);
+    expect(rows[0].n).to.equal(2);
+  });
 });

@@ -211,7 +211,11 @@ export class StreamWorker {
   private async sendChunk(tenantId: string, chunk: Chunk): Promise<{ kind: 'moved' } | Extract<PassOutcome, { kind: 'lost' | 'failed' }>> {
     const { db, owner, metrics } = this.options;
     if (chunk.end < chunk.start) return { kind: 'moved' };
-    for (const batch of this.cut(tenantId, chunk.records, chunk.head, chunk.start, chunk.end)) {
+    const batches = [...this.cut(tenantId, chunk.records, chunk.head, chunk.start, chunk.end)];
+    for (const [index, batch] of batches.entries()) {
+      // The next body is compressed while this batch is in flight; it is sent only once this one is acknowledged.
+      const following = batches[index + 1];
+      if (following) this.destination.prepare(following.encoded);
       const outcome = await this.destination.send(batch.encoded);
       if (outcome.kind !== 'delivered') return { kind: 'failed', outcome };
       if (!(await advancePosition(db, this.stream.id, owner, tenantId, batch.encoded.lastLeaf + 1, batch.events))) return { kind: 'lost' };

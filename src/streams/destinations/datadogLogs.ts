@@ -1,7 +1,7 @@
 import type { StreamRecord } from '../records.ts';
 import type { StreamFormat } from '../streamRules.ts';
 import {
-  gzipped,
+  compressedBody,
   outcomeOfStatus,
   retryAfterMs,
   type BatchLimits,
@@ -53,8 +53,16 @@ export class DatadogLogs implements Destination {
     return `{${this.sharedMembers},"ddtags":${JSON.stringify(tags)},"message":${JSON.stringify(message)},"${this.attribute}":${record.json}}`;
   }
 
+  prepare(batch: EncodedBatch): void {
+    void this.body(batch);
+  }
+
+  private body(batch: EncodedBatch): Promise<Buffer> {
+    return compressedBody(batch, () => `[${batch.items.join(',')}]`);
+  }
+
   async send(batch: EncodedBatch): Promise<SendOutcome> {
-    const body = await gzipped(`[${batch.items.join(',')}]`);
+    const body = await this.body(batch);
     let answer: HttpAnswer;
     try {
       answer = await this.poster.post(

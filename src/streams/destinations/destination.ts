@@ -11,6 +11,11 @@ export interface Destination {
   readonly limits: BatchLimits;
   /** The protocol's item for one record; its UTF-8 length counts towards limits.maxBytes. */
   encode(record: StreamRecord): string;
+  /**
+   * Starts compressing the batch's body (compressedBody) without sending it: the worker calls it for the next
+   * batch while the one before is in flight, so that compression and the destination's answer overlap.
+   */
+  prepare(batch: EncodedBatch): void;
   send(batch: EncodedBatch): Promise<SendOutcome>;
   close(): Promise<void>;
 }
@@ -70,6 +75,24 @@ const gzipAsync = promisify(gzip);
  * A batch's body, gzipped on libuv's thread pool: the stream's event loop goes on meanwhile (reading the
  * next chunk of the trail), where gzipSync held it for the whole compression of up to 5 MB.
  */
-export function gzipped(text: string): Promise<Buffer> {
+function gzipped(text: string): Promise<Buffer> {
   return gzipAsync(text);
+}
+
+const compressed = new WeakMap<EncodedBatch, Promise<Buffer>>();
+
+/**
+ * A batch's body, `text()` gzipped once: prepare() starts it ahead, send() awaits the same promise. Kept
+ * only as long as the batch itself (a batch cut again after a 413 is a new one).
+ */
+export function compressedBody(batch: EncodedBatch, text: () => string): Promise<Buffer> {
+  let body = compressed.get(batch);
+  if (body === undefined) {
+    body = gzipped(text());
+    // Awaited by send; a prepared body whose batch is never sent (the one before failed) must not be an
+    // unhandled rejection.
+    body.catch(() => undefined);
+    compressed.set(batch, body);
+  }
+  return body;
 }

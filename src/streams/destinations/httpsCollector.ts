@@ -1,7 +1,7 @@
 import { signatureHeaders } from '../../client/webhookSigning.ts';
 import type { StreamRecord } from '../records.ts';
 import {
-  gzipped,
+  compressedBody,
   outcomeOfStatus,
   retryAfterMs,
   type BatchLimits,
@@ -36,8 +36,16 @@ export class HttpsCollector implements Destination {
     return `${record.json}\n`;
   }
 
+  prepare(batch: EncodedBatch): void {
+    void this.body(batch);
+  }
+
+  private body(batch: EncodedBatch): Promise<Buffer> {
+    return compressedBody(batch, () => batch.items.join(''));
+  }
+
   async send(batch: EncodedBatch): Promise<SendOutcome> {
-    const body = await gzipped(batch.items.join(''));
+    const body = await this.body(batch);
     const batchId = `${batch.streamId}.${batch.tenantId}.${batch.firstLeaf}-${batch.lastLeaf}`;
     let answer: HttpAnswer;
     try {

@@ -4,7 +4,7 @@ import { isIP } from 'node:net';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { blockedAddressReason, guardedLookup } from '../../webhooks/targetGuard.ts';
 import type { StreamRecord } from '../records.ts';
-import { gzipped, type BatchLimits, type Destination, type EncodedBatch, type SendOutcome } from './destination.ts';
+import { compressedBody, type BatchLimits, type Destination, type EncodedBatch, type SendOutcome } from './destination.ts';
 import { outcomeOfNetworkFailure } from './httpPoster.ts';
 
 export interface S3Settings {
@@ -91,6 +91,14 @@ export class S3Objects implements Destination {
     return `${this.settings.prefix}/${batch.tenantId}/${day}/${leaves}-${batch.streamId}.ndjson.gz`;
   }
 
+  prepare(batch: EncodedBatch): void {
+    void this.body(batch);
+  }
+
+  private body(batch: EncodedBatch): Promise<Buffer> {
+    return compressedBody(batch, () => batch.items.join(''));
+  }
+
   async send(batch: EncodedBatch): Promise<SendOutcome> {
     if (this.blocked) return { kind: 'refused', reason: `target refused: host ${this.blocked}` };
     const { client, sdk } = await this.client;
@@ -99,7 +107,7 @@ export class S3Objects implements Destination {
         new sdk.PutObjectCommand({
           Bucket: this.settings.bucket,
           Key: this.keyOf(batch),
-          Body: await gzipped(batch.items.join('')),
+          Body: await this.body(batch),
           ContentType: 'application/x-ndjson',
           ContentEncoding: 'gzip',
           Metadata: {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { StreamRecord } from '../records.ts';
 import type { StreamFormat } from '../streamRules.ts';
 import {
-  gzipped,
+  compressedBody,
   outcomeOfStatus,
   retryAfterMs,
   type BatchLimits,
@@ -55,8 +55,16 @@ export class SplunkHec implements Destination {
     return `{"time":${time}${this.sharedMembers},"sourcetype":${JSON.stringify(sourcetype)},"event":${record.json}}`;
   }
 
+  prepare(batch: EncodedBatch): void {
+    void this.body(batch);
+  }
+
+  private body(batch: EncodedBatch): Promise<Buffer> {
+    return compressedBody(batch, () => batch.items.join('\n'));
+  }
+
   async send(batch: EncodedBatch): Promise<SendOutcome> {
-    const body = await gzipped(batch.items.join('\n'));
+    const body = await this.body(batch);
     let answer: HttpAnswer;
     try {
       answer = await this.poster.post(

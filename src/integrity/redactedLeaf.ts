@@ -16,8 +16,9 @@ const REDACTION_MEMBER = ',"redaction":{';
 
 export function redactedLeafVerdict(served: string, storedLeafHex: string, recorded: boolean): RedactedLeafVerdict {
   if (!served.includes(REDACTION_MEMBER)) return { redacted: false };
-  const { redaction: _member, ...unredacted } = JSON.parse(served) as Record<string, unknown>;
-  const claim = redactionClaim(JSON.parse(served) as Record<string, unknown>);
+  const event = JSON.parse(served) as Record<string, unknown>;
+  const claim = redactionClaim(event);
+  const { redaction: _member, ...unredacted } = event;
   if (claim === undefined) return { redacted: false };
   if (typeof claim === 'string') return { redacted: true, problem: `it is served as redacted, but ${claim}` };
   if (claim.leafHash !== storedLeafHex)

@@ -82,6 +82,7 @@ function toConfig(env: z.output<typeof environmentSchema>) {
       scheduleMs: env.DELIVERY_SCHEDULE,
       ackWaitMs: env.DELIVERY_ACK_WAIT_MS,
       endpointConcurrency: env.DELIVERY_ENDPOINT_CONCURRENCY,
+      maxSockets: env.DELIVERY_MAX_SOCKETS,
       timeoutMs: env.DELIVERY_TIMEOUT_MS,
       relayPollMs: env.DELIVERY_RELAY_POLL_MS,
     },

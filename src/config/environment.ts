@@ -116,6 +116,9 @@ export const environmentSchema = z
     DELIVERY_ACK_WAIT_MS: z.coerce.number().int().min(1000).default(30_000),
     // Concurrent requests to one endpoint from one worker; a slow receiver cannot take more than this.
     DELIVERY_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(16),
+    // Requests in flight from one worker over all endpoints, each on a socket of its own: hung receivers of
+    // one tenant share this instead of taking the process's file descriptors and event loop (issue 28).
+    DELIVERY_MAX_SOCKETS: z.coerce.number().int().min(1).max(100_000).default(512),
     // The contract is a 2xx within 10 seconds (docs/webhooks.md). Shorter only in tests.
     DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
     DELIVERY_RELAY_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(500),

@@ -40,6 +40,8 @@ export interface DeliveryWorkerOptions {
   readonly ackWaitMs: number;
   /** Requests in flight to one endpoint from this worker. */
   readonly endpointConcurrency: number;
+  /** Requests (each on a socket of its own) in flight from this worker over all endpoints, shared fairly. */
+  readonly maxSockets: number;
   readonly log: Logger;
   readonly metrics: ServiceMetrics;
   /** Time for due times and the parking log; the system's by default. */
@@ -109,6 +111,7 @@ export class DeliveryWorker {
     });
     this.lanes = new EndpointLanes<Routed>({
       concurrency: options.endpointConcurrency,
+      maxInFlight: options.maxSockets,
       send: (_, routed) =>
         this.attempt(routed).catch((thrown: unknown) => {
           this.attemptImpossible(routed.held, routed.work, thrown);
@@ -116,6 +119,7 @@ export class DeliveryWorker {
         }),
       onSlotFreed: () => this.puller?.maybeResume(),
     });
+    options.metrics.registerWebhookRequestsInFlight(() => this.lanes.requestsInFlight, options.maxSockets);
     this.recorder = new OutcomeRecorder<Held>({
       writer: options.writer,
       policy,

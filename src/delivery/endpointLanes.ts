@@ -1,7 +1,16 @@
 /**
- * Per-endpoint lanes of a worker: at most `concurrency` requests in flight to one endpoint, a queue behind
+ * Per-endpoint lanes of a worker: at most `concurrency` requests in flight to one endpoint, at most
+ * `maxInFlight` over all of them (each request holds a socket: the worker's socket cap), a queue behind
  * them, and the judgement of which endpoints keep up. A hung receiver holds at most its own slots; what
  * its lane cannot take is handed back (overflow) to be parked in Postgres, never blocking the consumer.
+ *
+ * The cap is shared so that no endpoint waits behind others that hang: a lane's first request in flight
+ * may take any free slot, but its further ones only the first three quarters of the cap, and at most
+ * maxInFlight / (lanes + 1) of it (never more than `concurrency`). So while fewer than a quarter of the
+ * cap's worth of endpoints have requests in flight, a lane with none sends at once, however many of the
+ * others hang and however many requests they hold; a slot that frees goes to the waiting lane with the
+ * fewest requests in flight. A hung endpoint's requests end at the time limit, so the shares even out
+ * within one DELIVERY_TIMEOUT_MS.
  */
 
 /**
@@ -28,6 +37,8 @@ interface Lane<T> {
 export interface EndpointLanesOptions<T> {
   /** Requests in flight to one endpoint. */
   readonly concurrency: number;
+  /** Requests in flight over all endpoints: DELIVERY_MAX_SOCKETS. */
+  readonly maxInFlight: number;
   /**
    * Makes the request of one item; the lane's slot is held until it settles, with whether the endpoint
    * answered (any status) rather than timing out or failing to connect.
@@ -43,6 +54,7 @@ export class EndpointLanes<T> {
   private readonly options: EndpointLanesOptions<T>;
   private readonly lanes = new Map<string, Lane<T>>();
   private readonly sending = new Set<Promise<void>>();
+  private inFlight = 0;
 
   constructor(options: EndpointLanesOptions<T>) {
     this.options = options;
@@ -54,7 +66,7 @@ export class EndpointLanes<T> {
    */
   admit(endpointId: string, item: T): Admission {
     const lane = this.laneOf(endpointId);
-    if (lane.inFlight < this.options.concurrency) {
+    if (lane.waiting.length === 0 && this.mayDispatch(lane)) {
       this.dispatch(endpointId, lane, item);
       return 'sent';
     }
@@ -72,6 +84,7 @@ export class EndpointLanes<T> {
       const cap = this.queueCapOf(lane);
       if (lane.waiting.length <= cap) continue;
       for (const item of lane.waiting.splice(cap)) excess.push({ endpointId, item });
+      if (lane.inFlight === 0 && lane.waiting.length === 0) this.lanes.delete(endpointId);
     }
     return excess;
   }
@@ -87,7 +100,9 @@ export class EndpointLanes<T> {
 
   /** Everything still queued (when stopping); requests in flight go on. */
   takeWaiting(): T[] {
-    return [...this.lanes.values()].flatMap((lane) => lane.waiting.splice(0));
+    const waiting = [...this.lanes.values()].flatMap((lane) => lane.waiting.splice(0));
+    for (const [endpointId, lane] of this.lanes) if (lane.inFlight === 0) this.lanes.delete(endpointId);
+    return waiting;
   }
 
   /** Resolves when every request in flight has settled. */
@@ -95,27 +110,62 @@ export class EndpointLanes<T> {
     await Promise.allSettled([...this.sending]);
   }
 
+  /** Requests in flight over all lanes (sockets in use). */
+  get requestsInFlight(): number {
+    return this.inFlight;
+  }
+
+  /** The lane's share of the worker's cap, now: see the header. */
+  private limitOf(lane: Lane<T>): number {
+    const share = Math.floor(this.options.maxInFlight / (this.lanes.size + 1));
+    return Math.min(this.options.concurrency, Math.max(1, share));
+  }
+
+  private mayDispatch(lane: Lane<T>): boolean {
+    const { maxInFlight } = this.options;
+    if (this.inFlight >= maxInFlight) return false;
+    if (lane.inFlight === 0) return true;
+    // The last quarter of the cap is kept for lanes with nothing in flight (see the header).
+    return lane.inFlight < this.limitOf(lane) && this.inFlight < maxInFlight - Math.floor(maxInFlight / 4);
+  }
+
   private isSlow(lane: Lane<T>): boolean {
-    return lane.inFlight >= this.options.concurrency && Date.now() - lane.lastAnsweredAt > SLOW_AFTER_MS;
+    // "All its slots busy" is whatever stops it sending more now: its share, or the worker's cap.
+    return lane.inFlight > 0 && !this.mayDispatch(lane) && Date.now() - lane.lastAnsweredAt > SLOW_AFTER_MS;
+  }
+
+  /** Fills free slots of the cap from the waiting lanes, the one with the fewest requests in flight first. */
+  private pump(): void {
+    while (this.inFlight < this.options.maxInFlight) {
+      let next: [string, Lane<T>] | undefined;
+      for (const entry of this.lanes) {
+        const lane = entry[1];
+        if (lane.waiting.length === 0 || !this.mayDispatch(lane)) continue;
+        if (!next || lane.inFlight < next[1].inFlight) next = entry;
+      }
+      if (!next) return;
+      this.dispatch(next[0], next[1], next[1].waiting.shift()!);
+    }
   }
 
   private queueCapOf(lane: Lane<T>): number {
-    return this.isSlow(lane) ? this.options.concurrency * SLOW_ENDPOINT_QUEUE_PER_SLOT : ENDPOINT_QUEUE_HARD_CAP;
+    return this.isSlow(lane) ? this.limitOf(lane) * SLOW_ENDPOINT_QUEUE_PER_SLOT : ENDPOINT_QUEUE_HARD_CAP;
   }
 
   private dispatch(endpointId: string, lane: Lane<T>, item: T): void {
     lane.inFlight += 1;
+    this.inFlight += 1;
     // A send that throws is a bug elsewhere; the slot must come back all the same.
     const sent = this.options.send(endpointId, item).catch(() => false);
     const task = sent.then((answered) => {
       lane.inFlight -= 1;
+      this.inFlight -= 1;
       if (answered) {
         lane.answered += 1;
         lane.lastAnsweredAt = Date.now();
       }
-      const next = lane.waiting.shift();
-      if (next !== undefined) this.dispatch(endpointId, lane, next);
-      else if (lane.inFlight === 0) this.lanes.delete(endpointId);
+      if (lane.inFlight === 0 && lane.waiting.length === 0) this.lanes.delete(endpointId);
+      this.pump();
       this.options.onSlotFreed();
     });
     this.sending.add(task);

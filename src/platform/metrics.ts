@@ -246,4 +246,16 @@ export class ServiceMetrics {
       },
     });
   }
+
+  /** The worker's webhook requests in flight, against its DELIVERY_MAX_SOCKETS. */
+  registerWebhookRequestsInFlight(measure: () => number, cap: number): void {
+    new Gauge({
+      name: 'webhook_requests_in_flight',
+      help: `Webhook requests (each on a socket) in flight from this worker; capped at DELIVERY_MAX_SOCKETS (${cap})`,
+      registers: [this.registry],
+      collect() {
+        this.set(measure());
+      },
+    });
+  }
 }

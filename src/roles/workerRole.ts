@@ -27,6 +27,7 @@ export const role: Role = {
       retryPolicy: new RetryPolicy(config.delivery.scheduleMs),
       ackWaitMs: config.delivery.ackWaitMs,
       endpointConcurrency: config.delivery.endpointConcurrency,
+      maxSockets: config.delivery.maxSockets,
       log: parts.log.child({ role: 'worker' }),
       metrics: parts.metrics,
     });

@@ -1,3 +1,6 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { Database } from '../../src/db/database.ts';
@@ -176,6 +179,26 @@ describe('a hung webhook endpoint', function () {
     return Object.fromEntries(rows.map((row) => [row.state, row.n]));
   }
 
+  /**
+   * An idle Node process measuring its own event-loop delay until stopped: the machine's share of the delay
+   * a busy process sees (issue 28's 100 ms bound is for the service's own stalls).
+   */
+  function idleEventLoopDelay(): { stop(): Promise<number> } {
+    const script = `const h = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 10 }); h.enable();
+      process.stdin.on('data', () => { h.disable(); process.stdout.write(String(h.percentile(99) / 1e6)); process.exit(0); });`;
+    const child = spawn(process.execPath, ['-e', script], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    return {
+      async stop() {
+        const exited = once(child, 'exit');
+        child.stdin.write('stop');
+        await exited;
+        return Number(output);
+      },
+    };
+  }
+
   it('parks its backlog: publications bounded by its concurrency, attempts at the pace of its slots, others on time, all sent once it answers', async () => {
     const BACKLOG = 3_000;
     const { db, endpoints } = await deployment([
@@ -321,5 +344,56 @@ describe('a hung webhook endpoint', function () {
     await waitFor(async () => (await states(db, endpoint.id)).succeeded === 50, 'the parked deliveries to be sent', 15_000);
     expect(endpoint.receiver.received).to.have.length(50);
     expect(await service.metric('webhook_deliveries_unparked_total{by="sweep"}')).to.be.at.least(1);
+  });
+
+  it("holds at most DELIVERY_MAX_SOCKETS with 100 hung endpoints of one tenant; the event loop stays under 100 ms p99 and another tenant's endpoint gets its deliveries promptly", async () => {
+    const HUNG = 100;
+    const MAX_SOCKETS = 200;
+    // Each event of the hostile tenant goes to its 100 endpoints: 3,000 deliveries, 16 slots per endpoint
+    // asked for (1,600 sockets without the cap, as in the issue's 93 endpoints holding 1,517).
+    const { db, endpoints } = await deployment([
+      ...Array.from({ length: HUNG }, () => ({ tenantId: 'hostile', reply: 'hang' as const })),
+      { tenantId: 'healthy', reply: 204 },
+    ]);
+    const hung = endpoints.slice(0, HUNG);
+    const healthy = endpoints[HUNG]!;
+    const service = await startService(db, { DELIVERY_ENDPOINT_CONCURRENCY: '16', DELIVERY_MAX_SOCKETS: String(MAX_SOCKETS) });
+    await seedEvents(
+      db.url,
+      Array.from({ length: 30 }, () => newEvent({ tenantId: 'hostile' })),
+    );
+    const sockets = () => hung.reduce((sum, endpoint) => sum + endpoint.receiver.openConnections(), 0);
+    await waitFor(() => sockets() >= MAX_SOCKETS / 2, 'the hung endpoints to hold sockets', 30_000);
+
+    const idle = idleEventLoopDelay();
+    const delay = monitorEventLoopDelay({ resolution: 10 });
+    delay.enable();
+    let mostSockets = 0;
+    const latencies: number[] = [];
+    const seen = healthy.receiver.received.length;
+    // Two request time limits of the hung endpoints: their requests end, their slots are taken again.
+    const until = Date.now() + 2 * TIMEOUT_MS + 1_000;
+    const pool = new Database({ url: db.url, poolSize: 1, applicationName: 'hung endpoint test', log: testLogger() });
+    pools.push(pool);
+    const writer = new EventWriter(pool, WEBHOOK_FAN_OUT);
+    for (let round = 1; Date.now() < until; round += 1) {
+      const written = Date.now();
+      await writer.write([newEvent({ tenantId: 'healthy' })], 'test');
+      await waitFor(() => healthy.receiver.received.length === seen + round, 'the healthy delivery', 10_000, 5);
+      latencies.push(healthy.receiver.received[seen + round - 1]!.receivedAt - written);
+      mostSockets = Math.max(mostSockets, sockets());
+    }
+    delay.disable();
+    const p99Ms = delay.percentile(99) / 1e6;
+    const idleP99Ms = await idle.stop();
+    const figures = JSON.stringify({ p99Ms, idleP99Ms, maxMs: delay.max / 1e6, mostSockets, latencies });
+    expect(mostSockets, figures).to.be.at.most(MAX_SOCKETS);
+    // The service's own stalls, not the machine's: what an idle process on the same cores saw over the same
+    // window (its scheduling delay under other processes' load) is not the worker's doing. Without the cap
+    // the worker stalled for seconds (2.3 s p99 in one run), with it tens of milliseconds.
+    expect(p99Ms - idleP99Ms, figures).to.be.below(100);
+    // Prompt: as in the tests above, each within a second of being written.
+    expect(Math.max(...latencies), figures).to.be.below(1_000);
+    expect(await service.metric('webhook_deliveries_parked_total'), figures).to.be.above(0);
   });
 });

@@ -164,6 +164,8 @@ abstract class PrivateServer {
 }
 
 export interface PrivatePostgresOptions {
+  /** Server settings, as `-c name=value` (max_connections, say). */
+  readonly settings?: Readonly<Record<string, string>>;
   /** ssl=on, and connections over TCP without TLS refused. */
   readonly tls?: ServerTls & {
     /** Roles (created as superusers) that must present a client certificate signed by the CA. */
@@ -272,6 +274,7 @@ export class PrivatePostgres extends PrivateServer {
         'fsync=off',
         '-c',
         'full_page_writes=off',
+        ...Object.entries(this.options.settings ?? {}).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
         ...(this.options.tls
           ? [
               '-c',

@@ -15,6 +15,8 @@ export type Reply = number | 'hang' | { status: number; body?: string; headers?:
 export interface TestReceiver {
   readonly url: string;
   readonly received: ReceivedDelivery[];
+  /** Connections open to it now (a hung request holds one). */
+  openConnections(): number;
   /** Changes the answer for requests from now on. */
   reply(answer: Reply | ((delivery: ReceivedDelivery) => Reply)): void;
   close(): Promise<void>;
@@ -53,6 +55,7 @@ export async function startReceiver(initial: Reply = 204, path = '/hook'): Promi
   return {
     url: `http://127.0.0.1:${port}${path}`,
     received,
+    openConnections: () => sockets.size,
     reply(next) {
       answer = next;
     },

@@ -250,6 +250,8 @@ nats: NATS_TLS
   value: {{ .root.Values.retention.batchSize | quote }}
 - name: DELIVERY_ENDPOINT_CONCURRENCY
   value: {{ .root.Values.config.deliveryEndpointConcurrency | quote }}
+- name: DELIVERY_MAX_SOCKETS
+  value: {{ .root.Values.config.deliveryMaxSockets | quote }}
 - name: RATE_LIMIT_READ_PER_MINUTE
   value: {{ .root.Values.config.rateLimits.readPerMinute | quote }}
 - name: RATE_LIMIT_WRITE_PER_MINUTE

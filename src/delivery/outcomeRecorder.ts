@@ -5,7 +5,8 @@ import { readDeliveryFacts, recordOutcomes, unparkDeliveries, type OutcomeWrite 
 import { applyOutcome, type DeliveryFacts, type DeliveryOutcome, type DeliveryPolicy, type EndpointFacts } from './deliveryStateMachine.ts';
 import { cancelPendingDeliveries } from './endpointDeliveries.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
-import { coerceError } from '../platform/errors.ts';
+import { isTransientServerCondition } from '../db/sqlstate.ts';
+import { ServiceUnavailableError, coerceError } from '../platform/errors.ts';
 import { MicroBatcher } from '../platform/microBatcher.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
@@ -17,6 +18,12 @@ const MAX_FLUSH_BATCH = 2_000;
 // Outcomes are written after the request, so the linger adds nothing to delivery latency; it makes
 // fewer, larger transactions (and acks come that much later).
 const FLUSH_LINGER_MS = 20;
+
+// Writing again a batch Postgres could not take: quickly at first (a connection refused for a moment),
+// then every few seconds while it stays away.
+const RECORD_RETRY_FIRST_MS = 100;
+const RECORD_RETRY_MAX_MS = 2_000;
+const STOP_RETRY_MS = 5_000;
 
 const SYSTEM_ACTOR: Actor = { userId: 'audit-trail', userRole: 'system' };
 
@@ -47,6 +54,9 @@ export interface OutcomeRecorderOptions<S> {
 export class OutcomeRecorder<S> {
   private readonly options: OutcomeRecorderOptions<S>;
   private readonly batcher: MicroBatcher<PendingOutcome<S>>;
+  /** Until when a batch Postgres cannot take is written again rather than handed back (Infinity while running). */
+  private retryUntil = Number.POSITIVE_INFINITY;
+  private wake: (() => void) | undefined;
 
   constructor(options: OutcomeRecorderOptions<S>) {
     this.options = options;
@@ -67,27 +77,71 @@ export class OutcomeRecorder<S> {
 
   /** Writes every outcome still waiting (when stopping). */
   async flushAll(): Promise<void> {
+    // A stopping worker waits this long for Postgres, then lets its messages be redelivered.
+    this.retryUntil = Math.min(this.retryUntil, Date.now() + STOP_RETRY_MS);
+    this.wake?.();
     await this.batcher.drain();
   }
 
+  /**
+   * A batch Postgres cannot take now (down, refusing connections, in recovery) is written again, with
+   * backoff, for as long as it takes: its requests were sent, and handing their messages back would have
+   * them sent again when the message returns, perhaps again and again while Postgres comes and goes (issue
+   * 28: up to 4 copies at max_connections=10). Held, the messages are kept from redelivery by the worker's
+   * keep-alive, so a delivery whose outcome cannot be recorded is not sent again until it is; only a worker
+   * that stops or dies meanwhile leaves it to be sent once more. Any other failure hands the batch back.
+   */
   private async write(batch: Array<PendingOutcome<S>>): Promise<void> {
-    try {
-      await this.options.writer.recordWith('internal', (client) => this.apply(client, batch));
-      this.options.onWritten(
-        batch.map((pending) => pending.settles),
-        true,
-      );
-    } catch (thrown) {
-      this.options.log.warn(
-        { err: coerceError(thrown), outcomes: batch.length },
-        'could not record delivery outcomes; the messages will be redelivered',
-      );
-      this.options.metrics.errors.inc({ kind: 'delivery_record_failed' });
-      this.options.onWritten(
-        batch.map((pending) => pending.settles),
-        false,
-      );
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await this.options.writer.recordWith('internal', (client) => this.apply(client, batch));
+        if (attempt > 1)
+          this.options.log.info({ outcomes: batch.length, attempts: attempt }, 'delivery outcomes recorded after Postgres came back');
+        this.options.onWritten(
+          batch.map((pending) => pending.settles),
+          true,
+        );
+        return;
+      } catch (thrown) {
+        const error = coerceError(thrown);
+        this.options.metrics.errors.inc({ kind: 'delivery_record_failed' });
+        if (!(await this.retries(error, batch.length, attempt))) {
+          this.options.log.warn(
+            { err: error, outcomes: batch.length },
+            'could not record delivery outcomes; the messages will be redelivered',
+          );
+          this.options.onWritten(
+            batch.map((pending) => pending.settles),
+            false,
+          );
+          return;
+        }
+      }
     }
+  }
+
+  /** Whether a failed write is tried again: after a backoff, only for Postgres' passing conditions. */
+  private async retries(error: Error, outcomes: number, attempt: number): Promise<boolean> {
+    // Only what the database layer says is Postgres' passing condition: a plain Error from the batch's own
+    // code may look like a lost connection, and retrying a batch that fails for good would hold its
+    // messages (and the consumer's ack floor) forever.
+    const passing = error instanceof ServiceUnavailableError || isTransientServerCondition(error);
+    if (!passing || Date.now() >= this.retryUntil) return false;
+    const retryInMs = Math.min(RECORD_RETRY_MAX_MS, RECORD_RETRY_FIRST_MS * 2 ** (attempt - 1));
+    if (attempt === 1 || attempt % 10 === 0)
+      this.options.log.warn(
+        { err: error, outcomes, attempt, retry_in_ms: retryInMs },
+        'could not record delivery outcomes (Postgres unavailable); holding them, and their messages, until it can',
+      );
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, retryInMs);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.wake = undefined;
+    return true;
   }
 
   /**

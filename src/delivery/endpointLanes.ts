@@ -115,8 +115,8 @@ export class EndpointLanes<T> {
     return this.inFlight;
   }
 
-  /** The lane's share of the worker's cap, now: see the header. */
-  private limitOf(lane: Lane<T>): number {
+  /** A lane's share of the worker's cap, now: see the header. */
+  private laneLimit(): number {
     const share = Math.floor(this.options.maxInFlight / (this.lanes.size + 1));
     return Math.min(this.options.concurrency, Math.max(1, share));
   }
@@ -126,7 +126,7 @@ export class EndpointLanes<T> {
     if (this.inFlight >= maxInFlight) return false;
     if (lane.inFlight === 0) return true;
     // The last quarter of the cap is kept for lanes with nothing in flight (see the header).
-    return lane.inFlight < this.limitOf(lane) && this.inFlight < maxInFlight - Math.floor(maxInFlight / 4);
+    return lane.inFlight < this.laneLimit() && this.inFlight < maxInFlight - Math.floor(maxInFlight / 4);
   }
 
   private isSlow(lane: Lane<T>): boolean {
@@ -149,7 +149,7 @@ export class EndpointLanes<T> {
   }
 
   private queueCapOf(lane: Lane<T>): number {
-    return this.isSlow(lane) ? this.limitOf(lane) * SLOW_ENDPOINT_QUEUE_PER_SLOT : ENDPOINT_QUEUE_HARD_CAP;
+    return this.isSlow(lane) ? this.laneLimit() * SLOW_ENDPOINT_QUEUE_PER_SLOT : ENDPOINT_QUEUE_HARD_CAP;
   }
 
   private dispatch(endpointId: string, lane: Lane<T>, item: T): void {

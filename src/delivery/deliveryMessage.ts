@@ -92,7 +92,7 @@ export async function publishDeliveryMessages(
   js: JetStreamClient,
   target: { readonly subject: string; readonly deploymentId: string },
   due: readonly DueDelivery[],
-): Promise<{ failed: DueDelivery[]; error?: unknown }> {
+): Promise<{ published: DueDelivery[]; failed: DueDelivery[]; error?: unknown }> {
   const messages: DueDelivery[][] = [];
   for (let start = 0; start < due.length; start += MAX_DELIVERIES_PER_MESSAGE)
     messages.push(due.slice(start, start + MAX_DELIVERIES_PER_MESSAGE));
@@ -106,6 +106,7 @@ export async function publishDeliveryMessages(
     ),
   );
   const failed = messages.filter((_, index) => results[index]!.status === 'rejected').flat();
+  const published = messages.filter((_, index) => results[index]!.status === 'fulfilled').flat();
   const rejected = results.find((result) => result.status === 'rejected');
-  return rejected ? { failed, error: rejected.reason } : { failed };
+  return rejected ? { published, failed, error: rejected.reason } : { published, failed };
 }

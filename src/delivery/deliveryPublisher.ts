@@ -8,6 +8,7 @@ import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { MAX_DELIVERIES_PER_MESSAGE, publishDeliveryMessages } from './deliveryMessage.ts';
+import { confirmPublished } from './publicationConfirmations.ts';
 
 export interface DeliveryPublisherOptions {
   readonly db: Queryable;
@@ -32,9 +33,10 @@ const PAUSE_AFTER_FAILURE_MS = 5_000;
  * are in BENCHMARKS.md, "Events written and delivered: ingest publishes their deliveries".
  *
  * The outbox stays the guarantee. Deliveries whose message JetStream did not accept are handed back to the
- * relays at once (returnToRelays); those of a process that dies between its commit and its publish are
- * found by the relays' lost-publication sweep (lostPublications.ts), within about two sweeps plus the publish
- * timeout. While NATS is disconnected, after a failure, or with too many messages unanswered, `accepting` is
+ * relays at once (returnToRelays); each publication JetStream accepted is confirmed in Postgres, so those
+ * of a process that dies between its commit and its publish are made due again by the relays within about
+ * 10 s, whatever holds the consumer's ack floor back (publicationConfirmations.ts). The confirmation is a
+ * second write per batch of deliveries, the price of that bound. While NATS is disconnected, after a failure, or with too many messages unanswered, `accepting` is
  * false and writes leave their deliveries to the relays as before. Retries, released parked deliveries and
  * replays are always the relays'.
  */
@@ -91,8 +93,9 @@ export class DeliveryPublisher implements NewDeliveryPublisher {
 
   private async publishNow(ids: readonly string[]): Promise<void> {
     const due = ids.map((id) => ({ id, attempt: 1, publication: 1 }));
-    const { failed, error } = await publishDeliveryMessages(this.js, this.target, due);
+    const { published, failed, error } = await publishDeliveryMessages(this.js, this.target, due);
     this.options.metrics.relayPublished.inc(due.length - failed.length);
+    await confirmPublished(this.options.db, published, this.options.log);
     if (failed.length === 0) return;
     this.pausedUntil = Date.now() + PAUSE_AFTER_FAILURE_MS;
     this.options.metrics.errors.inc({ kind: 'publish_on_write_failed' });

@@ -11,6 +11,7 @@ import { DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD } from './relayWakeUp
 import { takeDueDeliveries, timeUntilNextDue, unmarkPublished, unparkOldestPerEndpoint } from './deliveryOutbox.ts';
 import { PUBLISH_TIMEOUT_MS, publishDeliveryMessages } from './deliveryMessage.ts';
 import { LostPublications } from './lostPublications.ts';
+import { confirmPublished, releaseUnconfirmedPublications } from './publicationConfirmations.ts';
 
 export interface DeliveryRelayOptions {
   readonly db: Database;
@@ -35,6 +36,13 @@ export interface DeliveryRelayOptions {
 }
 
 const BATCH_SIZE = 500;
+/**
+ * A publication unconfirmed this long after it was marked is lost: JetStream answers within the publish
+ * timeout, and the confirmation follows at once; the margin covers a slow confirmation (a false alarm costs
+ * a second message, which the worker's attempt check makes harmless). Looked for this often.
+ */
+const UNCONFIRMED_AFTER_MS = PUBLISH_TIMEOUT_MS + 5_000;
+const UNCONFIRMED_SWEEP_MS = 2_000;
 const ERROR_BACKOFF_MS = 1_000;
 const MIN_IDLE_MS = 20;
 /**
@@ -60,6 +68,7 @@ export class DeliveryRelay {
   /** Where quick passes start; undefined until a full pass has emptied the outbox of due deliveries. */
   private floor: Date | undefined;
   private nextFullPassAt = 0;
+  private nextUnconfirmedSweepAt = 0;
   /** Counts forgetFloor calls, so that a full pass does not set a floor something made unsafe meanwhile. */
   private floorsForgotten = 0;
 
@@ -122,12 +131,30 @@ export class DeliveryRelay {
    */
   private async pass(): Promise<NextPass> {
     // Released lost publications keep their old due times: the pass after the sweep is a full one.
-    if ((await this.lostPublications!.sweepIfDue()) > 0) this.forgetFloor();
+    if ((await this.lostPublications!.sweepIfDue()) + (await this.releaseUnconfirmedIfDue()) > 0) this.forgetFloor();
     await this.releaseParkedIfDue();
     const { published, failed } = await this.publishDue();
     if (failed) return { backoffMs: ERROR_BACKOFF_MS };
     if (published >= BATCH_SIZE || this.loop.woken) return 0;
     return this.idleTime();
+  }
+
+  /**
+   * Publications never confirmed (publicationConfirmations.ts): their publisher died between marking and
+   * publishing. Made due again UNCONFIRMED_AFTER_MS after they were marked, whatever else is going on.
+   */
+  private async releaseUnconfirmedIfDue(): Promise<number> {
+    if (Date.now() < this.nextUnconfirmedSweepAt) return 0;
+    this.nextUnconfirmedSweepAt = Date.now() + UNCONFIRMED_SWEEP_MS;
+    const released = await releaseUnconfirmedPublications(this.options.db, UNCONFIRMED_AFTER_MS);
+    if (released > 0) {
+      this.options.metrics.relayRepublished.inc(released);
+      this.options.log.warn(
+        { released },
+        'republishing deliveries whose publication was never confirmed (their publisher stopped before publishing)',
+      );
+    }
+    return released;
   }
 
   /**
@@ -194,11 +221,12 @@ export class DeliveryRelay {
       this.nextFullPassAt = Date.now() + FULL_PASS_INTERVAL_MS;
     }
     if (due.length === 0) return { published: 0, failed: false };
-    const { failed, error } = await publishDeliveryMessages(
+    const { published, failed, error } = await publishDeliveryMessages(
       this.js!,
       { subject: this.subject, deploymentId: this.options.names.deploymentId },
       due,
     );
+    await confirmPublished(this.options.db, published, this.options.log);
     if (failed.length > 0) {
       this.options.log.warn({ err: coerceError(error), failed: failed.length }, 'could not publish deliveries; they stay due');
       this.options.metrics.errors.inc({ kind: 'relay_failed' });

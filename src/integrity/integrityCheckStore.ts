@@ -41,7 +41,7 @@ interface LeafRow {
   partition_exists: boolean;
   /** Whether a redaction record (event_redactions) produced the stored document. */
   redaction_recorded: boolean;
-  /** Whether the event was removed by expiry (expired_events, migration 020). */
+  /** Whether the event was removed by expiry (expired_events, migration 021). */
   expired: boolean;
 }
 

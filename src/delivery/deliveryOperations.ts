@@ -20,7 +20,8 @@ import type { EventWriter } from '../events/eventWriter.ts';
 import { findReplay, findRunningReplay, insertReplay, type Replay } from './replayStore.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../platform/errors.ts';
 import { parseInput } from '../platform/inputValidation.ts';
-import { webhookEvent } from '../webhooks/webhookRegistry.ts';
+import { checkTimeWindow, pageOf, type PageInfo, rowsToRead } from '../platform/paging.ts';
+import { webhookEvent } from '../webhooks/webhookEvents.ts';
 import { findEndpoint, lockTenantEndpoints, type WebhookEndpoint } from '../webhooks/webhookStore.ts';
 
 /** Delivery ids on the API: `dlv_` and the row's number. */
@@ -66,7 +67,7 @@ export interface DeliveryLogRequest {
 
 export interface DeliveryLogPage {
   readonly deliveries: DeliveryLogEntry[];
-  readonly page: { limit: number; returned: number; next_cursor: string | null; has_more: boolean };
+  readonly page: PageInfo;
 }
 
 export interface WebhookDeliveriesOptions {
@@ -102,13 +103,10 @@ export class WebhookDeliveries {
       sinceMs: request.sinceMs,
       untilMs: request.untilMs,
       after,
-      limit: request.limit + 1,
+      limit: rowsToRead(request.limit),
     });
-    const hasMore = rows.length > request.limit;
-    const deliveries = rows.slice(0, request.limit);
-    const last = deliveries.at(-1);
-    const nextCursor = hasMore && last ? this.cursors.encode(last.position, binding) : null;
-    return { deliveries, page: { limit: request.limit, returned: deliveries.length, next_cursor: nextCursor, has_more: hasMore } };
+    const { rows: deliveries, page } = pageOf(rows, request.limit, (last) => this.cursors.encode(last.position, binding));
+    return { deliveries, page };
   }
 
   async get(tenantId: string, endpointId: string, deliveryRef: string): Promise<{ delivery: DeliveryLogEntry; attempts: AttemptEntry[] }> {
@@ -147,7 +145,7 @@ export class WebhookDeliveries {
     const request = parseInput(replayRequestSchema, input);
     const sinceMs = parseTimestampCeilMs(request.since)!;
     const untilMs = parseTimestampCeilMs(request.until)!;
-    if (sinceMs >= untilMs) throw ValidationError.single('since', 'must be earlier than until');
+    checkTimeWindow(sinceMs, untilMs);
     if (untilMs - sinceMs > MAX_REPLAY_RANGE_MS) throw ValidationError.single('until', 'must be at most 90 days after since');
     if (untilMs > Date.now() + UNTIL_FUTURE_TOLERANCE_MS) throw ValidationError.single('until', 'must not be in the future');
     return this.writer.recordWith('internal', async (client) => {

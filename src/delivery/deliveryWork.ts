@@ -1,6 +1,6 @@
 import { prepared, type Queryable } from '../db/database.ts';
 import type { DeliveredEvent } from '../client/webhookEnvelope.ts';
-import { findAttemptTargets, type AttemptTarget } from '../webhooks/webhookStore.ts';
+import { findAttemptTargets, type AttemptTarget } from '../webhooks/endpointSecretsStore.ts';
 
 /** What a delivery worker reads to make its attempts: the deliveries, their events and their endpoints. */
 
@@ -36,7 +36,7 @@ interface WorkRow {
 
 /**
  * Loads a batch of deliveries with their endpoint and event; ids of deleted deliveries are absent. The
- * endpoints are read by a second query, once each (webhookStore.findAttemptTargets).
+ * endpoints are read by a second query, once each (endpointSecretsStore.findAttemptTargets).
  */
 export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): Promise<Map<string, DeliveryWork>> {
   const { rows } = await db.query<WorkRow>(

@@ -10,7 +10,7 @@ import { ServiceUnavailableError, coerceError } from '../platform/errors.ts';
 import { MicroBatcher } from '../platform/microBatcher.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { webhookEvent } from '../webhooks/webhookRegistry.ts';
+import { webhookEvent } from '../webhooks/webhookEvents.ts';
 import { disableEndpoint, lockEndpoints, saveEndpointCounts } from '../webhooks/webhookStore.ts';
 
 const FLUSH_BATCH = 500;

@@ -2,7 +2,8 @@ import type { Queryable } from '../db/database.ts';
 import { NotificationListener } from '../db/notificationListener.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { SealedSecrets } from '../webhooks/secretBox.ts';
-import { ENDPOINT_SECRETS_CHANNEL, findEndpointSecrets } from '../webhooks/webhookStore.ts';
+import { findEndpointSecrets } from '../webhooks/endpointSecretsStore.ts';
+import { ENDPOINT_SECRETS_CHANNEL } from '../webhooks/webhookStore.ts';
 
 export interface RotatedSecretsOptions {
   readonly db: Queryable;

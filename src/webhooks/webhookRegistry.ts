@@ -34,9 +34,6 @@ import {
 import { findEndpointSecrets } from './endpointSecretsStore.ts';
 import { describeEndpoint, webhookEvent } from './webhookEvents.ts';
 
-// Read by src/delivery from here until its imports name webhookEvents.ts (the delivery slice's to change).
-export { webhookEvent } from './webhookEvents.ts';
-
 export interface RegisteredEndpoint {
   readonly endpoint: WebhookEndpoint;
   /** Shown once to whoever registered the endpoint; only its ciphertext is stored. */

@@ -1,9 +1,6 @@
 import { prepared, type Queryable } from '../db/database.ts';
 import { PREVIOUS_SECRET_EXPIRY } from './endpointSecretsStore.ts';
 
-// Read by src/delivery from here until its imports name endpointSecretsStore.ts (the delivery slice's to change).
-export { findAttemptTargets, findEndpointSecrets, type AttemptTarget } from './endpointSecretsStore.ts';
-
 /** webhook_endpoints as the domain sees it; the sealed secret stays in the store and delivery modules. */
 export interface WebhookEndpoint {
   readonly id: string;

@@ -23,6 +23,7 @@ const BENCHMARKS: Record<string, string> = {
   integrity: 'bench/integrity.ts',
   portal: 'bench/portal.ts',
   streams: 'bench/streams.ts',
+  expiry: 'bench/expiry.ts',
 };
 
 const wanted = process.argv.slice(2);

@@ -72,6 +72,7 @@ describe('export read slowly', function () {
   it('still stops a query whose own work outlasts the timeout', async () => {
     const client = await db.connect();
     try {
+      // Time is what is tested: a query whose own work lasts three times the statement timeout.
       const error = await client.query('SELECT pg_sleep($1)', [(TIMEOUT_MS * 3) / 1000]).then(
         () => undefined,
         (caught: unknown) => caught,

@@ -300,6 +300,7 @@ describe('GET /audit/events/live', function () {
     const { key, lookupId } = await freshTenant();
     const stream = await live(key);
     await revokeKey(db.url, lookupId);
+    // Not a sleep: the stream's end is awaited, and 15 s is the "within seconds" bound being asserted.
     expect(await Promise.race([stream.ended, new Promise((resolve) => setTimeout(() => resolve('still open'), 15_000))])).to.equal('end');
     expect((await call(`${api.baseUrl}/audit/events/live`, { key })).status).to.equal(401);
   });

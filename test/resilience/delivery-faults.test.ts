@@ -220,6 +220,7 @@ describe('webhook delivery through faults', function () {
             // The producer's own pace (a failed batch is sent again after a moment): a load, not a wait.
             await sleep(100);
           written.push(...batch);
+          // The producer's pace: eventsPerTick every tickMs is the load, not a wait.
           await sleep(tickMs);
         }
       })();

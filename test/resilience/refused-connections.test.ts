@@ -109,10 +109,12 @@ describe('webhook deliveries while Postgres refuses connections', function () {
             await writer.write(events, 'test');
             break;
           } catch {
+            // The producer's pace (a refused batch is written again after a moment): a load, not a wait.
             await sleep(100);
           }
         }
         written.push(...events.map((event) => event.eventId));
+        // The producer's pace: 50 events every 100 ms is the load, not a wait.
         await sleep(100);
       }
     })();
@@ -121,6 +123,7 @@ describe('webhook deliveries while Postgres refuses connections', function () {
     // Refusals of one to two seconds, with moments of 200 ms between them in which Postgres takes
     // connections again: long enough for handed-back messages to come back and be loaded and sent, too
     // short for their outcomes to be recorded.
+    // The refusals' lengths and the gaps between them are the fault itself: time is what these sleeps spend.
     for (let round = 0; round < 20; round += 1) {
       await takeSlots();
       await sleep(1_000 + (round % 2) * 1_000);

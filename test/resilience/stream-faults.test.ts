@@ -108,11 +108,13 @@ describe('log streams through faults', function () {
               await writer.write(batch, 'test');
               break;
             } catch {
+              // The producer's pace (a failed batch is written again after a moment): a load, not a wait.
               await sleep(200);
             }
           }
           written.get(tenantId)!.push(...batch.map((event) => event.eventId));
         }
+        // The producer's pace: ten events per tenant every 100 ms is the load, not a wait.
         await sleep(100);
       }
     })();
@@ -149,6 +151,7 @@ describe('log streams through faults', function () {
 
     await hec.stop(); // the destination is down from here for two minutes
     const outageStarted = Date.now();
+    // The scenario is a timeline (faults at set moments of a two-minute outage): time itself is what these sleeps spend.
     await sleep(15_000);
     await kill(streams);
     streams = await startStreams();

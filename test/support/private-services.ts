@@ -111,6 +111,7 @@ abstract class PrivateServer {
         await this.stop('crash');
         throw new Error(`Private ${this.kind} on port ${this.port} did not start (${failure ?? 'timed out'}):\n${this.logTail()}`);
       }
+      // The interval of a wait on a condition (the server answers, or failed), not a fixed sleep.
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
@@ -120,6 +121,7 @@ abstract class PrivateServer {
     const child = this.child;
     if (!child) return;
     child.kill(this.signals[mode]);
+    // A bound, not a sleep: the exit is awaited, and a server still running after STOP_TIMEOUT_MS is killed.
     const timedOut = Symbol('timed out');
     let timer: NodeJS.Timeout | undefined;
     const outcome = await Promise.race([this.exited, new Promise((resolve) => (timer = setTimeout(resolve, STOP_TIMEOUT_MS, timedOut)))]);

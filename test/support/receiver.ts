@@ -43,6 +43,7 @@ export async function startReceiver(initial: Reply = 204, path = '/hook'): Promi
       if (reply === 'hang') return;
       const { status, body = '', headers = {}, delayMs = 0 } = typeof reply === 'number' ? { status: reply } : reply;
       if (delayMs === 0) response.writeHead(status, headers).end(body);
+      // A slow receiver: the delay a test asked for is the behaviour being simulated.
       else setTimeout(() => response.writeHead(status, headers).end(body), delayMs);
     });
   });

@@ -346,6 +346,7 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
           )
         : undefined;
     const timeout = Number(url.searchParams.get('timeoutSeconds') ?? 0);
+    // As the real API server does: a watch ends after the timeoutSeconds its client asked for.
     const timer = timeout > 0 ? setTimeout(() => response.end(), timeout * 1000) : undefined;
     watches.add(response);
     response.on('close', () => {

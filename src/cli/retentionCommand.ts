@@ -3,6 +3,7 @@ import type { Config } from '../config/config.ts';
 import { Database } from '../db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../delivery/fanOut.ts';
 import { EventWriter } from '../events/eventWriter.ts';
+import { ArchiveStore } from '../lifecycle/archiveStore.ts';
 import { Expiry, type TenantExpiry } from '../lifecycle/expiry.ts';
 import { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -17,6 +18,7 @@ export async function runRetention(args: string[], config: Config, log: Logger):
   if (subcommand !== 'plan' && subcommand !== 'run') throw new UsageError('retention takes plan or run; see audit-trail retention --help');
   const { values } = parseArgs({ args: rest, options: { tenant: { type: 'string' }, json: { type: 'boolean', default: false } } });
   const db = new Database({ url: config.databaseUrl, poolSize: 2, applicationName: 'audit-trail retention', log });
+  const archiveStore = new ArchiveStore(config.retention.archiveStore);
   try {
     const writer = new EventWriter(db, WEBHOOK_FAN_OUT);
     const expiry = new Expiry({
@@ -26,6 +28,7 @@ export async function runRetention(args: string[], config: Config, log: Logger):
       batchSize: config.retention.batchSize,
       actor: { userId: config.operatorActor, userRole: 'operator' },
       log,
+      archiveStore,
     });
     if (subcommand === 'plan') {
       const plans = await expiry.plan(values.tenant);
@@ -37,11 +40,12 @@ export async function runRetention(args: string[], config: Config, log: Logger):
       process.stdout.write(`${JSON.stringify({ tenants: result.tenants.map(describe), dropped_partitions: result.droppedPartitions })}\n`);
     } else {
       for (const tenant of result.tenants)
-        process.stdout.write(`${tenant.tenantId}  ${tenant.expired ? `expired ${tenant.expired.count}` : skippedText(tenant)}\n`);
+        process.stdout.write(`${tenant.tenantId}  ${tenant.expired ? runText(tenant) : skippedText(tenant)}\n`);
       for (const partition of result.droppedPartitions) process.stdout.write(`dropped partition ${partition}\n`);
     }
-    return 0;
+    return result.tenants.some((tenant) => tenant.archiveFailure) ? 1 : 0;
   } finally {
+    await archiveStore.close();
     await db.close();
   }
 }
@@ -63,13 +67,22 @@ function describe(tenant: TenantExpiry) {
           },
         }
       : {}),
+    ...(tenant.archive ? { archive: { bucket: tenant.archive.bucket, prefix: tenant.archive.prefix ?? null } } : {}),
+    ...(tenant.archives ? { archives: tenant.archives } : {}),
+    ...(tenant.archiveFailure ? { archive_failure: tenant.archiveFailure } : {}),
   };
+}
+
+function runText(tenant: TenantExpiry): string {
+  const archived = tenant.archives
+    ? `, archived in ${tenant.archives.map((archive) => `s3://${archive.bucket}/${archive.key}`).join(' ') || 'no object'}`
+    : '';
+  const failure = tenant.archiveFailure ? `; archive failed, the rest expires nothing: ${tenant.archiveFailure}` : '';
+  return `expired ${tenant.expired!.count}${archived}${failure}`;
 }
 
 function skippedText(tenant: TenantExpiry): string {
   if (tenant.skipped === 'kept_forever') return 'kept forever (no policy, no RETENTION_DEFAULT)';
-  if (tenant.skipped === 'archive_not_supported')
-    return `${tenant.retain}: archive asked for, not performed by this version: nothing expires`;
   return `${tenant.retain} (${tenant.source}): nothing to expire`;
 }
 

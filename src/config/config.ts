@@ -103,7 +103,17 @@ function toConfig(env: z.output<typeof environmentSchema>) {
       retryPeriodMs: env.CONTROLLER_RETRY_PERIOD_MS,
     },
     retentionDefault: env.RETENTION_DEFAULT,
-    retention: { intervalMs: env.RETENTION_INTERVAL, batchSize: env.RETENTION_BATCH_SIZE },
+    retention: {
+      intervalMs: env.RETENTION_INTERVAL,
+      batchSize: env.RETENTION_BATCH_SIZE,
+      archiveStore: {
+        region: env.ARCHIVE_S3_REGION,
+        endpoint: env.ARCHIVE_S3_ENDPOINT,
+        accessKeyId: env.ARCHIVE_S3_ACCESS_KEY_ID,
+        secretAccessKey: env.ARCHIVE_S3_SECRET_ACCESS_KEY,
+        forcePathStyle: env.ARCHIVE_S3_FORCE_PATH_STYLE,
+      },
+    },
     seal: { intervalMs: env.SEAL_INTERVAL, heartbeatMs: env.SEAL_HEARTBEAT, signingKey: env.SEAL_SIGNING_KEY },
     streams: {
       pollMs: env.STREAMS_POLL_MS,

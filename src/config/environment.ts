@@ -165,6 +165,14 @@ export const environmentSchema = z
     // transaction) removes.
     RETENTION_INTERVAL: duration('1h').pipe(z.number().min(1000, 'must be at least 1s')).default(3_600_000),
     RETENTION_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(5_000),
+    // Where the retention role archives a tenant's expiring events when its policy has spec.archive (the
+    // policy names the bucket and prefix; the store and its credentials are the deployment's). Unset keys
+    // fall back to the AWS SDK's own chain (environment, web identity, instance role).
+    ARCHIVE_S3_REGION: z.string().min(1).default('us-east-1'),
+    ARCHIVE_S3_ENDPOINT: z.url().optional(),
+    ARCHIVE_S3_ACCESS_KEY_ID: z.string().min(1).optional(),
+    ARCHIVE_S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
+    ARCHIVE_S3_FORCE_PATH_STYLE: booleanFlag.default(false),
     // Log streams (docs/streams.md): how often the streams role renews its leases and an idle stream looks
     // for new sealed leaves; how long a lease lasts (a killed process's streams move on after it); how many
     // streams one process delivers; the time a destination has to answer a batch; and how often a failing

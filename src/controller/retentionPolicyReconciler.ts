@@ -106,7 +106,7 @@ function describe(policy: RetentionPolicyRecord): string {
 
 function readyMessage(policy: RetentionPolicyRecord): string {
   const archive = policy.archive
-    ? " Archiving before expiry is asked for and not performed by this version: none of this tenant's events expire until it is."
+    ? ` Expiring events are archived to s3://${String(policy.archive.bucket)} first, and expire only once the archive is read back intact.`
     : '';
   return `${describe(policy)}.${archive}`;
 }

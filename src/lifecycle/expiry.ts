@@ -3,7 +3,17 @@ import { adminEvent, type Actor } from '../events/adminEvent.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { dropExpiredPartitions, expireBatch, expiryCandidates, planTenant, type ExpiredRange, type MonthPlan } from './expiryStore.ts';
+import { ArchiveError, type ArchiveStore } from './archiveStore.ts';
+import { writeArchive, type ArchiveTarget, type WrittenArchive } from './expiryArchive.ts';
+import {
+  archiveChunkBound,
+  dropExpiredPartitions,
+  expireBatch,
+  expiryCandidates,
+  planTenant,
+  type ExpiredRange,
+  type MonthPlan,
+} from './expiryStore.ts';
 import type { EffectiveRetention, RetentionPolicies } from './retentionPolicies.ts';
 
 /** What one tenant's part of a pass found (plan) or did (run). */
@@ -12,11 +22,17 @@ export interface TenantExpiry {
   readonly retain: string | null;
   readonly source: EffectiveRetention['source'];
   readonly keptSince: Date | null;
-  /** Why nothing of the tenant expires, when nothing does by rule (kept forever, archive asked for). */
-  readonly skipped?: 'kept_forever' | 'archive_not_supported';
+  /** Why nothing of the tenant expires, when nothing does by rule (kept forever). */
+  readonly skipped?: 'kept_forever';
+  /** The policy's spec.archive: each range is archived, read back and checked before it expires. */
+  readonly archive?: ArchiveTarget;
   readonly months: readonly MonthPlan[];
   /** run only: what was removed. */
   readonly expired?: ExpiredRange;
+  /** run only: the archive objects written (and read back) for what was removed. */
+  readonly archives?: readonly WrittenArchive[];
+  /** run only: why the rest of the range was not archived, so not expired. */
+  readonly archiveFailure?: string;
 }
 
 export interface ExpiryOptions {
@@ -28,14 +44,22 @@ export interface ExpiryOptions {
   readonly actor: Actor;
   readonly log: Logger;
   readonly metrics?: ServiceMetrics;
+  /** Where archives go (ARCHIVE_S3_*); the bucket and prefix are each policy's. Absent: archiving fails. */
+  readonly archiveStore?: ArchiveStore;
+  /** Unheld events per archive object: bounds an object's size and the memory that builds it. */
+  readonly archiveObjectEvents?: number;
 }
+
+const ARCHIVE_OBJECT_EVENTS = 50_000;
 
 /**
  * Expiry: for every tenant, the period in force (its policy or RETENTION_DEFAULT) and the events older than
  * it that no legal hold covers. `plan` counts them per month without removing anything; `run` removes them
  * in bounded batches through the one path the events table allows (expiryStore.expireBatch), writes an
  * `audit.retention.expire` event to the tenant's trail (range and count), then drops the month partitions
- * nothing is kept in. A tenant whose policy asks for an archive first expires nothing (not built yet).
+ * nothing is kept in. A tenant whose policy asks for an archive expires range by range, each range only once
+ * its archive object is written, read back and found identical (expiryArchive.ts); a failure expires nothing
+ * more of that tenant in this pass and is logged, counted and returned.
  */
 export class Expiry {
   private readonly options: ExpiryOptions;
@@ -71,40 +95,83 @@ export class Expiry {
     const retention = await this.options.policies.effective(tenantId);
     const base = { tenantId, retain: retention.period?.text ?? null, source: retention.source, keptSince: retention.keptSince ?? null };
     if (!retention.keptSince) return { ...base, skipped: 'kept_forever', months: [] };
-    if (retention.archive) return { ...base, skipped: 'archive_not_supported', months: [] };
-    return { ...base, months: await planTenant(this.options.db, tenantId, retention.keptSince) };
+    const months = await planTenant(this.options.db, tenantId, retention.keptSince);
+    return retention.archive ? { ...base, archive: retention.archive as unknown as ArchiveTarget, months } : { ...base, months };
   }
 
   private async expireOne(plan: TenantExpiry): Promise<TenantExpiry> {
     const expiring = plan.months.reduce((sum, month) => sum + month.expiring, 0);
     if (plan.skipped || expiring === 0 || !plan.keptSince || !plan.retain || plan.source === 'none') return plan;
-    const { db, batchSize, actor, log, metrics } = this.options;
+    const { actor, log } = this.options;
+    const done = plan.archive
+      ? await this.archiveThenExpire(plan, plan.keptSince, plan.archive)
+      : { expired: await this.expireUpTo(plan, plan.keptSince) };
+    const result: TenantExpiry = { ...plan, expired: { count: 0, first: null, last: null }, ...done };
+    await this.options.writer.write([expiryEvent(result, actor)], 'internal');
+    log.info(
+      { tenant_id: plan.tenantId, expired: result.expired?.count ?? 0, retain: plan.retain },
+      'expired events past their retention period',
+    );
+    return result;
+  }
+
+  /** Archive objects of bounded size, oldest first; each range expires only once its object is read back intact. */
+  private async archiveThenExpire(
+    plan: TenantExpiry,
+    keptSince: Date,
+    target: ArchiveTarget,
+  ): Promise<Pick<TenantExpiry, 'expired' | 'archives' | 'archiveFailure'>> {
+    const { db, archiveStore, log, metrics } = this.options;
+    const archives: WrittenArchive[] = [];
+    let expired: ExpiredRange = { count: 0, first: null, last: null };
+    for (;;) {
+      const bound = await archiveChunkBound(db, plan.tenantId, keptSince, this.options.archiveObjectEvents ?? ARCHIVE_OBJECT_EVENTS);
+      if (!bound) return { expired, archives };
+      let archive: WrittenArchive;
+      try {
+        if (!archiveStore) throw new ArchiveError('this process has no archive store');
+        archive = await writeArchive(db, archiveStore, plan.tenantId, bound, target);
+      } catch (error) {
+        if (!(error instanceof ArchiveError)) throw error;
+        metrics?.expiryArchives.inc({ outcome: 'failed' });
+        log.error(
+          { tenant_id: plan.tenantId, bucket: target.bucket, reason: error.message },
+          'archive before expiry failed: nothing more of the tenant expires this pass',
+        );
+        return { expired, archives, archiveFailure: error.message };
+      }
+      metrics?.expiryArchives.inc({ outcome: 'written' });
+      archives.push(archive);
+      const range = await this.expireUpTo(plan, bound, archive.key);
+      expired = { count: expired.count + range.count, first: expired.first ?? range.first, last: range.last ?? expired.last };
+      if (bound.getTime() >= keptSince.getTime()) return { expired, archives };
+    }
+  }
+
+  /** Bounded batches until nothing before `keptSince` is left to remove. */
+  private async expireUpTo(plan: TenantExpiry, keptSince: Date, archiveKey?: string): Promise<ExpiredRange> {
+    const { db, batchSize, actor, metrics } = this.options;
     let total: ExpiredRange = { count: 0, first: null, last: null };
     for (;;) {
       const batch = await expireBatch(db, {
         tenantId: plan.tenantId,
-        keptSince: plan.keptSince,
-        retain: plan.retain,
-        source: plan.source,
+        keptSince,
+        retain: plan.retain!,
+        source: plan.source as 'policy' | 'default',
         limit: batchSize,
         requestedBy: actor.userId,
+        archiveKey,
       });
-      total = {
-        count: total.count + batch.count,
-        first: total.first ?? batch.first,
-        last: batch.last ?? total.last,
-      };
+      total = { count: total.count + batch.count, first: total.first ?? batch.first, last: batch.last ?? total.last };
       metrics?.eventsExpired.inc(batch.count);
-      if (batch.count < batchSize) break;
+      if (batch.count < batchSize) return total;
     }
-    await this.options.writer.write([expiryEvent(plan, total, actor)], 'internal');
-    log.info({ tenant_id: plan.tenantId, expired: total.count, retain: plan.retain }, 'expired events past their retention period');
-    return { ...plan, expired: total };
   }
 }
 
 /** The run's record in the tenant's trail: which period, from where, the range removed and how many. */
-function expiryEvent(plan: TenantExpiry, expired: ExpiredRange, actor: Actor) {
+function expiryEvent(plan: TenantExpiry, actor: Actor) {
+  const expired = plan.expired!;
   return adminEvent({
     tenantId: plan.tenantId,
     action: 'audit.retention.expire',
@@ -119,6 +186,12 @@ function expiryEvent(plan: TenantExpiry, expired: ExpiredRange, actor: Actor) {
       first: expired.first?.toISOString() ?? null,
       last: expired.last?.toISOString() ?? null,
       held: plan.months.reduce((sum, month) => sum + month.held, 0),
+      ...(plan.archive
+        ? {
+            archives: (plan.archives ?? []).map((archive) => ({ bucket: archive.bucket, key: archive.key, count: archive.count })),
+            archive_failure: plan.archiveFailure ?? null,
+          }
+        : {}),
     },
   });
 }

@@ -46,6 +46,8 @@ export interface ExpiryBatch {
   readonly source: 'policy' | 'default';
   readonly limit: number;
   readonly requestedBy: string;
+  /** The archive object holding what the batch removes (required by the table for a policy with an archive). */
+  readonly archiveKey?: string;
 }
 
 export interface ExpiredRange {
@@ -57,9 +59,9 @@ export interface ExpiredRange {
 /** One bounded batch through the one path (its row's trigger removes the events); what it removed. */
 export async function expireBatch(db: Queryable, batch: ExpiryBatch): Promise<ExpiredRange> {
   const inserted = await db.query<{ id: string }>(
-    `INSERT INTO expiry_batches (tenant_id, kept_since, retain, source, batch_limit, requested_by)
-     VALUES ($1, $2::timestamptz, $3, $4, $5::integer, $6) RETURNING id`,
-    [batch.tenantId, batch.keptSince, batch.retain, batch.source, batch.limit, batch.requestedBy],
+    `INSERT INTO expiry_batches (tenant_id, kept_since, retain, source, batch_limit, requested_by, archive_key)
+     VALUES ($1, $2::timestamptz, $3, $4, $5::integer, $6, $7) RETURNING id`,
+    [batch.tenantId, batch.keptSince, batch.retain, batch.source, batch.limit, batch.requestedBy, batch.archiveKey ?? null],
   );
   const { rows } = await db.query<{ count: string; first: Date | null; last: Date | null }>(
     'SELECT count(*) AS count, min(occurred_at) AS first, max(occurred_at) AS last FROM expired_events WHERE batch_id = $1',
@@ -67,6 +69,41 @@ export async function expireBatch(db: Queryable, batch: ExpiryBatch): Promise<Ex
   );
   const row = rows[0]!;
   return { count: Number(row.count), first: row.first, last: row.last };
+}
+
+/**
+ * The upper bound (exclusive) of the next archive object of a tenant: the timestamp of its `size`+1-th oldest
+ * unheld event before `keptSince` (so the object holds at most `size`, unless more share that millisecond:
+ * then the whole millisecond), or `keptSince` when fewer remain. Undefined when nothing before it expires.
+ */
+export async function archiveChunkBound(db: Queryable, tenantId: string, keptSince: Date, size: number): Promise<Date | undefined> {
+  const { rows } = await db.query<{ occurred_at: Date }>(
+    `SELECT occurred_at FROM events
+      WHERE tenant_id = $1 AND occurred_at < $2::timestamptz AND NOT audit_event_held(tenant_id, occurred_at, action)
+      ORDER BY occurred_at, event_id LIMIT 2 OFFSET $3::integer - 1`,
+    [tenantId, keptSince, size],
+  );
+  if (rows.length === 0) {
+    const first = await db.query(
+      `SELECT 1 FROM events WHERE tenant_id = $1 AND occurred_at < $2::timestamptz
+          AND NOT audit_event_held(tenant_id, occurred_at, action) LIMIT 1`,
+      [tenantId, keptSince],
+    );
+    return first.rows.length > 0 ? keptSince : undefined;
+  }
+  if (rows.length === 1) return keptSince;
+  // The size-th and the next: a bound just after the size-th keeps its whole millisecond in the object.
+  return new Date(Math.min(rows[0]!.occurred_at.getTime() + 1, keptSince.getTime()));
+}
+
+/** The ids of the tenant's events before `until` that a legal hold keeps: not archived, since not expired. */
+export async function heldEventIds(db: Queryable, tenantId: string, until: Date): Promise<Set<string>> {
+  const { rows } = await db.query<{ event_id: string }>(
+    `SELECT event_id FROM events
+      WHERE tenant_id = $1 AND occurred_at < $2::timestamptz AND audit_event_held(tenant_id, occurred_at, action)`,
+    [tenantId, until],
+  );
+  return new Set(rows.map((row) => row.event_id));
 }
 
 /** Drops the month partitions nothing is kept in; their names. */

@@ -109,6 +109,12 @@ export class ServiceMetrics {
     help: 'Events removed because their retention period was over and no legal hold covered them',
     registers: [this.registry],
   });
+  readonly expiryArchives = new Counter({
+    name: 'audit_expiry_archives_total',
+    help: 'Archive objects written before expiry, by outcome (written: read back intact; failed: nothing of the range expired)',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
   readonly expiryRuns = new Counter({
     name: 'audit_expiry_runs_total',
     help: 'Expiry passes over every tenant (or one), by outcome',

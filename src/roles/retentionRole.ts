@@ -1,3 +1,4 @@
+import { ArchiveStore } from '../lifecycle/archiveStore.ts';
 import { Expiry } from '../lifecycle/expiry.ts';
 import { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
 import type { Role } from './role.ts';
@@ -14,6 +15,7 @@ export const role: Role = {
     const { config, db, metrics } = parts;
     const log = parts.log.child({ role: 'retention' });
     const writer = await parts.writer();
+    const archiveStore = new ArchiveStore(config.retention.archiveStore);
     const expiry = new Expiry({
       db,
       writer,
@@ -22,6 +24,7 @@ export const role: Role = {
       actor: { userId: 'retention', userRole: 'service' },
       log,
       metrics,
+      archiveStore,
     });
     let stopped = false;
     let inFlight = false;
@@ -43,6 +46,7 @@ export const role: Role = {
       stopped = true;
       clearInterval(timer);
       await running;
+      await archiveStore.close();
     });
     return {};
   },

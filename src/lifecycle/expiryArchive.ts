@@ -6,7 +6,7 @@ import { EventExporter } from '../events/eventExport.ts';
 import { positionOf } from '../events/eventStore.ts';
 import { ExportProofs } from '../integrity/exportProofs.ts';
 import { ArchiveError, type ArchiveStore } from './archiveStore.ts';
-import { heldEventIds } from './expiryStore.ts';
+import { heldEventIds, recordArchivedEvents } from './expiryStore.ts';
 
 const gzipped = promisify(gzip);
 
@@ -26,7 +26,7 @@ export interface WrittenArchive {
  * One archive object: the tenant's unheld events before `until`, as the export with proofs serves them
  * (NDJSON, each line the event with its inclusion proof and the signed tree head it verifies against), so that
  * `audit-trail verify` checks the object offline like any export. Read in one snapshot; written, read back
- * and compared before the caller may expire the range. An event not yet sealed (no proof) fails the
+ * and compared, then its events recorded under its key, before the caller may expire them. An event not yet sealed (no proof) fails the
  * object: nothing is archived, or expired, without its proof.
  */
 export async function writeArchive(
@@ -44,6 +44,7 @@ export async function writeArchive(
     { shareSnapshot: true },
   );
   const lines: string[] = [];
+  const archived: Array<{ eventId: string; occurredAtMs: number }> = [];
   let first = Number.POSITIVE_INFINITY;
   let last = Number.NEGATIVE_INFINITY;
   try {
@@ -57,6 +58,7 @@ export async function writeArchive(
         first = Math.min(first, position.occurredAtMs);
         last = Math.max(last, position.occurredAtMs);
         lines.push(line);
+        archived.push(position);
       }
     } finally {
       await proofs.close();
@@ -73,6 +75,8 @@ export async function writeArchive(
     first: new Date(first).toISOString(),
     last: new Date(last).toISOString(),
   });
+  // Only what is in the object, read back intact, may expire under its name.
+  await recordArchivedEvents(db, tenantId, key, archived);
   return { bucket: target.bucket, key, count: lines.length };
 }
 

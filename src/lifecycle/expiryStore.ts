@@ -106,6 +106,20 @@ export async function heldEventIds(db: Queryable, tenantId: string, until: Date)
   return new Set(rows.map((row) => row.event_id));
 }
 
+/** Records which events an archive object holds: a batch naming the object removes only those (migration 024). */
+export async function recordArchivedEvents(
+  db: Queryable,
+  tenantId: string,
+  archiveKey: string,
+  events: ReadonlyArray<{ readonly eventId: string; readonly occurredAtMs: number }>,
+): Promise<void> {
+  await db.query(
+    `INSERT INTO expiry_archived_events (tenant_id, archive_key, event_id, occurred_at)
+     SELECT $1, $2, k.event_id, k.occurred_at FROM unnest($3::uuid[], $4::timestamptz[]) AS k(event_id, occurred_at)`,
+    [tenantId, archiveKey, events.map((event) => event.eventId), events.map((event) => new Date(event.occurredAtMs).toISOString())],
+  );
+}
+
 /** Drops the month partitions nothing is kept in; their names. */
 export async function dropExpiredPartitions(db: Queryable): Promise<string[]> {
   // Dropping a partition locks the events table for a moment: waited for at most 2 s, else the next run.

@@ -230,6 +230,22 @@ describe('archive before expiry', function () {
     expect(details[2].archives.map((archive: { key: string }) => archive.key)).to.deep.equal(acme.archives!.map((archive) => archive.key));
   });
 
+  it('removes, under an archive object, only the events recorded in it: a late event of the range stays', async () => {
+    // A producer's retry stored after the object was read, with a timestamp inside its range.
+    const late = newEvent({ tenantId: 'acme', occurredAtMs: now - 3 * DAY + 30 * 60_000, action: 'phi.read' });
+    seeded.add(late.eventId);
+    await seedEvents(db.url, [late]);
+    const { rows } = await database.pool.query(
+      "SELECT archive_key FROM expiry_batches WHERE tenant_id = 'acme' AND archive_key IS NOT NULL LIMIT 1",
+    );
+    await database.pool.query(
+      `INSERT INTO expiry_batches (tenant_id, kept_since, retain, source, batch_limit, requested_by, archive_key)
+       VALUES ('acme', now() - interval '2 days', '1d', 'policy', 100, 'test', $1)`,
+      [rows[0].archive_key],
+    );
+    expect(await stored()).to.deep.equal(ids([...kept, late]));
+  });
+
   async function verify(args: string[]): Promise<{ code: number; out: string; err: string }> {
     let out = '';
     let err = '';

@@ -15,9 +15,10 @@ import {
   type SignedTreeHead,
   type TrustedKey,
 } from './integrity.ts';
+import { checkExpiredLeaves, isExpiredRecord, type ExpiredLeafReport } from './expiredLeaves.ts';
 import { checkRedactions, redactionClaim, type RedactedEventReport, type RedactionClaim } from './redactedEvents.ts';
 
-export type { RedactedEventReport };
+export type { ExpiredLeafReport, RedactedEventReport };
 
 export interface ExportVerificationInput {
   /** The export's body: the JSON object, or NDJSON text. */
@@ -50,6 +51,8 @@ export interface ExportVerificationReport {
   proven: number;
   /** Redacted events: position and leaf proven, content not re-verifiable (docs/retention.md). */
   redacted: RedactedEventReport[];
+  /** Leaves of expired events (their retention over): leaf and position proven, content gone (docs/integrity.md). */
+  expired: ExpiredLeafReport[];
   /** Events committed after the export's head: no proof yet. */
   unsealed: number;
   head: SignedTreeHead | undefined;
@@ -103,9 +106,11 @@ function sharedHead(head: unknown, heads: Map<string, SignedTreeHead | null>): S
 
 function readJsonExport(parsed: Record<string, unknown>): ExportedEvent[] {
   const head = (parsed.tree_head ?? undefined) as SignedTreeHead | null | undefined;
-  return (parsed.events as Array<Record<string, unknown>>).map((exported) => ({
+  // The records of expired leaves follow the events, in their own member.
+  const expired = Array.isArray(parsed.expired) ? (parsed.expired as Array<Record<string, unknown>>) : [];
+  return [...(parsed.events as Array<Record<string, unknown>>), ...expired].map((exported) => ({
     exported,
-    proof: exported.proof as InclusionProof | null | undefined,
+    proof: exported?.proof as InclusionProof | null | undefined,
     head,
   }));
 }
@@ -115,24 +120,20 @@ const describeHead = (head: SignedTreeHead) => `the tree head of size ${head.tre
 export function verifyExport(input: ExportVerificationInput): ExportVerificationReport {
   const failures: ExportFailure[] = [];
   let exported: ExportedEvent[];
+  let expiredRecords: ExportedEvent[];
   try {
-    exported = readExport(input.exportText);
+    const read = readExport(input.exportText);
+    exported = read.filter((line) => !isExpiredRecord(line.exported));
+    expiredRecords = read.filter((line) => isExpiredRecord(line.exported));
   } catch (error) {
-    return {
-      events: 0,
-      proven: 0,
-      redacted: [],
-      unsealed: 0,
-      head: undefined,
-      savedHeads: 0,
-      failures: [{ reason: `the export is not JSON or NDJSON: ${(error as Error).message}` }],
-    };
+    const failures = [{ reason: `the export is not JSON or NDJSON: ${(error as Error).message}` }];
+    return { events: 0, proven: 0, redacted: [], expired: [], unsealed: 0, head: undefined, savedHeads: 0, failures };
   }
 
   // The heads the export carries (one, unless NDJSON lines were mixed from several exports), by identity:
   // readExport gives the lines of one head one object, and a head that differs in any field another.
   const heads = new Set<SignedTreeHead>();
-  for (const { head } of exported) if (head) heads.add(head);
+  for (const { head } of [...exported, ...expiredRecords]) if (head) heads.add(head);
   const headVerdicts = new Map<SignedTreeHead, boolean>();
   for (const head of heads) {
     const verdict = verifyTreeHead(head, input.trustedKeys);
@@ -194,26 +195,41 @@ export function verifyExport(input: ExportVerificationInput): ExportVerification
   }
   const { reports: redactedReports, failures: unrecorded } = checkRedactions(redacted, provenEvents, input.complete === true);
   failures.push(...unrecorded);
+  const exportedIds = new Set(exported.map(({ exported: event }) => event.event_id).filter((id) => typeof id === 'string'));
+  const expired = checkExpiredLeaves(expiredRecords, { provenNodes, headVerdicts, leafOwners, exportedIds });
+  failures.push(...expired.failures);
 
   // Largest first: the head the others must be consistent with.
   const exportHeads = [...heads.values()].sort((a, b) => b.tree_size - a.tree_size);
   const exportHead = exportHeads[0];
   // The trail as of the earliest page: every leaf below the smallest head (the largest, for one page).
   const completeAsOf = exportHeads.filter((head) => headVerdicts.get(head)).at(-1) ?? exportHead;
-  if (input.complete && completeAsOf) {
-    const missing: number[] = [];
-    for (let index = 0; index < completeAsOf.tree_size && missing.length <= 20; index += 1) if (!leafOwners.has(index)) missing.push(index);
-    if (missing.length > 0) {
-      failures.push({
-        reason: `the export is said to be complete but lacks the events of leaves ${missing.slice(0, 20).join(', ')}${missing.length > 20 ? ', ...' : ''} of ${describeHead(completeAsOf)}`,
-      });
-    }
-  }
+  if (input.complete && completeAsOf)
+    failures.push(...missingLeaves(completeAsOf, (index) => leafOwners.has(index) || expired.expired.has(index)));
 
   const saved = input.savedHeads ?? [];
   const validExportHeads = exportHeads.filter((head) => headVerdicts.get(head));
   failures.push(...checkHistory(saved, validExportHeads, input.trustedKeys, input.consistencyProofs ?? []));
-  return { events: exported.length, proven, redacted: redactedReports, unsealed, head: exportHead, savedHeads: saved.length, failures };
+  const expiredReports = [...expired.expired.values()];
+  return {
+    events: exported.length,
+    proven,
+    redacted: redactedReports,
+    expired: expiredReports,
+    unsealed,
+    head: exportHead,
+    savedHeads: saved.length,
+    failures,
+  };
+}
+
+/** --complete: every leaf below the head must be an event of the export or a proven expired leaf. */
+function missingLeaves(head: SignedTreeHead, covered: (index: number) => boolean): ExportFailure[] {
+  const missing: number[] = [];
+  for (let index = 0; index < head.tree_size && missing.length <= 20; index += 1) if (!covered(index)) missing.push(index);
+  if (missing.length === 0) return [];
+  const listed = `${missing.slice(0, 20).join(', ')}${missing.length > 20 ? ', ...' : ''}`;
+  return [{ reason: `the export is said to be complete but lacks the events of leaves ${listed} of ${describeHead(head)}` }];
 }
 
 /**

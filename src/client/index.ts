@@ -34,6 +34,7 @@ export {
 } from './integrity.ts';
 export {
   verifyExport,
+  type ExpiredLeafReport,
   type ExportFailure,
   type ExportVerificationInput,
   type ExportVerificationReport,

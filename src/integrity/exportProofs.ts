@@ -5,6 +5,7 @@ import { positionOf } from '../events/eventStore.ts';
 import { formatTimestamp } from '../events/eventFields.ts';
 import { TileSet, tilesForInclusion, type Tile } from './tiles.ts';
 import { NotFoundError } from '../platform/errors.ts';
+import { expiredLeaves } from './expiredEvents.ts';
 import { latestTreeHead, leafIndexesOf, loadTiles, treeHeadOfSize } from './treeStore.ts';
 
 /** Events per round of leaf and tile look-ups. */
@@ -73,7 +74,38 @@ export class ExportProofs {
       return { eventId: position.eventId, timestamp: formatTimestamp(position.occurredAtMs) };
     });
     const indexes = await leafIndexesOf(this.client, this.tenantId, events);
-    const leafIndexes = events.map((event) => indexes.get(`${event.eventId}@${event.timestamp}`));
+    return this.proofsAt(events.map((event) => indexes.get(`${event.eventId}@${event.timestamp}`)));
+  }
+
+  /**
+   * The export's records of expired leaves (docs/integrity.md "Expired events"): for each leaf below the head
+   * whose event expired with a timestamp in the export's time window, what the expiry recorded and the
+   * leaf's inclusion proof, so that a verifier proves the leaf and reports it as expired, not missing. As
+   * one JSON member per record; NDJSON lines also carry the head. None without a head or an expiry.
+   */
+  async *expiredRecords(
+    window: { readonly sinceMs?: number; readonly untilMs?: number },
+    format: 'json' | 'ndjson',
+  ): AsyncGenerator<string> {
+    const head = this.head;
+    if (!head) return;
+    const rows = await expiredLeaves(this.client, this.tenantId, head.tree_size, window);
+    const headMember = format === 'ndjson' ? `,"tree_head":${JSON.stringify(head)}` : '';
+    for (let start = 0; start < rows.length; start += BATCH) {
+      const batch = rows.slice(start, start + BATCH);
+      const proofs = await this.proofsAt(batch.map((row) => row.leaf_index));
+      for (let index = 0; index < batch.length; index += 1) {
+        const { leaf_index: leafIndex, ...row } = batch[index]!;
+        const proof = proofs[index]!;
+        const expired = { ...row, leaf_index: leafIndex, leaf_hash: proof.leaf_hash };
+        yield `{"expired":${JSON.stringify(expired)},"proof":${JSON.stringify(proof)}${headMember}}`;
+      }
+    }
+  }
+
+  private async proofsAt(leafIndexes: ReadonlyArray<number | undefined>): Promise<Array<InclusionProof | undefined>> {
+    const head = this.head;
+    if (!head) return [];
     // Leaf-level tiles are dropped between rounds (an export's events are mostly neighbours); the few tiles
     // above them serve every event and stay.
     for (const [key, tile] of this.tiles) if (tile.level === 0) this.tiles.delete(key);

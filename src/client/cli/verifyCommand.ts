@@ -63,9 +63,15 @@ export async function runVerify(
       `event ${event.eventId}: redacted (${event.fields.join(', ')}; ${event.recorded ? 'recorded' : 'not recorded'} in this export by admin.event.redact${event.references.length > 0 ? `, reference ${event.references.join(', ')}` : ''}): position and leaf proven, content not re-verifiable\n`,
     );
   }
+  for (const leaf of report.expired) {
+    out.write(
+      `leaf ${leaf.leafIndex} (event ${leaf.eventId}, ${leaf.timestamp}): expired at ${leaf.expiredAt} (retain ${leaf.retain}, ${leaf.source}): leaf proven, content gone\n`,
+    );
+  }
   const redacted =
     report.redacted.length > 0 ? `, ${report.redacted.length} redacted (position and leaf proven, content not re-verifiable)` : '';
-  const summary = `${report.events} events, ${report.proven} proven against ${head}${redacted}, ${report.unsealed} not yet sealed; ${report.savedHeads} saved tree heads`;
+  const expired = report.expired.length > 0 ? `, ${report.expired.length} expired (leaf proven, content gone)` : '';
+  const summary = `${report.events} events, ${report.proven} proven against ${head}${redacted}${expired}, ${report.unsealed} not yet sealed; ${report.savedHeads} saved tree heads`;
   if (report.failures.length > 0) {
     err.write(`${program} verify: FAILED (${report.failures.length} problems): ${summary}\n`);
     return 1;

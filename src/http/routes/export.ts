@@ -92,7 +92,7 @@ export function exportRoutes({ exporter, writer, integrity, longReads }: ExportR
         session,
         format,
         (count, completed) => recordExport(ctx, writer, filters, format, session.truncated, count, completed),
-        proven,
+        proven && { proofs: proven, window: filters },
       ),
       {
         objectMode: false,
@@ -112,15 +112,27 @@ async function* renderExport(
   session: ExportSession,
   format: ExportFormat,
   record: (count: number, completed: boolean) => Promise<void>,
-  proven?: ExportProofs,
+  withProofs?: { proofs: ExportProofs; window: EventFilters },
 ): AsyncGenerator<string> {
+  const proven = withProofs?.proofs;
   let count = 0;
   let recorded = false;
   let pending = format === 'json' ? '{"events":[' : '';
+  let expired = 0;
   try {
     for await (const json of proven ? proven.decorate(session.rows(), format) : session.rows()) {
       pending += format === 'json' ? (count === 0 ? json : `,${json}`) : `${json}\n`;
       count += 1;
+      if (pending.length >= CHUNK_CHARS) {
+        yield pending;
+        pending = '';
+      }
+    }
+    // The leaves of expired events in the window: in JSON an `expired` member after the events, in NDJSON
+    // lines after theirs. Absent when nothing expired, so a trail without expiry exports as before.
+    for await (const record of withProofs ? withProofs.proofs.expiredRecords(withProofs.window, format) : []) {
+      pending += format === 'json' ? `${expired === 0 ? '],"expired":[' : ','}${record}` : `${record}\n`;
+      expired += 1;
       if (pending.length >= CHUNK_CHARS) {
         yield pending;
         pending = '';
@@ -179,13 +191,44 @@ async function recordExport(
   }
 }
 
+const expiredLeafSchema = z
+  .looseObject({
+    expired: z.strictObject({
+      event_id: z.string(),
+      timestamp: z.string().meta({ description: "The event's timestamp, as the expiry recorded it." }),
+      leaf_index: z.int(),
+      leaf_hash: z.string().meta({ description: 'The leaf hash the event was sealed with (hex), which the proof proves.' }),
+      expired_at: z.string(),
+      retain: z.string().meta({ description: 'The period in force when it expired, e.g. 1d.' }),
+      source: z.string().meta({ description: 'Where the period came from: policy or default.' }),
+    }),
+    proof: z.looseObject({}).meta({ description: "The leaf's inclusion proof against the export's tree head." }),
+  })
+  .meta({
+    id: 'ExpiredLeaf',
+    description:
+      'With proofs=true: a leaf below the tree head whose event expired (its retention period over), in the time window of the ' +
+      'export. Its content is gone; the leaf and its position are proven, so verifiers report it as expired, not missing.',
+  });
+
 const exportResultSchema = z
-  .looseObject({ events: z.array(auditEventSchema), count: z.int(), truncated: z.boolean() })
+  .looseObject({
+    events: z.array(auditEventSchema),
+    expired: z
+      .array(expiredLeafSchema)
+      .optional()
+      .meta({ description: 'With proofs=true, only when events in the window expired: the leaves of those events.' }),
+    count: z.int(),
+    truncated: z.boolean(),
+  })
   .meta({ id: 'ExportResult' });
 
-const exportLinesSchema = z
-  .string()
-  .meta({ id: 'ExportLines', description: 'format=ndjson: one AuditEvent JSON object per line, each line ending in \\n.' });
+const exportLinesSchema = z.string().meta({
+  id: 'ExportLines',
+  description:
+    'format=ndjson: one AuditEvent JSON object per line, each line ending in \\n; with proofs=true, followed by one ExpiredLeaf line ' +
+    'per expired leaf in the window (with tree_head), when there are any.',
+});
 
 const concurrentExportsSchema = z
   .looseObject({
@@ -197,7 +240,7 @@ const concurrentExportsSchema = z
   .meta({ id: 'ConcurrentExports' });
 
 export const exportOpenApi: OpenApiContribution = {
-  schemas: [exportBodySchema, exportResultSchema, exportLinesSchema, concurrentExportsSchema],
+  schemas: [exportBodySchema, expiredLeafSchema, exportResultSchema, exportLinesSchema, concurrentExportsSchema],
   paths: {
     '/audit/export': {
       post: {

@@ -277,6 +277,10 @@ describe('Helm chart', function () {
       'retention.batchSize=2000',
       '--set',
       'config.retentionDefault=6y',
+      '--set',
+      'retention.archive.endpoint=https://minio.storage:9000',
+      '--set',
+      'retention.archive.forcePathStyle=true',
     );
     const deployment = named(manifests, 'Deployment', 'rel-audit-trail-retention');
     expect(deployment.spec.replicas).to.equal(1);
@@ -286,6 +290,16 @@ describe('Helm chart', function () {
     expect(container.readinessProbe.httpGet).to.deep.equal({ path: '/readyz', port: 'internal' });
     const env = environment(container);
     expect(env).to.include({ RETENTION_INTERVAL: '30m', RETENTION_BATCH_SIZE: '2000', RETENTION_DEFAULT: '6y' });
+    // The archive store (docs/retention.md "Archive before expiry"): the release's, keys only when the Secret holds them.
+    expect(env).to.include({
+      ARCHIVE_S3_REGION: 'us-east-1',
+      ARCHIVE_S3_ENDPOINT: 'https://minio.storage:9000',
+      ARCHIVE_S3_FORCE_PATH_STYLE: 'true',
+    });
+    for (const key of ['ARCHIVE_S3_ACCESS_KEY_ID', 'ARCHIVE_S3_SECRET_ACCESS_KEY'])
+      expect(env[key]).to.deep.equal({ secretKeyRef: { name: 'rel-audit-trail-env', key, optional: true } });
+    for (const other of byKind(manifests, 'Deployment').filter((item) => item.metadata.name !== 'rel-audit-trail-retention'))
+      expect(environment(other.spec.template.spec.containers[0])).not.to.have.property('ARCHIVE_S3_ACCESS_KEY_ID');
     expect(env).not.to.have.property('SEAL_SIGNING_KEY');
     expect(pod.automountServiceAccountToken).to.equal(false);
     expect(byKind(manifests, 'Service').map((service) => service.metadata.name)).to.include('rel-audit-trail-retention-internal');

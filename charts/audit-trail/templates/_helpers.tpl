@@ -290,7 +290,7 @@ worker: {cliRoles: "relay,worker", public: false, uses: [postgres, nats], reache
 controller: {cliRoles: controller, public: false, uses: [postgres], reaches: [kubernetesApi]}
 sealer: {cliRoles: sealer, public: false, uses: [postgres], reaches: []}
 streams: {cliRoles: streams, public: false, uses: [postgres], reaches: [webhooks]}
-retention: {cliRoles: retention, public: false, uses: [postgres], reaches: []}
+retention: {cliRoles: retention, public: false, uses: [postgres], reaches: [archive]}
 {{- end }}
 
 {{/*

@@ -150,6 +150,26 @@ describe('verifying an export of a trail that had expiries', function () {
     expect(err).to.include('is said to be complete but lacks the events of leaves');
   });
 
+  it('counts a leaf once when pages of one head repeat its record, and fails two records that disagree on a leaf', async () => {
+    const first = await exportText('ndjson');
+    const head = lines(first)[0]!.tree_head.tree_size;
+    const response = await call(`${api.baseUrl}/audit/export?format=ndjson&proofs=true&tree_size=${head}`, {
+      key,
+      body: { until: new Date(now - DAY).toISOString() },
+    });
+    expect(response.status).to.equal(200);
+    const pages = `${first}${response.text}`;
+    const report = verifyComplete(pages);
+    expect(report.failures).to.deep.equal([]);
+    expect(report.expired).to.have.length(expiring.length);
+    const [record, other] = lines(first).filter((line) => line.expired);
+    const clash = { ...other!, expired: { ...other!.expired, event_id: record!.expired.event_id } };
+    const clashing = verifyComplete(`${first}${ndjson([clash])}`);
+    expect(clashing.failures.map((failure) => failure.reason)).to.include(
+      `the record that its leaf expired: two records say leaf ${other!.expired.leaf_index} expired, for events ${other!.expired.event_id} and ${record!.expired.event_id}`,
+    );
+  });
+
   it('catches a forged record that says an event still served expired', async () => {
     const exported = lines(await exportText('ndjson'));
     const served = exported.find((line) => line.event_id === kept[0]!.eventId)!;

@@ -84,6 +84,12 @@ export class RetentionPolicyReconciler {
       const was = outcome.previous ? ` (was ${outcome.previous.period.text}${outcome.previous.locked ? ', locked' : ''})` : '';
       await this.options.events.record(involvedObject(object), 'Normal', 'PolicyApplied', `${describe(policy)}${was}.`);
     }
+    const archiveFailure = policy.archive ? await policies.archiveFailure(policy.tenantId) : undefined;
+    if (archiveFailure) {
+      // The policy is in force; what is not happening is its expiry, which waits for the archive.
+      const message = `${describe(policy)}. Archiving before expiry failed at ${archiveFailure.failedAt.toISOString()}: ${archiveFailure.reason}. Nothing of that range expired; the next pass tries again.`;
+      return this.report(object, policy, { state: 'Stalled', reason: 'ArchiveFailing', message });
+    }
     return this.report(object, policy, { state: 'Ready', reason: policy.locked ? 'Locked' : 'Applied', message: readyMessage(policy) });
   }
 

@@ -3,6 +3,7 @@ import { adminEvent, type Actor } from '../events/adminEvent.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
+import { recordArchiveOutcome } from './archiveOutcomeStore.ts';
 import { ArchiveError, type ArchiveStore } from './archiveStore.ts';
 import { writeArchive, type ArchiveTarget, type WrittenArchive } from './expiryArchive.ts';
 import {
@@ -107,6 +108,9 @@ export class Expiry {
       ? await this.archiveThenExpire(plan, plan.keptSince, plan.archive)
       : { expired: await this.expireUpTo(plan, plan.keptSince) };
     const result: TenantExpiry = { ...plan, expired: { count: 0, first: null, last: null }, ...done };
+    // What the RetentionPolicy shows (Ready=False, ArchiveFailing) until a later pass archives again.
+    if (result.archiveFailure) await recordArchiveOutcome(this.options.db, plan.tenantId, result.archiveFailure);
+    else if ((result.archives?.length ?? 0) > 0) await recordArchiveOutcome(this.options.db, plan.tenantId, null);
     await this.options.writer.write([expiryEvent(result, actor)], 'internal');
     log.info(
       { tenant_id: plan.tenantId, expired: result.expired?.count ?? 0, retain: plan.retain },

@@ -1,4 +1,5 @@
 import { canonicalJson } from '../client/canonicalJson.ts';
+import { currentArchiveFailure } from './archiveOutcomeStore.ts';
 import type { RetentionPeriod } from '../config/valueFormats.ts';
 import type { Queryable } from '../db/database.ts';
 import { adminEvent, type Actor } from '../events/adminEvent.ts';
@@ -90,6 +91,11 @@ export class RetentionPolicies {
       keptSince: period ? await retentionCutoff(db, period) : undefined,
       updatedAt: policy?.updatedAt,
     };
+  }
+
+  /** The tenant's archive failure when no expiry pass archived since (shown on its RetentionPolicy). */
+  archiveFailure(tenantId: string): Promise<{ failedAt: Date; reason: string } | undefined> {
+    return currentArchiveFailure(this.options.db, tenantId);
   }
 
   /** Applies what the resource `managedBy` declares, unless a locked policy forbids it. */

@@ -12,6 +12,7 @@ import { parseRetentionPeriod } from '../../src/config/valueFormats.ts';
 import { Database } from '../../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
+import { currentArchiveFailure } from '../../src/lifecycle/archiveOutcomeStore.ts';
 import { ArchiveStore } from '../../src/lifecycle/archiveStore.ts';
 import { Expiry } from '../../src/lifecycle/expiry.ts';
 import { RetentionPolicies } from '../../src/lifecycle/retentionPolicies.ts';
@@ -149,6 +150,8 @@ describe('archive before expiry', function () {
       expect(acme.archiveFailure).to.match(/^writing s3:\/\/audit-archive\/trail\/acme\/.* failed/);
       expect(acme.expired!.count).to.equal(0);
       expect(await failures(metrics)).to.equal(1);
+      // What the controller shows on the RetentionPolicy (test/lifecycle/retention-policies.test.ts).
+      expect((await currentArchiveFailure(database.pool, 'acme'))?.reason).to.equal(acme.archiveFailure);
     } finally {
       await store.close();
     }
@@ -186,6 +189,7 @@ describe('archive before expiry', function () {
     const acme = result.tenants.find((tenant) => tenant.tenantId === 'acme')!;
     expect(acme.archiveFailure).to.equal(undefined);
     expect(acme.expired!.count).to.equal(5);
+    expect(await currentArchiveFailure(database.pool, 'acme')).to.equal(undefined);
     expect(await stored()).to.deep.equal(ids(kept));
     // Two events per object: three objects, oldest first in key order, named prefix/tenant/yyyy/mm/first_last_random.
     const written = (await objects()).filter((object) => !before.has(object.key));

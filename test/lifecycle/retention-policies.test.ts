@@ -6,6 +6,7 @@ import { isAtLeast } from '../../src/lifecycle/retentionRules.ts';
 import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
 import { call, mintKey } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
+import { recordArchiveOutcome } from '../../src/lifecycle/archiveOutcomeStore.ts';
 
 const NAMESPACE = 'platform';
 const DAY_MS = 86_400_000;
@@ -199,6 +200,26 @@ describe('RetentionPolicy resources', function () {
     expect(await stored('hooli')).to.equal(undefined);
     expect((await retentionOf('hooli')).json.retention).to.include({ source: 'default', retain: '6y' });
     expect((await adminEvents('hooli')).map((event) => event.action)).to.deep.equal(['admin.retention.set', 'admin.retention.remove']);
+  });
+
+  it('shows a failing archive on the policy until a later pass archives again', async () => {
+    await create('archiving', { tenantId: 'archiving', retain: '30d', archive: { bucket: 'audit-archive', prefix: 'trail' } });
+    await waitFor(async () => condition(await get('archiving'), 'Ready')?.status === 'True', 'archiving to be Ready');
+    expect(condition(await get('archiving'), 'Ready').message).to.equal(
+      'Tenant archiving keeps its events 30d. Expiring events are archived to s3://audit-archive first, and expire only once the archive is read back intact.',
+    );
+    // What an expiry pass records when its archive fails (test/lifecycle/archive-expiry.test.ts).
+    await recordArchiveOutcome(harness.db.pool, 'archiving', 'writing s3://audit-archive/trail/archiving/x failed: TimeoutError');
+    await waitFor(async () => condition(await get('archiving'), 'Ready')?.status === 'False', 'the failure to show');
+    const failing = await get('archiving');
+    expect(condition(failing, 'Ready')).to.include({ reason: 'ArchiveFailing' });
+    expect(condition(failing, 'Ready').message).to.match(
+      /Archiving before expiry failed at .*: writing s3:\/\/audit-archive\/trail\/archiving\/x failed: TimeoutError\. Nothing of that range expired/,
+    );
+    expect(condition(failing, 'Stalled')).to.include({ status: 'True', reason: 'ArchiveFailing' });
+    expect(failing.status).to.include({ enforced: '30d' });
+    await recordArchiveOutcome(harness.db.pool, 'archiving', null);
+    await waitFor(async () => condition(await get('archiving'), 'Ready')?.status === 'True', 'the policy to be Ready again');
   });
 
   it('gives a tenant one policy: a second resource for it is Stalled and changes nothing', async () => {

@@ -208,8 +208,9 @@ describe('archive before expiry', function () {
     for (const [index, object] of written.entries()) {
       const text = gunzipSync(object.bytes).toString('utf8');
       for (const line of text.trim().split('\n')) archivedIds.push((JSON.parse(line) as { event_id: string }).event_id);
-      const file = join(directory, `archive-${index}.ndjson`);
-      writeFileSync(file, text);
+      // As stored: `audit-trail verify --export` reads the gzipped object itself.
+      const file = join(directory, `archive-${index}.ndjson.gz`);
+      writeFileSync(file, object.bytes);
       const verified = await verify(['--export', file]);
       expect(verified.code, verified.err).to.equal(0);
       expect(verified.out).to.match(

@@ -42,7 +42,8 @@ export async function runVerify(
     inputs = {
       // Read as bytes and decoded at once: readFile's 'utf8' decodes chunk by chunk into a string of many
       // pieces, which parsing then had to flatten (BENCHMARKS.md, "Tamper evidence (issue 18)", the verification).
-      exportText: (await readFile(values.export!)).toString('utf8'),
+      // An archive object (docs/retention.md "Archive before expiry") is gzipped NDJSON: verified as it is stored.
+      exportText: gunzipped(await readFile(values.export!)).toString('utf8'),
       trustedKeys: (await Promise.all(values['public-key'].map(readTrustedKeys))).flat(),
       savedHeads: (await Promise.all(values['tree-head'].map((path) => readJsonList<SignedTreeHead>(path, 'tree_heads')))).flat(),
       consistencyProofs: (await Promise.all(values.consistency.map((path) => readJsonList<ConsistencyProof>(path, 'proofs')))).flat(),

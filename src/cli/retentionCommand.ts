@@ -87,7 +87,8 @@ function skippedText(tenant: TenantExpiry): string {
 }
 
 function planLines(tenant: TenantExpiry): string {
-  const head = `${tenant.tenantId}  ${tenant.retain ?? 'forever'} (${tenant.source})${tenant.keptSince ? `  before ${tenant.keptSince.toISOString()}` : ''}`;
+  const archive = tenant.archive ? `  archived first to s3://${tenant.archive.bucket}/${tenant.archive.prefix ?? ''}` : '';
+  const head = `${tenant.tenantId}  ${tenant.retain ?? 'forever'} (${tenant.source})${tenant.keptSince ? `  before ${tenant.keptSince.toISOString()}` : ''}${archive}`;
   if (tenant.skipped || tenant.months.length === 0) return `${head}  ${skippedText(tenant)}\n`;
   return `${head}\n${tenant.months.map((month) => `  ${month.month.toISOString().slice(0, 7)}  expiring ${month.expiring}  held ${month.held}\n`).join('')}`;
 }

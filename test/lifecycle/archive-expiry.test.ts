@@ -1,10 +1,12 @@
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { expect } from 'chai';
+import { execFile } from 'node:child_process';
 import { createServer, request, type Server } from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { promisify } from 'node:util';
 import { gunzipSync } from 'node:zlib';
 import S3rver from 's3rver';
 import { runVerify } from '../../src/client/cli/verifyCommand.ts';
@@ -21,12 +23,13 @@ import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { freePort } from '../support/ports.ts';
-import { testLogger } from '../support/service.ts';
+import { TEST_PEPPER, testLogger } from '../support/service.ts';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const OPERATOR = { userId: 'test-operator', userRole: 'operator' };
 const BUCKET = 'audit-archive';
+const run = promisify(execFile);
 const S3_KEYS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
 
 /**
@@ -249,6 +252,41 @@ describe('archive before expiry', function () {
       [rows[0].archive_key],
     );
     expect(await stored()).to.deep.equal(ids([...kept, late]));
+  });
+
+  it('from the CLI: `retention plan` names the archive; `retention run` exits 1 with the store down, and archives then expires with it up', async () => {
+    // The late event of the previous test, sealed now: the next pass archives and expires it.
+    await sealer.sealNow();
+    const cli = async (storeEndpoint: string, ...args: string[]) =>
+      run(process.execPath, ['src/cli.ts', 'retention', ...args], {
+        env: {
+          PATH: process.env.PATH ?? '',
+          DATABASE_URL: db.url,
+          KEY_PEPPER: TEST_PEPPER,
+          ARCHIVE_S3_ENDPOINT: storeEndpoint,
+          ARCHIVE_S3_FORCE_PATH_STYLE: 'true',
+          ARCHIVE_S3_ACCESS_KEY_ID: S3_KEYS.accessKeyId,
+          ARCHIVE_S3_SECRET_ACCESS_KEY: S3_KEYS.secretAccessKey,
+        },
+      }).then(
+        ({ stdout }) => ({ code: 0, stdout }),
+        (error: { code: number; stdout: string }) => ({ code: error.code, stdout: error.stdout }),
+      );
+    const plan = await cli(endpoint, 'plan', '--tenant', 'acme');
+    expect(plan.stdout).to.match(
+      /^acme {2}1d \(policy\) {2}before \S+ {2}archived first to s3:\/\/audit-archive\/trail\/\n {2}\d{4}-\d{2} {2}expiring 1 {2}held 0\n$/,
+    );
+    const down = await cli(`http://127.0.0.1:${await freePort()}`, 'run', '--tenant', 'acme', '--json');
+    expect(down.code).to.equal(1);
+    expect(JSON.parse(down.stdout).tenants[0]).to.include({ tenant_id: 'acme' }).and.have.property('archive_failure');
+    expect(await stored()).to.have.length(2);
+    const up = await cli(endpoint, 'run', '--tenant', 'acme', '--json');
+    expect(up.code, up.stdout).to.equal(0);
+    const [tenant] = JSON.parse(up.stdout).tenants;
+    expect(tenant.expired.count).to.equal(1);
+    expect(tenant.archives).to.have.length(1);
+    expect((await objects()).map((object) => object.key)).to.include(tenant.archives[0].key);
+    expect(await stored()).to.deep.equal(ids(kept));
   });
 
   async function verify(args: string[]): Promise<{ code: number; out: string; err: string }> {

@@ -18,6 +18,7 @@
  *
  *   node bench/storedForm.ts            (BENCH_STORED_FORM_EVENTS=400000, BENCH_STORED_FORM_TENANTS=100)
  */
+import { producerNewEvent } from './support/producers.ts';
 import pg from 'pg';
 import { booleanArrayLiteral, lineSeparatedList, textArrayLiteral } from '../src/db/arrayLiteral.ts';
 import { EVENT_JSON, renderEvent, renderEventDocument } from '../src/events/eventDocument.ts';
@@ -150,23 +151,7 @@ try {
   log('sizes measured; writing');
 
   // Writes: batches as the write path sends them, interleaved form by form so that noise hits all alike.
-  const producer = (index: number): NewEvent => ({
-    tenantId: `tenant-${String(index % TENANTS).padStart(4, '0')}`,
-    occurredAtMs: Date.now(),
-    eventId: crypto.randomUUID(),
-    action: index % 3 === 0 ? 'phi.read' : 'phi.query',
-    userId: `user-${index % 500}`,
-    userRole: 'clinician',
-    resourceType: 'patient_record',
-    resourceId: `p-${index}`,
-    fieldsAccessed: '["diagnosis","medications"]',
-    phiInvolved: true,
-    sourceIp: '10.1.2.3',
-    userAgent: 'bench-producer/1.0',
-    justification: '',
-    success: true,
-    details: `{"ward":"${index % 40}"}`,
-  });
+  const producer = (index: number): NewEvent => producerNewEvent(`tenant-${String(index % TENANTS).padStart(4, '0')}`, index);
   const unnestFields = `unnest($1::text[], $2::timestamptz[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
       $9::text[], $10::boolean[], $11::text[], $12::text[], $13::text[], $14::boolean[], string_to_array($15, E'\\n'))`;
   const statements: Record<Form, string> = {

@@ -12,6 +12,7 @@
  *
  *   node bench/writeCost.ts           (BENCH_WRITE_COST_EVENTS=20000 per variant and round, BENCH_WRITE_COST_ROUNDS=3)
  */
+import { producerNewEvent } from './support/producers.ts';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
@@ -65,23 +66,7 @@ const dropAll = async () => {
 };
 await dropAll();
 
-const producer = (index: number): NewEvent => ({
-  tenantId: `tenant-${index % 100}`,
-  occurredAtMs: Date.now(),
-  eventId: crypto.randomUUID(),
-  action: index % 3 === 0 ? 'phi.read' : 'phi.query',
-  userId: `user-${index % 500}`,
-  userRole: 'clinician',
-  resourceType: 'patient_record',
-  resourceId: `p-${index}`,
-  fieldsAccessed: '["diagnosis","medications"]',
-  phiInvolved: true,
-  sourceIp: '10.1.2.3',
-  userAgent: 'bench-producer/1.0',
-  justification: '',
-  success: true,
-  details: `{"ward":"${index % 40}"}`,
-});
+const producer = (index: number): NewEvent => producerNewEvent(`tenant-${index % 100}`, index);
 
 /** User + system CPU of a process, in microseconds (/proc/PID/stat, clock ticks of 10 ms). */
 function cpuUs(pid: number): number {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { NewEvent } from '../../src/events/eventStore.ts';
 
 /** One producer event of the ingest benchmarks, as a producer sends it. */
 export function producerEvent(tenant: string, index: number) {
@@ -17,5 +18,26 @@ export function producerEvent(tenant: string, index: number) {
     source_ip: '10.1.2.3',
     user_agent: 'bench-producer/1.0',
     details: { ward: `${index % 40}` },
+  };
+}
+
+/** The same producer event as the write path receives it (NewEvent), for benchmarks that write below HTTP. */
+export function producerNewEvent(tenantId: string, index: number): NewEvent {
+  return {
+    tenantId,
+    occurredAtMs: Date.now(),
+    eventId: randomUUID(),
+    action: index % 3 === 0 ? 'phi.read' : 'phi.query',
+    userId: `user-${index % 500}`,
+    userRole: 'clinician',
+    resourceType: 'patient_record',
+    resourceId: `p-${index}`,
+    fieldsAccessed: '["diagnosis","medications"]',
+    phiInvolved: true,
+    sourceIp: '10.1.2.3',
+    userAgent: 'bench-producer/1.0',
+    justification: '',
+    success: true,
+    details: `{"ward":"${index % 40}"}`,
   };
 }

@@ -78,7 +78,9 @@ export class ArchiveStore {
   }
 
   async close(): Promise<void> {
-    if (this.client) (await this.client).client.destroy();
+    // Only a store that was opened has a client to close; opening one just to close it would load the SDK.
+    const opened = this.client;
+    if (opened !== undefined) (await opened).client.destroy();
   }
 }
 

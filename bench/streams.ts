@@ -24,11 +24,11 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import { Agent } from 'undici';
 import { Database } from '../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../src/delivery/fanOut.ts';
-import { documentsOfKeys } from '../src/events/eventStore.ts';
+import { documentsOfLeaves } from '../src/events/eventStore.ts';
 import { EventWriter } from '../src/events/eventWriter.ts';
 import { Sealer } from '../src/integrity/sealer.ts';
 import { TreeHeadSigner } from '../src/integrity/treeHeadSigner.ts';
-import { latestTreeHead, leafKeysFrom } from '../src/integrity/treeStore.ts';
+import { latestTreeHead } from '../src/integrity/treeStore.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { HttpPoster } from '../src/streams/destinations/httpPoster.ts';
 import { SplunkHec } from '../src/streams/destinations/splunkHec.ts';
@@ -133,12 +133,11 @@ const hec = new SplunkHec(
 const head = treeHeadRecord((await latestTreeHead(db, 'backlog'))!, 0);
 const batches: string[][] = [];
 for (let position = 0; position < EVENTS; position += 5000) {
-  const keys = await leafKeysFrom(db, 'backlog', position, 5000);
-  const documents = await documentsOfKeys(db, 'backlog', keys.occurredAt, keys.eventIds, { actionPrefixes: [], phiInvolved: undefined });
+  const documents = await documentsOfLeaves(db, 'backlog', position, 5000, { actionPrefixes: [], phiInvolved: undefined });
   let items = [hec.encode(head)];
   let bytes = items[0]!.length + 1;
-  for (const { index, document } of documents) {
-    const item = hec.encode(eventRecord('native', 'backlog', document, position + index));
+  for (const { leaf, document } of documents) {
+    const item = hec.encode(eventRecord('native', 'backlog', document, leaf));
     if (bytes + Buffer.byteLength(item) + 1 > hec.limits.maxBytes) {
       batches.push(items);
       items = [hec.encode(head)];

@@ -1,4 +1,3 @@
-import type pg from 'pg';
 import { prepared, type Queryable } from '../db/database.ts';
 import type { SignedTreeHead } from '../client/integrity.ts';
 import { TILE_HEIGHT, type Tile, type TileKey } from './tiles.ts';
@@ -211,36 +210,6 @@ export async function treeSizes(db: Queryable, tenantIds: readonly string[] | un
     ]),
   );
   return new Map(rows.map((row) => [row.tenant_id, row.tree_size]));
-}
-
-/** Leaves in tree order, from `fromLeaf`: the key of the event each one is, its instant in Postgres' text form. */
-export interface LeafKeys {
-  readonly firstLeaf: number;
-  readonly occurredAt: string[];
-  readonly eventIds: string[];
-}
-
-/**
- * The keys of up to `maxLeaves` leaves from `fromLeaf` on (log streams read the trail in this order). The
- * range holding `fromLeaf` is found by the primary key, and the ranges after it follow it in that index.
- */
-export async function leafKeysFrom(db: Queryable, tenantId: string, fromLeaf: number, maxLeaves: number): Promise<LeafKeys> {
-  const query: pg.QueryArrayConfig = {
-    ...prepared(
-      `SELECT k.event_occurred_at::text, k.event_id::text
-         FROM merkle_leaf_ranges r
-        CROSS JOIN LATERAL unnest(r.event_occurred_at, r.event_ids) WITH ORDINALITY AS k(event_occurred_at, event_id, position)
-        WHERE r.tenant_id = $1
-          AND r.first_leaf >= (SELECT coalesce(max(first_leaf), 0) FROM merkle_leaf_ranges WHERE tenant_id = $1 AND first_leaf <= $2)
-          AND r.first_leaf < $2 + $3
-          AND r.first_leaf + k.position - 1 >= $2 AND r.first_leaf + k.position - 1 < $2 + $3
-        ORDER BY r.first_leaf, k.position`,
-      [tenantId, fromLeaf, maxLeaves],
-    ),
-    rowMode: 'array',
-  };
-  const rows = (await db.query(query)).rows as unknown as Array<[occurredAt: string, eventId: string]>;
-  return { firstLeaf: fromLeaf, occurredAt: rows.map((row) => row[0]), eventIds: rows.map((row) => row[1]) };
 }
 
 /**

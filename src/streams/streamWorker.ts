@@ -1,6 +1,6 @@
 import type { Database } from '../db/database.ts';
-import { documentsOfKeys } from '../events/eventStore.ts';
-import { firstLeafSince, latestTreeHead, leafIngestedAt, leafKeysFrom, treeSizes } from '../integrity/treeStore.ts';
+import { documentsOfLeaves } from '../events/eventStore.ts';
+import { firstLeafSince, latestTreeHead, leafIngestedAt, treeSizes } from '../integrity/treeStore.ts';
 import { PollLoop, type NextPass } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
@@ -63,6 +63,8 @@ export class StreamWorker {
   private readonly loop: PollLoop;
   private retryMs = 0;
   private failing: boolean;
+  /** A tenant's next chunk, read during the last round of the pass before: the next pass starts with it. */
+  private readAhead: { readonly tenantId: string; readonly start: number; readonly chunk: Promise<Chunk> } | undefined;
 
   constructor(stream: LogStream, destination: Destination, options: StreamWorkerOptions) {
     this.stream = stream;
@@ -150,23 +152,28 @@ export class StreamWorker {
   /**
    * One round: for each tenant with leaves past the stream's position, up to CHUNKS_PER_ROUND chunks (a
    * tenant with a backlog does not hold the stream's other tenants up for long). The next chunk is read
-   * while the current one is sent: Postgres and the destination work at the same time.
+   * while the current one is sent, so Postgres and the destination work at the same time; a round that ends
+   * with a tenant's next chunk read hands it to the next pass, which starts with it if the tenant is still
+   * there (a backfill's pipeline does not drain at every round).
    */
   private async pass(): Promise<PassOutcome> {
     const { db } = this.options;
+    const carried = this.readAhead;
+    this.readAhead = undefined;
     const sizes = await treeSizes(db, this.stream.tenantIds ?? undefined);
     const positions = new Map((await streamPositions(db, this.stream.id)).map((position) => [position.tenantId, position.nextLeaf]));
     let progress = false;
     let lagEvents = 0;
     let oldestMs: number | undefined;
     for (const [tenantId, size] of sizes) {
-      if (this.loop.stopped) return { kind: 'idle' };
+      if (this.loop.stopped) break;
       let position = positions.get(tenantId);
       position ??= await startPosition(db, this.stream.id, tenantId, await firstLeafSince(db, tenantId, this.stream.startAt.getTime()));
-      let next: Promise<Chunk> | undefined = position < size ? this.readChunk(tenantId, position, size) : undefined;
+      const ahead = carried?.tenantId === tenantId && carried.start === position ? carried.chunk : undefined;
+      let next: Promise<Chunk> | undefined = ahead ?? (position < size ? this.readChunk(tenantId, position, size) : undefined);
       for (let round = 0; next && round < CHUNKS_PER_ROUND && !this.loop.stopped; round += 1) {
         const chunk = await next;
-        next = chunk.end + 1 < size && round + 1 < CHUNKS_PER_ROUND ? this.readChunk(tenantId, chunk.end + 1, size) : undefined;
+        next = chunk.end + 1 < size ? this.readChunk(tenantId, chunk.end + 1, size) : undefined;
         const outcome = await this.sendChunk(tenantId, chunk);
         if (outcome.kind === 'lost' || outcome.kind === 'failed') {
           // The chunk read ahead is not needed: the next pass reads again from the position.
@@ -176,12 +183,15 @@ export class StreamWorker {
         progress = true;
         position = chunk.end + 1;
       }
+      if (next && !this.loop.stopped) this.readAhead = { tenantId, start: position, chunk: next };
+      next?.catch(() => undefined);
       if (position < size) {
         lagEvents += size - position;
         const waiting = await leafIngestedAt(db, tenantId, position);
         if (waiting && (oldestMs === undefined || waiting.getTime() < oldestMs)) oldestMs = waiting.getTime();
       }
     }
+    if (this.loop.stopped) return { kind: 'idle' };
     this.options.metrics?.streamLagEvents.set({ stream: this.stream.id }, lagEvents);
     this.options.metrics?.streamLagSeconds.set(
       { stream: this.stream.id },
@@ -190,20 +200,24 @@ export class StreamWorker {
     return progress ? { kind: 'progress' } : { kind: 'idle' };
   }
 
-  /** A chunk of a tenant's leaves from `position`: the records of the events the filter lets through. */
+  /**
+   * A chunk of a tenant's leaves from `position`: the records of the events the filter lets through, read in
+   * one statement beside the tenant's latest tree head. Leaves are appended with their ranges in one
+   * transaction, so a tree of this size has them all: the chunk ends CHUNK_LEAVES on, or at the tree's end.
+   */
   private async readChunk(tenantId: string, position: number, size: number): Promise<Chunk> {
     const { db } = this.options;
-    const keys = await leafKeysFrom(db, tenantId, position, Math.min(CHUNK_LEAVES, size - position));
-    // Leaves are appended with their ranges in one transaction, so a tree of this size has them all.
-    if (keys.eventIds.length === 0) return { start: position, end: position - 1, records: [], head: undefined };
+    const end = Math.min(position + CHUNK_LEAVES, size) - 1;
     const filter = { actionPrefixes: this.stream.filter.action_prefixes ?? [], phiInvolved: this.stream.filter.phi_involved };
-    const documents = await documentsOfKeys(db, tenantId, keys.occurredAt, keys.eventIds, filter);
-    const head = this.stream.treeHeads && documents.length > 0 ? await latestTreeHead(db, tenantId) : undefined;
+    const [documents, head] = await Promise.all([
+      documentsOfLeaves(db, tenantId, position, end - position + 1, filter),
+      this.stream.treeHeads ? latestTreeHead(db, tenantId) : undefined,
+    ]);
     return {
       start: position,
-      end: position + keys.eventIds.length - 1,
-      records: documents.map(({ index, document }) => eventRecord(this.stream.format, tenantId, document, position + index)),
-      head: head && treeHeadRecord(head, position),
+      end,
+      records: documents.map(({ leaf, document }) => eventRecord(this.stream.format, tenantId, document, leaf)),
+      head: head && documents.length > 0 ? treeHeadRecord(head, position) : undefined,
     };
   }
 

@@ -35,8 +35,10 @@ export class SplunkHec implements Destination {
   private readonly endpoint: URL;
   private readonly sourcetype: string;
   private readonly channel = randomUUID();
-  /** The members every event shares, after `time`, as JSON text: `,"source":…,"sourcetype":…(,"index":…)`. */
+  /** The members every record shares, after `time`, as JSON text: `,"host":…,"source":…(,"index":…)`. */
   private readonly sharedMembers: string;
+  /** The shared members and the event records' sourcetype: written once, not per record. */
+  private readonly eventMembers: string;
 
   constructor(settings: SplunkHecSettings, format: StreamFormat, poster: HttpPoster) {
     this.settings = settings;
@@ -46,13 +48,14 @@ export class SplunkHec implements Destination {
     this.sharedMembers = `,"host":"audit-trail","source":${JSON.stringify(settings.source ?? 'audit-trail')}${
       settings.index === undefined ? '' : `,"index":${JSON.stringify(settings.index)}`
     }`;
+    this.eventMembers = `${this.sharedMembers},"sourcetype":${JSON.stringify(this.sourcetype)}`;
   }
 
   encode(record: StreamRecord): string {
     // HEC's time is epoch seconds, with the milliseconds as a fraction.
     const time = (record.timestampMs / 1000).toFixed(3);
-    const sourcetype = record.kind === 'event' ? this.sourcetype : `audit-trail:${record.kind}`;
-    return `{"time":${time}${this.sharedMembers},"sourcetype":${JSON.stringify(sourcetype)},"event":${record.json}}`;
+    const members = record.kind === 'event' ? this.eventMembers : `${this.sharedMembers},"sourcetype":"audit-trail:${record.kind}"`;
+    return `{"time":${time}${members},"event":${record.json}}`;
   }
 
   prepare(batch: EncodedBatch): void {

@@ -4,8 +4,9 @@ import { firstLeafSince, latestTreeHead, leafIngestedAt, treeSizes } from '../in
 import { PollLoop, type NextPass } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import type { Destination, EncodedBatch, SendOutcome } from './destinations/destination.ts';
-import { eventRecord, treeHeadRecord, type StreamRecord } from './records.ts';
+import { cutBatches, type Batch } from './batches.ts';
+import type { Destination, SendOutcome } from './destinations/destination.ts';
+import { eventRecord, treeHeadRecord } from './records.ts';
 import { advancePosition, recordFailure, startPosition } from './streamLeaseStore.ts';
 import { streamPositions, type LogStream } from './streamStore.ts';
 
@@ -14,12 +15,11 @@ const CHUNK_LEAVES = 5_000;
 /** Chunks of one tenant per round, before the stream's other tenants get theirs. */
 const CHUNKS_PER_ROUND = 8;
 
-/** A chunk of a tenant's leaves, [start, end], and the records of those the filter lets through. */
+/** A chunk of a tenant's leaves, [start, end], as the batches that carry the events the filter lets through. */
 interface Chunk {
   readonly start: number;
   readonly end: number;
-  readonly records: StreamRecord[];
-  readonly head: StreamRecord | undefined;
+  readonly batches: readonly Batch[];
 }
 const FIRST_RETRY_MS = 1_000;
 const MAX_RETRY_MS = 60_000;
@@ -213,19 +213,26 @@ export class StreamWorker {
       documentsOfLeaves(db, tenantId, position, end - position + 1, filter),
       this.stream.treeHeads ? latestTreeHead(db, tenantId) : undefined,
     ]);
-    return {
-      start: position,
-      end,
-      records: documents.map(({ leaf, document }) => eventRecord(this.stream.format, tenantId, document, leaf)),
-      head: head && documents.length > 0 ? treeHeadRecord(head, position) : undefined,
-    };
+    const records = documents.map(({ leaf, document }) => eventRecord(this.stream.format, tenantId, document, leaf));
+    const span = { streamId: this.stream.id, tenantId, firstLeaf: position, lastLeaf: end };
+    const batches = cutBatches(
+      this.destination,
+      this.limits,
+      span,
+      records,
+      head && records.length > 0 ? treeHeadRecord(head, position) : undefined,
+    );
+    // Cut and its first body compressed as soon as read, while the chunk before is still being sent: a chunk's
+    // first batch does not wait for either.
+    if (batches[0]) this.destination.prepare(batches[0].encoded);
+    return { start: position, end, batches };
   }
 
   /** Sends a chunk's batches in order, the position moving past each one the destination accepts. */
   private async sendChunk(tenantId: string, chunk: Chunk): Promise<{ kind: 'moved' } | Extract<PassOutcome, { kind: 'lost' | 'failed' }>> {
     const { db, owner, metrics } = this.options;
     if (chunk.end < chunk.start) return { kind: 'moved' };
-    const batches = [...this.cut(tenantId, chunk.records, chunk.head, chunk.start, chunk.end)];
+    const { batches } = chunk;
     for (const [index, batch] of batches.entries()) {
       // The next body is compressed while this batch is in flight; it is sent only once this one is acknowledged.
       const following = batches[index + 1];
@@ -240,46 +247,8 @@ export class StreamWorker {
       }
       metrics?.streamEventsDelivered.inc({ stream: this.stream.id }, batch.events);
     }
-    if (chunk.records.length === 0 && !(await advancePosition(db, this.stream.id, owner, tenantId, chunk.end + 1, 0)))
-      return { kind: 'lost' };
+    if (batches.length === 0 && !(await advancePosition(db, this.stream.id, owner, tenantId, chunk.end + 1, 0))) return { kind: 'lost' };
     return { kind: 'moved' };
-  }
-
-  /**
-   * The chunk's records as batches within the destination's limits, each led by the tree head record when
-   * there is one. Together the batches cover every leaf of the chunk, [position, chunkEnd]: the last one
-   * takes the filtered-out leaves after its last record.
-   */
-  private *cut(
-    tenantId: string,
-    records: readonly StreamRecord[],
-    head: StreamRecord | undefined,
-    position: number,
-    chunkEnd: number,
-  ): Generator<{ encoded: EncodedBatch; events: number }> {
-    const headItem = head && this.destination.encode(head);
-    const headBytes = headItem === undefined ? 0 : Buffer.byteLength(headItem) + 1;
-    let items: string[] = headItem === undefined ? [] : [headItem];
-    let bytes = headBytes;
-    let firstLeaf = position;
-    let events = 0;
-    const createdAtMs = Date.now();
-    for (let index = 0; index < records.length; index += 1) {
-      const item = this.destination.encode(records[index]!);
-      const itemBytes = Buffer.byteLength(item) + 1;
-      if (events > 0 && (items.length >= this.limits.maxItems || bytes + itemBytes > this.limits.maxBytes)) {
-        const lastLeaf = records[index - 1]!.leafIndex;
-        yield { encoded: { streamId: this.stream.id, tenantId, firstLeaf, lastLeaf, items, createdAtMs }, events };
-        firstLeaf = lastLeaf + 1;
-        items = headItem === undefined ? [] : [headItem];
-        bytes = headBytes;
-        events = 0;
-      }
-      items.push(item);
-      bytes += itemBytes;
-      events += 1;
-    }
-    if (events > 0) yield { encoded: { streamId: this.stream.id, tenantId, firstLeaf, lastLeaf: chunkEnd, items, createdAtMs }, events };
   }
 
   /** Cuts the sleep short: a new revision. */

@@ -41,10 +41,13 @@ import { producerEvent } from './support/producers.ts';
 import {
   BENCH_ENCRYPTION_KEY,
   BENCH_INGEST_TOKEN,
+  backendsOf,
   builtCli,
+  cpuMeter,
   freePort,
   freshDatabase,
   percentile,
+  processCpuMeter,
   startNode,
   stopProcess,
   waitForHttp,
@@ -63,6 +66,8 @@ const log = createLogger('warn');
 const counted = new Map<string, number>();
 const lags: number[] = [];
 let timedTenant = '';
+/** When the receiver first counted an event of each tenant. */
+const firstArrival = new Map<string, number>();
 const receiver = createServer((request, response) => {
   const chunks: Buffer[] = [];
   request.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -76,6 +81,7 @@ const receiver = createServer((request, response) => {
       if (!line.includes('"sourcetype":"audit-trail:native"')) continue;
       const tenant = /"tenant_id":"([^"]+)"/.exec(line)![1]!;
       counted.set(tenant, (counted.get(tenant) ?? 0) + 1);
+      if (!firstArrival.has(tenant)) firstArrival.set(tenant, performance.now());
       if (tenant === timedTenant) lags.push(now - Date.parse(/"timestamp":"([^"]+)"/.exec(line)![1]!));
     }
     response.writeHead(200, { 'content-type': 'application/json' }).end('{"text":"Success","code":0}');
@@ -151,6 +157,7 @@ for (let position = 0; position < EVENTS; position += 5000) {
 await hec.close();
 const agent = new Agent({ connections: 1 });
 timedTenant = '';
+const bareCpu = processCpuMeter();
 const bareStarted = performance.now();
 for (const items of batches) {
   const response = await agent.request({
@@ -163,9 +170,11 @@ for (const items of batches) {
   await response.body.text();
 }
 const bareSeconds = (performance.now() - bareStarted) / 1000;
+const bareCpuSeconds = bareCpu.elapsed();
 await agent.close();
 const bareDelivered = countOf('backlog');
 counted.delete('backlog');
+firstArrival.delete('backlog');
 
 const streamsPort = await freePort();
 const streamsEnv = {
@@ -179,6 +188,13 @@ const streamsEnv = {
 };
 const streams = startNode(builtCli('serve', '--roles', 'streams'), { ...streamsEnv, INTERNAL_PORT: String(streamsPort) });
 await waitForHttp(`http://127.0.0.1:${streamsPort}/healthz`);
+// CPU of the stream's side: the streams process, its Postgres sessions (the `audit-trail …` ones), and this
+// process, which receives (the bare sender's CPU is this process's alone: it sends and receives).
+const streamCpu = {
+  streams: cpuMeter(() => [streams.pid!]),
+  postgres: cpuMeter(() => backendsOf(SERVER_URL, NAME, ['audit-trail'])),
+  receiver: processCpuMeter(),
+};
 const streamStarted = performance.now();
 await registry.create(
   'backlog',
@@ -187,6 +203,7 @@ await registry.create(
 );
 await waitUntil(() => countOf('backlog') >= EVENTS, 600_000);
 const streamSeconds = (performance.now() - streamStarted) / 1000;
+const cpuSeconds = (meter: { elapsed(): number }) => Number(meter.elapsed().toFixed(2));
 
 const throughput = {
   events: EVENTS,
@@ -195,6 +212,16 @@ const throughput = {
   bare_events_per_s: Math.round(bareDelivered / bareSeconds),
   stream_events_per_s: Math.round(EVENTS / streamSeconds),
   ratio: Number((bareSeconds / streamSeconds).toFixed(2)),
+  // Diagnostics, not the goal's figures: how long the stream took to deliver its first event (the role
+  // noticing the stream, its first read), its rate from then on, and the CPU seconds each side spent.
+  stream_first_event_s: Number((((firstArrival.get('backlog') ?? 0) - streamStarted) / 1000).toFixed(2)),
+  stream_events_per_s_after_first: Math.round(EVENTS / (streamSeconds - ((firstArrival.get('backlog') ?? 0) - streamStarted) / 1000)),
+  bare_cpu_s: Number(bareCpuSeconds.toFixed(2)),
+  stream_cpu_s: {
+    streams: cpuSeconds(streamCpu.streams),
+    postgres: cpuSeconds(streamCpu.postgres),
+    receiver: cpuSeconds(streamCpu.receiver),
+  },
 };
 console.log(JSON.stringify({ phase: 'throughput', ...throughput }));
 if (process.env.BENCH_STREAMS_PHASES === 'throughput') {

@@ -25,8 +25,29 @@ export interface StreamRecord {
   readonly json: string;
 }
 
-/** The served documents of version 1 begin with these members, in this order (events/eventDocument.ts). */
-const DOCUMENT_HEAD = /^\{"event_id":"([0-9a-f-]{36})","timestamp":"([0-9TZ:.-]{24})","action":"([a-z0-9_.-]+)"/;
+/**
+ * The served documents of version 1 begin with these members, in this order (events/eventDocument.ts):
+ * `{"event_id":"<36>","timestamp":"<24>","action":"…"`, so the three are read at fixed offsets. A regular
+ * expression did the same at twice the CPU, and a stream reads tens of thousands a second.
+ */
+const EVENT_ID_AT = '{"event_id":"'.length;
+const TIMESTAMP_AT = EVENT_ID_AT + 36 + '","timestamp":"'.length;
+const ACTION_AT = TIMESTAMP_AT + 24 + '","action":"'.length;
+
+/** The id, time and action of a version-1 document read at their offsets; undefined for any other shape. */
+function documentHead(document: string): { eventId: string; timestamp: string; action: string } | undefined {
+  if (
+    !document.startsWith('{"event_id":"') ||
+    !document.startsWith('","timestamp":"', EVENT_ID_AT + 36) ||
+    !document.startsWith('","action":"', TIMESTAMP_AT + 24)
+  )
+    return undefined;
+  const actionEnd = document.indexOf('"', ACTION_AT);
+  const action = document.slice(ACTION_AT, actionEnd);
+  // An escaped quote would end the action early: such a document is read whole.
+  if (actionEnd < 0 || action.includes('\\')) return undefined;
+  return { eventId: document.slice(EVENT_ID_AT, EVENT_ID_AT + 36), timestamp: document.slice(TIMESTAMP_AT, TIMESTAMP_AT + 24), action };
+}
 
 /** The record of one event of `tenantId`; `document` is its served JSON text. */
 export function eventRecord(format: StreamFormat, tenantId: string, document: string, leafIndex: number): StreamRecord {
@@ -44,10 +65,9 @@ export function eventRecord(format: StreamFormat, tenantId: string, document: st
   }
   // The native record needs only the id, time and action besides the text: read from the fixed start of the
   // document rather than parsing it whole (a stream renders tens of thousands a second).
-  const head = DOCUMENT_HEAD.exec(document);
-  const fields = head
-    ? { eventId: head[1]!, timestamp: head[2]!, action: head[3]! }
-    : (({ event_id, timestamp, action }) => ({ eventId: event_id, timestamp, action }))(JSON.parse(document) as ServedEvent);
+  const fields =
+    documentHead(document) ??
+    (({ event_id, timestamp, action }) => ({ eventId: event_id, timestamp, action }))(JSON.parse(document) as ServedEvent);
   return {
     kind: 'event',
     tenantId,

@@ -2,6 +2,7 @@ import type { StreamRecord } from '../records.ts';
 import type { StreamFormat } from '../streamRules.ts';
 import {
   compressedBody,
+  joinedBytes,
   outcomeOfStatus,
   retryAfterMs,
   type BatchLimits,
@@ -58,7 +59,7 @@ export class DatadogLogs implements Destination {
   }
 
   private body(batch: EncodedBatch): Promise<Buffer> {
-    return compressedBody(batch, () => `[${batch.items.join(',')}]`);
+    return compressedBody(batch, () => joinedBytes(batch.items, ',', '[', ']'));
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {

@@ -75,20 +75,38 @@ const gzipAsync = promisify(gzip);
  * A batch's body, gzipped on libuv's thread pool: the stream's event loop goes on meanwhile (reading the
  * next chunk of the trail), where gzipSync held it for the whole compression of up to 5 MB.
  */
-function gzipped(text: string): Promise<Buffer> {
-  return gzipAsync(text);
+function gzipped(body: Buffer): Promise<Buffer> {
+  return gzipAsync(body);
+}
+
+/**
+ * Items joined by `separator` between `prefix` and `suffix`, as UTF-8 written once into a Buffer of the
+ * exact size. Joining them into a string and encoding that string copied every batch twice more: a third
+ * of the CPU a native stream spent between the documents' rows and gzip (BENCHMARKS.md, "Log streams").
+ */
+export function joinedBytes(items: readonly string[], separator: string, prefix = '', suffix = ''): Buffer {
+  let length = Buffer.byteLength(prefix) + Buffer.byteLength(suffix) + Math.max(0, items.length - 1) * Buffer.byteLength(separator);
+  for (const item of items) length += Buffer.byteLength(item);
+  const body = Buffer.allocUnsafe(length);
+  let offset = body.write(prefix, 0);
+  for (let index = 0; index < items.length; index += 1) {
+    if (index > 0) offset += body.write(separator, offset);
+    offset += body.write(items[index]!, offset);
+  }
+  body.write(suffix, offset);
+  return body;
 }
 
 const compressed = new WeakMap<EncodedBatch, Promise<Buffer>>();
 
 /**
- * A batch's body, `text()` gzipped once: prepare() starts it ahead, send() awaits the same promise. Kept
+ * A batch's body, `bytes()` gzipped once: prepare() starts it ahead, send() awaits the same promise. Kept
  * only as long as the batch itself (a batch cut again after a 413 is a new one).
  */
-export function compressedBody(batch: EncodedBatch, text: () => string): Promise<Buffer> {
+export function compressedBody(batch: EncodedBatch, bytes: () => Buffer): Promise<Buffer> {
   let body = compressed.get(batch);
   if (body === undefined) {
-    body = gzipped(text());
+    body = gzipped(bytes());
     // Awaited by send; a prepared body whose batch is never sent (the one before failed) must not be an
     // unhandled rejection.
     body.catch(() => undefined);

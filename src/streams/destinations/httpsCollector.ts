@@ -2,6 +2,7 @@ import { signatureHeaders } from '../../client/webhookSigning.ts';
 import type { StreamRecord } from '../records.ts';
 import {
   compressedBody,
+  joinedBytes,
   outcomeOfStatus,
   retryAfterMs,
   type BatchLimits,
@@ -41,7 +42,7 @@ export class HttpsCollector implements Destination {
   }
 
   private body(batch: EncodedBatch): Promise<Buffer> {
-    return compressedBody(batch, () => batch.items.join(''));
+    return compressedBody(batch, () => joinedBytes(batch.items, ''));
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {

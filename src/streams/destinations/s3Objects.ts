@@ -4,7 +4,7 @@ import { isIP } from 'node:net';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { blockedAddressReason, guardedLookup } from '../../webhooks/targetGuard.ts';
 import type { StreamRecord } from '../records.ts';
-import { compressedBody, type BatchLimits, type Destination, type EncodedBatch, type SendOutcome } from './destination.ts';
+import { compressedBody, joinedBytes, type BatchLimits, type Destination, type EncodedBatch, type SendOutcome } from './destination.ts';
 import { outcomeOfNetworkFailure } from './httpPoster.ts';
 
 export interface S3Settings {
@@ -96,7 +96,7 @@ export class S3Objects implements Destination {
   }
 
   private body(batch: EncodedBatch): Promise<Buffer> {
-    return compressedBody(batch, () => batch.items.join(''));
+    return compressedBody(batch, () => joinedBytes(batch.items, ''));
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {

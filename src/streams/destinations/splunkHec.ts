@@ -3,6 +3,7 @@ import type { StreamRecord } from '../records.ts';
 import type { StreamFormat } from '../streamRules.ts';
 import {
   compressedBody,
+  joinedBytes,
   outcomeOfStatus,
   retryAfterMs,
   type BatchLimits,
@@ -63,7 +64,7 @@ export class SplunkHec implements Destination {
   }
 
   private body(batch: EncodedBatch): Promise<Buffer> {
-    return compressedBody(batch, () => batch.items.join('\n'));
+    return compressedBody(batch, () => joinedBytes(batch.items, '\n'));
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {

@@ -25,6 +25,7 @@ export const role: Role = {
       failingRetryMs: config.streams.failingRetryMs,
       log: parts.log.child({ role: 'streams' }),
       metrics: parts.metrics,
+      databaseUrl: config.databaseUrl,
     });
     runner.start();
     parts.releasers.add('log streams', () => runner.stop());

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import type { Database } from '../db/database.ts';
+import { NotificationListener } from '../db/notificationListener.ts';
 import { coerceError } from '../platform/errors.ts';
 import { PollLoop } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -8,6 +9,7 @@ import type { SecretBox } from '../webhooks/secretBox.ts';
 import { openDestination, type DestinationOptions } from './destinations/openDestination.ts';
 import { destinationOf } from './streamSecrets.ts';
 import { claimStreams, releaseStreams } from './streamLeaseStore.ts';
+import { STREAMS_CHANGED_CHANNEL } from './streamStore.ts';
 import { StreamWorker } from './streamWorker.ts';
 
 export interface StreamRunnerOptions {
@@ -25,6 +27,8 @@ export interface StreamRunnerOptions {
   readonly metrics?: ServiceMetrics;
   /** The lease's name; by default the host name and the PID. */
   readonly identity?: string;
+  /** For the LISTEN connection that hears of changed streams; without it, changes are noticed at the next poll. */
+  readonly databaseUrl?: string;
 }
 
 /**
@@ -32,7 +36,7 @@ export interface StreamRunnerOptions {
  * role through Postgres; a process that dies loses its leases after leaseMs) and runs one StreamWorker per
  * stream held. Every pollMs it renews the leases, takes streams whose lease ran out, starts workers for
  * new streams, restarts those whose stream changed (a new destination, a resume) and stops those it no
- * longer holds or that were paused or deleted.
+ * longer holds or that were paused or deleted; and at once when a stream changes (STREAMS_CHANGED_CHANNEL).
  */
 export class StreamRunner {
   private readonly options: StreamRunnerOptions;
@@ -41,6 +45,7 @@ export class StreamRunner {
   private readonly loop: PollLoop;
   /** Passes failed in a row. */
   private failures = 0;
+  private readonly listener: NotificationListener | undefined;
 
   constructor(options: StreamRunnerOptions) {
     this.options = options;
@@ -59,13 +64,27 @@ export class StreamRunner {
         return this.options.pollMs;
       },
     });
+    // A change is a pass now; a missed notification (a reconnect) is one too, and the poll is the fallback.
+    this.listener =
+      options.databaseUrl === undefined
+        ? undefined
+        : new NotificationListener({
+            databaseUrl: options.databaseUrl,
+            channel: STREAMS_CHANGED_CHANNEL,
+            name: 'audit-trail streams listener',
+            log: options.log,
+            onNotification: () => this.loop.wake(),
+            onGap: () => this.loop.wake(),
+          });
   }
 
   start(): void {
     this.loop.start();
+    void this.listener?.start();
   }
 
   async stop(): Promise<void> {
+    await this.listener?.stop();
     await this.loop.stop();
     await Promise.all([...this.workers.values()].map((worker) => worker.stop()));
     this.workers.clear();

@@ -95,6 +95,17 @@ export interface NewStream {
   readonly managedBy: string | null;
 }
 
+/**
+ * The streams role's processes LISTEN here (streamRunner.ts): a stream created, changed or deleted is taken
+ * up, restarted or let go at once rather than at the next poll (STREAMS_POLL_MS, a second by default). Sent
+ * by every change below, inside its transaction, so it arrives with the commit.
+ */
+export const STREAMS_CHANGED_CHANNEL = 'audit_log_streams_changed';
+
+async function notifyStreamChanged(client: pg.PoolClient, id: string): Promise<void> {
+  await client.query('SELECT pg_notify($1, $2)', [STREAMS_CHANGED_CHANNEL, id]);
+}
+
 /** Serialises changes to one tenant's streams (the per-tenant limit); deployment-wide streams lock ''. */
 export async function lockTenantStreams(client: pg.PoolClient, tenantId: string): Promise<void> {
   await client.query("SELECT pg_advisory_xact_lock(hashtextextended('log_streams:' || $1, 0))", [tenantId]);
@@ -124,6 +135,7 @@ export async function insertStreamWithinLimit(client: pg.PoolClient, stream: New
       limit,
     ],
   );
+  if (rows[0]) await notifyStreamChanged(client, stream.id);
   return rows[0] && toStream(rows[0]);
 }
 
@@ -160,6 +172,7 @@ export async function setPaused(client: pg.PoolClient, id: string, paused: boole
       WHERE id = $1 RETURNING ${STREAM_COLUMNS}`,
     [id, paused],
   );
+  await notifyStreamChanged(client, id);
   return toStream(rows[0]!);
 }
 
@@ -192,11 +205,13 @@ export async function updateStream(client: pg.PoolClient, id: string, changes: S
       changes.paused,
     ],
   );
+  await notifyStreamChanged(client, id);
   return toStream(rows[0]!);
 }
 
 export async function deleteStream(client: pg.PoolClient, id: string): Promise<void> {
   await client.query('DELETE FROM log_streams WHERE id = $1', [id]);
+  await notifyStreamChanged(client, id);
 }
 
 export interface StreamPosition {

@@ -114,6 +114,32 @@ describe('log streams: the streams role', function () {
     expect((await metrics.registry.getSingleMetric('audit_stream_events_delivered_total')!.get()).values[0]!.value).to.equal(31);
   });
 
+  it('takes up a created stream and lets a paused one go at once: woken by a notification, not the next poll', async () => {
+    await write('woken', 3);
+    const started = new StreamRunner({
+      db: pool,
+      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
+      destinations: { timeoutMs: 5_000, allowPrivateTargets: true },
+      pollMs: 60_000,
+      leaseMs: 120_000,
+      capacity: 100,
+      failingRetryMs: 200,
+      log: testLogger(),
+      databaseUrl: db.url,
+    });
+    started.start();
+    runners.push(started);
+    // Its first passes (at start, and when its LISTEN connection is up) found no stream; the next poll is a minute away.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const destination = { type: 'splunk_hec', url: hec.url, token: 'good' };
+    const { stream } = await registry.create('woken', { destination, start_at: '2026-01-01T00:00:00Z' }, ACTOR);
+    await waitFor(() => delivered(hec, 'woken').length === 3, 'the new stream delivered', 5_000);
+    // (It holds the other tests' streams too: it takes every stream of the database.)
+    expect(started.held).to.include(stream.id);
+    await registry.pause('woken', stream.id, ACTOR);
+    await waitFor(() => !started.held.includes(stream.id), 'the paused stream let go', 5_000);
+  });
+
   it('backfills from a past instant, and passes over what the filter leaves out', async () => {
     await write('backfill', 10, { action: 'phi.read' }, T0 - 86_400_000);
     await write('backfill', 10, { action: 'admin.key.create', phiInvolved: false, fieldsAccessed: '' }, T0);

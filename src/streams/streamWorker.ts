@@ -14,6 +14,12 @@ import { streamPositions, type LogStream } from './streamStore.ts';
 const CHUNK_LEAVES = 5_000;
 /** Chunks of one tenant per round, before the stream's other tenants get theirs. */
 const CHUNKS_PER_ROUND = 8;
+/**
+ * A chunk read ahead at the end of a round is sent by the next pass only if read this recently: a redaction or
+ * an expiry committed after the read would otherwise be sent as it was before, for as long as the stream's
+ * other tenants took their rounds.
+ */
+const READ_AHEAD_MAX_AGE_MS = 1_000;
 
 /** A chunk of a tenant's leaves, [start, end], as the batches that carry the events the filter lets through. */
 interface Chunk {
@@ -64,7 +70,9 @@ export class StreamWorker {
   private retryMs = 0;
   private failing: boolean;
   /** A tenant's next chunk, read during the last round of the pass before: the next pass starts with it. */
-  private readAhead: { readonly tenantId: string; readonly start: number; readonly chunk: Promise<Chunk> } | undefined;
+  private readAhead:
+    | { readonly tenantId: string; readonly start: number; readonly chunk: Promise<Chunk>; readonly readAtMs: number }
+    | undefined;
 
   constructor(stream: LogStream, destination: Destination, options: StreamWorkerOptions) {
     this.stream = stream;
@@ -169,11 +177,14 @@ export class StreamWorker {
       if (this.loop.stopped) break;
       let position = positions.get(tenantId);
       position ??= await startPosition(db, this.stream.id, tenantId, await firstLeafSince(db, tenantId, this.stream.startAt.getTime()));
-      const ahead = carried?.tenantId === tenantId && carried.start === position ? carried.chunk : undefined;
+      const fresh = carried !== undefined && Date.now() - carried.readAtMs <= READ_AHEAD_MAX_AGE_MS;
+      const ahead = fresh && carried.tenantId === tenantId && carried.start === position ? carried.chunk : undefined;
       let next: Promise<Chunk> | undefined = ahead ?? (position < size ? this.readChunk(tenantId, position, size) : undefined);
+      let nextReadAtMs = ahead && carried ? carried.readAtMs : Date.now();
       for (let round = 0; next && round < CHUNKS_PER_ROUND && !this.loop.stopped; round += 1) {
         const chunk = await next;
         next = chunk.end + 1 < size ? this.readChunk(tenantId, chunk.end + 1, size) : undefined;
+        nextReadAtMs = Date.now();
         const outcome = await this.sendChunk(tenantId, chunk);
         if (outcome.kind === 'lost' || outcome.kind === 'failed') {
           // The chunk read ahead is not needed: the next pass reads again from the position.
@@ -183,7 +194,7 @@ export class StreamWorker {
         progress = true;
         position = chunk.end + 1;
       }
-      if (next && !this.loop.stopped) this.readAhead = { tenantId, start: position, chunk: next };
+      if (next && !this.loop.stopped) this.readAhead = { tenantId, start: position, chunk: next, readAtMs: nextReadAtMs };
       next?.catch(() => undefined);
       if (position < size) {
         lagEvents += size - position;

@@ -18,7 +18,9 @@ import pg from 'pg';
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
 import { WEBHOOK_FAN_OUT } from '../src/delivery/fanOut.ts';
 import { EVENT_JSON } from '../src/events/eventDocument.ts';
-import { eventColumnArrays, INSERT_EVENTS, type NewEvent } from '../src/events/eventStore.ts';
+import { eventColumnArrays, INSERT_EVENTS } from '../src/events/eventInsert.ts';
+import type { NewEvent } from '../src/events/eventStore.ts';
+import type { StoredForm } from '../src/events/storedFormSetting.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { SERVER_URL } from './support/listDataset.ts';
 
@@ -29,15 +31,18 @@ const TEMPLATE = 'audit_bench_write_cost';
 const log = (line: string) => console.error(line);
 
 /** The write path's statement as BatchStatements builds it, the writer publishing (ingestion's default). */
-const FULL = `WITH stored AS (${INSERT_EVENTS}), ${WEBHOOK_FAN_OUT.clauses('stored', '$1::text[]', 'writer')}
+const writeStatement = (form: StoredForm) => `WITH stored AS (${INSERT_EVENTS[form]}), ${WEBHOOK_FAN_OUT.clauses('stored', '$1::text[]', 'writer')}
   SELECT tenant_id, event_id, (extract(epoch FROM occurred_at) * 1000)::int8 AS occurred_at_ms, ${WEBHOOK_FAN_OUT.selected('writer')}
   FROM stored`;
-const WITHOUT_FAN_OUT = `WITH stored AS (${INSERT_EVENTS})
+const FULL = writeStatement('compact');
+const WITHOUT_FAN_OUT = `WITH stored AS (${INSERT_EVENTS.compact})
   SELECT tenant_id, event_id, (extract(epoch FROM occurred_at) * 1000)::int8 AS occurred_at_ms FROM stored`;
 
 interface Variant {
   readonly ddl?: string;
   readonly statement?: string;
+  /** The form the parameters are built for: compact unless said (the form of earlier releases, `full`, to compare). */
+  readonly form?: StoredForm;
   /** Changes the statement's parameters (eventColumnArrays) before they are sent. */
   readonly parameters?: (values: Array<string | Buffer>) => Array<string | Buffer>;
 }
@@ -52,10 +57,13 @@ const VARIANTS: Record<string, Variant> = {
   'index events_by_resource': dropIndex('events_by_resource'),
   'trigger events_enqueue_for_sealing': { ddl: 'DROP TRIGGER events_enqueue_for_sealing ON events' },
   'fan-out clauses (no endpoint)': { statement: WITHOUT_FAN_OUT },
-  // No document: an empty list makes every row's document NULL, as rows stored before migration 005.
-  'stored document': { parameters: (values) => values.map((value, index) => (index === 15 ? '' : value)) },
+  // No values: an empty list makes every row's document_values NULL.
+  'document values': { parameters: (values) => values.map((value, index) => (index === 8 ? '' : value)) },
   // No leaf hashes: an empty bytea, so each row stores an empty one instead of 32 bytes.
-  'leaf hash': { parameters: (values) => values.map((value, index) => (index === 16 ? Buffer.alloc(0) : value)) },
+  'leaf hash': { parameters: (values) => values.map((value, index) => (index === 9 ? Buffer.alloc(0) : value)) },
+  // The form of releases before migration 026: every field as a column and the rendered document. Its
+  // difference from `full` is the price of storing each event twice (a negative "saves").
+  'compact form (against the columns and the document)': { form: 'full', statement: writeStatement('full') },
 };
 
 const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
@@ -107,6 +115,7 @@ try {
         const values = eventColumnArrays(
           events,
           events.map((event) => new Date(event.occurredAtMs).toISOString()),
+          variant.form ?? 'compact',
         );
         return variant.parameters ? variant.parameters(values) : values;
       });

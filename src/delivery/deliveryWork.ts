@@ -1,5 +1,6 @@
 import { prepared, type Queryable } from '../db/database.ts';
 import type { DeliveredEvent } from '../client/webhookEnvelope.ts';
+import { EVENT_DOCUMENT } from '../events/eventStore.ts';
 import { findAttemptTargets, type AttemptTarget } from '../webhooks/endpointSecretsStore.ts';
 
 /** What a delivery worker reads to make its attempts: the deliveries, their events and their endpoints. */
@@ -20,6 +21,13 @@ interface WorkRow {
   attempts: number;
   published: boolean;
   endpoint_id: string;
+  /** The event as the API serves it: every field of the envelope, whatever form the row is stored in. */
+  document: string;
+  [column: string]: unknown;
+}
+
+/** The members of a served document that a delivery's envelope carries. */
+interface ServedEvent {
   event_id: string;
   timestamp: string;
   action: string;
@@ -30,8 +38,8 @@ interface WorkRow {
   resource_id: string;
   phi_involved: boolean;
   success: boolean;
+  /** JSON text. */
   details: string;
-  [column: string]: unknown;
 }
 
 /**
@@ -42,8 +50,7 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
   const { rows } = await db.query<WorkRow>(
     prepared(
       `SELECT d.id::text AS delivery_id, d.state, d.attempts, d.published_at IS NOT NULL AS published, d.endpoint_id,
-            e.event_id, to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS timestamp,
-            e.action, e.tenant_id, e.user_id, e.user_role, e.resource_type, e.resource_id, e.phi_involved, e.success, e.details
+            ${EVENT_DOCUMENT} AS document
      FROM deliveries d
      JOIN events e ON e.tenant_id = d.tenant_id AND e.occurred_at = d.event_occurred_at AND e.event_id = d.event_id
      WHERE d.id = ANY($1::bigint[])`,
@@ -57,6 +64,7 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
     // An endpoint deleted between the two reads took its deliveries with it.
     const endpoint = endpoints.get(row.endpoint_id);
     if (!endpoint) continue;
+    const event = JSON.parse(row.document) as ServedEvent;
     work.set(row.delivery_id, {
       deliveryId: row.delivery_id,
       state: row.state,
@@ -64,17 +72,17 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
       published: row.published,
       endpoint,
       event: {
-        eventId: row.event_id,
-        timestamp: row.timestamp,
-        action: row.action,
-        tenantId: row.tenant_id,
-        userId: row.user_id,
-        userRole: row.user_role,
-        resourceType: row.resource_type,
-        resourceId: row.resource_id,
-        phiInvolved: row.phi_involved,
-        success: row.success,
-        details: row.details,
+        eventId: event.event_id,
+        timestamp: event.timestamp,
+        action: event.action,
+        tenantId: event.tenant_id,
+        userId: event.user_id,
+        userRole: event.user_role,
+        resourceType: event.resource_type,
+        resourceId: event.resource_id,
+        phiInvolved: event.phi_involved,
+        success: event.success,
+        details: event.details,
       },
     });
   }

@@ -90,9 +90,20 @@ export function renderEventDocument(event: NewEvent, timestamp: string): string 
   return `${document}}`;
 }
 
+/**
+ * What separates a compact row's values (events.document_values, migration 026): U+001F, which JSON text never
+ * holds raw (JSON.stringify escapes every control character), so a value never contains it.
+ */
+const VALUE_SEPARATOR = '\x1f';
+
 export interface RenderedEvent {
   /** renderEventDocument's document. */
   readonly document: string;
+  /**
+   * The same document without its member names: the fifteen value texts in order, joined by U+001F. What a
+   * compact row stores; Postgres puts the names back when it is read (audit_event_document, migration 026).
+   */
+  readonly values: string;
   /**
    * The document's Merkle leaf hash, lowercase hex: SHA-256(0x00 ‖ its RFC 8785 canonical JSON), what
    * integrity/documentLeaf.ts computes from the stored document (docs/integrity.md).
@@ -101,8 +112,8 @@ export interface RenderedEvent {
 }
 
 /**
- * The document and its leaf hash, for the write path: the sealer then appends the hash it is given
- * instead of reading the document back and hashing it (events.leaf_hash, migration 012). Every value is
+ * The document, its values and its leaf hash, for the write path: the sealer then appends the hash it is
+ * given instead of reading the document back and hashing it (events.leaf_hash, migration 012). Every value is
  * already JSON as RFC 8785 writes it (JSON.stringify's escaping is the RFC's, §3.2.2.2, and ingestion
  * refuses unpaired surrogates), so the canonical form is the same value texts in sorted member order: no
  * second rendering, no parse.
@@ -117,7 +128,7 @@ export function renderEvent(event: NewEvent, timestamp: string): RenderedEvent {
   }
   let canonical = '';
   for (const member of CANONICAL_MEMBERS) canonical += member.key + texts[member.index]!;
-  return { document: `${document}}`, leafHash: hashLeafHex(`${canonical}}`) };
+  return { document: `${document}}`, values: texts.join(VALUE_SEPARATOR), leafHash: hashLeafHex(`${canonical}}`) };
 }
 
 const sqlText = (text: string) => `'${text.replaceAll("'", "''")}'`;
@@ -138,3 +149,26 @@ export const EVENT_JSON = DOCUMENT_FIELDS.map(({ key, kind, column }, index) => 
 })
   .concat(sqlText(`${closingQuote(DOCUMENT_FIELDS.length - 1)}}`))
   .join('\n    || ');
+
+/** The fields a compact row keeps as columns beside its values (migration 026): its keys and the filters'. */
+const KEPT_COLUMNS: ReadonlySet<AuditEventFieldName> = new Set<AuditEventFieldName>([
+  'event_id',
+  'timestamp',
+  'action',
+  'user_id',
+  'resource_type',
+  'resource_id',
+  'phi_involved',
+  'tenant_id',
+]);
+
+/**
+ * Whether the columns a compact row `e` keeps hold the values its document serves: true for every row as
+ * written; false where one was changed behind the trail's back (its leaf still verifies, since the document
+ * is the values, but the filters would find the event under another actor or resource). For `integrity check`.
+ */
+export const COMPACT_KEYS_MATCH = DOCUMENT_FIELDS.flatMap(({ name, kind, column }, index) => {
+  if (!KEPT_COLUMNS.has(name)) return [];
+  const text = kind === 'verbatim' ? `'"' || ${column} || '"'` : kind === 'escaped' ? `to_json(${column})::text` : `${column}::text`;
+  return [`split_part(e.document_values, E'\\x1f', ${index + 1}) = ${text}`];
+}).join('\n    AND ');

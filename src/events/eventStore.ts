@@ -1,8 +1,8 @@
 import type pg from 'pg';
-import { booleanArrayLiteral, lineSeparatedList, textArrayLiteral } from '../db/arrayLiteral.ts';
+import { textArrayLiteral } from '../db/arrayLiteral.ts';
 import { prepared, type Queryable } from '../db/database.ts';
 import type { CursorPosition } from './cursor.ts';
-import { EVENT_DOCUMENT_VERSION, EVENT_JSON, renderEvent } from './eventDocument.ts';
+import { EVENT_JSON } from './eventDocument.ts';
 import type { EventFilters } from './eventFilters.ts';
 
 /** An event as the write path stores it (row shape; its API document is rendered by renderEventDocument). */
@@ -33,67 +33,15 @@ export interface StoredEventKey {
 }
 
 /**
- * What every read sends: the stored document as it was written, whatever its version, or for a row stored
- * before there were documents, its version-1 rendering from the columns. A sealed event's leaf is the hash
- * of this (integrity/sealStore.ts), so whatever a later version changes here must keep serving sealed
- * events exactly as they were sealed (test/integrity/served-form.test.ts).
+ * What every read sends: the stored document as it was written, whatever its version; a compact row's values
+ * with their member names put back (audit_event_document, migration 026); or for a row stored before there
+ * were documents, its version-1 rendering from the columns. A sealed event's leaf is the hash of this
+ * (integrity/sealStore.ts), so whatever a later version changes here must keep serving sealed events
+ * exactly as they were sealed (test/integrity/served-form.test.ts).
  */
-export const EVENT_DOCUMENT = `COALESCE(e.document, ${EVENT_JSON})`;
+export const EVENT_DOCUMENT = `COALESCE(audit_event_document(e.document, e.document_values), ${EVENT_JSON})`;
 
 const EPOCH_MS = `(extract(epoch FROM e.occurred_at) * 1000)::int8`;
-
-/**
- * The INSERT of a batch whose columns arrive as array literals or line-separated lists, $1–$16
- * (eventColumnArrays), unnested server-side, with the version the documents were rendered in (a constant
- * of the statement, not a seventeenth array) and their leaf hashes, $17: 32 bytes per event, concatenated
- * in the events' order (one bytea rather than an array of 500 small ones). Rows that already exist, same
- * tenant, timestamp and id, are a producer's retry and are skipped; RETURNING yields the rows actually
- * stored. Meant to be the first part of one statement that does the rest of a write with those rows
- * (events/storeBatch.ts).
- */
-export const INSERT_EVENTS = `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
-                         fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document,
-                         document_version, leaf_hash)
-     SELECT u.tenant_id, u.occurred_at, u.event_id, u.action, u.user_id, u.user_role, u.resource_type, u.resource_id,
-            u.fields_accessed, u.phi_involved, u.source_ip, u.user_agent, u.justification, u.success, u.details, u.document,
-            ${EVENT_DOCUMENT_VERSION}::smallint, substring($17::bytea FROM u.position::int * 32 - 31 FOR 32)
-       FROM unnest($1::text[], $2::timestamptz[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
-                   $8::text[], $9::text[], $10::boolean[], $11::text[], $12::text[], $13::text[],
-                   $14::boolean[], string_to_array($15, E'\\n'), string_to_array($16, E'\\n'))
-            WITH ORDINALITY AS u(tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
-                                 fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document,
-                                 position)
-     ON CONFLICT DO NOTHING
-     RETURNING tenant_id, event_id, action, occurred_at`;
-
-/** The parameters $1–$17 of INSERT_EVENTS; `timestamps` are the events' instants in wire form. */
-export function eventColumnArrays(events: readonly NewEvent[], timestamps: readonly string[]): Array<string | Buffer> {
-  const column = (value: (event: NewEvent) => string) => textArrayLiteral(events.map(value));
-  const rendered = events.map((event, index) => renderEvent(event, timestamps[index]!));
-  let leafHashes = '';
-  for (const { leafHash } of rendered) leafHashes += leafHash;
-  return [
-    column((event) => event.tenantId),
-    textArrayLiteral(timestamps),
-    column((event) => event.eventId),
-    column((event) => event.action),
-    column((event) => event.userId),
-    column((event) => event.userRole),
-    column((event) => event.resourceType),
-    column((event) => event.resourceId),
-    column((event) => event.fieldsAccessed),
-    booleanArrayLiteral(events.map((event) => event.phiInvolved)),
-    column((event) => event.sourceIp),
-    column((event) => event.userAgent),
-    column((event) => event.justification),
-    booleanArrayLiteral(events.map((event) => event.success)),
-    // JSON text: objects, never empty, never a raw line feed.
-    lineSeparatedList(events.map((event) => event.details)),
-    lineSeparatedList(rendered.map(({ document }) => document)),
-    // A Buffer goes to Postgres in binary: neither side encodes or decodes hex.
-    Buffer.from(leafHashes, 'hex'),
-  ];
-}
 
 /** Creates the monthly partitions holding these instants, where missing. */
 export async function ensureEventPartitions(db: Queryable, instantsMs: readonly number[]): Promise<void> {

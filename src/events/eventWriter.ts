@@ -5,6 +5,7 @@ import { formatTimestamp, monthStartMs } from '../events/eventFields.ts';
 import { ensureEventPartitions, type NewEvent, type StoredEventKey } from '../events/eventStore.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { BatchStatements, type DeliveryFanOut, type StoredBatch } from './storeBatch.ts';
+import { StoredFormSetting } from './storedFormSetting.ts';
 
 export interface WriteResult {
   readonly event_id: string;
@@ -32,6 +33,7 @@ export class EventWriter {
   private readonly statements: BatchStatements;
   private readonly metrics: ServiceMetrics | undefined;
   private readonly publisher: NewDeliveryPublisher | undefined;
+  private readonly storedForm: StoredFormSetting;
   // Month starts (epoch ms) whose partition is known to exist; saves a round trip per batch.
   private readonly knownPartitions = new Set<number>();
 
@@ -44,6 +46,7 @@ export class EventWriter {
     this.statements = new BatchStatements(fanOut);
     this.metrics = metrics;
     this.publisher = publisher;
+    this.storedForm = new StoredFormSetting(db);
   }
 
   /** Stores validated events in one statement; repeats of stored events are reported as duplicates. */
@@ -51,8 +54,9 @@ export class EventWriter {
     if (events.length === 0) return [];
     await this.ensurePartitions(events);
     const timestamps = events.map((event) => formatTimestamp(event.occurredAtMs));
+    const form = await this.storedForm.current();
     const publisher = this.publisher?.accepting ? this.publisher : undefined;
-    const store = () => this.statements.store(this.db, events, timestamps, publisher ? 'writer' : 'relay');
+    const store = () => this.statements.store(this.db, { events, timestamps, form }, publisher ? 'writer' : 'relay');
     let batch: StoredBatch;
     try {
       batch = await store();
@@ -76,10 +80,11 @@ export class EventWriter {
    */
   async recordWith<T>(source: string, change: (client: pg.PoolClient) => Promise<{ result: T; events: NewEvent[] }>): Promise<T> {
     await this.ensurePartitions([{ occurredAtMs: Date.now() }]);
+    const form = await this.storedForm.current();
     const { result, stored } = await this.db.transaction(async (client) => {
       const { result, events } = await change(client);
       const timestamps = events.map((event) => formatTimestamp(event.occurredAtMs));
-      return { result, stored: (await this.statements.store(client, events, timestamps, 'relay')).stored };
+      return { result, stored: (await this.statements.store(client, { events, timestamps, form }, 'relay')).stored };
     });
     this.metrics?.eventsIngested.inc({ source }, stored.length);
     return result;

@@ -1,5 +1,7 @@
 import { prepared, type Queryable } from '../db/database.ts';
-import { INSERT_EVENTS, eventColumnArrays, type NewEvent, type StoredEventKey } from '../events/eventStore.ts';
+import type { NewEvent, StoredEventKey } from '../events/eventStore.ts';
+import { eventColumnArrays, INSERT_EVENTS } from './eventInsert.ts';
+import type { StoredForm } from './storedFormSetting.ts';
 
 /**
  * Who publishes the deliveries a write records: the relays, which claim them from the outbox (written
@@ -37,21 +39,31 @@ const STORED_KEYS = `tenant_id, event_id, (extract(epoch FROM occurred_at) * 100
  * a batch is one round trip instead of four, and the batch's rows reach Postgres once.
  */
 export class BatchStatements {
-  private readonly statements: Readonly<Record<FanOutPublisher, string>>;
+  private readonly statements: Readonly<Record<`${StoredForm} ${FanOutPublisher}`, string>>;
 
   constructor(fanOut: DeliveryFanOut) {
-    const statement = (publisher: FanOutPublisher) =>
-      `WITH stored AS (${INSERT_EVENTS}), ${fanOut.clauses('stored', '$1::text[]', publisher)}
+    const statement = (form: StoredForm, publisher: FanOutPublisher) =>
+      `WITH stored AS (${INSERT_EVENTS[form]}), ${fanOut.clauses('stored', '$1::text[]', publisher)}
   SELECT ${STORED_KEYS}, ${fanOut.selected(publisher)}
   FROM stored`;
-    this.statements = { relay: statement('relay'), writer: statement('writer') };
+    this.statements = {
+      'compact relay': statement('compact', 'relay'),
+      'compact writer': statement('compact', 'writer'),
+      'full relay': statement('full', 'relay'),
+      'full writer': statement('full', 'writer'),
+    };
   }
 
-  /** Stores the events not stored before and records their deliveries, for `publisher` to publish. */
-  async store(db: Queryable, events: readonly NewEvent[], timestamps: readonly string[], publisher: FanOutPublisher): Promise<StoredBatch> {
+  /** Stores the events not stored before, in `form`, and records their deliveries, for `publisher` to publish. */
+  async store(
+    db: Queryable,
+    batch: { readonly events: readonly NewEvent[]; readonly timestamps: readonly string[]; readonly form: StoredForm },
+    publisher: FanOutPublisher,
+  ): Promise<StoredBatch> {
+    const { events, timestamps, form } = batch;
     if (events.length === 0) return { stored: [], deliveryIds: [] };
     const { rows } = await db.query<{ tenant_id: string; event_id: string; occurred_at_ms: number; delivery_ids?: string[] | null }>(
-      prepared(this.statements[publisher], eventColumnArrays(events, timestamps)),
+      prepared(this.statements[`${form} ${publisher}`], eventColumnArrays(events, timestamps, form)),
     );
     return {
       stored: rows.map((row) => ({ tenantId: row.tenant_id, eventId: row.event_id, occurredAtMs: row.occurred_at_ms })),

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { Database } from '../db/database.ts';
-import { EVENT_JSON } from '../events/eventDocument.ts';
+import { COMPACT_KEYS_MATCH, EVENT_JSON } from '../events/eventDocument.ts';
 import type { Tile } from './tiles.ts';
 
 /*
@@ -33,9 +33,12 @@ interface LeafRow {
   leaf_index: number;
   event_id: string;
   occurred_at: string;
+  /** The stored document, or a compact row's values with their names put back (migration 026). */
   document: string | null;
-  /** The columns rendered as a version-1 document (what EVENT_JSON renders). */
+  /** A full row's columns rendered as a version-1 document (what EVENT_JSON renders). */
   rendered: string | null;
+  /** For a compact row, whether the key columns it keeps beside its values hold the same values. */
+  keys_match: boolean | null;
   document_version: number | null;
   /** Whether the month partition the event belongs to still exists. */
   partition_exists: boolean;
@@ -49,7 +52,9 @@ interface LeafRow {
 export async function leavesBetween(client: pg.PoolClient, tenantId: string, from: number, to: number): Promise<LeafRow[]> {
   const { rows } = await client.query<LeafRow>(
     `SELECT l.leaf_index, l.event_id::text, to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at,
-            e.document, CASE WHEN e.event_id IS NOT NULL THEN ${EVENT_JSON} END AS rendered, e.document_version,
+            audit_event_document(e.document, e.document_values) AS document,
+            CASE WHEN e.event_id IS NOT NULL THEN ${EVENT_JSON} END AS rendered,
+            CASE WHEN e.document_values IS NOT NULL THEN ${COMPACT_KEYS_MATCH} END AS keys_match, e.document_version,
             to_regclass('events_' || to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY_MM')) IS NOT NULL AS partition_exists,
             EXISTS (SELECT 1 FROM event_redactions x WHERE x.tenant_id = l.tenant_id AND x.event_id = l.event_id
                        AND x.occurred_at = l.event_occurred_at AND x.document = e.document) AS redaction_recorded,

@@ -3,7 +3,7 @@ import { Database } from '../../src/db/database.ts';
 import { CursorCodec } from '../../src/events/cursor.ts';
 import { EventReader } from '../../src/events/eventReader.ts';
 import { EVENT_DOCUMENT_VERSION, EVENT_JSON, renderEventDocument } from '../../src/events/eventDocument.ts';
-import { exportQuery } from '../../src/events/eventStore.ts';
+import { EVENT_DOCUMENT, exportQuery } from '../../src/events/eventStore.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/events.ts';
@@ -71,13 +71,37 @@ describe('stored event documents', () => {
     await database?.drop();
   });
 
-  it('stores the document the write path rendered, byte for byte what Postgres renders from the columns', async () => {
-    const { rows } = await database.pool.query(`SELECT document, ${EVENT_JSON} AS rendered FROM events e WHERE event_id = $1`, [
-      written.eventId,
-    ]);
-    expect(rows[0].document).to.be.a('string');
+  it('stores each event once, its values, and serves byte for byte the document the write path rendered', async () => {
+    const { rows } = await database.pool.query(
+      `SELECT document, document_values, ${EVENT_DOCUMENT} AS served,
+              num_nonnulls(user_role, fields_accessed, source_ip, user_agent, justification, success, details) AS content_columns
+         FROM events e WHERE event_id = $1`,
+      [written.eventId],
+    );
+    expect(rows[0].document).to.equal(null);
+    expect(rows[0].content_columns).to.equal(0);
+    expect(rows[0].document_values.split('\u001f')).to.have.length(15);
+    expect(rows[0].served).to.equal(renderEventDocument(written, '2026-10-05T08:00:00.001Z'));
+    expect(JSON.parse(rows[0].served)).to.deep.include({ user_id: AWKWARD, timestamp: '2026-10-05T08:00:00.001Z', success: false });
+  });
+
+  it('stores the full form while the database asks for it, serving the same bytes', async () => {
+    const full = { ...written, tenantId: 'doc-full', eventId: '0198f3a0-0000-7000-8000-000000000003' };
+    await database.pool.query(`UPDATE event_storage SET form = 'full'`);
+    try {
+      await new EventWriter(db, WEBHOOK_FAN_OUT).write([full], 'test');
+    } finally {
+      await database.pool.query(`UPDATE event_storage SET form = 'compact'`);
+    }
+    const { rows } = await database.pool.query(
+      `SELECT document, document_values, ${EVENT_JSON} AS rendered, ${EVENT_DOCUMENT} AS served FROM events e WHERE event_id = $1`,
+      [full.eventId],
+    );
+    expect(rows[0].document_values).to.equal(null);
     expect(rows[0].document).to.equal(rows[0].rendered);
-    expect(JSON.parse(rows[0].document)).to.deep.include({ user_id: AWKWARD, timestamp: '2026-10-05T08:00:00.001Z', success: false });
+    expect(rows[0].served.replace(full.eventId, written.eventId).replace('doc-full', 'doc')).to.equal(
+      await reader.findOne('doc', written.eventId),
+    );
   });
 
   it('serves a row stored without a document exactly as one stored with it', async () => {
@@ -105,11 +129,10 @@ describe('stored event documents', () => {
     expect(EVENT_DOCUMENT_VERSION).to.equal(1);
     expect(renderEventDocument(event, '2026-10-05T08:00:00.123Z')).to.equal(golden);
     await new EventWriter(db, WEBHOOK_FAN_OUT).write([event], 'test');
-    const { rows } = await database.pool.query(
-      `SELECT document, ${EVENT_JSON} AS rendered, document_version FROM events e WHERE event_id = $1`,
-      [event.eventId],
-    );
-    expect(rows[0]).to.deep.equal({ document: golden, rendered: golden, document_version: 1 });
+    const { rows } = await database.pool.query(`SELECT ${EVENT_DOCUMENT} AS served, document_version FROM events e WHERE event_id = $1`, [
+      event.eventId,
+    ]);
+    expect(rows[0]).to.deep.equal({ served: golden, document_version: 1 });
   });
 
   it('records the version of every document, 1 for rows written before there were versions', async () => {

@@ -164,7 +164,7 @@ describe('leaf hashes computed by the write path', function () {
     it('are stored with each event, carried by its queue row, and appended by the sealer as they are', async () => {
       const events = awkwardEvents(1_500, 'writer', t0);
       await seedEvents(db.url, events);
-      const { rows } = await db.pool.query(`SELECT document, leaf_hash FROM events WHERE tenant_id = 'writer'`);
+      const { rows } = await db.pool.query(`SELECT ${EVENT_DOCUMENT} AS document, leaf_hash FROM events e WHERE tenant_id = 'writer'`);
       expect(rows).to.have.length(events.length);
       for (const row of rows as Array<{ document: string; leaf_hash: Buffer }>)
         expect(row.leaf_hash.toString('hex'), row.document).to.equal(rfcLeaf(row.document));

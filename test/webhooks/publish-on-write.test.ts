@@ -137,8 +137,7 @@ describe('publishing deliveries on write', function () {
     const started = Date.now();
     await new BatchStatements(WEBHOOK_FAN_OUT).store(
       db.pool,
-      events,
-      events.map((event) => formatTimestamp(event.occurredAtMs)),
+      { events, timestamps: events.map((event) => formatTimestamp(event.occurredAtMs)), form: 'compact' },
       'writer',
     );
     const eventIds = events.map((event) => event.eventId);

@@ -180,3 +180,19 @@ BEGIN
   RETURN NEW;
 END;
 $$;
+
+-- Every field of every event as a column, whatever form its row is stored in: for people reading the trail
+-- with SQL (an operator's psql, the tests), since a compact row's free-text fields live in its values only.
+-- Each field as the event is served (a redacted value as its marker).
+CREATE VIEW event_fields AS
+SELECT e.tenant_id, e.occurred_at, e.event_id, e.action, e.user_id, e.resource_type, e.resource_id, e.phi_involved,
+       coalesce(e.user_role, s.served->>'user_role') AS user_role,
+       coalesce(e.fields_accessed, s.served->>'fields_accessed') AS fields_accessed,
+       coalesce(e.source_ip, s.served->>'source_ip') AS source_ip,
+       coalesce(e.user_agent, s.served->>'user_agent') AS user_agent,
+       coalesce(e.justification, s.served->>'justification') AS justification,
+       coalesce(e.success, (s.served->>'success')::boolean) AS success,
+       coalesce(e.details, s.served->>'details') AS details,
+       e.document, e.document_values, e.document_version, e.leaf_hash, e.ingested_at
+  FROM events e
+  CROSS JOIN LATERAL (SELECT audit_event_document(e.document, e.document_values)::json AS served) s;

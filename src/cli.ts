@@ -25,6 +25,7 @@ const SERVICE_COMMANDS: Record<string, () => Promise<ServiceCommand>> = {
   redact: async () => (await import('./cli/redactCommand.ts')).runRedact,
   holds: async () => (await import('./cli/holdsCommand.ts')).runHolds,
   retention: async () => (await import('./cli/retentionCommand.ts')).runRetention,
+  events: async () => (await import('./cli/eventsCommand.ts')).runEvents,
 };
 
 async function main(argv: string[]): Promise<number> {

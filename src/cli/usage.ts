@@ -28,6 +28,7 @@ export const COMMAND_USAGE: Readonly<Record<string, readonly string[]>> = {
   redact: ['audit-trail redact --tenant T --event ID --fields details.patient_name,justification --reference R [--json]'],
   holds: ['audit-trail holds list [--tenant T] [--all] [--json]'],
   retention: ['audit-trail retention plan [--tenant T] [--json]', 'audit-trail retention run [--tenant T] [--json]'],
+  events: ['audit-trail events compact [--batch-size N] [--json]'],
   verify: [VERIFY_USAGE],
 };
 

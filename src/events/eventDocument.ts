@@ -150,6 +150,19 @@ export const EVENT_JSON = DOCUMENT_FIELDS.map(({ key, kind, column }, index) => 
   .concat(sqlText(`${closingQuote(DOCUMENT_FIELDS.length - 1)}}`))
   .join('\n    || ');
 
+/**
+ * A full row's values as a compact row stores them (migration 026), rendered by Postgres from the columns of
+ * the row `e` as EVENT_JSON renders the document, without the member names: `audit-trail events compact`
+ * rewrites rows with it, and keeps a row's stored document where this does not render it byte for byte.
+ */
+export const EVENT_VALUES = DOCUMENT_FIELDS.map(valueSql).join(`\n    || E'\\x1f' || `);
+
+/** One field's value text as Postgres renders it from its column, as EVENT_JSON writes it. */
+function valueSql({ kind, column }: (typeof DOCUMENT_FIELDS)[number]): string {
+  if (kind === 'verbatim') return `'"' || ${column} || '"'`;
+  return kind === 'escaped' ? `to_json(${column})::text` : `${column}::text`;
+}
+
 /** The fields a compact row keeps as columns beside its values (migration 026): its keys and the filters'. */
 const KEPT_COLUMNS: ReadonlySet<AuditEventFieldName> = new Set<AuditEventFieldName>([
   'event_id',
@@ -167,8 +180,6 @@ const KEPT_COLUMNS: ReadonlySet<AuditEventFieldName> = new Set<AuditEventFieldNa
  * written; false where one was changed behind the trail's back (its leaf still verifies, since the document
  * is the values, but the filters would find the event under another actor or resource). For `integrity check`.
  */
-export const COMPACT_KEYS_MATCH = DOCUMENT_FIELDS.flatMap(({ name, kind, column }, index) => {
-  if (!KEPT_COLUMNS.has(name)) return [];
-  const text = kind === 'verbatim' ? `'"' || ${column} || '"'` : kind === 'escaped' ? `to_json(${column})::text` : `${column}::text`;
-  return [`split_part(e.document_values, E'\\x1f', ${index + 1}) = ${text}`];
-}).join('\n    AND ');
+export const COMPACT_KEYS_MATCH = DOCUMENT_FIELDS.flatMap((field, index) =>
+  KEPT_COLUMNS.has(field.name) ? [`split_part(e.document_values, E'\\x1f', ${index + 1}) = ${valueSql(field)}`] : [],
+).join('\n    AND ');

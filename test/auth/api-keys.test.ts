@@ -218,7 +218,7 @@ describe('API key authentication', () => {
       await cli(['keys', 'revoke', lookupId]);
 
       const trail = await db.pool.query(
-        `SELECT action, user_id, resource_id, details FROM events WHERE tenant_id = 'cli-tenant' ORDER BY occurred_at`,
+        `SELECT action, user_id, resource_id, details FROM event_fields WHERE tenant_id = 'cli-tenant' ORDER BY occurred_at`,
       );
       expect(trail.rows.map((row) => row.action)).to.deep.equal(['admin.key.create', 'admin.key.revoke']);
       expect(trail.rows.every((row) => row.user_id === 'ops@example.org' && row.resource_id === lookupId)).to.equal(true);

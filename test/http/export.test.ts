@@ -82,7 +82,7 @@ describe('POST /audit/export', function () {
       'export recorded',
     );
     const { rows } = await db.pool.query(
-      `SELECT user_id, user_agent, success, details FROM events WHERE tenant_id = 'exp' AND action = 'audit.export' ORDER BY occurred_at DESC LIMIT 1`,
+      `SELECT user_id, user_agent, success, details FROM event_fields WHERE tenant_id = 'exp' AND action = 'audit.export' ORDER BY occurred_at DESC LIMIT 1`,
     );
     expect(rows[0].user_id).to.match(/^api_key:[0-9a-f]{8}$/);
     expect(rows[0].user_agent).to.equal('exporter/1.0');
@@ -113,7 +113,7 @@ describe('POST /audit/export', function () {
     expect(await exportWho({ resource_id: 'p-1' })).to.deep.equal([trail[2]!.eventId, trail[0]!.eventId]);
     expect(await exportWho({ resource_id: 'p-1', resource_type: 'claim' })).to.deep.equal([trail[0]!.eventId]);
     expect(await exportWho({ user_id: 'nurse-bo', resource_id: 'p-2' })).to.deep.equal([]);
-    const lastExport = `SELECT details FROM events WHERE tenant_id = 'exp-who' AND action = 'audit.export' AND details LIKE '%nurse-bo%'`;
+    const lastExport = `SELECT details FROM event_fields WHERE tenant_id = 'exp-who' AND action = 'audit.export' AND details LIKE '%nurse-bo%'`;
     await waitFor(async () => (await db.pool.query(lastExport)).rowCount === 1, 'the last export recorded');
     const { rows } = await db.pool.query(lastExport);
     expect(JSON.parse(rows[0].details).filters).to.deep.equal({
@@ -234,7 +234,7 @@ describe('POST /audit/export', function () {
       // The abandoned export is on record as incomplete.
       await waitFor(async () => {
         const { rows } = await db.pool.query(
-          `SELECT details FROM events WHERE tenant_id = 'walk' AND action = 'audit.export' AND NOT success`,
+          `SELECT details FROM event_fields WHERE tenant_id = 'walk' AND action = 'audit.export' AND NOT success`,
         );
         return rows.length === 1 && JSON.parse(rows[0].details).completed === false;
       }, 'an incomplete audit.export event');

@@ -43,9 +43,9 @@ describe('POST /internal/v1/events (batch ingestion)', () => {
     expect(first.timestamp).to.match(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
     expect(Math.abs(Date.parse(first.timestamp) - Date.now())).to.be.below(10_000);
 
-    const { rows } = await db.pool.query('SELECT * FROM events WHERE event_id = $1', [second.event_id]);
+    const { rows } = await db.pool.query('SELECT * FROM event_fields WHERE event_id = $1', [second.event_id]);
     expect(rows[0]).to.deep.include({ fields_accessed: '', details: '{}', source_ip: '', justification: '', phi_involved: false });
-    const phiRow = (await db.pool.query('SELECT fields_accessed FROM events WHERE event_id = $1', [first.event_id])).rows[0];
+    const phiRow = (await db.pool.query('SELECT fields_accessed FROM event_fields WHERE event_id = $1', [first.event_id])).rows[0];
     expect(JSON.parse(phiRow.fields_accessed)).to.deep.equal(['diagnosis']);
   });
 

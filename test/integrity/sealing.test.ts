@@ -9,6 +9,7 @@ import {
   verifyTreeHead,
   type SignedTreeHead,
 } from '../../src/client/integrity.ts';
+import { EVENT_DOCUMENT } from '../../src/events/eventStore.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
@@ -55,7 +56,7 @@ describe('sealing: Merkle leaves, signed tree heads and proofs through the API',
   /** The tenant's leaves in order, from the served documents, by the RFC's definitions (not ours). */
   async function servedLeaves(): Promise<Buffer[]> {
     const { rows } = await db.pool.query(
-      `SELECT COALESCE(e.document, '') AS document FROM merkle_leaves l
+      `SELECT ${EVENT_DOCUMENT} AS document FROM merkle_leaves l
          JOIN events e ON e.tenant_id = l.tenant_id AND e.event_id = l.event_id AND e.occurred_at = l.event_occurred_at
         WHERE l.tenant_id = 'seal-a' ORDER BY l.leaf_index`,
     );

@@ -110,11 +110,17 @@ describe('tamper evidence: what a superuser changes is detected and named', func
     })();
   });
 
-  it('names the event whose stored document was changed', async () => {
+  it('names the event whose stored values were changed', async () => {
     const target = events.get('tamper-doc')![17]!;
-    await tamper(`UPDATE events SET document = replace(document, '"success":true', '"success":false') WHERE event_id = $1`, [
-      target.eventId,
-    ]);
+    // The PHI flag flipped in the values only (the ninth): the served document changes, the column does not.
+    await tamper(
+      `UPDATE events SET document_values = (
+         SELECT string_agg(CASE WHEN v.position = 9 THEN (CASE WHEN v.text = 'true' THEN 'false' ELSE 'true' END) ELSE v.text END,
+                           E'\\x1f' ORDER BY v.position)
+           FROM unnest(string_to_array(document_values, E'\\x1f')) WITH ORDINALITY AS v(text, position))
+        WHERE event_id = $1`,
+      [target.eventId],
+    );
     const offline = verify('--export', (await save('tamper-doc', 'doc')).export);
     expect(offline.status).to.equal(1);
     expect(failingEvents(offline.stderr)).to.deep.equal([target.eventId]);

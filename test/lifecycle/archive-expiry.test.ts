@@ -227,7 +227,7 @@ describe('archive before expiry', function () {
     expect((await verify(['--export', join(directory, 'tampered.ndjson')])).code).to.equal(1);
     // Every run is in the tenant's trail: the two that failed with their reasons, this one with its objects.
     const { rows } = await database.pool.query(
-      "SELECT details FROM events WHERE tenant_id = 'acme' AND action = 'audit.retention.expire' ORDER BY occurred_at",
+      "SELECT details FROM event_fields WHERE tenant_id = 'acme' AND action = 'audit.retention.expire' ORDER BY occurred_at",
     );
     const details = rows.map((row) => JSON.parse(row.details));
     expect(details.map((detail) => [detail.count, detail.archive_failure === null])).to.deep.equal([

@@ -59,7 +59,11 @@ describe('the retention role with policies and holds declared in Kubernetes', fu
   const ids = (...events: Array<{ eventId: string }>) => events.map((event) => event.eventId).sort();
 
   it('expires exactly what the 1-day policy lets go, keeps the held second day until the hold is released', async () => {
+    const stored = async (sql: string) => (await harness.db.pool.query(sql)).rows[0].n;
     await create('retentionpolicies', 'RetentionPolicy', 'acme', { tenantId: 'acme', retain: '1d' });
+    // Stored before the hold is declared: the controller reconciles the two kinds concurrently, and the trail's
+    // order below is the order they were applied in.
+    await waitFor(async () => (await stored(`SELECT count(*)::int AS n FROM retention_policies`)) === 1, 'the policy stored');
     await create('legalholds', 'LegalHold', 'day-2', {
       tenantId: 'acme',
       since: new Date(now - 2 * DAY - HOUR).toISOString(),
@@ -67,8 +71,6 @@ describe('the retention role with policies and holds declared in Kubernetes', fu
       reason: 'Investigation of day 2',
       reference: 'INV-2',
     });
-    const stored = async (sql: string) => (await harness.db.pool.query(sql)).rows[0].n;
-    await waitFor(async () => (await stored(`SELECT count(*)::int AS n FROM retention_policies`)) === 1, 'the policy stored');
     await waitFor(
       async () => (await stored(`SELECT count(*)::int AS n FROM legal_holds WHERE released_at IS NULL`)) === 1,
       'the hold placed',

@@ -143,7 +143,7 @@ describe('expiry', function () {
     // Three events in batches of two: two batches, each a row of the one path.
     expect((await database.pool.query(`SELECT count(*)::int AS n FROM expiry_batches WHERE tenant_id = 'acme'`)).rows[0].n).to.equal(2);
     const recorded = (
-      await database.pool.query(`SELECT details FROM events WHERE tenant_id = 'acme' AND action = 'audit.retention.expire'`)
+      await database.pool.query(`SELECT details FROM event_fields WHERE tenant_id = 'acme' AND action = 'audit.retention.expire'`)
     ).rows;
     expect(recorded).to.have.length(1);
     expect(JSON.parse(recorded[0].details)).to.include({

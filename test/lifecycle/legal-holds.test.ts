@@ -50,7 +50,7 @@ describe('LegalHold resources', function () {
   const trail = async (tenant: string) =>
     (
       await harness.db.pool.query(
-        `SELECT action, resource_id, user_id, details FROM events WHERE tenant_id = $1 AND action LIKE 'admin.legal_hold.%' ORDER BY occurred_at, event_id`,
+        `SELECT action, resource_id, user_id, details FROM event_fields WHERE tenant_id = $1 AND action LIKE 'admin.legal_hold.%' ORDER BY occurred_at, event_id`,
         [tenant],
       )
     ).rows.map((row) => ({ ...row, details: JSON.parse(row.details) }));

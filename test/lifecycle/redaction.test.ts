@@ -85,10 +85,10 @@ describe('redaction of free-text fields, keeping proofs', function () {
 
   const lookup = async (eventId: string) => (await call(`${api.baseUrl}/audit/events/${eventId}`, { key })).json;
   const rowOf = async (eventId: string) =>
-    (await db.pool.query('SELECT document, details, justification, leaf_hash FROM events WHERE event_id = $1', [eventId])).rows[0];
+    (await db.pool.query('SELECT document, details, justification, leaf_hash FROM event_fields WHERE event_id = $1', [eventId])).rows[0];
   const redactionEvents = async (tenantId: string) =>
     (
-      await db.pool.query(`SELECT details FROM events WHERE tenant_id = $1 AND action = 'admin.event.redact' ORDER BY occurred_at`, [
+      await db.pool.query(`SELECT details FROM event_fields WHERE tenant_id = $1 AND action = 'admin.event.redact' ORDER BY occurred_at`, [
         tenantId,
       ])
     ).rows;
@@ -511,7 +511,7 @@ describe('redaction of free-text fields, keeping proofs', function () {
     expect(done.json.event_id).to.equal(victim.eventId);
     expect(done.json.redaction.fields).to.deep.equal(['details.ward']);
     expect(JSON.parse((await lookup(victim.eventId)).details).ward).to.equal(REDACTION_MARKER);
-    const { rows } = await db.pool.query(`SELECT user_id, user_role FROM events WHERE action = 'admin.event.redact' AND resource_id = $1`, [
+    const { rows } = await db.pool.query(`SELECT user_id, user_role FROM event_fields WHERE action = 'admin.event.redact' AND resource_id = $1`, [
       victim.eventId,
     ]);
     expect(rows).to.deep.equal([{ user_id: 'dpo-tool', user_role: 'operator' }]);

@@ -90,7 +90,7 @@ describe('RetentionPolicy resources', function () {
   const adminEvents = async (tenant: string) =>
     (
       await harness.db.pool.query(
-        `SELECT action, details FROM events WHERE tenant_id = $1 AND action LIKE 'admin.retention.%' ORDER BY occurred_at, event_id`,
+        `SELECT action, details FROM event_fields WHERE tenant_id = $1 AND action LIKE 'admin.retention.%' ORDER BY occurred_at, event_id`,
         [tenant],
       )
     ).rows.map((row) => ({ action: row.action, details: JSON.parse(row.details) }));

@@ -31,7 +31,9 @@ const TEMPLATE = 'audit_bench_write_cost';
 const log = (line: string) => console.error(line);
 
 /** The write path's statement as BatchStatements builds it, the writer publishing (ingestion's default). */
-const writeStatement = (form: StoredForm) => `WITH stored AS (${INSERT_EVENTS[form]}), ${WEBHOOK_FAN_OUT.clauses('stored', '$1::text[]', 'writer')}
+const writeStatement = (
+  form: StoredForm,
+) => `WITH stored AS (${INSERT_EVENTS[form]}), ${WEBHOOK_FAN_OUT.clauses('stored', '$1::text[]', 'writer')}
   SELECT tenant_id, event_id, (extract(epoch FROM occurred_at) * 1000)::int8 AS occurred_at_ms, ${WEBHOOK_FAN_OUT.selected('writer')}
   FROM stored`;
 const FULL = writeStatement('compact');

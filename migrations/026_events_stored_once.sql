@@ -1,12 +1,14 @@
 -- Each event stored once (docs/operations.md "How events are stored"). Until now a row held the event twice:
 -- fifteen columns, and the JSON document the API serves rendered from them (migration 005). The compact form
 -- keeps only what keys, indexes and filters need as columns (tenant_id, occurred_at, event_id, action,
--- user_id, resource_type, resource_id, phi_involved), and the document as its fifteen member values in
+-- user_id, resource_type, resource_id, phi_involved), and the rest of the document as its member values in
 -- order, each the JSON text it has in the document, separated by U+001F (which JSON text never holds raw):
--- the document without its member names, which are the same for every version-1 event (BENCHMARKS.md
--- "Which form to store each event in": 1.26 × the bytes of the fields held once as columns, against 1.58).
--- Reads put the names back (audit_event_document below), byte for byte the document the writer rendered and
--- hashed into the event's Merkle leaf.
+-- the document without its member names, which are the same for every version-1 event, and without the four
+-- values Postgres writes from their columns as fast as it reads them (the id, the action, the PHI flag and the
+-- tenant: no escaping, no formatting). The timestamp, the user and the resource stay in the values as well,
+-- since rendering them from their columns (to_char, to_json) would cost each read more than it saves
+-- (BENCHMARKS.md, issue 30). Reads put the document together (audit_event_document below), byte for byte the
+-- document the writer rendered and hashed into the event's Merkle leaf.
 --
 -- Rows of every earlier form stay readable as they are: with a document (since 005), or with the columns
 -- only (before it). `audit-trail events compact` rewrites the first kind into the compact form, online and
@@ -26,18 +28,20 @@ ALTER TABLE events
   ALTER COLUMN details DROP NOT NULL;
 
 -- The served document of a row that stores one, or that stores its values: the stored document as written
--- (a redacted event's, or one of a later version), else the version-1 member names put back between the
--- values. NULL for a row of neither kind (rendered from its columns by the reader, eventDocument.EVENT_JSON).
--- A single expression, as volatile as format() (STABLE), so the planner inlines it into each read.
-CREATE FUNCTION audit_event_document(document text, document_values text) RETURNS text
+-- (a redacted event's, or one of a later version), else the version-1 document put together from the values
+-- and the row's id, action, PHI flag and tenant. NULL for a row of neither kind (rendered from its columns by
+-- the reader, eventDocument.EVENT_JSON). A single expression, as volatile as format() (STABLE), so the
+-- planner inlines it into each read: one array and one format() per row, no more than splitting the values.
+CREATE FUNCTION audit_event_document(document text, document_values text, event_id uuid, action text, phi_involved boolean,
+                                     tenant_id text) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
   SELECT CASE
     WHEN document IS NOT NULL THEN document
     WHEN document_values IS NOT NULL THEN format(
-      '{"event_id":%s,"timestamp":%s,"action":%s,"user_id":%s,"user_role":%s,"resource_type":%s,"resource_id":%s,'
-      '"fields_accessed":%s,"phi_involved":%s,"tenant_id":%s,"source_ip":%s,"user_agent":%s,"justification":%s,'
-      '"success":%s,"details":%s}',
-      VARIADIC string_to_array(document_values, E'\x1f'))
+      '{"event_id":"%1$s","timestamp":%5$s,"action":"%2$s","user_id":%6$s,"user_role":%7$s,"resource_type":%8$s,'
+      '"resource_id":%9$s,"fields_accessed":%10$s,"phi_involved":%3$s,"tenant_id":"%4$s","source_ip":%11$s,'
+      '"user_agent":%12$s,"justification":%13$s,"success":%14$s,"details":%15$s}',
+      VARIADIC ARRAY[event_id::text, action, phi_involved::text, tenant_id] || string_to_array(document_values, E'\x1f'))
   END
 $$;
 
@@ -105,7 +109,8 @@ $$;
 
 -- The event as a row of any form serves it, parsed: the stored document or values, else its columns.
 CREATE FUNCTION audit_event_as_served(e jsonb) RETURNS jsonb LANGUAGE sql STABLE AS $$
-  SELECT coalesce(audit_event_document(e->>'document', e->>'document_values')::jsonb, jsonb_build_object(
+  SELECT coalesce(audit_event_document(e->>'document', e->>'document_values', (e->>'event_id')::uuid, e->>'action',
+                                       (e->>'phi_involved')::boolean, e->>'tenant_id')::jsonb, jsonb_build_object(
     'event_id', e->'event_id', 'timestamp', to_char((e->>'occurred_at')::timestamptz AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
     'action', e->'action', 'user_id', e->'user_id', 'user_role', e->'user_role', 'resource_type', e->'resource_type',
     'resource_id', e->'resource_id', 'fields_accessed', e->'fields_accessed', 'phi_involved', e->'phi_involved',
@@ -133,7 +138,8 @@ BEGIN
   END IF;
   IF pg_trigger_depth() = 1 AND coalesce(current_setting('audit_trail.compacting', true), '') = 'on' THEN
     IF OLD.document IS NULL
-       OR audit_event_document(NEW.document, NEW.document_values) IS DISTINCT FROM OLD.document
+       OR audit_event_document(NEW.document, NEW.document_values, NEW.event_id, NEW.action, NEW.phi_involved, NEW.tenant_id)
+          IS DISTINCT FROM OLD.document
        OR (NEW.document IS NOT NULL AND NEW.document_values IS NOT NULL)
        OR num_nonnulls(NEW.user_role, NEW.fields_accessed, NEW.source_ip, NEW.user_agent, NEW.justification, NEW.success, NEW.details) > 0 THEN
       RAISE EXCEPTION 'a compaction keeps the served document byte for byte, in one form' USING ERRCODE = 'insufficient_privilege';
@@ -195,4 +201,5 @@ SELECT e.tenant_id, e.occurred_at, e.event_id, e.action, e.user_id, e.resource_t
        coalesce(e.details, s.served->>'details') AS details,
        e.document, e.document_values, e.document_version, e.leaf_hash, e.ingested_at
   FROM events e
-  CROSS JOIN LATERAL (SELECT audit_event_document(e.document, e.document_values)::json AS served) s;
+  CROSS JOIN LATERAL (SELECT audit_event_document(e.document, e.document_values, e.event_id, e.action, e.phi_involved, e.tenant_id)::json
+                        AS served) s;

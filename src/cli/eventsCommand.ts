@@ -30,18 +30,27 @@ export async function runEvents(args: string[], config: Config, log: Logger): Pr
     if (!batch.finished && now - (lastLine.get(batch.partition) ?? 0) < PROGRESS_EVERY_MS) return;
     lastLine.set(batch.partition, now);
     const done = batch.compacted + batch.kept;
-    const share = batch.estimatedRows > 0 ? ` of about ${batch.estimatedRows} (${Math.min(100, Math.round((100 * done) / batch.estimatedRows))} %)` : '';
+    const share =
+      batch.estimatedRows > 0
+        ? ` of about ${batch.estimatedRows} (${Math.min(100, Math.round((100 * done) / batch.estimatedRows))} %)`
+        : '';
     const state = batch.finished ? 'done: ' : '';
-    process.stderr.write(`${batch.partition}: ${state}${done} rows${share}, ${batch.compacted} compact, ${batch.kept} keep their document\n`);
+    process.stderr.write(
+      `${batch.partition}: ${state}${done} rows${share}, ${batch.compacted} compact, ${batch.kept} keep their document\n`,
+    );
   };
   try {
     const summary = await compactEvents(db, {
       batchSize,
       onBatch: progress,
-      onSwitch: (waitMs) => process.stderr.write(`writers now store each event once; waiting ${waitMs / 1000} s for every writer to follow\n`),
+      onSwitch: (waitMs) =>
+        process.stderr.write(`writers now store each event once; waiting ${waitMs / 1000} s for every writer to follow\n`),
     });
     if (values.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
-    else process.stdout.write(`compacted ${summary.compacted} events in ${summary.partitions} partitions (${summary.kept} keep their document)\n`);
+    else
+      process.stdout.write(
+        `compacted ${summary.compacted} events in ${summary.partitions} partitions (${summary.kept} keep their document)\n`,
+      );
     return 0;
   } finally {
     await db.close();

@@ -84,7 +84,14 @@ interface Position {
 
 async function compactPartition(db: Database, partition: string, options: CompactionOptions): Promise<{ compacted: number; kept: number }> {
   const table = pg.escapeIdentifier(partition);
-  const { rows } = await db.query<{ after_tenant_id: string | null; after_occurred: string | null; after_event_id: string | null; compacted: string; kept: string; estimate: number }>(
+  const { rows } = await db.query<{
+    after_tenant_id: string | null;
+    after_occurred: string | null;
+    after_event_id: string | null;
+    compacted: string;
+    kept: string;
+    estimate: number;
+  }>(
     `INSERT INTO event_compaction_progress (partition) VALUES ($1) ON CONFLICT (partition) DO UPDATE SET partition = EXCLUDED.partition
      RETURNING after_tenant_id, after_occurred::text, after_event_id::text, compacted, kept,
                (SELECT greatest(reltuples, 0)::int8 FROM pg_class WHERE relname = $1) AS estimate`,
@@ -92,7 +99,9 @@ async function compactPartition(db: Database, partition: string, options: Compac
   );
   const progress = rows[0]!;
   let after: Position | undefined =
-    progress.after_tenant_id === null ? undefined : { tenantId: progress.after_tenant_id, occurredAt: progress.after_occurred!, eventId: progress.after_event_id! };
+    progress.after_tenant_id === null
+      ? undefined
+      : { tenantId: progress.after_tenant_id, occurredAt: progress.after_occurred!, eventId: progress.after_event_id! };
   let compacted = Number(progress.compacted);
   let kept = Number(progress.kept);
   let done = { compacted: 0, kept: 0 };
@@ -133,10 +142,12 @@ async function compactBatch(
     [...bound, size - 1],
   );
   const end = ends[0];
-  const upTo = end ? `AND (e.tenant_id, e.occurred_at, e.event_id) <= ($${bound.length + 1}, $${bound.length + 2}::timestamptz, $${bound.length + 3}::uuid)` : '';
+  const upTo = end
+    ? `AND (e.tenant_id, e.occurred_at, e.event_id) <= ($${bound.length + 1}, $${bound.length + 2}::timestamptz, $${bound.length + 3}::uuid)`
+    : '';
   const { rows } = await client.query<{ compact: boolean }>(
     `WITH candidates AS (
-       SELECT e.tenant_id, e.occurred_at, e.event_id, v.values, audit_event_document(NULL, v.values) = e.document AS compact
+       SELECT e.tenant_id, e.occurred_at, e.event_id, v.values, audit_event_document(NULL, v.values, e.event_id, e.action, e.phi_involved, e.tenant_id) = e.document AS compact
          FROM ${table} e CROSS JOIN LATERAL (SELECT ${EVENT_VALUES} AS values) v
         WHERE ${keyAfter} ${upTo} AND e.document IS NOT NULL
      )
@@ -157,7 +168,15 @@ async function compactBatch(
             compacted = compacted + $5, kept = kept + $6, updated_at = now(),
             finished_at = CASE WHEN $7 THEN now() END
       WHERE partition = $1`,
-    [partition, end?.tenant_id ?? after?.tenantId ?? null, end?.occurred_at ?? after?.occurredAt ?? null, end?.event_id ?? after?.eventId ?? null, compacted, kept, end === undefined],
+    [
+      partition,
+      end?.tenant_id ?? after?.tenantId ?? null,
+      end?.occurred_at ?? after?.occurredAt ?? null,
+      end?.event_id ?? after?.eventId ?? null,
+      compacted,
+      kept,
+      end === undefined,
+    ],
   );
   return { compacted, kept, last: end ? { tenantId: end.tenant_id, occurredAt: end.occurred_at, eventId: end.event_id } : undefined };
 }

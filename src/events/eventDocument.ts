@@ -10,7 +10,7 @@ import type { NewEvent } from './eventStore.ts';
  * raise this constant, so that writers record 2; keep the column's default at 1, the version of writers
  * that do not name one (older pods during a rolling upgrade); and keep EVENT_JSON rendering version 1,
  * because the rows it renders, those stored without a document, all are. Code that reads fields out of a
- * stored document must then expect both versions (docs/operations.md "Stored event documents").
+ * stored document must then expect both versions (docs/operations.md "How events are stored").
  */
 export const EVENT_DOCUMENT_VERSION = 1;
 
@@ -100,8 +100,9 @@ export interface RenderedEvent {
   /** renderEventDocument's document. */
   readonly document: string;
   /**
-   * The same document without its member names: the fifteen value texts in order, joined by U+001F. What a
-   * compact row stores; Postgres puts the names back when it is read (audit_event_document, migration 026).
+   * The same document without its member names and the four values of WRITTEN_FROM_COLUMNS: the other eleven
+   * value texts in order, joined by U+001F. What a compact row stores; Postgres puts the document together when
+   * it is read (COMPACT_DOCUMENT).
    */
   readonly values: string;
   /**
@@ -128,7 +129,9 @@ export function renderEvent(event: NewEvent, timestamp: string): RenderedEvent {
   }
   let canonical = '';
   for (const member of CANONICAL_MEMBERS) canonical += member.key + texts[member.index]!;
-  return { document: `${document}}`, values: texts.join(VALUE_SEPARATOR), leafHash: hashLeafHex(`${canonical}}`) };
+  let values = '';
+  for (const index of VALUE_INDEXES) values += (values === '' ? '' : VALUE_SEPARATOR) + texts[index]!;
+  return { document: `${document}}`, values, leafHash: hashLeafHex(`${canonical}}`) };
 }
 
 const sqlText = (text: string) => `'${text.replaceAll("'", "''")}'`;
@@ -151,11 +154,31 @@ export const EVENT_JSON = DOCUMENT_FIELDS.map(({ key, kind, column }, index) => 
   .join('\n    || ');
 
 /**
+ * The fields a compact row's document takes from its columns rather than from its values (migration 026):
+ * Postgres writes them as fast as it reads them (an id, a boolean, two texts that need no escaping).
+ */
+const WRITTEN_FROM_COLUMNS: ReadonlySet<AuditEventFieldName> = new Set<AuditEventFieldName>([
+  'event_id',
+  'action',
+  'phi_involved',
+  'tenant_id',
+]);
+
+/** The indexes in DOCUMENT_FIELDS of the fields a compact row keeps in its values, in order. */
+const VALUE_INDEXES = DOCUMENT_FIELDS.flatMap(({ name }, index) => (WRITTEN_FROM_COLUMNS.has(name) ? [] : [index]));
+
+/**
+ * The document of the row `e` if it stores one or its values (migration 026's audit_event_document): NULL for
+ * a row stored with its columns only.
+ */
+export const COMPACT_DOCUMENT = 'audit_event_document(e.document, e.document_values, e.event_id, e.action, e.phi_involved, e.tenant_id)';
+
+/**
  * A full row's values as a compact row stores them (migration 026), rendered by Postgres from the columns of
  * the row `e` as EVENT_JSON renders the document, without the member names: `audit-trail events compact`
  * rewrites rows with it, and keeps a row's stored document where this does not render it byte for byte.
  */
-export const EVENT_VALUES = DOCUMENT_FIELDS.map(valueSql).join(`\n    || E'\\x1f' || `);
+export const EVENT_VALUES = VALUE_INDEXES.map((index) => valueSql(DOCUMENT_FIELDS[index]!)).join(`\n    || E'\\x1f' || `);
 
 /** One field's value text as Postgres renders it from its column, as EVENT_JSON writes it. */
 function valueSql({ kind, column }: (typeof DOCUMENT_FIELDS)[number]): string {
@@ -163,7 +186,7 @@ function valueSql({ kind, column }: (typeof DOCUMENT_FIELDS)[number]): string {
   return kind === 'escaped' ? `to_json(${column})::text` : `${column}::text`;
 }
 
-/** The fields a compact row keeps as columns beside its values (migration 026): its keys and the filters'. */
+/** The fields a compact row keeps as columns (migration 026): its keys and the filters'. */
 const KEPT_COLUMNS: ReadonlySet<AuditEventFieldName> = new Set<AuditEventFieldName>([
   'event_id',
   'timestamp',
@@ -180,6 +203,7 @@ const KEPT_COLUMNS: ReadonlySet<AuditEventFieldName> = new Set<AuditEventFieldNa
  * written; false where one was changed behind the trail's back (its leaf still verifies, since the document
  * is the values, but the filters would find the event under another actor or resource). For `integrity check`.
  */
-export const COMPACT_KEYS_MATCH = DOCUMENT_FIELDS.flatMap((field, index) =>
-  KEPT_COLUMNS.has(field.name) ? [`split_part(e.document_values, E'\\x1f', ${index + 1}) = ${valueSql(field)}`] : [],
-).join('\n    AND ');
+export const COMPACT_KEYS_MATCH = VALUE_INDEXES.flatMap((fieldIndex, position) => {
+  const field = DOCUMENT_FIELDS[fieldIndex]!;
+  return KEPT_COLUMNS.has(field.name) ? [`split_part(e.document_values, E'\\x1f', ${position + 1}) = ${valueSql(field)}`] : [];
+}).join('\n    AND ');

@@ -54,7 +54,12 @@ export function eventColumnArrays(events: readonly NewEvent[], timestamps: reado
   for (const { leafHash } of rendered) leafHashes += leafHash;
   // A Buffer goes to Postgres in binary: neither side encodes or decodes hex.
   const hashes = Buffer.from(leafHashes, 'hex');
-  const keys = [column((event) => event.tenantId), textArrayLiteral(timestamps), column((event) => event.eventId), column((event) => event.action)];
+  const keys = [
+    column((event) => event.tenantId),
+    textArrayLiteral(timestamps),
+    column((event) => event.eventId),
+    column((event) => event.action),
+  ];
   if (form === 'compact') {
     return [
       ...keys,

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { textArrayLiteral } from '../db/arrayLiteral.ts';
 import { prepared, type Queryable } from '../db/database.ts';
 import type { CursorPosition } from './cursor.ts';
-import { EVENT_JSON } from './eventDocument.ts';
+import { COMPACT_DOCUMENT, EVENT_JSON } from './eventDocument.ts';
 import type { EventFilters } from './eventFilters.ts';
 
 /** An event as the write path stores it (row shape; its API document is rendered by renderEventDocument). */
@@ -33,13 +33,13 @@ export interface StoredEventKey {
 }
 
 /**
- * What every read sends: the stored document as it was written, whatever its version; a compact row's values
- * with their member names put back (audit_event_document, migration 026); or for a row stored before there
+ * What every read sends: the stored document as it was written, whatever its version; a compact row's document
+ * put together from its values and columns (COMPACT_DOCUMENT, migration 026); or for a row stored before there
  * were documents, its version-1 rendering from the columns. A sealed event's leaf is the hash of this
  * (integrity/sealStore.ts), so whatever a later version changes here must keep serving sealed events
  * exactly as they were sealed (test/integrity/served-form.test.ts).
  */
-export const EVENT_DOCUMENT = `COALESCE(audit_event_document(e.document, e.document_values), ${EVENT_JSON})`;
+export const EVENT_DOCUMENT = `COALESCE(${COMPACT_DOCUMENT}, ${EVENT_JSON})`;
 
 const EPOCH_MS = `(extract(epoch FROM e.occurred_at) * 1000)::int8`;
 

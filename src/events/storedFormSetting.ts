@@ -35,7 +35,7 @@ export class StoredFormSetting {
   }
 }
 
-export async function readStoredForm(db: Queryable): Promise<StoredForm> {
+async function readStoredForm(db: Queryable): Promise<StoredForm> {
   const { rows } = await db.query<{ form: StoredForm }>('SELECT form FROM event_storage');
   return rows[0]?.form ?? 'full';
 }

@@ -145,7 +145,8 @@ async function checkLeaves(
       } else if (redaction.redacted) redacted.push(event);
       // Only a version-1 document can be compared with the columns' version-1 rendering (a redacted one without its redaction member).
       const document = (redaction.redacted && redaction.unredacted) || row.document;
-      const columnsDiffer = row.keys_match === false || (document !== null && row.rendered !== null && row.document_version === 1 && document !== row.rendered);
+      const columnsDiffer =
+        row.keys_match === false || (document !== null && row.rendered !== null && row.document_version === 1 && document !== row.rendered);
       if (columnsDiffer) {
         report({
           kind: 'columns_mismatch',

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { Database } from '../db/database.ts';
-import { COMPACT_KEYS_MATCH, EVENT_JSON } from '../events/eventDocument.ts';
+import { COMPACT_DOCUMENT, COMPACT_KEYS_MATCH, EVENT_JSON } from '../events/eventDocument.ts';
 import type { Tile } from './tiles.ts';
 
 /*
@@ -52,7 +52,7 @@ interface LeafRow {
 export async function leavesBetween(client: pg.PoolClient, tenantId: string, from: number, to: number): Promise<LeafRow[]> {
   const { rows } = await client.query<LeafRow>(
     `SELECT l.leaf_index, l.event_id::text, to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at,
-            audit_event_document(e.document, e.document_values) AS document,
+            ${COMPACT_DOCUMENT} AS document,
             CASE WHEN e.event_id IS NOT NULL THEN ${EVENT_JSON} END AS rendered,
             CASE WHEN e.document_values IS NOT NULL THEN ${COMPACT_KEYS_MATCH} END AS keys_match, e.document_version,
             to_regclass('events_' || to_char(l.event_occurred_at AT TIME ZONE 'UTC', 'YYYY_MM')) IS NOT NULL AS partition_exists,

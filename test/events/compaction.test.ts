@@ -77,7 +77,9 @@ describe('audit-trail events compact: existing events rewritten to be stored onc
     const sealer = await startTestSealer(database.url, sealKeyPair().privateKey);
     await sealer.sealNow();
     await sealer.close();
-    const { rows } = await database.pool.query(`SELECT event_id::text FROM events WHERE tenant_id = 'compact-b' AND justification <> '' LIMIT 1`);
+    const { rows } = await database.pool.query(
+      `SELECT event_id::text FROM events WHERE tenant_id = 'compact-b' AND justification <> '' LIMIT 1`,
+    );
     redactedId = rows[0].event_id;
     await redactEvent(
       writer,

@@ -214,7 +214,11 @@ describe('GET /audit/events/live', function () {
       const slow = newEvent({ tenantId, eventId: '00000000-0000-4000-8000-000000000001', occurredAtMs: Date.now() - 1000 });
       let commit!: () => void;
       const committed = writer.transaction(async (client) => {
-        await new BatchStatements(WEBHOOK_FAN_OUT).store(client, { events: [slow], timestamps: [formatTimestamp(slow.occurredAtMs)], form: 'compact' }, 'relay');
+        await new BatchStatements(WEBHOOK_FAN_OUT).store(
+          client,
+          { events: [slow], timestamps: [formatTimestamp(slow.occurredAtMs)], form: 'compact' },
+          'relay',
+        );
         await new Promise<void>((resolve) => (commit = resolve));
       });
       await waitFor(() => commit !== undefined, 'the slow transaction to insert');

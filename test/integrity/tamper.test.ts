@@ -112,11 +112,10 @@ describe('tamper evidence: what a superuser changes is detected and named', func
 
   it('names the event whose stored values were changed', async () => {
     const target = events.get('tamper-doc')![17]!;
-    // The PHI flag flipped in the values only (the ninth): the served document changes, the column does not.
+    // The user changed in the values only (the second): the served document changes, the user_id column does not.
     await tamper(
       `UPDATE events SET document_values = (
-         SELECT string_agg(CASE WHEN v.position = 9 THEN (CASE WHEN v.text = 'true' THEN 'false' ELSE 'true' END) ELSE v.text END,
-                           E'\\x1f' ORDER BY v.position)
+         SELECT string_agg(CASE WHEN v.position = 2 THEN '"someone-else"' ELSE v.text END, E'\\x1f' ORDER BY v.position)
            FROM unnest(string_to_array(document_values, E'\\x1f')) WITH ORDINALITY AS v(text, position))
         WHERE event_id = $1`,
       [target.eventId],
@@ -143,7 +142,8 @@ describe('tamper evidence: what a superuser changes is detected and named', func
 
   it('names the event whose column no longer matches the document it is served from (integrity check)', async () => {
     const target = events.get('tamper-col')![3]!;
-    await tamper(`UPDATE events SET action = 'auth.login' WHERE event_id = $1`, [target.eventId]);
+    // The user is in both the column (for the user_id filter) and the values the event is served from.
+    await tamper(`UPDATE events SET user_id = 'someone-else' WHERE event_id = $1`, [target.eventId]);
     const check = integrityCheck('tamper-col');
     expect(check.status).to.equal(1);
     expect(check.stdout).to.contain(`columns_mismatch: event ${target.eventId}`);

@@ -511,9 +511,10 @@ describe('redaction of free-text fields, keeping proofs', function () {
     expect(done.json.event_id).to.equal(victim.eventId);
     expect(done.json.redaction.fields).to.deep.equal(['details.ward']);
     expect(JSON.parse((await lookup(victim.eventId)).details).ward).to.equal(REDACTION_MARKER);
-    const { rows } = await db.pool.query(`SELECT user_id, user_role FROM event_fields WHERE action = 'admin.event.redact' AND resource_id = $1`, [
-      victim.eventId,
-    ]);
+    const { rows } = await db.pool.query(
+      `SELECT user_id, user_role FROM event_fields WHERE action = 'admin.event.redact' AND resource_id = $1`,
+      [victim.eventId],
+    );
     expect(rows).to.deep.equal([{ user_id: 'dpo-tool', user_role: 'operator' }]);
   });
 

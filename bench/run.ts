@@ -24,6 +24,7 @@ const BENCHMARKS: Record<string, string> = {
   portal: 'bench/portal.ts',
   streams: 'bench/streams.ts',
   expiry: 'bench/expiry.ts',
+  compaction: 'bench/compaction.ts',
 };
 
 const wanted = process.argv.slice(2);

@@ -6,7 +6,8 @@
  */
 import pg from 'pg';
 import { createDatabaseIfMissing, migrate } from '../../src/db/migrate.ts';
-import { EVENT_JSON } from '../../src/events/eventDocument.ts';
+import { EVENT_JSON, EVENT_VALUES } from '../../src/events/eventDocument.ts';
+import type { StoredForm } from '../../src/events/storedFormSetting.ts';
 import { createLogger } from '../../src/platform/logger.ts';
 
 export const SERVER_URL = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
@@ -15,8 +16,8 @@ export const BIG_TENANT = 'tenant-big';
 const TOTAL_EVENTS = 2_000_000;
 export const TENANTS = 1_000;
 export const RARE_ACTION = 'phi.break_glass';
-// v2: events carry their stored document (migration 005), as the write path stores them.
-const DATASET = 'list-v2';
+// v3: events stored once (migration 026), as the write path stores them; v2 had the columns and the document.
+const DATASET = 'list-v3';
 const DAYS = 90;
 
 export async function ensureListDataset(log: (line: string) => void): Promise<void> {
@@ -53,30 +54,7 @@ async function loadListDataset(log: (line: string) => void): Promise<'present' |
     }
     const chunk = 250_000;
     for (let offset = 0; offset < TOTAL_EVENTS; offset += chunk) {
-      await client.query(
-        `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
-                             fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document)
-         SELECT e.*, ${EVENT_JSON}
-         FROM (
-         -- OFFSET 0 keeps this a subquery, so gen_random_uuid() runs once per row for the column and the document.
-         SELECT tenant AS tenant_id, at AS occurred_at, gen_random_uuid() AS event_id, action,
-                'user-' || (n % 5000) AS user_id, (ARRAY['clinician','billing','admin','support'])[1 + n % 4] AS user_role,
-                resource AS resource_type, resource || '-' || (n % 100000) AS resource_id,
-                CASE WHEN action LIKE 'phi.%' THEN '["diagnosis","medications"]' ELSE '' END AS fields_accessed,
-                action LIKE 'phi.%' AS phi_involved, '10.' || (n % 250) || '.' || (n % 200) || '.1' AS source_ip,
-                'bench-agent/1.0' AS user_agent, '' AS justification, n % 50 <> 0 AS success, '{"ward":"' || (n % 40) || '"}' AS details
-         FROM (
-           SELECT n,
-                  CASE WHEN n % 4 = 0 THEN '${BIG_TENANT}' ELSE 'tenant-' || lpad((n % ${TENANTS - 1})::text, 4, '0') END AS tenant,
-                  date_trunc('milliseconds', now() - (random() * interval '${DAYS} days')) AS at,
-                  CASE WHEN n % 200 = 0 THEN '${RARE_ACTION}'
-                       ELSE (ARRAY['phi.read','phi.read','phi.read','phi.query','phi.export','auth.login','auth.logout','admin.user.invite','admin.key.create','record.update'])[1 + (n / 7) % 10] END AS action,
-                  (ARRAY['patient_record','claim','upload','session','user'])[1 + (n / 3) % 5] AS resource
-           FROM generate_series($1::bigint, $2::bigint) AS n
-         ) AS generated
-         OFFSET 0) AS e`,
-        [offset, offset + chunk - 1],
-      );
+      await insertGeneratedEvents(client, { first: offset, last: offset + chunk - 1, form: 'compact' });
       log(`  loaded ${offset + chunk} events`);
     }
     await client.query('ANALYZE events');
@@ -98,4 +76,43 @@ async function recreateDatabase(): Promise<void> {
   }
   await createDatabaseIfMissing(LIST_DATABASE_URL);
   await migrate(LIST_DATABASE_URL, createLogger('warn'));
+}
+
+/**
+ * Events numbered first..last of the dataset's generator, inserted in one statement in the given stored form
+ * (migration 026): `compact` as the write path stores them now, `full` as releases before it did (the
+ * columns and the rendered document), for the compaction benchmark.
+ */
+export async function insertGeneratedEvents(client: pg.Client, range: { first: number; last: number; form: StoredForm }): Promise<void> {
+  const target =
+    range.form === 'compact'
+      ? `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, resource_type, resource_id, phi_involved, document_values,
+                             user_role, fields_accessed, source_ip, user_agent, justification, success, details)
+         SELECT e.tenant_id, e.occurred_at, e.event_id, e.action, e.user_id, e.resource_type, e.resource_id, e.phi_involved, ${EVENT_VALUES},
+                NULL, NULL, NULL, NULL, NULL, NULL, NULL`
+      : `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
+                             fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document)
+         SELECT e.*, ${EVENT_JSON}`;
+  await client.query(
+    `${target}
+     FROM (
+     -- OFFSET 0 keeps this a subquery, so gen_random_uuid() runs once per row for the column and the document.
+     SELECT tenant AS tenant_id, at AS occurred_at, gen_random_uuid() AS event_id, action,
+            'user-' || (n % 5000) AS user_id, (ARRAY['clinician','billing','admin','support'])[1 + n % 4] AS user_role,
+            resource AS resource_type, resource || '-' || (n % 100000) AS resource_id,
+            CASE WHEN action LIKE 'phi.%' THEN '["diagnosis","medications"]' ELSE '' END AS fields_accessed,
+            action LIKE 'phi.%' AS phi_involved, '10.' || (n % 250) || '.' || (n % 200) || '.1' AS source_ip,
+            'bench-agent/1.0' AS user_agent, '' AS justification, n % 50 <> 0 AS success, '{"ward":"' || (n % 40) || '"}' AS details
+     FROM (
+       SELECT n,
+              CASE WHEN n % 4 = 0 THEN '${BIG_TENANT}' ELSE 'tenant-' || lpad((n % ${TENANTS - 1})::text, 4, '0') END AS tenant,
+              date_trunc('milliseconds', now() - (random() * interval '${DAYS} days')) AS at,
+              CASE WHEN n % 200 = 0 THEN '${RARE_ACTION}'
+                   ELSE (ARRAY['phi.read','phi.read','phi.read','phi.query','phi.export','auth.login','auth.logout','admin.user.invite','admin.key.create','record.update'])[1 + (n / 7) % 10] END AS action,
+              (ARRAY['patient_record','claim','upload','session','user'])[1 + (n / 3) % 5] AS resource
+       FROM generate_series($1::bigint, $2::bigint) AS n
+     ) AS generated
+     OFFSET 0) AS e`,
+    [range.first, range.last],
+  );
 }

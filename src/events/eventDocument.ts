@@ -129,8 +129,7 @@ export function renderEvent(event: NewEvent, timestamp: string): RenderedEvent {
   }
   let canonical = '';
   for (const member of CANONICAL_MEMBERS) canonical += member.key + texts[member.index]!;
-  let values = '';
-  for (const index of VALUE_INDEXES) values += (values === '' ? '' : VALUE_SEPARATOR) + texts[index]!;
+  const values = VALUE_INDEXES.map((index) => texts[index]!).join(VALUE_SEPARATOR);
   return { document: `${document}}`, values, leafHash: hashLeafHex(`${canonical}}`) };
 }
 

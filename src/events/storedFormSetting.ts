@@ -1,4 +1,5 @@
 import type { Queryable } from '../db/database.ts';
+import { SQLSTATE, sqlState } from '../db/sqlstate.ts';
 import { type Clock, systemClock } from '../platform/clock.ts';
 
 /**
@@ -36,8 +37,14 @@ export class StoredFormSetting {
 }
 
 async function readStoredForm(db: Queryable): Promise<StoredForm> {
-  const { rows } = await db.query<{ form: StoredForm }>('SELECT form FROM event_storage');
-  return rows[0]?.form ?? 'full';
+  try {
+    const { rows } = await db.query<{ form: StoredForm }>('SELECT form FROM event_storage');
+    return rows[0]?.form ?? 'full';
+  } catch (error) {
+    // A database not migrated to 026 yet has neither the setting nor the compact form's column.
+    if (sqlState(error) === SQLSTATE.undefinedTable) return 'full';
+    throw error;
+  }
 }
 
 /** Switches writers to the compact form (they follow within STORED_FORM_REFRESH_MS); true if it was full. */

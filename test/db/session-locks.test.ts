@@ -53,9 +53,10 @@ describe('session locks', () => {
   it('loses the lock with its connection: a process that dies leaves nothing to wait out', async () => {
     const key = 'kubernetes:team-a/crashing/4c3f';
     const outcome = locks(first).withLock(key, async () => {
-      // This process's lock connection is cut, as when its pod is killed (only our own backend is ended).
+      // This process's lock connection is cut, as when its pod is killed (only our own backend is ended). The
+      // timeout makes Postgres wait until the backend is gone, and its lock with it, rather than only signal it.
       await first.query(
-        `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()
+        `SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()
            AND pid IN (SELECT pid FROM pg_stat_activity WHERE application_name = 'locks first')`,
       );
       return locks(second).withLock(key, async () => 'taken over');

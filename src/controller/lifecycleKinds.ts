@@ -25,12 +25,19 @@ export const retentionPolicySpecSchema = z
     archive: z
       .object({
         bucket: z.string().min(3).max(63).meta({ description: 'S3 bucket the expiring events are archived to before they are removed.' }),
-        prefix: z.string().max(512).optional(),
+        prefix: z
+          .string()
+          .max(512)
+          .optional()
+          .meta({ description: 'Key prefix of the archive objects: <prefix>/<tenant>/<yyyy>/<mm>/<first>_<last>_<random>.ndjson.gz.' }),
       })
       .optional()
       .meta({
         description:
-          'Archive before expiry (not performed by this version: while it is set, nothing of the tenant expires, so nothing is removed unarchived).',
+          'Archive before expiry: each expiring range (at most 50,000 events) is first written to this bucket as NDJSON.gz in the ' +
+          'export-with-proofs form (each event with its inclusion proof and signed tree head), read back and compared, and only then ' +
+          'expired. A failed write or read-back expires nothing more of the tenant in that pass and shows as Ready=False, reason ' +
+          'ArchiveFailing. The store and its keys are the deployment\'s (ARCHIVE_S3_*); docs/retention.md.',
       }),
     controllerClass,
   })
@@ -55,7 +62,9 @@ export type RetentionPolicySpec = z.output<typeof retentionPolicySpecSchema>;
 
 export const RETENTION_POLICY: ResourceKind = {
   kind: 'RetentionPolicy',
-  schemaVersion: 1,
+  // 2: spec.archive's description says what archiving does (1 said it was not performed) and prefix has one.
+  // Descriptions only, but kubectl explain reads them from the installed CRD, so an upgrade brings the true one.
+  schemaVersion: 2,
   plural: 'retentionpolicies',
   singular: 'retentionpolicy',
   shortNames: ['atretain'],

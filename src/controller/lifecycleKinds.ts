@@ -37,7 +37,7 @@ export const retentionPolicySpecSchema = z
           'Archive before expiry: each expiring range (at most 50,000 events) is first written to this bucket as NDJSON.gz in the ' +
           'export-with-proofs form (each event with its inclusion proof and signed tree head), read back and compared, and only then ' +
           'expired. A failed write or read-back expires nothing more of the tenant in that pass and shows as Ready=False, reason ' +
-          'ArchiveFailing. The store and its keys are the deployment\'s (ARCHIVE_S3_*); docs/retention.md.',
+          "ArchiveFailing. The store and its keys are the deployment's (ARCHIVE_S3_*); docs/retention.md.",
       }),
     controllerClass,
   })

@@ -11,6 +11,16 @@ export interface ExportSession {
   readonly truncated: boolean;
   /** The export's snapshot (pg_export_snapshot), when asked for: another connection can read in it. */
   readonly snapshotId: string | undefined;
+  /**
+   * The oldest millisecond the export covers: every matching event from it to `until` is in it. The filters'
+   * `since` (undefined: none) when not truncated, else the last millisecond it returns.
+   */
+  readonly coveredSinceMs: number | undefined;
+  /**
+   * Ends the export at `sinceMs` (kept) instead, and marks it truncated: for a page that something else bounds
+   * sooner (its records of expired leaves, src/integrity/exportProofs.ts). Before rows() only.
+   */
+  narrow(sinceMs: number): void;
   rows(): AsyncIterable<string>;
   close(): Promise<void>;
 }
@@ -42,14 +52,11 @@ export class EventExporter {
         ? (await client.query<{ id: string }>('SELECT pg_export_snapshot() AS id')).rows[0]!.id
         : undefined;
       const window = await measureExportWindow(client, tenantId, filters, this.cap);
-      const truncated = window.boundaryMs !== undefined;
-      const everyRowInBoundary = truncated && window.newestMs === window.boundaryMs;
-      const query = exportQuery(
-        tenantId,
-        filters,
-        !truncated ? {} : everyRowInBoundary ? { onlyMs: window.boundaryMs } : { newerThanMs: window.boundaryMs },
-      );
-      return new StreamingExport(client, truncated, query, snapshotId);
+      const boundaryMs = window.boundaryMs;
+      if (boundaryMs === undefined) return new StreamingExport(client, { tenantId, filters, bound: {} }, snapshotId, filters.sinceMs);
+      const everyRowInBoundary = window.newestMs === boundaryMs;
+      const bound = everyRowInBoundary ? { onlyMs: boundaryMs } : { newerThanMs: boundaryMs };
+      return new StreamingExport(client, { tenantId, filters, bound }, snapshotId, everyRowInBoundary ? boundaryMs : boundaryMs + 1);
     } catch (error) {
       client.release(error as Error);
       throw translateUnavailable(error);
@@ -67,22 +74,50 @@ const FETCH_ROWS = 500;
  * last, and its timeout ran on while a slow client read, cutting big exports off. Between FETCHes the
  * connection waits idle in the transaction, as long as the client takes to read what it was sent.
  */
+interface ExportSelection {
+  readonly tenantId: string;
+  readonly filters: EventFilters;
+  /** The cap's boundary (exportQuery), when truncated by it. */
+  readonly bound: { readonly newerThanMs?: number; readonly onlyMs?: number };
+}
+
 class StreamingExport implements ExportSession {
-  readonly truncated: boolean;
   readonly snapshotId: string | undefined;
   private readonly client: pg.PoolClient;
-  private readonly query: { text: string; values: unknown[] };
+  private selection: ExportSelection;
+  private narrowedSinceMs: number | undefined;
+  private readonly capSinceMs: number | undefined;
+  private started = false;
   private connectionLost: Error | undefined;
   private closed = false;
 
-  constructor(client: pg.PoolClient, truncated: boolean, query: { text: string; values: unknown[] }, snapshotId: string | undefined) {
+  constructor(client: pg.PoolClient, selection: ExportSelection, snapshotId: string | undefined, coveredSinceMs: number | undefined) {
     this.client = client;
-    this.truncated = truncated;
+    this.selection = selection;
     this.snapshotId = snapshotId;
-    this.query = query;
+    this.capSinceMs = coveredSinceMs;
+  }
+
+  get truncated(): boolean {
+    return (
+      this.selection.bound.newerThanMs !== undefined || this.selection.bound.onlyMs !== undefined || this.narrowedSinceMs !== undefined
+    );
+  }
+
+  get coveredSinceMs(): number | undefined {
+    return this.narrowedSinceMs ?? this.capSinceMs;
+  }
+
+  narrow(sinceMs: number): void {
+    if (this.started) throw new Error('an export is narrowed before its rows are read');
+    if (this.coveredSinceMs !== undefined && sinceMs <= this.coveredSinceMs) return;
+    this.narrowedSinceMs = sinceMs;
+    this.selection = { ...this.selection, filters: { ...this.selection.filters, sinceMs } };
   }
 
   async *rows(): AsyncIterable<string> {
+    this.started = true;
+    const query = exportQuery(this.selection.tenantId, this.selection.filters, this.selection.bound);
     // A pending query is not always answered when its connection dies (pg-cursor left reads hanging), so
     // the connection's own error or end is raced against every round trip.
     let onLost!: (error?: Error) => void;
@@ -96,7 +131,7 @@ class StreamingExport implements ExportSession {
     this.client.once('error', onLost);
     this.client.once('end', onLost);
     try {
-      await Promise.race([this.client.query(`DECLARE export_rows NO SCROLL CURSOR FOR ${this.query.text}`, this.query.values), lost]);
+      await Promise.race([this.client.query(`DECLARE export_rows NO SCROLL CURSOR FOR ${query.text}`, query.values), lost]);
       for (;;) {
         const { rows } = await Promise.race([this.client.query<{ json: string }>(`FETCH FORWARD ${FETCH_ROWS} FROM export_rows`), lost]);
         for (const row of rows) yield row.json;

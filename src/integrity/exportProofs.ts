@@ -5,11 +5,18 @@ import { positionOf } from '../events/eventStore.ts';
 import { formatTimestamp } from '../events/eventFields.ts';
 import { TileSet, tilesForInclusion, type Tile } from './tiles.ts';
 import { NotFoundError } from '../platform/errors.ts';
-import { expiredLeaves } from './expiredEvents.ts';
+import { expiredLeaves, expiredLeavesCut, type ExpiredLeavesWindow } from './expiredEvents.ts';
 import { latestTreeHead, leafIndexesOf, loadTiles, treeHeadOfSize } from './treeStore.ts';
 
 /** Events per round of leaf and tile look-ups. */
 const BATCH = 256;
+
+/**
+ * The most records of expired leaves one export lists (beyond it only to finish a millisecond), as
+ * EXPORT_ROW_CAP bounds its events: a window of a million expired leaves is walked page by page with `until`
+ * like a long trail, and what one page holds in memory and sends stays bounded.
+ */
+export const EXPIRED_RECORD_CAP = 10_000;
 
 /**
  * Inclusion proofs for an export (`proofs=true`), all against the tenant's latest head in the export's own
@@ -78,15 +85,23 @@ export class ExportProofs {
   }
 
   /**
-   * The export's records of expired leaves (docs/integrity.md "Expired events"): for each leaf below the head
-   * whose event expired with a timestamp in the export's time window, what the expiry recorded and the
-   * leaf's inclusion proof, so that a verifier proves the leaf and reports it as expired, not missing. As
-   * one JSON member per record; NDJSON lines also carry the head. None without a head or an expiry.
+   * Where the export must stop for its records of expired leaves in `window` to number at most `cap`: the
+   * first millisecond to keep (events included, so that the page ends on one boundary), or undefined when
+   * they fit. None without a head.
    */
-  async *expiredRecords(
-    window: { readonly sinceMs?: number; readonly untilMs?: number },
-    format: 'json' | 'ndjson',
-  ): AsyncGenerator<string> {
+  async expiredCut(window: ExpiredLeavesWindow, cap = EXPIRED_RECORD_CAP): Promise<number | undefined> {
+    if (!this.head) return undefined;
+    return expiredLeavesCut(this.client, this.tenantId, this.head.tree_size, window, cap);
+  }
+
+  /**
+   * The export's records of expired leaves (docs/integrity.md "Expired events"): for each leaf below the head
+   * whose event expired with a timestamp in `window`, newest first, what the expiry recorded and the leaf's
+   * inclusion proof, so that a verifier proves the leaf and reports it as expired, not missing. As one JSON
+   * member per record; NDJSON lines also carry the head. None without a head or an expiry. The caller bounds
+   * the window with expiredCut first.
+   */
+  async *expiredRecords(window: ExpiredLeavesWindow, format: 'json' | 'ndjson'): AsyncGenerator<string> {
     const head = this.head;
     if (!head) return;
     const rows = await expiredLeaves(this.client, this.tenantId, head.tree_size, window);

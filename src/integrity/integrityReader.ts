@@ -1,9 +1,10 @@
 import type { ConsistencyProof, InclusionProof, SignedTreeHead } from '../client/integrity.ts';
 import type { Database, Queryable } from '../db/database.ts';
+import type { ExportSession } from '../events/eventExport.ts';
 import { UUID_PATTERN } from '../events/eventFields.ts';
 import { ConflictError, GoneError, NotFoundError, ValidationError } from '../platform/errors.ts';
 import { pageOf, rowsToRead } from '../platform/paging.ts';
-import { findExpiredEvent } from './expiredEvents.ts';
+import { findExpiredEvent, type ExpiredLeavesWindow } from './expiredEvents.ts';
 import { ExportProofs } from './exportProofs.ts';
 import { TileSet, tilesForConsistency } from './tiles.ts';
 import { TreeHeadCursor } from './treeHeadCursor.ts';
@@ -112,10 +113,27 @@ export class IntegrityReader {
     return { first, second, proof: tiles.consistencyPath(first, second).map((hash) => hash.toString('hex')) };
   }
 
-  /** Proofs for an export opened with a shared snapshot (EventExporter.open with shareSnapshot). */
-  /** Against the head of `treeSize` when given (404 when no head has that size), else the latest. */
-  async openExportProofs(tenantId: string, session: { readonly snapshotId: string | undefined }, treeSize?: number): Promise<ExportProofs> {
-    return ExportProofs.open(this.db, tenantId, session.snapshotId!, treeSize);
+  /**
+   * Proofs for an export opened with a shared snapshot (EventExporter.open with shareSnapshot), against the
+   * head of `treeSize` when given (404 when no head has that size), else the latest; and the window of its
+   * records of expired leaves. That window is the one its events cover (from the oldest millisecond they reach
+   * to `until`), so that a walk with `until` lists each expired leaf once; when it holds more than
+   * EXPIRED_RECORD_CAP of them, the export is narrowed to end sooner, events included, and is truncated.
+   */
+  async openExportProofs(
+    tenantId: string,
+    session: ExportSession,
+    options: { readonly treeSize?: number; readonly untilMs?: number; readonly expiredCap?: number } = {},
+  ): Promise<{ proofs: ExportProofs; expiredWindow: ExpiredLeavesWindow }> {
+    const proofs = await ExportProofs.open(this.db, tenantId, session.snapshotId!, options.treeSize);
+    try {
+      const cut = await proofs.expiredCut({ sinceMs: session.coveredSinceMs, untilMs: options.untilMs }, options.expiredCap);
+      if (cut !== undefined) session.narrow(cut);
+      return { proofs, expiredWindow: { sinceMs: session.coveredSinceMs, untilMs: options.untilMs } };
+    } catch (error) {
+      await proofs.close();
+      throw error;
+    }
   }
 
   async keys(): Promise<{ keys: SealKeyRecord[] }> {

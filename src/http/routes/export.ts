@@ -5,7 +5,8 @@ import { EXPORT_ROW_CAP, type EventExporter, type ExportSession } from '../../ev
 import { filterFieldsSchema, toEventFilters, type EventFilters } from '../../events/eventFilters.ts';
 import { adminEvent } from '../../events/adminEvent.ts';
 import type { EventWriter } from '../../events/eventWriter.ts';
-import type { ExportProofs } from '../../integrity/exportProofs.ts';
+import type { ExpiredLeavesWindow } from '../../integrity/expiredEvents.ts';
+import { EXPIRED_RECORD_CAP, type ExportProofs } from '../../integrity/exportProofs.ts';
 import type { IntegrityReader } from '../../integrity/integrityReader.ts';
 import { requireScope } from '../authenticate.ts';
 import { holdLongReadSlot, type LongReadAdmission } from '../longRead.ts';
@@ -77,13 +78,15 @@ export function exportRoutes({ exporter, writer, integrity, longReads }: ExportR
     holdLongReadSlot(ctx, longReads, 'exports');
     const session = await exporter.open(principalOf(ctx).tenantId, filters, { shareSnapshot: proofs === true });
     const proven = proofs
-      ? await integrity.openExportProofs(principalOf(ctx).tenantId, session, treeSize).catch(async (error: unknown) => {
-          await session.close();
-          throw error;
-        })
+      ? await integrity
+          .openExportProofs(principalOf(ctx).tenantId, session, { treeSize, untilMs: filters.untilMs })
+          .catch(async (error: unknown) => {
+            await session.close();
+            throw error;
+          })
       : undefined;
     ctx.status = 200;
-    // Known before the first byte: the window was sized in the export's snapshot.
+    // Known before the first byte: the window was sized in the export's snapshot (its expired leaves too).
     ctx.set('X-Service-Truncated', String(session.truncated));
     ctx.set('Cache-Control', 'no-store');
     ctx.type = format === 'ndjson' ? 'application/x-ndjson' : 'application/json';
@@ -92,7 +95,7 @@ export function exportRoutes({ exporter, writer, integrity, longReads }: ExportR
         session,
         format,
         (count, completed) => recordExport(ctx, writer, filters, format, session.truncated, count, completed),
-        proven && { proofs: proven, window: filters },
+        proven && { proofs: proven.proofs, window: proven.expiredWindow },
       ),
       {
         objectMode: false,
@@ -112,7 +115,7 @@ async function* renderExport(
   session: ExportSession,
   format: ExportFormat,
   record: (count: number, completed: boolean) => Promise<void>,
-  withProofs?: { proofs: ExportProofs; window: EventFilters },
+  withProofs?: { proofs: ExportProofs; window: ExpiredLeavesWindow },
 ): AsyncGenerator<string> {
   const proven = withProofs?.proofs;
   let count = 0;
@@ -207,8 +210,8 @@ const expiredLeafSchema = z
   .meta({
     id: 'ExpiredLeaf',
     description:
-      'With proofs=true: a leaf below the tree head whose event expired (its retention period over), in the time window of the ' +
-      'export. Its content is gone; the leaf and its position are proven, so verifiers report it as expired, not missing.',
+      'With proofs=true: a leaf below the tree head whose event expired (its retention period over), in the time window the ' +
+      'export covers. Its content is gone; the leaf and its position are proven, so verifiers report it as expired, not missing.',
   });
 
 const exportResultSchema = z
@@ -217,7 +220,7 @@ const exportResultSchema = z
     expired: z
       .array(expiredLeafSchema)
       .optional()
-      .meta({ description: 'With proofs=true, only when events in the window expired: the leaves of those events.' }),
+      .meta({ description: 'With proofs=true, only when events in the window expired: the leaves of those events, newest first.' }),
     count: z.int(),
     truncated: z.boolean(),
   })
@@ -248,7 +251,9 @@ export const exportOpenApi: OpenApiContribution = {
         summary: `Export up to ${EXPORT_ROW_CAP} events matching the filters, newest first, as JSON or NDJSON.`,
         description:
           'When X-Service-Truncated is true, repeat with until set to the timestamp of the last returned event: ' +
-          'the export ends on a millisecond boundary, so this walk visits every event exactly once.',
+          'the export ends on a millisecond boundary, so this walk visits every event exactly once. With proofs=true, the ' +
+          `records of expired leaves (at most ${EXPIRED_RECORD_CAP}) count too: continue from the oldest timestamp, the last ` +
+          "event's or the last record's expired.timestamp.",
         security: [{ apiKey: [] }],
         parameters: queryParameters(exportQuerySchema),
         requestBody: { required: true, content: json(ref('ExportRequest')) },

@@ -64,6 +64,13 @@ export class EventExporter {
   }
 }
 
+/** What an export returns: the filters, and the cap's boundary (exportQuery) when truncated by it. */
+interface ExportSelection {
+  readonly tenantId: string;
+  readonly filters: EventFilters;
+  readonly bound: { readonly newerThanMs?: number; readonly onlyMs?: number };
+}
+
 /** Rows per FETCH: what one round trip carries, and the most an export holds in memory at a time. */
 const FETCH_ROWS = 500;
 
@@ -74,13 +81,6 @@ const FETCH_ROWS = 500;
  * last, and its timeout ran on while a slow client read, cutting big exports off. Between FETCHes the
  * connection waits idle in the transaction, as long as the client takes to read what it was sent.
  */
-interface ExportSelection {
-  readonly tenantId: string;
-  readonly filters: EventFilters;
-  /** The cap's boundary (exportQuery), when truncated by it. */
-  readonly bound: { readonly newerThanMs?: number; readonly onlyMs?: number };
-}
-
 class StreamingExport implements ExportSession {
   readonly snapshotId: string | undefined;
   private readonly client: pg.PoolClient;

@@ -97,9 +97,11 @@ interface Paced {
 async function paced(rate: number, until: Promise<unknown>, request: () => Promise<Response>): Promise<Paced> {
   const result: Paced = { latencies: [], failures: 0 };
   let done = false;
-  until.finally(() => {
+  const stop = () => {
     done = true;
-  });
+  };
+  // Settling either way ends the load; a rejection is the caller's to see, who awaits `until` itself.
+  until.then(stop, stop);
   const inFlight = new Set<Promise<void>>();
   const started = performance.now();
   for (let sent = 0; !done; sent += 1) {

@@ -8,6 +8,7 @@
  * ingest, relay, worker, sealer), one process per phase.
  *
  *   node bench/ingest.ts
+ *   BENCH_INGEST_PHASES=jetstream node bench/ingest.ts   (the COPY baseline and one phase)
  */
 import { spawnSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
@@ -24,6 +25,7 @@ import {
   BENCH_ENCRYPTION_KEY,
   BENCH_INGEST_TOKEN,
   BENCH_PEPPER,
+  backendsOf,
   builtCli,
   cpuMeter,
   freePort,
@@ -38,6 +40,12 @@ const DATABASE_URL = `${SERVER_URL}/audit_bench_ingest`;
 const EVENTS = Number(process.env.BENCH_INGEST_EVENTS ?? 100_000);
 const BATCH = 500;
 const PRODUCERS = 4;
+// BENCH_INGEST_PHASES=jetstream runs the COPY baseline and one phase only (http or jetstream): half the time
+// when only one path changed.
+const PHASES = new Set((process.env.BENCH_INGEST_PHASES ?? 'http,jetstream').split(','));
+// The CPU of this database's backends: the machine's Postgres serves others too, whose work the count of
+// every postgres process (postgres_s) includes.
+const ourBackends = () => backendsOf(SERVER_URL, 'audit_bench_ingest');
 
 const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
 await admin.connect();
@@ -114,87 +122,120 @@ async function serveEnvironment(natsNamespace: string, port: number): Promise<Re
   };
 }
 const namespace = `bench${randomBytes(3).toString('hex')}`;
-const internalPort = await freePort();
-const ingest = startNode(builtCli('serve', '--roles', SERVE_ROLES), await serveEnvironment(namespace, internalPort));
-await waitForHttp(`http://127.0.0.1:${internalPort}/readyz`);
 
-// HTTP: 4 producers posting batches of 500 until EVENTS are stored.
-const batches = Array.from({ length: EVENTS / BATCH }, (_, batch) =>
-  JSON.stringify({ events: Array.from({ length: BATCH }, (_, i) => producerEvent('http', batch * BATCH + i)) }),
-);
-let next = 0;
-const cpuBefore = { ingest: cpuMeter(() => [ingest.pid!]), postgres: cpuMeter(() => pidsOfUser('postgres')), driver: process.cpuUsage() };
-const httpStarted = performance.now();
-await Promise.all(
-  Array.from({ length: PRODUCERS }, async () => {
-    while (next < batches.length) {
-      const body = batches[next++]!;
-      const response = await fetch(`http://127.0.0.1:${internalPort}/internal/v1/events`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${BENCH_INGEST_TOKEN}`, 'content-type': 'application/json' },
-        body,
-      });
-      if (!response.ok) throw new Error(`ingest answered ${response.status}: ${await response.text()}`);
-      await response.arrayBuffer();
-    }
-  }),
-);
-const httpSeconds = (performance.now() - httpStarted) / 1000;
-const driverCpu = process.cpuUsage(cpuBefore.driver);
-const httpCpu = {
-  ingest_process_s: Number(cpuBefore.ingest.elapsed().toFixed(2)),
-  postgres_s: Number(cpuBefore.postgres.elapsed().toFixed(2)),
-  driver_s: Number(((driverCpu.user + driverCpu.system) / 1e6).toFixed(2)),
-};
-if ((await count('http')) !== EVENTS) throw new Error('HTTP ingest stored a different number of rows');
-
-await stopProcess(ingest);
-
-// JetStream: the messages are published first (the driver's publishing would otherwise be what is
-// measured), then a fresh ingest process drains them; the rate runs from the first stored event to the last.
-const jsNamespace = `${namespace}js`;
-const nc = await connect({ servers: process.env.NATS_URL ?? '127.0.0.1:4222' });
-const names = new BusNames({ namespace: jsNamespace, deploymentId: await readDeploymentId(db) });
-await ensureConsumer(await jetstreamManager(nc), ingestConsumerDefinition(names));
-const js = jetstream(nc);
-const subject = names.ingestSubject('jetstream');
-const messages = Array.from({ length: EVENTS }, (_, index) => JSON.stringify(producerEvent('jetstream', index)));
-const publishStarted = performance.now();
-for (let start = 0; start < EVENTS; start += 1000) {
-  await Promise.all(messages.slice(start, start + 1000).map((message) => js.publish(subject, message)));
+/** HTTP: 4 producers posting batches of 500 to a default serve until EVENTS are stored. */
+async function httpPhase() {
+  const internalPort = await freePort();
+  const ingest = startNode(builtCli('serve', '--roles', SERVE_ROLES), await serveEnvironment(namespace, internalPort));
+  await waitForHttp(`http://127.0.0.1:${internalPort}/readyz`);
+  const batches = Array.from({ length: EVENTS / BATCH }, (_, batch) =>
+    JSON.stringify({ events: Array.from({ length: BATCH }, (_, i) => producerEvent('http', batch * BATCH + i)) }),
+  );
+  let next = 0;
+  const cpuBefore = {
+    ingest: cpuMeter(() => [ingest.pid!]),
+    postgres: cpuMeter(() => pidsOfUser('postgres')),
+    backends: cpuMeter(ourBackends),
+    driver: process.cpuUsage(),
+  };
+  const httpStarted = performance.now();
+  await Promise.all(
+    Array.from({ length: PRODUCERS }, async () => {
+      while (next < batches.length) {
+        const body = batches[next++]!;
+        const response = await fetch(`http://127.0.0.1:${internalPort}/internal/v1/events`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${BENCH_INGEST_TOKEN}`, 'content-type': 'application/json' },
+          body,
+        });
+        if (!response.ok) throw new Error(`ingest answered ${response.status}: ${await response.text()}`);
+        await response.arrayBuffer();
+      }
+    }),
+  );
+  const httpSeconds = (performance.now() - httpStarted) / 1000;
+  const driverCpu = process.cpuUsage(cpuBefore.driver);
+  const cpu = {
+    ingest_process_s: seconds(cpuBefore.ingest.elapsed()),
+    postgres_s: seconds(cpuBefore.postgres.elapsed()),
+    postgres_this_database_s: seconds(cpuBefore.backends.elapsed()),
+    driver_s: seconds((driverCpu.user + driverCpu.system) / 1e6),
+  };
+  if ((await count('http')) !== EVENTS) throw new Error('HTTP ingest stored a different number of rows');
+  await stopProcess(ingest);
+  return {
+    cpu,
+    seconds: seconds(httpSeconds),
+    events_per_s: Math.round(EVENTS / httpSeconds),
+    ratio_vs_copy: ratio(EVENTS / httpSeconds),
+    producers: PRODUCERS,
+    batch: BATCH,
+  };
 }
-const publishSeconds = (performance.now() - publishStarted) / 1000;
-await nc.close();
-const consumer = startNode(builtCli('serve', '--roles', SERVE_ROLES), await serveEnvironment(jsNamespace, await freePort()));
-// Timed from the first stored event until the consumer has nothing pending or unacknowledged (a message is
-// acknowledged after its commit). Both probes are cheap: counting the stored rows every 20 ms cost Postgres
-// more CPU than the difference being measured.
-const hasStored = async () =>
-  (await db.query("SELECT EXISTS (SELECT 1 FROM events WHERE tenant_id = 'jetstream') AS found")).rows[0].found as boolean;
-while (!(await hasStored())) await new Promise((resolve) => setTimeout(resolve, 20));
-const firstStoredAt = performance.now();
-const cpuDrain = {
-  ingest: cpuMeter(() => [consumer.pid!]),
-  postgres: cpuMeter(() => pidsOfUser('postgres')),
-  nats: cpuMeter(() => pidsOfName('nats-server')),
-};
-const watcher = await connect({ servers: process.env.NATS_URL ?? '127.0.0.1:4222' });
-const watcherJsm = await jetstreamManager(watcher);
-const ingestDefinition = ingestConsumerDefinition(names);
-for (;;) {
-  const info = await watcherJsm.consumers.info(ingestDefinition.stream.name, ingestDefinition.consumer.durable_name);
-  if (info.num_pending === 0 && info.num_ack_pending === 0) break;
-  await new Promise((resolve) => setTimeout(resolve, 20));
+
+/**
+ * JetStream: the messages are published first (the driver's publishing would otherwise be what is
+ * measured), then a fresh default serve drains them; the rate runs from the first stored event to the last.
+ */
+async function jetstreamPhase() {
+  const jsNamespace = `${namespace}js`;
+  const nc = await connect({ servers: process.env.NATS_URL ?? '127.0.0.1:4222' });
+  const names = new BusNames({ namespace: jsNamespace, deploymentId: await readDeploymentId(db) });
+  await ensureConsumer(await jetstreamManager(nc), ingestConsumerDefinition(names));
+  const js = jetstream(nc);
+  const subject = names.ingestSubject('jetstream');
+  const messages = Array.from({ length: EVENTS }, (_, index) => JSON.stringify(producerEvent('jetstream', index)));
+  const publishStarted = performance.now();
+  for (let start = 0; start < EVENTS; start += 1000) {
+    await Promise.all(messages.slice(start, start + 1000).map((message) => js.publish(subject, message)));
+  }
+  const publishSeconds = (performance.now() - publishStarted) / 1000;
+  await nc.close();
+  const consumer = startNode(builtCli('serve', '--roles', SERVE_ROLES), await serveEnvironment(jsNamespace, await freePort()));
+  // Timed from the first stored event until the consumer has nothing pending or unacknowledged (a message is
+  // acknowledged after its commit). Both probes are cheap: counting the stored rows every 20 ms cost Postgres
+  // more CPU than the difference being measured.
+  const hasStored = async () =>
+    (await db.query("SELECT EXISTS (SELECT 1 FROM events WHERE tenant_id = 'jetstream') AS found")).rows[0].found as boolean;
+  while (!(await hasStored())) await new Promise((resolve) => setTimeout(resolve, 20));
+  const firstStoredAt = performance.now();
+  const cpuDrain = {
+    ingest: cpuMeter(() => [consumer.pid!]),
+    postgres: cpuMeter(() => pidsOfUser('postgres')),
+    backends: cpuMeter(ourBackends),
+    nats: cpuMeter(() => pidsOfName('nats-server')),
+  };
+  const watcher = await connect({ servers: process.env.NATS_URL ?? '127.0.0.1:4222' });
+  const watcherJsm = await jetstreamManager(watcher);
+  const ingestDefinition = ingestConsumerDefinition(names);
+  for (;;) {
+    const info = await watcherJsm.consumers.info(ingestDefinition.stream.name, ingestDefinition.consumer.durable_name);
+    if (info.num_pending === 0 && info.num_ack_pending === 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const jsSeconds = (performance.now() - firstStoredAt) / 1000;
+  const cpu = {
+    ingest_process_s: seconds(cpuDrain.ingest.elapsed()),
+    postgres_s: seconds(cpuDrain.postgres.elapsed()),
+    postgres_this_database_s: seconds(cpuDrain.backends.elapsed()),
+    nats_server_s: seconds(cpuDrain.nats.elapsed()),
+  };
+  await watcher.close();
+  await stopProcess(consumer);
+  if ((await count('jetstream')) !== EVENTS) throw new Error('JetStream ingest stored a different number of rows');
+  return {
+    cpu,
+    events_per_s: Math.round(EVENTS / jsSeconds),
+    ratio_vs_copy: ratio(EVENTS / jsSeconds),
+    driver_publish_per_s: Math.round(EVENTS / publishSeconds),
+  };
 }
-const jsSeconds = (performance.now() - firstStoredAt) / 1000;
-const drainCpu = {
-  ingest_process_s: Number(cpuDrain.ingest.elapsed().toFixed(2)),
-  postgres_s: Number(cpuDrain.postgres.elapsed().toFixed(2)),
-  nats_server_s: Number(cpuDrain.nats.elapsed().toFixed(2)),
-};
-await watcher.close();
-await stopProcess(consumer);
-if ((await count('jetstream')) !== EVENTS) throw new Error('JetStream ingest stored a different number of rows');
+
+const copyRate = EVENTS / copySeconds;
+const seconds = (value: number) => Number(value.toFixed(2));
+const ratio = (eventsPerSecond: number) => Number((eventsPerSecond / copyRate).toFixed(2));
+const http = PHASES.has('http') ? await httpPhase() : undefined;
+const jetstreamResult = PHASES.has('jetstream') ? await jetstreamPhase() : undefined;
 
 // Bytes on disk per event (heap, TOAST, indexes, and the small free-space and visibility maps vacuum gives
 // both): the service's events table, every partition, against the reference table holding the same events.
@@ -208,7 +249,6 @@ const eventBytes = Number(sizes[0]!.events_bytes) / Number(sizes[0]!.events);
 const referenceBytes = Number(sizes[0]!.reference_bytes) / EVENTS;
 await db.end();
 
-const copyRate = EVENTS / copySeconds;
 console.log(
   JSON.stringify(
     {
@@ -216,20 +256,8 @@ console.log(
       command: 'node bench/ingest.ts',
       events: EVENTS,
       copy_rows_per_s: Math.round(copyRate),
-      http: {
-        cpu: httpCpu,
-        seconds: Number(httpSeconds.toFixed(2)),
-        events_per_s: Math.round(EVENTS / httpSeconds),
-        ratio_vs_copy: Number((EVENTS / httpSeconds / copyRate).toFixed(2)),
-        producers: PRODUCERS,
-        batch: BATCH,
-      },
-      jetstream: {
-        cpu: drainCpu,
-        events_per_s: Math.round(EVENTS / jsSeconds),
-        ratio_vs_copy: Number((EVENTS / jsSeconds / copyRate).toFixed(2)),
-        driver_publish_per_s: Math.round(EVENTS / publishSeconds),
-      },
+      http,
+      jetstream: jetstreamResult,
       storage: {
         bytes_per_event: Math.round(eventBytes),
         reference_bytes_per_event: Math.round(referenceBytes),

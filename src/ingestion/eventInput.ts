@@ -33,7 +33,7 @@ export interface EventTimeWindow {
 const text = (max: number) => z.string().min(1, 'must not be empty').max(max, `must be at most ${max} characters`);
 
 /** One event as a producer sends it (internal ingestion API and JetStream). */
-const eventInputSchema = z
+export const eventInputSchema = z
   .strictObject({
     event_id: z.string().regex(UUID_PATTERN, 'must be a UUID').optional(),
     // Parsed once, here: the output is epoch milliseconds.
@@ -87,12 +87,80 @@ const eventInputSchema = z
 
 type EventInput = z.output<typeof eventInputSchema>;
 
+const EVENT_FIELDS = new Set(Object.keys(eventInputSchema.shape));
+
+const isText = (value: unknown, max: number): value is string => typeof value === 'string' && value.length >= 1 && value.length <= max;
+const isOptionalText = (value: unknown, max: number) => value === undefined || (typeof value === 'string' && value.length <= max);
+
+/**
+ * eventInputSchema's output for an event it plainly accepts, checked by hand: zod took about 6.5 µs of the
+ * ingest process per event, a tenth of what a JetStream message costs it in all (BENCHMARKS.md, "JetStream
+ * ingest against HTTP"). Anything less plain (a missing or mistyped field, an unknown key, details that are
+ * not a plain object) returns undefined, and the schema decides and words the problems; so this accepts
+ * nothing the schema refuses, and what it returns is what the schema would return
+ * (test/ingestion/plain-event-input.test.ts compares the two). A change to the schema changes this too.
+ */
+export function plainEventInput(value: unknown): EventInput | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  for (const key in value) if (!EVENT_FIELDS.has(key)) return undefined;
+  const input = value as Record<string, unknown>;
+  const { event_id, timestamp, tenant_id, action, fields_accessed, phi_involved, source_ip, success, details } = input;
+  if (event_id !== undefined && (typeof event_id !== 'string' || !UUID_PATTERN.test(event_id) || timestamp === undefined)) return undefined;
+  const timestampMs = typeof timestamp === 'string' ? parseTimestampCeilMs(timestamp) : undefined;
+  if (timestamp !== undefined && timestampMs === undefined) return undefined;
+  if (typeof tenant_id !== 'string' || !TENANT_ID_PATTERN.test(tenant_id)) return undefined;
+  if (!isText(action, ACTION_MAX_LENGTH) || !ACTION_PATTERN.test(action)) return undefined;
+  const { user_id, user_role, resource_type, resource_id, user_agent, justification } = input;
+  if (!isText(user_id, IDENTIFIER_MAX_LENGTH) || !isText(user_role, IDENTIFIER_MAX_LENGTH)) return undefined;
+  if (!isText(resource_type, RESOURCE_TYPE_MAX_LENGTH) || !isText(resource_id, IDENTIFIER_MAX_LENGTH)) return undefined;
+  if (typeof phi_involved !== 'boolean' || typeof success !== 'boolean') return undefined;
+  if (fields_accessed !== undefined && !plainFieldsAccessed(fields_accessed, phi_involved)) return undefined;
+  if (source_ip !== undefined && (typeof source_ip !== 'string' || (source_ip !== '' && isIP(source_ip) === 0))) return undefined;
+  if (!isOptionalText(user_agent, 1024) || !isOptionalText(justification, 2000)) return undefined;
+  const detailsText = details === undefined ? undefined : plainDetailsText(details);
+  if (details !== undefined && detailsText === undefined) return undefined;
+  return {
+    event_id,
+    timestamp: timestampMs,
+    tenant_id,
+    action,
+    user_id,
+    user_role,
+    resource_type,
+    resource_id,
+    fields_accessed: fields_accessed as string[] | undefined,
+    phi_involved,
+    source_ip: source_ip as string | undefined,
+    user_agent: user_agent as string | undefined,
+    justification: justification as string | undefined,
+    success,
+    details: detailsText,
+  };
+}
+
+function plainFieldsAccessed(value: unknown, phiInvolved: boolean): boolean {
+  if (!Array.isArray(value) || value.length > 500 || (!phiInvolved && value.length > 0)) return false;
+  return value.every((field) => isText(field, IDENTIFIER_MAX_LENGTH));
+}
+
+/**
+ * The stored text of details that are a plain JSON object the record schema copies key for key; undefined
+ * for anything it might treat otherwise (a `__proto__` key, which it drops; a `constructor` key, which its
+ * plain-object test reads) or that is too long.
+ */
+function plainDetailsText(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null || Object.getPrototypeOf(value) !== Object.prototype) return undefined;
+  if (Object.hasOwn(value, '__proto__') || Object.hasOwn(value, 'constructor')) return undefined;
+  const text = JSON.stringify(value);
+  return Buffer.byteLength(text) <= DETAILS_MAX_BYTES ? text : undefined;
+}
+
 /**
  * One producer event, validated; `now` is what a missing timestamp becomes and what the window is
  * measured from. A ValidationError's fields are under `prefix` (`events.3.action`).
  */
 export function parseEvent(item: unknown, window: EventTimeWindow, now: number, prefix?: string): NewEvent {
-  const parsed = checkInput(eventInputSchema, item, prefix);
+  const parsed = checkInput(eventInputSchema, item, prefix, plainEventInput);
   if (!parsed.success) throw parsed.error;
   const timestamp = parsed.data.timestamp;
   if (timestamp !== undefined) {

@@ -81,17 +81,24 @@ export function parseInput<S extends z.ZodType>(schema: S, value: unknown, prefi
   return result.data;
 }
 
-/** parseInput without throwing, for callers that collect the problems of many items. */
+/**
+ * parseInput without throwing, for callers that collect the problems of many items. `plainly` may answer
+ * for the schema on input that passed the text checks: the schema's output, or undefined to let the schema
+ * decide (it must accept nothing the schema refuses).
+ */
 export function checkInput<S extends z.ZodType>(
   schema: S,
   value: unknown,
   prefix?: string,
+  plainly?: (value: unknown) => z.output<S> | undefined,
 ): { success: true; data: z.output<S> } | { success: false; error: ValidationError } {
   const textProblem = findTextProblem(value);
   if (textProblem) {
     const field = fieldName(prefix, textProblem.path);
     return { success: false, error: new ValidationError([{ field, message: textProblem.message }], `${field}: ${textProblem.message}`) };
   }
+  const plain = plainly?.(value);
+  if (plain !== undefined) return { success: true, data: plain };
   const parsed = schema.safeParse(value);
   if (!parsed.success) return { success: false, error: validationErrorFrom(parsed.error, prefix) };
   return { success: true, data: parsed.data };

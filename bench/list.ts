@@ -11,7 +11,7 @@ import { ApiKeyService } from '../src/auth/apiKeyService.ts';
 import { Database } from '../src/db/database.ts';
 import { EventWriter } from '../src/events/eventWriter.ts';
 import { createLogger } from '../src/platform/logger.ts';
-import { BIG_TENANT, LIST_DATABASE_URL, RARE_ACTION, TENANTS, ensureListDataset } from './support/listDataset.ts';
+import { BIG_TENANT, LIST_DATABASE_URL, RARE_ACTION, TENANTS, ensureListDataset, ensureReferenceEvents } from './support/listDataset.ts';
 import { pacedLoad, runLoad, sequentialLatency } from './support/load.ts';
 import { startApiProcess } from './support/apiProcess.ts';
 import { BENCH_PEPPER, cpuMeter, freePort, pidsOfUser, sampleRss, startNode, stopProcess, waitForHttp } from './support/processes.ts';
@@ -23,6 +23,7 @@ const SAMPLE_TENANTS = 100;
 
 const log = (line: string) => console.error(line);
 await ensureListDataset(log);
+await ensureReferenceEvents(log);
 
 // Tenants and their keys: the big one plus a random sample of the others.
 const tenants = [
@@ -38,7 +39,12 @@ await db.close();
 
 const barePort = await freePort();
 const { child: api, port: apiPort } = await startApiProcess(LIST_DATABASE_URL, { nodeOptions: process.env.BENCH_API_NODE_OPTIONS });
-const bare = startNode(['bench/baseline/bareListServer.ts'], { DATABASE_URL: LIST_DATABASE_URL, PORT: String(barePort) });
+// The bare server reads the same events from a table holding each field once as a column (issue 30's reference).
+const bare = startNode(['bench/baseline/bareListServer.ts'], {
+  DATABASE_URL: LIST_DATABASE_URL,
+  PORT: String(barePort),
+  BARE_LIST_TABLE: 'reference_events',
+});
 await waitForHttp(`http://127.0.0.1:${barePort}/events?tenant=${BIG_TENANT}&limit=1`);
 
 // Request mix: 60 % plain, 25 % with a filter, 15 % the second page through a cursor.

@@ -1,13 +1,15 @@
 /**
  * Baseline of the list benchmark: the plainest server a Node developer would write for the same query —
- * node:http and a pg Pool, the same SQL selecting the columns, rows turned into objects and serialised with
- * JSON.stringify. No authentication, no rate limiting, no validation: it only does what the list must.
+ * node:http and a pg Pool, the same SQL selecting the columns (of BARE_LIST_TABLE, `events` by default),
+ * rows turned into objects and serialised with JSON.stringify. No authentication, no rate limiting, no validation: it only does what the list must.
  *   GET /events?tenant=T&limit=N[&action=A][&resource_type=R][&user_id=U][&resource_id=I][&cursor=C]   on PORT
  */
 import { createServer } from 'node:http';
 import pg from 'pg';
 
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: Number(process.env.POOL_SIZE ?? 10) });
+// The table it reads: the list benchmark's reference_events holds each field once as a column.
+const table = process.env.BARE_LIST_TABLE ?? 'events';
 
 const server = createServer(async (request, response) => {
   try {
@@ -33,7 +35,7 @@ const server = createServer(async (request, response) => {
     const { rows } = await pool.query(
       `SELECT event_id, occurred_at, action, user_id, user_role, resource_type, resource_id, fields_accessed, phi_involved,
               tenant_id, source_ip, user_agent, justification, success, details
-         FROM events WHERE ${where.join(' AND ')}
+         FROM ${table} WHERE ${where.join(' AND ')}
         ORDER BY occurred_at DESC, event_id DESC LIMIT $${values.length}`,
       values,
     );

@@ -116,3 +116,45 @@ export async function insertGeneratedEvents(client: pg.Client, range: { first: n
     [range.first, range.last],
   );
 }
+
+/**
+ * The list dataset's events once more, each field once as a column, in a table partitioned and indexed like
+ * `events` (primary key, event_id, one index per list filter): what the bare baseline server reads, the
+ * plainest storage of the same fields (issue 30: the service's compact rows against it). Made once per
+ * dataset, from the `event_fields` view.
+ */
+export async function ensureReferenceEvents(log: (line: string) => void): Promise<void> {
+  const client = new pg.Client({ connectionString: LIST_DATABASE_URL });
+  await client.connect();
+  try {
+    const marker = `${DATASET}-reference`;
+    if ((await client.query('SELECT 1 FROM bench_datasets WHERE name = $1', [marker])).rows.length > 0) return;
+    const started = Date.now();
+    await client.query('DROP TABLE IF EXISTS reference_events');
+    await client.query(`CREATE TABLE reference_events (
+      tenant_id text NOT NULL, occurred_at timestamptz NOT NULL, event_id uuid NOT NULL, action text NOT NULL, user_id text NOT NULL,
+      user_role text NOT NULL, resource_type text NOT NULL, resource_id text NOT NULL, fields_accessed text NOT NULL,
+      phi_involved boolean NOT NULL, source_ip text NOT NULL, user_agent text NOT NULL, justification text NOT NULL,
+      success boolean NOT NULL, details text NOT NULL, PRIMARY KEY (tenant_id, occurred_at, event_id)) PARTITION BY RANGE (occurred_at)`);
+    await client.query(`DO $$
+      DECLARE p record;
+      BEGIN
+        FOR p IN SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) AS bound
+                   FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'events'::regclass LOOP
+          EXECUTE format('CREATE TABLE %I PARTITION OF reference_events %s', 'reference_' || p.relname, p.bound);
+        END LOOP;
+      END $$`);
+    await client.query(`INSERT INTO reference_events
+      SELECT tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id, fields_accessed, phi_involved,
+             source_ip, user_agent, justification, success, details FROM event_fields`);
+    await client.query('CREATE INDEX ON reference_events (event_id)');
+    for (const column of ['action', 'resource_type', 'phi_involved', 'user_id', 'resource_id']) {
+      await client.query(`CREATE INDEX ON reference_events (tenant_id, ${column}, occurred_at, event_id)`);
+    }
+    await client.query('ANALYZE reference_events');
+    await client.query('INSERT INTO bench_datasets (name, rows) SELECT $1, count(*) FROM reference_events', [marker]);
+    log(`reference table of ${DATASET} made in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  } finally {
+    await client.end();
+  }
+}

@@ -6,6 +6,8 @@ export interface ApiProcess {
   readonly child: ChildProcess;
   readonly baseUrl: string;
   readonly port: number;
+  /** Metrics and health (INTERNAL_PORT). */
+  readonly internalUrl: string;
 }
 
 /**
@@ -35,5 +37,5 @@ export async function startApiProcess(
     },
   );
   await waitForHttp(`http://127.0.0.1:${internalPort}/readyz`);
-  return { child, baseUrl: `http://127.0.0.1:${port}`, port };
+  return { child, baseUrl: `http://127.0.0.1:${port}`, port, internalUrl: `http://127.0.0.1:${internalPort}` };
 }

@@ -31,6 +31,14 @@ export const environmentSchema = z
     // most this many per api pod, and at most LONG_READS_PER_TENANT of one tenant (429 concurrent_exports).
     LONG_READS_PER_POD: z.coerce.number().int().min(1).max(100).default(4),
     LONG_READS_PER_TENANT: z.coerce.number().int().min(1).max(100).default(2),
+    // Long reads yield to short requests (platform/longReadYield.ts): before each chunk an export waits for
+    // the requests in flight to end, at most LONG_READ_YIELD at a time ("0ms" turns this off) and at most
+    // LONG_READ_YIELD_SHARE of its time in all, so it takes at most 1 / (1 - share) as long as unhindered.
+    LONG_READ_YIELD: duration('100ms').pipe(z.number().max(10_000, 'must be at most 10s')).default(100),
+    LONG_READ_YIELD_SHARE: z.coerce.number().min(0).max(0.9).default(0.5),
+    // Rows an export reads per FETCH: a FETCH under way is not paused, so this is also how much of an
+    // export's work a short request may still find running beside it.
+    LONG_READ_FETCH_ROWS: z.coerce.number().int().min(10).max(10_000).default(100),
     // Live streams (GET /audit/events/live) hold no database connection while they wait, so their caps are
     // their own and higher: at most this many per api pod, LIVE_STREAMS_PER_TENANT of one tenant (429
     // concurrent_live_streams), each sent a heartbeat comment every LIVE_HEARTBEAT while nothing else is.

@@ -1,5 +1,6 @@
 import type { Logger } from '../platform/logger.ts';
 import { LongReadSlots, type LongReadLimits, type LongReadObserver, type LongReadSlot } from '../platform/longReadSlots.ts';
+import { LongReadYield, type LongReadTurns, type LongReadYieldLimits } from '../platform/longReadYield.ts';
 import { Database } from './database.ts';
 
 export interface LongReadsOptions {
@@ -8,6 +9,8 @@ export interface LongReadsOptions {
   readonly applicationName: string;
   readonly log: Logger;
   readonly observer?: LongReadObserver;
+  /** How long reads yield to short requests (platform/longReadYield.ts); they do not without it. */
+  readonly yieldLimits?: LongReadYieldLimits;
   readonly statementTimeoutMs?: number;
   readonly lockTimeoutMs?: number;
 }
@@ -17,14 +20,19 @@ export interface LongReadsOptions {
  * as long as their client takes to read, so they get a pool of their own, apart from the one short reads
  * and writes use, and admission (LongReadSlots) keeps them within it. The pool has two connections per
  * slot, because an export with proofs reads on a second connection in the export's snapshot: an admitted
- * long read never waits for a connection, and a refused one is told so at once (429).
+ * long read never waits for a connection, and a refused one is told so at once (429). What the pool does not
+ * bound is the time long reads take from short requests on the event loop and Postgres' cores: they yield
+ * to them (`shortRequests`, `turns()`).
  */
 export class LongReads {
   readonly db: Database;
+  /** Where the pod's short requests are counted (the public app's middleware) for long reads to yield to. */
+  readonly shortRequests: LongReadYield;
   private readonly slots: LongReadSlots;
 
   constructor(options: LongReadsOptions) {
     this.slots = new LongReadSlots(options.limits, options.observer);
+    this.shortRequests = new LongReadYield(options.yieldLimits ?? { maxWaitMs: 0, maxShare: 0 });
     this.db = new Database({
       url: options.url,
       poolSize: LONG_READ_CONNECTIONS_PER_SLOT * options.limits.perInstance,
@@ -38,6 +46,11 @@ export class LongReads {
   /** A slot for one long read of the tenant, or TooManyLongReadsError (429 concurrent_exports). */
   admit(tenantId: string, what: string): LongReadSlot {
     return this.slots.take(tenantId, what);
+  }
+
+  /** The turns of one long read: before each chunk it sends, it lets the short requests in flight end first. */
+  turns(): LongReadTurns {
+    return this.shortRequests.longRead();
   }
 
   inProgress(tenantId?: string): number {

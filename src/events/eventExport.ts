@@ -38,10 +38,13 @@ export interface ExportSession {
 export class EventExporter {
   private readonly db: Database;
   private readonly cap: number;
+  private readonly fetchRows: number;
 
-  constructor(db: Database, cap = EXPORT_ROW_CAP) {
+  /** `fetchRows`: rows per FETCH (FETCH_ROWS unless given), what one round trip carries. */
+  constructor(db: Database, cap = EXPORT_ROW_CAP, fetchRows = FETCH_ROWS) {
     this.db = db;
     this.cap = cap;
+    this.fetchRows = fetchRows;
   }
 
   async open(tenantId: string, filters: EventFilters, options: { shareSnapshot?: boolean } = {}): Promise<ExportSession> {
@@ -53,10 +56,12 @@ export class EventExporter {
         : undefined;
       const window = await measureExportWindow(client, tenantId, filters, this.cap);
       const boundaryMs = window.boundaryMs;
-      if (boundaryMs === undefined) return new StreamingExport(client, { tenantId, filters, bound: {} }, snapshotId, filters.sinceMs);
+      if (boundaryMs === undefined)
+        return new StreamingExport(client, { tenantId, filters, bound: {} }, snapshotId, filters.sinceMs, this.fetchRows);
       const everyRowInBoundary = window.newestMs === boundaryMs;
       const bound = everyRowInBoundary ? { onlyMs: boundaryMs } : { newerThanMs: boundaryMs };
-      return new StreamingExport(client, { tenantId, filters, bound }, snapshotId, everyRowInBoundary ? boundaryMs : boundaryMs + 1);
+      const coveredSinceMs = everyRowInBoundary ? boundaryMs : boundaryMs + 1;
+      return new StreamingExport(client, { tenantId, filters, bound }, snapshotId, coveredSinceMs, this.fetchRows);
     } catch (error) {
       client.release(error as Error);
       throw translateUnavailable(error);
@@ -71,7 +76,7 @@ interface ExportSelection {
   readonly bound: { readonly newerThanMs?: number; readonly onlyMs?: number };
 }
 
-/** Rows per FETCH: what one round trip carries, and the most an export holds in memory at a time. */
+/** Rows per FETCH by default: what one round trip carries, and the most an export holds in memory at a time. */
 const FETCH_ROWS = 500;
 
 /**
@@ -91,8 +96,17 @@ class StreamingExport implements ExportSession {
   private connectionLost: Error | undefined;
   private closed = false;
 
-  constructor(client: pg.PoolClient, selection: ExportSelection, snapshotId: string | undefined, coveredSinceMs: number | undefined) {
+  private readonly fetchRows: number;
+
+  constructor(
+    client: pg.PoolClient,
+    selection: ExportSelection,
+    snapshotId: string | undefined,
+    coveredSinceMs: number | undefined,
+    fetchRows: number,
+  ) {
     this.client = client;
+    this.fetchRows = fetchRows;
     this.selection = selection;
     this.snapshotId = snapshotId;
     this.capSinceMs = coveredSinceMs;
@@ -133,9 +147,12 @@ class StreamingExport implements ExportSession {
     try {
       await Promise.race([this.client.query(`DECLARE export_rows NO SCROLL CURSOR FOR ${query.text}`, query.values), lost]);
       for (;;) {
-        const { rows } = await Promise.race([this.client.query<{ json: string }>(`FETCH FORWARD ${FETCH_ROWS} FROM export_rows`), lost]);
+        const { rows } = await Promise.race([
+          this.client.query<{ json: string }>(`FETCH FORWARD ${this.fetchRows} FROM export_rows`),
+          lost,
+        ]);
         for (const row of rows) yield row.json;
-        if (rows.length < FETCH_ROWS) return;
+        if (rows.length < this.fetchRows) return;
       }
     } catch (error) {
       throw translateUnavailable(error);

@@ -1,10 +1,39 @@
 import { finished } from 'node:stream';
+import type { Middleware } from 'koa';
 import type { LongReadSlot } from '../platform/longReadSlots.ts';
-import { principalOf, type AppContext } from './state.ts';
+import type { LongReadTurns } from '../platform/longReadYield.ts';
+import { principalOf, type AppContext, type RequestState } from './state.ts';
 
 /** What admits long reads: db/longReads.ts in the service, anything with the same contract in tests. */
 export interface LongReadAdmission {
   admit(tenantId: string, what: string): LongReadSlot;
+}
+
+/** Long reads that yield to short requests (exports): db/longReads.ts in the service. */
+export interface YieldingLongReads extends LongReadAdmission {
+  turns(): LongReadTurns;
+}
+
+/** Where short requests are counted, for long reads to yield to (platform/longReadYield.ts). */
+export interface ShortRequestCount {
+  shortRequest(): () => void;
+}
+
+/**
+ * Counts an authenticated request as a short request until it is answered, or until it turns out to be a
+ * long read (holdLongReadSlot): an export must not wait for itself, nor for another export, only for the
+ * lists, lookups and writes beside it.
+ */
+export function countShortRequests(count: ShortRequestCount): Middleware<RequestState> {
+  return async (ctx, next) => {
+    const end = count.shortRequest();
+    ctx.state.endShortRequest = end;
+    try {
+      await next();
+    } finally {
+      end();
+    }
+  };
 }
 
 /**
@@ -16,6 +45,7 @@ export interface LongReadAdmission {
  */
 export function holdLongReadSlot(ctx: AppContext, admission: LongReadAdmission, what: string, onEnd?: () => void): void {
   const slot = admission.admit(principalOf(ctx).tenantId, what);
+  ctx.state.endShortRequest?.();
   // finished() also calls back for a response that is already over (its client went away meanwhile).
   const cleanup = finished(ctx.res, () => {
     cleanup();

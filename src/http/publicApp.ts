@@ -8,6 +8,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { authenticate } from './authenticate.ts';
 import { errorBoundary } from './errorBoundary.ts';
+import { countShortRequests, type ShortRequestCount } from './longRead.ts';
 import { utf8QueryString } from './requestInput.ts';
 import { buildOpenApiDocument, servedRoutes, undocumentedRoutes, type OpenApiContribution } from './openapi.ts';
 import { requestContext } from './requestContext.ts';
@@ -36,6 +37,8 @@ export interface PublicAppOptions {
   readonly openFeatures?: ReadonlyArray<Feature>;
   /** Pages (the customer portal under /portal/, the API reference under the public prefix's docs/). */
   readonly pages?: ReadonlyArray<Router<RequestState>>;
+  /** Counts the requests in flight that are not long reads, for long reads to yield to (db/longReads.ts). */
+  readonly shortRequests?: ShortRequestCount;
 }
 
 interface Feature {
@@ -72,6 +75,8 @@ export function buildPublicApp(options: PublicAppOptions): Koa<RequestState> {
 
   const api = new Router<RequestState>({ prefix: PUBLIC_PREFIX });
   api.use(authenticate(options.verifier, options.failureLimiter, options.portalSessions));
+  // From authentication on: a request without a valid key cannot hold long reads back.
+  if (options.shortRequests) api.use(countShortRequests(options.shortRequests));
   for (const middleware of options.afterAuthentication ?? []) api.use(middleware);
   // After authentication: a caller without a valid key learns nothing but 401.
   api.use(utf8QueryString());

@@ -11,6 +11,8 @@ export interface RequestState {
   principal?: Principal;
   /** Checks the request's credentials again (a long-lived response ends once they are revoked). */
   reauthenticate?: () => Promise<Principal>;
+  /** Stops counting the request as a short one (http/longRead.ts): long reads yield to short requests, not to each other. */
+  endShortRequest?: () => void;
 }
 
 export type AppContext = RouterContext<RequestState>;

@@ -8,7 +8,7 @@ import { WebhookDeliveries } from '../delivery/deliveryOperations.ts';
 import { TestDeliveries } from '../delivery/testDelivery.ts';
 import { WebhookSender } from '../delivery/webhookSender.ts';
 import { CursorCodec } from '../events/cursor.ts';
-import { EventExporter } from '../events/eventExport.ts';
+import { EXPORT_ROW_CAP, EventExporter } from '../events/eventExport.ts';
 import { EventReader } from '../events/eventReader.ts';
 import type { ReadinessCheck } from '../http/internalApp.ts';
 import { apiReferencePages } from '../http/apiReferencePages.ts';
@@ -61,6 +61,7 @@ export const role: Role = {
       portalSessions,
       openFeatures: [{ router: portalBrowserRoutes(portal), openapi: portalBrowserOpenApi }],
       pages: [portalPages({ frameAncestors: config.portalFrameAncestors, log }), apiReferencePages({ log })],
+      shortRequests: parts.longReads().shortRequests,
       features: [
         { router: portalSessionRoutes(portal), openapi: portalSessionsOpenApi },
         ...(await trailFeatures(parts, pepper)),
@@ -127,7 +128,7 @@ async function trailFeatures(parts: SharedParts, pepper: string): Promise<Featur
     {
       // Exports stream from the long-read pool, so lists and lookups never wait behind them.
       router: exportRoutes({
-        exporter: new EventExporter(parts.longReads().db),
+        exporter: new EventExporter(parts.longReads().db, EXPORT_ROW_CAP, parts.config.longReadFetchRows),
         writer: await parts.writer(),
         integrity: new IntegrityReader(parts.longReads().db, pepper),
         longReads: parts.longReads(),

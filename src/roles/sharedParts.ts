@@ -5,6 +5,7 @@ import { requireSetting, type Config } from '../config/config.ts';
 import { Database } from '../db/database.ts';
 import { readDeploymentId } from '../db/deploymentIdentity.ts';
 import { LongReads } from '../db/longReads.ts';
+import { longReadYieldMetrics } from '../platform/longReadYieldMetrics.ts';
 import { untilPostgresAnswers, type StartBackoff } from '../db/postgresAtStart.ts';
 import { ENDPOINT_DELIVERIES } from '../delivery/endpointDeliveries.ts';
 import { WEBHOOK_FAN_OUT } from '../delivery/fanOut.ts';
@@ -191,10 +192,12 @@ export class SharedParts {
         applicationName: `${this.connectionName} long-reads`,
         log: this.log,
         observer: this.metrics.longReadObserver(),
+        yieldLimits: this.config.longReadYield,
         lockTimeoutMs: this.config.databaseLockTimeoutMs,
       });
       this.releasers.add('long-read pool', () => longReads.close());
       this.metrics.registerPool('long_reads', longReads.db.pool);
+      longReads.shortRequests.observe(longReadYieldMetrics(this.metrics.registry, longReads.shortRequests));
       this.longReadsOnce = longReads;
     }
     return this.longReadsOnce;

@@ -8,8 +8,9 @@ import type { EventWriter } from '../../events/eventWriter.ts';
 import type { ExpiredLeavesWindow } from '../../integrity/expiredEvents.ts';
 import { EXPIRED_RECORD_CAP, type ExportProofs } from '../../integrity/exportProofs.ts';
 import type { IntegrityReader } from '../../integrity/integrityReader.ts';
+import type { LongReadTurns } from '../../platform/longReadYield.ts';
 import { requireScope } from '../authenticate.ts';
-import { holdLongReadSlot, type LongReadAdmission } from '../longRead.ts';
+import { holdLongReadSlot, type YieldingLongReads } from '../longRead.ts';
 import { jsonBody, parseBody, parseQuery, queryBoolean, queryInteger } from '../requestInput.ts';
 import { ValidationError } from '../../platform/errors.ts';
 import { actorOf, principalOf, type AppContext, type RequestState } from '../state.ts';
@@ -61,7 +62,8 @@ export interface ExportRouteOptions {
   readonly writer: EventWriter;
   /** Reads the proofs on the long-read pool too. */
   readonly integrity: IntegrityReader;
-  readonly longReads: LongReadAdmission;
+  /** Admits exports, and gives each the turns in which it yields to short requests. */
+  readonly longReads: YieldingLongReads;
 }
 
 export function exportRoutes({ exporter, writer, integrity, longReads }: ExportRouteOptions): Router<RequestState> {
@@ -94,6 +96,7 @@ export function exportRoutes({ exporter, writer, integrity, longReads }: ExportR
       renderExport(
         session,
         format,
+        longReads.turns(),
         (count, completed) => recordExport(ctx, writer, filters, format, session.truncated, count, completed),
         proven && { proofs: proven.proofs, window: proven.expiredWindow },
       ),
@@ -114,6 +117,7 @@ export function exportRoutes({ exporter, writer, integrity, longReads }: ExportR
 async function* renderExport(
   session: ExportSession,
   format: ExportFormat,
+  turns: LongReadTurns,
   record: (count: number, completed: boolean) => Promise<void>,
   withProofs?: { proofs: ExportProofs; window: ExpiredLeavesWindow },
 ): AsyncGenerator<string> {
@@ -130,6 +134,11 @@ async function* renderExport(
         yield pending;
         pending = '';
       }
+      // Before the next row, short requests in flight go first (platform/longReadYield.ts): nothing more is
+      // fetched, rendered or written meanwhile. Awaited only when there is something to wait for: an await
+      // per row would cost every export 10,000 turns of the microtask queue.
+      const wait = turns.turn();
+      if (wait !== undefined) await wait;
     }
     // The leaves of expired events in the window: in JSON an `expired` member after the events, in NDJSON
     // lines after theirs. Absent when nothing expired, so a trail without expiry exports as before.
@@ -140,6 +149,8 @@ async function* renderExport(
         yield pending;
         pending = '';
       }
+      const wait = turns.turn();
+      if (wait !== undefined) await wait;
     }
     await session.close();
     recorded = true;

@@ -31,6 +31,19 @@ describe('configuration', () => {
     expect(Object.isFrozen(config)).to.equal(true);
   });
 
+  it('bounds how exports yield to short requests, with 0ms turning it off', () => {
+    const config = loadConfig({});
+    expect(config.longReadYield).to.deep.equal({ maxWaitMs: 100, maxShare: 0.5 });
+    expect(config.longReadFetchRows).to.equal(100);
+    expect(loadConfig({ LONG_READ_YIELD: '0ms', LONG_READ_YIELD_SHARE: '0.2' }).longReadYield).to.deep.equal({
+      maxWaitMs: 0,
+      maxShare: 0.2,
+    });
+    // A share of 1 would let an export pause for ever beside a steady stream of requests.
+    expect(() => loadConfig({ LONG_READ_YIELD_SHARE: '1' })).to.throw(/LONG_READ_YIELD_SHARE/);
+    expect(() => loadConfig({ LONG_READ_FETCH_ROWS: '0' })).to.throw(/LONG_READ_FETCH_ROWS/);
+  });
+
   it('parses lists, flags and durations', () => {
     const config = loadConfig({
       TRUSTED_PROXIES: '10.0.0.0/8, 192.168.1.1',

@@ -1,72 +1,67 @@
 /**
  * The cost of each part of a write (issue 30): the write path's statement (events/storeBatch.ts with the
- * webhook fan-out, as ingestion runs it) over batches of 500 events, on databases that differ from the
- * migrated schema by one part each: one index of `events` dropped, the sealing trigger dropped, the fan-out
- * left out of the statement, the stored document or the leaf hash not sent. A part's cost is the difference
- * from the full statement, in Postgres CPU per event (the backend's own user + system time from /proc, which
- * other load on the machine inflates far less than wall time) and in wall time per event in one session.
+ * webhook fan-out, the writer publishing, as ingestion runs it) in batches of 500 events, on copies of one
+ * database that differ from the migrated schema by one part each (support/writeCostSetups.ts). A part's
+ * price is the difference in the Postgres backend's own CPU per event between two copies, from
+ * /proc/PID/schedstat (nanoseconds on the CPU, which other load on the machine inflates far less than
+ * wall time; pg_stat_statements is not loaded on this server).
  *
- * Each database is a copy of a template holding 100,000 events already (the indexes have depth, as in
- * service), so every variant starts alike; variants are interleaved round by round. The template and the
- * copies are dropped at the end.
+ * The machine is shared, so the copies are written batch by batch in turn (one batch to each, then the next
+ * round of batches, starting at a different copy each time): whatever else runs falls on all of them alike.
+ * Each round starts from fresh copies of a template holding 100,000 compact events (indexes with depth, as
+ * in service); the first round warms caches and is not counted. Each part is reported with its median over
+ * the other rounds and their spread; a part whose spread includes 0 is not resolved. The statements around
+ * the INSERT (the partition check, the stored-form read, the publication confirmation) are priced by their
+ * own CPU per call.
  *
- *   node bench/writeCost.ts           (BENCH_WRITE_COST_EVENTS=20000 per variant and round, BENCH_WRITE_COST_ROUNDS=3)
+ *   node bench/writeCost.ts   (BENCH_WRITE_COST_EVENTS=10000 per copy and round, BENCH_WRITE_COST_ROUNDS=7, the first discarded)
  */
-import { producerNewEvent } from './support/producers.ts';
 import { readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import pg from 'pg';
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
-import { WEBHOOK_FAN_OUT } from '../src/delivery/fanOut.ts';
-import { EVENT_JSON } from '../src/events/eventDocument.ts';
-import { eventColumnArrays, INSERT_EVENTS } from '../src/events/eventInsert.ts';
-import type { NewEvent } from '../src/events/eventStore.ts';
-import type { StoredForm } from '../src/events/storedFormSetting.ts';
+import { confirmPublished } from '../src/delivery/publicationConfirmations.ts';
+import { eventColumnArrays } from '../src/events/eventInsert.ts';
+import { ensureEventPartitions, type NewEvent } from '../src/events/eventStore.ts';
+import { StoredFormSetting } from '../src/events/storedFormSetting.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { SERVER_URL } from './support/listDataset.ts';
+import { percentile } from './support/processes.ts';
+import { producerNewEvent } from './support/producers.ts';
+import { COMPARISONS, SETUPS, type Setup, type SetupName } from './support/writeCostSetups.ts';
 
-const EVENTS = Number(process.env.BENCH_WRITE_COST_EVENTS ?? 20_000);
-const ROUNDS = Number(process.env.BENCH_WRITE_COST_ROUNDS ?? 3);
+const EVENTS = Number(process.env.BENCH_WRITE_COST_EVENTS ?? 10_000);
+const ROUNDS = Number(process.env.BENCH_WRITE_COST_ROUNDS ?? 7);
 const BATCH = 500;
+const SEED_EVENTS = Number(process.env.BENCH_WRITE_COST_SEED ?? 100_000);
+const CALLS = 500;
 const TEMPLATE = 'audit_bench_write_cost';
-const log = (line: string) => console.error(line);
+const log = (line: string) => console.error(`${new Date().toISOString()} ${line}`);
+const quietLog = createLogger('warn');
+const NAMES = Object.keys(SETUPS) as SetupName[];
+const loadText = () =>
+  `load ${loadavg()
+    .map((load) => load.toFixed(1))
+    .join(' ')}`;
 
-/** The write path's statement as BatchStatements builds it, the writer publishing (ingestion's default). */
-const writeStatement = (
-  form: StoredForm,
-) => `WITH stored AS (${INSERT_EVENTS[form]}), ${WEBHOOK_FAN_OUT.clauses('stored', '$1::text[]', 'writer')}
-  SELECT tenant_id, event_id, (extract(epoch FROM occurred_at) * 1000)::int8 AS occurred_at_ms, ${WEBHOOK_FAN_OUT.selected('writer')}
-  FROM stored`;
-const FULL = writeStatement('compact');
-const WITHOUT_FAN_OUT = `WITH stored AS (${INSERT_EVENTS.compact})
-  SELECT tenant_id, event_id, (extract(epoch FROM occurred_at) * 1000)::int8 AS occurred_at_ms FROM stored`;
-
-interface Variant {
-  readonly ddl?: string;
-  readonly statement?: string;
-  /** The form the parameters are built for: compact unless said (the form of earlier releases, `full`, to compare). */
-  readonly form?: StoredForm;
-  /** Changes the statement's parameters (eventColumnArrays) before they are sent. */
-  readonly parameters?: (values: Array<string | Buffer>) => Array<string | Buffer>;
+/** Nanoseconds a process has run on a CPU (the scheduler's own count, not clock ticks). */
+function cpuNs(pid: number): number {
+  return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
 }
-const dropIndex = (name: string): Variant => ({ ddl: `DROP INDEX ${name}` });
-const VARIANTS: Record<string, Variant> = {
-  full: {},
-  'index events_event_id': dropIndex('events_event_id'),
-  'index events_by_action': dropIndex('events_by_action'),
-  'index events_by_resource_type': dropIndex('events_by_resource_type'),
-  'index events_by_phi': dropIndex('events_by_phi'),
-  'index events_by_user': dropIndex('events_by_user'),
-  'index events_by_resource': dropIndex('events_by_resource'),
-  'trigger events_enqueue_for_sealing': { ddl: 'DROP TRIGGER events_enqueue_for_sealing ON events' },
-  'fan-out clauses (no endpoint)': { statement: WITHOUT_FAN_OUT },
-  // No values: an empty list makes every row's document_values NULL.
-  'document values': { parameters: (values) => values.map((value, index) => (index === 8 ? '' : value)) },
-  // No leaf hashes: an empty bytea, so each row stores an empty one instead of 32 bytes.
-  'leaf hash': { parameters: (values) => values.map((value, index) => (index === 9 ? Buffer.alloc(0) : value)) },
-  // The form of releases before migration 026: every field as a column and the rendered document. Its
-  // difference from `full` is the price of storing each event twice (a negative "saves").
-  'compact form (against the columns and the document)': { form: 'full', statement: writeStatement('full') },
-};
+
+let eventIndex = 0;
+const nextEvents = (count: number): NewEvent[] =>
+  Array.from({ length: count }, () => producerNewEvent(`tenant-${eventIndex % 100}`, eventIndex++));
+
+function batchParameters(setup: Setup): Array<string | Buffer> {
+  const events = nextEvents(BATCH);
+  const values = eventColumnArrays(
+    events,
+    events.map((event) => new Date(event.occurredAtMs).toISOString()),
+    setup.form,
+  );
+  return setup.parameters ? setup.parameters(values) : values;
+}
 
 const admin = new pg.Client({ connectionString: `${SERVER_URL}/postgres` });
 await admin.connect();
@@ -74,85 +69,159 @@ const dropAll = async () => {
   const { rows } = await admin.query(`SELECT datname FROM pg_database WHERE datname LIKE '${TEMPLATE}%'`);
   for (const { datname } of rows) await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(datname)} WITH (FORCE)`);
 };
-await dropAll();
 
-const producer = (index: number): NewEvent => producerNewEvent(`tenant-${index % 100}`, index);
-
-/** User + system CPU of a process, in microseconds (/proc/PID/stat, clock ticks of 10 ms). */
-function cpuUs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10_000;
-}
-
-try {
-  const templateUrl = `${SERVER_URL}/${TEMPLATE}`;
-  await createDatabaseIfMissing(templateUrl);
-  await migrate(templateUrl, createLogger('warn'));
-  const seed = new pg.Client({ connectionString: templateUrl });
+/** The template: migrated, then 100,000 events written by the service's own statement, its seal queue emptied. */
+async function createTemplate(): Promise<void> {
+  const url = `${SERVER_URL}/${TEMPLATE}`;
+  await createDatabaseIfMissing(url);
+  await migrate(url, quietLog);
+  const seed = new pg.Client({ connectionString: url });
   await seed.connect();
-  await seed.query(`INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
-                                        fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document)
-    SELECT e.*, ${EVENT_JSON} FROM (
-      SELECT 'tenant-' || (n % 100) AS tenant_id, date_trunc('milliseconds', now() - n * interval '1 ms') AS occurred_at, gen_random_uuid() AS event_id,
-             'phi.read' AS action, 'user-' || (n % 500) AS user_id, 'clinician' AS user_role, 'patient_record' AS resource_type, 'p-' || n AS resource_id,
-             '["diagnosis","medications"]' AS fields_accessed, true AS phi_involved, '10.1.2.3' AS source_ip, 'bench-producer/1.0' AS user_agent,
-             '' AS justification, true AS success, '{"ward":"1"}' AS details
-        FROM generate_series(1, 100000) AS n OFFSET 0) AS e`);
+  for (let written = 0; written < SEED_EVENTS; written += BATCH) {
+    await seed.query({ name: 'write', text: SETUPS.service.statement, values: batchParameters(SETUPS.service) });
+  }
   await seed.query('DELETE FROM seal_queue');
   await seed.query('VACUUM ANALYZE');
   await seed.end();
+}
 
-  const totals: Record<string, { cpuUs: number; wallUs: number; events: number }> = {};
-  let index = 0;
-  for (let round = 0; round < ROUNDS; round += 1) {
-    for (const [name, variant] of Object.entries(VARIANTS)) {
-      const database = `${TEMPLATE}_${round}_${Object.keys(VARIANTS).indexOf(name)}`;
-      await admin.query(`CREATE DATABASE ${database} TEMPLATE ${TEMPLATE}`);
-      const db = new pg.Client({ connectionString: `${SERVER_URL}/${database}` });
-      await db.connect();
-      if (variant.ddl) await db.query(variant.ddl);
-      const backend = Number((await db.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
-      const batches = Array.from({ length: EVENTS / BATCH }, () => {
-        const events = Array.from({ length: BATCH }, () => producer(index++));
-        const values = eventColumnArrays(
-          events,
-          events.map((event) => new Date(event.occurredAtMs).toISOString()),
-          variant.form ?? 'compact',
-        );
-        return variant.parameters ? variant.parameters(values) : values;
-      });
-      const cpuBefore = cpuUs(backend);
-      const started = performance.now();
-      for (const values of batches) await db.query({ name: 'write', text: variant.statement ?? FULL, values });
-      const wallUs = (performance.now() - started) * 1000;
-      totals[name] ??= { cpuUs: 0, wallUs: 0, events: 0 };
-      const total = totals[name];
-      total.cpuUs += cpuUs(backend) - cpuBefore;
-      total.wallUs += wallUs;
-      total.events += EVENTS;
-      await db.end();
-      await admin.query(`DROP DATABASE ${database} WITH (FORCE)`);
-      log(`round ${round + 1}: ${name}`);
+interface Copy {
+  readonly name: SetupName;
+  readonly setup: Setup;
+  readonly db: pg.Client;
+  readonly pid: number;
+  readonly database: string;
+  cpuNs: number;
+  wallMs: number;
+  confirmCpuNs: number;
+  confirmed: number;
+}
+
+async function openCopy(name: SetupName, round: number): Promise<Copy> {
+  const database = `${TEMPLATE}_${round}_${NAMES.indexOf(name)}`;
+  await admin.query(`CREATE DATABASE ${database} TEMPLATE ${TEMPLATE}`);
+  const db = new pg.Client({ connectionString: `${SERVER_URL}/${database}` });
+  await db.connect();
+  const setup: Setup = SETUPS[name];
+  if (setup.ddl) await db.query(setup.ddl);
+  const pid = Number((await db.query('SELECT pg_backend_pid() AS pid')).rows[0].pid);
+  return { name, setup, db, pid, database, cpuNs: 0, wallMs: 0, confirmCpuNs: 0, confirmed: 0 };
+}
+
+/** One batch to the copy; with confirmsPublications, its deliveries confirmed in a statement of their own. */
+async function writeBatch(copy: Copy, values: Array<string | Buffer>): Promise<void> {
+  const before = cpuNs(copy.pid);
+  const started = performance.now();
+  const { rows } = await copy.db.query({ name: 'write', text: copy.setup.statement, values });
+  copy.wallMs += performance.now() - started;
+  copy.cpuNs += cpuNs(copy.pid) - before;
+  if (!copy.setup.confirmsPublications) return;
+  const ids: string[] = rows[0]?.delivery_ids ?? [];
+  const confirmBefore = cpuNs(copy.pid);
+  await confirmPublished(
+    copy.db,
+    ids.map((id) => ({ id, attempt: 1, publication: 1 })),
+    quietLog,
+  );
+  copy.confirmCpuNs += cpuNs(copy.pid) - confirmBefore;
+  copy.confirmed += ids.length;
+}
+
+/** µs of backend CPU per call of a statement the writer runs besides the batch's (timed CALLS times). */
+async function perCall(copy: Copy, call: () => Promise<unknown>): Promise<number> {
+  await call();
+  const before = cpuNs(copy.pid);
+  for (let i = 0; i < CALLS; i += 1) await call();
+  return (cpuNs(copy.pid) - before) / CALLS / 1000;
+}
+
+interface RoundFigures {
+  readonly cpuUsPerEvent: Record<SetupName, number>;
+  readonly wallUsPerEvent: Record<SetupName, number>;
+  readonly statementsUs: Record<string, number>;
+}
+
+async function runRound(round: number): Promise<RoundFigures> {
+  const copies: Copy[] = [];
+  for (const name of NAMES) copies.push(await openCopy(name, round));
+  const batches = copies.map((copy) => Array.from({ length: EVENTS / BATCH }, () => batchParameters(copy.setup)));
+  for (let batch = 0; batch < EVENTS / BATCH; batch += 1) {
+    for (let turn = 0; turn < copies.length; turn += 1) {
+      const which = (turn + batch + round) % copies.length;
+      await writeBatch(copies[which]!, batches[which]![batch]!);
     }
   }
-  const perEvent = Object.fromEntries(
-    Object.entries(totals).map(([name, total]) => [name, { cpu: total.cpuUs / total.events, wall: total.wallUs / total.events }]),
-  );
-  const full = perEvent.full!;
+  const service = copies[0]!;
+  const statementsUs = {
+    'partition check (ensureEventPartitions, one month)': await perCall(service, () => ensureEventPartitions(service.db, [Date.now()])),
+    'stored-form read (StoredFormSetting)': await perCall(service, () => new StoredFormSetting(service.db).current()),
+  };
+  const withDeliveries = copies.find((copy) => copy.setup.confirmsPublications)!;
+  const confirmation = 'publication confirmation (confirmPublished), per delivery';
+  const figures: RoundFigures = {
+    cpuUsPerEvent: Object.fromEntries(copies.map((copy) => [copy.name, copy.cpuNs / 1000 / EVENTS])) as Record<SetupName, number>,
+    wallUsPerEvent: Object.fromEntries(copies.map((copy) => [copy.name, (copy.wallMs * 1000) / EVENTS])) as Record<SetupName, number>,
+    statementsUs: { ...statementsUs, [confirmation]: withDeliveries.confirmCpuNs / 1000 / withDeliveries.confirmed },
+  };
+  for (const copy of copies) {
+    await copy.db.end();
+    await admin.query(`DROP DATABASE ${copy.database} WITH (FORCE)`);
+  }
+  return figures;
+}
+
+/** Median and spread of a part's per-round figures; resolved when the whole spread lies on one side of 0. */
+function summary(values: readonly number[]) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const round1 = (value: number) => Number(value.toFixed(2));
+  const min = sorted[0]!;
+  const max = sorted.at(-1)!;
+  return {
+    median: round1(percentile(sorted, 50)),
+    min: round1(min),
+    max: round1(max),
+    q1: round1(percentile(sorted, 25)),
+    q3: round1(percentile(sorted, 75)),
+    resolved: min > 0 || max < 0,
+    rounds: values.map(round1),
+  };
+}
+
+await dropAll();
+try {
+  log(`template: ${SEED_EVENTS} events (${loadText()})`);
+  await createTemplate();
+  const counted: RoundFigures[] = [];
+  for (let round = 0; round < ROUNDS; round += 1) {
+    const figures = await runRound(round);
+    if (round > 0) counted.push(figures);
+    log(
+      `round ${round + 1}${round === 0 ? ' (warm-up, not counted)' : ''}: service ${figures.cpuUsPerEvent.service.toFixed(1)} µs/event ` +
+        `(${loadText()})`,
+    );
+  }
+  const service = summary(counted.map((figures) => figures.cpuUsPerEvent.service));
   console.log(
     JSON.stringify(
       {
         benchmark: 'write-cost',
-        command: 'node bench/writeCost.ts',
-        events_per_variant: EVENTS * ROUNDS,
-        full_statement_us_per_event: { postgres_cpu: Number(full.cpu.toFixed(1)), wall_one_session: Number(full.wall.toFixed(1)) },
-        cost_of_each_part_us_per_event: Object.fromEntries(
-          Object.entries(perEvent)
-            .filter(([name]) => name !== 'full')
-            .map(([name, cost]) => [
-              name,
-              { postgres_cpu: Number((full.cpu - cost.cpu).toFixed(1)), wall_one_session: Number((full.wall - cost.wall).toFixed(1)) },
-            ]),
+        command: `BENCH_WRITE_COST_EVENTS=${EVENTS} BENCH_WRITE_COST_ROUNDS=${ROUNDS} node bench/writeCost.ts`,
+        rounds_counted: counted.length,
+        events_per_copy_and_round: EVENTS,
+        load_average_at_end: loadavg().map((load) => Number(load.toFixed(2))),
+        service_statement_cpu_us_per_event: service,
+        service_statement_wall_us_per_event: summary(counted.map((figures) => figures.wallUsPerEvent.service)),
+        each_setup_cpu_median_us_per_event: Object.fromEntries(
+          NAMES.map((name) => [name, summary(counted.map((figures) => figures.cpuUsPerEvent[name])).median]),
+        ),
+        parts_cpu_us_per_event: Object.fromEntries(
+          COMPARISONS.map(({ part, with: withPart, without }) => {
+            const cost = summary(counted.map((figures) => figures.cpuUsPerEvent[withPart] - figures.cpuUsPerEvent[without]));
+            return [part, { ...cost, share_of_service: Number((cost.median / service.median).toFixed(3)) }];
+          }),
+        ),
+        statements_cpu_us_per_call: Object.fromEntries(
+          Object.keys(counted[0]?.statementsUs ?? {}).map((name) => [name, summary(counted.map((figures) => figures.statementsUs[name]!))]),
         ),
       },
       null,

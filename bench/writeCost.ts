@@ -14,7 +14,8 @@
  * the INSERT (the partition check, the stored-form read, the publication confirmation) are priced by their
  * own CPU per call.
  *
- *   node bench/writeCost.ts   (BENCH_WRITE_COST_EVENTS=10000 per copy and round, BENCH_WRITE_COST_ROUNDS=7, the first discarded)
+ *   node bench/writeCost.ts   (BENCH_WRITE_COST_EVENTS=10000 per copy and round, BENCH_WRITE_COST_ROUNDS=7, the first discarded,
+ *                              BENCH_WRITE_COST_SEED=100000 events in the template, BENCH_WRITE_COST_SETUPS=all)
  */
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -38,7 +39,10 @@ const CALLS = 500;
 const TEMPLATE = 'audit_bench_write_cost';
 const log = (line: string) => console.error(`${new Date().toISOString()} ${line}`);
 const quietLog = createLogger('warn');
-const NAMES = Object.keys(SETUPS) as SetupName[];
+// BENCH_WRITE_COST_SETUPS narrows a run to some copies (comma-separated names of SETUPS; service always).
+const NAMES = (Object.keys(SETUPS) as SetupName[]).filter(
+  (name) => name === 'service' || !process.env.BENCH_WRITE_COST_SETUPS || process.env.BENCH_WRITE_COST_SETUPS.split(',').includes(name),
+);
 const loadText = () =>
   `load ${loadavg()
     .map((load) => load.toFixed(1))
@@ -152,16 +156,19 @@ async function runRound(round: number): Promise<RoundFigures> {
     }
   }
   const service = copies[0]!;
-  const statementsUs = {
+  const statementsUs: Record<string, number> = {
     'partition check (ensureEventPartitions, one month)': await perCall(service, () => ensureEventPartitions(service.db, [Date.now()])),
     'stored-form read (StoredFormSetting)': await perCall(service, () => new StoredFormSetting(service.db).current()),
   };
-  const withDeliveries = copies.find((copy) => copy.setup.confirmsPublications)!;
-  const confirmation = 'publication confirmation (confirmPublished), per delivery';
+  const withDeliveries = copies.find((copy) => copy.setup.confirmsPublications);
+  if (withDeliveries) {
+    statementsUs['publication confirmation (confirmPublished), per delivery'] =
+      withDeliveries.confirmCpuNs / 1000 / withDeliveries.confirmed;
+  }
   const figures: RoundFigures = {
     cpuUsPerEvent: Object.fromEntries(copies.map((copy) => [copy.name, copy.cpuNs / 1000 / EVENTS])) as Record<SetupName, number>,
     wallUsPerEvent: Object.fromEntries(copies.map((copy) => [copy.name, (copy.wallMs * 1000) / EVENTS])) as Record<SetupName, number>,
-    statementsUs: { ...statementsUs, [confirmation]: withDeliveries.confirmCpuNs / 1000 / withDeliveries.confirmed },
+    statementsUs,
   };
   for (const copy of copies) {
     await copy.db.end();
@@ -205,7 +212,13 @@ try {
     JSON.stringify(
       {
         benchmark: 'write-cost',
-        command: `BENCH_WRITE_COST_EVENTS=${EVENTS} BENCH_WRITE_COST_ROUNDS=${ROUNDS} node bench/writeCost.ts`,
+        command: `BENCH_WRITE_COST_EVENTS=${EVENTS} BENCH_WRITE_COST_ROUNDS=${ROUNDS} BENCH_WRITE_COST_SEED=${SEED_EVENTS} ${
+          process.env.BENCH_WRITE_COST_SETUPS ? `BENCH_WRITE_COST_SETUPS='${process.env.BENCH_WRITE_COST_SETUPS}' ` : ''
+        }node bench/writeCost.ts`,
+        // The copies written in turn share the server's buffers: how much of them the indexes miss depends on both.
+        copies: NAMES.length,
+        template_size: (await admin.query(`SELECT pg_size_pretty(pg_database_size('${TEMPLATE}')) AS size`)).rows[0].size,
+        shared_buffers: (await admin.query('SHOW shared_buffers')).rows[0].shared_buffers,
         rounds_counted: counted.length,
         events_per_copy_and_round: EVENTS,
         load_average_at_end: loadavg().map((load) => Number(load.toFixed(2))),
@@ -215,10 +228,12 @@ try {
           NAMES.map((name) => [name, summary(counted.map((figures) => figures.cpuUsPerEvent[name])).median]),
         ),
         parts_cpu_us_per_event: Object.fromEntries(
-          COMPARISONS.map(({ part, with: withPart, without }) => {
-            const cost = summary(counted.map((figures) => figures.cpuUsPerEvent[withPart] - figures.cpuUsPerEvent[without]));
-            return [part, { ...cost, share_of_service: Number((cost.median / service.median).toFixed(3)) }];
-          }),
+          COMPARISONS.filter((comparison) => NAMES.includes(comparison.with) && NAMES.includes(comparison.without)).map(
+            ({ part, with: withPart, without }) => {
+              const cost = summary(counted.map((figures) => figures.cpuUsPerEvent[withPart] - figures.cpuUsPerEvent[without]));
+              return [part, { ...cost, share_of_service: Number((cost.median / service.median).toFixed(3)) }];
+            },
+          ),
         ),
         statements_cpu_us_per_call: Object.fromEntries(
           Object.keys(counted[0]?.statementsUs ?? {}).map((name) => [name, summary(counted.map((figures) => figures.statementsUs[name]!))]),

@@ -40,9 +40,10 @@ const TEMPLATE = 'audit_bench_write_cost';
 const log = (line: string) => console.error(`${new Date().toISOString()} ${line}`);
 const quietLog = createLogger('warn');
 // BENCH_WRITE_COST_SETUPS narrows a run to some copies (comma-separated names of SETUPS; service always).
-const NAMES = (Object.keys(SETUPS) as SetupName[]).filter(
-  (name) => name === 'service' || !process.env.BENCH_WRITE_COST_SETUPS || process.env.BENCH_WRITE_COST_SETUPS.split(',').includes(name),
-);
+const wanted = process.env.BENCH_WRITE_COST_SETUPS?.split(',');
+const unknown = wanted?.filter((name) => !(name in SETUPS)) ?? [];
+if (unknown.length > 0) throw new Error(`BENCH_WRITE_COST_SETUPS names no setup: ${unknown.join(', ')}`);
+const NAMES = (Object.keys(SETUPS) as SetupName[]).filter((name) => name === 'service' || !wanted || wanted.includes(name));
 const loadText = () =>
   `load ${loadavg()
     .map((load) => load.toFixed(1))

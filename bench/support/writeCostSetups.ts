@@ -51,8 +51,8 @@ export const SETUPS = {
   'no leaf hash': { ...SERVICE, parameters: (values) => values.map((value, index) => (index === 9 ? Buffer.alloc(0) : value)) },
   // The form of releases before migration 026: every field as a column and the rendered document.
   'full form': { statement: writeStatement('full', 'writer'), form: 'full' },
-  'endpoints, writer publishes': { ...SERVICE, ddl: ENDPOINTS, confirmsPublications: true },
-  'endpoints, relays publish': { ddl: ENDPOINTS, statement: writeStatement('compact', 'relay'), form: 'compact' },
+  'endpoints (writer publishes)': { ...SERVICE, ddl: ENDPOINTS, confirmsPublications: true },
+  'endpoints (relays publish)': { ddl: ENDPOINTS, statement: writeStatement('compact', 'relay'), form: 'compact' },
 } satisfies Record<string, Setup>;
 
 export type SetupName = keyof typeof SETUPS;
@@ -79,10 +79,10 @@ export const COMPARISONS: readonly Comparison[] = [
   part('document values', 'no document values'),
   part('leaf hash', 'no leaf hash'),
   { part: 'full form instead of compact (each event twice)', with: 'full form', without: 'service' },
-  { part: 'one delivery per event (an endpoint per tenant), writer publishes', with: 'endpoints, writer publishes', without: 'service' },
+  { part: 'one delivery per event (an endpoint per tenant), writer publishes', with: 'endpoints (writer publishes)', without: 'service' },
   {
     part: 'relays publish instead of the writer (deliveries due, wake-up NOTIFY)',
-    with: 'endpoints, relays publish',
-    without: 'endpoints, writer publishes',
+    with: 'endpoints (relays publish)',
+    without: 'endpoints (writer publishes)',
   },
 ];

@@ -8,6 +8,7 @@ import { Expiry, type TenantExpiry } from '../lifecycle/expiry.ts';
 import { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
 import type { Logger } from '../platform/logger.ts';
 import { UsageError } from './usage.ts';
+import { DutyCycle } from '../platform/dutyCycle.ts';
 
 /**
  * `audit-trail retention plan|run [--tenant T]`: what the next expiry pass would remove (counts per tenant and
@@ -26,6 +27,7 @@ export async function runRetention(args: string[], config: Config, log: Logger):
       writer,
       policies: new RetentionPolicies({ db, writer, defaultPeriod: config.retentionDefault }),
       batchSize: config.retention.batchSize,
+      dutyCycle: new DutyCycle(config.retention.dutyCycle),
       actor: { userId: config.operatorActor, userRole: 'operator' },
       log,
       archiveStore,

@@ -108,6 +108,7 @@ function toConfig(env: z.output<typeof environmentSchema>) {
     retention: {
       intervalMs: env.RETENTION_INTERVAL,
       batchSize: env.RETENTION_BATCH_SIZE,
+      dutyCycle: env.RETENTION_DUTY_CYCLE,
       archiveStore: {
         region: env.ARCHIVE_S3_REGION,
         endpoint: env.ARCHIVE_S3_ENDPOINT,

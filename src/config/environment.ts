@@ -173,6 +173,7 @@ export const environmentSchema = z
     // transaction) removes.
     RETENTION_INTERVAL: duration('1h').pipe(z.number().min(1000, 'must be at least 1s')).default(3_600_000),
     RETENTION_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(5_000),
+    RETENTION_DUTY_CYCLE: z.coerce.number().gt(0, 'must be more than 0').max(1, 'must be at most 1').default(0.25),
     // Where the retention role archives a tenant's expiring events when its policy has spec.archive (the
     // policy names the bucket and prefix; the store and its credentials are the deployment's). Unset keys
     // fall back to the AWS SDK's own chain (environment, web identity, instance role).

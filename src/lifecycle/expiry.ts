@@ -16,6 +16,7 @@ import {
   type MonthPlan,
 } from './expiryStore.ts';
 import type { EffectiveRetention, RetentionPolicies } from './retentionPolicies.ts';
+import type { DutyCycle } from '../platform/dutyCycle.ts';
 
 /** What one tenant's part of a pass found (plan) or did (run). */
 export interface TenantExpiry {
@@ -42,6 +43,11 @@ export interface ExpiryOptions {
   readonly policies: RetentionPolicies;
   /** Events removed per batch (one transaction each): bounds the locks and WAL of a batch. */
   readonly batchSize: number;
+  /**
+   * The share of wall time a pass may spend removing events (RETENTION_DUTY_CYCLE): after each batch it rests
+   * so that ingestion, on the same database and cores, keeps its latency (BENCHMARKS.md, expiry). 1: no rest.
+   */
+  readonly dutyCycle?: DutyCycle;
   readonly actor: Actor;
   readonly log: Logger;
   readonly metrics?: ServiceMetrics;
@@ -157,6 +163,7 @@ export class Expiry {
     const { db, batchSize, actor, metrics } = this.options;
     let total: ExpiredRange = { count: 0, first: null, last: null };
     for (;;) {
+      const started = this.options.dutyCycle?.start();
       const batch = await expireBatch(db, {
         tenantId: plan.tenantId,
         keptSince,
@@ -169,6 +176,7 @@ export class Expiry {
       total = { count: total.count + batch.count, first: total.first ?? batch.first, last: batch.last ?? total.last };
       metrics?.eventsExpired.inc(batch.count);
       if (batch.count < batchSize) return total;
+      if (started !== undefined) await this.options.dutyCycle!.pauseAfter(started);
     }
   }
 }

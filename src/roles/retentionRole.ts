@@ -2,6 +2,7 @@ import { ArchiveStore } from '../lifecycle/archiveStore.ts';
 import { Expiry } from '../lifecycle/expiry.ts';
 import { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
 import type { Role } from './role.ts';
+import { DutyCycle } from '../platform/dutyCycle.ts';
 
 /**
  * The retention role: an expiry pass every RETENTION_INTERVAL (docs/retention.md "Expiry"). A role of its
@@ -21,6 +22,7 @@ export const role: Role = {
       writer,
       policies: new RetentionPolicies({ db, writer, defaultPeriod: config.retentionDefault }),
       batchSize: config.retention.batchSize,
+      dutyCycle: new DutyCycle(config.retention.dutyCycle),
       actor: { userId: 'retention', userRole: 'service' },
       log,
       metrics,

@@ -265,7 +265,7 @@ describe('Helm chart', function () {
     expect(byKind(without, 'Deployment').map((item) => item.metadata.name)).not.to.include('rel-audit-trail-streams');
   });
 
-  it('runs the retention role only when asked to: a Deployment with its interval, batch size and the default period', async () => {
+  it('runs the retention role only when asked to: a Deployment with its interval, batch size, duty cycle and the default period', async () => {
     expect(byKind(defaults, 'Deployment').map((item) => item.metadata.name)).not.to.include('rel-audit-trail-retention');
     const manifests = await render(
       ...GIVEN_SECRETS,
@@ -275,6 +275,8 @@ describe('Helm chart', function () {
       'retention.interval=30m',
       '--set',
       'retention.batchSize=2000',
+      '--set',
+      'retention.dutyCycle=0.5',
       '--set',
       'config.retentionDefault=6y',
       '--set',
@@ -289,7 +291,12 @@ describe('Helm chart', function () {
     expect(container.args).to.deep.equal(['serve', '--roles', 'retention']);
     expect(container.readinessProbe.httpGet).to.deep.equal({ path: '/readyz', port: 'internal' });
     const env = environment(container);
-    expect(env).to.include({ RETENTION_INTERVAL: '30m', RETENTION_BATCH_SIZE: '2000', RETENTION_DEFAULT: '6y' });
+    expect(env).to.include({
+      RETENTION_INTERVAL: '30m',
+      RETENTION_BATCH_SIZE: '2000',
+      RETENTION_DUTY_CYCLE: '0.5',
+      RETENTION_DEFAULT: '6y',
+    });
     // The archive store (docs/retention.md "Archive before expiry"): the release's, keys only when the Secret holds them.
     expect(env).to.include({
       ARCHIVE_S3_REGION: 'us-east-1',

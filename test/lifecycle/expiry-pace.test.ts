@@ -49,7 +49,10 @@ describe('expiry paced by RETENTION_DUTY_CYCLE', () => {
       userId: 'test',
       userRole: 'operator',
     });
-    await seedEvents(db.url, Array.from({ length: 5 }, (_, i) => newEvent({ tenantId: 'paced', occurredAtMs: Date.now() - 3 * DAY + i })));
+    await seedEvents(
+      db.url,
+      Array.from({ length: 5 }, (_, i) => newEvent({ tenantId: 'paced', occurredAtMs: Date.now() - 3 * DAY + i })),
+    );
     const clock = new SteppingClock();
     const expiry = new Expiry({
       db: database,
@@ -61,7 +64,10 @@ describe('expiry paced by RETENTION_DUTY_CYCLE', () => {
       log: testLogger(),
     });
     const remaining = async () =>
-      Number((await database.pool.query(`SELECT count(*) FROM events WHERE tenant_id = 'paced' AND action NOT LIKE '%.retention.%'`)).rows[0].count);
+      Number(
+        (await database.pool.query(`SELECT count(*) FROM events WHERE tenant_id = 'paced' AND action NOT LIKE '%.retention.%'`)).rows[0]
+          .count,
+      );
 
     let finished = false;
     const pass = expiry.run('paced').then(() => {

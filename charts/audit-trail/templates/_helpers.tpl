@@ -248,6 +248,8 @@ nats: NATS_TLS
   value: {{ .root.Values.retention.interval | quote }}
 - name: RETENTION_BATCH_SIZE
   value: {{ .root.Values.retention.batchSize | quote }}
+- name: RETENTION_DUTY_CYCLE
+  value: {{ .root.Values.retention.dutyCycle | quote }}
 - name: DELIVERY_ENDPOINT_CONCURRENCY
   value: {{ .root.Values.config.deliveryEndpointConcurrency | quote }}
 - name: DELIVERY_MAX_SOCKETS

@@ -11,8 +11,12 @@
  * so that nothing but the long-read admission holds the exporter back (a tenant may hold many keys). It
  * runs twice, each time in a process of its own: with exports yielding to short requests (the default,
  * platform/longReadYield.ts) and without (LONG_READ_YIELD=0ms, the service as it was before), in the order
- * BENCH_ORDER gives (yield,no-yield), so the two are compared within one run: lister p99 ratios, and the
- * exports per second each lets through.
+ * BENCH_ORDER gives (duty,yield,no-yield), so they are compared within one run: lister p99 ratios, and the
+ * exports per second each lets through. `duty` adds the duty cycle (platform/longReadDutyCycle.ts) at
+ * LONG_READ_DUTY_CYCLE 0.5 to yielding, `duty-0.3` at 0.3.
+ *
+ * Before the lister starts, each variant runs the exports alone for BENCH_ALONE_S (15) seconds: the duty
+ * cycle must cost nothing when no short request is about, so exports per second alone are compared too.
  *
  * The exporter (bench/support/exportLoops.ts, a process of its own) runs BENCH_EXPORTERS loops (16), each
  * posting 10,000-event exports of the big tenant of the list dataset back to back and reading them whole as
@@ -28,20 +32,23 @@ import { sampleRss, spawnReporting, stopProcess } from './support/processes.ts';
 
 const PHASE_S = Number(process.env.BENCH_PHASE_S ?? 30);
 const EXPORTERS = Number(process.env.BENCH_EXPORTERS ?? 16);
-const ORDER = (process.env.BENCH_ORDER ?? 'yield,no-yield').split(',') as Variant[];
+const ALONE_S = Number(process.env.BENCH_ALONE_S ?? 15);
+const ORDER = (process.env.BENCH_ORDER ?? 'duty,yield,no-yield').split(',') as Variant[];
 const LIST_RATE = 10;
 const LISTER = 'tenant-0003';
 
 /**
- * yield: the defaults (exports yield to short requests, 100 rows per FETCH); no-yield: as the service was
- * before (no yielding, 500 rows per FETCH); small-fetch: 100 rows per FETCH without yielding, to tell the
- * two changes' effects apart.
+ * duty: yielding and a duty cycle of 0.5 (duty-0.3: of 0.3); yield: yielding alone (100 rows per FETCH);
+ * no-yield: as the service was before (no yielding, 500 rows per FETCH); small-fetch: 100 rows per FETCH
+ * without yielding, to tell the two changes' effects apart. Each names every setting, whatever the defaults.
  */
-type Variant = 'yield' | 'no-yield' | 'small-fetch';
+type Variant = 'duty' | 'duty-0.3' | 'yield' | 'no-yield' | 'small-fetch';
 const VARIANT_ENV: Record<Variant, Record<string, string>> = {
-  yield: {},
-  'no-yield': { LONG_READ_YIELD: '0ms', LONG_READ_FETCH_ROWS: '500' },
-  'small-fetch': { LONG_READ_YIELD: '0ms' },
+  duty: { LONG_READ_DUTY_CYCLE: '0.5' },
+  'duty-0.3': { LONG_READ_DUTY_CYCLE: '0.3' },
+  yield: { LONG_READ_DUTY_CYCLE: '1' },
+  'no-yield': { LONG_READ_YIELD: '0ms', LONG_READ_FETCH_ROWS: '500', LONG_READ_DUTY_CYCLE: '1' },
+  'small-fetch': { LONG_READ_YIELD: '0ms', LONG_READ_DUTY_CYCLE: '1' },
 };
 
 await ensureListDataset((line) => console.error(line));
@@ -69,7 +76,13 @@ const summary = (result: LoadResult) => ({
 /** The yield metrics of an api (platform/metrics.ts), read at the end of its exports phase. */
 async function yieldMetrics(api: ApiProcess): Promise<Record<string, number>> {
   const text = await (await fetch(`${api.internalUrl}/metrics`)).text();
-  const wanted = ['audit_long_read_yields_total', 'audit_long_read_yield_seconds_total', 'audit_long_read_yields_declined_total'];
+  const wanted = [
+    'audit_long_read_yields_total',
+    'audit_long_read_yield_seconds_total',
+    'audit_long_read_yields_declined_total',
+    'audit_long_read_duty_pauses_total',
+    'audit_long_read_duty_pause_seconds_total',
+  ];
   return Object.fromEntries(
     text
       .split('\n')
@@ -79,17 +92,35 @@ async function yieldMetrics(api: ApiProcess): Promise<Record<string, number>> {
   );
 }
 
-/** Baseline, exports flat out, baseline: one variant of the api, in a process of its own. */
-async function measure(variant: Variant) {
-  const api = await startApiProcess(LIST_DATABASE_URL, { env: VARIANT_ENV[variant] });
-  await list(api, 3); // warm-up: plans, connections, the key cache
-  const before = await list(api);
-  const rss = sampleRss(api.child.pid!);
-  const exporter = spawnReporting(['bench/support/exportLoops.ts'], {
+const startExporter = (api: ApiProcess) =>
+  spawnReporting(['bench/support/exportLoops.ts'], {
     BENCH_EXPORT_URL: `${api.baseUrl}/api/v2/public/audit/export?format=ndjson`,
     BENCH_EXPORT_KEY: exporterKeys.get(BIG_TENANT)!,
     BENCH_EXPORTERS: String(EXPORTERS),
   });
+
+/**
+ * Exports per second with no short request about: after the lister's baseline, so counted only once its
+ * window (LONG_READ_DUTY_WINDOW, 1 s) has passed.
+ */
+async function exportsAlone(api: ApiProcess): Promise<number> {
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  const exporter = startExporter(api);
+  const started = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, ALONE_S * 1000));
+  exporter.child.kill('SIGTERM');
+  const tally = await exporter.firstLine;
+  return Number((tally.completed / ((performance.now() - started) / 1000)).toFixed(2));
+}
+
+/** Baseline, exports alone, exports flat out beside the lister, baseline: one variant, in a process of its own. */
+async function measure(variant: Variant) {
+  const api = await startApiProcess(LIST_DATABASE_URL, { env: VARIANT_ENV[variant] });
+  await list(api, 3); // warm-up: plans, connections, the key cache
+  const before = await list(api);
+  const alonePerSecond = ALONE_S > 0 ? await exportsAlone(api) : undefined;
+  const rss = sampleRss(api.child.pid!);
+  const exporter = startExporter(api);
   const started = performance.now();
   // Let the exports fill every slot they can take before the lister's clock starts.
   await new Promise((resolve) => setTimeout(resolve, 2_000));
@@ -114,7 +145,7 @@ async function measure(variant: Variant) {
     lister_p50_ratio_vs_baseline: Number((during.p50 / ((before.p50 + after.p50) / 2)).toFixed(2)),
     lister_p90_ratio_vs_baseline: Number((during.p90! / ((before.p90! + after.p90!) / 2)).toFixed(2)),
     lister_503: during.statuses?.[503] ?? 0,
-    exports: { ...tally, per_s: Number((tally.completed / exportSeconds).toFixed(2)) },
+    exports: { ...tally, per_s: Number((tally.completed / exportSeconds).toFixed(2)), alone_per_s: alonePerSecond },
     yields,
     api_peak_rss_mb: Math.round(peakRssMb),
     load_average_1m: Number(loadAverage.toFixed(2)),
@@ -123,8 +154,10 @@ async function measure(variant: Variant) {
 
 const results: Awaited<ReturnType<typeof measure>>[] = [];
 for (const variant of ORDER) results.push(await measure(variant));
-const perSecond = (variant: Variant) => results.find((result) => result.variant === variant)?.exports.per_s;
-const [withYield, without] = [perSecond('yield'), perSecond('no-yield')];
+const exportsOf = (variant: Variant) => results.find((result) => result.variant === variant)?.exports;
+const ratio = (a: number | undefined, b: number | undefined) =>
+  a !== undefined && b !== undefined && b > 0 ? Number((a / b).toFixed(2)) : undefined;
+const p99Of = (variant: Variant) => results.find((result) => result.variant === variant)?.lister_p99_ratio_vs_baseline;
 console.log(
   JSON.stringify(
     {
@@ -134,9 +167,12 @@ console.log(
       exporter_loops: EXPORTERS,
       lister_rate_per_s: LIST_RATE,
       results,
-      exports_per_s_yield_vs_no_yield:
-        withYield !== undefined && without !== undefined ? Number((withYield / without).toFixed(2)) : undefined,
-      goals: { lister_p99_ratio_vs_baseline: '<= 2 (yield)', lister_503: 0 },
+      lister_p99_ratios: Object.fromEntries(results.map((result) => [result.variant, result.lister_p99_ratio_vs_baseline])),
+      exports_per_s_yield_vs_no_yield: ratio(exportsOf('yield')?.per_s, exportsOf('no-yield')?.per_s),
+      exports_per_s_duty_vs_yield: ratio(exportsOf('duty')?.per_s, exportsOf('yield')?.per_s),
+      exports_alone_per_s_duty_vs_yield: ratio(exportsOf('duty')?.alone_per_s, exportsOf('yield')?.alone_per_s),
+      lister_p99_ratio_duty_over_yield: ratio(p99Of('duty'), p99Of('yield')),
+      goals: { lister_p99_ratio_vs_baseline: '<= 2 (duty)', lister_503: 0 },
     },
     null,
     2,

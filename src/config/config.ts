@@ -56,6 +56,7 @@ function toConfig(env: z.output<typeof environmentSchema>) {
     databaseLockTimeoutMs: env.DATABASE_LOCK_TIMEOUT,
     longReads: { perInstance: env.LONG_READS_PER_POD, perTenant: env.LONG_READS_PER_TENANT },
     longReadYield: { maxWaitMs: env.LONG_READ_YIELD, maxShare: env.LONG_READ_YIELD_SHARE },
+    longReadDutyCycle: { dutyCycle: env.LONG_READ_DUTY_CYCLE, windowMs: env.LONG_READ_DUTY_WINDOW },
     longReadFetchRows: env.LONG_READ_FETCH_ROWS,
     live: { perInstance: env.LIVE_STREAMS_PER_POD, perTenant: env.LIVE_STREAMS_PER_TENANT, heartbeatMs: env.LIVE_HEARTBEAT },
     redisUrl: env.REDIS_URL,

@@ -36,6 +36,11 @@ export const environmentSchema = z
     // LONG_READ_YIELD_SHARE of its time in all, so it takes at most 1 / (1 - share) as long as unhindered.
     LONG_READ_YIELD: duration('100ms').pipe(z.number().max(10_000, 'must be at most 10s')).default(100),
     LONG_READ_YIELD_SHARE: z.coerce.number().min(0).max(0.9).default(0.5),
+    // While short requests are about (one in flight, or one within LONG_READ_DUTY_WINDOW), an export works at
+    // most LONG_READ_DUTY_CYCLE of the wall time (platform/longReadDutyCycle.ts): after each round trip of
+    // rows it pauses in proportion to the time the round trip took. 1 turns this off.
+    LONG_READ_DUTY_CYCLE: z.coerce.number().min(0.1).max(1).default(0.5),
+    LONG_READ_DUTY_WINDOW: duration('1s').pipe(z.number().max(60_000, 'must be at most 60s')).default(1000),
     // Rows an export reads per FETCH: a FETCH under way is not paused, so this is also how much of an
     // export's work a short request may still find running beside it.
     LONG_READ_FETCH_ROWS: z.coerce.number().int().min(10).max(10_000).default(100),

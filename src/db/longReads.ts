@@ -1,4 +1,6 @@
+import { type Clock, systemClock } from '../platform/clock.ts';
 import type { Logger } from '../platform/logger.ts';
+import { LongReadDutyCycle, type LongReadDutyCycleLimits, type LongReadPace } from '../platform/longReadDutyCycle.ts';
 import { LongReadSlots, type LongReadLimits, type LongReadObserver, type LongReadSlot } from '../platform/longReadSlots.ts';
 import { LongReadYield, type LongReadTurns, type LongReadYieldLimits } from '../platform/longReadYield.ts';
 import { Database } from './database.ts';
@@ -11,6 +13,9 @@ export interface LongReadsOptions {
   readonly observer?: LongReadObserver;
   /** How long reads yield to short requests (platform/longReadYield.ts); they do not without it. */
   readonly yieldLimits?: LongReadYieldLimits;
+  /** The duty cycle of long reads while short requests are about (platform/longReadDutyCycle.ts); none without it. */
+  readonly dutyCycle?: LongReadDutyCycleLimits;
+  readonly clock?: Clock;
   readonly statementTimeoutMs?: number;
   readonly lockTimeoutMs?: number;
 }
@@ -22,17 +27,20 @@ export interface LongReadsOptions {
  * slot, because an export with proofs reads on a second connection in the export's snapshot: an admitted
  * long read never waits for a connection, and a refused one is told so at once (429). What the pool does not
  * bound is the time long reads take from short requests on the event loop and Postgres' cores: they yield
- * to them (`shortRequests`, `turns()`).
+ * to them, and while short requests are about they work only part of the time (`shortRequests`, `turns()`).
  */
 export class LongReads {
   readonly db: Database;
   /** Where the pod's short requests are counted (the public app's middleware) for long reads to yield to. */
   readonly shortRequests: LongReadYield;
+  readonly dutyCycle: LongReadDutyCycle;
   private readonly slots: LongReadSlots;
 
   constructor(options: LongReadsOptions) {
     this.slots = new LongReadSlots(options.limits, options.observer);
-    this.shortRequests = new LongReadYield(options.yieldLimits ?? { maxWaitMs: 0, maxShare: 0 });
+    const clock = options.clock;
+    this.shortRequests = new LongReadYield(options.yieldLimits ?? { maxWaitMs: 0, maxShare: 0 }, undefined, clock && (() => clock.now()));
+    this.dutyCycle = new LongReadDutyCycle(options.dutyCycle ?? { dutyCycle: 1, windowMs: 0 }, this.shortRequests, clock ?? systemClock);
     this.db = new Database({
       url: options.url,
       poolSize: LONG_READ_CONNECTIONS_PER_SLOT * options.limits.perInstance,
@@ -48,9 +56,13 @@ export class LongReads {
     return this.slots.take(tenantId, what);
   }
 
-  /** The turns of one long read: before each chunk it sends, it lets the short requests in flight end first. */
-  turns(): LongReadTurns {
-    return this.shortRequests.longRead();
+  /**
+   * The turns of one long read: before each row it sends it lets the short requests in flight end first
+   * (`turn`), and after each round trip of rows it keeps to its duty cycle (`roundTrip`).
+   */
+  turns(): LongReadTurns & LongReadPace {
+    const turns = this.shortRequests.longRead();
+    return { ...turns, ...this.dutyCycle.longRead(turns.waitedMs) };
   }
 
   inProgress(tenantId?: string): number {

@@ -21,7 +21,11 @@ export interface ExportSession {
    * sooner (its records of expired leaves, src/integrity/exportProofs.ts). Before rows() only.
    */
   narrow(sinceMs: number): void;
-  rows(): AsyncIterable<string>;
+  /**
+   * The rows. `betweenFetches` is called after each round trip of rows, before the next is sent; what it
+   * returns is awaited (a long read's duty cycle pauses there, with no FETCH under way).
+   */
+  rows(betweenFetches?: () => Promise<void> | undefined): AsyncIterable<string>;
   close(): Promise<void>;
 }
 
@@ -129,7 +133,7 @@ class StreamingExport implements ExportSession {
     this.selection = { ...this.selection, filters: { ...this.selection.filters, sinceMs } };
   }
 
-  async *rows(): AsyncIterable<string> {
+  async *rows(betweenFetches?: () => Promise<void> | undefined): AsyncIterable<string> {
     this.started = true;
     const query = exportQuery(this.selection.tenantId, this.selection.filters, this.selection.bound);
     // A pending query is not always answered when its connection dies (pg-cursor left reads hanging), so
@@ -153,6 +157,8 @@ class StreamingExport implements ExportSession {
         ]);
         for (const row of rows) yield row.json;
         if (rows.length < this.fetchRows) return;
+        const pause = betweenFetches?.();
+        if (pause !== undefined) await pause;
       }
     } catch (error) {
       throw translateUnavailable(error);

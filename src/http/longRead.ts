@@ -1,7 +1,8 @@
 import { finished } from 'node:stream';
 import type { Middleware } from 'koa';
 import type { LongReadSlot } from '../platform/longReadSlots.ts';
-import type { LongReadTurns } from '../platform/longReadYield.ts';
+import type { LongReadPace } from '../platform/longReadDutyCycle.ts';
+import type { LongReadTurns, ShortRequestEnd } from '../platform/longReadYield.ts';
 import { principalOf, type AppContext, type RequestState } from './state.ts';
 
 /** What admits long reads: db/longReads.ts in the service, anything with the same contract in tests. */
@@ -11,12 +12,12 @@ export interface LongReadAdmission {
 
 /** Long reads that yield to short requests (exports): db/longReads.ts in the service. */
 export interface YieldingLongReads extends LongReadAdmission {
-  turns(): LongReadTurns;
+  turns(): LongReadTurns & LongReadPace;
 }
 
 /** Where short requests are counted, for long reads to yield to (platform/longReadYield.ts). */
 export interface ShortRequestCount {
-  shortRequest(): () => void;
+  shortRequest(): (ended?: ShortRequestEnd) => void;
 }
 
 /**
@@ -27,7 +28,7 @@ export interface ShortRequestCount {
 export function countShortRequests(count: ShortRequestCount): Middleware<RequestState> {
   return async (ctx, next) => {
     const end = count.shortRequest();
-    ctx.state.endShortRequest = end;
+    ctx.state.endShortRequest = () => end('long read');
     try {
       await next();
     } finally {
@@ -44,8 +45,9 @@ export function countShortRequests(count: ShortRequestCount): Middleware<Request
  * between writes stops waiting).
  */
 export function holdLongReadSlot(ctx: AppContext, admission: LongReadAdmission, what: string, onEnd?: () => void): void {
-  const slot = admission.admit(principalOf(ctx).tenantId, what);
+  // Before admission: an export refused with 429 is no short traffic either, for exports to slow down for.
   ctx.state.endShortRequest?.();
+  const slot = admission.admit(principalOf(ctx).tenantId, what);
   // finished() also calls back for a response that is already over (its client went away meanwhile).
   const cleanup = finished(ctx.res, () => {
     cleanup();

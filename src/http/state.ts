@@ -11,7 +11,10 @@ export interface RequestState {
   principal?: Principal;
   /** Checks the request's credentials again (a long-lived response ends once they are revoked). */
   reauthenticate?: () => Promise<Principal>;
-  /** Stops counting the request as a short one (http/longRead.ts): long reads yield to short requests, not to each other. */
+  /**
+   * Stops counting the request as a short one, as a long read (http/longRead.ts): long reads yield to short
+   * requests and keep their duty cycle beside them, not beside each other.
+   */
   endShortRequest?: () => void;
 }
 

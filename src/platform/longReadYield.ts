@@ -38,7 +38,12 @@ export interface LongReadYieldObserver {
 export interface LongReadTurns {
   /** Resolves when the long read may send its next chunk: at once (undefined) when no short request is in flight. */
   turn(): Promise<void> | undefined;
+  /** How long it has waited for short requests in all, in milliseconds. */
+  waitedMs(): number;
 }
+
+/** How a short request ended: answered, or turned into a long read (admitted or refused as one). */
+export type ShortRequestEnd = 'answered' | 'long read';
 
 interface Waiter {
   /** Ends the wait once every short request up to this one (by number) has ended. */
@@ -52,6 +57,8 @@ export class LongReadYield {
   /** Short requests in flight by number, oldest first (a Set keeps insertion order). */
   private readonly inFlight = new Set<number>();
   private lastNumber = 0;
+  /** When a short request was last answered (the duty cycle's window counts from it). */
+  private lastAnsweredAt = Number.NEGATIVE_INFINITY;
   /** Ordered by `through`, since numbers only grow. */
   private waiters: Waiter[] = [];
   private readonly now: () => number;
@@ -70,13 +77,18 @@ export class LongReadYield {
     this.observer = observer;
   }
 
-  /** A short request began; call the function returned when it ends (later calls do nothing). */
-  shortRequest(): () => void {
+  /**
+   * A short request began; call the function returned when it ends (later calls do nothing): when it is
+   * answered, or when it turns out to be a long read itself, which long reads' duty cycle must not count as
+   * short traffic (an export would otherwise slow down the next export beside no one else).
+   */
+  shortRequest(): (ended?: ShortRequestEnd) => void {
     this.lastNumber += 1;
     const number = this.lastNumber;
     this.inFlight.add(number);
-    return () => {
+    return (ended = 'answered') => {
       if (!this.inFlight.delete(number)) return;
+      if (ended === 'answered') this.lastAnsweredAt = this.now();
       this.wakeWaiters();
     };
   }
@@ -84,6 +96,11 @@ export class LongReadYield {
   /** Short requests in flight. */
   shortRequestsInFlight(): number {
     return this.inFlight.size;
+  }
+
+  /** Whether a short request is in flight, or one was answered within the last `ms` (longReadDutyCycle.ts). */
+  shortRequestSeenWithin(ms: number): boolean {
+    return this.inFlight.size > 0 || this.now() - this.lastAnsweredAt <= ms;
   }
 
   /** The turns of one long read, from now. */
@@ -107,6 +124,7 @@ export class LongReadYield {
           this.observer?.yielded(waited / 1000);
         });
       },
+      waitedMs: () => waitedMs,
     };
   }
 

@@ -1,4 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
+import type { LongReadDutyCycleObserver } from './longReadDutyCycle.ts';
 import type { LongReadYieldObserver } from './longReadYield.ts';
 
 /**
@@ -42,5 +43,25 @@ export function longReadYieldMetrics(registry: Registry, shortRequests: { shortR
       yieldSeconds.inc(seconds);
     },
     declined: () => declined.inc(),
+  };
+}
+
+/** The metrics of long reads' duty cycle (platform/longReadDutyCycle.ts): its pauses and their time. */
+export function longReadDutyCycleMetrics(registry: Registry): LongReadDutyCycleObserver {
+  const pauses = new Counter({
+    name: 'audit_long_read_duty_pauses_total',
+    help: 'Times a long read (an export) paused after a round trip of rows because short requests were about (LONG_READ_DUTY_CYCLE)',
+    registers: [registry],
+  });
+  const pauseSeconds = new Counter({
+    name: 'audit_long_read_duty_pause_seconds_total',
+    help: 'Time long reads spent in duty-cycle pauses while short requests were about',
+    registers: [registry],
+  });
+  return {
+    paused: (seconds) => {
+      pauses.inc();
+      pauseSeconds.inc(seconds);
+    },
   };
 }

@@ -5,7 +5,7 @@ import { requireSetting, type Config } from '../config/config.ts';
 import { Database } from '../db/database.ts';
 import { readDeploymentId } from '../db/deploymentIdentity.ts';
 import { LongReads } from '../db/longReads.ts';
-import { longReadYieldMetrics } from '../platform/longReadYieldMetrics.ts';
+import { longReadDutyCycleMetrics, longReadYieldMetrics } from '../platform/longReadYieldMetrics.ts';
 import { untilPostgresAnswers, type StartBackoff } from '../db/postgresAtStart.ts';
 import { ENDPOINT_DELIVERIES } from '../delivery/endpointDeliveries.ts';
 import { WEBHOOK_FAN_OUT } from '../delivery/fanOut.ts';
@@ -193,11 +193,13 @@ export class SharedParts {
         log: this.log,
         observer: this.metrics.longReadObserver(),
         yieldLimits: this.config.longReadYield,
+        dutyCycle: this.config.longReadDutyCycle,
         lockTimeoutMs: this.config.databaseLockTimeoutMs,
       });
       this.releasers.add('long-read pool', () => longReads.close());
       this.metrics.registerPool('long_reads', longReads.db.pool);
       longReads.shortRequests.observe(longReadYieldMetrics(this.metrics.registry, longReads.shortRequests));
+      longReads.dutyCycle.observe(longReadDutyCycleMetrics(this.metrics.registry));
       this.longReadsOnce = longReads;
     }
     return this.longReadsOnce;

@@ -44,6 +44,18 @@ describe('configuration', () => {
     expect(() => loadConfig({ LONG_READ_FETCH_ROWS: '0' })).to.throw(/LONG_READ_FETCH_ROWS/);
   });
 
+  it('bounds the duty cycle of exports beside short requests, with 1 turning it off', () => {
+    expect(loadConfig({}).longReadDutyCycle).to.deep.equal({ dutyCycle: 0.5, windowMs: 1_000 });
+    expect(loadConfig({ LONG_READ_DUTY_CYCLE: '1', LONG_READ_DUTY_WINDOW: '250ms' }).longReadDutyCycle).to.deep.equal({
+      dutyCycle: 1,
+      windowMs: 250,
+    });
+    // Below 0.1 an export beside a steady trickle of requests would crawl at a tenth of its speed or less.
+    expect(() => loadConfig({ LONG_READ_DUTY_CYCLE: '0.05' })).to.throw(/LONG_READ_DUTY_CYCLE/);
+    expect(() => loadConfig({ LONG_READ_DUTY_CYCLE: '1.5' })).to.throw(/LONG_READ_DUTY_CYCLE/);
+    expect(() => loadConfig({ LONG_READ_DUTY_WINDOW: '2m' })).to.throw(/LONG_READ_DUTY_WINDOW/);
+  });
+
   it('parses lists, flags and durations', () => {
     const config = loadConfig({
       TRUSTED_PROXIES: '10.0.0.0/8, 192.168.1.1',

@@ -8,6 +8,7 @@ import type { EventWriter } from '../../events/eventWriter.ts';
 import type { ExpiredLeavesWindow } from '../../integrity/expiredEvents.ts';
 import { EXPIRED_RECORD_CAP, type ExportProofs } from '../../integrity/exportProofs.ts';
 import type { IntegrityReader } from '../../integrity/integrityReader.ts';
+import type { LongReadPace } from '../../platform/longReadDutyCycle.ts';
 import type { LongReadTurns } from '../../platform/longReadYield.ts';
 import { requireScope } from '../authenticate.ts';
 import { holdLongReadSlot, type YieldingLongReads } from '../longRead.ts';
@@ -117,7 +118,7 @@ export function exportRoutes({ exporter, writer, integrity, longReads }: ExportR
 async function* renderExport(
   session: ExportSession,
   format: ExportFormat,
-  turns: LongReadTurns,
+  turns: LongReadTurns & LongReadPace,
   record: (count: number, completed: boolean) => Promise<void>,
   withProofs?: { proofs: ExportProofs; window: ExpiredLeavesWindow },
 ): AsyncGenerator<string> {
@@ -127,7 +128,9 @@ async function* renderExport(
   let pending = format === 'json' ? '{"events":[' : '';
   let expired = 0;
   try {
-    for await (const json of proven ? proven.decorate(session.rows(), format) : session.rows()) {
+    // After each round trip of rows the export keeps to its duty cycle (platform/longReadDutyCycle.ts).
+    const rows = session.rows(turns.roundTrip);
+    for await (const json of proven ? proven.decorate(rows, format) : rows) {
       pending += format === 'json' ? (count === 0 ? json : `,${json}`) : `${json}\n`;
       count += 1;
       if (pending.length >= CHUNK_CHARS) {

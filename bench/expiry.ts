@@ -115,7 +115,7 @@ async function seed(): Promise<void> {
 async function expiryPass(): Promise<{ expired: number; seconds: number }> {
   const started = performance.now();
   const child: ChildProcess = spawn(process.execPath, builtCli('retention', 'run', '--tenant', EXPIRED_TENANT, '--json'), {
-    env: { ...process.env, DATABASE_URL, RETENTION_BATCH_SIZE: '5000', LOG_LEVEL: 'warn' },
+    env: { ...process.env, DATABASE_URL, RETENTION_BATCH_SIZE: process.env.RETENTION_BATCH_SIZE ?? '5000', LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let output = '';

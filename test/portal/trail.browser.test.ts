@@ -364,6 +364,17 @@ describe('customer portal: the trail, in a real browser', function () {
       expect(await page.evaluate(() => document.activeElement?.closest('dialog') !== null)).to.equal(true);
       await page.keyboard.press('Escape');
       await page.locator('dialog[open]').waitFor({ state: 'detached' });
+      // Focus returns once the dialog's close has been handled, which can be a task after it is detached: waited
+      // for (failing after the timeout if it never comes back), then checked.
+      await page
+        .waitForFunction(
+          () => /^Details of admin\.user\.update/.test(document.activeElement?.getAttribute('aria-label') ?? ''),
+          undefined,
+          {
+            timeout: 5_000,
+          },
+        )
+        .catch(() => undefined);
       expect(await page.evaluate(() => document.activeElement?.getAttribute('aria-label'))).to.match(/^Details of admin\.user\.update/);
       await page.getByRole('button', { name: 'Trail' }).focus();
       await page.keyboard.press('Tab');

@@ -1,4 +1,5 @@
 import type { Clock } from './clock.ts';
+import { restFor } from './dutyCycle.ts';
 
 /**
  * A CPU duty cycle for long reads while short requests are about (issue 28, item 2). Yielding
@@ -82,7 +83,7 @@ export class LongReadDutyCycle {
         const workedMs = this.clock.now() - resumedAt - (waitedMs() - waitedAtResume);
         resume();
         if (dutyCycle >= 1 || workedMs <= 0 || !this.shortRequests.shortRequestSeenWithin(windowMs)) return undefined;
-        const pauseMs = Math.min((workedMs * (1 - dutyCycle)) / dutyCycle, MAX_PAUSE_MS);
+        const pauseMs = Math.min(restFor(workedMs, dutyCycle), MAX_PAUSE_MS);
         const began = this.clock.now();
         return new Promise((resolve) => {
           this.clock.setTimer(() => {

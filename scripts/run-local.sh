@@ -137,9 +137,16 @@ fi
 
 base="http://127.0.0.1:$PORT/api/v2/public"
 internal="http://127.0.0.1:$INTERNAL_PORT"
-# The integrity commands need a signed tree head: the sealer signs the demo tenant's first within a second.
-for _ in $(seq 1 60); do
-  curl -fsS -o /dev/null -H "Authorization: Bearer $demo_key" "$base/audit/integrity/tree-head" 2>/dev/null && break
+# The integrity commands below need the demo events sealed, not only a first signed head (the demo key's
+# admin.key.create gets one before the demo events are even written). The demo events were stored in one
+# statement, which the sealer appends in one step: once the newest phi.read has its proof, every one has.
+newest_phi_read() {
+  curl -fsS -H "Authorization: Bearer $demo_key" "$base/audit/events?action=phi.read&limit=1" 2>/dev/null |
+    node -p 'JSON.parse(require("fs").readFileSync(0, "utf8")).events[0]?.event_id ?? ""' 2>/dev/null
+}
+for _ in $(seq 1 120); do
+  event_id=$(newest_phi_read)
+  [ -n "$event_id" ] && curl -fsS -o /dev/null -H "Authorization: Bearer $demo_key" "$base/audit/events/$event_id/proof" 2>/dev/null && break
   sleep 0.5
 done
 # A customer portal link for the demo tenant, as a platform's backend mints one: it opens once, for an hour.

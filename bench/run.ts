@@ -25,6 +25,7 @@ const BENCHMARKS: Record<string, string> = {
   streams: 'bench/streams.ts',
   expiry: 'bench/expiry.ts',
   compaction: 'bench/compaction.ts',
+  'auth-lookup-timing': 'bench/authLookupTiming.ts',
 };
 
 const wanted = process.argv.slice(2);

@@ -4,6 +4,32 @@ import { Agent, request } from 'undici';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { mintKey, startTestService, type TestService } from '../support/service.ts';
 
+/**
+ * Mann–Whitney U between two samples, as the normal approximation's z (ties get their mean rank). Rank
+ * based, so a few outliers of a shared machine (a GC pause, another process) weigh no more than any sample.
+ */
+function mannWhitneyZ(a: readonly number[], b: readonly number[]): number {
+  const pooled = [...a.map((value) => ({ value, fromA: true })), ...b.map((value) => ({ value, fromA: false }))].sort(
+    (x, y) => x.value - y.value,
+  );
+  let rankSumA = 0;
+  let tieCorrection = 0;
+  for (let start = 0; start < pooled.length; ) {
+    let end = start;
+    while (end + 1 < pooled.length && pooled[end + 1]!.value === pooled[start]!.value) end += 1;
+    const meanRank = (start + end) / 2 + 1;
+    const ties = end - start + 1;
+    tieCorrection += ties ** 3 - ties;
+    for (let index = start; index <= end; index += 1) if (pooled[index]!.fromA) rankSumA += meanRank;
+    start = end + 1;
+  }
+  const [n1, n2] = [a.length, b.length];
+  const n = n1 + n2;
+  const u = rankSumA - (n1 * (n1 + 1)) / 2;
+  const sigma = Math.sqrt(((n1 * n2) / 12) * (n + 1 - tieCorrection / (n * (n - 1))));
+  return (u - (n1 * n2) / 2) / sigma;
+}
+
 const median = (values: readonly number[]) => [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)]!;
 
 describe('401 timing does not tell which key ids exist or were used recently', function () {
@@ -35,9 +61,15 @@ describe('401 timing does not tell which key ids exist or were used recently', f
 
   const secret = () => randomBytes(16).toString('hex');
   // A lookup id nobody used (new for every request, as a prober's guesses are) and the known id with a
-  // wrong secret (the same id every time, as a prober confirming an id would send it).
-  const unknownKey = () => `atr_live_${randomBytes(4).toString('hex')}_${secret()}`;
-  const knownIdWrongSecret = () => `atr_live_${lookupId}_${secret()}`;
+  // wrong secret (the same id every time, as a prober confirming an id would send it). Both keys are made
+  // the same way, random bytes drawn for the id either way: the client shares the server's process, and
+  // work done for one case only before its request is timed showed in that case's times (bench/authLookupTiming.ts).
+  const keyWithId = (known: boolean) => {
+    const drawn = randomBytes(4).toString('hex');
+    return `atr_live_${known ? lookupId : drawn}_${secret()}`;
+  };
+  const unknownKey = () => keyWithId(false);
+  const knownIdWrongSecret = () => keyWithId(true);
 
   async function timeOne(key: string): Promise<number> {
     const started = performance.now();
@@ -49,7 +81,7 @@ describe('401 timing does not tell which key ids exist or were used recently', f
     return elapsed;
   }
 
-  it('answers an unknown key id and a known id with a wrong secret in times within 5 % of each other (3,000 back-to-back pairs)', async () => {
+  it('answers an unknown key id and a known id with a wrong secret in one time distribution, their paired shift within 5 % (3,000 back-to-back pairs)', async () => {
     for (let index = 0; index < 200; index += 1) {
       await timeOne(unknownKey());
       await timeOne(knownIdWrongSecret());
@@ -70,12 +102,15 @@ describe('401 timing does not tell which key ids exist or were used recently', f
     }
     const typical = median([...unknown, ...known]);
     const shift = median(shifts);
-    const summary = `unknown id median ${median(unknown).toFixed(3)} ms, known id median ${median(known).toFixed(3)} ms, median paired shift ${(shift * 1000).toFixed(1)} µs`;
-    // A bound on the size of the difference, not a significance test. 3,000 pairs make a test significant
-    // for the few microseconds (about 1 %) Postgres spends fetching a row that exists, which is real but no
-    // use to a prober: at 30 failed attempts a minute per address (RATE_LIMIT_AUTH_FAILURES_PER_MINUTE),
-    // telling 1 % apart through a network's jitter takes hours per guessed id, among 2^32. The defect this
-    // guards against, a 401 answered from the cache for a recently used id, was a 90 % shift.
+    const z = mannWhitneyZ(unknown, known);
+    const summary = `unknown id median ${median(unknown).toFixed(3)} ms, known id median ${median(known).toFixed(3)} ms, median paired shift ${(shift * 1000).toFixed(1)} µs, z = ${z.toFixed(2)}`;
+    console.log(`      ${summary}`);
+    // The issue's criterion: no significant difference, two-sided at the 0.1 % level. A few microseconds
+    // (under 1 %) were enough to fail it at 3,000 pairs under CI's load, when Postgres fetched a heap row for
+    // a known id only (see findApiKeyOrDecoy).
+    expect(Math.abs(z), summary).to.be.below(3.29);
+    // And a bound on the size of any difference, which a noisy run can hide from the rank test: the defect
+    // this first guarded against, a 401 answered from the cache for a recently used id, was a 90 % shift.
     expect(Math.abs(shift), summary).to.be.below(0.05 * typical);
   });
 });

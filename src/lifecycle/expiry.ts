@@ -12,6 +12,7 @@ import {
   expireBatch,
   expiryCandidates,
   planTenant,
+  type EventKey,
   type ExpiredRange,
   type MonthPlan,
 } from './expiryStore.ts';
@@ -102,7 +103,7 @@ export class Expiry {
     const retention = await this.options.policies.effective(tenantId);
     const base = { tenantId, retain: retention.period?.text ?? null, source: retention.source, keptSince: retention.keptSince ?? null };
     if (!retention.keptSince) return { ...base, skipped: 'kept_forever', months: [] };
-    const months = await planTenant(this.options.db, tenantId, retention.keptSince);
+    const months = await planTenant(this.options.db, tenantId, retention.keptSince, this.options.dutyCycle);
     return retention.archive ? { ...base, archive: retention.archive as unknown as ArchiveTarget, months } : { ...base, months };
   }
 
@@ -162,6 +163,9 @@ export class Expiry {
   private async expireUpTo(plan: TenantExpiry, keptSince: Date, archiveKey?: string): Promise<ExpiredRange> {
     const { db, batchSize, actor, metrics } = this.options;
     let total: ExpiredRange = { count: 0, first: null, last: null };
+    // Each batch chooses after the previous one's last event: rows removed earlier in the pass are not read
+    // again, even while a long transaction elsewhere keeps their index entries from being marked dead.
+    let resumeAfter: EventKey | undefined;
     for (;;) {
       const started = this.options.dutyCycle?.start();
       const batch = await expireBatch(db, {
@@ -172,7 +176,9 @@ export class Expiry {
         limit: batchSize,
         requestedBy: actor.userId,
         archiveKey,
+        resumeAfter,
       });
+      resumeAfter = batch.lastKey ?? resumeAfter;
       total = { count: total.count + batch.count, first: total.first ?? batch.first, last: batch.last ?? total.last };
       metrics?.eventsExpired.inc(batch.count);
       if (batch.count < batchSize) return total;

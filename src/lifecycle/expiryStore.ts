@@ -1,4 +1,5 @@
 import type { Queryable } from '../db/database.ts';
+import type { DutyCycle } from '../platform/dutyCycle.ts';
 
 /**
  * The SQL of expiry (migrations/020_event_expiry.sql): what would expire, the one path that removes events
@@ -26,17 +27,65 @@ export interface MonthPlan {
   readonly held: number;
 }
 
-/** Per month, the tenant's events older than `keptSince`: how many expire and how many holds keep. */
-export async function planTenant(db: Queryable, tenantId: string, keptSince: Date): Promise<MonthPlan[]> {
-  const { rows } = await db.query<{ month: Date; expiring: string; held: string }>(
-    `SELECT date_trunc('month', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS month,
-            count(*) FILTER (WHERE NOT held) AS expiring, count(*) FILTER (WHERE held) AS held
-       FROM (SELECT occurred_at, audit_event_held(tenant_id, occurred_at, action) AS held
-               FROM events WHERE tenant_id = $1 AND occurred_at < $2::timestamptz) past
-      GROUP BY 1 ORDER BY 1`,
-    [tenantId, keptSince],
-  );
-  return rows.map((row) => ({ month: row.month, expiring: Number(row.expiring), held: Number(row.held) }));
+/**
+ * Whether the tenant has a legal hold in place, as an uncorrelated subquery (run once per statement, under its
+ * snapshot): the hold rule, audit_event_held, costs a function call per row (about 17 µs: it cannot be
+ * inlined), and most tenants have no hold, so each query below evaluates it only when this is true.
+ */
+const TENANT_HAS_HOLD = 'EXISTS (SELECT 1 FROM legal_holds h WHERE h.tenant_id = $1 AND h.released_at IS NULL)';
+
+/** Rows counted per statement of a plan: bounds each one's time on a core (about 20 ms), as a batch's size does. */
+const PLAN_CHUNK_ROWS = 10_000;
+
+/**
+ * Per month, the tenant's events older than `keptSince`: how many expire and how many holds keep. Counted
+ * PLAN_CHUNK_ROWS at a time in key order, each chunk paced by the expiry's duty cycle: counted in one statement,
+ * a tenant's backlog of millions held a core for seconds (BENCHMARKS.md, issue 31).
+ * Without a hold in place, only the first branch runs, which reads the primary key's index alone.
+ */
+export async function planTenant(
+  db: Queryable,
+  tenantId: string,
+  keptSince: Date,
+  dutyCycle?: DutyCycle,
+  chunkRows = PLAN_CHUNK_ROWS,
+): Promise<MonthPlan[]> {
+  const months = new Map<number, { month: Date; expiring: number; held: number }>();
+  let after: [Date | '-infinity', string] = ['-infinity', '00000000-0000-0000-0000-000000000000'];
+  for (;;) {
+    const started = dutyCycle?.start();
+    const { rows } = await db.query<{ month: Date; expiring: string; held: string; counted: string; last_at: Date; last_id: string }>(
+      `WITH chunk AS MATERIALIZED (
+         (SELECT occurred_at, event_id, false AS held FROM events
+           WHERE tenant_id = $1 AND occurred_at < $2::timestamptz AND (occurred_at, event_id) > ($3::timestamptz, $4::uuid)
+             AND NOT ${TENANT_HAS_HOLD}
+           ORDER BY occurred_at, event_id LIMIT $5)
+         UNION ALL
+         (SELECT occurred_at, event_id, audit_event_held(tenant_id, occurred_at, action) FROM events
+           WHERE tenant_id = $1 AND occurred_at < $2::timestamptz AND (occurred_at, event_id) > ($3::timestamptz, $4::uuid)
+             AND ${TENANT_HAS_HOLD}
+           ORDER BY occurred_at, event_id LIMIT $5)
+       ), last AS (
+         SELECT occurred_at, event_id FROM chunk ORDER BY occurred_at DESC, event_id DESC LIMIT 1
+       )
+       SELECT date_trunc('month', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS month,
+              count(*) FILTER (WHERE NOT held) AS expiring, count(*) FILTER (WHERE held) AS held,
+              (SELECT count(*) FROM chunk) AS counted, (SELECT occurred_at FROM last) AS last_at,
+              (SELECT event_id::text FROM last) AS last_id
+         FROM chunk GROUP BY 1 ORDER BY 1`,
+      [tenantId, keptSince, after[0], after[1], chunkRows],
+    );
+    for (const row of rows) {
+      const month = months.get(row.month.getTime()) ?? { month: row.month, expiring: 0, held: 0 };
+      month.expiring += Number(row.expiring);
+      month.held += Number(row.held);
+      months.set(row.month.getTime(), month);
+    }
+    if (rows.length === 0 || Number(rows[0]!.counted) < chunkRows) break;
+    after = [rows[0]!.last_at, rows[0]!.last_id];
+    if (started !== undefined) await dutyCycle!.pauseAfter(started);
+  }
+  return [...months.values()].sort((a, b) => a.month.getTime() - b.month.getTime());
 }
 
 export interface ExpiryBatch {
@@ -48,6 +97,14 @@ export interface ExpiryBatch {
   readonly requestedBy: string;
   /** The archive object holding what the batch removes (required by the table for a policy with an archive). */
   readonly archiveKey?: string;
+  /** Where the previous batch of the pass ended: this one chooses after it (migration 027). */
+  readonly resumeAfter?: EventKey;
+}
+
+/** An event's place in a tenant's key order. */
+export interface EventKey {
+  readonly occurredAt: Date;
+  readonly eventId: string;
 }
 
 export interface ExpiredRange {
@@ -56,19 +113,36 @@ export interface ExpiredRange {
   readonly last: Date | null;
 }
 
-/** One bounded batch through the one path (its row's trigger removes the events); what it removed. */
-export async function expireBatch(db: Queryable, batch: ExpiryBatch): Promise<ExpiredRange> {
+/**
+ * One bounded batch through the one path (its row's trigger removes the events); what it removed, and the key
+ * of the last event it recorded (where the next batch of the pass resumes).
+ */
+export async function expireBatch(db: Queryable, batch: ExpiryBatch): Promise<ExpiredRange & { readonly lastKey?: EventKey }> {
   const inserted = await db.query<{ id: string }>(
-    `INSERT INTO expiry_batches (tenant_id, kept_since, retain, source, batch_limit, requested_by, archive_key)
-     VALUES ($1, $2::timestamptz, $3, $4, $5::integer, $6, $7) RETURNING id`,
-    [batch.tenantId, batch.keptSince, batch.retain, batch.source, batch.limit, batch.requestedBy, batch.archiveKey ?? null],
+    `INSERT INTO expiry_batches (tenant_id, kept_since, retain, source, batch_limit, requested_by, archive_key,
+                                 resume_after_at, resume_after_id)
+     VALUES ($1, $2::timestamptz, $3, $4, $5::integer, $6, $7, $8::timestamptz, $9::uuid) RETURNING id`,
+    [
+      batch.tenantId,
+      batch.keptSince,
+      batch.retain,
+      batch.source,
+      batch.limit,
+      batch.requestedBy,
+      batch.archiveKey ?? null,
+      batch.resumeAfter?.occurredAt ?? null,
+      batch.resumeAfter?.eventId ?? null,
+    ],
   );
-  const { rows } = await db.query<{ count: string; first: Date | null; last: Date | null }>(
-    'SELECT count(*) AS count, min(occurred_at) AS first, max(occurred_at) AS last FROM expired_events WHERE batch_id = $1',
+  const { rows } = await db.query<{ count: string; first: Date | null; last: Date | null; last_id: string | null }>(
+    `SELECT count(*) AS count, min(occurred_at) AS first, max(occurred_at) AS last,
+            (array_agg(event_id::text ORDER BY occurred_at DESC, event_id DESC))[1] AS last_id
+       FROM expired_events WHERE batch_id = $1`,
     [inserted.rows[0]!.id],
   );
   const row = rows[0]!;
-  return { count: Number(row.count), first: row.first, last: row.last };
+  const range = { count: Number(row.count), first: row.first, last: row.last };
+  return row.last && row.last_id ? { ...range, lastKey: { occurredAt: row.last, eventId: row.last_id } } : range;
 }
 
 /**
@@ -79,14 +153,15 @@ export async function expireBatch(db: Queryable, batch: ExpiryBatch): Promise<Ex
 export async function archiveChunkBound(db: Queryable, tenantId: string, keptSince: Date, size: number): Promise<Date | undefined> {
   const { rows } = await db.query<{ occurred_at: Date }>(
     `SELECT occurred_at FROM events
-      WHERE tenant_id = $1 AND occurred_at < $2::timestamptz AND NOT audit_event_held(tenant_id, occurred_at, action)
+      WHERE tenant_id = $1 AND occurred_at < $2::timestamptz
+        AND (NOT ${TENANT_HAS_HOLD} OR NOT audit_event_held(tenant_id, occurred_at, action))
       ORDER BY occurred_at, event_id LIMIT 2 OFFSET $3::integer - 1`,
     [tenantId, keptSince, size],
   );
   if (rows.length === 0) {
     const first = await db.query(
       `SELECT 1 FROM events WHERE tenant_id = $1 AND occurred_at < $2::timestamptz
-          AND NOT audit_event_held(tenant_id, occurred_at, action) LIMIT 1`,
+          AND (NOT ${TENANT_HAS_HOLD} OR NOT audit_event_held(tenant_id, occurred_at, action)) LIMIT 1`,
       [tenantId, keptSince],
     );
     return first.rows.length > 0 ? keptSince : undefined;
@@ -100,7 +175,8 @@ export async function archiveChunkBound(db: Queryable, tenantId: string, keptSin
 export async function heldEventIds(db: Queryable, tenantId: string, until: Date): Promise<Set<string>> {
   const { rows } = await db.query<{ event_id: string }>(
     `SELECT event_id FROM events
-      WHERE tenant_id = $1 AND occurred_at < $2::timestamptz AND audit_event_held(tenant_id, occurred_at, action)`,
+      WHERE tenant_id = $1 AND occurred_at < $2::timestamptz AND ${TENANT_HAS_HOLD}
+        AND audit_event_held(tenant_id, occurred_at, action)`,
     [tenantId, until],
   );
   return new Set(rows.map((row) => row.event_id));

@@ -2,7 +2,7 @@ import { finished } from 'node:stream';
 import type { Middleware } from 'koa';
 import type { LongReadSlot } from '../platform/longReadSlots.ts';
 import type { LongReadPace } from '../platform/longReadDutyCycle.ts';
-import type { LongReadTurns, ShortRequestEnd } from '../platform/longReadYield.ts';
+import type { LongReadTurns } from '../platform/longReadYield.ts';
 import { principalOf, type AppContext, type RequestState } from './state.ts';
 
 /** What admits long reads: db/longReads.ts in the service, anything with the same contract in tests. */
@@ -17,18 +17,36 @@ export interface YieldingLongReads extends LongReadAdmission {
 
 /** Where short requests are counted, for long reads to yield to (platform/longReadYield.ts). */
 export interface ShortRequestCount {
-  shortRequest(): (ended?: ShortRequestEnd) => void;
+  shortRequest(): () => void;
 }
 
 /**
- * Counts an authenticated request as a short request until it is answered, or until it turns out to be a
- * long read (holdLongReadSlot): an export must not wait for itself, nor for another export, only for the
- * lists, lookups and writes beside it.
+ * Marks a route as a long read: put it first on the route (`router.post(path, longReadRoute, …)`). It does
+ * nothing itself; countShortRequests finds it on the route the request matched, before the route runs.
+ */
+export const longReadRoute: Middleware<RequestState> = (_ctx, next) => next();
+
+/** The route layers a request matched (@koa/router sets them before any of the router's middleware runs). */
+interface MatchedRoutes {
+  readonly method: string;
+  readonly matched?: ReadonlyArray<{ readonly methods: readonly string[]; readonly stack: readonly unknown[] }>;
+}
+
+function matchesLongReadRoute(ctx: MatchedRoutes): boolean {
+  return (ctx.matched ?? []).some((layer) => layer.methods.includes(ctx.method) && layer.stack.includes(longReadRoute));
+}
+
+/**
+ * Counts an authenticated request as a short request until it is answered, unless its route is a long read
+ * (longReadRoute): an export must not wait for itself, nor for another export, only for the lists, lookups
+ * and writes beside it. Told apart by the route, not by admission: an export request is no short traffic
+ * while its body arrives, the rate limiter answers or it is refused with 429 either, and a client sending
+ * its body slowly held every running export to the duty cycle for as long as it liked.
  */
 export function countShortRequests(count: ShortRequestCount): Middleware<RequestState> {
   return async (ctx, next) => {
+    if (matchesLongReadRoute(ctx)) return next();
     const end = count.shortRequest();
-    ctx.state.endShortRequest = () => end('long read');
     try {
       await next();
     } finally {
@@ -45,8 +63,6 @@ export function countShortRequests(count: ShortRequestCount): Middleware<Request
  * between writes stops waiting).
  */
 export function holdLongReadSlot(ctx: AppContext, admission: LongReadAdmission, what: string, onEnd?: () => void): void {
-  // Before admission: an export refused with 429 is no short traffic either, for exports to slow down for.
-  ctx.state.endShortRequest?.();
   const slot = admission.admit(principalOf(ctx).tenantId, what);
   // finished() also calls back for a response that is already over (its client went away meanwhile).
   const cleanup = finished(ctx.res, () => {

@@ -11,11 +11,6 @@ export interface RequestState {
   principal?: Principal;
   /** Checks the request's credentials again (a long-lived response ends once they are revoked). */
   reauthenticate?: () => Promise<Principal>;
-  /**
-   * Stops counting the request as a short one, as a long read (http/longRead.ts): long reads yield to short
-   * requests and keep their duty cycle beside them, not beside each other.
-   */
-  endShortRequest?: () => void;
 }
 
 export type AppContext = RouterContext<RequestState>;

@@ -42,9 +42,6 @@ export interface LongReadTurns {
   waitedMs(): number;
 }
 
-/** How a short request ended: answered, or turned into a long read (admitted or refused as one). */
-export type ShortRequestEnd = 'answered' | 'long read';
-
 interface Waiter {
   /** Ends the wait once every short request up to this one (by number) has ended. */
   readonly through: number;
@@ -77,18 +74,14 @@ export class LongReadYield {
     this.observer = observer;
   }
 
-  /**
-   * A short request began; call the function returned when it ends (later calls do nothing): when it is
-   * answered, or when it turns out to be a long read itself, which long reads' duty cycle must not count as
-   * short traffic (an export would otherwise slow down the next export beside no one else).
-   */
-  shortRequest(): (ended?: ShortRequestEnd) => void {
+  /** A short request began; call the function returned when it has been answered (later calls do nothing). */
+  shortRequest(): () => void {
     this.lastNumber += 1;
     const number = this.lastNumber;
     this.inFlight.add(number);
-    return (ended = 'answered') => {
+    return () => {
       if (!this.inFlight.delete(number)) return;
-      if (ended === 'answered') this.lastAnsweredAt = this.now();
+      this.lastAnsweredAt = this.now();
       this.wakeWaiters();
     };
   }

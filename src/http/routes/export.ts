@@ -11,7 +11,7 @@ import type { IntegrityReader } from '../../integrity/integrityReader.ts';
 import type { LongReadPace } from '../../platform/longReadDutyCycle.ts';
 import type { LongReadTurns } from '../../platform/longReadYield.ts';
 import { requireScope } from '../authenticate.ts';
-import { holdLongReadSlot, type YieldingLongReads } from '../longRead.ts';
+import { holdLongReadSlot, longReadRoute, type YieldingLongReads } from '../longRead.ts';
 import { jsonBody, parseBody, parseQuery, queryBoolean, queryInteger } from '../requestInput.ts';
 import { ValidationError } from '../../platform/errors.ts';
 import { actorOf, principalOf, type AppContext, type RequestState } from '../state.ts';
@@ -70,7 +70,7 @@ export interface ExportRouteOptions {
 export function exportRoutes({ exporter, writer, integrity, longReads }: ExportRouteOptions): Router<RequestState> {
   const router = new Router<RequestState>();
 
-  router.post('/audit/export', requireScope('audit:export'), jsonBody('64kb'), async (ctx) => {
+  router.post('/audit/export', longReadRoute, requireScope('audit:export'), jsonBody('64kb'), async (ctx) => {
     const { format = 'json', proofs, tree_size: treeSize } = parseQuery(exportQuerySchema, ctx.query);
     if (treeSize !== undefined && proofs !== true) throw ValidationError.single('tree_size', 'applies only with proofs=true');
     refusePaging(ctx.request.body);

@@ -10,7 +10,7 @@ import { leafOfEvent, sealedSize } from '../../live/liveStore.ts';
 import { liveStreamText } from '../../live/liveStream.ts';
 import { ServiceUnavailableError, ValidationError } from '../../platform/errors.ts';
 import { requireScope } from '../authenticate.ts';
-import { holdLongReadSlot, type LongReadAdmission } from '../longRead.ts';
+import { holdLongReadSlot, longReadRoute, type LongReadAdmission } from '../longRead.ts';
 import { parseQuery, queryBoolean } from '../requestInput.ts';
 import { principalOf, type AppContext, type RequestState } from '../state.ts';
 import { authenticatedResponse, json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
@@ -40,7 +40,7 @@ export interface LiveRouteOptions {
 export function liveRoutes(options: LiveRouteOptions): Router<RequestState> {
   const router = new Router<RequestState>();
 
-  router.get('/audit/events/live', requireScope('audit:read'), withRetryAfter, async (ctx) => {
+  router.get('/audit/events/live', longReadRoute, requireScope('audit:read'), withRetryAfter, async (ctx) => {
     const filters = toEventFilters(parseQuery(liveQuerySchema, ctx.query));
     const lastEventId = lastEventIdOf(ctx);
     if (options.stopping.aborted) throw new ServiceUnavailableError('This instance is shutting down; reconnect.');

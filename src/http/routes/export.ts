@@ -11,6 +11,7 @@ import type { IntegrityReader } from '../../integrity/integrityReader.ts';
 import type { LongReadPace } from '../../platform/longReadDutyCycle.ts';
 import type { LongReadTurns } from '../../platform/longReadYield.ts';
 import { requireScope } from '../authenticate.ts';
+import { ExportChunks } from '../exportChunks.ts';
 import { holdLongReadSlot, longReadRoute, type YieldingLongReads } from '../longRead.ts';
 import { jsonBody, parseBody, parseQuery, queryBoolean, queryInteger } from '../requestInput.ts';
 import { ValidationError } from '../../platform/errors.ts';
@@ -53,9 +54,6 @@ function refusePaging(body: unknown): void {
     `${given.join(' and ')} do not apply to export`,
   );
 }
-
-// Rows are sent in chunks of about this many characters: fewer writes than one per row, bounded memory.
-const CHUNK_CHARS = 64 * 1024;
 
 export interface ExportRouteOptions {
   /** Reads on the long-read pool (LongReads.db). */
@@ -121,22 +119,20 @@ async function* renderExport(
   turns: LongReadTurns & LongReadPace,
   record: (count: number, completed: boolean) => Promise<void>,
   withProofs?: { proofs: ExportProofs; window: ExpiredLeavesWindow },
-): AsyncGenerator<string> {
+): AsyncGenerator<Buffer> {
   const proven = withProofs?.proofs;
   let count = 0;
   let recorded = false;
-  let pending = format === 'json' ? '{"events":[' : '';
+  const chunks = new ExportChunks();
+  if (format === 'json') chunks.append('{"events":[');
   let expired = 0;
   try {
     // After each round trip of rows the export keeps to its duty cycle (platform/longReadDutyCycle.ts).
     const rows = session.rows(turns.roundTrip);
     for await (const json of proven ? proven.decorate(rows, format) : rows) {
-      pending += format === 'json' ? (count === 0 ? json : `,${json}`) : `${json}\n`;
+      const full = format === 'json' ? chunks.append(count === 0 ? '' : ',', json) : chunks.append(json, '\n');
       count += 1;
-      if (pending.length >= CHUNK_CHARS) {
-        yield pending;
-        pending = '';
-      }
+      if (full !== undefined) yield full;
       // Before the next row, short requests in flight go first (platform/longReadYield.ts): nothing more is
       // fetched, rendered or written meanwhile. Awaited only when there is something to wait for: an await
       // per row would cost every export 10,000 turns of the microtask queue.
@@ -146,12 +142,9 @@ async function* renderExport(
     // The leaves of expired events in the window: in JSON an `expired` member after the events, in NDJSON
     // lines after theirs. Absent when nothing expired, so a trail without expiry exports as before.
     for await (const record of withProofs ? withProofs.proofs.expiredRecords(withProofs.window, format) : []) {
-      pending += format === 'json' ? `${expired === 0 ? '],"expired":[' : ','}${record}` : `${record}\n`;
+      const full = format === 'json' ? chunks.append(expired === 0 ? '],"expired":[' : ',', record) : chunks.append(record, '\n');
       expired += 1;
-      if (pending.length >= CHUNK_CHARS) {
-        yield pending;
-        pending = '';
-      }
+      if (full !== undefined) yield full;
       const wait = turns.turn();
       if (wait !== undefined) await wait;
     }
@@ -159,8 +152,9 @@ async function* renderExport(
     recorded = true;
     await record(count, true);
     const head = proven ? `,"tree_head":${JSON.stringify(proven.head ?? null)}` : '';
-    if (format === 'json') pending += `],"count":${count},"truncated":${session.truncated}${head}}`;
-    yield pending;
+    const full = format === 'json' ? chunks.append(`],"count":${count},"truncated":${session.truncated}${head}}`) : undefined;
+    if (full !== undefined) yield full;
+    yield chunks.rest();
   } finally {
     await proven?.close();
     await session.close();

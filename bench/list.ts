@@ -11,10 +11,28 @@ import { ApiKeyService } from '../src/auth/apiKeyService.ts';
 import { Database } from '../src/db/database.ts';
 import { EventWriter } from '../src/events/eventWriter.ts';
 import { createLogger } from '../src/platform/logger.ts';
-import { BIG_TENANT, LIST_DATABASE_URL, RARE_ACTION, TENANTS, ensureListDataset, ensureReferenceEvents } from './support/listDataset.ts';
+import {
+  BIG_TENANT,
+  LIST_DATABASE_URL,
+  RARE_ACTION,
+  SERVER_URL,
+  TENANTS,
+  ensureListDataset,
+  ensureReferenceEvents,
+} from './support/listDataset.ts';
 import { pacedLoad, runLoad, sequentialLatency } from './support/load.ts';
 import { startApiProcess } from './support/apiProcess.ts';
-import { BENCH_PEPPER, cpuMeter, freePort, pidsOfUser, sampleRss, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+import {
+  BENCH_PEPPER,
+  backendsOf,
+  cpuMeter,
+  freePort,
+  pidsOfUser,
+  sampleRss,
+  startNode,
+  stopProcess,
+  waitForHttp,
+} from './support/processes.ts';
 import { WEBHOOK_FAN_OUT } from '../src/delivery/fanOut.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
@@ -104,7 +122,8 @@ const cpu = { service: { node: 0, postgres: 0, redis: 0, requests: 0 }, bare: { 
 async function measured(side: 'service' | 'bare', pid: number, load: () => Promise<Awaited<ReturnType<typeof runLoad>>>) {
   const meters = {
     node: cpuMeter(() => [pid]),
-    postgres: cpuMeter(() => pidsOfUser('postgres')),
+    // Only the measured side's own backends: other sessions' Postgres work on a shared machine is not its cost.
+    postgres: cpuMeter(() => backendsOf(SERVER_URL, 'audit_bench_list', [side === 'service' ? 'audit-trail api' : 'bare list server'])),
     redis: cpuMeter(() => pidsOfUser('redis')),
   };
   const result = await load();

@@ -10,9 +10,31 @@ export interface Queryable {
   query<R extends Row = Row>(text: string | pg.QueryConfig, values?: readonly unknown[]): Promise<pg.QueryResult<R>>;
 }
 
-// Statement text → name, so a statement run per request or per batch is hashed once per process. Bounded:
-// texts differ only by which filters a list or export has, never by values (those are parameters).
-const statementNames = new Map<string, string>();
+/**
+ * Statement text → name, so a statement run per request or per batch is hashed once per process. Texts differ
+ * by which filters a list has and by its page size (listEventDocuments says why the size is in the text), and
+ * each connection keeps a plan for every name it ran: past `max` names a text gets none, and runs unnamed,
+ * planned at each run as any ad-hoc statement, so callers cannot grow a backend's plan cache without bound.
+ */
+export class StatementNames {
+  private readonly names = new Map<string, string>();
+  private readonly max: number;
+
+  constructor(max: number) {
+    this.max = max;
+  }
+
+  nameOf(text: string): string | undefined {
+    let name = this.names.get(text);
+    if (name === undefined && this.names.size < this.max) {
+      name = `q_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`;
+      this.names.set(text, name);
+    }
+    return name;
+  }
+}
+
+const statementNames = new StatementNames(500);
 
 /**
  * A named prepared statement for a hot read: each connection plans it once, and Postgres may then keep a
@@ -20,12 +42,8 @@ const statementNames = new Map<string, string>();
  * "List (issue 2)", prepared statements).
  */
 export function prepared(text: string, values: readonly unknown[]): pg.QueryConfig {
-  let name = statementNames.get(text);
-  if (name === undefined) {
-    name = `q_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`;
-    statementNames.set(text, name);
-  }
-  return { name, text, values: values as unknown[] };
+  const name = statementNames.nameOf(text);
+  return name === undefined ? { text, values: values as unknown[] } : { name, text, values: values as unknown[] };
 }
 
 export interface DatabaseOptions {

@@ -206,3 +206,74 @@ export const COMPACT_KEYS_MATCH = VALUE_INDEXES.flatMap((fieldIndex, position) =
   const field = DOCUMENT_FIELDS[fieldIndex]!;
   return KEPT_COLUMNS.has(field.name) ? [`split_part(e.document_values, E'\\x1f', ${position + 1}) = ${valueSql(field)}`] : [];
 }).join('\n    AND ');
+
+/**
+ * What a hot read selects of the row `e` instead of EVENT_DOCUMENT, for Node to put the document together
+ * (documentOfParts): Postgres' format() of a compact row cost the list's Postgres more than its scan did
+ * (BENCHMARKS.md, "List: planned once, documents put together in Node"), where Node's concatenation of the same texts costs
+ * a fraction of it. The first column is the document Postgres serves by itself: a stored one (a redacted
+ * event's, one of a later version), or the version-1 rendering of a row with its columns only; NULL for a
+ * compact row, whose raw values and four columns follow. The same choice as audit_event_document's, in the
+ * same order.
+ */
+export const DOCUMENT_PARTS = `CASE WHEN e.document IS NOT NULL THEN e.document WHEN e.document_values IS NULL THEN ${EVENT_JSON} END,
+       e.document_values, e.event_id, e.action, e.phi_involved, e.tenant_id`;
+
+/** The columns DOCUMENT_PARTS selects, in order, as node-postgres returns them in array mode. */
+export type DocumentParts = [
+  document: string | null,
+  values: string | null,
+  eventId: string,
+  action: string,
+  phiInvolved: boolean,
+  tenantId: string,
+];
+
+/**
+ * A compact document as alternating literal texts and value slots, derived from DOCUMENT_FIELDS (the one
+ * definition of the shape): `literals[i]`, then the value of slot `slots[i]`, …, then the last literal.
+ * A slot below 4 is one of the columns (event id, action, PHI flag, tenant), the others the row's values.
+ */
+const COLUMN_SLOTS: ReadonlyMap<AuditEventFieldName, number> = new Map<AuditEventFieldName, number>([
+  ['event_id', 0],
+  ['action', 1],
+  ['phi_involved', 2],
+  ['tenant_id', 3],
+]);
+const COMPACT_TEMPLATE = (() => {
+  // A value of the row's values is its JSON text, quotes included; a verbatim column goes between quotes.
+  const quoted = (index: number) => {
+    const field = DOCUMENT_FIELDS[index];
+    return field !== undefined && field.kind === 'verbatim' && COLUMN_SLOTS.has(field.name);
+  };
+  const literals: string[] = [];
+  const slots: number[] = [];
+  let valueSlot = COLUMN_SLOTS.size;
+  DOCUMENT_FIELDS.forEach(({ name, key }, index) => {
+    literals.push((quoted(index - 1) ? '"' : '') + key + (quoted(index) ? '"' : ''));
+    slots.push(COLUMN_SLOTS.get(name) ?? valueSlot++);
+  });
+  literals.push(`${quoted(DOCUMENT_FIELDS.length - 1) ? '"' : ''}}`);
+  return { literals, slots, values: valueSlot - COLUMN_SLOTS.size };
+})();
+
+/**
+ * The served document of a row read with DOCUMENT_PARTS: byte for byte what EVENT_DOCUMENT gives in Postgres
+ * (audit_event_document's format() of the same texts; test/events/documents.test.ts compares them).
+ */
+export function documentOfParts(parts: Readonly<DocumentParts>): string {
+  const [document, values, eventId, action, phiInvolved, tenantId] = parts;
+  if (document !== null) return document;
+  if (values === null) throw new Error(`event ${eventId} has neither a document nor values`);
+  const texts = values.split(VALUE_SEPARATOR);
+  if (texts.length !== COMPACT_TEMPLATE.values)
+    throw new Error(`event ${eventId} stores ${texts.length} values, not ${COMPACT_TEMPLATE.values}`);
+  const columns = [eventId, action, phiInvolved ? 'true' : 'false', tenantId];
+  const { literals, slots } = COMPACT_TEMPLATE;
+  let text = '';
+  for (let index = 0; index < slots.length; index += 1) {
+    const slot = slots[index]!;
+    text += literals[index]! + (slot < columns.length ? columns[slot]! : texts[slot - columns.length]!);
+  }
+  return text + literals[slots.length]!;
+}

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Database } from '../db/database.ts';
 import { translateUnavailable } from '../db/database.ts';
 import type { EventFilters } from './eventFilters.ts';
+import { documentOfParts, type DocumentParts } from './eventDocument.ts';
 import { exportQuery, measureExportWindow } from './eventStore.ts';
 
 export const EXPORT_ROW_CAP = 10_000;
@@ -152,10 +153,10 @@ class StreamingExport implements ExportSession {
       await Promise.race([this.client.query(`DECLARE export_rows NO SCROLL CURSOR FOR ${query.text}`, query.values), lost]);
       for (;;) {
         const { rows } = await Promise.race([
-          this.client.query<{ json: string }>(`FETCH FORWARD ${this.fetchRows} FROM export_rows`),
+          this.client.query<DocumentParts>({ text: `FETCH FORWARD ${this.fetchRows} FROM export_rows`, rowMode: 'array' }),
           lost,
         ]);
-        for (const row of rows) yield row.json;
+        for (const row of rows) yield documentOfParts(row);
         if (rows.length < this.fetchRows) return;
         const pause = betweenFetches?.();
         if (pause !== undefined) await pause;

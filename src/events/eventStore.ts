@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { textArrayLiteral } from '../db/arrayLiteral.ts';
 import { prepared, type Queryable } from '../db/database.ts';
 import type { CursorPosition } from './cursor.ts';
-import { COMPACT_DOCUMENT, EVENT_JSON } from './eventDocument.ts';
+import { COMPACT_DOCUMENT, DOCUMENT_PARTS, documentOfParts, EVENT_JSON, type DocumentParts } from './eventDocument.ts';
 import type { EventFilters } from './eventFilters.ts';
 
 /** An event as the write path stores it (row shape; its API document is rendered by renderEventDocument). */
@@ -37,7 +37,8 @@ export interface StoredEventKey {
  * put together from its values and columns (COMPACT_DOCUMENT, migration 026); or for a row stored before there
  * were documents, its version-1 rendering from the columns. A sealed event's leaf is the hash of this
  * (integrity/sealStore.ts), so whatever a later version changes here must keep serving sealed events
- * exactly as they were sealed (test/integrity/served-form.test.ts).
+ * exactly as they were sealed (test/integrity/served-form.test.ts). The list, the lookup and the export read
+ * DOCUMENT_PARTS instead and put the same bytes together in Node (documentOfParts).
  */
 export const EVENT_DOCUMENT = `COALESCE(${COMPACT_DOCUMENT}, ${EVENT_JSON})`;
 
@@ -68,20 +69,24 @@ export async function listEventDocuments(
     values.push(new Date(after.occurredAtMs).toISOString(), after.eventId);
     where.push(`(e.occurred_at, e.event_id) < ($${values.length - 1}::timestamptz, $${values.length}::uuid)`);
   }
-  values.push(limit);
+  if (!Number.isSafeInteger(limit) || limit < 1) throw new Error(`a page reads a positive whole number of rows, not ${limit}`);
+  // The row count is written into the text rather than passed: with `LIMIT $n` the generic plan reckons on a
+  // tenth of a tenant's rows and lost to custom plans, so Postgres planned the query over every monthly
+  // partition at each request, which cost it more than running it (BENCHMARKS.md, "List: planned once,
+  // documents put together in Node"). Page sizes are few; prepared() bounds the statements all the same.
   const query: pg.QueryArrayConfig = {
     ...prepared(
-      `SELECT ${EVENT_DOCUMENT}
+      `SELECT ${DOCUMENT_PARTS}
          FROM events e
         WHERE ${where.join(' AND ')}
         ORDER BY e.occurred_at DESC, e.event_id DESC
-        LIMIT $${values.length}`,
+        LIMIT ${limit}`,
       values,
     ),
     rowMode: 'array',
   };
-  const rows = (await db.query(query)).rows as unknown as Array<[document: string]>;
-  return rows.map((row) => row[0]);
+  const rows = (await db.query(query)).rows as unknown as DocumentParts[];
+  return rows.map(documentOfParts);
 }
 
 /** Where a document sits in list order, for the cursor of the page it ends. */
@@ -97,13 +102,15 @@ export function positionOf(document: string): CursorPosition {
  * newest, always the same one, as the proof endpoint does (docs/api.md).
  */
 export async function findEventDocument(db: Queryable, tenantId: string, eventId: string): Promise<string | undefined> {
-  const { rows } = await db.query<{ json: string }>(
-    prepared(
-      `SELECT ${EVENT_DOCUMENT} AS json FROM events e WHERE e.tenant_id = $1 AND e.event_id = $2::uuid ORDER BY e.occurred_at DESC LIMIT 1`,
+  const query: pg.QueryArrayConfig = {
+    ...prepared(
+      `SELECT ${DOCUMENT_PARTS} FROM events e WHERE e.tenant_id = $1 AND e.event_id = $2::uuid ORDER BY e.occurred_at DESC LIMIT 1`,
       [tenantId, eventId],
     ),
-  );
-  return rows[0]?.json;
+    rowMode: 'array',
+  };
+  const [row] = (await db.query(query)).rows as unknown as DocumentParts[];
+  return row && documentOfParts(row);
 }
 
 export interface ExportWindow {
@@ -137,7 +144,7 @@ export async function measureExportWindow(db: Queryable, tenantId: string, filte
 
 /**
  * The export query in list order. `newerThanMs` keeps the rows strictly newer than a millisecond,
- * `onlyMs` the rows of exactly one millisecond.
+ * `onlyMs` the rows of exactly one millisecond. Its rows are DocumentParts (documentOfParts serves them).
  */
 export function exportQuery(
   tenantId: string,
@@ -154,7 +161,7 @@ export function exportQuery(
     where.push(`e.occurred_at = $${values.length}::timestamptz`);
   }
   return {
-    text: `SELECT ${EVENT_DOCUMENT} AS json FROM events e WHERE ${where.join(' AND ')} ORDER BY e.occurred_at DESC, e.event_id DESC`,
+    text: `SELECT ${DOCUMENT_PARTS} FROM events e WHERE ${where.join(' AND ')} ORDER BY e.occurred_at DESC, e.event_id DESC`,
     values,
   };
 }

@@ -2,7 +2,13 @@ import { expect } from 'chai';
 import { Database } from '../../src/db/database.ts';
 import { CursorCodec } from '../../src/events/cursor.ts';
 import { EventReader } from '../../src/events/eventReader.ts';
-import { EVENT_DOCUMENT_VERSION, EVENT_JSON, renderEventDocument } from '../../src/events/eventDocument.ts';
+import {
+  documentOfParts,
+  type DocumentParts,
+  EVENT_DOCUMENT_VERSION,
+  EVENT_JSON,
+  renderEventDocument,
+} from '../../src/events/eventDocument.ts';
 import { EVENT_DOCUMENT, exportQuery } from '../../src/events/eventStore.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -83,6 +89,8 @@ describe('stored event documents', () => {
     // The id, action, PHI flag and tenant come from their columns.
     expect(rows[0].document_values.split('\u001f')).to.have.length(11);
     expect(rows[0].served).to.equal(renderEventDocument(written, '2026-10-05T08:00:00.001Z'));
+    // The reads that put the document together in Node serve the bytes Postgres' format() does.
+    expect(await reader.findOne('doc', written.eventId)).to.equal(rows[0].served);
     expect(JSON.parse(rows[0].served)).to.deep.include({ user_id: AWKWARD, timestamp: '2026-10-05T08:00:00.001Z', success: false });
   });
 
@@ -179,14 +187,30 @@ describe('stored event documents', () => {
     expect(page.startsWith(`{"events":[${document}],`)).to.equal(true);
   });
 
+  it('lists, looks up and exports every kind of row as Postgres serves it', async () => {
+    // Compact, full, without a document, of a later version: Node's document of each against EVENT_DOCUMENT's.
+    const { rows } = await database.pool.query<{ tenant_id: string; event_id: string; served: string }>(
+      `SELECT tenant_id, event_id, ${EVENT_DOCUMENT} AS served FROM events e ORDER BY tenant_id, occurred_at DESC, event_id DESC`,
+    );
+    expect(rows.length).to.be.at.least(4);
+    for (const row of rows) expect(await reader.findOne(row.tenant_id, row.event_id)).to.equal(row.served);
+    for (const tenant of new Set(rows.map((row) => row.tenant_id))) {
+      const served = rows.filter((row) => row.tenant_id === tenant).map((row) => row.served);
+      const page = await reader.listPage({ tenantId: tenant, filters: {}, limit: 100, cursor: undefined });
+      expect(page.startsWith(`{"events":[${served.join(',')}],`)).to.equal(true);
+      const exported = await database.pool.query({ ...exportQuery(tenant, {}, {}), rowMode: 'array' });
+      expect((exported.rows as DocumentParts[]).map(documentOfParts)).to.deep.equal(served);
+    }
+  });
+
   it('lists, pages and exports both kinds of row', async () => {
     const first = JSON.parse(await reader.listPage({ tenantId: 'doc', filters: {}, limit: 1, cursor: undefined }));
     expect(first.events.map((event: { event_id: string }) => event.event_id)).to.deep.equal([written.eventId]);
     const second = JSON.parse(await reader.listPage({ tenantId: 'doc', filters: {}, limit: 1, cursor: first.page.next_cursor }));
     expect(second.events.map((event: { event_id: string }) => event.event_id)).to.deep.equal([legacy.eventId]);
     expect(second.page.has_more).to.equal(false);
-    const exported = await database.pool.query(exportQuery('doc', {}, {}));
-    expect(exported.rows.map((row) => row.json)).to.deep.equal([
+    const exported = await database.pool.query({ ...exportQuery('doc', {}, {}), rowMode: 'array' });
+    expect((exported.rows as DocumentParts[]).map(documentOfParts)).to.deep.equal([
       await reader.findOne('doc', written.eventId),
       await reader.findOne('doc', legacy.eventId),
     ]);

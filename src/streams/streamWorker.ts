@@ -56,8 +56,9 @@ type PassOutcome =
  * the stream's position gets a chunk of them read in leaf order (events the filter leaves out are skipped
  * but passed), cut into batches within the destination's limits, each batch led by the tenant's latest
  * signed tree head when the stream carries heads, and sent one at a time: a batch is acknowledged before
- * the position moves past it, in the same statement that checks the lease. A crash repeats at most the
- * batch in flight. A failure that heals (429, 5xx, a timeout) is retried with exponential backoff and
+ * the position moves past it, in the same statement that checks the lease; the next batch is sent while
+ * that statement commits, and the one after only once it has. A crash repeats at most the batch in flight
+ * and the one before it (if its position was not yet committed), never skips one. A failure that heals (429, 5xx, a timeout) is retried with exponential backoff and
  * jitter, forever; a refusal (401, 403, 404) marks the stream failing and is tried again every
  * failingRetryMs; a 413 halves the batches. Only this stream waits: each stream has a worker of its own.
  */
@@ -73,6 +74,12 @@ export class StreamWorker {
   private readAhead:
     | { readonly tenantId: string; readonly start: number; readonly chunk: Promise<Chunk>; readonly readAtMs: number }
     | undefined;
+  /**
+   * The position update of the last batch the destination accepted, still being committed while the next batch
+   * is sent (a commit waits for its fsync, ~5 ms, and a backfill sends a batch every few ms). Settled before
+   * the next update starts and before a pass ends: at most one batch is sent past the durable position.
+   */
+  private positionInFlight: Promise<boolean> | undefined;
 
   constructor(stream: LogStream, destination: Destination, options: StreamWorkerOptions) {
     this.stream = stream;
@@ -165,6 +172,24 @@ export class StreamWorker {
    * there (a backfill's pipeline does not drain at every round).
    */
   private async pass(): Promise<PassOutcome> {
+    let outcome: PassOutcome;
+    try {
+      outcome = await this.deliverRounds();
+    } catch (error) {
+      await this.settlePosition().catch(() => undefined);
+      throw error;
+    }
+    return (await this.settlePosition()) ? outcome : { kind: 'lost' };
+  }
+
+  /** Waits for the position update in flight, if any; false when it found the stream no longer held. */
+  private async settlePosition(): Promise<boolean> {
+    const update = this.positionInFlight;
+    this.positionInFlight = undefined;
+    return update === undefined ? true : await update;
+  }
+
+  private async deliverRounds(): Promise<PassOutcome> {
     const { db } = this.options;
     const carried = this.readAhead;
     this.readAhead = undefined;
@@ -249,8 +274,14 @@ export class StreamWorker {
       const following = batches[index + 1];
       if (following) this.destination.prepare(following.encoded);
       const outcome = await this.destination.send(batch.encoded);
+      // The batch before's position was committed while this one was in flight; it holds before this one's.
+      if (!(await this.settlePosition())) return { kind: 'lost' };
       if (outcome.kind !== 'delivered') return { kind: 'failed', outcome };
-      if (!(await advancePosition(db, this.stream.id, owner, tenantId, batch.encoded.lastLeaf + 1, batch.events))) return { kind: 'lost' };
+      // Accepted: the position moves past it while the next batch goes (a crash now repeats both, skips neither).
+      const update = advancePosition(db, this.stream.id, owner, tenantId, batch.encoded.lastLeaf + 1, batch.events);
+      // Awaited by the next settlePosition; a rejection must not go unhandled meanwhile.
+      update.catch(() => undefined);
+      this.positionInFlight = update;
       if (this.failing) {
         this.failing = false;
         metrics?.streamFailing.set({ stream: this.stream.id }, 0);
@@ -258,7 +289,11 @@ export class StreamWorker {
       }
       metrics?.streamEventsDelivered.inc({ stream: this.stream.id }, batch.events);
     }
-    if (batches.length === 0 && !(await advancePosition(db, this.stream.id, owner, tenantId, chunk.end + 1, 0))) return { kind: 'lost' };
+    if (batches.length === 0) {
+      // Every event of the chunk filtered out: the position moves past it all the same, after the one before.
+      if (!(await this.settlePosition())) return { kind: 'lost' };
+      if (!(await advancePosition(db, this.stream.id, owner, tenantId, chunk.end + 1, 0))) return { kind: 'lost' };
+    }
     return { kind: 'moved' };
   }
 

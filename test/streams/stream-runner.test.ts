@@ -1,5 +1,6 @@
 import { Writable } from 'node:stream';
 import { expect } from 'chai';
+import pg from 'pg';
 import { runStreams } from '../../src/cli/streamsCommand.ts';
 import { Database } from '../../src/db/database.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
@@ -159,6 +160,38 @@ describe('log streams: the streams role', function () {
     expect(events.map((event) => event.action)).to.deep.equal(Array(10).fill('phi.read'));
     expect(events.map((event) => event.leaf_index)).to.deep.equal([...Array(10).keys()]);
     expect(hec.events.some((event) => event.sourcetype === 'audit-trail:tree_head')).to.equal(false);
+  });
+
+  it('sends the next batch while the position of the one before commits, and the one after only once it has', async () => {
+    // Events of 300 KB: three to a batch of HEC's 1 MB, so that ten make four batches.
+    const large = `{"note":"${'x'.repeat(300_000)}"}`;
+    await write('pipelined', 10, { details: large }, T0 - 86_400_000);
+    const { stream } = await registry.create(
+      'pipelined',
+      { destination: { type: 'splunk_hec', url: hec.url, token: 'good' }, start_at: '2026-01-01T00:00:00Z', tree_heads: false },
+      ACTOR,
+    );
+    await sealer.sealNow();
+    // The stream's position row, made now (where its first pass would make it) and locked by this test: every
+    // position update waits for the lock, as a slow commit would.
+    await pool.query('INSERT INTO log_stream_positions (stream_id, tenant_id, next_leaf) VALUES ($1, $2, 0)', [stream.id, 'pipelined']);
+    const lock = new pg.Client({ connectionString: db.url });
+    await lock.connect();
+    try {
+      await lock.query('BEGIN');
+      await lock.query('SELECT 1 FROM log_stream_positions WHERE stream_id = $1 FOR UPDATE', [stream.id]);
+      runner();
+      await waitFor(() => delivered(hec, 'pipelined').length === 6, 'the second batch sent while the first one’s position commits');
+      // Held while the first batch's position is not committed: at most one batch past the durable position.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(delivered(hec, 'pipelined').length).to.equal(6);
+      expect((await registry.state('pipelined', stream.id)).positions.get('pipelined')).to.equal(0);
+    } finally {
+      await lock.query('ROLLBACK');
+      await lock.end();
+    }
+    await waitFor(async () => (await registry.state('pipelined', stream.id)).positions.get('pipelined') === 11, 'the whole trail passed');
+    expect(delivered(hec, 'pipelined').map((event) => event.leaf_index)).to.deep.equal([...Array(11).keys()]);
   });
 
   it('retries a busy destination, and after a refusal is failing until the destination is fixed, then goes on where it stopped', async () => {

@@ -38,8 +38,9 @@ export const environmentSchema = z
     LONG_READ_YIELD_SHARE: z.coerce.number().min(0).max(0.9).default(0.5),
     // While short requests are about (one in flight, or one within LONG_READ_DUTY_WINDOW), an export works at
     // most LONG_READ_DUTY_CYCLE of the wall time (platform/longReadDutyCycle.ts): after each round trip of
-    // rows it pauses in proportion to the time the round trip took. 1 turns this off.
-    LONG_READ_DUTY_CYCLE: z.coerce.number().min(0.1).max(1).default(0.5),
+    // rows it pauses in proportion to the time the round trip took. 1 turns this off. 0.3: at 0.5 a lister's
+    // p99 beside exports flat out was within 2x of its own in 2 runs of 6, at 0.3 in 4 of 4 (BENCHMARKS.md).
+    LONG_READ_DUTY_CYCLE: z.coerce.number().min(0.1).max(1).default(0.3),
     LONG_READ_DUTY_WINDOW: duration('1s').pipe(z.number().max(60_000, 'must be at most 60s')).default(1000),
     // Rows an export reads per FETCH: a FETCH under way is not paused, so this is also how much of an
     // export's work a short request may still find running beside it.

@@ -45,7 +45,7 @@ describe('configuration', () => {
   });
 
   it('bounds the duty cycle of exports beside short requests, with 1 turning it off', () => {
-    expect(loadConfig({}).longReadDutyCycle).to.deep.equal({ dutyCycle: 0.5, windowMs: 1_000 });
+    expect(loadConfig({}).longReadDutyCycle).to.deep.equal({ dutyCycle: 0.3, windowMs: 1_000 });
     expect(loadConfig({ LONG_READ_DUTY_CYCLE: '1', LONG_READ_DUTY_WINDOW: '250ms' }).longReadDutyCycle).to.deep.equal({
       dutyCycle: 1,
       windowMs: 250,

@@ -1,7 +1,7 @@
 /**
  * Expiry benchmark (issue 31): one tenant's 1,000,000 expired events among 10 tenants expire in bounded
- * batches (RETENTION_BATCH_SIZE 5,000, one transaction each) while producers ingest at half of ingest's peak,
- * and the ingest p99 should stay within 2× of the same load without expiry.
+ * batches (RETENTION_BATCH_SIZE, the service's default unless set, one transaction each) while producers ingest
+ * at half of ingest's peak, and the ingest p99 should stay within 2× of the same load without expiry.
  *
  *   node bench/expiry.ts            (node bench/run.ts expiry)
  *
@@ -16,7 +16,7 @@
  * The paced rate is half that peak. Then phases alternate, each one's latencies kept apart: a baseline of
  * BENCH_PHASE_S (15) seconds without expiry, then a phase with expiry (as long as its pass lasts), once per
  * policy of BENCH_STEPS, and a last baseline. The policy shortens at each expiry phase (44d, 43d, … 36d, then
- * 30d: about 100,000 events each), so the million expires in ten passes of 5,000-event batches. On this shared
+ * 30d: about 100,000 events each), so the million expires in ten passes of bounded batches. On this shared
  * machine one baseline alone moved 21× between two phases of one run (BENCHMARKS.md), and other sessions' load
  * comes and goes within minutes: short phases, alternated, put both sides under the same drift. Every phase is
  * printed with its number of samples and the rate it achieved; the verdict is the median of the paired ratios
@@ -115,7 +115,7 @@ async function seed(): Promise<void> {
 async function expiryPass(): Promise<{ expired: number; seconds: number }> {
   const started = performance.now();
   const child: ChildProcess = spawn(process.execPath, builtCli('retention', 'run', '--tenant', EXPIRED_TENANT, '--json'), {
-    env: { ...process.env, DATABASE_URL, RETENTION_BATCH_SIZE: process.env.RETENTION_BATCH_SIZE ?? '5000', LOG_LEVEL: 'warn' },
+    env: { ...process.env, DATABASE_URL, LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let output = '';

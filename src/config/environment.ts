@@ -176,9 +176,10 @@ export const environmentSchema = z
     // unset, they are kept forever. Days, months or years: 30d, 18mo, 6y.
     RETENTION_DEFAULT: retentionPeriod.optional(),
     // The retention role: how often it runs an expiry pass, and how many events one batch (one
-    // transaction) removes.
+    // transaction) removes: 1,000 holds a core for about 15 ms, short enough for ingest's p99 beside it
+    // (BENCHMARKS.md, issue 31).
     RETENTION_INTERVAL: duration('1h').pipe(z.number().min(1000, 'must be at least 1s')).default(3_600_000),
-    RETENTION_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(5_000),
+    RETENTION_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(1_000),
     RETENTION_DUTY_CYCLE: z.coerce.number().gt(0, 'must be more than 0').max(1, 'must be at most 1').default(0.25),
     // Where the retention role archives a tenant's expiring events when its policy has spec.archive (the
     // policy names the bucket and prefix; the store and its credentials are the deployment's). Unset keys

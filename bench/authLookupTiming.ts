@@ -20,6 +20,7 @@ import { ApiKeyVerifier } from '../src/auth/apiKeyVerifier.ts';
 import { Database, prepared } from '../src/db/database.ts';
 import { createTestDatabase } from '../test/support/database.ts';
 import { mintKey, startTestService, testLogger, TEST_PEPPER } from '../test/support/service.ts';
+import { mannWhitneyZ, median } from '../test/support/statistics.ts';
 
 const ROUNDS = Number(process.argv[2] ?? 5_000);
 const STAGES = (process.env.BENCH_STAGES ?? 'sql,store,verify,http').split(',');
@@ -34,28 +35,6 @@ const EQUALITY_JOIN_SQL = `SELECT key.lookup_id IS NOT NULL AS found, wanted.loo
             CASE WHEN key.lookup_id IS NULL THEN now() ELSE key.revoked_at END AS revoked_at
        FROM (SELECT $1::text AS lookup_id) AS wanted
        LEFT JOIN api_keys AS key ON key.lookup_id = wanted.lookup_id`;
-
-/** Mann–Whitney U as the normal approximation's z (ties get their mean rank), as test/auth/timing.test.ts. */
-function mannWhitneyZ(a: readonly number[], b: readonly number[]): number {
-  const pooled = [...a.map((value) => ({ value, fromA: true })), ...b.map((value) => ({ value, fromA: false }))].sort(
-    (x, y) => x.value - y.value,
-  );
-  let rankSumA = 0;
-  let tieCorrection = 0;
-  for (let start = 0; start < pooled.length; ) {
-    let end = start;
-    while (end + 1 < pooled.length && pooled[end + 1]!.value === pooled[start]!.value) end += 1;
-    const ties = end - start + 1;
-    tieCorrection += ties ** 3 - ties;
-    for (let index = start; index <= end; index += 1) if (pooled[index]!.fromA) rankSumA += (start + end) / 2 + 1;
-    start = end + 1;
-  }
-  const [n1, n2] = [a.length, b.length];
-  const n = n1 + n2;
-  const u = rankSumA - (n1 * (n1 + 1)) / 2;
-  return (u - (n1 * n2) / 2) / Math.sqrt(((n1 * n2) / 12) * (n + 1 - tieCorrection / (n * (n - 1))));
-}
-const median = (values: readonly number[]) => [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)]!;
 
 type Kind = 'known' | 'control' | 'unknown';
 const KINDS: readonly Kind[] = ['known', 'control', 'unknown'];

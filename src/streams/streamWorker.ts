@@ -1,3 +1,6 @@
+// One file past 300 lines on purpose: a stream's pass (read ahead, cut, send, settle the position in flight)
+// is one sequence whose ordering guarantees (at most one batch past the durable position) are easier to
+// check in one place than across modules; its parts that stand alone (batches, records, lease store) are apart.
 import type { Database } from '../db/database.ts';
 import { documentsOfLeaves } from '../events/eventStore.ts';
 import { firstLeafSince, latestTreeHead, leafIngestedAt, treeSizes } from '../integrity/treeStore.ts';

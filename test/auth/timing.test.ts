@@ -1,36 +1,9 @@
 import { expect } from 'chai';
 import { randomBytes } from 'node:crypto';
 import { Agent, request } from 'undici';
+import { mannWhitneyZ, median } from '../support/statistics.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { mintKey, startTestService, type TestService } from '../support/service.ts';
-
-/**
- * Mann–Whitney U between two samples, as the normal approximation's z (ties get their mean rank). Rank
- * based, so a few outliers of a shared machine (a GC pause, another process) weigh no more than any sample.
- */
-function mannWhitneyZ(a: readonly number[], b: readonly number[]): number {
-  const pooled = [...a.map((value) => ({ value, fromA: true })), ...b.map((value) => ({ value, fromA: false }))].sort(
-    (x, y) => x.value - y.value,
-  );
-  let rankSumA = 0;
-  let tieCorrection = 0;
-  for (let start = 0; start < pooled.length; ) {
-    let end = start;
-    while (end + 1 < pooled.length && pooled[end + 1]!.value === pooled[start]!.value) end += 1;
-    const meanRank = (start + end) / 2 + 1;
-    const ties = end - start + 1;
-    tieCorrection += ties ** 3 - ties;
-    for (let index = start; index <= end; index += 1) if (pooled[index]!.fromA) rankSumA += meanRank;
-    start = end + 1;
-  }
-  const [n1, n2] = [a.length, b.length];
-  const n = n1 + n2;
-  const u = rankSumA - (n1 * (n1 + 1)) / 2;
-  const sigma = Math.sqrt(((n1 * n2) / 12) * (n + 1 - tieCorrection / (n * (n - 1))));
-  return (u - (n1 * n2) / 2) / sigma;
-}
-
-const median = (values: readonly number[]) => [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)]!;
 
 describe('401 timing does not tell which key ids exist or were used recently', function () {
   this.timeout(180_000);

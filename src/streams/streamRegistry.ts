@@ -3,7 +3,6 @@ import type pg from 'pg';
 import type { Database, Queryable } from '../db/database.ts';
 import { adminEvent, type Actor } from '../events/adminEvent.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
-import { firstLeafSince, leafIngestedAt, treeSizes } from '../integrity/treeStore.ts';
 import { systemClock, type Clock } from '../platform/clock.ts';
 import { NotFoundError, ValidationError } from '../platform/errors.ts';
 import { parseInput } from '../platform/inputValidation.ts';
@@ -12,6 +11,7 @@ import { targetProblem, type TargetPolicy } from '../webhooks/targetGuard.ts';
 import type { WebhookUrlPolicy } from '../webhooks/webhookRules.ts';
 import { openDestination, type DestinationOptions } from './destinations/openDestination.ts';
 import { testRecord } from './records.ts';
+import { streamLag } from './streamLag.ts';
 import { destinationOf, sealDestination } from './streamSecrets.ts';
 import {
   STREAMS_PER_TENANT,
@@ -29,7 +29,6 @@ import {
   listTenantStreams,
   lockTenantStreams,
   setPaused,
-  streamPositions,
   type LogStream,
 } from './streamStore.ts';
 
@@ -183,20 +182,10 @@ export async function checkDestinationTarget(destination: DestinationInput, poli
  * age, by `clock`, of the oldest leaf the stream has yet to deliver.
  */
 export async function streamState(db: Queryable, stream: LogStream, clock: Clock = systemClock): Promise<StreamState> {
-  const positions = new Map((await streamPositions(db, stream.id)).map((position) => [position.tenantId, position.nextLeaf]));
-  const sizes = await treeSizes(db, stream.tenantIds ?? undefined);
-  let lagEvents = 0;
-  let oldestMs: number | undefined;
-  for (const [tenantId, size] of sizes) {
-    const next = positions.get(tenantId) ?? (await firstLeafSince(db, tenantId, stream.startAt.getTime()));
-    if (next >= size) continue;
-    lagEvents += size - next;
-    const waiting = await leafIngestedAt(db, tenantId, next);
-    if (waiting && (oldestMs === undefined || waiting.getTime() < oldestMs)) oldestMs = waiting.getTime();
-  }
+  const { positions, events, oldestWaitingAt } = await streamLag(db, stream);
   const status = stream.paused ? 'paused' : stream.failingSince ? 'failing' : 'active';
-  const lagSeconds = oldestMs === undefined ? 0 : Math.max(0, Math.round((clock.now() - oldestMs) / 1000));
-  return { stream, status, positions, lagEvents, lagSeconds };
+  const lagSeconds = oldestWaitingAt === undefined ? 0 : Math.max(0, Math.round((clock.now() - oldestWaitingAt.getTime()) / 1000));
+  return { stream, status, positions, lagEvents: events, lagSeconds };
 }
 
 /** Sends one test record to a stream's destination. */

@@ -3,13 +3,14 @@
 // check in one place than across modules; its parts that stand alone (batches, records, lease store) are apart.
 import type { Database } from '../db/database.ts';
 import { documentsOfLeaves } from '../events/eventStore.ts';
-import { firstLeafSince, latestTreeHead, leafIngestedAt, treeSizes } from '../integrity/treeStore.ts';
+import { firstLeafSince, latestTreeHead, treeSizes } from '../integrity/treeStore.ts';
 import { PollLoop, type NextPass } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { cutBatches, type Batch } from './batches.ts';
 import type { Destination, SendOutcome } from './destinations/destination.ts';
 import { eventRecord, treeHeadRecord } from './records.ts';
+import { streamLag } from './streamLag.ts';
 import { advancePosition, recordFailure, startPosition } from './streamLeaseStore.ts';
 import { streamPositions, type LogStream } from './streamStore.ts';
 
@@ -108,7 +109,10 @@ export class StreamWorker {
   async stop(): Promise<void> {
     await this.loop.stop();
     await this.destination.close().catch(() => undefined);
-    this.options.metrics?.streamFailing.remove({ stream: this.stream.id });
+    // The process that holds the stream next reports it; stale values here would sit beside its own.
+    const { metrics } = this.options;
+    for (const gauge of metrics ? [metrics.streamFailing, metrics.streamLagEvents, metrics.streamLagSeconds] : [])
+      gauge.remove({ stream: this.stream.id });
   }
 
   get done(): boolean {
@@ -122,11 +126,32 @@ export class StreamWorker {
       this.options.log.info({ stream_id: this.stream.id }, 'stream taken over by another process');
       return 'stop';
     }
+    if (!this.loop.stopped) await this.publishLag();
     if (outcome.kind === 'progress' || outcome.kind === 'idle') {
       this.retryMs = 0;
       return outcome.kind === 'progress' ? 0 : this.options.pollMs;
     }
     return this.handleFailure(outcome.outcome);
+  }
+
+  /**
+   * The lag gauges, from the committed positions, after every pass that did not lose the stream: a failed one
+   * too, so that while a destination is down the lag grows where alerts see it (between tries, it is as old
+   * as the last try). Nothing when Postgres does not answer: the pass's own retry comes first.
+   */
+  private async publishLag(): Promise<void> {
+    const { metrics, db, log } = this.options;
+    if (!metrics) return;
+    try {
+      const { events, oldestWaitingAt } = await streamLag(db, this.stream);
+      metrics.streamLagEvents.set({ stream: this.stream.id }, events);
+      metrics.streamLagSeconds.set(
+        { stream: this.stream.id },
+        oldestWaitingAt === undefined ? 0 : Math.max(0, (Date.now() - oldestWaitingAt.getTime()) / 1000),
+      );
+    } catch (error) {
+      log.warn({ err: error, stream_id: this.stream.id }, 'could not read the stream lag');
+    }
   }
 
   /** Records a failed batch; returns how long to wait before the next try. */
@@ -199,8 +224,6 @@ export class StreamWorker {
     const sizes = await treeSizes(db, this.stream.tenantIds ?? undefined);
     const positions = new Map((await streamPositions(db, this.stream.id)).map((position) => [position.tenantId, position.nextLeaf]));
     let progress = false;
-    let lagEvents = 0;
-    let oldestMs: number | undefined;
     for (const [tenantId, size] of sizes) {
       if (this.loop.stopped) break;
       let position = positions.get(tenantId);
@@ -224,18 +247,8 @@ export class StreamWorker {
       }
       if (next && !this.loop.stopped) this.readAhead = { tenantId, start: position, chunk: next, readAtMs: nextReadAtMs };
       next?.catch(() => undefined);
-      if (position < size) {
-        lagEvents += size - position;
-        const waiting = await leafIngestedAt(db, tenantId, position);
-        if (waiting && (oldestMs === undefined || waiting.getTime() < oldestMs)) oldestMs = waiting.getTime();
-      }
     }
     if (this.loop.stopped) return { kind: 'idle' };
-    this.options.metrics?.streamLagEvents.set({ stream: this.stream.id }, lagEvents);
-    this.options.metrics?.streamLagSeconds.set(
-      { stream: this.stream.id },
-      oldestMs === undefined ? 0 : Math.max(0, (Date.now() - oldestMs) / 1000),
-    );
     return progress ? { kind: 'progress' } : { kind: 'idle' };
   }
 

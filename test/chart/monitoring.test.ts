@@ -168,6 +168,37 @@ const ALERT_CASES: Record<string, AlertCase> = {
     },
     quiet: { series: { [`nodejs_eventloop_lag_p99_seconds{${L},pod="api-0"}`]: '0.05x15' }, at: '12m' },
   },
+  AuditTrailStreamFailing: {
+    fires: {
+      series: { [`audit_stream_failing{${L},pod="streams-0",stream="str_a"}`]: '0 0 1x20' },
+      at: '18m',
+      labels: { ...SCRAPED, stream: 'str_a' },
+    },
+    // Refused for ten minutes, then fixed; and another stream that never failed.
+    quiet: {
+      series: {
+        [`audit_stream_failing{${L},pod="streams-0",stream="str_a"}`]: '1x10 0x10',
+        [`audit_stream_failing{${L},pod="streams-1",stream="str_b"}`]: '0x20',
+      },
+      at: '18m',
+    },
+  },
+  AuditTrailStreamBehind: {
+    // The destination down: the lag grows a minute a minute from 0.
+    fires: {
+      series: { [`audit_stream_lag_seconds{${L},pod="streams-0",stream="str_a"}`]: '0+60x30' },
+      at: '27m',
+      labels: { ...SCRAPED, stream: 'str_a' },
+    },
+    // Past 15 minutes for less than the 10 of `for`, then caught up; a stream keeping up at the sealing interval.
+    quiet: {
+      series: {
+        [`audit_stream_lag_seconds{${L},pod="streams-0",stream="str_a"}`]: '0+60x20 5x10',
+        [`audit_stream_lag_seconds{${L},pod="streams-1",stream="str_b"}`]: '12x30',
+      },
+      at: '27m',
+    },
+  },
   AuditTrailSealingBehind: {
     // config.sealInterval is 10s by default: the threshold is 30 s.
     fires: { series: { [`audit_seal_oldest_unsealed_age_seconds{${L},pod="sealer-0"}`]: '0+60x10' }, at: '8m', labels: SCRAPED },
@@ -323,6 +354,17 @@ describe('Helm chart: alerts and dashboard for operators', function () {
     expect(await threshold('--set', 'config.sealInterval=1.5s')).to.match(/\) > 4\.5$/);
     expect(await threshold('--set', 'config.sealInterval=500ms')).to.match(/\) > 1\.5$/);
     expect(await threshold('--set', 'sealer.enabled=false')).to.equal(undefined);
+  });
+
+  it("drops the log streams' alerts where the chart runs no streams role", async () => {
+    const alerts = async (...extra: string[]) => {
+      const [rule] = byKind(await render('--api-versions', RULE_KIND, '--set', 'prometheusRule.enabled=true', ...extra), 'PrometheusRule');
+      return rule!.spec.groups.flatMap((group: { rules: Rule[] }) => group.rules).map((candidate: Rule) => candidate.alert);
+    };
+    expect(await alerts()).to.include.members(['AuditTrailStreamFailing', 'AuditTrailStreamBehind']);
+    const without = await alerts('--set', 'streams.enabled=false');
+    expect(without).to.not.include.members(['AuditTrailStreamFailing']);
+    expect(without).to.not.include.members(['AuditTrailStreamBehind']);
   });
 
   it('ships the dashboard as a ConfigMap with the Grafana sidecar label, in the namespace the sidecar watches', async () => {

@@ -217,6 +217,31 @@ describe('log streams: the streams role', function () {
     expect(delivered(hec, 'flaky').map((event) => event.leaf_index)).to.deep.equal([0, 1, 2, 3]);
   });
 
+  it('shows the lag of a stream whose destination is down growing in its gauges, and drops them when it lets the stream go', async () => {
+    await write('down', 2);
+    const { stream } = await registry.create(
+      'down',
+      { destination: { type: 'splunk_hec', url: hec.url, token: 'good' }, start_at: '2026-01-01T00:00:00Z' },
+      ACTOR,
+    );
+    await sealer.sealNow();
+    hec.mode = 'busy';
+    const metrics = new ServiceMetrics();
+    const held = runner(metrics);
+    const gauge = async (name: string) =>
+      (await metrics.registry.getSingleMetric(name)!.get()).values.find((value) => value.labels.stream === stream.id)?.value;
+    // Not one batch accepted: the two events and the stream's creation wait, and so do the five written since.
+    await waitFor(async () => (await gauge('audit_stream_lag_events')) === 3, 'the lag of the first failed pass');
+    await write('down', 5, {}, T0 + 60_000);
+    await waitFor(async () => (await gauge('audit_stream_lag_events')) === 8, 'the lag grown while the destination is down', 10_000);
+    expect(await gauge('audit_stream_lag_seconds')).to.be.greaterThan(0);
+    expect(delivered(hec, 'down')).to.deep.equal([]);
+    await registry.pause('down', stream.id, ACTOR);
+    await waitFor(() => !held.held.includes(stream.id), 'the paused stream let go');
+    expect(await gauge('audit_stream_lag_events')).to.equal(undefined);
+    expect(await gauge('audit_stream_lag_seconds')).to.equal(undefined);
+  });
+
   it('loses nothing while paused, and a resume delivers what was written meanwhile', async () => {
     const { stream } = await registry.create('paused', { destination: { type: 'splunk_hec', url: hec.url, token: 'good' } }, ACTOR);
     await sealer.sealNow();

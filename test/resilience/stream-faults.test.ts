@@ -1,5 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { Database } from '../../src/db/database.ts';
@@ -10,9 +9,9 @@ import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/events.ts';
 import { sealKeyPair } from '../support/integrity.ts';
-import { freePort } from '../support/ports.ts';
 import { PrivatePostgres } from '../support/private-services.ts';
-import { TEST_ENCRYPTION_KEY, call, startTestService, testLogger, type TestService } from '../support/service.ts';
+import { RoleProcesses } from '../support/roleProcesses.ts';
+import { TEST_ENCRYPTION_KEY, startTestService, testLogger, type TestService } from '../support/service.ts';
 import { SplunkHecReceiver } from '../support/siem-receivers.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -34,7 +33,7 @@ describe('log streams through faults', function () {
   let pool: Database;
   let sealer: TestService;
   let hec: SplunkHecReceiver;
-  const children = new Set<ChildProcess>();
+  const roles = new RoleProcesses();
 
   before(async () => {
     postgres = await PrivatePostgres.start();
@@ -49,7 +48,7 @@ describe('log streams through faults', function () {
   });
 
   after(async () => {
-    for (const child of children) child.kill('SIGKILL');
+    roles.killAll();
     await sealer?.stop();
     await hec?.stop();
     await pool?.close();
@@ -58,11 +57,10 @@ describe('log streams through faults', function () {
   });
 
   /** The streams role in a process of its own, to be killed by its PID. */
-  async function startStreams(): Promise<ChildProcess> {
-    const internalPort = await freePort();
-    const child = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', 'streams'], {
-      env: {
-        ...process.env,
+  const startStreams = () =>
+    roles.start(
+      ['streams'],
+      {
         DATABASE_URL: db.url,
         SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
         WEBHOOK_ALLOW_HTTP: 'true',
@@ -71,28 +69,10 @@ describe('log streams through faults', function () {
         // A killed process's streams move on to the next one after this.
         STREAMS_LEASE_MS: '3000',
         STREAMS_TIMEOUT_MS: '5000',
-        SHUTDOWN_DRAIN_DELAY_MS: '0',
-        HOST: '127.0.0.1',
-        INTERNAL_PORT: String(internalPort),
-        LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'error',
       },
-      stdio: ['ignore', 'inherit', 'inherit'],
-    });
-    children.add(child);
-    child.once('exit', () => children.delete(child));
-    await waitFor(
-      async () => (await call(`http://127.0.0.1:${internalPort}/healthz`).catch(() => ({ status: 0 }))).status === 200,
-      'streams up',
-      30_000,
+      '/healthz',
     );
-    return child;
-  }
-
-  async function kill(child: ChildProcess): Promise<void> {
-    const exited = once(child, 'exit');
-    child.kill('SIGKILL');
-    await exited;
-  }
+  const kill = (child: ChildProcess) => roles.kill(child);
 
   /** Writes batches until told to stop; a batch that fails (Postgres away) is written again, same ids, until stored. */
   function startWriting(): { stop: () => Promise<Map<string, string[]>> } {

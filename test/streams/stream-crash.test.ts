@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import type { IncomingMessage } from 'node:http';
 import { expect } from 'chai';
@@ -10,8 +9,8 @@ import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
-import { freePort } from '../support/ports.ts';
-import { TEST_ENCRYPTION_KEY, call, testLogger } from '../support/service.ts';
+import { RoleProcesses } from '../support/roleProcesses.ts';
+import { TEST_ENCRYPTION_KEY, testLogger } from '../support/service.ts';
 import { SplunkHecReceiver } from '../support/siem-receivers.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -48,7 +47,7 @@ describe('log streams: the streams process killed mid-backfill', function () {
   let pool: Database;
   let sealer: TestSealer;
   let hec: HookedHec;
-  const children = new Set<ChildProcess>();
+  const roles = new RoleProcesses();
 
   before(async () => {
     db = await createTestDatabase();
@@ -58,7 +57,7 @@ describe('log streams: the streams process killed mid-backfill', function () {
   });
 
   after(async () => {
-    for (const child of children) child.kill('SIGKILL');
+    roles.killAll();
     await hec?.stop();
     await sealer?.close();
     await pool?.close();
@@ -66,11 +65,10 @@ describe('log streams: the streams process killed mid-backfill', function () {
   });
 
   /** The streams role in a process of its own, to be killed by its PID. */
-  async function startStreams(): Promise<ChildProcess> {
-    const internalPort = await freePort();
-    const child = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', 'streams'], {
-      env: {
-        ...process.env,
+  const startStreams = () =>
+    roles.start(
+      ['streams'],
+      {
         DATABASE_URL: db.url,
         SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
         WEBHOOK_ALLOW_HTTP: 'true',
@@ -78,22 +76,9 @@ describe('log streams: the streams process killed mid-backfill', function () {
         STREAMS_POLL_MS: '100',
         // A killed process's streams move on to the next one after this.
         STREAMS_LEASE_MS: '2000',
-        SHUTDOWN_DRAIN_DELAY_MS: '0',
-        HOST: '127.0.0.1',
-        INTERNAL_PORT: String(internalPort),
-        LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'error',
       },
-      stdio: ['ignore', 'inherit', 'inherit'],
-    });
-    children.add(child);
-    child.once('exit', () => children.delete(child));
-    await waitFor(
-      async () => (await call(`http://127.0.0.1:${internalPort}/healthz`).catch(() => ({ status: 0 }))).status === 200,
-      'streams up',
-      30_000,
+      '/healthz',
     );
-    return child;
-  }
 
   it('delivers every event in leaf order; each kill repeats at most the two batches in flight', async () => {
     const large = `{"note":"${'x'.repeat(300_000)}"}`;

@@ -27,7 +27,7 @@ import {
   backendsOf,
   cpuMeter,
   freePort,
-  pidsOfUser,
+  pidsOfName,
   sampleRss,
   startNode,
   stopProcess,
@@ -124,7 +124,8 @@ async function measured(side: 'service' | 'bare', pid: number, load: () => Promi
     node: cpuMeter(() => [pid]),
     // Only the measured side's own backends: other sessions' Postgres work on a shared machine is not its cost.
     postgres: cpuMeter(() => backendsOf(SERVER_URL, 'audit_bench_list', [side === 'service' ? 'audit-trail api' : 'bare list server'])),
-    redis: cpuMeter(() => pidsOfUser('redis')),
+    // By name: the Debian service runs as redis, but a redis-server started by hand (as on these machines) as root.
+    redis: cpuMeter(() => pidsOfName('redis-server')),
   };
   const result = await load();
   cpu[side].node += meters.node.elapsed();

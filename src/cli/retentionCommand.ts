@@ -39,7 +39,9 @@ export async function runRetention(args: string[], config: Config, log: Logger):
     }
     const result = await expiry.run(values.tenant);
     if (values.json) {
-      process.stdout.write(`${JSON.stringify({ tenants: result.tenants.map(describe), dropped_partitions: result.droppedPartitions })}\n`);
+      process.stdout.write(
+        `${JSON.stringify({ tenants: result.tenants.map(describe), dropped_partitions: result.droppedPartitions, vacuumed_partitions: result.vacuumedPartitions })}\n`,
+      );
     } else {
       for (const tenant of result.tenants)
         process.stdout.write(`${tenant.tenantId}  ${tenant.expired ? runText(tenant) : skippedText(tenant)}\n`);

@@ -203,3 +203,53 @@ export async function dropExpiredPartitions(db: Queryable): Promise<string[]> {
   const { rows } = await db.query<{ name: string }>('SELECT audit_drop_expired_partitions() AS name');
   return rows.map((row) => row.name);
 }
+
+/**
+ * Dead rows, as a share of a partition's rows, at which a pass vacuums it. Autovacuum's own default is 0.2;
+ * below it, a pass steps over at most a tenth of the partition in dead rows before the next vacuum.
+ */
+const VACUUM_DEAD_SHARE = 0.1;
+
+/**
+ * The month partitions a pass removed from (its removed count per month) whose dead rows reach
+ * VACUUM_DEAD_SHARE, as quoted identifiers. The statistics' dead-row count may lag the last second of deletes
+ * (each backend reports at most once a second), so the pass's own count stands in when it is larger.
+ */
+export async function partitionsDueForVacuum(
+  db: Queryable,
+  removed: ReadonlyArray<{ readonly month: Date; readonly count: number }>,
+): Promise<string[]> {
+  const { rows } = await db.query<{ name: string }>(
+    `SELECT quote_ident(s.relname) AS name
+       FROM unnest($1::timestamptz[], $2::bigint[]) AS p(month, removed)
+       JOIN pg_stat_user_tables s ON s.relid = to_regclass('events_' || to_char(p.month AT TIME ZONE 'UTC', 'YYYY_MM'))
+      WHERE greatest(s.n_dead_tup, p.removed) > 0
+        AND greatest(s.n_dead_tup, p.removed) >= $3::float8 * greatest(s.n_live_tup + s.n_dead_tup, p.removed)
+      ORDER BY s.relname`,
+    [removed.map((month) => month.month), removed.map((month) => month.count), VACUUM_DEAD_SHARE],
+  );
+  return rows.map((row) => row.name);
+}
+
+/**
+ * VACUUM (ANALYZE) of the named partitions (quoted identifiers from partitionsDueForVacuum) on a connection of
+ * its own, paced as autovacuum paces itself (a 2 ms rest after every 200 units of page work) and on one core (no
+ * parallel index workers), so that it takes its time rather than ingestion's. Without it, the rows a pass
+ * removes stay in the heap and in every index of the partition until something vacuums them; with autovacuum
+ * off nothing does, and each later pass started by stepping over all of them (BENCHMARKS.md, issue 31).
+ * ANALYZE as well, as autovacuum would: a VACUUM alone sets the partition's row count but leaves its columns
+ * without statistics, and with that mix the planner chose a batch's rows by reading the tenant's whole expired
+ * range in another index and sorting it (96,000 heap fetches for a batch of 1,000) instead of the primary key
+ * in order. A partition another VACUUM holds is skipped (SKIP_LOCKED): that one does the work.
+ */
+export async function vacuumPartitions(connection: Queryable, names: readonly string[]): Promise<void> {
+  if (names.length === 0) return;
+  await connection.query(`SET vacuum_cost_delay = '2ms'`);
+  await connection.query('SET vacuum_cost_limit = 200');
+  try {
+    await connection.query(`VACUUM (ANALYZE, PARALLEL 0, SKIP_LOCKED) ${names.join(', ')}`);
+  } finally {
+    await connection.query('RESET vacuum_cost_delay');
+    await connection.query('RESET vacuum_cost_limit');
+  }
+}

@@ -1,7 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import type { ChildProcess } from 'node:child_process';
 import { jetstreamManager, type ConsumerInfo } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { BusNames } from '../../src/bus/streams.ts';
@@ -13,10 +12,10 @@ import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
-import { freePort } from '../support/ports.ts';
 import { PrivateNats, PrivatePostgres } from '../support/private-services.ts';
 import { startReceiver, type Reply, type TestReceiver } from '../support/receiver.ts';
-import { TEST_ENCRYPTION_KEY, call, startTestService, testLogger, type TestService } from '../support/service.ts';
+import { RoleProcesses } from '../support/roleProcesses.ts';
+import { TEST_ENCRYPTION_KEY, startTestService, testLogger, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 import { ENDPOINT_DELIVERIES } from '../../src/delivery/endpointDeliveries.ts';
@@ -40,14 +39,14 @@ describe('webhook delivery through faults', function () {
   const pools: Database[] = [];
   const receivers: TestReceiver[] = [];
   const services: TestService[] = [];
-  const children = new Set<ChildProcess>();
+  const roles = new RoleProcesses();
 
   before(async () => {
     [postgres, nats] = await Promise.all([PrivatePostgres.start(), PrivateNats.start()]);
   });
 
   afterEach(async () => {
-    for (const child of children) child.kill('SIGKILL');
+    roles.killAll();
     await Promise.all(services.splice(0).map((service) => service.stop()));
     await Promise.all(receivers.splice(0).map((receiver) => receiver.close()));
     await Promise.all(pools.splice(0).map((pool) => pool.close()));
@@ -103,38 +102,15 @@ describe('webhook delivery through faults', function () {
   }
 
   /** A service role in a process of its own, to be killed or stopped by its PID. */
-  async function startRole(db: TestDatabase, role: 'relay' | 'worker', env: Record<string, string>): Promise<ChildProcess> {
-    const internalPort = await freePort();
-    const child = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', role], {
-      env: {
-        ...process.env,
-        ...DELIVERY_ENV,
-        SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-        SHUTDOWN_DRAIN_DELAY_MS: '0',
-        HOST: '127.0.0.1',
-        LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'error',
-        DATABASE_URL: db.url,
-        NATS_URL: nats.url,
-        INTERNAL_PORT: String(internalPort),
-        ...env,
-      },
-      stdio: ['ignore', 'inherit', 'inherit'],
+  const startRole = (db: TestDatabase, role: 'relay' | 'worker', env: Record<string, string>) =>
+    roles.start([role], {
+      ...DELIVERY_ENV,
+      SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+      DATABASE_URL: db.url,
+      NATS_URL: nats.url,
+      ...env,
     });
-    children.add(child);
-    child.once('exit', () => children.delete(child));
-    await waitFor(
-      async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200,
-      `${role} ready`,
-      30_000,
-    );
-    return child;
-  }
-
-  async function kill(child: ChildProcess): Promise<void> {
-    const exited = once(child, 'exit');
-    child.kill('SIGKILL');
-    await exited;
-  }
+  const kill = (child: ChildProcess) => roles.kill(child);
 
   const consumerOf = (stream: string): Promise<ConsumerInfo> =>
     withJetStream((jsm) => jsm.consumers.info(stream, 'audit-delivery-workers'));

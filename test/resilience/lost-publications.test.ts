@@ -1,5 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { expect } from 'chai';
 import { Database } from '../../src/db/database.ts';
 import { ENDPOINT_DELIVERIES } from '../../src/delivery/endpointDeliveries.ts';
@@ -9,10 +7,10 @@ import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/events.ts';
-import { freePort } from '../support/ports.ts';
 import { PrivateNats, PrivatePostgres } from '../support/private-services.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
-import { TEST_ENCRYPTION_KEY, call, startTestService, testLogger, type TestService } from '../support/service.ts';
+import { RoleProcesses } from '../support/roleProcesses.ts';
+import { TEST_ENCRYPTION_KEY, startTestService, testLogger, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
 /** The bound docs/operations.md states: a lost publication is delivered this long after the later of its loss and the end of a Postgres or NATS outage. */
@@ -49,7 +47,7 @@ describe('publications lost by a killed ingest, beside other faults', function (
   let relay: TestService;
   let lost: TestReceiver;
   let hung: TestReceiver;
-  const children = new Set<ChildProcess>();
+  const roles = new RoleProcesses();
 
   before(async () => {
     [postgres, nats] = await Promise.all([PrivatePostgres.start(), PrivateNats.start()]);
@@ -69,7 +67,7 @@ describe('publications lost by a killed ingest, beside other faults', function (
   });
 
   after(async () => {
-    for (const child of children) child.kill('SIGKILL');
+    roles.killAll();
     await relay?.stop();
     await Promise.all([lost?.close(), hung?.close()]);
     await pool?.close();
@@ -79,32 +77,14 @@ describe('publications lost by a killed ingest, beside other faults', function (
   });
 
   /** A worker in a process of its own, to be killed by its PID. */
-  async function startWorker(): Promise<ChildProcess> {
-    const internalPort = await freePort();
-    const child = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', 'worker'], {
-      env: {
-        ...process.env,
-        ...DELIVERY_ENV,
-        SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-        SHUTDOWN_DRAIN_DELAY_MS: '0',
-        HOST: '127.0.0.1',
-        LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'error',
-        DATABASE_URL: db.url,
-        NATS_URL: nats.url,
-        NATS_NAMESPACE: 'lost',
-        INTERNAL_PORT: String(internalPort),
-      },
-      stdio: ['ignore', 'inherit', 'inherit'],
+  const startWorker = () =>
+    roles.start(['worker'], {
+      ...DELIVERY_ENV,
+      SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+      DATABASE_URL: db.url,
+      NATS_URL: nats.url,
+      NATS_NAMESPACE: 'lost',
     });
-    children.add(child);
-    child.once('exit', () => children.delete(child));
-    await waitFor(
-      async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200,
-      'worker ready',
-      30_000,
-    );
-    return child;
-  }
 
   it(`delivers them within ${BOUND_MS / 1000} s of the last fault, while the killed worker's messages hold the ack floor back`, async () => {
     relay = await startTestService({
@@ -121,9 +101,7 @@ describe('publications lost by a killed ingest, beside other faults', function (
       'test',
     );
     await waitFor(() => hung.received.length >= 5, 'the worker to hold the hung endpoint requests', 30_000);
-    const exited = once(firstWorker, 'exit');
-    firstWorker.kill('SIGKILL');
-    await exited;
+    await roles.kill(firstWorker);
 
     // The killed ingest: its deliveries are marked published and never published.
     const events = Array.from({ length: 50 }, () => newEvent({ tenantId: 'lost' }));

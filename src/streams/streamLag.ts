@@ -20,6 +20,19 @@ export interface StreamLag {
 export async function streamLag(db: Queryable, stream: LogStream): Promise<StreamLag> {
   const positions = new Map((await streamPositions(db, stream.id)).map((position) => [position.tenantId, position.nextLeaf]));
   const sizes = await treeSizes(db, stream.tenantIds ?? undefined);
+  return { positions, ...(await lagPast(db, stream, sizes, positions)) };
+}
+
+/**
+ * The lag past `positions` in trails of `sizes`: what streamLag reads, or what a pass of the worker has just
+ * read and moved (so that a pass every second does not read both again).
+ */
+export async function lagPast(
+  db: Queryable,
+  stream: LogStream,
+  sizes: ReadonlyMap<string, number>,
+  positions: ReadonlyMap<string, number>,
+): Promise<Omit<StreamLag, 'positions'>> {
   let events = 0;
   let oldestWaitingAt: Date | undefined;
   for (const [tenantId, size] of sizes) {
@@ -30,5 +43,5 @@ export async function streamLag(db: Queryable, stream: LogStream): Promise<Strea
     const waiting = await leafIngestedAt(db, tenantId, next);
     if (waiting && (oldestWaitingAt === undefined || waiting < oldestWaitingAt)) oldestWaitingAt = waiting;
   }
-  return { positions, events, oldestWaitingAt };
+  return { events, oldestWaitingAt };
 }

@@ -10,7 +10,7 @@ import type { ServiceMetrics } from '../platform/metrics.ts';
 import { cutBatches, type Batch } from './batches.ts';
 import type { Destination, SendOutcome } from './destinations/destination.ts';
 import { eventRecord, treeHeadRecord } from './records.ts';
-import { streamLag } from './streamLag.ts';
+import { lagPast, streamLag } from './streamLag.ts';
 import { advancePosition, recordFailure, startPosition } from './streamLeaseStore.ts';
 import { streamPositions, type LogStream } from './streamStore.ts';
 
@@ -48,10 +48,15 @@ export interface StreamWorkerOptions {
   readonly metrics?: ServiceMetrics;
 }
 
+/** Each tenant's tree size as a pass read it, and the stream's next leaf in it when the pass ended. */
+interface Trails {
+  readonly sizes: ReadonlyMap<string, number>;
+  readonly positions: ReadonlyMap<string, number>;
+}
+
 /** What one pass over a stream's tenants came to. */
 type PassOutcome =
-  | { readonly kind: 'idle' }
-  | { readonly kind: 'progress' }
+  | { readonly kind: 'idle' | 'progress'; readonly trails: Trails }
   | { readonly kind: 'lost' }
   | { readonly kind: 'failed'; readonly outcome: Exclude<SendOutcome, { kind: 'delivered' }> };
 
@@ -126,24 +131,25 @@ export class StreamWorker {
       this.options.log.info({ stream_id: this.stream.id }, 'stream taken over by another process');
       return 'stop';
     }
-    if (!this.loop.stopped) await this.publishLag();
-    if (outcome.kind === 'progress' || outcome.kind === 'idle') {
-      this.retryMs = 0;
-      return outcome.kind === 'progress' ? 0 : this.options.pollMs;
-    }
-    return this.handleFailure(outcome.outcome);
+    if (!this.loop.stopped) await this.publishLag(outcome.kind === 'failed' ? undefined : outcome.trails);
+    if (outcome.kind === 'failed') return this.handleFailure(outcome.outcome);
+    this.retryMs = 0;
+    return outcome.kind === 'progress' ? 0 : this.options.pollMs;
   }
 
   /**
-   * The lag gauges, from the committed positions, after every pass that did not lose the stream: a failed one
-   * too, so that while a destination is down the lag grows where alerts see it (between tries, it is as old
-   * as the last try). Nothing when Postgres does not answer: the pass's own retry comes first.
+   * The lag gauges after every pass that did not lose the stream: a failed one too, so that while a destination
+   * is down the lag grows where alerts see it (between tries, it is as old as the last try). A pass that went
+   * through gives its own sizes and positions; after a failure they are read again (a batch of the chunk may
+   * have moved the position before it). Nothing when Postgres does not answer: the pass's own retry comes first.
    */
-  private async publishLag(): Promise<void> {
+  private async publishLag(trails: Trails | undefined): Promise<void> {
     const { metrics, db, log } = this.options;
     if (!metrics) return;
     try {
-      const { events, oldestWaitingAt } = await streamLag(db, this.stream);
+      const { events, oldestWaitingAt } = trails
+        ? await lagPast(db, this.stream, trails.sizes, trails.positions)
+        : await streamLag(db, this.stream);
       metrics.streamLagEvents.set({ stream: this.stream.id }, events);
       metrics.streamLagSeconds.set(
         { stream: this.stream.id },
@@ -247,9 +253,9 @@ export class StreamWorker {
       }
       if (next && !this.loop.stopped) this.readAhead = { tenantId, start: position, chunk: next, readAtMs: nextReadAtMs };
       next?.catch(() => undefined);
+      positions.set(tenantId, position);
     }
-    if (this.loop.stopped) return { kind: 'idle' };
-    return progress ? { kind: 'progress' } : { kind: 'idle' };
+    return { kind: progress && !this.loop.stopped ? 'progress' : 'idle', trails: { sizes, positions } };
   }
 
   /**

@@ -217,7 +217,7 @@ describe('log streams: the streams role', function () {
     expect(delivered(hec, 'flaky').map((event) => event.leaf_index)).to.deep.equal([0, 1, 2, 3]);
   });
 
-  it('shows the lag of a stream whose destination is down growing in its gauges, and drops them when it lets the stream go', async () => {
+  it('shows the lag of a stream whose destination is down growing in its gauges, back to 0 once delivered, and drops them when it lets the stream go', async () => {
     await write('down', 2);
     const { stream } = await registry.create(
       'down',
@@ -236,6 +236,11 @@ describe('log streams: the streams role', function () {
     await waitFor(async () => (await gauge('audit_stream_lag_events')) === 8, 'the lag grown while the destination is down', 10_000);
     expect(await gauge('audit_stream_lag_seconds')).to.be.greaterThan(0);
     expect(delivered(hec, 'down')).to.deep.equal([]);
+    // Delivering again: the passes that go through report their own positions, down to nothing left.
+    hec.mode = 'normal';
+    await waitFor(async () => (await gauge('audit_stream_lag_events')) === 0, 'the lag gone once delivered', 10_000);
+    expect(delivered(hec, 'down')).to.have.length(8);
+    expect(await gauge('audit_stream_lag_seconds')).to.equal(0);
     await registry.pause('down', stream.id, ACTOR);
     await waitFor(() => !held.held.includes(stream.id), 'the paused stream let go');
     expect(await gauge('audit_stream_lag_events')).to.equal(undefined);

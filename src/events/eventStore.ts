@@ -196,11 +196,9 @@ export interface StreamEventFilter {
  * index, leaving out events the filter does not match and events that are gone (a retention drop). Log
  * streams read the trail through this.
  *
- * One statement from the tree's leaf ranges to the events: a stream read the keys first and passed 5,000 of
- * them back, two round trips and twice the parsing per chunk, about half of a backfill's read time
- * (BENCHMARKS.md, "Log streams"). The plan is an index lookup of the events' primary key per leaf (4 µs
- * each), whatever the tenant's size: the keys come from the ranges, never from a sort of the tenant's
- * events, which the planner chose when it was handed an array of keys with no statistics.
+ * One statement from the tree's leaf ranges to the events (leafChunkQuery): a stream read the keys first and
+ * passed 5,000 of them back, two round trips and twice the parsing per chunk, about half of a backfill's read
+ * time (BENCHMARKS.md, "Log streams").
  */
 export async function documentsOfLeaves(
   db: Queryable,
@@ -210,27 +208,92 @@ export async function documentsOfLeaves(
   filter: StreamEventFilter,
 ): Promise<Array<{ leaf: number; document: string }>> {
   const query: pg.QueryArrayConfig = {
-    ...prepared(
-      `SELECT r.first_leaf + k.position - 1, ${EVENT_DOCUMENT}
-         FROM merkle_leaf_ranges r
-        CROSS JOIN LATERAL unnest(r.event_occurred_at, r.event_ids) WITH ORDINALITY AS k(occurred_at, event_id, position)
-         JOIN events e ON e.tenant_id = $1 AND e.occurred_at = k.occurred_at AND e.event_id = k.event_id
-        WHERE r.tenant_id = $1
-          AND r.first_leaf >= (SELECT coalesce(max(first_leaf), 0) FROM merkle_leaf_ranges WHERE tenant_id = $1 AND first_leaf <= $2)
-          AND r.first_leaf < $2 + $3
-          AND r.first_leaf + k.position - 1 >= $2 AND r.first_leaf + k.position - 1 < $2 + $3
-          AND ($5::boolean IS NULL OR e.phi_involved = $5::boolean)
-          AND ${actionMatches('$4::text[]', 'e.action')}`,
-      [tenantId, fromLeaf, maxLeaves, textArrayLiteral(filter.actionPrefixes), filter.phiInvolved ?? null],
-    ),
+    ...prepared(leafChunkQuery(EVENT_DOCUMENT), leafChunkValues(tenantId, fromLeaf, maxLeaves, filter)),
     rowMode: 'array',
   };
   const rows = (await db.query(query)).rows as unknown as Array<[leaf: string, document: string]>;
   const documents = rows.map(([leaf, document]) => ({ leaf: Number(leaf), document }));
-  // Put in leaf order here rather than by an ORDER BY: the plan's nested loop yields them in that order
-  // already, and Postgres' sort of 3 MB of documents held every row back until the last was found.
+  // Put in leaf order here rather than by an ORDER BY: either plan yields them in that order already (the hash
+  // join probes with the keys in leaf order), and Postgres' sort of 3 MB of documents held every row back
+  // until the last was found.
   if (documents.some((entry, index) => index > 0 && entry.leaf < documents[index - 1]!.leaf)) documents.sort((a, b) => a.leaf - b.leaf);
   return documents;
+}
+
+/** The most leaves one chunk read takes (leafChunkQuery's plan is steered for chunks up to this size; the streams read 5,000). */
+const MAX_CHUNK_LEAVES = 5_000;
+
+/** leafChunkQuery's parameters, in order. */
+export function leafChunkValues(tenantId: string, fromLeaf: number, maxLeaves: number, filter: StreamEventFilter): unknown[] {
+  if (!Number.isSafeInteger(maxLeaves) || maxLeaves < 1 || maxLeaves > MAX_CHUNK_LEAVES) {
+    throw new Error(`a chunk read takes 1 to ${MAX_CHUNK_LEAVES} leaves, not ${maxLeaves}`);
+  }
+  return [tenantId, fromLeaf, maxLeaves, textArrayLiteral(filter.actionPrefixes), filter.phiInvolved ?? null];
+}
+
+/**
+ * The statement reading the events of a tenant's leaves [$2, $2 + $3) that the filter ($4 action prefixes,
+ * $5 PHI flag or NULL) lets through: a row per event, its leaf index and then `select`, expressions on the
+ * event's row `e`; parameters as leafChunkValues gives them.
+ *
+ * Looking each leaf's event up by its primary key cost Postgres 4 µs an event, most of it the index descent
+ * and the partition pruning that Postgres redoes for every key. The chunk's events lie in a window of time,
+ * the span of its leaf ranges (min_occurred_at, max_occurred_at, which proofs rely on as well), and a
+ * tenant's events of that window are usually the chunk's and hardly more: one index range scan of the window
+ * hashed and probed with the chunk's keys costs half (BENCHMARKS.md, "A stream's chunk read hashes its
+ * window"). A window holding many other events (a backfilled event years old sealed among today's) would make
+ * the scan read them all, so the window is first counted up to twice the chunk's leaves, and past that the
+ * chunk is read as before, key by key: one of the two branches runs, the other is skipped by its one-time
+ * filter.
+ */
+export function leafChunkQuery(select: string): string {
+  const ranges = `r.tenant_id = $1
+            AND r.first_leaf >= (SELECT coalesce(max(first_leaf), 0) FROM merkle_leaf_ranges WHERE tenant_id = $1 AND first_leaf <= $2)
+            AND r.first_leaf < $2 + $3`;
+  const leaf = 'r.first_leaf + k.position - 1';
+  const filters = `($5::boolean IS NULL OR e.phi_involved = $5::boolean)
+          AND ${actionMatches('$4::text[]', 'e.action')}`;
+  // What the generic plan reckons decides between the hash join and a lookup per key, so it is steered. The
+  // keys: the planner reckons an unnest of an array column at a handful of rows and would look each up, so each
+  // range is joined to a generate_series of one row that it reckons at a thousand, fenced (OFFSET 0) so that it
+  // stays there rather than run once per key. The window: the planner reckons it at a fixed share of the
+  // tenant's events, millions for a big tenant. Both are capped by a LIMIT that never cuts (a chunk has at most
+  // MAX_CHUNK_LEAVES keys; a window hashed at most twice that many events), so the estimates stay in the
+  // thousands: past them the planner chose lookups again, and past a cost of 100,000 Postgres compiles the
+  // statement (jit_above_cost) at every run, 160 ms for a tenant of 80 million events.
+  return `WITH chunk_window AS MATERIALIZED (
+         SELECT min(r.min_occurred_at) AS lo, max(r.max_occurred_at) AS hi FROM merkle_leaf_ranges r WHERE ${ranges}
+       ), sparse AS MATERIALIZED (
+         SELECT (SELECT count(*) FROM (SELECT FROM events e
+                                        WHERE e.tenant_id = $1 AND e.occurred_at >= w.lo AND e.occurred_at <= w.hi
+                                        LIMIT 2 * $3 + 1) window_events) > 2 * $3 AS sparse
+           FROM chunk_window w
+       )
+       SELECT k.leaf, ${select}
+         FROM (SELECT ${leaf} AS leaf, k.occurred_at, k.event_id
+                 FROM (SELECT r.first_leaf, r.event_occurred_at, r.event_ids
+                         FROM merkle_leaf_ranges r
+                        CROSS JOIN LATERAL generate_series(1, CASE WHEN r.first_leaf IS NULL THEN 0 ELSE 1 END) AS planner_estimate
+                        WHERE ${ranges}
+                       OFFSET 0) r
+                CROSS JOIN LATERAL unnest(r.event_occurred_at, r.event_ids) WITH ORDINALITY AS k(occurred_at, event_id, position)
+                WHERE ${leaf} >= $2 AND ${leaf} < $2 + $3
+                LIMIT ${MAX_CHUNK_LEAVES}) k
+         JOIN (SELECT e.*
+                 FROM events e
+                WHERE e.tenant_id = $1 AND e.occurred_at >= (SELECT lo FROM chunk_window) AND e.occurred_at <= (SELECT hi FROM chunk_window)
+                  AND ${filters}
+                LIMIT ${2 * MAX_CHUNK_LEAVES + 1}) e ON e.occurred_at = k.occurred_at AND e.event_id = k.event_id
+        WHERE NOT (SELECT sparse FROM sparse)
+       UNION ALL
+       SELECT ${leaf}, ${select}
+         FROM merkle_leaf_ranges r
+        CROSS JOIN LATERAL unnest(r.event_occurred_at, r.event_ids) WITH ORDINALITY AS k(occurred_at, event_id, position)
+         JOIN events e ON e.tenant_id = $1 AND e.occurred_at = k.occurred_at AND e.event_id = k.event_id
+        WHERE (SELECT sparse FROM sparse)
+          AND ${ranges}
+          AND ${leaf} >= $2 AND ${leaf} < $2 + $3
+          AND ${filters}`;
 }
 
 /** Whether `action` matches the text[] of action prefixes `prefixes`: the webhooks' rule (an empty list matches all). */

@@ -232,7 +232,8 @@ export type DocumentParts = [
 /**
  * A compact document as alternating literal texts and value slots, derived from DOCUMENT_FIELDS (the one
  * definition of the shape): `literals[i]`, then the value of slot `slots[i]`, …, then the last literal.
- * A slot below 4 is one of the columns (event id, action, PHI flag, tenant), the others the row's values.
+ * A slot below 4 is one of the columns (event id, action, PHI flag, tenant), the others the row's values;
+ * `values` is how many a row stores, `timestampValue` which of them is the timestamp's.
  */
 const COLUMN_SLOTS: ReadonlyMap<AuditEventFieldName, number> = new Map<AuditEventFieldName, number>([
   ['event_id', 0],
@@ -240,7 +241,7 @@ const COLUMN_SLOTS: ReadonlyMap<AuditEventFieldName, number> = new Map<AuditEven
   ['phi_involved', 2],
   ['tenant_id', 3],
 ]);
-const COMPACT_TEMPLATE = (() => {
+export const COMPACT_TEMPLATE = (() => {
   // A value of the row's values is its JSON text, quotes included; a verbatim column goes between quotes.
   const quoted = (index: number) => {
     const field = DOCUMENT_FIELDS[index];
@@ -254,8 +255,12 @@ const COMPACT_TEMPLATE = (() => {
     slots.push(COLUMN_SLOTS.get(name) ?? valueSlot++);
   });
   literals.push(`${quoted(DOCUMENT_FIELDS.length - 1) ? '"' : ''}}`);
-  return { literals, slots, values: valueSlot - COLUMN_SLOTS.size };
+  const timestampValue = VALUE_INDEXES.indexOf(DOCUMENT_FIELDS.findIndex(({ name }) => name === 'timestamp'));
+  return { literals, slots, values: valueSlot - COLUMN_SLOTS.size, timestampValue };
 })();
+
+/** What separates a compact row's values, as a byte. */
+export const VALUE_SEPARATOR_BYTE = VALUE_SEPARATOR.charCodeAt(0);
 
 /**
  * The served document of a row read with DOCUMENT_PARTS: byte for byte what EVENT_DOCUMENT gives in Postgres

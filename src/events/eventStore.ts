@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { textArrayLiteral } from '../db/arrayLiteral.ts';
-import { prepared, type Queryable } from '../db/database.ts';
+import { type BinaryRows, copyOutBinary, sqlBoolean, sqlInteger, sqlLiteral } from '../db/binaryCopy.ts';
+import { type Database, prepared, type Queryable } from '../db/database.ts';
 import type { CursorPosition } from './cursor.ts';
 import { COMPACT_DOCUMENT, DOCUMENT_PARTS, documentOfParts, EVENT_JSON, type DocumentParts } from './eventDocument.ts';
 import type { EventFilters } from './eventFilters.ts';
@@ -192,36 +193,78 @@ export interface StreamEventFilter {
 }
 
 /**
- * The documents of a tenant's leaves [fromLeaf, fromLeaf + maxLeaves), in leaf order, each with its leaf
- * index, leaving out events the filter does not match and events that are gone (a retention drop). Log
- * streams read the trail through this.
+ * The rows of a tenant's leaves [fromLeaf, fromLeaf + maxLeaves), each led by its leaf index, leaving out
+ * events the filter does not match and events that are gone (a retention drop). Log streams read the trail
+ * through this: `leaf` (int8) and DOCUMENT_PARTS' six columns, as binary COPY sends them (db/binaryCopy.ts),
+ * since a stream passes the documents on as bytes; documentOfLeafRow reads one as text. Postgres' own
+ * rendering of the documents (EVENT_DOCUMENT's format()) cost it more than the rest of the read.
  *
  * One statement from the tree's leaf ranges to the events (leafChunkQuery): a stream read the keys first and
  * passed 5,000 of them back, two round trips and twice the parsing per chunk, about half of a backfill's read
- * time (BENCHMARKS.md, "Log streams").
+ * time (BENCHMARKS.md, "Log streams"). The rows are not sorted by Postgres (its sort of megabytes of documents
+ * held every row back until the last was found): either plan yields them in leaf order already (the hash join
+ * probes with the keys in leaf order), and the reader checks. COPY takes no parameters: the values go in as
+ * literals, and each read is planned for them (custom plans take the same two branches as the generic one;
+ * test/events/leaf-chunks.test.ts).
  */
-export async function documentsOfLeaves(
-  db: Queryable,
+export function copyLeafDocuments(
+  db: Database,
   tenantId: string,
   fromLeaf: number,
   maxLeaves: number,
   filter: StreamEventFilter,
-): Promise<Array<{ leaf: number; document: string }>> {
-  const query: pg.QueryArrayConfig = {
-    ...prepared(leafChunkQuery(EVENT_DOCUMENT), leafChunkValues(tenantId, fromLeaf, maxLeaves, filter)),
-    rowMode: 'array',
+): Promise<BinaryRows> {
+  return copyOutBinary(db, leafChunkQuery(DOCUMENT_PARTS, leafChunkLiterals(tenantId, fromLeaf, maxLeaves, filter)));
+}
+
+/** leafChunkQuery's values as literals, checked as leafChunkValues checks them. */
+export function leafChunkLiterals(tenantId: string, fromLeaf: number, maxLeaves: number, filter: StreamEventFilter): LeafChunkArguments {
+  const [, , , prefixes] = leafChunkValues(tenantId, fromLeaf, maxLeaves, filter);
+  return {
+    tenant: sqlLiteral(tenantId),
+    fromLeaf: `${sqlInteger(fromLeaf)}::int8`,
+    maxLeaves: `${sqlInteger(maxLeaves)}::int8`,
+    actionPrefixes: `${sqlLiteral(prefixes as string)}::text[]`,
+    phiInvolved: sqlBoolean(filter.phiInvolved),
   };
-  const rows = (await db.query(query)).rows as unknown as Array<[leaf: string, document: string]>;
-  const documents = rows.map(([leaf, document]) => ({ leaf: Number(leaf), document }));
-  // Put in leaf order here rather than by an ORDER BY: either plan yields them in that order already (the hash
-  // join probes with the keys in leaf order), and Postgres' sort of 3 MB of documents held every row back
-  // until the last was found.
-  if (documents.some((entry, index) => index > 0 && entry.leaf < documents[index - 1]!.leaf)) documents.sort((a, b) => a.leaf - b.leaf);
-  return documents;
+}
+
+/** The columns of a row of copyLeafDocuments: its leaf, then DOCUMENT_PARTS from this field on. */
+export const LEAF_ROW_PARTS = 1;
+
+/** The served document of a row of copyLeafDocuments, as text: what EVENT_DOCUMENT gives. */
+export function documentOfLeafRow(row: BinaryRows): string {
+  const first = LEAF_ROW_PARTS;
+  return (
+    row.text(first) ??
+    documentOfParts([null, row.text(first + 1), row.uuid(first + 2), row.text(first + 3)!, row.boolean(first + 4), row.text(first + 5)!])
+  );
 }
 
 /** The most leaves one chunk read takes (leafChunkQuery's plan is steered for chunks up to this size; the streams read 5,000). */
 const MAX_CHUNK_LEAVES = 5_000;
+
+/**
+ * The SQL leafChunkQuery puts in for each of its values: parameters, in leafChunkValues' order (the default),
+ * or literals (COPY takes no parameters).
+ */
+export interface LeafChunkArguments {
+  readonly tenant: string;
+  /** Of type int8. */
+  readonly fromLeaf: string;
+  /** Of type int8. */
+  readonly maxLeaves: string;
+  readonly actionPrefixes: string;
+  readonly phiInvolved: string;
+}
+
+const PARAMETERS: LeafChunkArguments = {
+  tenant: '$1',
+  fromLeaf: '$2',
+  maxLeaves: '$3',
+  actionPrefixes: '$4::text[]',
+  phiInvolved: '$5::boolean',
+};
 
 /** leafChunkQuery's parameters, in order. */
 export function leafChunkValues(tenantId: string, fromLeaf: number, maxLeaves: number, filter: StreamEventFilter): unknown[] {
@@ -234,7 +277,7 @@ export function leafChunkValues(tenantId: string, fromLeaf: number, maxLeaves: n
 /**
  * The statement reading the events of a tenant's leaves [$2, $2 + $3) that the filter ($4 action prefixes,
  * $5 PHI flag or NULL) lets through: a row per event, its leaf index and then `select`, expressions on the
- * event's row `e`; parameters as leafChunkValues gives them.
+ * event's row `e`; parameters as leafChunkValues gives them, or `values` in their place.
  *
  * Looking each leaf's event up by its primary key cost Postgres 4 µs an event, most of it the index descent
  * and the partition pruning that Postgres redoes for every key. The chunk's events lie in a window of time,
@@ -246,13 +289,14 @@ export function leafChunkValues(tenantId: string, fromLeaf: number, maxLeaves: n
  * chunk is read as before, key by key: one of the two branches runs, the other is skipped by its one-time
  * filter.
  */
-export function leafChunkQuery(select: string): string {
-  const ranges = `r.tenant_id = $1
-            AND r.first_leaf >= (SELECT coalesce(max(first_leaf), 0) FROM merkle_leaf_ranges WHERE tenant_id = $1 AND first_leaf <= $2)
-            AND r.first_leaf < $2 + $3`;
+export function leafChunkQuery(select: string, values: LeafChunkArguments = PARAMETERS): string {
+  const { tenant, fromLeaf, maxLeaves } = values;
+  const ranges = `r.tenant_id = ${tenant}
+            AND r.first_leaf >= (SELECT coalesce(max(first_leaf), 0) FROM merkle_leaf_ranges WHERE tenant_id = ${tenant} AND first_leaf <= ${fromLeaf})
+            AND r.first_leaf < ${fromLeaf} + ${maxLeaves}`;
   const leaf = 'r.first_leaf + k.position - 1';
-  const filters = `($5::boolean IS NULL OR e.phi_involved = $5::boolean)
-          AND ${actionMatches('$4::text[]', 'e.action')}`;
+  const filters = `(${values.phiInvolved} IS NULL OR e.phi_involved = ${values.phiInvolved})
+          AND ${actionMatches(values.actionPrefixes, 'e.action')}`;
   // What the generic plan reckons decides between the hash join and a lookup per key, so it is steered. The
   // keys: the planner reckons an unnest of an array column at a handful of rows and would look each up, so each
   // range is joined to a generate_series of one row that it reckons at a thousand, fenced (OFFSET 0) so that it
@@ -265,8 +309,8 @@ export function leafChunkQuery(select: string): string {
          SELECT min(r.min_occurred_at) AS lo, max(r.max_occurred_at) AS hi FROM merkle_leaf_ranges r WHERE ${ranges}
        ), sparse AS MATERIALIZED (
          SELECT (SELECT count(*) FROM (SELECT FROM events e
-                                        WHERE e.tenant_id = $1 AND e.occurred_at >= w.lo AND e.occurred_at <= w.hi
-                                        LIMIT 2 * $3 + 1) window_events) > 2 * $3 AS sparse
+                                        WHERE e.tenant_id = ${tenant} AND e.occurred_at >= w.lo AND e.occurred_at <= w.hi
+                                        LIMIT 2 * ${maxLeaves} + 1) window_events) > 2 * ${maxLeaves} AS sparse
            FROM chunk_window w
        )
        SELECT k.leaf, ${select}
@@ -277,11 +321,11 @@ export function leafChunkQuery(select: string): string {
                         WHERE ${ranges}
                        OFFSET 0) r
                 CROSS JOIN LATERAL unnest(r.event_occurred_at, r.event_ids) WITH ORDINALITY AS k(occurred_at, event_id, position)
-                WHERE ${leaf} >= $2 AND ${leaf} < $2 + $3
+                WHERE ${leaf} >= ${fromLeaf} AND ${leaf} < ${fromLeaf} + ${maxLeaves}
                 LIMIT ${MAX_CHUNK_LEAVES}) k
          JOIN (SELECT e.*
                  FROM events e
-                WHERE e.tenant_id = $1 AND e.occurred_at >= (SELECT lo FROM chunk_window) AND e.occurred_at <= (SELECT hi FROM chunk_window)
+                WHERE e.tenant_id = ${tenant} AND e.occurred_at >= (SELECT lo FROM chunk_window) AND e.occurred_at <= (SELECT hi FROM chunk_window)
                   AND ${filters}
                 LIMIT ${2 * MAX_CHUNK_LEAVES + 1}) e ON e.occurred_at = k.occurred_at AND e.event_id = k.event_id
         WHERE NOT (SELECT sparse FROM sparse)
@@ -289,10 +333,10 @@ export function leafChunkQuery(select: string): string {
        SELECT ${leaf}, ${select}
          FROM merkle_leaf_ranges r
         CROSS JOIN LATERAL unnest(r.event_occurred_at, r.event_ids) WITH ORDINALITY AS k(occurred_at, event_id, position)
-         JOIN events e ON e.tenant_id = $1 AND e.occurred_at = k.occurred_at AND e.event_id = k.event_id
+         JOIN events e ON e.tenant_id = ${tenant} AND e.occurred_at = k.occurred_at AND e.event_id = k.event_id
         WHERE (SELECT sparse FROM sparse)
           AND ${ranges}
-          AND ${leaf} >= $2 AND ${leaf} < $2 + $3
+          AND ${leaf} >= ${fromLeaf} AND ${leaf} < ${fromLeaf} + ${maxLeaves}
           AND ${filters}`;
 }
 

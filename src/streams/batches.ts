@@ -1,4 +1,4 @@
-import type { BatchLimits, Destination, EncodedBatch } from './destinations/destination.ts';
+import { type BatchLimits, type Destination, type EncodedBatch, type Item, itemBytes, writeItem } from './destinations/destination.ts';
 import type { StreamRecord } from './records.ts';
 
 /** A batch ready to send, and how many events (not counting a tree head) it carries. */
@@ -16,41 +16,156 @@ export interface ChunkSpan {
 }
 
 /**
- * A chunk's records as batches within the destination's limits, each led by the tree head record when
- * there is one. Together the batches cover every leaf of the chunk: the last one takes the filtered-out
- * leaves after its last record. No batch when no record got through the filter.
+ * A chunk's records as batches within the destination's limits, cut one at a time as the stream needs them
+ * (a stream cuts the next batch while the one before is in flight: cutting a whole chunk at once held its
+ * thread for tens of milliseconds while the destination waited). Each batch is led by the tree head record
+ * when there is one, and each item is written into the batch's body as soon as its record comes: a record
+ * whose JSON is written from a row's bytes is valid only until the next one is taken (streams/records.ts),
+ * and one that did not fit a batch is held, its row unmoved, for the next. Together the batches cover every
+ * leaf of the chunk: the last one takes the filtered-out leaves after its last record. No batch when no record
+ * got through the filter.
  */
+export class BatchCutter {
+  private readonly destination: Destination;
+  private readonly limits: BatchLimits;
+  private readonly span: ChunkSpan;
+  private readonly records: Iterator<StreamRecord>;
+  private readonly headItem: Item | undefined;
+  private readonly body: BodyWriter;
+  private readonly createdAtMs = Date.now();
+  /** The first leaf of the next batch. */
+  private firstLeaf: number;
+  /** A record's item that did not fit the batch before, and its leaf. */
+  private held: { readonly item: Item; readonly length: number; readonly leaf: number } | undefined;
+  private exhausted = false;
+
+  constructor(
+    destination: Destination,
+    limits: BatchLimits,
+    span: ChunkSpan,
+    records: Iterable<StreamRecord>,
+    head: StreamRecord | undefined,
+  ) {
+    this.destination = destination;
+    this.limits = limits;
+    this.span = span;
+    this.records = records[Symbol.iterator]();
+    this.headItem = head && destination.encode(head);
+    this.body = new BodyWriter(destination, limits.maxBytes);
+    this.firstLeaf = span.firstLeaf;
+  }
+
+  /** The next batch; undefined once every record is in one. */
+  next(): Batch | undefined {
+    const { body, limits } = this;
+    body.start();
+    if (this.headItem) body.add(this.headItem, itemBytes(this.headItem));
+    let events = 0;
+    let lastLeaf = this.firstLeaf - 1;
+    if (this.held) {
+      body.add(this.held.item, this.held.length);
+      lastLeaf = this.held.leaf;
+      events = 1;
+      this.held = undefined;
+    }
+    while (!this.exhausted) {
+      const step = this.records.next();
+      if (step.done) {
+        this.exhausted = true;
+        break;
+      }
+      const item = this.destination.encode(step.value);
+      const length = itemBytes(item);
+      if (events > 0 && (body.items >= limits.maxItems || body.bytesWith(length) > limits.maxBytes)) {
+        this.held = { item, length, leaf: step.value.leafIndex };
+        break;
+      }
+      body.add(item, length);
+      lastLeaf = step.value.leafIndex;
+      events += 1;
+    }
+    if (events === 0) return undefined;
+    const { streamId, tenantId } = this.span;
+    const last = this.exhausted ? this.span.lastLeaf : lastLeaf;
+    const encoded = { streamId, tenantId, firstLeaf: this.firstLeaf, lastLeaf: last, body: body.finish(), createdAtMs: this.createdAtMs };
+    this.firstLeaf = lastLeaf + 1;
+    return { encoded, events };
+  }
+}
+
+/** Every batch of a chunk at once (BatchCutter's). */
 export function cutBatches(
   destination: Destination,
   limits: BatchLimits,
   span: ChunkSpan,
-  records: readonly StreamRecord[],
+  records: Iterable<StreamRecord>,
   head: StreamRecord | undefined,
 ): Batch[] {
-  const { streamId, tenantId } = span;
-  const headItem = head && destination.encode(head);
-  const headBytes = headItem === undefined ? 0 : Buffer.byteLength(headItem) + 1;
+  const cutter = new BatchCutter(destination, limits, span, records, head);
   const batches: Batch[] = [];
-  let items: string[] = headItem === undefined ? [] : [headItem];
-  let bytes = headBytes;
-  let firstLeaf = span.firstLeaf;
-  let events = 0;
-  const createdAtMs = Date.now();
-  for (let index = 0; index < records.length; index += 1) {
-    const item = destination.encode(records[index]!);
-    const itemBytes = Buffer.byteLength(item) + 1;
-    if (events > 0 && (items.length >= limits.maxItems || bytes + itemBytes > limits.maxBytes)) {
-      const lastLeaf = records[index - 1]!.leafIndex;
-      batches.push({ encoded: { streamId, tenantId, firstLeaf, lastLeaf, items, createdAtMs }, events });
-      firstLeaf = lastLeaf + 1;
-      items = headItem === undefined ? [] : [headItem];
-      bytes = headBytes;
-      events = 0;
-    }
-    items.push(item);
-    bytes += itemBytes;
-    events += 1;
-  }
-  if (events > 0) batches.push({ encoded: { streamId, tenantId, firstLeaf, lastLeaf: span.lastLeaf, items, createdAtMs }, events });
+  for (let batch = cutter.next(); batch; batch = cutter.next()) batches.push(batch);
   return batches;
+}
+
+/** One record alone in a batch (a test send). */
+export function singleBatch(destination: Destination, span: ChunkSpan, record: StreamRecord): EncodedBatch {
+  const item = destination.encode(record);
+  const body = new BodyWriter(destination, 0);
+  body.start();
+  body.add(item, itemBytes(item));
+  return { ...span, body: body.finish(), createdAtMs: Date.now() };
+}
+
+/**
+ * A batch's body as it grows, in a scratch buffer reused from batch to batch; finish() copies it out at its
+ * exact size. The sizes are the destination's framing's, exactly: what limits.maxBytes bounds.
+ */
+class BodyWriter {
+  private readonly framing: Destination['framing'];
+  private readonly separatorBytes: number;
+  private readonly closeBytes: number;
+  private scratch: Buffer;
+  private length = 0;
+  items = 0;
+
+  constructor(destination: Destination, expectedBytes: number) {
+    this.framing = destination.framing;
+    this.separatorBytes = Buffer.byteLength(this.framing.separator);
+    this.closeBytes = Buffer.byteLength(this.framing.close);
+    this.scratch = Buffer.allocUnsafe(Math.min(Math.max(expectedBytes, 4096), 8_000_000));
+  }
+
+  start(): void {
+    this.items = 0;
+    this.length = this.scratch.write(this.framing.open, 0);
+  }
+
+  /** The body's length, closed, with one more item of `itemLength` bytes. */
+  bytesWith(itemLength: number): number {
+    return this.length + (this.items > 0 ? this.separatorBytes : 0) + itemLength + this.closeBytes;
+  }
+
+  add(item: Item, itemLength: number): void {
+    this.reserve(this.bytesWith(itemLength));
+    if (this.items > 0) this.length += this.scratch.write(this.framing.separator, this.length);
+    const end = writeItem(item, this.scratch, this.length);
+    if (end !== this.length + itemLength) throw new Error(`an item wrote ${end - this.length} bytes, not the ${itemLength} it counted`);
+    this.length = end;
+    this.items += 1;
+  }
+
+  finish(): Buffer {
+    this.reserve(this.length + this.closeBytes);
+    this.length += this.scratch.write(this.framing.close, this.length);
+    const body = Buffer.allocUnsafe(this.length);
+    this.scratch.copy(body, 0, 0, this.length);
+    return body;
+  }
+
+  private reserve(bytes: number): void {
+    if (bytes <= this.scratch.length) return;
+    const larger = Buffer.allocUnsafe(Math.max(bytes, this.scratch.length * 2));
+    this.scratch.copy(larger, 0, 0, this.length);
+    this.scratch = larger;
+  }
 }

@@ -10,6 +10,7 @@ import { generateWebhookSecret, type SecretBox } from '../webhooks/secretBox.ts'
 import { targetProblem, type TargetPolicy } from '../webhooks/targetGuard.ts';
 import type { WebhookUrlPolicy } from '../webhooks/webhookRules.ts';
 import { openDestination, type DestinationOptions } from './destinations/openDestination.ts';
+import { singleBatch } from './batches.ts';
 import { testRecord } from './records.ts';
 import { streamLag } from './streamLag.ts';
 import { destinationOf, sealDestination } from './streamSecrets.ts';
@@ -195,14 +196,9 @@ async function sendTestRecord(stream: LogStream, box: SecretBox, options: Destin
   const started = performance.now();
   try {
     const record = testRecord(stream.id, stream.ownerTenantId ?? '');
-    const outcome = await target.send({
-      streamId: stream.id,
-      tenantId: stream.ownerTenantId ?? 'test',
-      firstLeaf: 0,
-      lastLeaf: 0,
-      items: [target.encode(record)],
-      createdAtMs: Date.now(),
-    });
+    const outcome = await target.send(
+      singleBatch(target, { streamId: stream.id, tenantId: stream.ownerTenantId ?? 'test', firstLeaf: 0, lastLeaf: 0 }, record),
+    );
     const durationMs = Math.round(performance.now() - started);
     return { success: outcome.kind === 'delivered', error: outcome.kind === 'delivered' ? null : outcome.reason, durationMs };
   } finally {

@@ -2,14 +2,14 @@
 // is one sequence whose ordering guarantees (at most one batch past the durable position) are easier to
 // check in one place than across modules; its parts that stand alone (batches, records, lease store) are apart.
 import type { Database } from '../db/database.ts';
-import { documentsOfLeaves } from '../events/eventStore.ts';
+import { copyLeafDocuments } from '../events/eventStore.ts';
 import { firstLeafSince, latestTreeHead, treeSizes } from '../integrity/treeStore.ts';
 import { PollLoop, type NextPass } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { cutBatches, type Batch } from './batches.ts';
+import { BatchCutter, type Batch } from './batches.ts';
 import type { Destination, SendOutcome } from './destinations/destination.ts';
-import { eventRecord, treeHeadRecord } from './records.ts';
+import { recordsOfLeafRows, treeHeadRecord } from './records.ts';
 import { lagPast, streamLag } from './streamLag.ts';
 import { advancePosition, recordFailure, startPosition } from './streamLeaseStore.ts';
 import { streamPositions, type LogStream } from './streamStore.ts';
@@ -25,11 +25,15 @@ const CHUNKS_PER_ROUND = 8;
  */
 const READ_AHEAD_MAX_AGE_MS = 1_000;
 
-/** A chunk of a tenant's leaves, [start, end], as the batches that carry the events the filter lets through. */
+/**
+ * A chunk of a tenant's leaves, [start, end], as the batches that carry the events the filter lets through:
+ * the first one cut when the chunk is read, the others by `cutter` as they are sent.
+ */
 interface Chunk {
   readonly start: number;
   readonly end: number;
-  readonly batches: readonly Batch[];
+  readonly first: Batch | undefined;
+  readonly cutter: BatchCutter;
 }
 const FIRST_RETRY_MS = 1_000;
 const MAX_RETRY_MS = 60_000;
@@ -267,35 +271,39 @@ export class StreamWorker {
     const { db } = this.options;
     const end = Math.min(position + CHUNK_LEAVES, size) - 1;
     const filter = { actionPrefixes: this.stream.filter.action_prefixes ?? [], phiInvolved: this.stream.filter.phi_involved };
-    const [documents, head] = await Promise.all([
-      documentsOfLeaves(db, tenantId, position, end - position + 1, filter),
+    const [rows, head] = await Promise.all([
+      copyLeafDocuments(db, tenantId, position, end - position + 1, filter),
       this.stream.treeHeads ? latestTreeHead(db, tenantId) : undefined,
     ]);
-    const records = documents.map(({ leaf, document }) => eventRecord(this.stream.format, tenantId, document, leaf));
     const span = { streamId: this.stream.id, tenantId, firstLeaf: position, lastLeaf: end };
-    const batches = cutBatches(
+    const cutter = new BatchCutter(
       this.destination,
       this.limits,
       span,
-      records,
-      head && records.length > 0 ? treeHeadRecord(head, position) : undefined,
+      recordsOfLeafRows(this.stream.format, tenantId, rows),
+      head && rows.rowCount > 0 ? treeHeadRecord(head, position) : undefined,
     );
-    // Cut and its first body compressed as soon as read, while the chunk before is still being sent: a chunk's
-    // first batch does not wait for either.
-    if (batches[0]) this.destination.prepare(batches[0].encoded);
-    return { start: position, end, batches };
+    // The first batch cut and its body compressed as soon as read, while the chunk before is still being sent:
+    // a chunk's first batch does not wait for either.
+    const first = cutter.next();
+    if (first) this.destination.prepare(first.encoded);
+    return { start: position, end, first, cutter };
   }
 
   /** Sends a chunk's batches in order, the position moving past each one the destination accepts. */
   private async sendChunk(tenantId: string, chunk: Chunk): Promise<{ kind: 'moved' } | Extract<PassOutcome, { kind: 'lost' | 'failed' }>> {
     const { db, owner, metrics } = this.options;
     if (chunk.end < chunk.start) return { kind: 'moved' };
-    const { batches } = chunk;
-    for (const [index, batch] of batches.entries()) {
-      // The next body is compressed while this batch is in flight; it is sent only once this one is acknowledged.
-      const following = batches[index + 1];
+    for (let batch = chunk.first; batch; ) {
+      const sending = this.destination.send(batch.encoded);
+      // Awaited below; a rejection while the next batch is cut must not count as unhandled meanwhile.
+      sending.catch(() => undefined);
+      // The next batch is cut and its body compressed while this one is in flight, once its request has gone out
+      // (the cut holds this thread for milliseconds); it is sent only once this one is acknowledged.
+      await new Promise((resolve) => setImmediate(resolve));
+      const following = chunk.cutter.next();
       if (following) this.destination.prepare(following.encoded);
-      const outcome = await this.destination.send(batch.encoded);
+      const outcome = await sending;
       // The batch before's position was committed while this one was in flight; it holds before this one's.
       if (!(await this.settlePosition())) return { kind: 'lost' };
       if (outcome.kind !== 'delivered') return { kind: 'failed', outcome };
@@ -310,8 +318,9 @@ export class StreamWorker {
         this.options.log.info({ stream_id: this.stream.id }, 'stream delivering again');
       }
       metrics?.streamEventsDelivered.inc({ stream: this.stream.id }, batch.events);
+      batch = following;
     }
-    if (batches.length === 0) {
+    if (chunk.first === undefined) {
       // Every event of the chunk filtered out: the position moves past it all the same, after the one before.
       if (!(await this.settlePosition())) return { kind: 'lost' };
       if (!(await advancePosition(db, this.stream.id, owner, tenantId, chunk.end + 1, 0))) return { kind: 'lost' };

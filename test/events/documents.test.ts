@@ -2,13 +2,16 @@ import { expect } from 'chai';
 import { Database } from '../../src/db/database.ts';
 import { CursorCodec } from '../../src/events/cursor.ts';
 import { EventReader } from '../../src/events/eventReader.ts';
+import { copyOutBinary, sqlLiteral } from '../../src/db/binaryCopy.ts';
 import {
+  DOCUMENT_PARTS,
   documentOfParts,
   type DocumentParts,
   EVENT_DOCUMENT_VERSION,
   EVENT_JSON,
   renderEventDocument,
 } from '../../src/events/eventDocument.ts';
+import { compactDocumentLength, compactTimestampMs, writeCompactDocument } from '../../src/events/compactDocumentBytes.ts';
 import { EVENT_DOCUMENT, exportQuery } from '../../src/events/eventStore.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -200,6 +203,44 @@ describe('stored event documents', () => {
       expect(page.startsWith(`{"events":[${served.join(',')}],`)).to.equal(true);
       const exported = await database.pool.query({ ...exportQuery(tenant, {}, {}), rowMode: 'array' });
       expect((exported.rows as DocumentParts[]).map(documentOfParts)).to.deep.equal(served);
+    }
+  });
+
+  it('puts each compact row together from its binary COPY bytes, byte for byte as Postgres serves it', async () => {
+    // Every kind of row (compact, full, without a document, of a later version), read as a stream reads them.
+    const rows = await copyOutBinary(db, `SELECT ${EVENT_DOCUMENT}, ${DOCUMENT_PARTS} FROM events e`);
+    let compact = 0;
+    for (let index = 0; index < rows.rowCount; index += 1) {
+      rows.select(index);
+      const served = rows.text(0)!;
+      const length = compactDocumentLength(rows, 1);
+      if (length === undefined) {
+        expect(rows.text(1)).to.equal(served);
+        continue;
+      }
+      compact += 1;
+      // Written where the caller says, without the final brace (a stream appends a member there), and nothing past it.
+      const target = Buffer.alloc(length + 20, '#');
+      expect(writeCompactDocument(rows, 1, target, 10)).to.equal(10 + length);
+      expect(target.toString('utf8')).to.equal(`${'#'.repeat(10)}${served.slice(0, -1)}${'#'.repeat(10)}`);
+      expect(Buffer.byteLength(served)).to.equal(length + 1);
+      expect(compactTimestampMs(rows, 1)).to.equal(Date.parse(JSON.parse(served).timestamp));
+    }
+    expect(rows.rowCount).to.be.at.least(4);
+    expect(compact).to.be.at.least(2);
+  });
+
+  it('refuses a compact row whose values do not fit the shape, rather than serving a shifted document', async () => {
+    const values = (await database.pool.query(`SELECT document_values FROM events WHERE event_id = $1`, [written.eventId])).rows[0]
+      .document_values as string;
+    for (const stored of [`${values}\u001fextra`, values.split('\u001f').slice(1).join('\u001f')]) {
+      const rows = await copyOutBinary(
+        db,
+        `SELECT NULL::text, ${sqlLiteral(stored)}::text, e.event_id, e.action, e.phi_involved, e.tenant_id FROM events e WHERE e.event_id = ${sqlLiteral(written.eventId)}`,
+      );
+      rows.select(0);
+      const length = compactDocumentLength(rows, 0)!;
+      expect(() => writeCompactDocument(rows, 0, Buffer.alloc(length + 100), 0)).to.throw(/stores \d+ values, not 11/);
     }
   });
 

@@ -2,7 +2,15 @@ import { expect } from 'chai';
 import pg from 'pg';
 import { Database } from '../../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
-import { documentsOfLeaves, EVENT_DOCUMENT, leafChunkQuery, leafChunkValues, type StreamEventFilter } from '../../src/events/eventStore.ts';
+import {
+  copyLeafDocuments,
+  documentOfLeafRow,
+  EVENT_DOCUMENT,
+  leafChunkLiterals,
+  leafChunkQuery,
+  leafChunkValues,
+  type StreamEventFilter,
+} from '../../src/events/eventStore.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { redactEvent } from '../../src/lifecycle/redactions.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -11,7 +19,7 @@ import { sealKeyPair, startTestSealer } from '../support/integrity.ts';
 import { testLogger } from '../support/service.ts';
 
 /**
- * A log stream reads its tenant's trail a chunk of leaves at a time (documentsOfLeaves). The statement hashes
+ * A log stream reads its tenant's trail a chunk of leaves at a time (copyLeafDocuments). The statement hashes
  * the events of the chunk's window of time when the window holds few others, and looks each key up otherwise:
  * either way a chunk is exactly its leaves' events, in leaf order, wherever their months and whenever they were
  * sealed.
@@ -33,7 +41,7 @@ describe("a chunk of a tenant's leaves", () => {
 
   before(async () => {
     database = await createTestDatabase();
-    // One connection, so that the statement runs with its generic plan after the first five reads.
+    // One connection: a COPY that left it unusable would fail the next read.
     db = new Database({ url: database.url, poolSize: 1, applicationName: 'leaf chunks test', log: testLogger() });
     const writer = new EventWriter(db, WEBHOOK_FAN_OUT);
     const sealer = await startTestSealer(database.url, sealKeyPair().privateKey);
@@ -105,6 +113,15 @@ describe("a chunk of a tenant's leaves", () => {
     await database?.drop();
   });
 
+  /** A chunk as a stream reads it: its rows' leaves and served documents, in leaf order. */
+  async function documentsOfLeaves(tenantId: string, fromLeaf: number, maxLeaves: number, filter: StreamEventFilter) {
+    const rows = await copyLeafDocuments(db, tenantId, fromLeaf, maxLeaves, filter);
+    return Array.from({ length: rows.rowCount }, (_, index) => {
+      rows.select(index);
+      return { leaf: rows.integer(0), document: documentOfLeafRow(rows) };
+    }).sort((a, b) => a.leaf - b.leaf);
+  }
+
   /** What a chunk must be: its leaves' events that the filter matches, from the tree and the events apart. */
   function expectedChunk(fromLeaf: number, maxLeaves: number, filter: StreamEventFilter) {
     const matches = (action: string) =>
@@ -130,7 +147,7 @@ describe("a chunk of a tenant's leaves", () => {
     // the others look keys up.
     for (const size of [1000, 777, 1200, 1500, 3001]) {
       const read = [];
-      for (let from = 0; from < leaves.length; from += size) read.push(...(await documentsOfLeaves(db, TENANT, from, size, everything)));
+      for (let from = 0; from < leaves.length; from += size) read.push(...(await documentsOfLeaves(TENANT, from, size, everything)));
       expect(read, `chunks of ${size}`).to.deep.equal(expectedChunk(0, leaves.length, everything));
     }
   });
@@ -155,7 +172,7 @@ describe("a chunk of a tenant's leaves", () => {
         [2990, 500],
         [3001, 100],
       ] as const) {
-        expect(await documentsOfLeaves(db, TENANT, from, max, filter), `${JSON.stringify(filter)} from ${from}, ${max}`).to.deep.equal(
+        expect(await documentsOfLeaves(TENANT, from, max, filter), `${JSON.stringify(filter)} from ${from}, ${max}`).to.deep.equal(
           expectedChunk(from, max, filter),
         );
       }
@@ -172,9 +189,9 @@ describe("a chunk of a tenant's leaves", () => {
           .map((value) => (value === null ? 'NULL' : pg.escapeLiteral(String(value))))
           .join(', ')})`;
       for (let round = 0; round < 6; round += 1) await client.query(execute(round * 100, 100));
-      /** The rows each kind of join returned, of the generic plan. */
-      const joined = async (from: number, max: number) => {
-        const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${execute(from, max)}`);
+      /** The rows each kind of join returned, for the statement in `text`. */
+      const joined = async (text: string) => {
+        const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`);
         const totals = new Map<string, number>();
         const visit = (node: { 'Node Type': string; 'Actual Rows': number; 'Actual Loops': number; Plans?: unknown[] }) => {
           totals.set(node['Node Type'], (totals.get(node['Node Type']) ?? 0) + node['Actual Rows'] * node['Actual Loops']);
@@ -183,13 +200,21 @@ describe("a chunk of a tenant's leaves", () => {
         visit(rows[0]['QUERY PLAN'][0].Plan);
         return { hash: totals.get('Hash Join') ?? 0, nestedLoop: totals.get('Nested Loop') ?? 0 };
       };
-      // Leaves of both statements over the month's start: a window of 2,700 events (the rest of the second
-      // statement's and the unsealed among them) for 1,500 leaves.
-      expect(await joined(0, 1500)).to.include({ hash: 1500 });
-      // Past the event two years old, the window holds every event of the tenant.
-      const sparse = await joined(oldLeaf - 10, 20);
-      expect(sparse.hash).to.equal(0);
-      expect(sparse.nestedLoop).to.be.at.least(20);
+      // The generic plan of the prepared statement, and the plan of the statement with literals (as a stream's
+      // COPY sends it), planned for its values.
+      const statements = [
+        (from: number, max: number) => execute(from, max),
+        (from: number, max: number) => leafChunkQuery('e.event_id', leafChunkLiterals(TENANT, from, max, everything)),
+      ];
+      for (const statement of statements) {
+        // Leaves of both statements over the month's start: a window of 2,700 events (the rest of the second
+        // statement's and the unsealed among them) for 1,500 leaves.
+        expect(await joined(statement(0, 1500))).to.include({ hash: 1500 });
+        // Past the event two years old, the window holds every event of the tenant.
+        const sparse = await joined(statement(oldLeaf - 10, 20));
+        expect(sparse.hash).to.equal(0);
+        expect(sparse.nestedLoop).to.be.at.least(20);
+      }
       const { rows } = await client.query(`SELECT generic_plans FROM pg_prepared_statements WHERE name = 'chunk'`);
       expect(Number(rows[0].generic_plans)).to.be.at.least(2);
     } finally {

@@ -9,7 +9,7 @@ import { verifyInclusion } from '../../src/client/integrity.ts';
 import { serverSentEvents } from '../../src/client/liveEvents.ts';
 import { Database } from '../../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
-import { documentsOfLeaves } from '../../src/events/eventStore.ts';
+import { copyLeafDocuments, documentOfLeafRow } from '../../src/events/eventStore.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { redactionSchema } from '../../src/http/apiSchemas.ts';
 import { REDACTION_MARKER } from '../../src/lifecycle/redaction.ts';
@@ -165,13 +165,15 @@ describe('redaction of free-text fields, keeping proofs', function () {
     }
     controller.abort();
     // The target is leaf 2 of the tenant's trail (the proof above says so).
-    const streamed = await documentsOfLeaves(database, tenant, 2, 1, { actionPrefixes: [], phiInvolved: undefined });
+    const streamed = await copyLeafDocuments(database, tenant, 2, 1, { actionPrefixes: [], phiInvolved: undefined });
+    expect(streamed.rowCount).to.equal(1);
+    streamed.select(0);
     const served = [
       list.find((event: { event_id: string }) => event.event_id === target.eventId),
       json.find((event: { event_id: string }) => event.event_id === target.eventId),
       ndjson.find((event: { event_id: string }) => event.event_id === target.eventId),
       live,
-      JSON.parse(streamed[0]!.document),
+      JSON.parse(documentOfLeafRow(streamed)),
     ];
     const expected = await lookup(target.eventId);
     for (const event of served) expect(event).to.deep.equal(expected);

@@ -2,12 +2,13 @@ import type { StreamRecord } from '../records.ts';
 import type { StreamFormat } from '../streamRules.ts';
 import {
   compressedBody,
-  joinedBytes,
   outcomeOfStatus,
   retryAfterMs,
   type BatchLimits,
+  type BodyFraming,
   type Destination,
   type EncodedBatch,
+  type Item,
   type SendOutcome,
 } from './destination.ts';
 import { type HttpAnswer, type HttpPoster, outcomeOfNetworkFailure } from './httpPoster.ts';
@@ -30,6 +31,7 @@ export interface DatadogSettings {
  */
 export class DatadogLogs implements Destination {
   readonly limits: BatchLimits = { maxItems: 1000, maxBytes: 5_000_000 };
+  readonly framing: BodyFraming = { open: '[', separator: ',', close: ']' };
   private readonly settings: DatadogSettings;
   private readonly poster: HttpPoster;
   private readonly endpoint: URL;
@@ -44,14 +46,20 @@ export class DatadogLogs implements Destination {
     this.sharedMembers = `"ddsource":"audit-trail","service":${JSON.stringify(settings.service ?? 'audit-trail')}`;
   }
 
-  encode(record: StreamRecord): string {
+  encode(record: StreamRecord): Item {
     const tags = [`tenant:${record.tenantId}`, ...(this.settings.tags ?? [])].join(',');
     if (record.kind !== 'event') {
       // The record is {"tree_head": …} or {"stream_test": …}: its member joins the entry's.
-      return `{${this.sharedMembers},"ddtags":${JSON.stringify(`${tags},record:${record.kind}`)},"message":${JSON.stringify(record.kind.replace('_', ' '))},${record.json.slice(1)}`;
+      return [
+        `{${this.sharedMembers},"ddtags":${JSON.stringify(`${tags},record:${record.kind}`)},"message":${JSON.stringify(record.kind.replace('_', ' '))},${record.json.slice(1)}`,
+      ];
     }
     const message = `${record.action} (leaf ${record.leafIndex})`;
-    return `{${this.sharedMembers},"ddtags":${JSON.stringify(tags)},"message":${JSON.stringify(message)},"${this.attribute}":${record.json}}`;
+    return [
+      `{${this.sharedMembers},"ddtags":${JSON.stringify(tags)},"message":${JSON.stringify(message)},"${this.attribute}":`,
+      record.json,
+      '}',
+    ];
   }
 
   prepare(batch: EncodedBatch): void {
@@ -59,7 +67,7 @@ export class DatadogLogs implements Destination {
   }
 
   private body(batch: EncodedBatch): Promise<Buffer> {
-    return compressedBody(batch, () => joinedBytes(batch.items, ',', '[', ']'));
+    return compressedBody(batch);
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {

@@ -9,8 +9,10 @@ import type { StreamRecord } from '../records.ts';
  */
 export interface Destination {
   readonly limits: BatchLimits;
-  /** The protocol's item for one record; its UTF-8 length counts towards limits.maxBytes. */
-  encode(record: StreamRecord): string;
+  /** How the items of a batch make its body. */
+  readonly framing: BodyFraming;
+  /** The protocol's item for one record; its length in the body (itemBytes) counts towards limits.maxBytes. */
+  encode(record: StreamRecord): Item;
   /**
    * Starts compressing the batch's body (compressedBody) without sending it: the worker calls it for the next
    * batch while the one before is in flight, so that compression and the destination's answer overlap.
@@ -26,13 +28,52 @@ export interface BatchLimits {
   readonly maxBytes: number;
 }
 
+/** A body: `open`, the items with `separator` between them, `close` (a JSON array, lines of NDJSON…). */
+export interface BodyFraming {
+  readonly open: string;
+  readonly separator: string;
+  readonly close: string;
+}
+
+/**
+ * JSON written straight into a body when the batch is put together, whose length is known before: a native
+ * record read as bytes (streams/records.ts), which goes from the bytes Postgres sent into the request body
+ * in one copy, without a string or a Buffer of its own.
+ */
+export interface JsonWriter {
+  readonly byteLength: number;
+  /** Writes the bytes at `at`; returns where they end. */
+  writeTo(target: Buffer, at: number): number;
+}
+
+/**
+ * One item of a destination's protocol as the parts it is written from, in order: text, written as UTF-8,
+ * and a record's JSON as it comes (text, or a JsonWriter), between the destination's own text before and after.
+ */
+export type Item = readonly (string | JsonWriter)[];
+
+/** The item's length in the body. */
+export function itemBytes(item: Item): number {
+  let length = 0;
+  for (const part of item) length += typeof part === 'string' ? Buffer.byteLength(part) : part.byteLength;
+  return length;
+}
+
+/** Writes the item into `target` at `at`, which has room for it; returns where it ends. */
+export function writeItem(item: Item, target: Buffer, at: number): number {
+  let written = at;
+  for (const part of item) written = typeof part === 'string' ? written + target.write(part, written) : part.writeTo(target, written);
+  return written;
+}
+
 export interface EncodedBatch {
   readonly streamId: string;
   readonly tenantId: string;
   /** The leaves the batch covers, filtered-out events included: [firstLeaf, lastLeaf]. */
   readonly firstLeaf: number;
   readonly lastLeaf: number;
-  readonly items: readonly string[];
+  /** Its items framed as the destination's protocol frames them, before compression. */
+  readonly body: Buffer;
   /** When the batch was first put together: its S3 object is dated by it, whatever the retries. */
   readonly createdAtMs: number;
 }
@@ -72,41 +113,32 @@ export function retryAfterMs(header: string | undefined, nowMs = Date.now()): nu
 const gzipAsync = promisify(gzip);
 
 /**
+ * How much compressed output the thread pool fills before handing it to the event loop. A 1 MB body of
+ * records compresses to about 65 KB: at zlib's default of 16 KB that took five trips through the event loop,
+ * each waiting for whatever held it (cutting the next batch, a few milliseconds), and a stream waited for its
+ * next body for a third of each batch's time; in one trip the stream went from 0.56 to 0.60 of the bare
+ * sender (BENCHMARKS.md, "Log streams' throughput: binary COPY").
+ */
+const GZIP_OUTPUT_CHUNK_BYTES = 128 * 1024;
+
+/**
  * A batch's body, gzipped on libuv's thread pool: the stream's event loop goes on meanwhile (reading the
  * next chunk of the trail), where gzipSync held it for the whole compression of up to 5 MB.
  */
 function gzipped(body: Buffer): Promise<Buffer> {
-  return gzipAsync(body);
-}
-
-/**
- * Items joined by `separator` between `prefix` and `suffix`, as UTF-8 written once into a Buffer of the
- * exact size. Joining them into a string and encoding that string copied every batch twice more: a third
- * of the CPU a native stream spent between the documents' rows and gzip (BENCHMARKS.md, "Log streams").
- */
-export function joinedBytes(items: readonly string[], separator: string, prefix = '', suffix = ''): Buffer {
-  let length = Buffer.byteLength(prefix) + Buffer.byteLength(suffix) + Math.max(0, items.length - 1) * Buffer.byteLength(separator);
-  for (const item of items) length += Buffer.byteLength(item);
-  const body = Buffer.allocUnsafe(length);
-  let offset = body.write(prefix, 0);
-  for (let index = 0; index < items.length; index += 1) {
-    if (index > 0) offset += body.write(separator, offset);
-    offset += body.write(items[index]!, offset);
-  }
-  body.write(suffix, offset);
-  return body;
+  return gzipAsync(body, { chunkSize: GZIP_OUTPUT_CHUNK_BYTES });
 }
 
 const compressed = new WeakMap<EncodedBatch, Promise<Buffer>>();
 
 /**
- * A batch's body, `bytes()` gzipped once: prepare() starts it ahead, send() awaits the same promise. Kept
- * only as long as the batch itself (a batch cut again after a 413 is a new one).
+ * A batch's body gzipped once: prepare() starts it ahead, send() awaits the same promise. Kept only as long as
+ * the batch itself (a batch cut again after a 413 is a new one).
  */
-export function compressedBody(batch: EncodedBatch, bytes: () => Buffer): Promise<Buffer> {
+export function compressedBody(batch: EncodedBatch): Promise<Buffer> {
   let body = compressed.get(batch);
   if (body === undefined) {
-    body = gzipped(bytes());
+    body = gzipped(batch.body);
     // Awaited by send; a prepared body whose batch is never sent (the one before failed) must not be an
     // unhandled rejection.
     body.catch(() => undefined);

@@ -2,12 +2,13 @@ import { signatureHeaders } from '../../client/webhookSigning.ts';
 import type { StreamRecord } from '../records.ts';
 import {
   compressedBody,
-  joinedBytes,
   outcomeOfStatus,
   retryAfterMs,
   type BatchLimits,
+  type BodyFraming,
   type Destination,
   type EncodedBatch,
+  type Item,
   type SendOutcome,
 } from './destination.ts';
 import { type HttpAnswer, type HttpPoster, outcomeOfNetworkFailure } from './httpPoster.ts';
@@ -22,6 +23,7 @@ import { header } from './splunkHec.ts';
  */
 export class HttpsCollector implements Destination {
   readonly limits: BatchLimits = { maxItems: 5000, maxBytes: 5_000_000 };
+  readonly framing: BodyFraming = { open: '', separator: '', close: '' };
   private readonly endpoint: URL;
   private readonly signingSecret: string;
   private readonly poster: HttpPoster;
@@ -32,9 +34,9 @@ export class HttpsCollector implements Destination {
     this.poster = poster;
   }
 
-  encode(record: StreamRecord): string {
+  encode(record: StreamRecord): Item {
     // Each line with its line feed, so that the sizes add up to the body's.
-    return `${record.json}\n`;
+    return [record.json, '\n'];
   }
 
   prepare(batch: EncodedBatch): void {
@@ -42,7 +44,7 @@ export class HttpsCollector implements Destination {
   }
 
   private body(batch: EncodedBatch): Promise<Buffer> {
-    return compressedBody(batch, () => joinedBytes(batch.items, ''));
+    return compressedBody(batch);
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {

@@ -4,7 +4,15 @@ import { isIP } from 'node:net';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { blockedAddressReason, guardedLookup } from '../../webhooks/targetGuard.ts';
 import type { StreamRecord } from '../records.ts';
-import { compressedBody, joinedBytes, type BatchLimits, type Destination, type EncodedBatch, type SendOutcome } from './destination.ts';
+import {
+  compressedBody,
+  type BatchLimits,
+  type BodyFraming,
+  type Destination,
+  type EncodedBatch,
+  type Item,
+  type SendOutcome,
+} from './destination.ts';
 import { outcomeOfNetworkFailure } from './httpPoster.ts';
 
 export interface S3Settings {
@@ -44,6 +52,7 @@ const TRANSIENT_CODES = new Set([
  */
 export class S3Objects implements Destination {
   readonly limits: BatchLimits = { maxItems: 10_000, maxBytes: 8_000_000 };
+  readonly framing: BodyFraming = { open: '', separator: '', close: '' };
   private readonly settings: S3Settings;
   /**
    * Loaded when the first S3 stream is opened: the SDK takes a noticeable part of a second to load, which
@@ -80,8 +89,8 @@ export class S3Objects implements Destination {
     }));
   }
 
-  encode(record: StreamRecord): string {
-    return `${record.json}\n`;
+  encode(record: StreamRecord): Item {
+    return [record.json, '\n'];
   }
 
   /** The object key of a batch. */
@@ -96,7 +105,7 @@ export class S3Objects implements Destination {
   }
 
   private body(batch: EncodedBatch): Promise<Buffer> {
-    return compressedBody(batch, () => joinedBytes(batch.items, ''));
+    return compressedBody(batch);
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {

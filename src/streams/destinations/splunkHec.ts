@@ -3,12 +3,13 @@ import type { StreamRecord } from '../records.ts';
 import type { StreamFormat } from '../streamRules.ts';
 import {
   compressedBody,
-  joinedBytes,
   outcomeOfStatus,
   retryAfterMs,
   type BatchLimits,
+  type BodyFraming,
   type Destination,
   type EncodedBatch,
+  type Item,
   type SendOutcome,
 } from './destination.ts';
 import { type HttpAnswer, type HttpPoster, outcomeOfNetworkFailure } from './httpPoster.ts';
@@ -31,6 +32,7 @@ export interface SplunkHecSettings {
  */
 export class SplunkHec implements Destination {
   readonly limits: BatchLimits = { maxItems: 10_000, maxBytes: 1_000_000 };
+  readonly framing: BodyFraming = { open: '', separator: '\n', close: '' };
   private readonly settings: SplunkHecSettings;
   private readonly poster: HttpPoster;
   private readonly endpoint: URL;
@@ -52,11 +54,11 @@ export class SplunkHec implements Destination {
     this.eventMembers = `${this.sharedMembers},"sourcetype":${JSON.stringify(this.sourcetype)}`;
   }
 
-  encode(record: StreamRecord): string {
+  encode(record: StreamRecord): Item {
     // HEC's time is epoch seconds, with the milliseconds as a fraction.
     const time = (record.timestampMs / 1000).toFixed(3);
     const members = record.kind === 'event' ? this.eventMembers : `${this.sharedMembers},"sourcetype":"audit-trail:${record.kind}"`;
-    return `{"time":${time}${members},"event":${record.json}}`;
+    return [`{"time":${time}${members},"event":`, record.json, '}'];
   }
 
   prepare(batch: EncodedBatch): void {
@@ -64,7 +66,7 @@ export class SplunkHec implements Destination {
   }
 
   private body(batch: EncodedBatch): Promise<Buffer> {
-    return compressedBody(batch, () => joinedBytes(batch.items, '\n'));
+    return compressedBody(batch);
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {

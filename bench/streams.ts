@@ -24,6 +24,7 @@ import type { AddressInfo } from 'node:net';
 import { generateKeyPairSync } from 'node:crypto';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { Agent } from 'undici';
+import { BinaryRows } from '../src/db/binaryCopy.ts';
 import { Database } from '../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../src/delivery/fanOut.ts';
 import { copyLeafDocuments } from '../src/events/eventStore.ts';
@@ -32,8 +33,7 @@ import { Sealer } from '../src/integrity/sealer.ts';
 import { TreeHeadSigner } from '../src/integrity/treeHeadSigner.ts';
 import { latestTreeHead } from '../src/integrity/treeStore.ts';
 import { createLogger } from '../src/platform/logger.ts';
-import { HttpPoster } from '../src/streams/destinations/httpPoster.ts';
-import { SplunkHec } from '../src/streams/destinations/splunkHec.ts';
+import { HecItems } from '../src/streams/destinations/itemEncoders.ts';
 import { cutBatches } from '../src/streams/batches.ts';
 import { recordsOfLeafRows, treeHeadRecord } from '../src/streams/records.ts';
 import { StreamRegistry } from '../src/streams/streamRegistry.ts';
@@ -136,20 +136,15 @@ while ((await sealer.sealPass()).sealed > 0);
 
 // The bare batch sender's batches: the stream's own (its records, HEC items and cuts), each kept as its items'
 // text, which the sender joins and compresses per request as it always has (the baseline of every earlier run).
-const hec = new SplunkHec(
-  { url: hecUrl, token: 'bench-token' },
-  'native',
-  new HttpPoster({ timeoutMs: 30_000, allowPrivateTargets: true }),
-);
+const hec = new HecItems({}, 'native');
 const head = treeHeadRecord((await latestTreeHead(db, 'backlog'))!, 0);
 const batches: string[][] = [];
 for (let position = 0; position < EVENTS; position += 5000) {
-  const rows = await copyLeafDocuments(db, 'backlog', position, 5000, { actionPrefixes: [], phiInvolved: undefined });
+  const rows = new BinaryRows(await copyLeafDocuments(db, 'backlog', position, 5000, { actionPrefixes: [], phiInvolved: undefined }));
   const span = { streamId: 'bare', tenantId: 'backlog', firstLeaf: position, lastLeaf: position + 4999 };
   for (const batch of cutBatches(hec, hec.limits, span, recordsOfLeafRows('native', 'backlog', rows), head))
-    batches.push(batch.encoded.body.toString('utf8').split('\n'));
+    batches.push(gunzipSync(batch.encoded.body).toString('utf8').split('\n'));
 }
-await hec.close();
 
 const streamsPort = await freePort();
 const streamsEnv = {

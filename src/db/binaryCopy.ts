@@ -10,17 +10,18 @@ import { translateUnavailable } from './database.ts';
  * node-postgres decodes every value of every row into a string, and the stream then encoded the same text back
  * into its request bodies, which was most of its process' CPU (BENCHMARKS.md, "Log streams"). In binary, a text
  * value is its UTF-8 bytes, a boolean one byte, an int8 eight, a uuid sixteen; BinaryRows walks them without
- * decoding or allocating, and the caller copies what it needs.
+ * decoding or allocating, and the caller copies what it needs. The result is the COPY's bytes as they came,
+ * for BinaryRows to read here or on another thread.
  *
  * COPY takes no parameters: callers put values in with `sqlLiteral` and friends.
  */
-export async function copyOutBinary(db: Database, query: string): Promise<BinaryRows> {
+export async function copyOutBinary(db: Database, query: string): Promise<Buffer> {
   const client = await db.connect();
   let broken: Error | undefined;
   try {
     const chunks: Buffer[] = [];
     for await (const chunk of client.query(copyTo(`COPY (${query}) TO STDOUT (FORMAT binary)`))) chunks.push(chunk as Buffer);
-    return new BinaryRows(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
   } catch (thrown) {
     broken = thrown as Error;
     throw translateUnavailable(thrown);

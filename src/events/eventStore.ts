@@ -213,7 +213,7 @@ export function copyLeafDocuments(
   fromLeaf: number,
   maxLeaves: number,
   filter: StreamEventFilter,
-): Promise<BinaryRows> {
+): Promise<Buffer> {
   return copyOutBinary(db, leafChunkQuery(DOCUMENT_PARTS, leafChunkLiterals(tenantId, fromLeaf, maxLeaves, filter)));
 }
 

@@ -1,4 +1,6 @@
-import { type BatchLimits, type Destination, type EncodedBatch, type Item, itemBytes, writeItem } from './destinations/destination.ts';
+import { gzipSync } from 'node:zlib';
+import { type BatchLimits, type EncodedBatch, type Item, itemBytes, writeItem } from './destinations/destination.ts';
+import type { ItemEncoder } from './destinations/itemEncoders.ts';
 import type { StreamRecord } from './records.ts';
 
 /** A batch ready to send, and how many events (not counting a tree head) it carries. */
@@ -16,17 +18,15 @@ export interface ChunkSpan {
 }
 
 /**
- * A chunk's records as batches within the destination's limits, cut one at a time as the stream needs them
- * (a stream cuts the next batch while the one before is in flight: cutting a whole chunk at once held its
- * thread for tens of milliseconds while the destination waited). Each batch is led by the tree head record
- * when there is one, and each item is written into the batch's body as soon as its record comes: a record
- * whose JSON is written from a row's bytes is valid only until the next one is taken (streams/records.ts),
- * and one that did not fit a batch is held, its row unmoved, for the next. Together the batches cover every
- * leaf of the chunk: the last one takes the filtered-out leaves after its last record. No batch when no record
- * got through the filter.
+ * A chunk's records as batches within the destination's limits, one at a time, each ready to send: its body
+ * framed and gzipped. Each batch is led by the tree head record when there is one, and each item is written
+ * into the batch's body as soon as its record comes: a record whose JSON is written from a row's bytes is
+ * valid only until the next one is taken (streams/records.ts), and one that did not fit a batch is held, its
+ * row unmoved, for the next. Together the batches cover every leaf of the chunk: the last one takes the
+ * filtered-out leaves after its last record. No batch when no record got through the filter.
  */
 export class BatchCutter {
-  private readonly destination: Destination;
+  private readonly encoder: ItemEncoder;
   private readonly limits: BatchLimits;
   private readonly span: ChunkSpan;
   private readonly records: Iterator<StreamRecord>;
@@ -39,19 +39,13 @@ export class BatchCutter {
   private held: { readonly item: Item; readonly length: number; readonly leaf: number } | undefined;
   private exhausted = false;
 
-  constructor(
-    destination: Destination,
-    limits: BatchLimits,
-    span: ChunkSpan,
-    records: Iterable<StreamRecord>,
-    head: StreamRecord | undefined,
-  ) {
-    this.destination = destination;
+  constructor(encoder: ItemEncoder, limits: BatchLimits, span: ChunkSpan, records: Iterable<StreamRecord>, head: StreamRecord | undefined) {
+    this.encoder = encoder;
     this.limits = limits;
     this.span = span;
     this.records = records[Symbol.iterator]();
-    this.headItem = head && destination.encode(head);
-    this.body = new BodyWriter(destination, limits.maxBytes);
+    this.headItem = head && encoder.encode(head);
+    this.body = new BodyWriter(encoder, limits.maxBytes);
     this.firstLeaf = span.firstLeaf;
   }
 
@@ -74,7 +68,7 @@ export class BatchCutter {
         this.exhausted = true;
         break;
       }
-      const item = this.destination.encode(step.value);
+      const item = this.encoder.encode(step.value);
       const length = itemBytes(item);
       if (events > 0 && (body.items >= limits.maxItems || body.bytesWith(length) > limits.maxBytes)) {
         this.held = { item, length, leaf: step.value.leafIndex };
@@ -95,41 +89,41 @@ export class BatchCutter {
 
 /** Every batch of a chunk at once (BatchCutter's). */
 export function cutBatches(
-  destination: Destination,
+  encoder: ItemEncoder,
   limits: BatchLimits,
   span: ChunkSpan,
   records: Iterable<StreamRecord>,
   head: StreamRecord | undefined,
 ): Batch[] {
-  const cutter = new BatchCutter(destination, limits, span, records, head);
+  const cutter = new BatchCutter(encoder, limits, span, records, head);
   const batches: Batch[] = [];
   for (let batch = cutter.next(); batch; batch = cutter.next()) batches.push(batch);
   return batches;
 }
 
 /** One record alone in a batch (a test send). */
-export function singleBatch(destination: Destination, span: ChunkSpan, record: StreamRecord): EncodedBatch {
-  const item = destination.encode(record);
-  const body = new BodyWriter(destination, 0);
+export function singleBatch(encoder: ItemEncoder, span: ChunkSpan, record: StreamRecord): EncodedBatch {
+  const item = encoder.encode(record);
+  const body = new BodyWriter(encoder, 0);
   body.start();
   body.add(item, itemBytes(item));
   return { ...span, body: body.finish(), createdAtMs: Date.now() };
 }
 
 /**
- * A batch's body as it grows, in a scratch buffer reused from batch to batch; finish() copies it out at its
- * exact size. The sizes are the destination's framing's, exactly: what limits.maxBytes bounds.
+ * A batch's body as it grows, in a scratch buffer reused from batch to batch; finish() gzips it. The sizes are
+ * the destination's framing's, exactly: what limits.maxBytes bounds (before compression).
  */
 class BodyWriter {
-  private readonly framing: Destination['framing'];
+  private readonly framing: ItemEncoder['framing'];
   private readonly separatorBytes: number;
   private readonly closeBytes: number;
   private scratch: Buffer;
   private length = 0;
   items = 0;
 
-  constructor(destination: Destination, expectedBytes: number) {
-    this.framing = destination.framing;
+  constructor(encoder: ItemEncoder, expectedBytes: number) {
+    this.framing = encoder.framing;
     this.separatorBytes = Buffer.byteLength(this.framing.separator);
     this.closeBytes = Buffer.byteLength(this.framing.close);
     this.scratch = Buffer.allocUnsafe(Math.min(Math.max(expectedBytes, 4096), 8_000_000));
@@ -157,9 +151,7 @@ class BodyWriter {
   finish(): Buffer {
     this.reserve(this.length + this.closeBytes);
     this.length += this.scratch.write(this.framing.close, this.length);
-    const body = Buffer.allocUnsafe(this.length);
-    this.scratch.copy(body, 0, 0, this.length);
-    return body;
+    return gzipSync(this.scratch.subarray(0, this.length));
   }
 
   private reserve(bytes: number): void {

@@ -197,7 +197,7 @@ async function sendTestRecord(stream: LogStream, box: SecretBox, options: Destin
   try {
     const record = testRecord(stream.id, stream.ownerTenantId ?? '');
     const outcome = await target.send(
-      singleBatch(target, { streamId: stream.id, tenantId: stream.ownerTenantId ?? 'test', firstLeaf: 0, lastLeaf: 0 }, record),
+      singleBatch(target.items, { streamId: stream.id, tenantId: stream.ownerTenantId ?? 'test', firstLeaf: 0, lastLeaf: 0 }, record),
     );
     const durationMs = Math.round(performance.now() - started);
     return { success: outcome.kind === 'delivered', error: outcome.kind === 'delivered' ? null : outcome.reason, durationMs };

@@ -6,6 +6,7 @@ import { PollLoop } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { SecretBox } from '../webhooks/secretBox.ts';
+import { ChunkPreparer } from './chunkPreparer.ts';
 import { openDestination, type DestinationOptions } from './destinations/openDestination.ts';
 import { destinationOf } from './streamSecrets.ts';
 import { claimStreams, releaseStreams } from './streamLeaseStore.ts';
@@ -42,6 +43,8 @@ export class StreamRunner {
   private readonly options: StreamRunnerOptions;
   private readonly owner: string;
   private readonly workers = new Map<string, StreamWorker>();
+  /** Puts every held stream's batches together, on a thread of its own. */
+  private readonly preparer = new ChunkPreparer();
   private readonly loop: PollLoop;
   /** Passes failed in a row. */
   private failures = 0;
@@ -79,6 +82,8 @@ export class StreamRunner {
   }
 
   start(): void {
+    // The preparer's thread loads its modules at once, not when the first backfill is waiting for it.
+    this.preparer.start();
     this.loop.start();
     void this.listener?.start();
   }
@@ -88,6 +93,7 @@ export class StreamRunner {
     await this.loop.stop();
     await Promise.all([...this.workers.values()].map((worker) => worker.stop()));
     this.workers.clear();
+    await this.preparer.close();
     // Handed back at once, so that another process carries on without waiting for the lease to run out.
     await releaseStreams(this.options.db, this.owner).catch((error: Error) =>
       this.options.log.warn({ err: error }, 'could not release the streams; they move on when their leases run out'),
@@ -116,14 +122,20 @@ export class StreamRunner {
       let worker: StreamWorker;
       try {
         const { destination, signingSecret } = destinationOf(stream, this.options.secrets);
-        worker = new StreamWorker(stream, openDestination(destination, stream.format, signingSecret, this.options.destinations), {
-          db,
-          owner: this.owner,
-          pollMs: this.options.pollMs,
-          failingRetryMs: this.options.failingRetryMs,
-          log: this.options.log,
-          metrics: this.options.metrics,
-        });
+        worker = new StreamWorker(
+          stream,
+          openDestination(destination, stream.format, signingSecret, this.options.destinations),
+          destination,
+          {
+            db,
+            preparer: this.preparer,
+            owner: this.owner,
+            pollMs: this.options.pollMs,
+            failingRetryMs: this.options.failingRetryMs,
+            log: this.options.log,
+            metrics: this.options.metrics,
+          },
+        );
       } catch (thrown) {
         // A secret sealed under another SECRET_ENCRYPTION_KEY, say: the stream waits for the right key.
         this.options.log.error({ err: coerceError(thrown), stream_id: stream.id }, 'cannot open the stream destination');

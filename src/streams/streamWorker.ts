@@ -1,17 +1,19 @@
-// One file past 300 lines on purpose: a stream's pass (read ahead, cut, send, settle the position in flight)
-// is one sequence whose ordering guarantees (at most one batch past the durable position) are easier to
-// check in one place than across modules; its parts that stand alone (batches, records, lease store) are apart.
+// One file past 300 lines on purpose: a stream's pass (read ahead, send, settle the position in flight) is one
+// sequence whose ordering guarantees (at most one batch past the durable position) are easier to check in one
+// place than across modules; its parts that stand alone (batches, chunks ahead, the lease store) are apart.
 import type { Database } from '../db/database.ts';
 import { copyLeafDocuments } from '../events/eventStore.ts';
 import { firstLeafSince, latestTreeHead, treeSizes } from '../integrity/treeStore.ts';
 import { PollLoop, type NextPass } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { BatchCutter, type Batch } from './batches.ts';
+import type { ChunkPreparer } from './chunkPreparer.ts';
+import { type Chunk, ChunksAhead } from './chunksAhead.ts';
 import type { Destination, SendOutcome } from './destinations/destination.ts';
-import { recordsOfLeafRows, treeHeadRecord } from './records.ts';
+import { treeHeadRecord } from './records.ts';
 import { lagPast, streamLag } from './streamLag.ts';
 import { advancePosition, recordFailure, startPosition } from './streamLeaseStore.ts';
+import type { DestinationInput } from './streamRules.ts';
 import { streamPositions, type LogStream } from './streamStore.ts';
 
 /** Leaves read at once from one tenant's trail: batches are cut from them. */
@@ -19,22 +21,17 @@ const CHUNK_LEAVES = 5_000;
 /** Chunks of one tenant per round, before the stream's other tenants get theirs. */
 const CHUNKS_PER_ROUND = 8;
 /**
+ * Chunks read and put together ahead of the one being sent: with one, a backfill waited for most chunks' read
+ * and preparation (BENCHMARKS.md, "Log streams' throughput: the batches put together on a thread of their own").
+ */
+const READ_AHEAD_CHUNKS = 2;
+/**
  * A chunk read ahead at the end of a round is sent by the next pass only if read this recently: a redaction or
  * an expiry committed after the read would otherwise be sent as it was before, for as long as the stream's
  * other tenants took their rounds.
  */
 const READ_AHEAD_MAX_AGE_MS = 1_000;
 
-/**
- * A chunk of a tenant's leaves, [start, end], as the batches that carry the events the filter lets through:
- * the first one cut when the chunk is read, the others by `cutter` as they are sent.
- */
-interface Chunk {
-  readonly start: number;
-  readonly end: number;
-  readonly first: Batch | undefined;
-  readonly cutter: BatchCutter;
-}
 const FIRST_RETRY_MS = 1_000;
 const MAX_RETRY_MS = 60_000;
 /** A Retry-After longer than this is not waited out in one piece (the stream checks again after it). */
@@ -42,6 +39,8 @@ const MAX_RETRY_AFTER_MS = 300_000;
 
 export interface StreamWorkerOptions {
   readonly db: Database;
+  /** Puts the chunks' batches together away from the event loop; shared by the process' streams. */
+  readonly preparer: ChunkPreparer;
   /** This process's lease name: every position it writes is guarded by it. */
   readonly owner: string;
   /** How long an idle stream sleeps before looking for new leaves (new sealed heads wake it no sooner). */
@@ -67,26 +66,27 @@ type PassOutcome =
 /**
  * Delivers one stream while this process holds it: round after round, each tenant with sealed leaves past
  * the stream's position gets a chunk of them read in leaf order (events the filter leaves out are skipped
- * but passed), cut into batches within the destination's limits, each batch led by the tenant's latest
- * signed tree head when the stream carries heads, and sent one at a time: a batch is acknowledged before
+ * but passed), cut into batches within the destination's limits on the preparer's thread while the chunks
+ * before are sent, each batch led by the tenant's latest signed tree head when the stream carries heads, and
+ * sent one at a time: a batch is acknowledged before
  * the position moves past it, in the same statement that checks the lease; the next batch is sent while
  * that statement commits, and the one after only once it has. A crash repeats at most the batch in flight
- * and the one before it (if its position was not yet committed), never skips one. A failure that heals (429, 5xx, a timeout) is retried with exponential backoff and
- * jitter, forever; a refusal (401, 403, 404) marks the stream failing and is tried again every
+ * and the one before it (if its position was not yet committed), never skips one. A failure that heals (429,
+ * 5xx, a timeout) is retried with exponential backoff and jitter, forever; a refusal (401, 403, 404) marks the stream failing and is tried again every
  * failingRetryMs; a 413 halves the batches. Only this stream waits: each stream has a worker of its own.
  */
 export class StreamWorker {
   readonly stream: LogStream;
   private readonly destination: Destination;
+  /** The destination as created, secrets included: what the preparer encodes the records for. */
+  private readonly destinationInput: DestinationInput;
   private readonly options: StreamWorkerOptions;
   private readonly limits: { maxItems: number; maxBytes: number };
   private readonly loop: PollLoop;
   private retryMs = 0;
   private failing: boolean;
-  /** A tenant's next chunk, read during the last round of the pass before: the next pass starts with it. */
-  private readAhead:
-    | { readonly tenantId: string; readonly start: number; readonly chunk: Promise<Chunk>; readonly readAtMs: number }
-    | undefined;
+  /** A tenant's next chunks, read during the last round of the pass before: the next pass starts with them. */
+  private readAhead: ChunksAhead | undefined;
   /**
    * The position update of the last batch the destination accepted, still being committed while the next batch
    * is sent (a commit waits for its fsync, ~5 ms, and a backfill sends a batch every few ms). Settled before
@@ -94,11 +94,12 @@ export class StreamWorker {
    */
   private positionInFlight: Promise<boolean> | undefined;
 
-  constructor(stream: LogStream, destination: Destination, options: StreamWorkerOptions) {
+  constructor(stream: LogStream, destination: Destination, destinationInput: DestinationInput, options: StreamWorkerOptions) {
     this.stream = stream;
     this.destination = destination;
+    this.destinationInput = destinationInput;
     this.options = options;
-    this.limits = { ...destination.limits };
+    this.limits = { ...destination.items.limits };
     this.failing = stream.failingSince !== null;
     this.loop = new PollLoop({
       pass: () => this.round(),
@@ -238,25 +239,21 @@ export class StreamWorker {
       if (this.loop.stopped) break;
       let position = positions.get(tenantId);
       position ??= await startPosition(db, this.stream.id, tenantId, await firstLeafSince(db, tenantId, this.stream.startAt.getTime()));
-      const fresh = carried !== undefined && Date.now() - carried.readAtMs <= READ_AHEAD_MAX_AGE_MS;
-      const ahead = fresh && carried.tenantId === tenantId && carried.start === position ? carried.chunk : undefined;
-      let next: Promise<Chunk> | undefined = ahead ?? (position < size ? this.readChunk(tenantId, position, size) : undefined);
-      let nextReadAtMs = ahead && carried ? carried.readAtMs : Date.now();
-      for (let round = 0; next && round < CHUNKS_PER_ROUND && !this.loop.stopped; round += 1) {
+      // Read and put together while the one before is sent; those of the pass before only if read recently.
+      const fresh = carried?.freshWithin(READ_AHEAD_MAX_AGE_MS) ? carried : undefined;
+      const ahead = new ChunksAhead(tenantId, position, size, CHUNK_LEAVES, (start) => this.readChunk(tenantId, start, size), fresh);
+      for (let round = 0; round < CHUNKS_PER_ROUND && !this.loop.stopped; round += 1) {
+        const next = ahead.next();
+        if (!next) break;
         const chunk = await next;
-        next = chunk.end + 1 < size ? this.readChunk(tenantId, chunk.end + 1, size) : undefined;
-        nextReadAtMs = Date.now();
+        ahead.fill(READ_AHEAD_CHUNKS);
+        // The chunks read ahead are not needed after a failure: the next pass reads again from the position.
         const outcome = await this.sendChunk(tenantId, chunk);
-        if (outcome.kind === 'lost' || outcome.kind === 'failed') {
-          // The chunk read ahead is not needed: the next pass reads again from the position.
-          next?.catch(() => undefined);
-          return outcome;
-        }
+        if (outcome.kind === 'lost' || outcome.kind === 'failed') return outcome;
         progress = true;
         position = chunk.end + 1;
       }
-      if (next && !this.loop.stopped) this.readAhead = { tenantId, start: position, chunk: next, readAtMs: nextReadAtMs };
-      next?.catch(() => undefined);
+      if (ahead.queued > 0 && !this.loop.stopped) this.readAhead = ahead;
       positions.set(tenantId, position);
     }
     return { kind: progress && !this.loop.stopped ? 'progress' : 'idle', trails: { sizes, positions } };
@@ -268,42 +265,30 @@ export class StreamWorker {
    * transaction, so a tree of this size has them all: the chunk ends CHUNK_LEAVES on, or at the tree's end.
    */
   private async readChunk(tenantId: string, position: number, size: number): Promise<Chunk> {
-    const { db } = this.options;
+    const { db, preparer } = this.options;
     const end = Math.min(position + CHUNK_LEAVES, size) - 1;
     const filter = { actionPrefixes: this.stream.filter.action_prefixes ?? [], phiInvolved: this.stream.filter.phi_involved };
     const [rows, head] = await Promise.all([
       copyLeafDocuments(db, tenantId, position, end - position + 1, filter),
       this.stream.treeHeads ? latestTreeHead(db, tenantId) : undefined,
     ]);
-    const span = { streamId: this.stream.id, tenantId, firstLeaf: position, lastLeaf: end };
-    const cutter = new BatchCutter(
-      this.destination,
-      this.limits,
-      span,
-      recordsOfLeafRows(this.stream.format, tenantId, rows),
-      head && rows.rowCount > 0 ? treeHeadRecord(head, position) : undefined,
-    );
-    // The first batch cut and its body compressed as soon as read, while the chunk before is still being sent:
-    // a chunk's first batch does not wait for either.
-    const first = cutter.next();
-    if (first) this.destination.prepare(first.encoded);
-    return { start: position, end, first, cutter };
+    const batches = await preparer.prepare({
+      rows,
+      destination: this.destinationInput,
+      format: this.stream.format,
+      span: { streamId: this.stream.id, tenantId, firstLeaf: position, lastLeaf: end },
+      limits: { ...this.limits },
+      head: head && treeHeadRecord(head, position),
+    });
+    return { start: position, end, batches };
   }
 
   /** Sends a chunk's batches in order, the position moving past each one the destination accepts. */
   private async sendChunk(tenantId: string, chunk: Chunk): Promise<{ kind: 'moved' } | Extract<PassOutcome, { kind: 'lost' | 'failed' }>> {
     const { db, owner, metrics } = this.options;
     if (chunk.end < chunk.start) return { kind: 'moved' };
-    for (let batch = chunk.first; batch; ) {
-      const sending = this.destination.send(batch.encoded);
-      // Awaited below; a rejection while the next batch is cut must not count as unhandled meanwhile.
-      sending.catch(() => undefined);
-      // The next batch is cut and its body compressed while this one is in flight, once its request has gone out
-      // (the cut holds this thread for milliseconds); it is sent only once this one is acknowledged.
-      await new Promise((resolve) => setImmediate(resolve));
-      const following = chunk.cutter.next();
-      if (following) this.destination.prepare(following.encoded);
-      const outcome = await sending;
+    for (const batch of chunk.batches) {
+      const outcome = await this.destination.send(batch.encoded);
       // The batch before's position was committed while this one was in flight; it holds before this one's.
       if (!(await this.settlePosition())) return { kind: 'lost' };
       if (outcome.kind !== 'delivered') return { kind: 'failed', outcome };
@@ -318,9 +303,8 @@ export class StreamWorker {
         this.options.log.info({ stream_id: this.stream.id }, 'stream delivering again');
       }
       metrics?.streamEventsDelivered.inc({ stream: this.stream.id }, batch.events);
-      batch = following;
     }
-    if (chunk.first === undefined) {
+    if (chunk.batches.length === 0) {
       // Every event of the chunk filtered out: the position moves past it all the same, after the one before.
       if (!(await this.settlePosition())) return { kind: 'lost' };
       if (!(await advancePosition(db, this.stream.id, owner, tenantId, chunk.end + 1, 0))) return { kind: 'lost' };

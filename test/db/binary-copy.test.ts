@@ -38,11 +38,13 @@ describe('binary COPY reads', () => {
   });
 
   it('reads each type in place: int8, int4, boolean, text, uuid and NULL', async () => {
-    const rows = await copyOutBinary(
-      db,
-      `SELECT n::int8 * 4000000000, n::int4, n % 2 = 0, CASE WHEN n = 2 THEN NULL ELSE 'row ' || n || ' ✓' END,
+    const rows = new BinaryRows(
+      await copyOutBinary(
+        db,
+        `SELECT n::int8 * 4000000000, n::int4, n % 2 = 0, CASE WHEN n = 2 THEN NULL ELSE 'row ' || n || ' ✓' END,
               ('0198f3a0-0000-7000-8000-' || lpad(n::text, 12, '0'))::uuid
          FROM generate_series(1, 3) AS n ORDER BY n`,
+      ),
     );
     const read: unknown[][] = [];
     // In any order: a row is found once, and selected again.
@@ -61,7 +63,7 @@ describe('binary COPY reads', () => {
   });
 
   it('gives a text field its exact bytes, which a caller copies as they are', async () => {
-    const rows = await copyOutBinary(db, `SELECT ${sqlLiteral('ünïcødé 🩺')}`);
+    const rows = new BinaryRows(await copyOutBinary(db, `SELECT ${sqlLiteral('ünïcødé 🩺')}`));
     rows.select(0);
     expect(rows.bytes.subarray(rows.start(0), rows.end(0))).to.deep.equal(Buffer.from('ünïcødé 🩺', 'utf8'));
   });
@@ -80,7 +82,7 @@ describe('binary COPY reads', () => {
         client.release();
       }
     }
-    const rows = await copyOutBinary(db, AWKWARD.map((text) => `SELECT ${sqlLiteral(text)}`).join(' UNION ALL '));
+    const rows = new BinaryRows(await copyOutBinary(db, AWKWARD.map((text) => `SELECT ${sqlLiteral(text)}`).join(' UNION ALL ')));
     const read = Array.from({ length: rows.rowCount }, (_, index) => {
       rows.select(index);
       return rows.text(0);
@@ -100,21 +102,23 @@ describe('binary COPY reads', () => {
     expect((failure as { code?: string }).code).to.equal('22012');
     const missing = await copyOutBinary(db, 'SELECT * FROM no_such_table').catch((error: unknown) => error);
     expect((missing as { code?: string }).code).to.equal('42P01');
-    const rows = await copyOutBinary(db, 'SELECT 7');
+    const rows = new BinaryRows(await copyOutBinary(db, 'SELECT 7'));
     rows.select(0);
     expect(rows.integer(0)).to.equal(7);
     expect((await db.query<{ one: number }>('SELECT 1 AS one')).rows[0]?.one).to.equal(1);
   });
 
   it('refuses bytes that are not a whole binary COPY result', async () => {
-    const rows = await copyOutBinary(db, 'SELECT n, repeat(md5(n::text), 3) FROM generate_series(1, 5) AS n');
-    expect(() => new BinaryRows(rows.bytes.subarray(0, rows.bytes.length - 2))).to.throw(/without its trailer/);
-    expect(() => new BinaryRows(rows.bytes.subarray(0, 40))).to.throw(/cut short|without its trailer/);
+    const bytes = await copyOutBinary(db, 'SELECT n, repeat(md5(n::text), 3) FROM generate_series(1, 5) AS n');
+    expect(() => new BinaryRows(bytes.subarray(0, bytes.length - 2))).to.throw(/without its trailer/);
+    expect(() => new BinaryRows(bytes.subarray(0, 40))).to.throw(/cut short|without its trailer/);
     expect(() => new BinaryRows(Buffer.from('not a copy result at all'))).to.throw(/not the binary COPY format/);
   });
 
   it('reads a result of many megabytes arriving in many chunks', async () => {
-    const rows = await copyOutBinary(db, `SELECT n::int8, repeat(md5(n::text), 20) FROM generate_series(1, 20000) AS n ORDER BY n`);
+    const rows = new BinaryRows(
+      await copyOutBinary(db, `SELECT n::int8, repeat(md5(n::text), 20) FROM generate_series(1, 20000) AS n ORDER BY n`),
+    );
     expect(rows.rowCount).to.equal(20_000);
     for (let index = 0; index < rows.rowCount; index += 1) {
       rows.select(index);

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { Database } from '../../src/db/database.ts';
 import { CursorCodec } from '../../src/events/cursor.ts';
 import { EventReader } from '../../src/events/eventReader.ts';
-import { copyOutBinary, sqlLiteral } from '../../src/db/binaryCopy.ts';
+import { BinaryRows, copyOutBinary, sqlLiteral } from '../../src/db/binaryCopy.ts';
 import {
   DOCUMENT_PARTS,
   documentOfParts,
@@ -208,7 +208,7 @@ describe('stored event documents', () => {
 
   it('puts each compact row together from its binary COPY bytes, byte for byte as Postgres serves it', async () => {
     // Every kind of row (compact, full, without a document, of a later version), read as a stream reads them.
-    const rows = await copyOutBinary(db, `SELECT ${EVENT_DOCUMENT}, ${DOCUMENT_PARTS} FROM events e`);
+    const rows = new BinaryRows(await copyOutBinary(db, `SELECT ${EVENT_DOCUMENT}, ${DOCUMENT_PARTS} FROM events e`));
     let compact = 0;
     for (let index = 0; index < rows.rowCount; index += 1) {
       rows.select(index);
@@ -234,9 +234,11 @@ describe('stored event documents', () => {
     const values = (await database.pool.query(`SELECT document_values FROM events WHERE event_id = $1`, [written.eventId])).rows[0]
       .document_values as string;
     for (const stored of [`${values}\u001fextra`, values.split('\u001f').slice(1).join('\u001f')]) {
-      const rows = await copyOutBinary(
-        db,
-        `SELECT NULL::text, ${sqlLiteral(stored)}::text, e.event_id, e.action, e.phi_involved, e.tenant_id FROM events e WHERE e.event_id = ${sqlLiteral(written.eventId)}`,
+      const rows = new BinaryRows(
+        await copyOutBinary(
+          db,
+          `SELECT NULL::text, ${sqlLiteral(stored)}::text, e.event_id, e.action, e.phi_involved, e.tenant_id FROM events e WHERE e.event_id = ${sqlLiteral(written.eventId)}`,
+        ),
       );
       rows.select(0);
       const length = compactDocumentLength(rows, 0)!;

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import pg from 'pg';
+import { BinaryRows } from '../../src/db/binaryCopy.ts';
 import { Database } from '../../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 import {
@@ -115,7 +116,7 @@ describe("a chunk of a tenant's leaves", () => {
 
   /** A chunk as a stream reads it: its rows' leaves and served documents, in leaf order. */
   async function documentsOfLeaves(tenantId: string, fromLeaf: number, maxLeaves: number, filter: StreamEventFilter) {
-    const rows = await copyLeafDocuments(db, tenantId, fromLeaf, maxLeaves, filter);
+    const rows = new BinaryRows(await copyLeafDocuments(db, tenantId, fromLeaf, maxLeaves, filter));
     return Array.from({ length: rows.rowCount }, (_, index) => {
       rows.select(index);
       return { leaf: rows.integer(0), document: documentOfLeafRow(rows) };

@@ -7,6 +7,7 @@ import type pg from 'pg';
 import { verifyExport } from '../../src/client/exportVerifier.ts';
 import { verifyInclusion } from '../../src/client/integrity.ts';
 import { serverSentEvents } from '../../src/client/liveEvents.ts';
+import { BinaryRows } from '../../src/db/binaryCopy.ts';
 import { Database } from '../../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 import { copyLeafDocuments, documentOfLeafRow } from '../../src/events/eventStore.ts';
@@ -165,7 +166,7 @@ describe('redaction of free-text fields, keeping proofs', function () {
     }
     controller.abort();
     // The target is leaf 2 of the tenant's trail (the proof above says so).
-    const streamed = await copyLeafDocuments(database, tenant, 2, 1, { actionPrefixes: [], phiInvolved: undefined });
+    const streamed = new BinaryRows(await copyLeafDocuments(database, tenant, 2, 1, { actionPrefixes: [], phiInvolved: undefined }));
     expect(streamed.rowCount).to.equal(1);
     streamed.select(0);
     const served = [

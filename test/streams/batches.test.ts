@@ -1,9 +1,8 @@
+import { gunzipSync } from 'node:zlib';
 import { expect } from 'chai';
 import { BatchCutter, cutBatches } from '../../src/streams/batches.ts';
-import { DatadogLogs } from '../../src/streams/destinations/datadogLogs.ts';
-import type { Destination, JsonWriter } from '../../src/streams/destinations/destination.ts';
-import { HttpPoster } from '../../src/streams/destinations/httpPoster.ts';
-import { SplunkHec } from '../../src/streams/destinations/splunkHec.ts';
+import type { JsonWriter } from '../../src/streams/destinations/destination.ts';
+import { DatadogItems, HecItems, type ItemEncoder } from '../../src/streams/destinations/itemEncoders.ts';
 import type { EventRecord, StreamRecord } from '../../src/streams/records.ts';
 
 const span = { streamId: 'str_batches', tenantId: 'tenant-a', firstLeaf: 100, lastLeaf: 199 };
@@ -44,21 +43,17 @@ const head: StreamRecord = {
   json: '{"tree_head":{"tree_size":200}}',
 };
 
-const poster = new HttpPoster({ timeoutMs: 1000, allowPrivateTargets: true });
-const hec = new SplunkHec({ url: 'http://127.0.0.1:9', token: 't' }, 'native', poster);
-const datadog = new DatadogLogs({ url: 'http://127.0.0.1:9', api_key: 'k' }, 'native', poster);
+const hec = new HecItems({}, 'native');
+const datadog = new DatadogItems({}, 'native');
 
-/** What a destination's body holds: HEC's items are lines, Datadog's a JSON array. */
-function entriesOf(destination: Destination, body: Buffer): Array<{ event?: { leaf_index?: number }; audit?: { leaf_index?: number } }> {
-  const text = body.toString('utf8');
-  return destination === hec ? text.split('\n').map((line) => JSON.parse(line)) : JSON.parse(text);
+/** What a gzipped body holds: HEC's items are lines, Datadog's a JSON array. */
+function entriesOf(encoder: ItemEncoder, text: string): Array<{ event?: { leaf_index?: number }; audit?: { leaf_index?: number } }> {
+  return encoder === hec ? text.split('\n').map((line) => JSON.parse(line)) : JSON.parse(text);
 }
 
 describe('stream batches', () => {
-  after(() => poster.close());
-
-  for (const destination of [hec, datadog] as Destination[]) {
-    const name = destination === hec ? 'HEC' : 'Datadog';
+  for (const encoder of [hec, datadog] as ItemEncoder[]) {
+    const name = encoder === hec ? 'HEC' : 'Datadog';
 
     it(`cuts ${name} batches within the limits, each led by the head, covering every leaf once and in order`, () => {
       // Leaves 100..199 with every third filtered out; a dozen items a batch by bytes, or 7 by count.
@@ -67,15 +62,16 @@ describe('stream batches', () => {
         { maxItems: 7, maxBytes: 1_000_000 },
         { maxItems: 10_000, maxBytes: 3_000 },
       ]) {
-        const batches = cutBatches(destination, limits, span, cursorRecords(leaves), head);
+        const batches = cutBatches(encoder, limits, span, cursorRecords(leaves), head);
         expect(batches.length).to.be.greaterThan(2);
         let next = span.firstLeaf;
         const sent: number[] = [];
         for (const { encoded, events } of batches) {
           expect(encoded.firstLeaf).to.equal(next);
           next = encoded.lastLeaf + 1;
-          expect(encoded.body.length).to.be.at.most(limits.maxBytes);
-          const entries = entriesOf(destination, encoded.body);
+          const text = gunzipSync(encoded.body).toString('utf8');
+          expect(Buffer.byteLength(text)).to.be.at.most(limits.maxBytes);
+          const entries = entriesOf(encoder, text);
           expect(entries.length).to.be.at.most(limits.maxItems + 1);
           expect(entries.length).to.equal(events + 1);
           expect(JSON.stringify(entries[0])).to.contain('tree_head');

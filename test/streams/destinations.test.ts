@@ -55,7 +55,13 @@ const jsonOf = (record: StreamRecord) => (typeof record.json === 'string' ? reco
 /** The records in one batch, whatever the destination's limits (a test of them sends more than they allow). */
 function batchOf(destination: Destination, items: StreamRecord[]): EncodedBatch {
   const span = { streamId: STREAM_ID, tenantId: 'tenant-a', firstLeaf: items[0]!.leafIndex, lastLeaf: items.at(-1)!.leafIndex };
-  const batches = cutBatches(destination, { maxItems: Number.MAX_SAFE_INTEGER, maxBytes: Number.MAX_SAFE_INTEGER }, span, items, undefined);
+  const batches = cutBatches(
+    destination.items,
+    { maxItems: Number.MAX_SAFE_INTEGER, maxBytes: Number.MAX_SAFE_INTEGER },
+    span,
+    items,
+    undefined,
+  );
   expect(batches).to.have.length(1);
   return { ...batches[0]!.encoded, createdAtMs: Date.parse('2026-11-02T09:00:00.000Z') };
 }
@@ -140,7 +146,7 @@ describe('stream destinations, each against a receiver of its real protocol', fu
 
     it('keeps a full batch within HEC’s 1 MB, and learns of a smaller limit by its 413', async () => {
       const destination = open({ type: 'splunk_hec', url: hec.url, token: 'hec-token' });
-      expect(destination.limits.maxBytes).to.equal(1_000_000);
+      expect(destination.items.limits.maxBytes).to.equal(1_000_000);
       hec.maxContentLength = 100;
       expect((await destination.send(batchOf(destination, records('native', 20)))).kind).to.equal('too_large');
     });
@@ -155,7 +161,7 @@ describe('stream destinations, each against a receiver of its real protocol', fu
 
     it('posts a gzipped array of logs with ddsource, service, ddtags and the record nested, at most 1,000 a request', async () => {
       const destination = open({ type: 'datadog', url: datadog.url, api_key: 'dd-key', service: 'ehr', tags: ['env:prod'] });
-      expect(destination.limits).to.deep.equal({ maxItems: 1000, maxBytes: 5_000_000 });
+      expect(destination.items.limits).to.deep.equal({ maxItems: 1000, maxBytes: 5_000_000 });
       const sent = [treeHeadRecord(HEAD, 10), ...records('native', 3)];
       expect(await destination.send(batchOf(destination, sent))).to.deep.equal({ kind: 'delivered' });
       expect(datadog.requests[0]!.headers).to.include({ 'dd-api-key': 'dd-key', 'content-encoding': 'gzip' });

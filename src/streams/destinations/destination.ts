@@ -1,23 +1,13 @@
-import { promisify } from 'node:util';
-import { gzip } from 'node:zlib';
-import type { StreamRecord } from '../records.ts';
+import type { ItemEncoder } from './itemEncoders.ts';
 
 /**
- * A stream's destination: how a record becomes one item of its protocol, how many items and bytes one
- * request may hold (the destination's documented limits), and how a batch is sent. The runner fills
- * batches up to the limits, in trail order, and sends one at a time per tenant (streams/streamRunner.ts).
+ * A stream's destination: how a batch is sent, and (its ItemEncoder) how a record becomes one item of its
+ * protocol and how many items and bytes one request may hold (the destination's documented limits). The
+ * worker fills batches up to the limits, in trail order, and sends one at a time (streams/streamWorker.ts).
  */
 export interface Destination {
-  readonly limits: BatchLimits;
-  /** How the items of a batch make its body. */
-  readonly framing: BodyFraming;
-  /** The protocol's item for one record; its length in the body (itemBytes) counts towards limits.maxBytes. */
-  encode(record: StreamRecord): Item;
-  /**
-   * Starts compressing the batch's body (compressedBody) without sending it: the worker calls it for the next
-   * batch while the one before is in flight, so that compression and the destination's answer overlap.
-   */
-  prepare(batch: EncodedBatch): void;
+  /** How records become the items of its protocol, and how many a request holds. */
+  readonly items: ItemEncoder;
   send(batch: EncodedBatch): Promise<SendOutcome>;
   close(): Promise<void>;
 }
@@ -72,7 +62,7 @@ export interface EncodedBatch {
   /** The leaves the batch covers, filtered-out events included: [firstLeaf, lastLeaf]. */
   readonly firstLeaf: number;
   readonly lastLeaf: number;
-  /** Its items framed as the destination's protocol frames them, before compression. */
+  /** The request body: its items framed as the destination's protocol frames them, gzipped (streams/batches.ts). */
   readonly body: Buffer;
   /** When the batch was first put together: its S3 object is dated by it, whatever the retries. */
   readonly createdAtMs: number;
@@ -108,41 +98,4 @@ export function retryAfterMs(header: string | undefined, nowMs = Date.now()): nu
   if (/^\d+$/.test(header)) return Number(header) * 1000;
   const at = Date.parse(header);
   return Number.isNaN(at) ? undefined : Math.max(0, at - nowMs);
-}
-
-const gzipAsync = promisify(gzip);
-
-/**
- * How much compressed output the thread pool fills before handing it to the event loop. A 1 MB body of
- * records compresses to about 65 KB: at zlib's default of 16 KB that took five trips through the event loop,
- * each waiting for whatever held it (cutting the next batch, a few milliseconds), and a stream waited for its
- * next body for a third of each batch's time; in one trip the stream went from 0.56 to 0.60 of the bare
- * sender (BENCHMARKS.md, "Log streams' throughput: binary COPY").
- */
-const GZIP_OUTPUT_CHUNK_BYTES = 128 * 1024;
-
-/**
- * A batch's body, gzipped on libuv's thread pool: the stream's event loop goes on meanwhile (reading the
- * next chunk of the trail), where gzipSync held it for the whole compression of up to 5 MB.
- */
-function gzipped(body: Buffer): Promise<Buffer> {
-  return gzipAsync(body, { chunkSize: GZIP_OUTPUT_CHUNK_BYTES });
-}
-
-const compressed = new WeakMap<EncodedBatch, Promise<Buffer>>();
-
-/**
- * A batch's body gzipped once: prepare() starts it ahead, send() awaits the same promise. Kept only as long as
- * the batch itself (a batch cut again after a 413 is a new one).
- */
-export function compressedBody(batch: EncodedBatch): Promise<Buffer> {
-  let body = compressed.get(batch);
-  if (body === undefined) {
-    body = gzipped(batch.body);
-    // Awaited by send; a prepared body whose batch is never sent (the one before failed) must not be an
-    // unhandled rejection.
-    body.catch(() => undefined);
-    compressed.set(batch, body);
-  }
-  return body;
 }

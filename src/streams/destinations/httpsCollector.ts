@@ -1,17 +1,7 @@
 import { signatureHeaders } from '../../client/webhookSigning.ts';
-import type { StreamRecord } from '../records.ts';
-import {
-  compressedBody,
-  outcomeOfStatus,
-  retryAfterMs,
-  type BatchLimits,
-  type BodyFraming,
-  type Destination,
-  type EncodedBatch,
-  type Item,
-  type SendOutcome,
-} from './destination.ts';
+import { outcomeOfStatus, retryAfterMs, type Destination, type EncodedBatch, type SendOutcome } from './destination.ts';
 import { type HttpAnswer, type HttpPoster, outcomeOfNetworkFailure } from './httpPoster.ts';
+import { type ItemEncoder, itemEncoderOf } from './itemEncoders.ts';
 import { header } from './splunkHec.ts';
 
 /**
@@ -22,8 +12,7 @@ import { header } from './splunkHec.ts';
  * so receivers deduplicate on event_id, not on it. Any 2xx acknowledges; 5 MB of NDJSON at most a request.
  */
 export class HttpsCollector implements Destination {
-  readonly limits: BatchLimits = { maxItems: 5000, maxBytes: 5_000_000 };
-  readonly framing: BodyFraming = { open: '', separator: '', close: '' };
+  readonly items: ItemEncoder;
   private readonly endpoint: URL;
   private readonly signingSecret: string;
   private readonly poster: HttpPoster;
@@ -32,23 +21,11 @@ export class HttpsCollector implements Destination {
     this.endpoint = new URL(url);
     this.signingSecret = signingSecret;
     this.poster = poster;
-  }
-
-  encode(record: StreamRecord): Item {
-    // Each line with its line feed, so that the sizes add up to the body's.
-    return [record.json, '\n'];
-  }
-
-  prepare(batch: EncodedBatch): void {
-    void this.body(batch);
-  }
-
-  private body(batch: EncodedBatch): Promise<Buffer> {
-    return compressedBody(batch);
+    this.items = itemEncoderOf({ type: 'https', url }, 'native');
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {
-    const body = await this.body(batch);
+    const { body } = batch;
     const batchId = `${batch.streamId}.${batch.tenantId}.${batch.firstLeaf}-${batch.lastLeaf}`;
     let answer: HttpAnswer;
     try {

@@ -3,17 +3,9 @@ import { Agent as HttpsAgent } from 'node:https';
 import { isIP } from 'node:net';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { blockedAddressReason, guardedLookup } from '../../webhooks/targetGuard.ts';
-import type { StreamRecord } from '../records.ts';
-import {
-  compressedBody,
-  type BatchLimits,
-  type BodyFraming,
-  type Destination,
-  type EncodedBatch,
-  type Item,
-  type SendOutcome,
-} from './destination.ts';
+import type { Destination, EncodedBatch, SendOutcome } from './destination.ts';
 import { outcomeOfNetworkFailure } from './httpPoster.ts';
+import { type ItemEncoder, itemEncoderOf } from './itemEncoders.ts';
 
 export interface S3Settings {
   readonly bucket: string;
@@ -51,8 +43,7 @@ const TRANSIENT_CODES = new Set([
  * which every S3-compatible store understands. Connections go through the webhooks' SSRF guard.
  */
 export class S3Objects implements Destination {
-  readonly limits: BatchLimits = { maxItems: 10_000, maxBytes: 8_000_000 };
-  readonly framing: BodyFraming = { open: '', separator: '', close: '' };
+  readonly items: ItemEncoder;
   private readonly settings: S3Settings;
   /**
    * Loaded when the first S3 stream is opened: the SDK takes a noticeable part of a second to load, which
@@ -64,6 +55,7 @@ export class S3Objects implements Destination {
 
   constructor(settings: S3Settings, options: S3Options) {
     this.settings = settings;
+    this.items = itemEncoderOf({ type: 's3', ...settings }, 'native');
     const endpoint = settings.endpoint ? new URL(settings.endpoint) : undefined;
     this.blocked = endpoint && !options.allowPrivateTargets ? literalBlocked(endpoint) : undefined;
     const lookup = options.allowPrivateTargets ? {} : { lookup: guardedLookup };
@@ -89,23 +81,11 @@ export class S3Objects implements Destination {
     }));
   }
 
-  encode(record: StreamRecord): Item {
-    return [record.json, '\n'];
-  }
-
   /** The object key of a batch. */
   keyOf(batch: EncodedBatch): string {
     const day = new Date(batch.createdAtMs).toISOString().slice(0, 10).replaceAll('-', '/');
     const leaves = `${String(batch.firstLeaf).padStart(16, '0')}-${String(batch.lastLeaf).padStart(16, '0')}`;
     return `${this.settings.prefix}/${batch.tenantId}/${day}/${leaves}-${batch.streamId}.ndjson.gz`;
-  }
-
-  prepare(batch: EncodedBatch): void {
-    void this.body(batch);
-  }
-
-  private body(batch: EncodedBatch): Promise<Buffer> {
-    return compressedBody(batch);
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {
@@ -116,7 +96,7 @@ export class S3Objects implements Destination {
         new sdk.PutObjectCommand({
           Bucket: this.settings.bucket,
           Key: this.keyOf(batch),
-          Body: await this.body(batch),
+          Body: batch.body,
           ContentType: 'application/x-ndjson',
           ContentEncoding: 'gzip',
           Metadata: {

@@ -126,7 +126,7 @@ export function* recordsOfLeafRows(format: StreamFormat, tenantId: string, rows:
 }
 
 /**
- * The rows' indexes in leaf order. The statement's nested loop yields that order and Postgres is not asked to
+ * The rows' indexes in leaf order. Either plan of the statement yields that order and Postgres is not asked to
  * sort (copyLeafDocuments says why): a plan that did otherwise is put right here.
  */
 function leafOrder(rows: BinaryRows): Int32Array {

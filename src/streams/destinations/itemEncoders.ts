@@ -94,7 +94,7 @@ export class DatadogItems implements ItemEncoder {
 }
 
 /** NDJSON, one record a line (a plain HTTPS collector, S3 objects), within the destination's limits. */
-export class NdjsonItems implements ItemEncoder {
+class NdjsonItems implements ItemEncoder {
   readonly limits: BatchLimits;
   readonly framing: BodyFraming = { open: '', separator: '', close: '' };
 

@@ -27,7 +27,7 @@ import { Agent } from 'undici';
 import { BinaryRows } from '../src/db/binaryCopy.ts';
 import { Database } from '../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../src/delivery/fanOut.ts';
-import { copyLeafDocuments } from '../src/events/eventStore.ts';
+import { copyLeafDocuments } from '../src/events/leafChunks.ts';
 import { EventWriter } from '../src/events/eventWriter.ts';
 import { Sealer } from '../src/integrity/sealer.ts';
 import { TreeHeadSigner } from '../src/integrity/treeHeadSigner.ts';

@@ -18,76 +18,13 @@ export interface ChunkSpan {
 }
 
 /**
- * A chunk's records as batches within the destination's limits, one at a time, each ready to send: its body
- * framed and gzipped. Each batch is led by the tree head record when there is one, and each item is written
- * into the batch's body as soon as its record comes: a record whose JSON is written from a row's bytes is
- * valid only until the next one is taken (streams/records.ts), and one that did not fit a batch is held, its
- * row unmoved, for the next. Together the batches cover every leaf of the chunk: the last one takes the
- * filtered-out leaves after its last record. No batch when no record got through the filter.
+ * A chunk's records as batches within the destination's limits, each ready to send: its body framed and
+ * gzipped. Each batch is led by the tree head record when there is one, and each item is written into the
+ * batch's body as soon as its record comes, before the next record is taken: a record whose JSON is written
+ * from a row's bytes is valid only until then (streams/records.ts). Together the batches cover every leaf of
+ * the chunk: the last one takes the filtered-out leaves after its last record. No batch when no record got
+ * through the filter.
  */
-export class BatchCutter {
-  private readonly encoder: ItemEncoder;
-  private readonly limits: BatchLimits;
-  private readonly span: ChunkSpan;
-  private readonly records: Iterator<StreamRecord>;
-  private readonly headItem: Item | undefined;
-  private readonly body: BodyWriter;
-  private readonly createdAtMs = Date.now();
-  /** The first leaf of the next batch. */
-  private firstLeaf: number;
-  /** A record's item that did not fit the batch before, and its leaf. */
-  private held: { readonly item: Item; readonly length: number; readonly leaf: number } | undefined;
-  private exhausted = false;
-
-  constructor(encoder: ItemEncoder, limits: BatchLimits, span: ChunkSpan, records: Iterable<StreamRecord>, head: StreamRecord | undefined) {
-    this.encoder = encoder;
-    this.limits = limits;
-    this.span = span;
-    this.records = records[Symbol.iterator]();
-    this.headItem = head && encoder.encode(head);
-    this.body = new BodyWriter(encoder, limits.maxBytes);
-    this.firstLeaf = span.firstLeaf;
-  }
-
-  /** The next batch; undefined once every record is in one. */
-  next(): Batch | undefined {
-    const { body, limits } = this;
-    body.start();
-    if (this.headItem) body.add(this.headItem, itemBytes(this.headItem));
-    let events = 0;
-    let lastLeaf = this.firstLeaf - 1;
-    if (this.held) {
-      body.add(this.held.item, this.held.length);
-      lastLeaf = this.held.leaf;
-      events = 1;
-      this.held = undefined;
-    }
-    while (!this.exhausted) {
-      const step = this.records.next();
-      if (step.done) {
-        this.exhausted = true;
-        break;
-      }
-      const item = this.encoder.encode(step.value);
-      const length = itemBytes(item);
-      if (events > 0 && (body.items >= limits.maxItems || body.bytesWith(length) > limits.maxBytes)) {
-        this.held = { item, length, leaf: step.value.leafIndex };
-        break;
-      }
-      body.add(item, length);
-      lastLeaf = step.value.leafIndex;
-      events += 1;
-    }
-    if (events === 0) return undefined;
-    const { streamId, tenantId } = this.span;
-    const last = this.exhausted ? this.span.lastLeaf : lastLeaf;
-    const encoded = { streamId, tenantId, firstLeaf: this.firstLeaf, lastLeaf: last, body: body.finish(), createdAtMs: this.createdAtMs };
-    this.firstLeaf = lastLeaf + 1;
-    return { encoded, events };
-  }
-}
-
-/** Every batch of a chunk at once (BatchCutter's). */
 export function cutBatches(
   encoder: ItemEncoder,
   limits: BatchLimits,
@@ -95,19 +32,40 @@ export function cutBatches(
   records: Iterable<StreamRecord>,
   head: StreamRecord | undefined,
 ): Batch[] {
-  const cutter = new BatchCutter(encoder, limits, span, records, head);
+  const { streamId, tenantId } = span;
+  const headItem = head && encoder.encode(head);
+  const body = new BodyWriter(encoder, limits.maxBytes);
   const batches: Batch[] = [];
-  for (let batch = cutter.next(); batch; batch = cutter.next()) batches.push(batch);
+  const createdAtMs = Date.now();
+  let firstLeaf = span.firstLeaf;
+  let lastLeaf = firstLeaf - 1;
+  let events = 0;
+  const startBatch = () => {
+    body.start();
+    if (headItem) body.add(headItem, itemBytes(headItem));
+  };
+  startBatch();
+  for (const record of records) {
+    const item = encoder.encode(record);
+    const length = itemBytes(item);
+    if (events > 0 && (body.items >= limits.maxItems || body.bytesWith(length) > limits.maxBytes)) {
+      batches.push({ encoded: { streamId, tenantId, firstLeaf, lastLeaf, body: body.finish(), createdAtMs }, events });
+      firstLeaf = lastLeaf + 1;
+      events = 0;
+      startBatch();
+    }
+    body.add(item, length);
+    lastLeaf = record.leafIndex;
+    events += 1;
+  }
+  if (events > 0)
+    batches.push({ encoded: { streamId, tenantId, firstLeaf, lastLeaf: span.lastLeaf, body: body.finish(), createdAtMs }, events });
   return batches;
 }
 
 /** One record alone in a batch (a test send). */
 export function singleBatch(encoder: ItemEncoder, span: ChunkSpan, record: StreamRecord): EncodedBatch {
-  const item = encoder.encode(record);
-  const body = new BodyWriter(encoder, 0);
-  body.start();
-  body.add(item, itemBytes(item));
-  return { ...span, body: body.finish(), createdAtMs: Date.now() };
+  return cutBatches(encoder, encoder.limits, span, [record], undefined)[0]!.encoded;
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { SignedTreeHead } from '../client/integrity.ts';
 import type { BinaryRows } from '../db/binaryCopy.ts';
 import { compactDocumentLength, compactTimestampMs, writeCompactDocument } from '../events/compactDocumentBytes.ts';
-import { documentOfLeafRow, LEAF_ROW_PARTS } from '../events/eventStore.ts';
+import { documentOfLeafRow, LEAF_ROW_PARTS } from '../events/leafChunks.ts';
 import type { JsonWriter } from './destinations/destination.ts';
 import { toOcsf, type ServedEvent } from './ocsf.ts';
 import type { StreamFormat } from './streamRules.ts';

@@ -2,7 +2,7 @@
 // sequence whose ordering guarantees (at most one batch past the durable position) are easier to check in one
 // place than across modules; its parts that stand alone (batches, chunks ahead, the lease store) are apart.
 import type { Database } from '../db/database.ts';
-import { copyLeafDocuments } from '../events/eventStore.ts';
+import { copyLeafDocuments } from '../events/leafChunks.ts';
 import { firstLeafSince, latestTreeHead, treeSizes } from '../integrity/treeStore.ts';
 import { PollLoop, type NextPass } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';

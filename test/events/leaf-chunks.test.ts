@@ -3,15 +3,15 @@ import pg from 'pg';
 import { BinaryRows } from '../../src/db/binaryCopy.ts';
 import { Database } from '../../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
+import { EVENT_DOCUMENT } from '../../src/events/eventStore.ts';
 import {
   copyLeafDocuments,
   documentOfLeafRow,
-  EVENT_DOCUMENT,
   leafChunkLiterals,
   leafChunkQuery,
   leafChunkValues,
   type StreamEventFilter,
-} from '../../src/events/eventStore.ts';
+} from '../../src/events/leafChunks.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { redactEvent } from '../../src/lifecycle/redactions.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';

@@ -10,7 +10,7 @@ import { serverSentEvents } from '../../src/client/liveEvents.ts';
 import { BinaryRows } from '../../src/db/binaryCopy.ts';
 import { Database } from '../../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
-import { copyLeafDocuments, documentOfLeafRow } from '../../src/events/eventStore.ts';
+import { copyLeafDocuments, documentOfLeafRow } from '../../src/events/leafChunks.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { redactionSchema } from '../../src/http/apiSchemas.ts';
 import { REDACTION_MARKER } from '../../src/lifecycle/redaction.ts';

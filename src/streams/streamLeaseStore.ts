@@ -93,17 +93,30 @@ export async function recordFailure(db: Queryable, streamId: string, owner: stri
   );
 }
 
-/** Where the stream starts in a tenant's trail, fixed the first time it meets the tenant; the position held. */
-export async function startPosition(db: Queryable, streamId: string, tenantId: string, nextLeaf: number): Promise<number> {
+/**
+ * Where the stream starts in a tenant's trail, fixed the first time it meets the tenant; the position held.
+ * Undefined when this process no longer holds the stream (deleted, or taken over): the lease row is locked
+ * against a deletion until the position is in, so a stream deleted meanwhile is let go, not a foreign-key error.
+ */
+export async function startPosition(
+  db: Queryable,
+  streamId: string,
+  owner: string,
+  tenantId: string,
+  nextLeaf: number,
+): Promise<number | undefined> {
   const { rows } = await db.query<{ next_leaf: string }>(
     prepared(
-      `WITH inserted AS (
-         INSERT INTO log_stream_positions (stream_id, tenant_id, next_leaf) VALUES ($1, $2, $3)
+      `WITH held AS (
+         SELECT id FROM log_streams WHERE id = $1 AND lease_owner = $4 FOR KEY SHARE
+       ), inserted AS (
+         INSERT INTO log_stream_positions (stream_id, tenant_id, next_leaf) SELECT id, $2, $3 FROM held
          ON CONFLICT (stream_id, tenant_id) DO NOTHING RETURNING next_leaf
        )
-       SELECT next_leaf FROM inserted UNION ALL SELECT next_leaf FROM log_stream_positions WHERE stream_id = $1 AND tenant_id = $2`,
-      [streamId, tenantId, nextLeaf],
+       SELECT next_leaf FROM inserted
+       UNION ALL SELECT next_leaf FROM log_stream_positions WHERE stream_id = (SELECT id FROM held) AND tenant_id = $2`,
+      [streamId, tenantId, nextLeaf, owner],
     ),
   );
-  return Number(rows[0]!.next_leaf);
+  return rows[0] === undefined ? undefined : Number(rows[0].next_leaf);
 }

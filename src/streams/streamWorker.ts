@@ -133,7 +133,7 @@ export class StreamWorker {
   private async round(): Promise<NextPass> {
     const outcome = await this.pass();
     if (outcome.kind === 'lost') {
-      this.options.log.info({ stream_id: this.stream.id }, 'stream taken over by another process');
+      this.options.log.info({ stream_id: this.stream.id }, 'stream no longer held by this process (taken over, or deleted)');
       return 'stop';
     }
     if (!this.loop.stopped) await this.publishLag(outcome.kind === 'failed' ? undefined : outcome.trails);
@@ -229,7 +229,7 @@ export class StreamWorker {
   }
 
   private async deliverRounds(): Promise<PassOutcome> {
-    const { db } = this.options;
+    const { db, owner } = this.options;
     const carried = this.readAhead;
     this.readAhead = undefined;
     const sizes = await treeSizes(db, this.stream.tenantIds ?? undefined);
@@ -238,7 +238,14 @@ export class StreamWorker {
     for (const [tenantId, size] of sizes) {
       if (this.loop.stopped) break;
       let position = positions.get(tenantId);
-      position ??= await startPosition(db, this.stream.id, tenantId, await firstLeafSince(db, tenantId, this.stream.startAt.getTime()));
+      position ??= await startPosition(
+        db,
+        this.stream.id,
+        owner,
+        tenantId,
+        await firstLeafSince(db, tenantId, this.stream.startAt.getTime()),
+      );
+      if (position === undefined) return { kind: 'lost' };
       // Read and put together while the one before is sent; those of the pass before only if read recently.
       const fresh = carried?.freshWithin(READ_AHEAD_MAX_AGE_MS) ? carried : undefined;
       const ahead = new ChunksAhead(tenantId, position, size, CHUNK_LEAVES, (start) => this.readChunk(tenantId, start, size), fresh);

@@ -33,7 +33,8 @@ import { EventWriter } from '../src/events/eventWriter.ts';
 import type { NewEvent } from '../src/events/eventStore.ts';
 import { RetentionPolicies } from '../src/lifecycle/retentionPolicies.ts';
 import { createLogger } from '../src/platform/logger.ts';
-import { ingestPeak, type IngestTarget, median, pacedIngest, type PhaseSamples } from './support/ingestLoad.ts';
+import { median } from '../test/support/statistics.ts';
+import { ingestPeak, type IngestTarget, pacedIngest, type PhaseSamples } from './support/ingestLoad.ts';
 import { SERVER_URL } from './support/listDataset.ts';
 import {
   BENCH_INGEST_TOKEN,

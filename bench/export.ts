@@ -10,6 +10,7 @@ import { BIG_TENANT, LIST_DATABASE_URL, ensureListDataset } from './support/list
 import { startApiProcess } from './support/apiProcess.ts';
 import { mintBenchKeys } from './support/keys.ts';
 import { rssMb, sampleRss, stopProcess } from './support/processes.ts';
+import { median } from '../test/support/statistics.ts';
 
 const ROUNDS = 5;
 await ensureListDataset((line) => console.error(line));
@@ -47,7 +48,6 @@ function copyOnce(): { seconds: number; bytes: number } {
   return { seconds, bytes: result.stdout.length };
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 await exportOnce('json'); // warm-up
 const json: Awaited<ReturnType<typeof exportOnce>>[] = [];
 const ndjson: Awaited<ReturnType<typeof exportOnce>>[] = [];

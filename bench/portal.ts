@@ -17,16 +17,13 @@ import { newEvent, seedEvents } from '../test/support/events.ts';
 import { startApiProcess } from './support/apiProcess.ts';
 import { mintBenchKeys } from './support/keys.ts';
 import { freePort, stopProcess } from './support/processes.ts';
+import { median } from '../test/support/statistics.ts';
 
 const EVENTS = 100_000;
 const RUNS = Number(process.env.BENCH_PORTAL_RUNS ?? 15);
 const TENANT = 'clinic-big';
 const log = (line: string) => console.error(line);
 
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-};
 const max = (values: number[]) => Math.max(...values);
 
 const db = await createTestDatabase();

@@ -25,6 +25,7 @@ import { TreeHeadSigner } from '../src/integrity/treeHeadSigner.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { SERVER_URL } from './support/listDataset.ts';
 import { producerEvent } from './support/producers.ts';
+import { median } from '../test/support/statistics.ts';
 import { WEBHOOK_FAN_OUT } from '../src/delivery/fanOut.ts';
 
 const DATABASE_URL = `${SERVER_URL}/audit_bench_seal_cost`;
@@ -128,7 +129,6 @@ for (let round = 0; round < ROUNDS; round += 1) {
   console.error(`round ${round + 1}: ${JSON.stringify(results.at(-1))}`);
 }
 await db.close();
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 console.log(
   JSON.stringify(
     {

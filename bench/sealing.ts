@@ -33,6 +33,7 @@ import { createLogger } from '../src/platform/logger.ts';
 import { SERVER_URL } from './support/listDataset.ts';
 import { producerEvent } from './support/producers.ts';
 import { BENCH_INGEST_TOKEN, builtCli, cpuByPid, freePort, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+import { median } from '../test/support/statistics.ts';
 
 const DATABASE_URL = `${SERVER_URL}/audit_bench_sealing`;
 const EVENTS = Number(process.env.BENCH_SEAL_EVENTS ?? 100_000);
@@ -288,10 +289,6 @@ await stopProcess(ingest);
 await db.query('ALTER TABLE events ENABLE TRIGGER events_enqueue_for_sealing');
 await db.end();
 
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted.length % 2 ? sorted[(sorted.length - 1) / 2]! : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2;
-};
 const ratio = (a: number[], b: number[]) => Number((median(a) / median(b)).toFixed(2));
 const intervalS = parseDuration(SEAL_INTERVAL)! / 1000;
 console.log(

@@ -96,9 +96,3 @@ export async function pacedIngest(target: IngestTarget, rate: number, until: Pro
   latencies.sort((a, b) => a - b);
   return { latencies, failed, seconds };
 }
-
-export function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-}

@@ -5,6 +5,7 @@
  * at the end put most of that into the ratio. Each round's ratio is to the two runs beside it, and the
  * benchmark reports their median.
  */
+import { median } from '../../test/support/statistics.ts';
 
 interface PathRound {
   readonly path_per_s: number;
@@ -38,8 +39,6 @@ export async function measurePathRounds(
     const bare = (bareRuns.at(-2)! + bareRuns.at(-1)!) / 2;
     measured.push({ path_per_s: Math.round(path), bare_per_s: Math.round(bare), ratio: Number((path / bare).toFixed(2)) });
   }
-  const ratios = measured.map((round) => round.ratio).sort((a, b) => a - b);
-  const middle = Math.floor(ratios.length / 2);
-  const medianRatio = ratios.length % 2 === 1 ? ratios[middle]! : Number(((ratios[middle - 1]! + ratios[middle]!) / 2).toFixed(2));
+  const medianRatio = Number(median(measured.map((round) => round.ratio)).toFixed(2));
   return { rounds: measured, medianRatio, bareRuns };
 }

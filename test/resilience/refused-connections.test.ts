@@ -95,6 +95,9 @@ describe('webhook deliveries while Postgres refuses connections', function () {
         DELIVERY_RELAY_POLL_MS: '100',
         DATABASE_POOL_SIZE: '4',
         DELIVERY_ACK_WAIT_MS: '5000',
+        // 64 requests at once to the 100 ms receiver keep up with the producer: at the default 16 the worker
+        // fell behind, and the test spent 80 s sending the backlog after the refusals ended.
+        DELIVERY_ENDPOINT_CONCURRENCY: '64',
       },
     });
     const writer = new EventWriter(pool, WEBHOOK_FAN_OUT);

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
@@ -10,7 +10,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { PrivateNats, PrivatePostgres } from '../support/private-services.ts';
 import { startReceiver, type Reply, type TestReceiver } from '../support/receiver.ts';
-import { freePort } from '../support/ports.ts';
+import { RoleProcesses } from '../support/roleProcesses.ts';
 import { TEST_ENCRYPTION_KEY, call, startTestService, testLogger, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
@@ -46,14 +46,16 @@ describe('a hung webhook endpoint', function () {
   const pools: Database[] = [];
   const receivers: TestReceiver[] = [];
   const services: TestService[] = [];
-  const children = new Set<ChildProcess>();
+  const roles = new RoleProcesses();
+  /** Processes started by serveInChild: each its own NATS namespace. */
+  let servedInChildren = 0;
 
   before(async () => {
     [postgres, nats] = await Promise.all([PrivatePostgres.start(), PrivateNats.start()]);
   });
 
   afterEach(async () => {
-    for (const child of children) child.kill('SIGKILL');
+    roles.killAll();
     await Promise.all(services.splice(0).map((service) => service.stop()));
     await Promise.all(receivers.splice(0).map((receiver) => receiver.close()));
     await Promise.all(pools.splice(0).map((pool) => pool.close()));
@@ -183,27 +185,16 @@ describe('a hung webhook endpoint', function () {
 
   /** `serve --roles relay,worker` in a child process; returns a reader of one series of its /metrics. */
   async function serveInChild(db: TestDatabase, env: Record<string, string>): Promise<(series: string) => Promise<number>> {
-    const internalPort = await freePort();
-    const child = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', 'relay,worker'], {
-      env: {
-        ...process.env,
-        ...DELIVERY_ENV,
-        SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-        SHUTDOWN_DRAIN_DELAY_MS: '0',
-        HOST: '127.0.0.1',
-        LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'error',
-        DATABASE_URL: db.url,
-        NATS_URL: nats.url,
-        NATS_NAMESPACE: `hung${internalPort}`,
-        INTERNAL_PORT: String(internalPort),
-        ...env,
-      },
-      stdio: ['ignore', 'inherit', 'inherit'],
+    servedInChildren += 1;
+    const child = await roles.start(['relay', 'worker'], {
+      ...DELIVERY_ENV,
+      SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+      DATABASE_URL: db.url,
+      NATS_URL: nats.url,
+      NATS_NAMESPACE: `hung${servedInChildren}`,
+      ...env,
     });
-    children.add(child);
-    child.once('exit', () => children.delete(child));
-    const url = `http://127.0.0.1:${internalPort}`;
-    await waitFor(async () => (await call(`${url}/readyz`).catch(() => ({ status: 0 }))).status === 200, 'relay and worker ready', 30_000);
+    const url = roles.internalUrl(child);
     return async (series) => {
       const { text } = await call(`${url}/metrics`);
       const line = text.split('\n').find((candidate) => candidate.startsWith(`${series} `));

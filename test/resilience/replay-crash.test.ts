@@ -1,11 +1,10 @@
 import { expect } from 'chai';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import type { ChildProcess } from 'node:child_process';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { PrivateNats } from '../support/private-services.ts';
-import { freePort } from '../support/ports.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
+import { RoleProcesses } from '../support/roleProcesses.ts';
 import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -26,7 +25,7 @@ describe('manual retries and replays survive SIGKILL', function () {
   let db: TestDatabase;
   const services: TestService[] = [];
   const receivers: TestReceiver[] = [];
-  const children: ChildProcess[] = [];
+  const roles = new RoleProcesses();
 
   before(async () => {
     nats = await PrivateNats.start();
@@ -34,7 +33,7 @@ describe('manual retries and replays survive SIGKILL', function () {
   });
 
   after(async () => {
-    for (const child of children) child.kill('SIGKILL');
+    roles.killAll();
     for (const service of services) await service.stop();
     await Promise.all(receivers.map((receiver) => receiver.close()));
     await db?.drop();
@@ -53,35 +52,17 @@ describe('manual retries and replays survive SIGKILL', function () {
   }
 
   /** A process of its own with the given roles, to be killed. */
-  async function startProcess(role: 'worker' | 'relay', namespace: string): Promise<ChildProcess> {
-    const internalPort = await freePort();
-    const child = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', role], {
-      env: {
-        ...process.env,
-        ...DELIVERY_ENV,
-        DATABASE_URL: db.url,
-        NATS_URL: nats.url,
-        NATS_NAMESPACE: namespace,
-        SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-        INTERNAL_PORT: String(internalPort),
-        HOST: '127.0.0.1',
-        LOG_LEVEL: 'warn',
-      },
-      stdio: ['ignore', 'inherit', 'inherit'],
+  function startProcess(role: 'worker' | 'relay', namespace: string): Promise<ChildProcess> {
+    return roles.start([role], {
+      ...DELIVERY_ENV,
+      DATABASE_URL: db.url,
+      NATS_URL: nats.url,
+      NATS_NAMESPACE: namespace,
+      SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
     });
-    children.push(child);
-    await waitFor(
-      async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200,
-      `${role} ready`,
-      20_000,
-    );
-    return child;
   }
 
-  async function kill(child: ChildProcess): Promise<void> {
-    child.kill('SIGKILL');
-    await once(child, 'exit');
-  }
+  const kill = (child: ChildProcess) => roles.kill(child);
 
   async function receiver(): Promise<TestReceiver> {
     const started = await startReceiver(204);

@@ -1,11 +1,10 @@
 import { expect } from 'chai';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import type { ChildProcess } from 'node:child_process';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { PrivateNats } from '../support/private-services.ts';
-import { freePort } from '../support/ports.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
+import { RoleProcesses } from '../support/roleProcesses.ts';
 import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -28,7 +27,7 @@ describe('webhook delivery survives crashes (at least once)', function () {
   let api: TestService;
   let receiver: TestReceiver;
   let key: string;
-  const children: ChildProcess[] = [];
+  const roles = new RoleProcesses();
 
   before(async () => {
     nats = await PrivateNats.start();
@@ -42,36 +41,21 @@ describe('webhook delivery survives crashes (at least once)', function () {
   });
 
   after(async () => {
-    for (const child of children) child.kill('SIGKILL');
+    roles.killAll();
     await api?.stop();
     await receiver?.close();
     await db?.drop();
     await nats?.remove();
   });
 
-  async function startWorkerProcess(): Promise<ChildProcess> {
-    const internalPort = await freePort();
-    const child = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', 'worker'], {
-      env: {
-        ...process.env,
-        ...DELIVERY_ENV,
-        DATABASE_URL: db.url,
-        NATS_URL: nats.url,
-        NATS_NAMESPACE: api.busNamespace,
-        SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-        INTERNAL_PORT: String(internalPort),
-        HOST: '127.0.0.1',
-        LOG_LEVEL: 'warn',
-      },
-      stdio: ['ignore', 'inherit', 'inherit'],
+  function startWorkerProcess(): Promise<ChildProcess> {
+    return roles.start(['worker'], {
+      ...DELIVERY_ENV,
+      DATABASE_URL: db.url,
+      NATS_URL: nats.url,
+      NATS_NAMESPACE: api.busNamespace,
+      SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
     });
-    children.push(child);
-    await waitFor(
-      async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200,
-      'worker ready',
-      20_000,
-    );
-    return child;
   }
 
   async function deliveryStates(): Promise<Record<string, number>> {
@@ -86,8 +70,7 @@ describe('webhook delivery survives crashes (at least once)', function () {
     const first = await startWorkerProcess();
     await seedEvents(db.url, events);
     await waitFor(() => receiver.received.length >= 10, 'deliveries in flight');
-    first.kill('SIGKILL');
-    await once(first, 'exit');
+    await roles.kill(first);
     receiver.reply(204);
 
     await startWorkerProcess();

@@ -11,6 +11,7 @@ import { waitFor } from './wait.ts';
  */
 export class RoleProcesses {
   private readonly children = new Set<ChildProcess>();
+  private readonly internalUrls = new Map<ChildProcess, string>();
 
   /** Starts `roles` with `env` over the test's own; resolves once the internal port answers `readiness` with 200. */
   async start(roles: readonly string[], env: Record<string, string>, readiness: '/healthz' | '/readyz' = '/readyz'): Promise<ChildProcess> {
@@ -27,6 +28,7 @@ export class RoleProcesses {
       stdio: ['ignore', 'inherit', 'inherit'],
     });
     this.children.add(child);
+    this.internalUrls.set(child, `http://127.0.0.1:${internalPort}`);
     child.once('exit', () => this.children.delete(child));
     await waitFor(
       async () => (await call(`http://127.0.0.1:${internalPort}${readiness}`).catch(() => ({ status: 0 }))).status === 200,
@@ -34,6 +36,11 @@ export class RoleProcesses {
       30_000,
     );
     return child;
+  }
+
+  /** The process's internal port (health, readiness, /metrics), as a URL. */
+  internalUrl(child: ChildProcess): string {
+    return this.internalUrls.get(child)!;
   }
 
   /** SIGKILL, as a lost node or the OOM killer ends a pod: no drain, no shutdown hook. Resolves once it exited. */

@@ -4,8 +4,6 @@ import { expect } from 'chai';
 import { Database } from '../../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
-import { StreamRegistry } from '../../src/streams/streamRegistry.ts';
-import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/events.ts';
 import { sealKeyPair } from '../support/integrity.ts';
@@ -14,6 +12,7 @@ import { RoleProcesses } from '../support/roleProcesses.ts';
 import { TEST_ENCRYPTION_KEY, startTestService, testLogger, type TestService } from '../support/service.ts';
 import { SplunkHecReceiver } from '../support/siem-receivers.ts';
 import { waitFor } from '../support/wait.ts';
+import { testStreamRegistry } from '../support/streamRegistry.ts';
 
 const TENANTS = ['faults-a', 'faults-b'];
 /** HEC takes at most this many of our events in a request (1 MB of events of about 600 bytes). */
@@ -108,13 +107,7 @@ describe('log streams through faults', function () {
   }
 
   it('delivers every event, in order, through a 2-minute outage, two kills of the streams process and a Postgres restart', async () => {
-    const registry = new StreamRegistry({
-      db: pool,
-      writer: new EventWriter(pool, WEBHOOK_FAN_OUT),
-      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
-      policy: { allowHttp: true, allowPrivateTargets: true },
-      destinations: { timeoutMs: 5_000, allowPrivateTargets: true },
-    });
+    const registry = testStreamRegistry(pool);
     for (const tenantId of TENANTS) {
       await registry.create(
         tenantId,

@@ -9,9 +9,7 @@ import S3rver from 's3rver';
 import { runVerify } from '../../src/client/cli/verifyCommand.ts';
 import { verifyStreamCopy } from '../../src/client/streamCopyVerifier.ts';
 import { Database } from '../../src/db/database.ts';
-import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
-import { EventWriter } from '../../src/events/eventWriter.ts';
-import { StreamRegistry } from '../../src/streams/streamRegistry.ts';
+import type { StreamRegistry } from '../../src/streams/streamRegistry.ts';
 import { StreamRunner } from '../../src/streams/streamRunner.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -21,6 +19,7 @@ import { freePort } from '../support/ports.ts';
 import { TEST_ENCRYPTION_KEY, testLogger } from '../support/service.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { waitFor } from '../support/wait.ts';
+import { testStreamRegistry } from '../support/streamRegistry.ts';
 
 const ACTOR = { userId: 'test', userRole: 'operator' };
 
@@ -47,13 +46,7 @@ describe('log streams: verifying a SIEM copy offline', function () {
     db = await createTestDatabase();
     pool = new Database({ url: db.url, poolSize: 4, applicationName: 'copy test', log: testLogger() });
     sealer = await startTestSealer(db.url, keys.privateKey);
-    registry = new StreamRegistry({
-      db: pool,
-      writer: new EventWriter(pool, WEBHOOK_FAN_OUT),
-      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
-      policy: { allowHttp: true, allowPrivateTargets: true },
-      destinations: { timeoutMs: 5_000, allowPrivateTargets: true },
-    });
+    registry = testStreamRegistry(pool);
     const port = await freePort();
     s3rver = new S3rver({
       port,

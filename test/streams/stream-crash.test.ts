@@ -2,10 +2,6 @@ import { once } from 'node:events';
 import type { IncomingMessage } from 'node:http';
 import { expect } from 'chai';
 import { Database } from '../../src/db/database.ts';
-import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
-import { EventWriter } from '../../src/events/eventWriter.ts';
-import { StreamRegistry } from '../../src/streams/streamRegistry.ts';
-import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
@@ -13,6 +9,7 @@ import { RoleProcesses } from '../support/roleProcesses.ts';
 import { TEST_ENCRYPTION_KEY, testLogger } from '../support/service.ts';
 import { SplunkHecReceiver } from '../support/siem-receivers.ts';
 import { waitFor } from '../support/wait.ts';
+import { testStreamRegistry } from '../support/streamRegistry.ts';
 
 const TENANT = 'crashed';
 /** Events of 300 KB: three to a batch of HEC's 1 MB. */
@@ -87,13 +84,7 @@ describe('log streams: the streams process killed mid-backfill', function () {
       db.url,
       Array.from({ length: EVENTS }, (_, index) => newEvent({ tenantId: TENANT, occurredAtMs: T0 + index, details: large })),
     );
-    const registry = new StreamRegistry({
-      db: pool,
-      writer: new EventWriter(pool, WEBHOOK_FAN_OUT),
-      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
-      policy: { allowHttp: true, allowPrivateTargets: true },
-      destinations: { timeoutMs: 5_000, allowPrivateTargets: true },
-    });
+    const registry = testStreamRegistry(pool);
     await registry.create(
       TENANT,
       { destination: { type: 'splunk_hec', url: hec.url, token: 'token' }, start_at: '2026-01-01T00:00:00Z', tree_heads: false },

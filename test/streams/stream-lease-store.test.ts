@@ -1,13 +1,11 @@
 import { expect } from 'chai';
 import { Database } from '../../src/db/database.ts';
-import { EventWriter } from '../../src/events/eventWriter.ts';
-import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
-import { StreamRegistry } from '../../src/streams/streamRegistry.ts';
+import type { StreamRegistry } from '../../src/streams/streamRegistry.ts';
 import { claimStreams, startPosition } from '../../src/streams/streamLeaseStore.ts';
 import { streamPositions } from '../../src/streams/streamStore.ts';
-import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { TEST_ENCRYPTION_KEY, testLogger } from '../support/service.ts';
+import { testLogger } from '../support/service.ts';
+import { testStreamRegistry } from '../support/streamRegistry.ts';
 
 const ACTOR = { userId: 'test', userRole: 'operator' };
 const DESTINATION = { destination: { type: 'https', url: 'http://127.0.0.1:9/collect' } };
@@ -22,13 +20,7 @@ describe('log streams: the position a stream starts from', function () {
   before(async () => {
     db = await createTestDatabase();
     pool = new Database({ url: db.url, poolSize: 2, applicationName: 'lease store test', log: testLogger() });
-    registry = new StreamRegistry({
-      db: pool,
-      writer: new EventWriter(pool, WEBHOOK_FAN_OUT),
-      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
-      policy: { allowHttp: true, allowPrivateTargets: true },
-      destinations: { timeoutMs: 5_000, allowPrivateTargets: true },
-    });
+    registry = testStreamRegistry(pool);
   });
   after(async () => {
     await pool?.close();

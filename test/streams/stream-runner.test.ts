@@ -3,10 +3,8 @@ import { expect } from 'chai';
 import pg from 'pg';
 import { runStreams } from '../../src/cli/streamsCommand.ts';
 import { Database } from '../../src/db/database.ts';
-import { EventWriter } from '../../src/events/eventWriter.ts';
-import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 import { ServiceMetrics } from '../../src/platform/metrics.ts';
-import { StreamRegistry, streamState } from '../../src/streams/streamRegistry.ts';
+import { type StreamRegistry, streamState } from '../../src/streams/streamRegistry.ts';
 import { leafIngestedAt } from '../../src/integrity/treeStore.ts';
 import { StreamRunner } from '../../src/streams/streamRunner.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
@@ -17,6 +15,7 @@ import { TEST_ENCRYPTION_KEY, testConfig, testLogger } from '../support/service.
 import { DatadogReceiver, SplunkHecReceiver } from '../support/siem-receivers.ts';
 import { ManualClock } from '../support/manual-clock.ts';
 import { waitFor } from '../support/wait.ts';
+import { testStreamRegistry } from '../support/streamRegistry.ts';
 
 const ACTOR = { userId: 'test', userRole: 'operator' };
 const T0 = Date.parse('2026-11-02T08:00:00.000Z');
@@ -39,13 +38,7 @@ describe('log streams: the streams role', function () {
     db = await createTestDatabase();
     pool = new Database({ url: db.url, poolSize: 4, applicationName: 'streams test', log: testLogger() });
     sealer = await startTestSealer(db.url, sealKeyPair().privateKey);
-    registry = new StreamRegistry({
-      db: pool,
-      writer: new EventWriter(pool, WEBHOOK_FAN_OUT),
-      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
-      policy: { allowHttp: true, allowPrivateTargets: true },
-      destinations: { timeoutMs: 5_000, allowPrivateTargets: true },
-    });
+    registry = testStreamRegistry(pool);
   });
   beforeEach(async () => {
     hec = await new SplunkHecReceiver({ tokens: { good: {}, other: {} } }).start();

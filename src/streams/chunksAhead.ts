@@ -16,16 +16,18 @@ interface ChunkAhead {
 
 /**
  * A tenant's chunks not sent yet, in leaf order from a position, read and put together while the one before is
- * sent (streams/streamWorker.ts). Chunks start every `chunkLeaves` leaves from the position, so the next one to
- * read starts where the last one queued ends, up to the tree's size.
+ * sent (streams/streamWorker.ts). A chunk is `chunkLeaves` leaves, or fewer at the tree's end; the next one to
+ * read starts where the last one queued ends. A chunk carried from the pass before may have ended at that
+ * pass's tree size, shorter than the tree now: the next read starts right after it, not a chunk's length on.
  */
 export class ChunksAhead {
   readonly tenantId: string;
   private readonly chunkLeaves: number;
-  private readonly read: (start: number) => Promise<Chunk>;
+  private readonly read: (start: number, end: number) => Promise<Chunk>;
   private readonly queue: ChunkAhead[];
+  private readonly size: number;
+  /** The first leaf after the last chunk queued (or the position, when none is). */
   private nextRead: number;
-  private size: number;
 
   /** From `position`, continuing `carried` (the pass before's) when it starts there. */
   constructor(
@@ -33,15 +35,16 @@ export class ChunksAhead {
     position: number,
     size: number,
     chunkLeaves: number,
-    read: (start: number) => Promise<Chunk>,
+    read: (start: number, end: number) => Promise<Chunk>,
     carried?: ChunksAhead,
   ) {
     this.tenantId = tenantId;
     this.chunkLeaves = chunkLeaves;
     this.read = read;
     this.size = size;
-    this.queue = carried?.tenantId === tenantId && carried.queue[0]?.start === position ? [...carried.queue] : [];
-    this.nextRead = this.queue.length > 0 ? this.queue.at(-1)!.start + chunkLeaves : position;
+    const continues = carried?.tenantId === tenantId && carried.queue[0]?.start === position;
+    this.queue = continues ? [...carried.queue] : [];
+    this.nextRead = continues ? carried.nextRead : position;
   }
 
   /** How many chunks are queued. */
@@ -55,13 +58,16 @@ export class ChunksAhead {
     return first !== undefined && nowMs - first.readAtMs <= maxAgeMs;
   }
 
-  /** Reads chunks until `ahead` are queued, or the tree ends. */
+  /** Reads chunks [start, end] until `ahead` are queued, or the tree ends. */
   fill(ahead: number): void {
-    for (; this.queue.length < ahead && this.nextRead < this.size; this.nextRead += this.chunkLeaves) {
-      const chunk = this.read(this.nextRead);
+    while (this.queue.length < ahead && this.nextRead < this.size) {
+      const start = this.nextRead;
+      const end = Math.min(start + this.chunkLeaves, this.size) - 1;
+      const chunk = this.read(start, end);
       // Awaited when its turn comes; one never sent (a failed batch before it) must not be an unhandled rejection.
       chunk.catch(() => undefined);
-      this.queue.push({ start: this.nextRead, chunk, readAtMs: Date.now() });
+      this.queue.push({ start, chunk, readAtMs: Date.now() });
+      this.nextRead = end + 1;
     }
   }
 

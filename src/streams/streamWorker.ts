@@ -248,7 +248,7 @@ export class StreamWorker {
       if (position === undefined) return { kind: 'lost' };
       // Read and put together while the one before is sent; those of the pass before only if read recently.
       const fresh = carried?.freshWithin(READ_AHEAD_MAX_AGE_MS) ? carried : undefined;
-      const ahead = new ChunksAhead(tenantId, position, size, CHUNK_LEAVES, (start) => this.readChunk(tenantId, start, size), fresh);
+      const ahead = new ChunksAhead(tenantId, position, size, CHUNK_LEAVES, (start, end) => this.readChunk(tenantId, start, end), fresh);
       for (let round = 0; round < CHUNKS_PER_ROUND && !this.loop.stopped; round += 1) {
         const next = ahead.next();
         if (!next) break;
@@ -267,13 +267,12 @@ export class StreamWorker {
   }
 
   /**
-   * A chunk of a tenant's leaves from `position`: the records of the events the filter lets through, read in
+   * A chunk of a tenant's leaves [position, end]: the records of the events the filter lets through, read in
    * one statement beside the tenant's latest tree head. Leaves are appended with their ranges in one
-   * transaction, so a tree of this size has them all: the chunk ends CHUNK_LEAVES on, or at the tree's end.
+   * transaction, so a tree that had reached `end` when its size was read has them all.
    */
-  private async readChunk(tenantId: string, position: number, size: number): Promise<Chunk> {
+  private async readChunk(tenantId: string, position: number, end: number): Promise<Chunk> {
     const { db, preparer } = this.options;
-    const end = Math.min(position + CHUNK_LEAVES, size) - 1;
     const filter = { actionPrefixes: this.stream.filter.action_prefixes ?? [], phiInvolved: this.stream.filter.phi_involved };
     const [rows, head] = await Promise.all([
       copyLeafDocuments(db, tenantId, position, end - position + 1, filter),

@@ -99,7 +99,7 @@ export function eventRecord(
 }
 
 /**
- * The records of the rows of copyLeafDocuments (events/eventStore.ts) of `tenantId`, in leaf order, one at a
+ * The records of the rows of copyLeafDocuments (events/leafChunks.ts) of `tenantId`, in leaf order, one at a
  * time: the JSON of a native record of a compact row, nearly every row, is a JsonWriter that writes it from
  * the row's bytes straight into a batch's body (a stream passes tens of megabytes a second, and decoding them
  * into strings to encode them back was most of its CPU); it is valid only until the next record is taken.

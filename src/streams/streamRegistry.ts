@@ -9,6 +9,7 @@ import { parseInput } from '../platform/inputValidation.ts';
 import { generateWebhookSecret, type SecretBox } from '../webhooks/secretBox.ts';
 import { targetProblem, type TargetPolicy } from '../webhooks/targetGuard.ts';
 import type { WebhookUrlPolicy } from '../webhooks/webhookRules.ts';
+import { itemEncoderOf } from './destinations/itemEncoders.ts';
 import { openDestination, type DestinationOptions } from './destinations/openDestination.ts';
 import { singleBatch } from './batches.ts';
 import { testRecord } from './records.ts';
@@ -192,12 +193,16 @@ export async function streamState(db: Queryable, stream: LogStream, clock: Clock
 /** Sends one test record to a stream's destination. */
 async function sendTestRecord(stream: LogStream, box: SecretBox, options: DestinationOptions): Promise<TestSend> {
   const { destination, signingSecret } = destinationOf(stream, box);
-  const target = openDestination(destination, stream.format, signingSecret, options);
+  const target = openDestination(destination, signingSecret, options);
   const started = performance.now();
   try {
     const record = testRecord(stream.id, stream.ownerTenantId ?? '');
     const outcome = await target.send(
-      singleBatch(target.items, { streamId: stream.id, tenantId: stream.ownerTenantId ?? 'test', firstLeaf: 0, lastLeaf: 0 }, record),
+      singleBatch(
+        itemEncoderOf(destination, stream.format),
+        { streamId: stream.id, tenantId: stream.ownerTenantId ?? 'test', firstLeaf: 0, lastLeaf: 0 },
+        record,
+      ),
     );
     const durationMs = Math.round(performance.now() - started);
     return { success: outcome.kind === 'delivered', error: outcome.kind === 'delivered' ? null : outcome.reason, durationMs };

@@ -10,6 +10,7 @@ import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { ChunkPreparer } from './chunkPreparer.ts';
 import { type Chunk, ChunksAhead } from './chunksAhead.ts';
 import type { Destination, SendOutcome } from './destinations/destination.ts';
+import { itemEncoderOf } from './destinations/itemEncoders.ts';
 import { treeHeadRecord } from './records.ts';
 import { lagPast, streamLag } from './streamLag.ts';
 import { advancePosition, recordFailure, startPosition } from './streamLeaseStore.ts';
@@ -99,7 +100,7 @@ export class StreamWorker {
     this.destination = destination;
     this.destinationInput = destinationInput;
     this.options = options;
-    this.limits = { ...destination.items.limits };
+    this.limits = { ...itemEncoderOf(destinationInput, stream.format).limits };
     this.failing = stream.failingSince !== null;
     this.loop = new PollLoop({
       pass: () => this.round(),

@@ -10,6 +10,7 @@ import { renderEventDocument } from '../../src/events/eventDocument.ts';
 import { formatTimestamp } from '../../src/events/eventFields.ts';
 import { cutBatches } from '../../src/streams/batches.ts';
 import type { Destination, EncodedBatch, JsonWriter } from '../../src/streams/destinations/destination.ts';
+import { type ItemEncoder, itemEncoderOf } from '../../src/streams/destinations/itemEncoders.ts';
 import { openDestination } from '../../src/streams/destinations/openDestination.ts';
 import type { S3Objects } from '../../src/streams/destinations/s3Objects.ts';
 import { eventRecord, treeHeadRecord, type StreamRecord } from '../../src/streams/records.ts';
@@ -52,11 +53,14 @@ function records(format: StreamFormat, count: number, firstLeaf = 10): StreamRec
 /** A record's JSON as text, whichever form it carries. */
 const jsonOf = (record: StreamRecord) => (typeof record.json === 'string' ? record.json : jsonTexts.get(record.json)!);
 
+/** Each destination the tests open, with the item encoder its stream puts its batches together with. */
+const encoders = new WeakMap<Destination, ItemEncoder>();
+
 /** The records in one batch, whatever the destination's limits (a test of them sends more than they allow). */
 function batchOf(destination: Destination, items: StreamRecord[]): EncodedBatch {
   const span = { streamId: STREAM_ID, tenantId: 'tenant-a', firstLeaf: items[0]!.leafIndex, lastLeaf: items.at(-1)!.leafIndex };
   const batches = cutBatches(
-    destination.items,
+    encoders.get(destination)!,
     { maxItems: Number.MAX_SAFE_INTEGER, maxBytes: Number.MAX_SAFE_INTEGER },
     span,
     items,
@@ -69,8 +73,9 @@ function batchOf(destination: Destination, items: StreamRecord[]): EncodedBatch 
 describe('stream destinations, each against a receiver of its real protocol', function () {
   this.timeout(30_000);
   const opened: Destination[] = [];
-  const open = (destination: DestinationInput, format: StreamFormat = 'native', secret?: string) => {
-    const result = openDestination(destination, format, secret, OPTIONS);
+  const open = (destination: DestinationInput, format: StreamFormat = 'native', secret?: string, options = OPTIONS) => {
+    const result = openDestination(destination, secret, options);
+    encoders.set(result, itemEncoderOf(destination, format));
     opened.push(result);
     return result;
   };
@@ -146,7 +151,7 @@ describe('stream destinations, each against a receiver of its real protocol', fu
 
     it('keeps a full batch within HEC’s 1 MB, and learns of a smaller limit by its 413', async () => {
       const destination = open({ type: 'splunk_hec', url: hec.url, token: 'hec-token' });
-      expect(destination.items.limits.maxBytes).to.equal(1_000_000);
+      expect(encoders.get(destination)!.limits.maxBytes).to.equal(1_000_000);
       hec.maxContentLength = 100;
       expect((await destination.send(batchOf(destination, records('native', 20)))).kind).to.equal('too_large');
     });
@@ -161,7 +166,7 @@ describe('stream destinations, each against a receiver of its real protocol', fu
 
     it('posts a gzipped array of logs with ddsource, service, ddtags and the record nested, at most 1,000 a request', async () => {
       const destination = open({ type: 'datadog', url: datadog.url, api_key: 'dd-key', service: 'ehr', tags: ['env:prod'] });
-      expect(destination.items.limits).to.deep.equal({ maxItems: 1000, maxBytes: 5_000_000 });
+      expect(encoders.get(destination)!.limits).to.deep.equal({ maxItems: 1000, maxBytes: 5_000_000 });
       const sent = [treeHeadRecord(HEAD, 10), ...records('native', 3)];
       expect(await destination.send(batchOf(destination, sent))).to.deep.equal({ kind: 'delivered' });
       expect(datadog.requests[0]!.headers).to.include({ 'dd-api-key': 'dd-key', 'content-encoding': 'gzip' });
@@ -242,11 +247,7 @@ describe('stream destinations, each against a receiver of its real protocol', fu
     });
 
     it('refuses a loopback collector when private targets are not allowed (the webhooks’ SSRF guard)', async () => {
-      const destination = openDestination({ type: 'https', url: receiver.url }, 'native', 'f'.repeat(64), {
-        ...OPTIONS,
-        allowPrivateTargets: false,
-      });
-      opened.push(destination);
+      const destination = open({ type: 'https', url: receiver.url }, 'native', 'f'.repeat(64), { ...OPTIONS, allowPrivateTargets: false });
       const outcome = await destination.send(batchOf(destination, records('native', 1)));
       expect(outcome.kind).to.equal('refused');
       expect((outcome as { reason: string }).reason).to.match(/^target refused: host .*loopback/);

@@ -1,7 +1,5 @@
-import type { StreamFormat } from '../streamRules.ts';
 import { outcomeOfStatus, retryAfterMs, type Destination, type EncodedBatch, type SendOutcome } from './destination.ts';
 import { type HttpAnswer, type HttpPoster, outcomeOfNetworkFailure } from './httpPoster.ts';
-import { DatadogItems } from './itemEncoders.ts';
 import { header } from './splunkHec.ts';
 
 export interface DatadogSettings {
@@ -12,21 +10,19 @@ export interface DatadogSettings {
 }
 
 /**
- * Datadog's logs intake, HTTP API v2 (`POST /api/v2/logs`): a JSON array of log entries (DatadogItems),
+ * Datadog's logs intake, HTTP API v2 (`POST /api/v2/logs`): a JSON array of log entries (itemEncoders.ts' DatadogItems),
  * gzipped, with `DD-API-KEY`; at most 1,000 entries and 5 MB before compression per request, as the intake
  * documents.
  */
 export class DatadogLogs implements Destination {
-  readonly items: DatadogItems;
   private readonly settings: DatadogSettings;
   private readonly poster: HttpPoster;
   private readonly endpoint: URL;
 
-  constructor(settings: DatadogSettings, format: StreamFormat, poster: HttpPoster) {
+  constructor(settings: DatadogSettings, poster: HttpPoster) {
     this.settings = settings;
     this.poster = poster;
     this.endpoint = new URL(`${settings.url.replace(/\/+$/, '')}/api/v2/logs`);
-    this.items = new DatadogItems(settings, format);
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {

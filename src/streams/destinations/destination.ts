@@ -1,13 +1,10 @@
-import type { ItemEncoder } from './itemEncoders.ts';
-
 /**
- * A stream's destination: how a batch is sent, and (its ItemEncoder) how a record becomes one item of its
- * protocol and how many items and bytes one request may hold (the destination's documented limits). The
- * worker fills batches up to the limits, in trail order, and sends one at a time (streams/streamWorker.ts).
+ * A stream's destination: how a batch is sent. How records become the items of its protocol, and how many
+ * items and bytes one request may hold, is its ItemEncoder's (itemEncoders.ts), which needs only the
+ * destination's settings: batches are put together on another thread (streams/chunkPreparer.ts) and sent
+ * here, one at a time (streams/streamWorker.ts).
  */
 export interface Destination {
-  /** How records become the items of its protocol, and how many a request holds. */
-  readonly items: ItemEncoder;
   send(batch: EncodedBatch): Promise<SendOutcome>;
   close(): Promise<void>;
 }

@@ -1,7 +1,6 @@
 import { signatureHeaders } from '../../client/webhookSigning.ts';
 import { outcomeOfStatus, retryAfterMs, type Destination, type EncodedBatch, type SendOutcome } from './destination.ts';
 import { type HttpAnswer, type HttpPoster, outcomeOfNetworkFailure } from './httpPoster.ts';
-import { type ItemEncoder, itemEncoderOf } from './itemEncoders.ts';
 import { header } from './splunkHec.ts';
 
 /**
@@ -12,7 +11,6 @@ import { header } from './splunkHec.ts';
  * so receivers deduplicate on event_id, not on it. Any 2xx acknowledges; 5 MB of NDJSON at most a request.
  */
 export class HttpsCollector implements Destination {
-  readonly items: ItemEncoder;
   private readonly endpoint: URL;
   private readonly signingSecret: string;
   private readonly poster: HttpPoster;
@@ -21,7 +19,6 @@ export class HttpsCollector implements Destination {
     this.endpoint = new URL(url);
     this.signingSecret = signingSecret;
     this.poster = poster;
-    this.items = itemEncoderOf({ type: 'https', url }, 'native');
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {

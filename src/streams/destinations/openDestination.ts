@@ -1,4 +1,4 @@
-import type { DestinationInput, StreamFormat } from '../streamRules.ts';
+import type { DestinationInput } from '../streamRules.ts';
 import { DatadogLogs } from './datadogLogs.ts';
 import type { Destination } from './destination.ts';
 import { HttpPoster } from './httpPoster.ts';
@@ -19,16 +19,15 @@ export interface DestinationOptions {
  */
 export function openDestination(
   destination: DestinationInput,
-  format: StreamFormat,
   signingSecret: string | undefined,
   options: DestinationOptions,
 ): Destination {
   const poster = () => new HttpPoster(options);
   switch (destination.type) {
     case 'splunk_hec':
-      return new SplunkHec(destination, format, poster());
+      return new SplunkHec(destination, poster());
     case 'datadog':
-      return new DatadogLogs(destination, format, poster());
+      return new DatadogLogs(destination, poster());
     case 'https':
       if (signingSecret === undefined) throw new Error('an https stream needs its signing secret');
       return new HttpsCollector(destination.url, signingSecret, poster());

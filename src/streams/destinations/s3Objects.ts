@@ -5,7 +5,6 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import { blockedAddressReason, guardedLookup } from '../../webhooks/targetGuard.ts';
 import type { Destination, EncodedBatch, SendOutcome } from './destination.ts';
 import { outcomeOfNetworkFailure } from './httpPoster.ts';
-import { type ItemEncoder, itemEncoderOf } from './itemEncoders.ts';
 
 export interface S3Settings {
   readonly bucket: string;
@@ -43,7 +42,6 @@ const TRANSIENT_CODES = new Set([
  * which every S3-compatible store understands. Connections go through the webhooks' SSRF guard.
  */
 export class S3Objects implements Destination {
-  readonly items: ItemEncoder;
   private readonly settings: S3Settings;
   /**
    * Loaded when the first S3 stream is opened: the SDK takes a noticeable part of a second to load, which
@@ -55,7 +53,6 @@ export class S3Objects implements Destination {
 
   constructor(settings: S3Settings, options: S3Options) {
     this.settings = settings;
-    this.items = itemEncoderOf({ type: 's3', ...settings }, 'native');
     const endpoint = settings.endpoint ? new URL(settings.endpoint) : undefined;
     this.blocked = endpoint && !options.allowPrivateTargets ? literalBlocked(endpoint) : undefined;
     const lookup = options.allowPrivateTargets ? {} : { lookup: guardedLookup };

@@ -1,8 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { StreamFormat } from '../streamRules.ts';
 import { outcomeOfStatus, retryAfterMs, type Destination, type EncodedBatch, type SendOutcome } from './destination.ts';
 import { type HttpAnswer, type HttpPoster, outcomeOfNetworkFailure } from './httpPoster.ts';
-import { HecItems } from './itemEncoders.ts';
 
 export interface SplunkHecSettings {
   readonly url: string;
@@ -14,23 +12,21 @@ export interface SplunkHecSettings {
 
 /**
  * Splunk's HTTP Event Collector, JSON event endpoint (`/services/collector/event`): each record is one
- * event object (HecItems), the events of a batch concatenated in one gzipped request with
+ * event object (itemEncoders.ts' HecItems), the events of a batch concatenated in one gzipped request with
  * `Authorization: Splunk <token>`. Every request names a channel
  * (X-Splunk-Request-Channel, one per stream and process), which a token with indexer acknowledgement
  * requires and any other ignores. HEC answers `{"text", "code"}`; its code is kept in last_error.
  */
 export class SplunkHec implements Destination {
-  readonly items: HecItems;
   private readonly settings: SplunkHecSettings;
   private readonly poster: HttpPoster;
   private readonly endpoint: URL;
   private readonly channel = randomUUID();
 
-  constructor(settings: SplunkHecSettings, format: StreamFormat, poster: HttpPoster) {
+  constructor(settings: SplunkHecSettings, poster: HttpPoster) {
     this.settings = settings;
     this.poster = poster;
     this.endpoint = new URL(`${settings.url.replace(/\/+$/, '')}/services/collector/event`);
-    this.items = new HecItems(settings, format);
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {

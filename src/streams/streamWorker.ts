@@ -69,12 +69,12 @@ type PassOutcome =
  * the stream's position gets a chunk of them read in leaf order (events the filter leaves out are skipped
  * but passed), cut into batches within the destination's limits on the preparer's thread while the chunks
  * before are sent, each batch led by the tenant's latest signed tree head when the stream carries heads, and
- * sent one at a time: a batch is acknowledged before
- * the position moves past it, in the same statement that checks the lease; the next batch is sent while
- * that statement commits, and the one after only once it has. A crash repeats at most the batch in flight
- * and the one before it (if its position was not yet committed), never skips one. A failure that heals (429,
- * 5xx, a timeout) is retried with exponential backoff and jitter, forever; a refusal (401, 403, 404) marks the stream failing and is tried again every
- * failingRetryMs; a 413 halves the batches. Only this stream waits: each stream has a worker of its own.
+ * sent one at a time: a batch is acknowledged before the position moves past it, in the same statement that
+ * checks the lease; the next batch is sent while that statement commits, and the one after only once it has.
+ * A crash repeats at most the batch in flight and the one before it (if its position was not yet committed),
+ * never skips one. A failure that heals (429, 5xx, a timeout) is retried with exponential backoff and jitter,
+ * forever; a refusal (401, 403, 404) marks the stream failing and is tried again every failingRetryMs; a 413
+ * halves the batches. Only this stream waits: each stream has a worker of its own.
  */
 export class StreamWorker {
   readonly stream: LogStream;
@@ -238,14 +238,8 @@ export class StreamWorker {
     let progress = false;
     for (const [tenantId, size] of sizes) {
       if (this.loop.stopped) break;
-      let position = positions.get(tenantId);
-      position ??= await startPosition(
-        db,
-        this.stream.id,
-        owner,
-        tenantId,
-        await firstLeafSince(db, tenantId, this.stream.startAt.getTime()),
-      );
+      const since = () => firstLeafSince(db, tenantId, this.stream.startAt.getTime());
+      let position = positions.get(tenantId) ?? (await startPosition(db, this.stream.id, owner, tenantId, await since()));
       if (position === undefined) return { kind: 'lost' };
       // Read and put together while the one before is sent; those of the pass before only if read recently.
       const fresh = carried?.freshWithin(READ_AHEAD_MAX_AGE_MS) ? carried : undefined;

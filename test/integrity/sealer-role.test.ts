@@ -76,6 +76,9 @@ describe('the sealer role', function () {
   });
 
   it('queues a bulk statement in rows of 1,000 and seals it in bounded transactions, oldest first', async () => {
+    // The month's partition is made here: a raw INSERT does not go through the writer, which makes it, and
+    // the template database holds only the months around the day it was built.
+    await db.pool.query(`SELECT audit_ensure_event_partition(timestamptz '2026-10-01T00:00:00Z')`);
     await db.pool.query(
       `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id, phi_involved, success)
        SELECT 'bulk', timestamptz '2026-10-01T00:00:00Z' + i * interval '1 millisecond', gen_random_uuid(), 'phi.read', 'u', 'r', 'claim', 'c', true, true

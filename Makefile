@@ -48,10 +48,11 @@ run: build services
 clean-local: install
 	node scripts/clean-local.ts
 
-# The suite's files are named here, not in .mocharc.json: mocha appends the files given on its command line
-# to the configured spec, so `npx mocha test/one.test.ts` would run the whole suite with that file in it.
+# The suite's files are named by scripts/run-suite.ts, not in .mocharc.json: mocha appends the files given on its
+# command line to the configured spec, so `npx mocha test/one.test.ts` would run the whole suite with that file in
+# it. It runs the files in parallel mocha workers (TEST_JOBS, default 3) and prints one closing line for all.
 test: build services lint
-	mocha 'test/**/*.test.ts'
+	node scripts/run-suite.ts
 
 bench: build services
 	node bench/run.ts

@@ -1,12 +1,5 @@
 import { hostname } from 'node:os';
-import {
-  CoordinationV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  type ListWatch,
-  type KubeConfig,
-  type KubernetesObject,
-} from '@kubernetes/client-node';
+import type { CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObject, ListWatch } from '@kubernetes/client-node';
 import type { ApiKeyService } from '../auth/apiKeyService.ts';
 import type { LegalHolds } from '../lifecycle/legalHolds.ts';
 import type { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
@@ -19,10 +12,12 @@ import { controllerKinds, type Kind } from './controllerKinds.ts';
 import { CrdGuard, type CrdProblem } from './crdGuard.ts';
 import { DeploymentGuard } from './deploymentGuard.ts';
 import { describeError, reportRetry, reportStalled } from './healthReport.ts';
+import { kubeClients, statusOf } from './kubeClients.ts';
 import { kubeLeaseStore } from './kubeLeaseStore.ts';
 import { EventRecorder } from './kubeEvents.ts';
 import { KubeResources, managedByOf, type AnyResource } from './kubeResources.ts';
 import { DEFAULT_LEASE_TIMING, LeaderElector } from './leaderElection.ts';
+import { RefusedWrites } from './refusedWrites.ts';
 import { DEFAULT_CONTROLLER_CLASS } from './resources.ts';
 import { cachedObject, makeInformers, ownerKey, queueKey, type Informers } from './watchedSources.ts';
 import { restartOnError } from './watchRestart.ts';
@@ -70,7 +65,7 @@ export interface ControllerOptions {
   readonly leaseTiming?: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
   /** How a failed watch is restarted. */
   readonly watchBackoff?: BackoffPolicy;
-  /** Where audit_controller_crd_outdated goes. */
+  /** Where audit_controller_crd_outdated, _leader, _lease_errors_total and _reconcile_errors_total go. */
   readonly metrics?: ServiceMetrics;
   /** Told of every work-queue key processed (`apikeys/<namespace>/<name>`), whatever came of it: for tests and diagnostics. */
   readonly onReconciled?: (key: string) => void;
@@ -96,6 +91,7 @@ interface Running {
 export class KubernetesController {
   private readonly options: ControllerOptions;
   private readonly elector: LeaderElector;
+  private readonly leaseTiming: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
   private readonly custom: CustomObjectsApi;
   private readonly core: CoreV1Api;
   private readonly controllerClass: string;
@@ -113,8 +109,10 @@ export class KubernetesController {
     this.options = options;
     this.controllerClass = options.controllerClass;
     const config = options.kubeConfig;
-    this.custom = config.makeApiClient(CustomObjectsApi);
-    this.core = config.makeApiClient(CoreV1Api);
+    // Every write goes through these clients: a write the API server refuses is logged once, at error level.
+    const clients = kubeClients(config, new RefusedWrites(options.log));
+    this.custom = clients.custom;
+    this.core = clients.core;
     // Reconciles read the Secrets they own from the Secret informers of the run in progress, when they hold them.
     const resources = new KubeResources(this.custom, this.core, (namespace, name) =>
       cachedObject(this.running?.informers.get('secrets'), namespace, name),
@@ -136,11 +134,20 @@ export class KubernetesController {
       // Upgraded (or downgraded) CRDs: their resources are reconciled now, not at the next resync.
       onChange: (resource) => this.enqueueAll(this.kinds.filter((kind) => kind.resource === resource)),
     });
+    const lease = { lease: options.leaseName };
+    const where = `Lease ${options.leaseNamespace}/${options.leaseName}`;
+    // Exported from the start by every replica, so that the alerts see a release without a leader (at 0) and
+    // the first failed try (increase() sees nothing of a series that first appears at 1).
+    options.metrics?.controllerLeader.set(lease, 0);
+    options.metrics?.controllerLeaseErrors.inc(lease, 0);
+    for (const kind of this.kinds) options.metrics?.controllerReconcileErrors.inc({ kind: kind.resource.plural }, 0);
+    this.leaseTiming = options.leaseTiming ?? DEFAULT_LEASE_TIMING;
     this.elector = new LeaderElector({
       identity: options.identity ?? `${hostname()}-${process.pid}`,
-      store: kubeLeaseStore(config.makeApiClient(CoordinationV1Api), options.leaseNamespace, options.leaseName),
-      ...(options.leaseTiming ?? DEFAULT_LEASE_TIMING),
+      store: kubeLeaseStore(clients.coordination, options.leaseNamespace, options.leaseName),
+      ...this.leaseTiming,
       onStartedLeading: () => {
+        options.metrics?.controllerLeader.set(lease, 1);
         options.log.info(
           { controller_class: this.controllerClass },
           `leading: reconciling ${this.kinds.map((kind) => kind.resource.kind).join(', ')} resources`,
@@ -148,11 +155,17 @@ export class KubernetesController {
         void this.startReconciling();
       },
       onStoppedLeading: () => {
+        options.metrics?.controllerLeader.set(lease, 0);
         if (this.stopping) options.log.info('shutting down: the lease is released');
         else options.log.warn('lost the lease: reconciling stops');
         void this.stopReconciling();
       },
-      onError: (error) => options.log.warn({ err: error }, 'leader election'),
+      onError: (error, inARow) => {
+        options.metrics?.controllerLeaseErrors.inc(lease);
+        // Once per outage: the tries go on every retry period, the metric and readiness keep saying so.
+        if (inARow === 1) options.log.warn({ err: error }, `cannot reach the ${where}: ${describeLeaseError(error)}; retrying`);
+      },
+      onReached: (failures) => options.log.info({ failed_tries: failures }, `the ${where} is reachable again`),
     });
   }
 
@@ -160,9 +173,24 @@ export class KubernetesController {
     return this.elector.isLeader;
   }
 
-  /** /readyz: false while a CRD is older than this controller needs (or missing, or unreadable). */
-  get readiness(): { readonly name: string; readonly check: () => Promise<void> } {
-    return this.crds.readiness;
+  /**
+   * /readyz: not ready while a CRD is older than this controller needs (or missing, or unreadable), and while
+   * the replica cannot reach its Lease (never yet, or not for a lease duration): a replica that can neither
+   * lead nor stand by shows as not Ready instead of looking healthy while nothing is reconciled.
+   */
+  get readiness(): ReadonlyArray<{ readonly name: string; readonly check: () => Promise<void> }> {
+    const where = `Lease ${this.options.leaseNamespace}/${this.options.leaseName}`;
+    const leadership = {
+      name: 'leader-election',
+      check: async (): Promise<void> => {
+        const { reachedAgoMs, lastError } = this.elector.contact;
+        const why = lastError ? `: ${describeLeaseError(lastError)}` : '';
+        if (reachedAgoMs === undefined) throw new Error(`the ${where} has not been reached yet${why}`);
+        if (reachedAgoMs > this.leaseTiming.leaseDurationMs)
+          throw new Error(`the ${where} has not been reached for ${Math.round(reachedAgoMs / 1000)} s${why}`);
+      },
+    };
+    return [this.crds.readiness, leadership];
   }
 
   start(): void {
@@ -253,6 +281,7 @@ export class KubernetesController {
         queue.forget(key);
       } catch (error) {
         const delay = queue.addRateLimited(key);
+        if ((error as { code?: number }).code !== 409) this.options.metrics?.controllerReconcileErrors.inc({ kind: plural });
         this.options.log.warn({ err: error, object: key, retry_in_ms: delay }, 'reconcile failed; will retry');
         if (object && (error as { code?: number }).code !== 409) {
           // kstatus: Reconciling=True while retrying. A 409 is optimistic concurrency at work, retried at once.
@@ -282,4 +311,12 @@ export class KubernetesController {
   private isOurClass(object: KubernetesObject): boolean {
     return ((object as { spec?: { controllerClass?: string } }).spec?.controllerClass ?? DEFAULT_CONTROLLER_CLASS) === this.controllerClass;
   }
+}
+
+/** What a failed try at the Lease was: the API server's Status reason and message, or the transport's error. */
+function describeLeaseError(error: Error): string {
+  const { code, body } = error as { code?: unknown; body?: unknown };
+  if (typeof code !== 'number') return error.message;
+  const { reason, message } = statusOf(body);
+  return `the Kubernetes API answered ${code} ${reason}${message ? `: ${message}` : ''}`;
 }

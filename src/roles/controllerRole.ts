@@ -45,8 +45,9 @@ export const role: Role = {
     });
     controller.start();
     parts.releasers.add('kubernetes controller', () => controller.stop());
-    // Not ready while its CRDs are older than it needs: a rollout with stale CRDs stops at its first pod.
-    return { readiness: [controller.readiness] };
+    // Not ready while its CRDs are older than it needs (a rollout with stale CRDs stops at its first pod), nor
+    // while it cannot reach its Lease.
+    return { readiness: [...controller.readiness] };
   },
 };
 

@@ -57,7 +57,7 @@ describe('what the controller sends the Kubernetes API, read as the API server r
       },
     });
     await waitFor(async () => {
-      const object = (await harness.custom.getNamespacedCustomObject(resourceAddress(NAMESPACE, 'apikeys', 'wire'))) as {
+      const object = (await harness.custom.getNamespacedCustomObject({ ...resourceAddress(NAMESPACE, 'apikeys'), name: 'wire' })) as {
         status?: { conditions?: Array<{ type: string; status: string }> };
       };
       return object.status?.conditions?.some((condition) => condition.type === 'Ready' && condition.status === 'True') ?? false;

@@ -60,10 +60,13 @@ export interface KubeApiServer {
   /** Cuts every open watch, as a load balancer or an API server restart does. */
   closeWatches(): void;
   /**
-   * Answers the matching requests with 503 ServiceUnavailable (an overloaded or restarting API server)
-   * until called again without a predicate.
+   * Answers the matching requests with 503 ServiceUnavailable (an overloaded or restarting API server), or
+   * with `answer` (a 403 of RBAC, say), until called again without a predicate.
    */
-  refuse(predicate?: (request: { token: string; method: string; path: string; watch: boolean }) => boolean): void;
+  refuse(
+    predicate?: (request: { token: string; method: string; path: string; watch: boolean }) => boolean,
+    answer?: { code: number; reason: string; message: string },
+  ): void;
   stop(): Promise<void>;
 }
 
@@ -257,6 +260,7 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
   const requestLog: KubeApiServer['requestLog'] = [];
   const watches = new Set<ServerResponse>();
   let refusal: Parameters<KubeApiServer['refuse']>[0];
+  let refusalAnswer: Parameters<KubeApiServer['refuse']>[1];
   const encode = (type: ResourceType, body: unknown) => JSON.stringify(type.custom ? sortedKeys(body) : body);
 
   function admit(type: ResourceType, object: KubeObject, stored?: KubeObject): KubeObject {
@@ -373,7 +377,14 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
     const writing = ['POST', 'PUT', 'PATCH'].includes(request.method!);
     // Read once here, kept for tests that check what was sent: the handlers below read it from the entry.
     if (writing) entry.body = await readText(request);
-    if (refusal?.(entry)) throw new ApiError(503, 'ServiceUnavailable', 'the server is currently unable to handle the request');
+    if (refusal?.(entry)) {
+      const { code, reason, message } = refusalAnswer ?? {
+        code: 503,
+        reason: 'ServiceUnavailable',
+        message: 'the server is currently unable to handle the request',
+      };
+      throw new ApiError(code, reason, message);
+    }
     const types = servedTypes();
     const discovered = request.method === 'GET' ? discovery(url.pathname, types) : undefined;
     if (discovered) {
@@ -504,8 +515,9 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
     closeWatches() {
       for (const response of watches) response.destroy();
     },
-    refuse(predicate) {
+    refuse(predicate, answer) {
       refusal = predicate;
+      refusalAnswer = answer;
     },
     async stop() {
       for (const response of watches) response.destroy();

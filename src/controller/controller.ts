@@ -9,7 +9,7 @@ import type { ManagedStreams } from '../streams/managedStreams.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
 import { WATCH_BACKOFF, type BackoffPolicy } from './backoff.ts';
 import { controllerKinds, type Kind } from './controllerKinds.ts';
-import { CrdGuard, type CrdProblem } from './crdGuard.ts';
+import { CrdGuard } from './crdGuard.ts';
 import { DeploymentGuard } from './deploymentGuard.ts';
 import { describeError, reportRetry, reportStalled } from './healthReport.ts';
 import { kubeClients, statusOf } from './kubeClients.ts';
@@ -19,13 +19,16 @@ import { KubeResources, managedByOf, type AnyResource } from './kubeResources.ts
 import { DEFAULT_LEASE_TIMING, LeaderElector } from './leaderElection.ts';
 import { RefusedWrites } from './refusedWrites.ts';
 import { DEFAULT_CONTROLLER_CLASS } from './resources.ts';
-import { cachedObject, makeInformers, ownerKey, queueKey, type Informers } from './watchedSources.ts';
+import { bindingOf, tenancyProblem, tenantsOf, type TenancyProblem } from './tenancy.ts';
+import { NAMESPACES, cachedNamespace, cachedObject, makeInformers, ownerKey, queueKey, type Informers } from './watchedSources.ts';
 import { restartOnError } from './watchRestart.ts';
 import { WorkQueue } from './workQueue.ts';
 
 const COMPONENT = 'audit-trail-controller';
 /** A resource another process is reconciling right now is tried again after this long. */
 const BUSY_RETRY_MS = 1_000;
+/** A resource in a namespace the Namespace watch has not shown yet (created a moment ago) waits this long. */
+const NAMESPACE_WAIT_MS = 500;
 
 /**
  * Serialises the reconciles of one resource across every process on the deployment's database (main.ts
@@ -54,6 +57,8 @@ export interface ControllerOptions {
   readonly controllerClass: string;
   /** Namespaces to watch; empty means all. */
   readonly namespaces: readonly string[];
+  /** Refuse every resource of a namespace bound to no tenant (tenancy.ts); a bound namespace is always enforced. */
+  readonly requireTenantBinding?: boolean;
   /** Where the leader-election Lease lives (the controller's own namespace). */
   readonly leaseNamespace: string;
   readonly leaseName: string;
@@ -73,8 +78,10 @@ export interface ControllerOptions {
 
 interface Running {
   readonly queue: WorkQueue;
-  /** Per kind (plural), and `secrets` for the Secrets the controller owns. */
+  /** Per kind (plural), `secrets` for the Secrets the controller owns, `namespaces` for the Namespaces. */
   readonly informers: Informers;
+  /** Whether the Namespaces were listed: a namespace missing from them then is one too new to be seen yet. */
+  readonly namespaces: { listed: boolean };
   readonly workers: Promise<void>[];
   readonly resync: NodeJS.Timeout;
 }
@@ -97,7 +104,8 @@ export class KubernetesController {
   private readonly controllerClass: string;
   private readonly kinds: Kind[];
   private readonly reportRetry: (plural: string, object: KubernetesObject, message: string) => Promise<void>;
-  private readonly reportCrdProblem: (plural: string, object: KubernetesObject, problem: CrdProblem) => Promise<void>;
+  /** Stalled, with a Warning Event, and nothing else done: a CRD problem, a resource its namespace refuses. */
+  private readonly reportStalled: (plural: string, object: KubernetesObject, problem: { reason: string; message: string }) => Promise<void>;
   private readonly crds: CrdGuard;
   /** Settles once every CRD has been read (or has failed to be): nothing is reconciled before. */
   private crdsRead: Promise<void> = Promise.resolve();
@@ -123,7 +131,7 @@ export class KubernetesController {
     this.kinds = controllerKinds({ resources, events, guard, keys, registry, retention, holds, streams, log });
     this.reportRetry = (plural, object, message) =>
       reportRetry(resources, events, guard, plural, object as unknown as AnyResource, message);
-    this.reportCrdProblem = (plural, object, problem) =>
+    this.reportStalled = (plural, object, problem) =>
       reportStalled(resources, events, guard, plural, object as unknown as AnyResource, problem.reason, problem.message);
     this.crds = new CrdGuard({
       kubeConfig: config,
@@ -221,13 +229,22 @@ export class KubernetesController {
         const owner = ownerKey(secret.metadata?.ownerReferences, secret.metadata?.namespace);
         if (owner) queue.add(owner);
       },
+      // A namespace bound, unbound or rebound: what is in it is decided again now.
+      onNamespace: (namespace) => this.enqueueAll(this.kinds, namespace.metadata?.name),
     });
     for (const [what, list] of informers) for (const informer of list) this.restartOnError(informer, what, informers);
     const resync = setInterval(() => this.enqueueAll(this.kinds), this.options.resyncMs ?? 30_000);
     resync.unref();
     const workers = Array.from({ length: this.options.workers ?? 2 }, () => this.work(queue, informers));
-    this.running = { queue, informers, workers, resync };
-    await Promise.all([...informers.values()].flat().map((informer) => informer.start()));
+    const namespacesState = { listed: false };
+    this.running = { queue, informers, namespaces: namespacesState, workers, resync };
+    // The Namespaces first: no resource is looked at before its namespace's binding is known. One that cannot
+    // be listed leaves every binding unknown, and the resources refused (fail closed) until it can.
+    const namespaces = informers.get(NAMESPACES) ?? [];
+    const listed = await Promise.all(namespaces.map((informer) => informer.start().then(() => true, () => false)));
+    namespacesState.listed = listed.every(Boolean);
+    const rest = [...informers].filter(([what]) => what !== NAMESPACES).flatMap(([, list]) => list);
+    await Promise.all(rest.map((informer) => informer.start()));
   }
 
   /** Restarted with capped exponential backoff after a failure, as long as this reconciling run lasts. */
@@ -240,13 +257,13 @@ export class KubernetesController {
     });
   }
 
-  /** Queues every object of these kinds (of this controller's class) that the informers hold. */
-  private enqueueAll(kinds: readonly Kind[]): void {
+  /** Queues every object of these kinds (of this controller's class, in `namespace` if given) that the informers hold. */
+  private enqueueAll(kinds: readonly Kind[], namespace?: string): void {
     const running = this.running;
     if (!running) return;
     for (const kind of kinds) {
       for (const informer of running.informers.get(kind.resource.plural) ?? []) {
-        for (const object of informer.list())
+        for (const object of informer.list(namespace))
           if (this.isOurClass(object)) running.queue.add(queueKey(kind.resource.plural, object.metadata?.namespace, object.metadata?.name));
       }
     }
@@ -272,10 +289,12 @@ export class KubernetesController {
       try {
         // A key may come from an owned Secret: the resource itself decides whether it is ours.
         if (object && this.isOurClass(object)) {
-          const problem = this.crds.problem(kind.resource);
           // Its CRD is older than this controller: say so on the resource and touch nothing else. The guard
-          // queues every resource of the kind again once the CRD is upgraded.
-          if (problem) await this.reportCrdProblem(plural, object, problem);
+          // queues every resource of the kind again once the CRD is upgraded. Likewise a resource its namespace
+          // refuses (another tenant's in a bound namespace): its deletion still goes through its finalizer.
+          const problem = this.crds.problem(kind.resource) ?? this.tenancyProblem(kind, namespace, object, informers);
+          if (problem === 'wait') queue.addAfter(key, NAMESPACE_WAIT_MS);
+          else if (problem) await this.reportStalled(plural, object, problem);
           else await this.reconcileLocked(kind, key, object, queue);
         }
         queue.forget(key);
@@ -306,6 +325,14 @@ export class KubernetesController {
     if (outcome.held) return;
     this.options.log.info({ object: key, retry_in_ms: BUSY_RETRY_MS }, 'another process is reconciling this resource; trying again later');
     queue.addAfter(key, BUSY_RETRY_MS);
+  }
+
+  /** Why the namespace refuses the resource; 'wait' while its Namespace, listed fine, has not been seen yet. */
+  private tenancyProblem(kind: Kind, namespace: string, object: KubernetesObject, informers: Informers): TenancyProblem | 'wait' | undefined {
+    if (object.metadata?.deletionTimestamp) return undefined;
+    const cached = cachedNamespace(informers, namespace);
+    if (!cached && this.running?.namespaces.listed) return 'wait';
+    return tenancyProblem(kind.resource.kind, namespace, bindingOf(cached), tenantsOf(object), this.options.requireTenantBinding ?? false);
   }
 
   private isOurClass(object: KubernetesObject): boolean {

@@ -35,6 +35,7 @@ export const role: Role = {
       deploymentId: await parts.deploymentId(),
       controllerClass: config.controllerClass,
       namespaces: config.controllerNamespaces,
+      requireTenantBinding: config.controllerRequireTenantBinding,
       leaseNamespace: config.podNamespace ?? 'default',
       leaseName: config.controllerLeaseName,
       identity: config.podName,

@@ -27,7 +27,8 @@ import { GENERATED_NAME_BASE_MAX, decodeAsTheServerDoes, invalidObject, validate
  * the validation of the built-in kinds, each refusal answered with the Status (400 or 422) the server sends.
  * Simplified: legacy discovery only (kubectl then runs with --validate=false: no OpenAPI document), a
  * simplified server-side apply (serverSideApply.ts), no Table output (kubectl get -o json/yaml/name work), no defaulting,
- * strategic merge treated as a merge patch, no authentication, no check that an object's namespace exists.
+ * strategic merge treated as a merge patch, no authentication, and a namespace created with the first object
+ * created in it (a real server refuses objects in a namespace that does not exist).
  */
 
 export interface KubeApiServer {
@@ -98,6 +99,7 @@ const BUILT_IN: ResourceType[] = [
 ];
 
 const VERBS = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
+const NAMESPACE_COLLECTION = 'core/v1/namespaces';
 
 /**
  * Legacy discovery (/api, /api/v1, /apis, /apis/g/v): enough for kubectl to map kinds and short names to
@@ -292,6 +294,20 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
     return object;
   }
 
+  /**
+   * A namespace comes into being with the first object created in it, as if `kubectl create namespace` had
+   * come first (a real server answers 404 for a namespace that does not exist): tests need not create each.
+   */
+  function ensureNamespace(name: string): void {
+    try {
+      store.get(NAMESPACE_COLLECTION, undefined, name);
+      return;
+    } catch {
+      // not there yet
+    }
+    store.create(NAMESPACE_COLLECTION, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } }, { generation: false });
+  }
+
   async function readText(request: IncomingMessage): Promise<string> {
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
@@ -418,7 +434,9 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
         if (!body.metadata.name && body.metadata.generateName)
           body.metadata.name = `${String(body.metadata.generateName).slice(0, GENERATED_NAME_BASE_MAX)}${Math.random().toString(36).slice(2, 7).padEnd(5, '0')}`;
         if (type.namespaced) body.metadata.namespace = namespace;
-        return reply(201, store.create(collection, admit(type, body), { generation: type.statusSubresource }));
+        const created = store.create(collection, admit(type, body), { generation: type.statusSubresource });
+        if (type.namespaced) ensureNamespace(namespace!);
+        return reply(201, created);
       }
       case 'PUT': {
         const body = parseBody(entry.body) as KubeObject;
@@ -438,7 +456,11 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
           const existing = store.list(collection, namespace).find((object) => object.metadata.name === name);
           const applied = serverSideApply(existing, config, manager, url.searchParams.get('force') === 'true');
           if (type.namespaced) applied.metadata.namespace = namespace;
-          if (!existing) return reply(201, store.create(collection, admit(type, applied), { generation: type.statusSubresource }));
+          if (!existing) {
+            const created = store.create(collection, admit(type, applied), { generation: type.statusSubresource });
+            if (type.namespaced) ensureNamespace(namespace!);
+            return reply(201, created);
+          }
           applied.metadata.resourceVersion = existing.metadata.resourceVersion;
           return reply(
             200,

@@ -174,6 +174,18 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
         expect(crd.metadata.annotations).to.include({ 'argocd.argoproj.io/sync-options': 'Delete=false,Prune=false' });
       expect(byKind(manifests, 'Secret')).to.deep.equal([]);
       expect(byKind(manifests, 'ServiceMonitor')).to.have.length(1);
+      // The public API and the customer portal's page, as the chart's own default does.
+      const [ingress] = byKind(manifests, 'Ingress');
+      const paths = ingress!.spec.rules.flatMap((rule: any) => rule.http.paths.map((path: { path: string }) => path.path));
+      expect(paths).to.have.members(['/api/v2/public', '/portal']);
+    });
+
+    it("routes the customer portal in docs/operations.md's install command, as the chart's default Ingress does", () => {
+      const operations = readFileSync('docs/operations.md', 'utf8');
+      const paths = [...operations.matchAll(/'ingress\.hosts\[0\]\.paths\[\d\]=([^']+)'/g)].map((match) => match[1]);
+      expect(paths).to.have.members(['/api/v2/public', '/portal']);
+      const chartDefault = (load(readFileSync(`${CHART}/values.yaml`, 'utf8')) as { ingress: { hosts: Array<{ paths: string[] }> } }).ingress;
+      expect(chartDefault.hosts[0]!.paths).to.have.members(paths as string[]);
     });
 
     it('renders the values of the Flux HelmRelease of docs/examples, with its CRDs applied on every upgrade', async () => {

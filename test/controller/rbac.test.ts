@@ -18,7 +18,8 @@ type Attributes = { verb: string; group: string; resource: string; name?: string
 function attributes(entry: { method: string; path: string; watch: boolean; fieldSelector?: string }): Attributes {
   const parts = entry.path.split('/').filter(Boolean);
   const [group, rest] = parts[0] === 'api' ? ['', parts.slice(2)] : [parts[1]!, parts.slice(3)];
-  const scoped = rest[0] === 'namespaces' ? rest.slice(2) : rest;
+  // /api/v1/namespaces/<ns>/<resource>...: namespaced; /api/v1/namespaces[/<name>]: the Namespaces themselves.
+  const scoped = rest[0] === 'namespaces' && rest.length >= 3 ? rest.slice(2) : rest;
   const [resource, name, subresource] = scoped;
   const verb =
     entry.method === 'GET'

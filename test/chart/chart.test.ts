@@ -10,6 +10,8 @@ const PROMETHEUS_OPERATOR = ['--api-versions', 'monitoring.coreos.com/v1/Service
 const TEST_SEAL_KEY = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 /** Without a cluster the chart generates no secrets: these stand for a Secret the operator manages. */
 const EXISTING_SECRET = ['--set', 'secrets.existingSecret=audit-trail-env'];
+/** The project's version: the chart's appVersion, and so the default image tag. */
+const APP_VERSION = (JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version;
 const GIVEN_SECRETS = [
   '--set',
   `secrets.keyPepper=${'p'.repeat(40)}`,
@@ -505,10 +507,10 @@ describe('Helm chart', function () {
         'Deployment',
         'rel-audit-trail-api',
       ).spec.template.spec.containers[0].image;
-    expect(await image('ghcr.io/audit-trail/audit-trail')).to.equal('mirror.internal:5000/audit-trail/audit-trail:0.1.0');
-    expect(await image('localhost:5000/audit-trail')).to.equal('mirror.internal:5000/audit-trail:0.1.0');
-    expect(await image('localhost/audit-trail')).to.equal('mirror.internal:5000/audit-trail:0.1.0');
-    expect(await image('team/audit-trail')).to.equal('mirror.internal:5000/team/audit-trail:0.1.0');
+    expect(await image('ghcr.io/audit-trail/audit-trail')).to.equal(`mirror.internal:5000/audit-trail/audit-trail:${APP_VERSION}`);
+    expect(await image('localhost:5000/audit-trail')).to.equal(`mirror.internal:5000/audit-trail:${APP_VERSION}`);
+    expect(await image('localhost/audit-trail')).to.equal(`mirror.internal:5000/audit-trail:${APP_VERSION}`);
+    expect(await image('team/audit-trail')).to.equal(`mirror.internal:5000/team/audit-trail:${APP_VERSION}`);
     expect(await image('audit-trail', '--set', `image.digest=sha256:${'0'.repeat(64)}`)).to.equal(
       `mirror.internal:5000/audit-trail@sha256:${'0'.repeat(64)}`,
     );
@@ -610,7 +612,7 @@ describe('Helm chart', function () {
       );
     }
     expect(named(defaults, 'Deployment', 'rel-audit-trail-api').spec.template.spec.containers[0].image).to.equal(
-      'ghcr.io/audit-trail/audit-trail:0.1.0',
+      `ghcr.io/audit-trail/audit-trail:${APP_VERSION}`,
     );
   });
 

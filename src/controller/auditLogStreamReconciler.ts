@@ -18,7 +18,7 @@ const STREAM_FINALIZER = 'audittrail.dev/delete-stream';
  * could otherwise name any Secret of it (a database password, another team's token) and have its value sent
  * to a URL of their choosing. Labelling is the Secret owner's consent (docs/streams.md).
  */
-export const STREAM_CREDENTIALS_LABEL = 'audittrail.dev/stream-credentials';
+const STREAM_CREDENTIALS_LABEL = 'audittrail.dev/stream-credentials';
 
 /** An https destination's signing secret: the API generates 64 hex; a declared one is no shorter than half that. */
 const MIN_SIGNING_SECRET_LENGTH = 32;

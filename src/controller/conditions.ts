@@ -26,7 +26,6 @@ export interface Health {
   readonly message: string;
 }
 
-
 /**
  * Sets a condition in place (its position kept, so an unchanged list compares equal), keeping
  * lastTransitionTime when the status did not change (the Kubernetes API conventions: it marks

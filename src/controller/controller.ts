@@ -1,22 +1,17 @@
 import { hostname } from 'node:os';
-import type { CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObject, ListWatch } from '@kubernetes/client-node';
-import type { ApiKeyService } from '../auth/apiKeyService.ts';
-import type { LegalHolds } from '../lifecycle/legalHolds.ts';
-import type { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
-import type { Logger } from '../platform/logger.ts';
-import type { ServiceMetrics } from '../platform/metrics.ts';
-import type { ManagedStreams } from '../streams/managedStreams.ts';
-import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
-import { WATCH_BACKOFF, type BackoffPolicy } from './backoff.ts';
+import type { CoreV1Api, CustomObjectsApi, KubernetesObject, ListWatch } from '@kubernetes/client-node';
+import { WATCH_BACKOFF } from './backoff.ts';
+import type { ControllerOptions } from './controllerOptions.ts';
 import { controllerKinds, type Kind } from './controllerKinds.ts';
 import { CrdGuard } from './crdGuard.ts';
 import { DeploymentGuard } from './deploymentGuard.ts';
 import { describeError, reportRetry, reportStalled } from './healthReport.ts';
-import { kubeClients, statusOf } from './kubeClients.ts';
+import { kubeClients } from './kubeClients.ts';
 import { kubeLeaseStore } from './kubeLeaseStore.ts';
 import { EventRecorder } from './kubeEvents.ts';
 import { KubeResources, managedByOf, type AnyResource } from './kubeResources.ts';
-import { DEFAULT_LEASE_TIMING, LeaderElector } from './leaderElection.ts';
+import { DEFAULT_LEASE_TIMING, type LeaderElector } from './leaderElection.ts';
+import { leadership } from './leadership.ts';
 import { RefusedWrites } from './refusedWrites.ts';
 import { DEFAULT_CONTROLLER_CLASS } from './resources.ts';
 import { bindingOf, tenancyProblem, tenantsOf, type TenancyProblem } from './tenancy.ts';
@@ -29,52 +24,6 @@ const COMPONENT = 'audit-trail-controller';
 const BUSY_RETRY_MS = 1_000;
 /** A resource in a namespace the Namespace watch has not shown yet (created a moment ago) waits this long. */
 const NAMESPACE_WAIT_MS = 500;
-
-/**
- * Serialises the reconciles of one resource across every process on the deployment's database (main.ts
- * passes db/sessionLocks.ts). Two leaders for a moment — a Lease renamed by an upgrade, a leader that has
- * not yet noticed it lost its Lease — each mint what they find missing: without this, the second mints again,
- * or takes the first's key, minted but not yet in its Secret, for one nobody received and replaces it.
- */
-interface ResourceLocks {
-  /** Runs work holding the lock of `key`; does not run it (held: false) while another process holds it. */
-  withLock<T>(key: string, work: () => Promise<T>): Promise<{ readonly held: true; readonly value: T } | { readonly held: false }>;
-}
-
-export interface ControllerOptions {
-  readonly kubeConfig: KubeConfig;
-  readonly keys: ApiKeyService;
-  readonly registry: WebhookRegistry;
-  readonly retention: RetentionPolicies;
-  readonly holds: LegalHolds;
-  /** The deployment-wide log streams AuditLogStream resources declare. */
-  readonly streams: ManagedStreams;
-  /** One lock per resource (its managed_by), on the same database as keys and registry. */
-  readonly locks: ResourceLocks;
-  /** The deployment's identity (readDeploymentId): stamped on every resource this controller reconciles. */
-  readonly deploymentId: string;
-  /** Only resources of this class (spec.controllerClass, absent meaning "default") are reconciled. */
-  readonly controllerClass: string;
-  /** Namespaces to watch; empty means all. */
-  readonly namespaces: readonly string[];
-  /** Refuse every resource of a namespace bound to no tenant (tenancy.ts); a bound namespace is always enforced. */
-  readonly requireTenantBinding?: boolean;
-  /** Where the leader-election Lease lives (the controller's own namespace). */
-  readonly leaseNamespace: string;
-  readonly leaseName: string;
-  readonly identity?: string;
-  readonly log: Logger;
-  /** Every object is reconciled again this often, whatever the watch said (webhook status refreshes with it). */
-  readonly resyncMs?: number;
-  readonly workers?: number;
-  readonly leaseTiming?: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
-  /** How a failed watch is restarted. */
-  readonly watchBackoff?: BackoffPolicy;
-  /** Where audit_controller_crd_outdated, _leader, _lease_errors_total and _reconcile_errors_total go. */
-  readonly metrics?: ServiceMetrics;
-  /** Told of every work-queue key processed (`apikeys/<namespace>/<name>`), whatever came of it: for tests and diagnostics. */
-  readonly onReconciled?: (key: string) => void;
-}
 
 interface Running {
   readonly queue: WorkQueue;
@@ -98,7 +47,7 @@ interface Running {
 export class KubernetesController {
   private readonly options: ControllerOptions;
   private readonly elector: LeaderElector;
-  private readonly leaseTiming: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
+  private readonly leaseReadiness: { readonly name: string; readonly check: () => Promise<void> };
   private readonly custom: CustomObjectsApi;
   private readonly core: CoreV1Api;
   private readonly controllerClass: string;
@@ -142,20 +91,16 @@ export class KubernetesController {
       // Upgraded (or downgraded) CRDs: their resources are reconciled now, not at the next resync.
       onChange: (resource) => this.enqueueAll(this.kinds.filter((kind) => kind.resource === resource)),
     });
-    const lease = { lease: options.leaseName };
-    const where = `Lease ${options.leaseNamespace}/${options.leaseName}`;
-    // Exported from the start by every replica, so that the alerts see a release without a leader (at 0) and
-    // the first failed try (increase() sees nothing of a series that first appears at 1).
-    options.metrics?.controllerLeader.set(lease, 0);
-    options.metrics?.controllerLeaseErrors.inc(lease, 0);
     for (const kind of this.kinds) options.metrics?.controllerReconcileErrors.inc({ kind: kind.resource.plural }, 0);
-    this.leaseTiming = options.leaseTiming ?? DEFAULT_LEASE_TIMING;
-    this.elector = new LeaderElector({
+    const { elector, readiness } = leadership({
       identity: options.identity ?? `${hostname()}-${process.pid}`,
       store: kubeLeaseStore(clients.coordination, options.leaseNamespace, options.leaseName),
-      ...this.leaseTiming,
+      leaseNamespace: options.leaseNamespace,
+      leaseName: options.leaseName,
+      timing: options.leaseTiming ?? DEFAULT_LEASE_TIMING,
+      metrics: options.metrics,
+      log: options.log,
       onStartedLeading: () => {
-        options.metrics?.controllerLeader.set(lease, 1);
         options.log.info(
           { controller_class: this.controllerClass },
           `leading: reconciling ${this.kinds.map((kind) => kind.resource.kind).join(', ')} resources`,
@@ -163,18 +108,13 @@ export class KubernetesController {
         void this.startReconciling();
       },
       onStoppedLeading: () => {
-        options.metrics?.controllerLeader.set(lease, 0);
         if (this.stopping) options.log.info('shutting down: the lease is released');
         else options.log.warn('lost the lease: reconciling stops');
         void this.stopReconciling();
       },
-      onError: (error, inARow) => {
-        options.metrics?.controllerLeaseErrors.inc(lease);
-        // Once per outage: the tries go on every retry period, the metric and readiness keep saying so.
-        if (inARow === 1) options.log.warn({ err: error }, `cannot reach the ${where}: ${describeLeaseError(error)}; retrying`);
-      },
-      onReached: (failures) => options.log.info({ failed_tries: failures }, `the ${where} is reachable again`),
     });
+    this.elector = elector;
+    this.leaseReadiness = readiness;
   }
 
   get isLeader(): boolean {
@@ -187,18 +127,7 @@ export class KubernetesController {
    * lead nor stand by shows as not Ready instead of looking healthy while nothing is reconciled.
    */
   get readiness(): ReadonlyArray<{ readonly name: string; readonly check: () => Promise<void> }> {
-    const where = `Lease ${this.options.leaseNamespace}/${this.options.leaseName}`;
-    const leadership = {
-      name: 'leader-election',
-      check: async (): Promise<void> => {
-        const { reachedAgoMs, lastError } = this.elector.contact;
-        const why = lastError ? `: ${describeLeaseError(lastError)}` : '';
-        if (reachedAgoMs === undefined) throw new Error(`the ${where} has not been reached yet${why}`);
-        if (reachedAgoMs > this.leaseTiming.leaseDurationMs)
-          throw new Error(`the ${where} has not been reached for ${Math.round(reachedAgoMs / 1000)} s${why}`);
-      },
-    };
-    return [this.crds.readiness, leadership];
+    return [this.crds.readiness, this.leaseReadiness];
   }
 
   start(): void {
@@ -241,7 +170,14 @@ export class KubernetesController {
     // The Namespaces first: no resource is looked at before its namespace's binding is known. One that cannot
     // be listed leaves every binding unknown, and the resources refused (fail closed) until it can.
     const namespaces = informers.get(NAMESPACES) ?? [];
-    const listed = await Promise.all(namespaces.map((informer) => informer.start().then(() => true, () => false)));
+    const listed = await Promise.all(
+      namespaces.map((informer) =>
+        informer.start().then(
+          () => true,
+          () => false,
+        ),
+      ),
+    );
     namespacesState.listed = listed.every(Boolean);
     const rest = [...informers].filter(([what]) => what !== NAMESPACES).flatMap(([, list]) => list);
     await Promise.all(rest.map((informer) => informer.start()));
@@ -328,7 +264,12 @@ export class KubernetesController {
   }
 
   /** Why the namespace refuses the resource; 'wait' while its Namespace, listed fine, has not been seen yet. */
-  private tenancyProblem(kind: Kind, namespace: string, object: KubernetesObject, informers: Informers): TenancyProblem | 'wait' | undefined {
+  private tenancyProblem(
+    kind: Kind,
+    namespace: string,
+    object: KubernetesObject,
+    informers: Informers,
+  ): TenancyProblem | 'wait' | undefined {
     if (object.metadata?.deletionTimestamp) return undefined;
     const cached = cachedNamespace(informers, namespace);
     if (!cached && this.running?.namespaces.listed) return 'wait';
@@ -338,12 +279,4 @@ export class KubernetesController {
   private isOurClass(object: KubernetesObject): boolean {
     return ((object as { spec?: { controllerClass?: string } }).spec?.controllerClass ?? DEFAULT_CONTROLLER_CLASS) === this.controllerClass;
   }
-}
-
-/** What a failed try at the Lease was: the API server's Status reason and message, or the transport's error. */
-function describeLeaseError(error: Error): string {
-  const { code, body } = error as { code?: unknown; body?: unknown };
-  if (typeof code !== 'number') return error.message;
-  const { reason, message } = statusOf(body);
-  return `the Kubernetes API answered ${code} ${reason}${message ? `: ${message}` : ''}`;
 }

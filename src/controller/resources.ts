@@ -232,7 +232,7 @@ export const readyColumns = [
 export const API_KEY: ResourceKind = {
   kind: 'ApiKey',
   description:
-    "An API key of the audit trail for one tenant, with its scopes and client allow-list. The controller mints it once into the Secret spec.secretName (the service keeps only its hash), applies changes in place, rotates it on the audittrail.dev/rotate annotation and revokes it on spec.revoked or when the resource is deleted.",
+    'An API key of the audit trail for one tenant, with its scopes and client allow-list. The controller mints it once into the Secret spec.secretName (the service keeps only its hash), applies changes in place, rotates it on the audittrail.dev/rotate annotation and revokes it on spec.revoked or when the resource is deleted.',
   schemaVersion: 2,
   plural: 'apikeys',
   singular: 'apikey',

@@ -81,7 +81,10 @@ export function cachedObject(
 
 /** The Namespace `name` as the `namespaces` informers hold it, if they do. */
 export function cachedNamespace(informers: Informers, name: string): KubernetesObject | undefined {
-  return informers.get(NAMESPACES)?.map((informer) => informer.get(name)).find(Boolean);
+  return informers
+    .get(NAMESPACES)
+    ?.map((informer) => informer.get(name))
+    .find(Boolean);
 }
 
 /** The key of the Namespace informers among a run's informers. */

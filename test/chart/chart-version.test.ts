@@ -46,7 +46,9 @@ describe('versioned releases of the chart', () => {
     expect(values.image.tag, 'values.yaml image.tag: empty means appVersion').to.equal('');
     const rendered = await helm(['template', 'rel', CHART, '--namespace', 'audit', '--set', 'secrets.existingSecret=x']);
     expect(rendered.code, rendered.stderr).to.equal(0);
-    const images = new Set(podSpecs(parseManifests(rendered.stdout)).flatMap(({ spec }) => spec.containers.map((c: { image: string }) => c.image)));
+    const images = new Set(
+      podSpecs(parseManifests(rendered.stdout)).flatMap(({ spec }) => spec.containers.map((c: { image: string }) => c.image)),
+    );
     expect([...images]).to.deep.equal([`ghcr.io/audit-trail/audit-trail:${project}`]);
   });
 
@@ -54,7 +56,9 @@ describe('versioned releases of the chart', () => {
     const changelog = readFileSync('CHANGELOG.md', 'utf8');
     expect(changelog).to.match(/^# Changelog\n/);
     expect(changelog).to.include('## [Unreleased]');
-    const section = new RegExp(`^## \\[${version.replaceAll('.', '\\.')}\\] - (\\d{4}-\\d{2}-\\d{2})$([\\s\\S]*?)(?=^## \\[)`, 'm').exec(changelog);
+    const section = new RegExp(`^## \\[${version.replaceAll('.', '\\.')}\\] - (\\d{4}-\\d{2}-\\d{2})$([\\s\\S]*?)(?=^## \\[)`, 'm').exec(
+      changelog,
+    );
     expect(section, `CHANGELOG.md has no "## [${version}] - YYYY-MM-DD" section`).to.not.equal(null);
     expect(section![2], `the ${version} section's upgrade notes`).to.include('### Upgrade notes');
     for (const recorded of Object.keys(versions)) expect(changelog, `a section for ${recorded}`).to.include(`## [${recorded}]`);

@@ -385,8 +385,13 @@ describe('Helm chart', function () {
       ...(names ? { resourceNames: names } : {}),
       verbs: ['list', 'watch'],
     });
-    expect(named(allNamespaces, 'ClusterRole', 'audit.rel-audit-trail-controller-crds').rules).to.deep.equal([...crdReader, namespaceReader()]);
-    expect(byKind(everything, 'ClusterRole').map((role) => role.rules)).to.deep.equal([[...crdReader, namespaceReader(['team-a', 'team-b'])]]);
+    expect(named(allNamespaces, 'ClusterRole', 'audit.rel-audit-trail-controller-crds').rules).to.deep.equal([
+      ...crdReader,
+      namespaceReader(),
+    ]);
+    expect(byKind(everything, 'ClusterRole').map((role) => role.rules)).to.deep.equal([
+      [...crdReader, namespaceReader(['team-a', 'team-b'])],
+    ]);
     expect(named(everything, 'ClusterRoleBinding', 'audit.rel-audit-trail-controller-crds').subjects).to.deep.equal([
       { kind: 'ServiceAccount', name: 'rel-audit-trail', namespace: 'audit' },
     ]);

@@ -188,7 +188,8 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
       const operations = readFileSync('docs/operations.md', 'utf8');
       const paths = [...operations.matchAll(/'ingress\.hosts\[0\]\.paths\[\d\]=([^']+)'/g)].map((match) => match[1]);
       expect(paths).to.have.members(['/api/v2/public', '/portal']);
-      const chartDefault = (load(readFileSync(`${CHART}/values.yaml`, 'utf8')) as { ingress: { hosts: Array<{ paths: string[] }> } }).ingress;
+      const chartDefault = (load(readFileSync(`${CHART}/values.yaml`, 'utf8')) as { ingress: { hosts: Array<{ paths: string[] }> } })
+        .ingress;
       expect(chartDefault.hosts[0]!.paths).to.have.members(paths as string[]);
     });
 

@@ -444,11 +444,22 @@ describe('Helm chart: alerts and dashboard for operators', function () {
       return rule!.spec.groups.flatMap((group: { rules: Rule[] }) => group.rules).map((candidate: Rule) => candidate.alert);
     };
     const controllerAlerts = ['AuditTrailControllerNoLeader', 'AuditTrailControllerCrdOutdated', 'AuditTrailControllerReconcileFailing'];
-    expect(await alerts()).to.include.members(controllerAlerts).and.not.include('AuditTrailRetentionFailing');
+    expect(await alerts())
+      .to.include.members(controllerAlerts)
+      .and.not.include('AuditTrailRetentionFailing');
     expect(await alerts('--set', 'controller.enabled=false')).to.not.include.any.members(controllerAlerts);
     const window = async (interval: string) => {
       const [rule] = byKind(
-        await render('--api-versions', RULE_KIND, '--set', 'prometheusRule.enabled=true', '--set', 'retention.enabled=true', '--set', `retention.interval=${interval}`),
+        await render(
+          '--api-versions',
+          RULE_KIND,
+          '--set',
+          'prometheusRule.enabled=true',
+          '--set',
+          'retention.enabled=true',
+          '--set',
+          `retention.interval=${interval}`,
+        ),
         'PrometheusRule',
       );
       const expr: string = rule!.spec.groups

@@ -211,7 +211,11 @@ describe('AuditLogStream controller', function () {
       tenantIds: ['acme'],
       destination: { type: 'splunk_hec', url: hec.url, secretRef: { name: 'database-password' } },
     });
-    await waitFor(async () => condition(await get('exfiltrate'), 'Stalled')?.reason === 'SecretNotLabelled', 'Stalled: SecretNotLabelled', SLOW);
+    await waitFor(
+      async () => condition(await get('exfiltrate'), 'Stalled')?.reason === 'SecretNotLabelled',
+      'Stalled: SecretNotLabelled',
+      SLOW,
+    );
     const object = await get('exfiltrate');
     expect(condition(object, 'Stalled').message).to.include('kubectl label secret database-password');
     expect(JSON.stringify(object)).not.to.include('the-database-password');

@@ -62,7 +62,10 @@ describe('CustomResourceDefinitions', () => {
       // so a CRD without it need not stop the controller.
       const { description, ...schema } = crd.spec.versions[0].schema.openAPIV3Schema;
       expect(description, `${resource.kind}: a description for kubectl explain`).to.be.a('string').with.length.above(80);
-      const fingerprint = createHash('sha256').update(JSON.stringify({ openAPIV3Schema: schema })).digest('hex').slice(0, 16);
+      const fingerprint = createHash('sha256')
+        .update(JSON.stringify({ openAPIV3Schema: schema }))
+        .digest('hex')
+        .slice(0, 16);
       const known = SCHEMA_FINGERPRINTS[resource.kind] ?? {};
       expect(
         known[resource.schemaVersion],

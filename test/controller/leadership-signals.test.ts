@@ -3,7 +3,14 @@ import { Writable } from 'node:stream';
 import type { KubernetesController } from '../../src/controller/controller.ts';
 import { createLogger } from '../../src/platform/logger.ts';
 import { ServiceMetrics } from '../../src/platform/metrics.ts';
-import { GROUP, LEASE_TIMING, VERSION, resourceAddress, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
+import {
+  GROUP,
+  LEASE_TIMING,
+  VERSION,
+  resourceAddress,
+  startControllerHarness,
+  type ControllerHarness,
+} from '../support/controller-harness.ts';
 import { waitFor } from '../support/wait.ts';
 
 const NAMESPACE = 'team-lead';
@@ -52,10 +59,13 @@ describe('leadership that cannot fail silently', function () {
   const sample = async (metric: { get(): Promise<{ values: Array<{ value: number; labels: Record<string, unknown> }> }> }) =>
     (await metric.get()).values.find((value) => value.labels.lease === LEASE)?.value;
   const leadershipReadiness = (controller: KubernetesController) =>
-    controller.readiness.find((check) => check.name === 'leader-election')!.check().then(
-      () => 'ready',
-      (error: Error) => error.message,
-    );
+    controller.readiness
+      .find((check) => check.name === 'leader-election')!
+      .check()
+      .then(
+        () => 'ready',
+        (error: Error) => error.message,
+      );
 
   before(async () => {
     harness = await startControllerHarness();

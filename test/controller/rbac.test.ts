@@ -116,7 +116,10 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
       },
     });
     // An AuditLogStream reads the Secret its secretRef names (no streams role runs here: it only has to exist).
-    await harness.core.createNamespacedSecret({ namespace: 'team-r', body: { metadata: { name: 's', labels: { 'audittrail.dev/stream-credentials': 'true' } }, stringData: { token: 't' } } });
+    await harness.core.createNamespacedSecret({
+      namespace: 'team-r',
+      body: { metadata: { name: 's', labels: { 'audittrail.dev/stream-credentials': 'true' } }, stringData: { token: 't' } },
+    });
     await harness.custom.createNamespacedCustomObject({
       ...address('auditlogstreams'),
       body: {

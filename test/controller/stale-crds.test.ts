@@ -122,10 +122,12 @@ describe('a controller whose CRDs are older than it needs', function () {
     expect(written.length).to.be.greaterThan(0);
     expect(written.filter((write) => !write.endsWith('/status') && !write.includes('/events'))).to.deep.equal([]);
     // Not ready, naming both CRDs and the fix; the metric says which.
-    const readiness = await crdReadiness(controller).check().then(
-      () => 'ready',
-      (error: Error) => error.message,
-    );
+    const readiness = await crdReadiness(controller)
+      .check()
+      .then(
+        () => 'ready',
+        (error: Error) => error.message,
+      );
     expect(readiness)
       .to.include('CRD apikeys.audittrail.dev carries no schema version')
       .and.to.include('webhookendpoints.audittrail.dev')
@@ -199,10 +201,12 @@ describe('a controller whose CRDs are older than it needs', function () {
       },
     });
     await waitFor(async () => condition(await get('apikeys', 'unread'), 'Stalled')?.reason === 'CRDUnreadable', 'unread to be Stalled');
-    const message = await crdReadiness(controller).check().then(
-      () => 'ready',
-      (error: Error) => error.message,
-    );
+    const message = await crdReadiness(controller)
+      .check()
+      .then(
+        () => 'ready',
+        (error: Error) => error.message,
+      );
     expect(message).to.include('CRD apikeys.audittrail.dev cannot be read (the Kubernetes API answered 503)');
     expect((await second.db.pool.query('SELECT count(*)::int AS n FROM api_keys')).rows[0].n).to.equal(0);
 

@@ -38,9 +38,9 @@ describe('namespaces bound to tenants', function () {
   const condition = async (namespace: string, plural: string, name: string, type: string) =>
     (await get(namespace, plural, name)).status?.conditions?.find((item) => item.type === type);
   const warnings = async (namespace: string, name: string, reason: string) =>
-    (
-      await harness.core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name},reason=${reason}` })
-    ).items.filter((event) => event.type === 'Warning');
+    (await harness.core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${name},reason=${reason}` })).items.filter(
+      (event) => event.type === 'Warning',
+    );
 
   before(async () => {
     harness = await startControllerHarness();
@@ -100,7 +100,10 @@ describe('namespaces bound to tenants', function () {
   });
 
   it('decides again at once when a cluster administrator rebinds the namespace', async () => {
-    await harness.core.patchNamespace({ name: 'acme-team', body: { metadata: { annotations: { [TENANT_ANNOTATION]: 'globex' } } } }, mergePatch);
+    await harness.core.patchNamespace(
+      { name: 'acme-team', body: { metadata: { annotations: { [TENANT_ANNOTATION]: 'globex' } } } },
+      mergePatch,
+    );
     await waitFor(async () => (await condition('acme-team', 'apikeys', 'intruder', 'Ready'))?.status === 'True', 'the globex key Ready');
     expect(await condition('acme-team', 'apikeys', 'intruder', 'Stalled')).to.equal(undefined);
   });

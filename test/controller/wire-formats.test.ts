@@ -112,7 +112,9 @@ describe('what the controller sends the Kubernetes API, read as the API server r
     ]);
     const parsed = parseWithGo(times);
     const differing = parsed.flatMap((result, index) =>
-      result.error || result.canonical !== result.value ? [`${times[index]!.where}: ${result.value} (${result.error || result.canonical})`] : [],
+      result.error || result.canonical !== result.value
+        ? [`${times[index]!.where}: ${result.value} (${result.error || result.canonical})`]
+        : [],
     );
     expect(differing).to.deep.equal([]);
   });
@@ -153,11 +155,16 @@ describe('what the controller sends the Kubernetes API, read as the API server r
     expect(secret.code).to.equal(422);
     expect(secret.status).to.include({ kind: 'Status', reason: 'Invalid', code: 422 });
     expect(secret.status.details).to.include({ name: 'Not_A_Name', group: '', kind: 'Secret' });
-    expect(secret.status.details.causes.map((cause: { field: string }) => cause.field)).to.have.members(['metadata.name', 'metadata.labels']);
+    expect(secret.status.details.causes.map((cause: { field: string }) => cause.field)).to.have.members([
+      'metadata.name',
+      'metadata.labels',
+    ]);
     expect(secret.status.message).to.match(/^Secret "Not_A_Name" is invalid: \[metadata\.name: Invalid value/);
     const namespace = await post('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'team.a' } });
     expect(namespace.code).to.equal(422);
-    expect(namespace.status.message).to.match(/^Namespace "team.a" is invalid: metadata\.name: Invalid value: "team.a": a lowercase RFC 1123 label/);
+    expect(namespace.status.message).to.match(
+      /^Namespace "team.a" is invalid: metadata\.name: Invalid value: "team.a": a lowercase RFC 1123 label/,
+    );
     // A generated name keeps 58 characters of its prefix, whatever its length.
     const event = await post(`/api/v1/namespaces/${NAMESPACE}/events`, {
       apiVersion: 'v1',

@@ -50,7 +50,8 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
 
 const SUBDOMAIN_RULE =
   "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
-const LABEL_RULE = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+const LABEL_RULE =
+  "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
 const LABEL_VALUE_RULE =
   "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const QUALIFIED_NAME_RULE =
@@ -62,7 +63,7 @@ export const GENERATED_NAME_BASE_MAX = 63 - 5;
 
 const typeKey = (type: ServedType) => `${type.group}/${type.kind}`;
 /** How the server names a kind in messages: `Lease.coordination.k8s.io`, `Secret`. */
-export const qualifiedKind = (type: ServedType) => (type.group ? `${type.kind}.${type.group}` : type.kind);
+const qualifiedKind = (type: ServedType) => (type.group ? `${type.kind}.${type.group}` : type.kind);
 
 function read(object: unknown, path: string): unknown {
   return path.split('.').reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], object);
@@ -139,9 +140,11 @@ function qualifiedNameCauses(field: string, key: string): Cause[] {
 function metadataCauses(type: ServedType, object: KubeObject): Cause[] {
   const { name, namespace, labels, annotations } = object.metadata;
   const causes: Cause[] = [];
-  if (!name) causes.push({ field: 'metadata.name', message: 'Required value: name or generateName is required', reason: 'FieldValueRequired' });
+  if (!name)
+    causes.push({ field: 'metadata.name', message: 'Required value: name or generateName is required', reason: 'FieldValueRequired' });
   else {
-    const kind = type.kind === 'Namespace' ? 'label' : !type.custom && type.group === '' && type.kind === 'Event' ? 'pathSegment' : 'subdomain';
+    const kind =
+      type.kind === 'Namespace' ? 'label' : !type.custom && type.group === '' && type.kind === 'Event' ? 'pathSegment' : 'subdomain';
     causes.push(...nameCauses('metadata.name', name, kind));
   }
   if (type.namespaced && namespace !== undefined) causes.push(...nameCauses('metadata.namespace', namespace, 'label'));
@@ -158,14 +161,20 @@ function metadataCauses(type: ServedType, object: KubeObject): Cause[] {
     annotationBytes += Buffer.byteLength(key) + Buffer.byteLength(String(value));
   }
   if (annotationBytes > ANNOTATIONS_MAX_BYTES)
-    causes.push({ field: 'metadata.annotations', message: `Too long: must have at most ${ANNOTATIONS_MAX_BYTES} bytes`, reason: 'FieldValueTooLong' });
+    causes.push({
+      field: 'metadata.annotations',
+      message: `Too long: must have at most ${ANNOTATIONS_MAX_BYTES} bytes`,
+      reason: 'FieldValueTooLong',
+    });
   return causes;
 }
 
 function required(object: unknown, path: string, max?: number): Cause[] {
   const value = read(object, path);
-  if (value === undefined || value === null || value === '') return [{ field: path, message: 'Required value', reason: 'FieldValueRequired' }];
-  if (max !== undefined && String(value).length > max) return [{ field: path, message: `Invalid value: "": can have at most ${max} characters` }];
+  if (value === undefined || value === null || value === '')
+    return [{ field: path, message: 'Required value', reason: 'FieldValueRequired' }];
+  if (max !== undefined && String(value).length > max)
+    return [{ field: path, message: `Invalid value: "": can have at most ${max} characters` }];
   return [];
 }
 
@@ -178,17 +187,24 @@ function kindCauses(type: ServedType, object: KubeObject): Cause[] {
       if (spec.leaseDurationSeconds !== undefined && spec.leaseDurationSeconds <= 0)
         causes.push({ field: 'spec.leaseDurationSeconds', message: `Invalid value: ${spec.leaseDurationSeconds}: must be greater than 0` });
       if (spec.leaseTransitions !== undefined && spec.leaseTransitions < 0)
-        causes.push({ field: 'spec.leaseTransitions', message: `Invalid value: ${spec.leaseTransitions}: must be greater than or equal to 0` });
+        causes.push({
+          field: 'spec.leaseTransitions',
+          message: `Invalid value: ${spec.leaseTransitions}: must be greater than or equal to 0`,
+        });
       break;
     }
     case '/Secret': {
       let size = 0;
       for (const [key, value] of Object.entries((object.data as Record<string, string> | undefined) ?? {})) {
         if (key.length > 253 || !SECRET_KEY.test(key))
-          causes.push({ field: 'data', message: `Invalid value: ${JSON.stringify(key)}: a valid config key must consist of alphanumeric characters, '-', '_' or '.'` });
+          causes.push({
+            field: 'data',
+            message: `Invalid value: ${JSON.stringify(key)}: a valid config key must consist of alphanumeric characters, '-', '_' or '.'`,
+          });
         size += Buffer.from(value, 'base64').length;
       }
-      if (size > SECRET_MAX_BYTES) causes.push({ field: 'data', message: `Too long: must have at most ${SECRET_MAX_BYTES} bytes`, reason: 'FieldValueTooLong' });
+      if (size > SECRET_MAX_BYTES)
+        causes.push({ field: 'data', message: `Too long: must have at most ${SECRET_MAX_BYTES} bytes`, reason: 'FieldValueTooLong' });
       break;
     }
     case '/Event': {
@@ -196,7 +212,10 @@ function kindCauses(type: ServedType, object: KubeObject): Cause[] {
       if (!object.eventTime) {
         // An Event of the old kind: its namespace and its object's agree.
         if (involvedNamespace && involvedNamespace !== object.metadata.namespace)
-          causes.push({ field: 'involvedObject.namespace', message: `Invalid value: ${JSON.stringify(involvedNamespace)}: does not match event.namespace` });
+          causes.push({
+            field: 'involvedObject.namespace',
+            message: `Invalid value: ${JSON.stringify(involvedNamespace)}: does not match event.namespace`,
+          });
       } else {
         causes.push(
           ...required(object, 'reportingComponent'),
@@ -217,7 +236,8 @@ function kindCauses(type: ServedType, object: KubeObject): Cause[] {
         ...required(object, 'action', 128),
         ...required(object, 'reason', 128),
       );
-      if (String(object.note ?? '').length > 1024) causes.push({ field: 'note', message: 'Invalid value: "": can have at most 1024 characters' });
+      if (String(object.note ?? '').length > 1024)
+        causes.push({ field: 'note', message: 'Invalid value: "": can have at most 1024 characters' });
       break;
   }
   return causes;

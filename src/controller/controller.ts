@@ -40,9 +40,11 @@ interface Running {
  * library's ListWatch, which resumes from the last resourceVersion and re-lists on 410 Gone; restarted
  * here with capped exponential backoff after any other watch failure) and an informer on the Secrets it
  * owns (by label), feeding one work queue that serialises work per object, with capped exponential backoff
- * on failure and a periodic resync. Only resources of the controller's class are reconciled, and only of
- * kinds whose installed CRD is current (crdGuard.ts: checked by every replica, leader or not). A replica
- * that loses the lease stops its informers and workers until it wins it again.
+ * on failure and a periodic resync. Only resources of the controller's class are reconciled, only of
+ * kinds whose installed CRD is current (crdGuard.ts: checked by every replica, leader or not), and only
+ * those their namespace admits (tenancy.ts: a namespace bound to a tenant, an informer on the Namespaces).
+ * A replica that loses the lease stops its informers and workers until it wins it again; one that cannot
+ * reach it says so (leadership.ts). Every write goes through kubeClients.ts, which names a refused one.
  */
 export class KubernetesController {
   private readonly options: ControllerOptions;

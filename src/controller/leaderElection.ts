@@ -60,6 +60,8 @@ export class LeaderElector {
   private leading = false;
   private lastRenewAt = 0;
   private cancelTimer: (() => void) | undefined;
+  /** The try in progress, if any: stop() waits for it, so that the release writes over the latest renewal. */
+  private inFlight: Promise<void> = Promise.resolve();
   private stopped = false;
   private reachedAt: number | undefined;
   private failures = 0;
@@ -91,18 +93,24 @@ export class LeaderElector {
   async stop(): Promise<void> {
     this.stopped = true;
     this.cancelTimer?.();
+    await this.inFlight;
     if (!this.leading) return;
     this.stepDown();
     const current = this.observed?.record;
     if (current?.holderIdentity !== this.options.identity) return;
     await this.options.store
       .update({ ...current, holderIdentity: null, leaseDurationSeconds: 1, renewTime: new Date(this.clock.now()).toISOString() })
-      .catch((error: Error) => this.options.onError?.(error, this.failures + 1));
+      // A conflict: another replica took the Lease meanwhile, so there is nothing left to release.
+      .catch((error: Error) => {
+        if (!isConflict(error)) this.options.onError?.(error, this.failures + 1);
+      });
   }
 
   private schedule(delayMs: number): void {
     if (this.stopped) return;
-    this.cancelTimer = this.clock.setTimer(() => void this.cycle(), delayMs);
+    this.cancelTimer = this.clock.setTimer(() => {
+      this.inFlight = this.cycle();
+    }, delayMs);
   }
 
   private async cycle(): Promise<void> {

@@ -1,7 +1,5 @@
 import { expect } from 'chai';
-import { Writable } from 'node:stream';
 import type { KubernetesController } from '../../src/controller/controller.ts';
-import { createLogger } from '../../src/platform/logger.ts';
 import { ServiceMetrics } from '../../src/platform/metrics.ts';
 import {
   GROUP,
@@ -11,6 +9,7 @@ import {
   startControllerHarness,
   type ControllerHarness,
 } from '../support/controller-harness.ts';
+import { captureLog } from '../support/log-capture.ts';
 import { waitFor } from '../support/wait.ts';
 
 const NAMESPACE = 'team-lead';
@@ -41,21 +40,7 @@ const forbidden = (what: string) => ({
 describe('leadership that cannot fail silently', function () {
   this.timeout(60_000);
   let harness: ControllerHarness;
-  let logText = '';
-  const lines = (): LogLine[] =>
-    logText
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => JSON.parse(line) as LogLine);
-  const log = createLogger(
-    'info',
-    new Writable({
-      write(chunk, _encoding, done) {
-        logText += String(chunk);
-        done();
-      },
-    }),
-  );
+  const { log, lines, clear } = captureLog<LogLine>('info');
   const sample = async (metric: { get(): Promise<{ values: Array<{ value: number; labels: Record<string, unknown> }> }> }) =>
     (await metric.get()).values.find((value) => value.labels.lease === LEASE)?.value;
   const leadershipReadiness = (controller: KubernetesController) =>
@@ -107,7 +92,7 @@ describe('leadership that cannot fail silently', function () {
   });
 
   it('names an object whose write the API server refuses during a reconcile, once, and counts the failed reconciles', async () => {
-    logText = '';
+    clear();
     const metrics = new ServiceMetrics();
     const controller = harness.startController('status-refused-1', { token: 'status-refused', metrics, log });
     await waitFor(() => controller.isLeader, 'the replica to lead');

@@ -88,10 +88,17 @@ ensure_promtool() {
   ensure_package promtool prometheus --no-install-recommends
 }
 
+# Go's time package reads what the controller sends the Kubernetes API as the API server does
+# (test/support/go-kube-time.ts builds test/support/go/kubetime.go with it); only the standard library is used.
+ensure_go() {
+  ensure_package go golang-go --no-install-recommends
+}
+
 start_postgres
 ensure_postgres_trust
 start_redis
 start_nats
 ensure_browser
 ensure_promtool
-log "PostgreSQL, Redis and NATS are up; Chromium and promtool are installed"
+ensure_go
+log "PostgreSQL, Redis and NATS are up; Chromium, promtool and Go are installed"

@@ -58,8 +58,11 @@ async function main(argv: string[]): Promise<number> {
 
 /** `audit-trail serve`: the service's roles in this process, until SIGTERM or SIGINT. */
 async function serve(args: string[], config: Config, log: Logger): Promise<number> {
-  const [{ ROLES, startService }, { stopRequested }] = await Promise.all([import('./main.ts'), import('./platform/lifecycle.ts')]);
-  const { values } = parseArgs({ args, options: { roles: { type: 'string', default: ROLES.join(',') } } });
+  const [{ ROLES, defaultRoles, startService }, { stopRequested }] = await Promise.all([
+    import('./main.ts'),
+    import('./platform/lifecycle.ts'),
+  ]);
+  const { values } = parseArgs({ args, options: { roles: { type: 'string', default: defaultRoles(process.env).join(',') } } });
   const roles = values.roles.split(',').map((role) => role.trim());
   const unknown = roles.filter((role) => !(ROLES as readonly string[]).includes(role));
   if (unknown.length > 0) throw new UsageError(`unknown role(s) ${unknown.join(', ')}; roles are ${ROLES.join(', ')}`);

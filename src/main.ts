@@ -31,6 +31,16 @@ const ROLE_MODULES = {
 export type Role = keyof typeof ROLE_MODULES;
 export const ROLES = Object.keys(ROLE_MODULES) as Role[];
 
+/**
+ * The roles of a `serve` without --roles: every one, but the controller only where a Kubernetes cluster is
+ * configured (in a pod, KUBERNETES_SERVICE_HOST; elsewhere KUBECONFIG). Outside a cluster it could never read
+ * its CRDs or its Lease, and the process would never be ready; named in --roles, it runs anyway.
+ */
+export function defaultRoles(environment: Readonly<Record<string, string | undefined>>): Role[] {
+  const cluster = Boolean(environment.KUBERNETES_SERVICE_HOST) || Boolean(environment.KUBECONFIG);
+  return cluster ? [...ROLES] : ROLES.filter((role) => role !== 'controller');
+}
+
 export interface RunningService {
   /** The public API's port, when the api role runs. */
   readonly publicPort: number | undefined;

@@ -97,6 +97,7 @@ function toConfig(env: z.output<typeof environmentSchema>) {
       windowSeconds: env.RATE_LIMIT_WINDOW_SECONDS,
     },
     controllerNamespaces: env.CONTROLLER_NAMESPACES,
+    controllerRequireTenantBinding: env.CONTROLLER_REQUIRE_TENANT_BINDING,
     controllerClass: env.CONTROLLER_CLASS,
     controllerLeaseName: env.CONTROLLER_LEASE_NAME,
     controllerResyncMs: env.CONTROLLER_RESYNC_MS,

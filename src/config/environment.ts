@@ -143,6 +143,9 @@ export const environmentSchema = z
     // The documented limits are per minute (docs/api.md); a shorter window exists for tests and should not be set in production.
     RATE_LIMIT_WINDOW_SECONDS: z.coerce.number().int().min(1).max(3600).default(60),
     CONTROLLER_NAMESPACES: commaList.default([]),
+    // Every watched namespace must be bound to a tenant (annotation audittrail.dev/tenant on the Namespace):
+    // the resources of an unbound one are refused. A bound namespace is enforced either way.
+    CONTROLLER_REQUIRE_TENANT_BINDING: booleanFlag.default(false),
     // The controller reconciles only ApiKey and WebhookEndpoint resources of this class (spec.controllerClass;
     // a resource without one is of class "default"), so that several releases can share a cluster.
     CONTROLLER_CLASS: z

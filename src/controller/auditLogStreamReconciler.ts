@@ -13,6 +13,13 @@ import { invalidSpec } from './webhookEndpointState.ts';
 /** Holds deletion of an AuditLogStream until its stream (and its positions) is deleted. */
 const STREAM_FINALIZER = 'audittrail.dev/delete-stream';
 
+/**
+ * The label a Secret needs before an AuditLogStream may read it: whoever may create a stream in a namespace
+ * could otherwise name any Secret of it (a database password, another team's token) and have its value sent
+ * to a URL of their choosing. Labelling is the Secret owner's consent (docs/streams.md).
+ */
+const STREAM_CREDENTIALS_LABEL = 'audittrail.dev/stream-credentials';
+
 /** An https destination's signing secret: the API generates 64 hex; a declared one is no shorter than half that. */
 const MIN_SIGNING_SECRET_LENGTH = 32;
 
@@ -98,6 +105,13 @@ export class AuditLogStreamReconciler {
       return {
         problem: { state: 'Stalled', reason: 'SecretNotFound', message: `Secret ${name} does not exist in ${object.metadata.namespace}.` },
       };
+    }
+    // Nothing of a Secret not labelled for streams is read, and nothing written for the stream from it.
+    if (secret.metadata?.labels?.[STREAM_CREDENTIALS_LABEL] !== 'true') {
+      const message =
+        `Secret ${name} is not labelled ${STREAM_CREDENTIALS_LABEL}: "true"; an AuditLogStream reads only Secrets labelled for it. ` +
+        `Its owner consents with: kubectl label secret ${name} -n ${object.metadata.namespace} ${STREAM_CREDENTIALS_LABEL}=true`;
+      return { problem: { state: 'Stalled', reason: 'SecretNotLabelled', message } };
     }
     const needed = STREAM_SECRET_KEYS[spec.destination.type];
     const values: Record<string, string> = {};

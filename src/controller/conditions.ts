@@ -1,3 +1,5 @@
+import { kubeTimeText } from './kubeTime.ts';
+
 /** metav1.Condition, as status.conditions holds them. */
 export interface Condition {
   readonly type: string;
@@ -24,8 +26,6 @@ export interface Health {
   readonly message: string;
 }
 
-const timestamp = (now: Date) => now.toISOString().replace(/\.\d{3}Z$/, 'Z');
-
 /**
  * Sets a condition in place (its position kept, so an unchanged list compares equal), keeping
  * lastTransitionTime when the status did not change (the Kubernetes API conventions: it marks
@@ -40,7 +40,7 @@ export function setCondition(
   const existing = list.find((condition) => condition.type === next.type);
   const condition = {
     ...next,
-    lastTransitionTime: existing && existing.status === next.status ? existing.lastTransitionTime : timestamp(now),
+    lastTransitionTime: existing && existing.status === next.status ? existing.lastTransitionTime : kubeTimeText(now.getTime()),
   };
   return existing ? list.map((item) => (item === existing ? condition : item)) : [...list, condition];
 }

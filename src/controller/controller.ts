@@ -1,85 +1,36 @@
 import { hostname } from 'node:os';
-import {
-  CoordinationV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  type ListWatch,
-  type KubeConfig,
-  type KubernetesObject,
-} from '@kubernetes/client-node';
-import type { ApiKeyService } from '../auth/apiKeyService.ts';
-import type { LegalHolds } from '../lifecycle/legalHolds.ts';
-import type { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
-import type { Logger } from '../platform/logger.ts';
-import type { ServiceMetrics } from '../platform/metrics.ts';
-import type { ManagedStreams } from '../streams/managedStreams.ts';
-import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
-import { WATCH_BACKOFF, type BackoffPolicy } from './backoff.ts';
+import type { CoreV1Api, CustomObjectsApi, KubernetesObject, ListWatch } from '@kubernetes/client-node';
+import { WATCH_BACKOFF } from './backoff.ts';
+import type { ControllerOptions } from './controllerOptions.ts';
 import { controllerKinds, type Kind } from './controllerKinds.ts';
-import { CrdGuard, type CrdProblem } from './crdGuard.ts';
+import { CrdGuard } from './crdGuard.ts';
 import { DeploymentGuard } from './deploymentGuard.ts';
 import { describeError, reportRetry, reportStalled } from './healthReport.ts';
+import { kubeClients } from './kubeClients.ts';
 import { kubeLeaseStore } from './kubeLeaseStore.ts';
 import { EventRecorder } from './kubeEvents.ts';
 import { KubeResources, managedByOf, type AnyResource } from './kubeResources.ts';
-import { DEFAULT_LEASE_TIMING, LeaderElector } from './leaderElection.ts';
+import { DEFAULT_LEASE_TIMING, type LeaderElector } from './leaderElection.ts';
+import { leadership } from './leadership.ts';
+import { RefusedWrites } from './refusedWrites.ts';
 import { DEFAULT_CONTROLLER_CLASS } from './resources.ts';
-import { cachedObject, makeInformers, ownerKey, queueKey, type Informers } from './watchedSources.ts';
+import { bindingOf, tenancyProblem, tenantsOf, type TenancyProblem } from './tenancy.ts';
+import { NAMESPACES, cachedNamespace, cachedObject, makeInformers, ownerKey, queueKey, type Informers } from './watchedSources.ts';
 import { restartOnError } from './watchRestart.ts';
 import { WorkQueue } from './workQueue.ts';
 
 const COMPONENT = 'audit-trail-controller';
 /** A resource another process is reconciling right now is tried again after this long. */
 const BUSY_RETRY_MS = 1_000;
-
-/**
- * Serialises the reconciles of one resource across every process on the deployment's database (main.ts
- * passes db/sessionLocks.ts). Two leaders for a moment — a Lease renamed by an upgrade, a leader that has
- * not yet noticed it lost its Lease — each mint what they find missing: without this, the second mints again,
- * or takes the first's key, minted but not yet in its Secret, for one nobody received and replaces it.
- */
-interface ResourceLocks {
-  /** Runs work holding the lock of `key`; does not run it (held: false) while another process holds it. */
-  withLock<T>(key: string, work: () => Promise<T>): Promise<{ readonly held: true; readonly value: T } | { readonly held: false }>;
-}
-
-export interface ControllerOptions {
-  readonly kubeConfig: KubeConfig;
-  readonly keys: ApiKeyService;
-  readonly registry: WebhookRegistry;
-  readonly retention: RetentionPolicies;
-  readonly holds: LegalHolds;
-  /** The deployment-wide log streams AuditLogStream resources declare. */
-  readonly streams: ManagedStreams;
-  /** One lock per resource (its managed_by), on the same database as keys and registry. */
-  readonly locks: ResourceLocks;
-  /** The deployment's identity (readDeploymentId): stamped on every resource this controller reconciles. */
-  readonly deploymentId: string;
-  /** Only resources of this class (spec.controllerClass, absent meaning "default") are reconciled. */
-  readonly controllerClass: string;
-  /** Namespaces to watch; empty means all. */
-  readonly namespaces: readonly string[];
-  /** Where the leader-election Lease lives (the controller's own namespace). */
-  readonly leaseNamespace: string;
-  readonly leaseName: string;
-  readonly identity?: string;
-  readonly log: Logger;
-  /** Every object is reconciled again this often, whatever the watch said (webhook status refreshes with it). */
-  readonly resyncMs?: number;
-  readonly workers?: number;
-  readonly leaseTiming?: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
-  /** How a failed watch is restarted. */
-  readonly watchBackoff?: BackoffPolicy;
-  /** Where audit_controller_crd_outdated goes. */
-  readonly metrics?: ServiceMetrics;
-  /** Told of every work-queue key processed (`apikeys/<namespace>/<name>`), whatever came of it: for tests and diagnostics. */
-  readonly onReconciled?: (key: string) => void;
-}
+/** A resource in a namespace the Namespace watch has not shown yet (created a moment ago) waits this long. */
+const NAMESPACE_WAIT_MS = 500;
 
 interface Running {
   readonly queue: WorkQueue;
-  /** Per kind (plural), and `secrets` for the Secrets the controller owns. */
+  /** Per kind (plural), `secrets` for the Secrets the controller owns, `namespaces` for the Namespaces. */
   readonly informers: Informers;
+  /** Whether the Namespaces were listed: a namespace missing from them then is one too new to be seen yet. */
+  readonly namespaces: { listed: boolean };
   readonly workers: Promise<void>[];
   readonly resync: NodeJS.Timeout;
 }
@@ -89,19 +40,23 @@ interface Running {
  * library's ListWatch, which resumes from the last resourceVersion and re-lists on 410 Gone; restarted
  * here with capped exponential backoff after any other watch failure) and an informer on the Secrets it
  * owns (by label), feeding one work queue that serialises work per object, with capped exponential backoff
- * on failure and a periodic resync. Only resources of the controller's class are reconciled, and only of
- * kinds whose installed CRD is current (crdGuard.ts: checked by every replica, leader or not). A replica
- * that loses the lease stops its informers and workers until it wins it again.
+ * on failure and a periodic resync. Only resources of the controller's class are reconciled, only of
+ * kinds whose installed CRD is current (crdGuard.ts: checked by every replica, leader or not), and only
+ * those their namespace admits (tenancy.ts: a namespace bound to a tenant, an informer on the Namespaces).
+ * A replica that loses the lease stops its informers and workers until it wins it again; one that cannot
+ * reach it says so (leadership.ts). Every write goes through kubeClients.ts, which names a refused one.
  */
 export class KubernetesController {
   private readonly options: ControllerOptions;
   private readonly elector: LeaderElector;
+  private readonly leaseReadiness: { readonly name: string; readonly check: () => Promise<void> };
   private readonly custom: CustomObjectsApi;
   private readonly core: CoreV1Api;
   private readonly controllerClass: string;
   private readonly kinds: Kind[];
   private readonly reportRetry: (plural: string, object: KubernetesObject, message: string) => Promise<void>;
-  private readonly reportCrdProblem: (plural: string, object: KubernetesObject, problem: CrdProblem) => Promise<void>;
+  /** Stalled, with a Warning Event, and nothing else done: a CRD problem, a resource its namespace refuses. */
+  private readonly reportStalled: (plural: string, object: KubernetesObject, problem: { reason: string; message: string }) => Promise<void>;
   private readonly crds: CrdGuard;
   /** Settles once every CRD has been read (or has failed to be): nothing is reconciled before. */
   private crdsRead: Promise<void> = Promise.resolve();
@@ -113,8 +68,10 @@ export class KubernetesController {
     this.options = options;
     this.controllerClass = options.controllerClass;
     const config = options.kubeConfig;
-    this.custom = config.makeApiClient(CustomObjectsApi);
-    this.core = config.makeApiClient(CoreV1Api);
+    // Every write goes through these clients: a write the API server refuses is logged once, at error level.
+    const clients = kubeClients(config, new RefusedWrites(options.log));
+    this.custom = clients.custom;
+    this.core = clients.core;
     // Reconciles read the Secrets they own from the Secret informers of the run in progress, when they hold them.
     const resources = new KubeResources(this.custom, this.core, (namespace, name) =>
       cachedObject(this.running?.informers.get('secrets'), namespace, name),
@@ -125,7 +82,7 @@ export class KubernetesController {
     this.kinds = controllerKinds({ resources, events, guard, keys, registry, retention, holds, streams, log });
     this.reportRetry = (plural, object, message) =>
       reportRetry(resources, events, guard, plural, object as unknown as AnyResource, message);
-    this.reportCrdProblem = (plural, object, problem) =>
+    this.reportStalled = (plural, object, problem) =>
       reportStalled(resources, events, guard, plural, object as unknown as AnyResource, problem.reason, problem.message);
     this.crds = new CrdGuard({
       kubeConfig: config,
@@ -136,10 +93,15 @@ export class KubernetesController {
       // Upgraded (or downgraded) CRDs: their resources are reconciled now, not at the next resync.
       onChange: (resource) => this.enqueueAll(this.kinds.filter((kind) => kind.resource === resource)),
     });
-    this.elector = new LeaderElector({
+    for (const kind of this.kinds) options.metrics?.controllerReconcileErrors.inc({ kind: kind.resource.plural }, 0);
+    const { elector, readiness } = leadership({
       identity: options.identity ?? `${hostname()}-${process.pid}`,
-      store: kubeLeaseStore(config.makeApiClient(CoordinationV1Api), options.leaseNamespace, options.leaseName),
-      ...(options.leaseTiming ?? DEFAULT_LEASE_TIMING),
+      store: kubeLeaseStore(clients.coordination, options.leaseNamespace, options.leaseName),
+      leaseNamespace: options.leaseNamespace,
+      leaseName: options.leaseName,
+      timing: options.leaseTiming ?? DEFAULT_LEASE_TIMING,
+      metrics: options.metrics,
+      log: options.log,
       onStartedLeading: () => {
         options.log.info(
           { controller_class: this.controllerClass },
@@ -152,17 +114,22 @@ export class KubernetesController {
         else options.log.warn('lost the lease: reconciling stops');
         void this.stopReconciling();
       },
-      onError: (error) => options.log.warn({ err: error }, 'leader election'),
     });
+    this.elector = elector;
+    this.leaseReadiness = readiness;
   }
 
   get isLeader(): boolean {
     return this.elector.isLeader;
   }
 
-  /** /readyz: false while a CRD is older than this controller needs (or missing, or unreadable). */
-  get readiness(): { readonly name: string; readonly check: () => Promise<void> } {
-    return this.crds.readiness;
+  /**
+   * /readyz: not ready while a CRD is older than this controller needs (or missing, or unreadable), and while
+   * the replica cannot reach its Lease (never yet, or not for a lease duration): a replica that can neither
+   * lead nor stand by shows as not Ready instead of looking healthy while nothing is reconciled.
+   */
+  get readiness(): ReadonlyArray<{ readonly name: string; readonly check: () => Promise<void> }> {
+    return [this.crds.readiness, this.leaseReadiness];
   }
 
   start(): void {
@@ -193,13 +160,29 @@ export class KubernetesController {
         const owner = ownerKey(secret.metadata?.ownerReferences, secret.metadata?.namespace);
         if (owner) queue.add(owner);
       },
+      // A namespace bound, unbound or rebound: what is in it is decided again now.
+      onNamespace: (namespace) => this.enqueueAll(this.kinds, namespace.metadata?.name),
     });
     for (const [what, list] of informers) for (const informer of list) this.restartOnError(informer, what, informers);
     const resync = setInterval(() => this.enqueueAll(this.kinds), this.options.resyncMs ?? 30_000);
     resync.unref();
     const workers = Array.from({ length: this.options.workers ?? 2 }, () => this.work(queue, informers));
-    this.running = { queue, informers, workers, resync };
-    await Promise.all([...informers.values()].flat().map((informer) => informer.start()));
+    const namespacesState = { listed: false };
+    this.running = { queue, informers, namespaces: namespacesState, workers, resync };
+    // The Namespaces first: no resource is looked at before its namespace's binding is known. One that cannot
+    // be listed leaves every binding unknown, and the resources refused (fail closed) until it can.
+    const namespaces = informers.get(NAMESPACES) ?? [];
+    const listed = await Promise.all(
+      namespaces.map((informer) =>
+        informer.start().then(
+          () => true,
+          () => false,
+        ),
+      ),
+    );
+    namespacesState.listed = listed.every(Boolean);
+    const rest = [...informers].filter(([what]) => what !== NAMESPACES).flatMap(([, list]) => list);
+    await Promise.all(rest.map((informer) => informer.start()));
   }
 
   /** Restarted with capped exponential backoff after a failure, as long as this reconciling run lasts. */
@@ -212,13 +195,13 @@ export class KubernetesController {
     });
   }
 
-  /** Queues every object of these kinds (of this controller's class) that the informers hold. */
-  private enqueueAll(kinds: readonly Kind[]): void {
+  /** Queues every object of these kinds (of this controller's class, in `namespace` if given) that the informers hold. */
+  private enqueueAll(kinds: readonly Kind[], namespace?: string): void {
     const running = this.running;
     if (!running) return;
     for (const kind of kinds) {
       for (const informer of running.informers.get(kind.resource.plural) ?? []) {
-        for (const object of informer.list())
+        for (const object of informer.list(namespace))
           if (this.isOurClass(object)) running.queue.add(queueKey(kind.resource.plural, object.metadata?.namespace, object.metadata?.name));
       }
     }
@@ -244,15 +227,18 @@ export class KubernetesController {
       try {
         // A key may come from an owned Secret: the resource itself decides whether it is ours.
         if (object && this.isOurClass(object)) {
-          const problem = this.crds.problem(kind.resource);
           // Its CRD is older than this controller: say so on the resource and touch nothing else. The guard
-          // queues every resource of the kind again once the CRD is upgraded.
-          if (problem) await this.reportCrdProblem(plural, object, problem);
+          // queues every resource of the kind again once the CRD is upgraded. Likewise a resource its namespace
+          // refuses (another tenant's in a bound namespace): its deletion still goes through its finalizer.
+          const problem = this.crds.problem(kind.resource) ?? this.tenancyProblem(kind, namespace, object, informers);
+          if (problem === 'wait') queue.addAfter(key, NAMESPACE_WAIT_MS);
+          else if (problem) await this.reportStalled(plural, object, problem);
           else await this.reconcileLocked(kind, key, object, queue);
         }
         queue.forget(key);
       } catch (error) {
         const delay = queue.addRateLimited(key);
+        if ((error as { code?: number }).code !== 409) this.options.metrics?.controllerReconcileErrors.inc({ kind: plural });
         this.options.log.warn({ err: error, object: key, retry_in_ms: delay }, 'reconcile failed; will retry');
         if (object && (error as { code?: number }).code !== 409) {
           // kstatus: Reconciling=True while retrying. A 409 is optimistic concurrency at work, retried at once.
@@ -277,6 +263,19 @@ export class KubernetesController {
     if (outcome.held) return;
     this.options.log.info({ object: key, retry_in_ms: BUSY_RETRY_MS }, 'another process is reconciling this resource; trying again later');
     queue.addAfter(key, BUSY_RETRY_MS);
+  }
+
+  /** Why the namespace refuses the resource; 'wait' while its Namespace, listed fine, has not been seen yet. */
+  private tenancyProblem(
+    kind: Kind,
+    namespace: string,
+    object: KubernetesObject,
+    informers: Informers,
+  ): TenancyProblem | 'wait' | undefined {
+    if (object.metadata?.deletionTimestamp) return undefined;
+    const cached = cachedNamespace(informers, namespace);
+    if (!cached && this.running?.namespaces.listed) return 'wait';
+    return tenancyProblem(kind.resource.kind, namespace, bindingOf(cached), tenantsOf(object), this.options.requireTenantBinding ?? false);
   }
 
   private isOurClass(object: KubernetesObject): boolean {

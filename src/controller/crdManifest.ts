@@ -51,6 +51,7 @@ export function crdManifest(resource: ResourceKind): Schema {
           additionalPrinterColumns: resource.printerColumns.map((column) => ({ ...column })),
           schema: {
             openAPIV3Schema: {
+              description: resource.description,
               type: 'object',
               required: ['spec'],
               properties: {

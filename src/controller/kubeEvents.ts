@@ -1,5 +1,6 @@
 import { PatchStrategy, setHeaderOptions, type CoreV1Api } from '@kubernetes/client-node';
 import type { Logger } from '../platform/logger.ts';
+import { kubeTime } from './kubeTime.ts';
 
 export interface InvolvedObject {
   readonly apiVersion: string;
@@ -58,7 +59,7 @@ export class EventRecorder {
   async record(object: InvolvedObject, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
     if (!this.takeToken(`${object.uid}\u0000${type}\u0000${reason}`)) return;
     const key = [object.uid, object.kind, object.namespace, object.name, type, reason, message].join('\u0000');
-    const now = new Date(this.now());
+    const now = kubeTime(this.now());
     try {
       const previous = this.recorded.get(key);
       if (previous && (await this.increment(previous, now))) {

@@ -1,7 +1,11 @@
 import type { CoordinationV1Api, V1Lease } from '@kubernetes/client-node';
+import { microTime } from './kubeTime.ts';
 import type { LeaseRecord, LeaseStore } from './leaderElection.ts';
 
-/** The leader-election Lease as a coordination.k8s.io/v1 object, with the API server's optimistic concurrency. */
+/**
+ * The leader-election Lease as a coordination.k8s.io/v1 object, with the API server's optimistic concurrency.
+ * Its times are MicroTimes (kubeTime.ts): six fractional digits, or the API server refuses the write.
+ */
 export function kubeLeaseStore(api: CoordinationV1Api, namespace: string, name: string): LeaseStore {
   const toRecord = (lease: V1Lease): LeaseRecord => ({
     holderIdentity: lease.spec?.holderIdentity ?? null,
@@ -18,8 +22,8 @@ export function kubeLeaseStore(api: CoordinationV1Api, namespace: string, name: 
     spec: {
       holderIdentity: record.holderIdentity ?? undefined,
       leaseDurationSeconds: record.leaseDurationSeconds,
-      acquireTime: record.acquireTime ? new Date(record.acquireTime) : undefined,
-      renewTime: record.renewTime ? new Date(record.renewTime) : undefined,
+      acquireTime: record.acquireTime ? microTime(Date.parse(record.acquireTime)) : undefined,
+      renewTime: record.renewTime ? microTime(Date.parse(record.renewTime)) : undefined,
       leaseTransitions: record.leaseTransitions,
     },
   });

@@ -34,8 +34,19 @@ export interface LeaderElectionOptions {
   readonly retryPeriodMs: number;
   readonly onStartedLeading: () => void;
   readonly onStoppedLeading: () => void;
-  readonly onError?: (error: Error) => void;
+  /** A try to read, take or renew the Lease failed; `inARow` counts the failures since it last reached it. */
+  readonly onError?: (error: Error, inARow: number) => void;
+  /** The Lease was reached again after `failures` failed tries. */
+  readonly onReached?: (failures: number) => void;
   readonly clock?: Clock;
+}
+
+/** Whether a candidate can reach its Lease: what its readiness and its logs say. */
+export interface LeaseContact {
+  /** How long ago a try last completed (the Lease read, and taken, renewed or found held by another); undefined: never. */
+  readonly reachedAgoMs: number | undefined;
+  /** The error of the last try, while tries fail. */
+  readonly lastError: Error | undefined;
 }
 
 export const DEFAULT_LEASE_TIMING = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 };
@@ -49,7 +60,12 @@ export class LeaderElector {
   private leading = false;
   private lastRenewAt = 0;
   private cancelTimer: (() => void) | undefined;
+  /** The try in progress, if any: stop() waits for it, so that the release writes over the latest renewal. */
+  private inFlight: Promise<void> = Promise.resolve();
   private stopped = false;
+  private reachedAt: number | undefined;
+  private failures = 0;
+  private lastError: Error | undefined;
 
   constructor(options: LeaderElectionOptions) {
     const { leaseDurationMs, renewDeadlineMs, retryPeriodMs } = options;
@@ -64,6 +80,11 @@ export class LeaderElector {
     return this.leading;
   }
 
+  get contact(): LeaseContact {
+    const reachedAgoMs = this.reachedAt === undefined ? undefined : this.clock.now() - this.reachedAt;
+    return { reachedAgoMs, lastError: this.failures > 0 ? this.lastError : undefined };
+  }
+
   start(): void {
     this.schedule(0);
   }
@@ -72,25 +93,43 @@ export class LeaderElector {
   async stop(): Promise<void> {
     this.stopped = true;
     this.cancelTimer?.();
+    await this.inFlight;
     if (!this.leading) return;
     this.stepDown();
     const current = this.observed?.record;
     if (current?.holderIdentity !== this.options.identity) return;
     await this.options.store
       .update({ ...current, holderIdentity: null, leaseDurationSeconds: 1, renewTime: new Date(this.clock.now()).toISOString() })
-      .catch((error: Error) => this.options.onError?.(error));
+      // A conflict: another replica took the Lease meanwhile, so there is nothing left to release.
+      .catch((error: Error) => {
+        if (!isConflict(error)) this.options.onError?.(error, this.failures + 1);
+      });
   }
 
   private schedule(delayMs: number): void {
     if (this.stopped) return;
-    this.cancelTimer = this.clock.setTimer(() => void this.cycle(), delayMs);
+    this.cancelTimer = this.clock.setTimer(() => {
+      this.inFlight = this.cycle();
+    }, delayMs);
   }
 
   private async cycle(): Promise<void> {
-    const succeeded = await this.tryAcquireOrRenew().catch((error: Error) => {
-      this.options.onError?.(error);
-      return false;
-    });
+    const succeeded = await this.tryAcquireOrRenew().then(
+      (taken) => {
+        this.reached();
+        return taken;
+      },
+      (error: Error) => {
+        // A conflict is another candidate's write that came first: the Lease was reached all the same.
+        if (isConflict(error)) this.reached();
+        else {
+          this.failures += 1;
+          this.lastError = error;
+          this.options.onError?.(error, this.failures);
+        }
+        return false;
+      },
+    );
     if (this.stopped) return;
     const now = this.clock.now();
     if (succeeded) {
@@ -105,6 +144,12 @@ export class LeaderElector {
     }
     const period = this.options.retryPeriodMs;
     this.schedule(this.leading ? period : period * (1 + (JITTER - 1) * Math.random()));
+  }
+
+  private reached(): void {
+    this.reachedAt = this.clock.now();
+    if (this.failures > 0) this.options.onReached?.(this.failures);
+    this.failures = 0;
   }
 
   private stepDown(): void {
@@ -147,4 +192,9 @@ export class LeaderElector {
   private remember(record: LeaseRecord): void {
     this.observed = { record, at: this.clock.now() };
   }
+}
+
+function isConflict(error: unknown): boolean {
+  const { code, statusCode } = error as { code?: unknown; statusCode?: unknown };
+  return code === 409 || statusCode === 409;
 }

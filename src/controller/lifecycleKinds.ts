@@ -62,6 +62,8 @@ export type RetentionPolicySpec = z.output<typeof retentionPolicySpecSchema>;
 
 export const RETENTION_POLICY: ResourceKind = {
   kind: 'RetentionPolicy',
+  description:
+    "How long one tenant's audit events are kept. Retention removes the events past that period (archiving them first when spec.archive asks) unless a LegalHold covers them; a locked policy can only be lengthened.",
   // 2: spec.archive's description says what archiving does (1 said it was not performed) and prefix has one.
   // Descriptions only, but kubectl explain reads them from the installed CRD, so an upgrade brings the true one.
   schemaVersion: 2,
@@ -127,6 +129,8 @@ export type LegalHoldSpec = z.output<typeof legalHoldSpecSchema>;
 
 export const LEGAL_HOLD: ResourceKind = {
   kind: 'LegalHold',
+  description:
+    "A legal hold on one tenant's audit events: while it stands, retention removes none of the events it covers. Deleting the resource releases the hold, recorded in the tenant's trail.",
   schemaVersion: 1,
   plural: 'legalholds',
   singular: 'legalhold',

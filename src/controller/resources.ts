@@ -207,6 +207,8 @@ export type WebhookEndpointSpec = z.output<typeof webhookEndpointSpecSchema>;
 
 export interface ResourceKind {
   readonly kind: string;
+  /** What the kind is, for `kubectl explain <kind>`: the CRD schema's top-level description. */
+  readonly description: string;
   /**
    * Raised by one with every change of the spec or status schema (a field, a limit, a validation rule):
    * written into the CRD as SCHEMA_VERSION_ANNOTATION, and the least version this controller runs against.
@@ -229,6 +231,8 @@ export const readyColumns = [
 
 export const API_KEY: ResourceKind = {
   kind: 'ApiKey',
+  description:
+    'An API key of the audit trail for one tenant, with its scopes and client allow-list. The controller mints it once into the Secret spec.secretName (the service keeps only its hash), applies changes in place, rotates it on the audittrail.dev/rotate annotation and revokes it on spec.revoked or when the resource is deleted.',
   schemaVersion: 2,
   plural: 'apikeys',
   singular: 'apikey',
@@ -248,6 +252,8 @@ export const API_KEY: ResourceKind = {
 
 export const WEBHOOK_ENDPOINT: ResourceKind = {
   kind: 'WebhookEndpoint',
+  description:
+    "A webhook endpoint of one tenant: the service delivers the tenant's audit events to spec.url, signed with the secret the controller writes into the Secret spec.secretName. Deleting the resource deletes the endpoint.",
   schemaVersion: 1,
   plural: 'webhookendpoints',
   singular: 'webhookendpoint',

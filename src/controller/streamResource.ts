@@ -117,6 +117,8 @@ export type AuditLogStreamSpec = z.output<typeof auditLogStreamSpecSchema>;
 
 export const AUDIT_LOG_STREAM: ResourceKind = {
   kind: 'AuditLogStream',
+  description:
+    'A deployment-wide log stream: every tenant\'s audit trail, or a list of tenants\', delivered to a SIEM (Splunk HEC, Datadog, an HTTPS collector or S3) with credentials from a Secret labelled audittrail.dev/stream-credentials: "true". Deleting the resource deletes the stream.',
   schemaVersion: 1,
   plural: 'auditlogstreams',
   singular: 'auditlogstream',

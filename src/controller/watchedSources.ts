@@ -14,7 +14,8 @@ import { GROUP, VERSION, type ResourceKind } from './resources.ts';
 
 /**
  * Where the controller lists and watches: the resources of each kind and the Secrets it owns (by label), in
- * every namespace (empty `namespaces`) or in each watched one; and the work-queue keys they map to.
+ * every namespace (empty `namespaces`) or in each watched one, and the Namespaces themselves (their tenant
+ * bindings: tenancy.ts), all of them or each watched one by name; and the work-queue keys they map to.
  */
 interface WatchedSource {
   readonly path: string;
@@ -49,6 +50,15 @@ function ownedSecretSources(core: CoreV1Api, namespaces: readonly string[]): Wat
   }));
 }
 
+function namespaceSources(core: CoreV1Api, namespaces: readonly string[]): Array<WatchedSource & { fieldSelector?: string }> {
+  if (namespaces.length === 0) return [{ path: '/api/v1/namespaces', list: () => core.listNamespace() }];
+  // One by name each, so that RBAC can name them (resourceNames) as it names the CRDs.
+  return namespaces.map((namespace) => {
+    const fieldSelector = `metadata.name=${namespace}`;
+    return { path: '/api/v1/namespaces', fieldSelector, list: () => core.listNamespace({ fieldSelector }) };
+  });
+}
+
 export function queueKey(plural: string, namespace: string | undefined, name: string | undefined): string {
   return `${plural}/${namespace}/${name}`;
 }
@@ -69,7 +79,21 @@ export function cachedObject(
   return informers?.map((informer) => informer.get(name, namespace)).find(Boolean);
 }
 
-/** The informers of one reconciling run: per kind (its plural), and `secrets` for the Secrets the controller owns. */
+/** The Namespace `name` as the `namespaces` informers hold it, if they do. */
+export function cachedNamespace(informers: Informers, name: string): KubernetesObject | undefined {
+  return informers
+    .get(NAMESPACES)
+    ?.map((informer) => informer.get(name))
+    .find(Boolean);
+}
+
+/** The key of the Namespace informers among a run's informers. */
+export const NAMESPACES = 'namespaces';
+
+/**
+ * The informers of one reconciling run: per kind (its plural), `secrets` for the Secrets the controller owns,
+ * and `namespaces` for the Namespaces of its resources.
+ */
 export type Informers = Map<string, ListWatch<KubernetesObject>[]>;
 
 export interface InformerHandlers {
@@ -78,6 +102,8 @@ export interface InformerHandlers {
   onResource(plural: string, object: KubernetesObject): void;
   /** An owned Secret was listed, added, updated or deleted. */
   onOwnedSecret(secret: KubernetesObject): void;
+  /** A Namespace was added, updated (its binding may have changed) or deleted. */
+  onNamespace(namespace: KubernetesObject): void;
 }
 
 /**
@@ -109,6 +135,14 @@ export function makeInformers(
     ownedSecretSources(core, namespaces).map(({ path, list }) => {
       const informer = new ListWatch<KubernetesObject>(path, new Watch(kubeConfig), list, false, OWNED_SECRETS);
       for (const event of ['add', 'update', 'delete'] as const) informer.on(event, (secret) => handlers.onOwnedSecret(secret));
+      return informer;
+    }),
+  );
+  informers.set(
+    NAMESPACES,
+    namespaceSources(core, namespaces).map(({ path, list, fieldSelector }) => {
+      const informer = new ListWatch<KubernetesObject>(path, new Watch(kubeConfig), list, false, undefined, fieldSelector);
+      for (const event of ['add', 'update', 'delete'] as const) informer.on(event, (namespace) => handlers.onNamespace(namespace));
       return informer;
     }),
   );

@@ -164,6 +164,25 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  readonly controllerLeader = new Gauge({
+    name: 'audit_controller_leader',
+    help: "1 while this controller replica holds its release's Lease and reconciles; 0 while it stands by or cannot reach the Lease",
+    labelNames: ['lease'] as const,
+    registers: [this.registry],
+  });
+  readonly controllerLeaseErrors = new Counter({
+    name: 'audit_controller_lease_errors_total',
+    help: 'Tries to read, take or renew the Lease that failed: the API server refused them or could not be reached',
+    labelNames: ['lease'] as const,
+    registers: [this.registry],
+  });
+  readonly controllerReconcileErrors = new Counter({
+    name: 'audit_controller_reconcile_errors_total',
+    help: 'Reconciles that failed and are retried with backoff, by kind (its plural); a 409 conflict, retried at once, is not one',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
   readonly longReadsActive = new Gauge({
     name: 'audit_long_reads_active',
     help: 'Long reads (exports, exports with proofs) in progress on this instance',

@@ -35,6 +35,7 @@ export const role: Role = {
       deploymentId: await parts.deploymentId(),
       controllerClass: config.controllerClass,
       namespaces: config.controllerNamespaces,
+      requireTenantBinding: config.controllerRequireTenantBinding,
       leaseNamespace: config.podNamespace ?? 'default',
       leaseName: config.controllerLeaseName,
       identity: config.podName,
@@ -45,8 +46,9 @@ export const role: Role = {
     });
     controller.start();
     parts.releasers.add('kubernetes controller', () => controller.stop());
-    // Not ready while its CRDs are older than it needs: a rollout with stale CRDs stops at its first pod.
-    return { readiness: [controller.readiness] };
+    // Not ready while its CRDs are older than it needs (a rollout with stale CRDs stops at its first pod), nor
+    // while it cannot reach its Lease.
+    return { readiness: [...controller.readiness] };
   },
 };
 

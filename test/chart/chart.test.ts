@@ -10,6 +10,8 @@ const PROMETHEUS_OPERATOR = ['--api-versions', 'monitoring.coreos.com/v1/Service
 const TEST_SEAL_KEY = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 /** Without a cluster the chart generates no secrets: these stand for a Secret the operator manages. */
 const EXISTING_SECRET = ['--set', 'secrets.existingSecret=audit-trail-env'];
+/** The project's version: the chart's appVersion, and so the default image tag. */
+const APP_VERSION = (JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version;
 const GIVEN_SECRETS = [
   '--set',
   `secrets.keyPepper=${'p'.repeat(40)}`,
@@ -359,7 +361,7 @@ describe('Helm chart', function () {
     ];
 
     // Outside the release namespace, names carry it: the same release name may be installed in two namespaces.
-    const clusterRole = named(allNamespaces, 'ClusterRole', 'audit-rel-audit-trail-controller');
+    const clusterRole = named(allNamespaces, 'ClusterRole', 'audit.rel-audit-trail-controller');
     expect(clusterRole.rules).to.deep.equal(expected);
     // Its CRDs, by name, in either mode: the controller refuses to reconcile a kind whose CRD is older than it.
     const crdReader = [
@@ -376,12 +378,24 @@ describe('Helm chart', function () {
         verbs: ['list', 'watch'],
       },
     ];
-    expect(named(allNamespaces, 'ClusterRole', 'audit-rel-audit-trail-controller-crds').rules).to.deep.equal(crdReader);
-    expect(byKind(everything, 'ClusterRole').map((role) => role.rules)).to.deep.equal([crdReader]);
-    expect(named(everything, 'ClusterRoleBinding', 'audit-rel-audit-trail-controller-crds').subjects).to.deep.equal([
+    // And the Namespaces, for their tenant bindings: all of them, or each watched one by name.
+    const namespaceReader = (names?: string[]) => ({
+      apiGroups: [''],
+      resources: ['namespaces'],
+      ...(names ? { resourceNames: names } : {}),
+      verbs: ['list', 'watch'],
+    });
+    expect(named(allNamespaces, 'ClusterRole', 'audit.rel-audit-trail-controller-crds').rules).to.deep.equal([
+      ...crdReader,
+      namespaceReader(),
+    ]);
+    expect(byKind(everything, 'ClusterRole').map((role) => role.rules)).to.deep.equal([
+      [...crdReader, namespaceReader(['team-a', 'team-b'])],
+    ]);
+    expect(named(everything, 'ClusterRoleBinding', 'audit.rel-audit-trail-controller-crds').subjects).to.deep.equal([
       { kind: 'ServiceAccount', name: 'rel-audit-trail', namespace: 'audit' },
     ]);
-    const roles = byKind(everything, 'Role').filter((role) => role.metadata.name === 'audit-rel-audit-trail-controller');
+    const roles = byKind(everything, 'Role').filter((role) => role.metadata.name === 'audit.rel-audit-trail-controller');
     expect(roles.map((role) => role.metadata.namespace).sort()).to.deep.equal(['team-a', 'team-b']);
     for (const role of roles) expect(role.rules).to.deep.equal(expected);
     const leases = named(everything, 'Role', 'rel-audit-trail-leader-election');
@@ -498,10 +512,10 @@ describe('Helm chart', function () {
         'Deployment',
         'rel-audit-trail-api',
       ).spec.template.spec.containers[0].image;
-    expect(await image('ghcr.io/audit-trail/audit-trail')).to.equal('mirror.internal:5000/audit-trail/audit-trail:0.1.0');
-    expect(await image('localhost:5000/audit-trail')).to.equal('mirror.internal:5000/audit-trail:0.1.0');
-    expect(await image('localhost/audit-trail')).to.equal('mirror.internal:5000/audit-trail:0.1.0');
-    expect(await image('team/audit-trail')).to.equal('mirror.internal:5000/team/audit-trail:0.1.0');
+    expect(await image('ghcr.io/audit-trail/audit-trail')).to.equal(`mirror.internal:5000/audit-trail/audit-trail:${APP_VERSION}`);
+    expect(await image('localhost:5000/audit-trail')).to.equal(`mirror.internal:5000/audit-trail:${APP_VERSION}`);
+    expect(await image('localhost/audit-trail')).to.equal(`mirror.internal:5000/audit-trail:${APP_VERSION}`);
+    expect(await image('team/audit-trail')).to.equal(`mirror.internal:5000/team/audit-trail:${APP_VERSION}`);
     expect(await image('audit-trail', '--set', `image.digest=sha256:${'0'.repeat(64)}`)).to.equal(
       `mirror.internal:5000/audit-trail@sha256:${'0'.repeat(64)}`,
     );
@@ -603,7 +617,7 @@ describe('Helm chart', function () {
       );
     }
     expect(named(defaults, 'Deployment', 'rel-audit-trail-api').spec.template.spec.containers[0].image).to.equal(
-      'ghcr.io/audit-trail/audit-trail:0.1.0',
+      `ghcr.io/audit-trail/audit-trail:${APP_VERSION}`,
     );
   });
 
@@ -740,7 +754,7 @@ describe('Helm chart', function () {
         '--set',
         'serviceAccount.name=audit-trail-controller',
       );
-      expect(named(own, 'ClusterRoleBinding', 'audit-rel-audit-trail-controller').subjects).to.deep.equal([
+      expect(named(own, 'ClusterRoleBinding', 'audit.rel-audit-trail-controller').subjects).to.deep.equal([
         { kind: 'ServiceAccount', name: 'audit-trail-controller', namespace: 'audit' },
       ]);
       expect(byKind(own, 'ServiceAccount')).to.deep.equal([]);
@@ -748,6 +762,41 @@ describe('Helm chart', function () {
       const noRbac = await render(...EXISTING_SECRET, '--set', 'serviceAccount.create=false', '--set', 'rbac.create=false');
       expect([...byKind(noRbac, 'ClusterRoleBinding'), ...byKind(noRbac, 'RoleBinding')]).to.deep.equal([]);
     });
+  });
+
+  it("gives cluster-scoped objects names no other release's can take: team-audit-trail in x and audit-trail in x-team", async () => {
+    const clusterScoped = async (release: string, namespace: string) =>
+      (await helm(['template', release, CHART, '--namespace', namespace, ...EXISTING_SECRET])).stdout;
+    const names = async (release: string, namespace: string) =>
+      parseManifests(await clusterScoped(release, namespace))
+        .filter((manifest) => manifest.kind === 'ClusterRole' || manifest.kind === 'ClusterRoleBinding')
+        .map((manifest) => `${manifest.kind}/${manifest.metadata.name}`);
+    const first = await names('team-audit-trail', 'x');
+    const second = await names('audit-trail', 'x-team');
+    expect(first).to.have.length(4);
+    expect(first.filter((name) => second.includes(name))).to.deep.equal([]);
+    expect(first).to.include('ClusterRole/x.team-audit-trail-controller');
+  });
+
+  it('lets a node drain evict pods that are not Ready: every PodDisruptionBudget has unhealthyPodEvictionPolicy AlwaysAllow', async () => {
+    const budgets = byKind(everything, 'PodDisruptionBudget');
+    expect(budgets).to.have.length(6);
+    for (const budget of budgets) expect(budget.spec.unhealthyPodEvictionPolicy, budget.metadata.name).to.equal('AlwaysAllow');
+    const { PodDisruptionBudget } = await import('kubernetes-models/policy/v1/PodDisruptionBudget');
+    for (const budget of budgets) new PodDisruptionBudget(budget as never).validate();
+  });
+
+  it("tells in NOTES.txt how to uninstall: every kind's resources first, then the release", async () => {
+    const installed = await helm(['install', 'rel', CHART, '--namespace', 'audit', '--dry-run=client', ...EXISTING_SECRET]);
+    expect(installed.code, installed.stderr).to.equal(0);
+    const notes = installed.stdout.slice(installed.stdout.indexOf('NOTES:'));
+    const { RESOURCE_KINDS } = await import('../../src/controller/resourceKinds.ts');
+    const plurals = RESOURCE_KINDS.map((kind) => kind.plural);
+    expect(plurals).to.have.length(5);
+    expect(notes).to.include(`kubectl delete ${plurals.join(',')} --all-namespaces --all`);
+    expect(notes).to.include('helm uninstall rel -n audit');
+    for (const doc of ['docs/operations.md', 'docs/kubernetes.md'])
+      expect(readFileSync(doc, 'utf8'), doc).to.include(`kubectl delete ${plurals.join(',')} --all-namespaces --all`);
   });
 
   it('requires the Kubernetes version docs/operations.md names', async () => {

@@ -6,8 +6,12 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { dump, load, loadAll } from 'js-yaml';
+import { chartVersion } from '../../scripts/record-chart-version.ts';
 import { startHelmCluster, type HelmCluster } from '../support/helm-cluster.ts';
 import { CHART, byKind, helm, named, parseManifests, podSpecs, type Manifest } from '../support/helm.ts';
+
+/** The project's version: the chart's appVersion, and so the default image tag. */
+const APP_VERSION = (JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version;
 
 const run = promisify(execFile);
 const ALL_OPTIONS = 'test/chart/all-options.yaml';
@@ -174,6 +178,19 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
         expect(crd.metadata.annotations).to.include({ 'argocd.argoproj.io/sync-options': 'Delete=false,Prune=false' });
       expect(byKind(manifests, 'Secret')).to.deep.equal([]);
       expect(byKind(manifests, 'ServiceMonitor')).to.have.length(1);
+      // The public API and the customer portal's page, as the chart's own default does.
+      const [ingress] = byKind(manifests, 'Ingress');
+      const paths = ingress!.spec.rules.flatMap((rule: any) => rule.http.paths.map((path: { path: string }) => path.path));
+      expect(paths).to.have.members(['/api/v2/public', '/portal']);
+    });
+
+    it("routes the customer portal in docs/operations.md's install command, as the chart's default Ingress does", () => {
+      const operations = readFileSync('docs/operations.md', 'utf8');
+      const paths = [...operations.matchAll(/'ingress\.hosts\[0\]\.paths\[\d\]=([^']+)'/g)].map((match) => match[1]);
+      expect(paths).to.have.members(['/api/v2/public', '/portal']);
+      const chartDefault = (load(readFileSync(`${CHART}/values.yaml`, 'utf8')) as { ingress: { hosts: Array<{ paths: string[] }> } })
+        .ingress;
+      expect(chartDefault.hosts[0]!.paths).to.have.members(paths as string[]);
     });
 
     it('renders the values of the Flux HelmRelease of docs/examples, with its CRDs applied on every upgrade', async () => {
@@ -199,7 +216,7 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
         apiVersion: 'v2',
         name: 'platform',
         version: '1.0.0',
-        dependencies: [{ name: 'audit-trail', version: '0.1.0', repository: `file://${resolve(CHART)}` }],
+        dependencies: [{ name: 'audit-trail', version: chartVersion(), repository: `file://${resolve(CHART)}` }],
       }),
     );
     writeFileSync(
@@ -211,7 +228,7 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
     );
     const build = await helm(['dependency', 'build', umbrella]);
     expect(build.code, build.stderr).to.equal(0);
-    expect(readdirSync(join(umbrella, 'charts'))).to.deep.equal(['audit-trail-0.1.0.tgz']);
+    expect(readdirSync(join(umbrella, 'charts'))).to.deep.equal([`audit-trail-${chartVersion()}.tgz`]);
     const result = await helm(['template', 'platform', umbrella, '--namespace', 'platform']);
     expect(result.code, result.stderr).to.equal(0);
     const manifests = parseManifests(result.stdout);
@@ -223,7 +240,7 @@ describe('Helm chart for GitOps: stable renders, secrets, subcharts, CRD upgrade
     const pods = podSpecs(manifests);
     expect(pods.map(({ owner }) => owner.split('/')[0]).sort()).to.deep.equal([...Array(6).fill('Deployment'), 'Job', 'Pod']);
     for (const { owner, spec } of pods) {
-      expect(spec.containers[0].image, owner).to.equal('registry.example.com/audit-trail/audit-trail:0.1.0');
+      expect(spec.containers[0].image, owner).to.equal(`registry.example.com/audit-trail/audit-trail:${APP_VERSION}`);
       expect(spec.imagePullSecrets, owner).to.deep.equal([{ name: 'mirror-credentials' }]);
     }
     // And copied into charts/ rather than fetched.

@@ -199,6 +199,67 @@ const ALERT_CASES: Record<string, AlertCase> = {
       at: '27m',
     },
   },
+  AuditTrailControllerNoLeader: {
+    // Both replicas cannot take the Lease (a 400, a 403): neither leads.
+    fires: {
+      series: {
+        [`audit_controller_leader{${L},pod="controller-0",lease="rel-audit-trail-controller"}`]: '0x10',
+        [`audit_controller_leader{${L},pod="controller-1",lease="rel-audit-trail-controller"}`]: '0x10',
+      },
+      at: '7m',
+      labels: SCRAPED,
+    },
+    // A failover: one replica leads at every moment but the one of the handover.
+    quiet: {
+      series: {
+        [`audit_controller_leader{${L},pod="controller-0",lease="rel-audit-trail-controller"}`]: '1x3 0x7',
+        [`audit_controller_leader{${L},pod="controller-1",lease="rel-audit-trail-controller"}`]: '0x3 1x7',
+      },
+      at: '9m',
+    },
+  },
+  AuditTrailControllerCrdOutdated: {
+    fires: {
+      series: { [`audit_controller_crd_outdated{${L},pod="controller-0",crd="apikeys.audittrail.dev"}`]: '1x10' },
+      at: '7m',
+      labels: { ...SCRAPED, crd: 'apikeys.audittrail.dev' },
+    },
+    // Outdated for the minutes of an upgrade that applied the CRDs after the pods.
+    quiet: {
+      series: {
+        [`audit_controller_crd_outdated{${L},pod="controller-0",crd="apikeys.audittrail.dev"}`]: '1x3 0x7',
+        [`audit_controller_crd_outdated{${L},pod="controller-0",crd="webhookendpoints.audittrail.dev"}`]: '0x10',
+      },
+      at: '9m',
+    },
+  },
+  AuditTrailControllerReconcileFailing: {
+    fires: {
+      series: { [`audit_controller_reconcile_errors_total{${L},pod="controller-0",kind="apikeys"}`]: '0+1x30' },
+      at: '27m',
+      labels: { ...SCRAPED, kind: 'apikeys' },
+    },
+    // A burst of failures (a database restart), then none.
+    quiet: { series: { [`audit_controller_reconcile_errors_total{${L},pod="controller-0",kind="apikeys"}`]: '0 0 0 3x30' }, at: '27m' },
+  },
+  AuditTrailRetentionFailing: {
+    fires: {
+      series: {
+        [`audit_expiry_runs_total{${L},pod="retention-0",outcome="failed"}`]: '0x60 1x60',
+        [`audit_expiry_archives_total{${L},pod="retention-0",outcome="failed"}`]: '0x120',
+      },
+      at: '90m',
+      labels: SCRAPED,
+    },
+    // A pass failed four hours ago: more than the three the alert looks back at the default interval.
+    quiet: {
+      series: {
+        [`audit_expiry_runs_total{${L},pod="retention-0",outcome="failed"}`]: '0 1x300',
+        [`audit_expiry_archives_total{${L},pod="retention-0",outcome="failed"}`]: '0x300',
+      },
+      at: '250m',
+    },
+  },
   AuditTrailSealingBehind: {
     // config.sealInterval is 10s by default: the threshold is 30 s.
     fires: { series: { [`audit_seal_oldest_unsealed_age_seconds{${L},pod="sealer-0"}`]: '0+60x10' }, at: '8m', labels: SCRAPED },
@@ -276,7 +337,17 @@ describe('Helm chart: alerts and dashboard for operators', function () {
   let dashboard: { uid: string; panels: Array<{ title: string; targets?: Array<{ expr: string }> }> };
 
   before(async () => {
-    manifests = await render('--api-versions', RULE_KIND, '--set', 'prometheusRule.enabled=true', '--set', 'grafanaDashboard.enabled=true');
+    manifests = await render(
+      '--api-versions',
+      RULE_KIND,
+      '--set',
+      'prometheusRule.enabled=true',
+      '--set',
+      'grafanaDashboard.enabled=true',
+      // Off by default, on here so that every alert is rendered.
+      '--set',
+      'retention.enabled=true',
+    );
     const [rule] = byKind(manifests, 'PrometheusRule');
     expect(rule, 'no PrometheusRule rendered').to.not.equal(undefined);
     rules = rule!.spec.groups.flatMap((group: { rules: Rule[] }) => group.rules);
@@ -365,6 +436,40 @@ describe('Helm chart: alerts and dashboard for operators', function () {
     const without = await alerts('--set', 'streams.enabled=false');
     expect(without).to.not.include.members(['AuditTrailStreamFailing']);
     expect(without).to.not.include.members(['AuditTrailStreamBehind']);
+  });
+
+  it("drops the controller's alerts without a controller, and the retention alert without the retention role", async () => {
+    const alerts = async (...extra: string[]) => {
+      const [rule] = byKind(await render('--api-versions', RULE_KIND, '--set', 'prometheusRule.enabled=true', ...extra), 'PrometheusRule');
+      return rule!.spec.groups.flatMap((group: { rules: Rule[] }) => group.rules).map((candidate: Rule) => candidate.alert);
+    };
+    const controllerAlerts = ['AuditTrailControllerNoLeader', 'AuditTrailControllerCrdOutdated', 'AuditTrailControllerReconcileFailing'];
+    expect(await alerts())
+      .to.include.members(controllerAlerts)
+      .and.not.include('AuditTrailRetentionFailing');
+    expect(await alerts('--set', 'controller.enabled=false')).to.not.include.any.members(controllerAlerts);
+    const window = async (interval: string) => {
+      const [rule] = byKind(
+        await render(
+          '--api-versions',
+          RULE_KIND,
+          '--set',
+          'prometheusRule.enabled=true',
+          '--set',
+          'retention.enabled=true',
+          '--set',
+          `retention.interval=${interval}`,
+        ),
+        'PrometheusRule',
+      );
+      const expr: string = rule!.spec.groups
+        .flatMap((group: { rules: Rule[] }) => group.rules)
+        .find((candidate: Rule) => candidate.alert === 'AuditTrailRetentionFailing').expr;
+      return [...expr.matchAll(/\[(\d+s)\]/g)].map((match) => match[1]);
+    };
+    // Two intervals and an hour, at least three hours.
+    expect(await window('1h')).to.deep.equal(['10800s', '10800s']);
+    expect(await window('1d')).to.deep.equal(['176400s', '176400s']);
   });
 
   it('ships the dashboard as a ConfigMap with the Grafana sidecar label, in the namespace the sidecar watches', async () => {

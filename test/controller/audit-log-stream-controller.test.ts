@@ -71,8 +71,10 @@ describe('AuditLogStream controller', function () {
     });
   const get = (name: string) => harness.custom.getNamespacedCustomObject(address(name));
   const patch = (name: string, body: object) => harness.custom.patchNamespacedCustomObject({ ...address(name), body }, mergePatch);
-  const putSecret = async (name: string, data: Record<string, string>) => {
-    const body = { metadata: { name, namespace: NAMESPACE }, stringData: data };
+  /** A Secret labelled for streams (their owner's consent), unless `labelled` is false. */
+  const putSecret = async (name: string, data: Record<string, string>, labelled = true) => {
+    const labels: Record<string, string> = labelled ? { 'audittrail.dev/stream-credentials': 'true' } : {};
+    const body = { metadata: { name, namespace: NAMESPACE, labels }, stringData: data };
     const existing = await harness.core.readNamespacedSecret({ name, namespace: NAMESPACE }).catch(() => undefined);
     if (existing) await harness.core.replaceNamespacedSecret({ name, namespace: NAMESPACE, body });
     else await harness.core.createNamespacedSecret({ namespace: NAMESPACE, body });
@@ -201,6 +203,28 @@ describe('AuditLogStream controller', function () {
     );
     const { rows } = await harness.db.pool.query('SELECT count(*)::int AS n FROM log_stream_positions WHERE stream_id = $1', [id]);
     expect(rows[0].n).to.equal(0);
+  });
+
+  it('reads only a Secret labelled for streams: any other is refused (Stalled SecretNotLabelled) and nothing is created', async () => {
+    await putSecret('database-password', { token: 'the-database-password' }, false);
+    await create('exfiltrate', {
+      tenantIds: ['acme'],
+      destination: { type: 'splunk_hec', url: hec.url, secretRef: { name: 'database-password' } },
+    });
+    await waitFor(
+      async () => condition(await get('exfiltrate'), 'Stalled')?.reason === 'SecretNotLabelled',
+      'Stalled: SecretNotLabelled',
+      SLOW,
+    );
+    const object = await get('exfiltrate');
+    expect(condition(object, 'Stalled').message).to.include('kubectl label secret database-password');
+    expect(JSON.stringify(object)).not.to.include('the-database-password');
+    expect(await harness.streams.find(await managedBy('exfiltrate'))).to.equal(undefined);
+    expect(await events('exfiltrate', 'SecretNotLabelled')).to.have.length(1);
+    // Its owner consents: the stream is created.
+    await putSecret('database-password', { token: 'good' });
+    await waitFor(async () => condition(await get('exfiltrate'), 'Ready')?.status === 'True', 'Ready=True once labelled', SLOW);
+    await harness.custom.deleteNamespacedCustomObject(address('exfiltrate'));
   });
 
   it('refuses a spec the public API would refuse (Stalled InvalidSpec), and creates nothing', async () => {

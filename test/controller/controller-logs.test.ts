@@ -1,7 +1,6 @@
 import { expect } from 'chai';
-import { Writable } from 'node:stream';
-import { createLogger } from '../../src/platform/logger.ts';
 import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
+import { captureLog } from '../support/log-capture.ts';
 import { waitFor } from '../support/wait.ts';
 
 const NAMESPACE = 'team-l';
@@ -21,22 +20,9 @@ interface LogLine {
 describe('what the controller does not report as a failure', function () {
   this.timeout(90_000);
   let harness: ControllerHarness;
-  let logText = '';
-  const lines = (): LogLine[] =>
-    logText
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => JSON.parse(line) as LogLine);
-  const capture = () =>
-    createLogger(
-      'debug',
-      new Writable({
-        write(chunk, _encoding, done) {
-          logText += String(chunk);
-          done();
-        },
-      }),
-    );
+  const captured = captureLog<LogLine>('debug');
+  const lines = captured.lines;
+  const capture = () => captured.log;
   const address = (name: string) => ({ group: GROUP, version: VERSION, namespace: NAMESPACE, plural: 'apikeys', name });
   const create = (name: string) =>
     harness.custom.createNamespacedCustomObject({
@@ -57,7 +43,7 @@ describe('what the controller does not report as a failure', function () {
     );
 
   beforeEach(async () => {
-    logText = '';
+    captured.clear();
     harness = await startControllerHarness();
   });
 
@@ -114,7 +100,7 @@ describe('what the controller does not report as a failure', function () {
     );
 
     // Its retry, from the copy it still holds, now finds nothing to patch.
-    const mark = logText.length;
+    const mark = lines().length;
     harness.kube.refuse(apiKeysCollection);
     await waitFor(
       () => harness.kube.requestLog.some((entry) => controllerPatchOfGone(entry) && entry.status === 404),
@@ -124,11 +110,7 @@ describe('what the controller does not report as a failure', function () {
     await harness.reconciledAgain('apikeys', NAMESPACE, 'gone', 1);
     const failures = lines().filter((line) => line.msg.startsWith('reconcile failed'));
     expect(failures.map((line) => line.err?.code)).to.include(503); // the log is captured: the refusals were failures
-    const since = logText
-      .slice(mark)
-      .split('\n')
-      .filter(Boolean)
-      .map((line) => JSON.parse(line) as LogLine);
+    const since = lines().slice(mark);
     // A refused patch still in flight at the mark may be logged after it: those are the 503s asked for above.
     const reported = since.filter((line) => line.msg.startsWith('reconcile failed') && line.err?.code !== 503);
     expect(reported.map((line) => line.err?.code)).to.deep.equal([]);

@@ -4,6 +4,8 @@ import { healthConditions, setCondition, type Condition } from '../../src/contro
 import { assessCrd, crdProblem } from '../../src/controller/crdGuard.ts';
 import { jsonEqual, mergePatchDiff } from '../../src/controller/mergePatchDiff.ts';
 import { API_KEY } from '../../src/controller/resources.ts';
+import { TENANT_ANNOTATION, bindingOf, tenancyProblem, tenantsOf } from '../../src/controller/tenancy.ts';
+import { defaultRoles } from '../../src/main.ts';
 
 describe('status as a merge patch', () => {
   it('compares JSON as values: key order is irrelevant, array order is not', () => {
@@ -114,5 +116,39 @@ describe('the CRD guard: what an installed CRD says about its kind', () => {
     expect(unreadable.reason).to.equal('CRDUnreadable');
     expect(unreadable.message).to.include('get, list and watch on the customresourcedefinition apikeys.audittrail.dev');
     expect(crdProblem(kind, { state: 'unread' })!.reason).to.equal('CRDUnreadable');
+  });
+});
+
+describe('the roles of a plain `audit-trail serve`', () => {
+  it('leaves the controller out where no cluster is configured, so that the process gets ready outside one', () => {
+    const everyRole = ['ingest', 'relay', 'worker', 'sealer', 'streams', 'retention', 'controller', 'api'];
+    expect(defaultRoles({})).to.deep.equal(everyRole.filter((role) => role !== 'controller'));
+    expect(defaultRoles({ KUBECONFIG: '' })).to.not.include('controller');
+    expect(defaultRoles({ KUBERNETES_SERVICE_HOST: '10.96.0.1' })).to.deep.equal(everyRole);
+    expect(defaultRoles({ KUBECONFIG: '/home/ops/.kube/config' })).to.deep.equal(everyRole);
+  });
+});
+
+describe('tenant bindings of namespaces', () => {
+  const namespace = (annotations?: Record<string, string>) => ({ metadata: { name: 'team', ...(annotations ? { annotations } : {}) } });
+
+  it('reads the binding from the annotation: bound, unbound, invalid, or unknown without the Namespace', () => {
+    expect(bindingOf(namespace({ [TENANT_ANNOTATION]: 'acme' }))).to.deep.equal({ state: 'bound', tenant: 'acme' });
+    expect(bindingOf(namespace())).to.deep.equal({ state: 'unbound' });
+    expect(bindingOf(namespace({ [TENANT_ANNOTATION]: 'two words' }))).to.deep.equal({ state: 'invalid', value: 'two words' });
+    expect(bindingOf(undefined)).to.deep.equal({ state: 'unknown' });
+  });
+
+  it("allows only the bound tenant's resources, every one in an unbound namespace unless a binding is required", () => {
+    const bound = { state: 'bound', tenant: 'acme' } as const;
+    expect(tenancyProblem('ApiKey', 'team', bound, ['acme'], true)).to.equal(undefined);
+    expect(tenancyProblem('ApiKey', 'team', bound, ['globex'], false)?.reason).to.equal('TenantNotBoundToNamespace');
+    expect(tenancyProblem('AuditLogStream', 'team', bound, 'all', false)?.message).to.include('acts for every tenant');
+    expect(tenancyProblem('AuditLogStream', 'team', bound, ['acme', 'globex'], false)?.message).to.include('acts for globex, so');
+    expect(tenancyProblem('ApiKey', 'team', { state: 'unbound' }, ['globex'], false)).to.equal(undefined);
+    expect(tenancyProblem('ApiKey', 'team', { state: 'unbound' }, ['globex'], true)?.reason).to.equal('NamespaceNotBound');
+    expect(tenancyProblem('ApiKey', 'team', { state: 'unknown' }, ['acme'], false)?.reason).to.equal('NamespaceUnreadable');
+    expect(tenantsOf({ spec: { tenantIds: ['a', 'b'] } } as never)).to.deep.equal(['a', 'b']);
+    expect(tenantsOf({ spec: { allTenants: true } } as never)).to.equal('all');
   });
 });

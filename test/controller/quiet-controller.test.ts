@@ -145,15 +145,17 @@ describe('a quiet controller', function () {
       }
       return attempts;
     };
-    // Three refused attempts of each of the eleven watches: two gaps each to compare.
+    // Three refused attempts of each of the twelve watches: two gaps each to compare.
     await waitFor(
-      () => [...attemptsByWatch().values()].filter((times) => times.length >= 3).length >= 11,
+      () => [...attemptsByWatch().values()].filter((times) => times.length >= 3).length >= 12,
       'three restarts of every watch',
       30_000,
     );
     const attempts = attemptsByWatch();
-    // The informers of the leader, and the CRD guard's watches (one per CRD, by name) that every replica runs.
+    // The informers of the leader (Namespaces among them), and the CRD guard's watches (one per CRD, by name)
+    // that every replica runs.
     expect([...attempts.keys()].sort()).to.deep.equal([
+      '/api/v1/namespaces',
       '/api/v1/secrets',
       '/apis/apiextensions.k8s.io/v1/customresourcedefinitions?metadata.name=apikeys.audittrail.dev',
       '/apis/apiextensions.k8s.io/v1/customresourcedefinitions?metadata.name=auditlogstreams.audittrail.dev',

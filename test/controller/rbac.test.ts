@@ -18,7 +18,8 @@ type Attributes = { verb: string; group: string; resource: string; name?: string
 function attributes(entry: { method: string; path: string; watch: boolean; fieldSelector?: string }): Attributes {
   const parts = entry.path.split('/').filter(Boolean);
   const [group, rest] = parts[0] === 'api' ? ['', parts.slice(2)] : [parts[1]!, parts.slice(3)];
-  const scoped = rest[0] === 'namespaces' ? rest.slice(2) : rest;
+  // /api/v1/namespaces/<ns>/<resource>...: namespaced; /api/v1/namespaces[/<name>]: the Namespaces themselves.
+  const scoped = rest[0] === 'namespaces' && rest.length >= 3 ? rest.slice(2) : rest;
   const [resource, name, subresource] = scoped;
   const verb =
     entry.method === 'GET'
@@ -115,7 +116,10 @@ describe("the controller's API calls stay within the chart's RBAC", function () 
       },
     });
     // An AuditLogStream reads the Secret its secretRef names (no streams role runs here: it only has to exist).
-    await harness.core.createNamespacedSecret({ namespace: 'team-r', body: { metadata: { name: 's' }, stringData: { token: 't' } } });
+    await harness.core.createNamespacedSecret({
+      namespace: 'team-r',
+      body: { metadata: { name: 's', labels: { 'audittrail.dev/stream-credentials': 'true' } }, stringData: { token: 't' } },
+    });
     await harness.custom.createNamespacedCustomObject({
       ...address('auditlogstreams'),
       body: {

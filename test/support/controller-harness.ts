@@ -56,6 +56,7 @@ interface ControllerOptions {
   readonly metrics?: ServiceMetrics;
   /** Where the controller logs (silent unless TEST_LOG_LEVEL asks, by default). */
   readonly log?: Logger;
+  readonly requireTenantBinding?: boolean;
 }
 
 export interface ControllerHarness extends Deployment {
@@ -145,6 +146,7 @@ export async function startControllerHarness(
         deploymentId: deployment.deploymentId,
         controllerClass: options.controllerClass ?? 'default',
         namespaces: [],
+        requireTenantBinding: options.requireTenantBinding ?? false,
         leaseNamespace: 'audit-system',
         leaseName: options.leaseName ?? LEASE_NAME,
         identity,

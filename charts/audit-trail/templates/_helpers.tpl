@@ -96,12 +96,14 @@ app.kubernetes.io/component: {{ .role }}
 {{- end }}
 
 {{/*
-  A name for what is not in the release's namespace (cluster-scoped RBAC, Roles in watched namespaces):
-  the release namespace comes first, since the same release name may be installed in two namespaces.
+  A name for what is not in the release's namespace (cluster-scoped RBAC, Roles in watched namespaces): the
+  release namespace comes first, since the same release name may be installed in two namespaces, and a dot
+  after it, which no namespace name has (a DNS label): "x" and "team-audit-trail" cannot make the name of
+  "x-team" and "audit-trail".
   include "audit-trail.sharedName" (dict "root" $ "suffix" "controller")
 */}}
 {{- define "audit-trail.sharedName" -}}
-{{- printf "%s-%s-%s" .root.Release.Namespace (include "audit-trail.fullname" .root) .suffix }}
+{{- printf "%s.%s-%s" .root.Release.Namespace (include "audit-trail.fullname" .root) .suffix }}
 {{- end }}
 
 {{/* The controller's leader-election Lease: one per release (CONTROLLER_LEASE_NAME), and the only one its Role names. */}}

@@ -38,16 +38,25 @@ export interface WatchEvent {
   readonly collection: string;
 }
 
+/** A refusal, answered as a metav1.Status: details name the object (422) and list the causes, field by field. */
 export class ApiError extends Error {
   readonly code: number;
   readonly reason: string;
-  readonly causes: Array<{ field: string; message: string }>;
+  readonly causes: Array<{ field: string; message: string; reason?: string }>;
+  readonly details: { name: string; group: string; kind: string } | undefined;
 
-  constructor(code: number, reason: string, message: string, causes: Array<{ field: string; message: string }> = []) {
+  constructor(
+    code: number,
+    reason: string,
+    message: string,
+    causes: Array<{ field: string; message: string; reason?: string }> = [],
+    details?: { name: string; group: string; kind: string },
+  ) {
     super(message);
     this.code = code;
     this.reason = reason;
     this.causes = causes;
+    this.details = details;
   }
 }
 

@@ -10,6 +10,7 @@ import { CRD_COLLECTION, CustomResourceTypes, prune, readCrdFiles, type Resource
 import { ApiError, ObjectStore, type KubeObject } from './objectStore.ts';
 import { parseFieldSelector, parseLabelSelector, type Selector } from './selectors.ts';
 import { serverSideApply } from './serverSideApply.ts';
+import { GENERATED_NAME_BASE_MAX, decodeAsTheServerDoes, invalidObject, validateAsTheServerDoes } from './wireFormats.ts';
 
 /**
  * A stand-in for the Kubernetes API server, on loopback, for the controller's tests (no real API server
@@ -21,10 +22,13 @@ import { serverSideApply } from './serverSideApply.ts';
  * x-kubernetes-validations CEL rules (celRules.ts), label and field selectors on list and watch
  * (selectors.ts; a watched object that stops or starts matching arrives as DELETED or ADDED), and custom
  * resources served with their keys sorted at every level, as the real server's JSON encoding of
- * unstructured objects does (built-in types keep their field order).
+ * unstructured objects does (built-in types keep their field order). Strict at the wire as the real server
+ * (wireFormats.ts): MicroTime and Time as Go parses them, names, labels and annotations within their limits,
+ * the validation of the built-in kinds, each refusal answered with the Status (400 or 422) the server sends.
  * Simplified: legacy discovery only (kubectl then runs with --validate=false: no OpenAPI document), a
  * simplified server-side apply (serverSideApply.ts), no Table output (kubectl get -o json/yaml/name work), no defaulting,
- * strategic merge treated as a merge patch, no authentication.
+ * strategic merge treated as a merge patch, no authentication, and a namespace created with the first object
+ * created in it (a real server refuses objects in a namespace that does not exist).
  */
 
 export interface KubeApiServer {
@@ -45,6 +49,8 @@ export interface KubeApiServer {
     watch: boolean;
     at: number;
     status?: number;
+    /** The body of a write (POST, PUT, PATCH) as it arrived. */
+    body?: string;
   }>;
   /** A client configuration; the token only labels the caller in requestLog (no authorisation here). */
   kubeConfig(token?: string): KubeConfig;
@@ -55,14 +61,18 @@ export interface KubeApiServer {
   /** Cuts every open watch, as a load balancer or an API server restart does. */
   closeWatches(): void;
   /**
-   * Answers the matching requests with 503 ServiceUnavailable (an overloaded or restarting API server)
-   * until called again without a predicate.
+   * Answers the matching requests with 503 ServiceUnavailable (an overloaded or restarting API server), or
+   * with `answer` (a 403 of RBAC, say), until called again without a predicate.
    */
-  refuse(predicate?: (request: { token: string; method: string; path: string; watch: boolean }) => boolean): void;
+  refuse(
+    predicate?: (request: { token: string; method: string; path: string; watch: boolean }) => boolean,
+    answer?: { code: number; reason: string; message: string },
+  ): void;
   stop(): Promise<void>;
 }
 
 const BUILT_IN: ResourceType[] = [
+  { group: '', version: 'v1', plural: 'namespaces', kind: 'Namespace', namespaced: false, statusSubresource: false, custom: false },
   { group: '', version: 'v1', plural: 'secrets', kind: 'Secret', namespaced: true, statusSubresource: false, custom: false },
   { group: '', version: 'v1', plural: 'events', kind: 'Event', namespaced: true, statusSubresource: false, custom: false },
   { group: 'events.k8s.io', version: 'v1', plural: 'events', kind: 'Event', namespaced: true, statusSubresource: false, custom: false },
@@ -89,6 +99,7 @@ const BUILT_IN: ResourceType[] = [
 ];
 
 const VERBS = ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'];
+const NAMESPACE_COLLECTION = 'core/v1/namespaces';
 
 /**
  * Legacy discovery (/api, /api/v1, /apis, /apis/g/v): enough for kubectl to map kinds and short names to
@@ -166,7 +177,10 @@ function route(path: string, types: readonly ResourceType[]) {
   return { type, namespace, name, status: subresource === 'status' };
 }
 
+/** A metav1.Status, as the server answers every refusal. */
 function statusBody(error: ApiError) {
+  const causes = error.causes.map((cause) => ({ reason: 'FieldValueInvalid', ...cause }));
+  const details = { ...error.details, ...(causes.length > 0 ? { causes } : {}) };
   return {
     kind: 'Status',
     apiVersion: 'v1',
@@ -174,8 +188,8 @@ function statusBody(error: ApiError) {
     status: 'Failure',
     message: error.message,
     reason: error.reason,
+    ...(Object.keys(details).length > 0 ? { details } : {}),
     code: error.code,
-    ...(error.causes.length > 0 ? { details: { causes: error.causes.map((cause) => ({ reason: 'FieldValueInvalid', ...cause })) } } : {}),
   };
 }
 
@@ -248,6 +262,7 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
   const requestLog: KubeApiServer['requestLog'] = [];
   const watches = new Set<ServerResponse>();
   let refusal: Parameters<KubeApiServer['refuse']>[0];
+  let refusalAnswer: Parameters<KubeApiServer['refuse']>[1];
   const encode = (type: ResourceType, body: unknown) => JSON.stringify(type.custom ? sortedKeys(body) : body);
 
   function admit(type: ResourceType, object: KubeObject, stored?: KubeObject): KubeObject {
@@ -261,6 +276,9 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
       object.data = data;
       delete object.stringData;
     }
+    // What the Go types cannot decode is a 400; what validation refuses, a 422 (wireFormats.ts).
+    decodeAsTheServerDoes(type, object);
+    validateAsTheServerDoes(type, object);
     // As apiextensions-apiserver does: what the schema does not declare is dropped before validation.
     if (type.schema) object = prune(object, type.schema);
     const validate = type.validate;
@@ -269,23 +287,25 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
         field: error.instancePath.split('/').filter(Boolean).join('.') || '<root>',
         message: error.message ?? 'invalid',
       }));
-      throw new ApiError(
-        422,
-        'Invalid',
-        `${type.kind}.${type.group} "${object.metadata.name}" is invalid: ${causes.map((cause) => `${cause.field}: ${cause.message}`).join(', ')}`,
-        causes,
-      );
+      throw invalidObject(type, object.metadata.name, causes);
     }
     const violations = type.schema ? violatedRules(type.schema, object, stored) : [];
-    if (violations.length > 0) {
-      throw new ApiError(
-        422,
-        'Invalid',
-        `${type.kind}.${type.group} "${object.metadata.name}" is invalid: ${violations.map((cause) => `${cause.field}: ${cause.message}`).join(', ')}`,
-        violations,
-      );
-    }
+    if (violations.length > 0) throw invalidObject(type, object.metadata.name, violations);
     return object;
+  }
+
+  /**
+   * A namespace comes into being with the first object created in it, as if `kubectl create namespace` had
+   * come first (a real server answers 404 for a namespace that does not exist): tests need not create each.
+   */
+  function ensureNamespace(name: string): void {
+    try {
+      store.get(NAMESPACE_COLLECTION, undefined, name);
+      return;
+    } catch {
+      // not there yet
+    }
+    store.create(NAMESPACE_COLLECTION, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } }, { generation: false });
   }
 
   async function readText(request: IncomingMessage): Promise<string> {
@@ -294,10 +314,9 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
     return Buffer.concat(chunks).toString('utf8');
   }
 
-  async function readBody(request: IncomingMessage): Promise<any> {
-    const text = await readText(request);
+  function parseBody(text: string | undefined): any {
     try {
-      return text === '' ? undefined : JSON.parse(text);
+      return !text ? undefined : JSON.parse(text);
     } catch {
       throw new ApiError(400, 'BadRequest', 'request body is not JSON');
     }
@@ -371,7 +390,17 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
     };
     requestLog.push(entry);
     response.on('finish', () => (entry.status = response.statusCode));
-    if (refusal?.(entry)) throw new ApiError(503, 'ServiceUnavailable', 'the server is currently unable to handle the request');
+    const writing = ['POST', 'PUT', 'PATCH'].includes(request.method!);
+    // Read once here, kept for tests that check what was sent: the handlers below read it from the entry.
+    if (writing) entry.body = await readText(request);
+    if (refusal?.(entry)) {
+      const { code, reason, message } = refusalAnswer ?? {
+        code: 503,
+        reason: 'ServiceUnavailable',
+        message: 'the server is currently unable to handle the request',
+      };
+      throw new ApiError(code, reason, message);
+    }
     const types = servedTypes();
     const discovered = request.method === 'GET' ? discovery(url.pathname, types) : undefined;
     if (discovered) {
@@ -399,15 +428,18 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
         });
       }
       case 'POST': {
-        const body = (await readBody(request)) as KubeObject;
+        const body = parseBody(entry.body) as KubeObject;
         body.metadata ??= { name: '' };
+        // As the name generator does: the prefix cut to 58 characters, then five random ones.
         if (!body.metadata.name && body.metadata.generateName)
-          body.metadata.name = `${body.metadata.generateName}${Math.random().toString(36).slice(2, 7)}`;
+          body.metadata.name = `${String(body.metadata.generateName).slice(0, GENERATED_NAME_BASE_MAX)}${Math.random().toString(36).slice(2, 7).padEnd(5, '0')}`;
         if (type.namespaced) body.metadata.namespace = namespace;
-        return reply(201, store.create(collection, admit(type, body), { generation: type.statusSubresource }));
+        const created = store.create(collection, admit(type, body), { generation: type.statusSubresource });
+        if (type.namespaced) ensureNamespace(namespace!);
+        return reply(201, created);
       }
       case 'PUT': {
-        const body = (await readBody(request)) as KubeObject;
+        const body = parseBody(entry.body) as KubeObject;
         if (type.namespaced) body.metadata.namespace = namespace;
         const stored = store.get(collection, namespace, body.metadata.name);
         return reply(200, store.update(collection, admit(type, body, stored), { generation: type.statusSubresource, statusOnly: status }));
@@ -420,11 +452,15 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
             throw new ApiError(422, 'Invalid', 'fieldManager is required for apply requests', [
               { field: 'fieldManager', message: 'Required value' },
             ]);
-          const config = load(await readText(request)) as KubeObject;
+          const config = load(entry.body ?? '') as KubeObject;
           const existing = store.list(collection, namespace).find((object) => object.metadata.name === name);
           const applied = serverSideApply(existing, config, manager, url.searchParams.get('force') === 'true');
           if (type.namespaced) applied.metadata.namespace = namespace;
-          if (!existing) return reply(201, store.create(collection, admit(type, applied), { generation: type.statusSubresource }));
+          if (!existing) {
+            const created = store.create(collection, admit(type, applied), { generation: type.statusSubresource });
+            if (type.namespaced) ensureNamespace(namespace!);
+            return reply(201, created);
+          }
           applied.metadata.resourceVersion = existing.metadata.resourceVersion;
           return reply(
             200,
@@ -432,7 +468,7 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
           );
         }
         const current = store.get(collection, namespace, name!);
-        const patch = await readBody(request);
+        const patch = parseBody(entry.body);
         let patched: KubeObject;
         if (contentType === 'application/json-patch+json') patched = jsonPatch(current, patch);
         else if (contentType === 'application/merge-patch+json' || contentType === 'application/strategic-merge-patch+json')
@@ -501,8 +537,9 @@ export async function startKubeApiServer(options: { crdDirectories: readonly str
     closeWatches() {
       for (const response of watches) response.destroy();
     },
-    refuse(predicate) {
+    refuse(predicate, answer) {
       refusal = predicate;
+      refusalAnswer = answer;
     },
     async stop() {
       for (const response of watches) response.destroy();

@@ -313,6 +313,21 @@ describe('stream destinations, each against a receiver of its real protocol', fu
       s3.destroy();
     });
 
+    it('stores a gzip file that a plain HTTP download (a presigned URL with fetch, curl) saves as gzip', async () => {
+      const destination = open(settings({ prefix: 'download' }));
+      const sent = records('native', 3, 10);
+      const batch = batchOf(destination, sent);
+      expect(await destination.send(batch)).to.deep.equal({ kind: 'delivered' });
+      // s3rver serves objects without a signature: fetch stands for any client given a presigned URL.
+      const response = await fetch(`${endpoint}/siem-archive/${(destination as S3Objects).keyOf(batch)}`);
+      expect(response.status).to.equal(200);
+      expect(response.headers.get('content-type')).to.equal('application/gzip');
+      expect(response.headers.get('content-encoding')).to.equal(null);
+      const bytes = Buffer.from(await response.arrayBuffer());
+      expect([...bytes.subarray(0, 2)], "gzip's magic bytes").to.deep.equal([0x1f, 0x8b]);
+      expect(gunzipSync(bytes).toString('utf8').trimEnd().split('\n')).to.deep.equal(sent.map(jsonOf));
+    });
+
     it('sorts later batches after earlier ones in a listing', async () => {
       const destination = open(settings({ prefix: 'sorted' }));
       for (const first of [9, 100, 1_000_000]) await destination.send(batchOf(destination, records('native', 1, first)));

@@ -21,6 +21,9 @@ export interface S3Options {
   readonly allowPrivateTargets: boolean;
 }
 
+/** What an `.ndjson.gz` object is: a gzip file (RFC 6713), so that every client downloads it as it is. */
+const GZIP_CONTENT_TYPE = 'application/gzip';
+
 /** S3 error codes that are no one's fault and pass: the same object is put again after a backoff. */
 const TRANSIENT_CODES = new Set([
   'SlowDown',
@@ -94,8 +97,9 @@ export class S3Objects implements Destination {
           Bucket: this.settings.bucket,
           Key: this.keyOf(batch),
           Body: batch.body,
-          ContentType: 'application/x-ndjson',
-          ContentEncoding: 'gzip',
+          // The object is a gzip file, not NDJSON sent compressed: with Content-Encoding: gzip, fetch, curl and
+          // Python's requests unpack it on download and save a `.ndjson.gz` that is not gzip.
+          ContentType: GZIP_CONTENT_TYPE,
           Metadata: {
             'stream-id': batch.streamId,
             'tenant-id': batch.tenantId,

@@ -94,6 +94,8 @@ export class StreamWorker {
    * the next update starts and before a pass ends: at most one batch is sent past the durable position.
    */
   private positionInFlight: Promise<boolean> | undefined;
+  /** Aborted by stop(): a send that only waits (for an acknowledgement) gives up rather than hold the stop. */
+  private readonly stopping = new AbortController();
 
   constructor(stream: LogStream, destination: Destination, destinationInput: DestinationInput, options: StreamWorkerOptions) {
     this.stream = stream;
@@ -118,6 +120,7 @@ export class StreamWorker {
 
   /** Ends the round in progress at its next batch boundary and closes the destination. */
   async stop(): Promise<void> {
+    this.stopping.abort();
     await this.loop.stop();
     await this.destination.close().catch(() => undefined);
     // The process that holds the stream next reports it; stale values here would sit beside its own.
@@ -137,6 +140,8 @@ export class StreamWorker {
       this.options.log.info({ stream_id: this.stream.id }, 'stream no longer held by this process (taken over, or deleted)');
       return 'stop';
     }
+    // A send given up because the stream is stopping is no failure of the destination's.
+    if (this.loop.stopped && outcome.kind === 'failed') return 'stop';
     if (!this.loop.stopped) await this.publishLag(outcome.kind === 'failed' ? undefined : outcome.trails);
     if (outcome.kind === 'failed') return this.handleFailure(outcome.outcome);
     this.retryMs = 0;
@@ -289,7 +294,7 @@ export class StreamWorker {
     const { db, owner, metrics } = this.options;
     if (chunk.end < chunk.start) return { kind: 'moved' };
     for (const batch of chunk.batches) {
-      const outcome = await this.destination.send(batch.encoded);
+      const outcome = await this.destination.send(batch.encoded, this.stopping.signal);
       // The batch before's position was committed while this one was in flight; it holds before this one's.
       if (!(await this.settlePosition())) return { kind: 'lost' };
       if (outcome.kind !== 'delivered') return { kind: 'failed', outcome };

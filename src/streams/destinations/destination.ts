@@ -5,7 +5,8 @@
  * here, one at a time (streams/streamWorker.ts).
  */
 export interface Destination {
-  send(batch: EncodedBatch): Promise<SendOutcome>;
+  /** `signal` aborts what only waits (an acknowledgement's polling): the stream is stopping. */
+  send(batch: EncodedBatch, signal?: AbortSignal): Promise<SendOutcome>;
   close(): Promise<void>;
 }
 

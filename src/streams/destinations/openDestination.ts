@@ -4,13 +4,16 @@ import type { Destination } from './destination.ts';
 import { HttpPoster } from './httpPoster.ts';
 import { HttpsCollector } from './httpsCollector.ts';
 import { S3Objects } from './s3Objects.ts';
-import { SplunkHec } from './splunkHec.ts';
+import { systemClock } from '../../platform/clock.ts';
+import { DEFAULT_HEC_ACK_TIMEOUT_MS, SplunkHec } from './splunkHec.ts';
 
 export interface DestinationOptions {
   /** A request without a complete answer within this is retried. */
   readonly timeoutMs: number;
   /** WEBHOOK_ALLOW_PRIVATE_TARGETS: the SSRF guard is off. */
   readonly allowPrivateTargets: boolean;
+  /** STREAMS_HEC_ACK_TIMEOUT_MS: a batch HEC did not acknowledge within this is sent again (splunkHec.ts). */
+  readonly hecAckTimeoutMs?: number;
 }
 
 /**
@@ -25,7 +28,10 @@ export function openDestination(
   const poster = () => new HttpPoster(options);
   switch (destination.type) {
     case 'splunk_hec':
-      return new SplunkHec(destination, poster());
+      return new SplunkHec(destination, poster(), {
+        ackTimeoutMs: options.hecAckTimeoutMs ?? DEFAULT_HEC_ACK_TIMEOUT_MS,
+        clock: systemClock,
+      });
     case 'datadog':
       return new DatadogLogs(destination, poster());
     case 'https':

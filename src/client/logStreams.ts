@@ -60,6 +60,8 @@ export interface CreatedLogStream {
   stream: LogStream;
   /** https streams only: the signing secret of every batch, shown this once. */
   secret?: string;
+  /** https streams only: the same secret as `whsec_…`, for the Standard Webhooks libraries; shown this once. */
+  standard_webhooks_secret?: string;
 }
 
 export interface StreamTestResult {

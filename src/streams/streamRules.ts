@@ -24,6 +24,8 @@ const TAGS_MAX = 50;
 export const DESTINATION_TYPES = ['splunk_hec', 'datadog', 'https', 's3'] as const;
 export type DestinationType = (typeof DESTINATION_TYPES)[number];
 export const STREAM_FORMATS = ['native', 'ocsf'] as const;
+/** How an https destination frames a batch's records: lines of NDJSON, or one JSON array. */
+export const HTTPS_BODIES = ['ndjson', 'json'] as const;
 export type StreamFormat = (typeof STREAM_FORMATS)[number];
 
 /** A destination URL: the webhook rules (https, no credentials, no fragment), and for a base URL no query either. */
@@ -87,7 +89,11 @@ export function destinationSchema(policy: WebhookUrlPolicy) {
     }),
     z.strictObject({
       type: z.literal('https'),
-      url: destinationUrl(policy, 'The collector: batches are POSTed to this URL as gzipped NDJSON, signed like webhooks.'),
+      url: destinationUrl(policy, 'The collector: batches are POSTed to this URL, gzipped, signed like webhooks.'),
+      body: z.enum(HTTPS_BODIES).optional().meta({
+        description:
+          'ndjson (the default): one record a line; json: one JSON array of the records, the payload the Standard Webhooks libraries parse by default.',
+      }),
     }),
     z.strictObject({
       type: z.literal('s3'),

@@ -1,3 +1,4 @@
+import { gunzipSync } from 'node:zlib';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { expect } from 'chai';
@@ -8,6 +9,7 @@ import { call, mintKey, startTestService, type TestService } from '../support/se
 import { SplunkHecReceiver } from '../support/siem-receivers.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { waitFor } from '../support/wait.ts';
+import { Webhook as SvixWebhook } from 'svix';
 
 /**
  * The public API of log streams (docs/streams.md, docs/api.md) on a service running the api, sealer and
@@ -146,11 +148,24 @@ describe('/api/v2/public/audit/streams', function () {
     expect((await call(`${service.baseUrl}/audit/streams/${stream.id}`, { key: reader })).status).to.equal(404);
   });
 
-  it('gives an https stream a signing secret once, and a test reports what the collector answered', async () => {
+  it('gives an https stream a signing secret once, in both forms, that svix verifies a test send with; a test reports what the collector answered', async () => {
     const created = await create(writer, { destination: { type: 'https', url: collector.url } });
     expect(created.json.secret).to.match(/^[0-9a-f]{64}$/);
+    expect(created.json.standard_webhooks_secret).to.match(/^whsec_[A-Za-z0-9+/]+=*$/);
     const shown = await call(`${service.baseUrl}/audit/streams/${created.json.stream.id}`, { key: reader });
     expect(shown.text).not.to.include(created.json.secret);
+    expect(shown.text).not.to.include(created.json.standard_webhooks_secret);
+    const sent = collector.received.length;
+    expect(
+      (await call(`${service.baseUrl}/audit/streams/${created.json.stream.id}/test`, { key: writer, method: 'POST' })).json.success,
+    ).to.equal(true);
+    // The receiver's framework unpacks the body (Content-Encoding: gzip) and hands the text to Svix's verifier.
+    const request = collector.received[sent]!;
+    const text = gunzipSync(request.rawBody).toString('utf8');
+    expect(() =>
+      new SvixWebhook(created.json.standard_webhooks_secret).verify(text, request.headers as Record<string, string>),
+    ).not.to.throw();
+    expect(JSON.parse(text).stream_test.stream_id).to.equal(created.json.stream.id);
     collector.reply(401);
     const tested = await call(`${service.baseUrl}/audit/streams/${created.json.stream.id}/test`, { key: writer, method: 'POST' });
     expect(tested.json).to.include({ success: false, error: 'the collector answered 401' });

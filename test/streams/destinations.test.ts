@@ -5,7 +5,9 @@ import { gunzipSync } from 'node:zlib';
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { expect } from 'chai';
 import S3rver from 's3rver';
-import { verifyWebhookSignature } from '../../src/client/webhookSignature.ts';
+import { Webhook as StandardWebhook } from 'standardwebhooks';
+import { Webhook as SvixWebhook } from 'svix';
+import { standardWebhooksSecretOf, verifyWebhookSignature } from '../../src/client/webhookSignature.ts';
 import { renderEventDocument } from '../../src/events/eventDocument.ts';
 import { formatTimestamp } from '../../src/events/eventFields.ts';
 import { cutBatches } from '../../src/streams/batches.ts';
@@ -232,6 +234,40 @@ describe('stream destinations, each against a receiver of its real protocol', fu
       );
       const lines = gunzipSync(request!.rawBody).toString('utf8').trimEnd().split('\n');
       expect(lines).to.deep.equal(sent.map(jsonOf));
+    });
+
+    /** What a receiver's framework hands its code: the body unpacked from its Content-Encoding, as text. */
+    const decodedBody = (request: { rawBody: Buffer }) => gunzipSync(request.rawBody).toString('utf8');
+    const headersOf = (request: { headers: Record<string, unknown> }) => request.headers as Record<string, string>;
+
+    it('signs what the Standard Webhooks libraries verify, as published: svix and standardwebhooks over the unpacked NDJSON', async () => {
+      const secret = 'f'.repeat(64);
+      const whsec = standardWebhooksSecretOf(secret);
+      const destination = open({ type: 'https', url: receiver.url }, 'native', secret);
+      await destination.send(batchOf(destination, records('native', 3, 5)));
+      const [request] = receiver.received;
+      expect(() => new SvixWebhook(whsec).verify(decodedBody(request!), headersOf(request!))).not.to.throw();
+      // NDJSON is no JSON document: standardwebhooks checks the signature and is told not to parse it.
+      expect(new StandardWebhook(whsec).verify(decodedBody(request!), headersOf(request!), { jsonParse: false })).to.equal(undefined);
+      // Another secret, or a changed body, is refused by both.
+      const other = standardWebhooksSecretOf('e'.repeat(64));
+      expect(() => new SvixWebhook(other).verify(decodedBody(request!), headersOf(request!))).to.throw(/No matching signature/);
+      const changed = decodedBody(request!).replace('phi.query', 'phi.read_');
+      expect(() => new StandardWebhook(whsec).verify(changed, headersOf(request!), { jsonParse: false })).to.throw(/No matching signature/);
+    });
+
+    it('with body json, posts one JSON array that standardwebhooks verifies and parses with its defaults', async () => {
+      const secret = 'a'.repeat(64);
+      const destination = open({ type: 'https', url: receiver.url, body: 'json' }, 'ocsf', secret);
+      const sent = records('ocsf', 3, 5);
+      await destination.send(batchOf(destination, sent));
+      const [request] = receiver.received;
+      expect(request!.headers['content-type']).to.equal('application/json');
+      const payload = new StandardWebhook(standardWebhooksSecretOf(secret)).verify(decodedBody(request!), headersOf(request!));
+      expect(payload).to.deep.equal(sent.map((record) => JSON.parse(jsonOf(record))));
+      expect(() => new SvixWebhook(standardWebhooksSecretOf(secret)).verify(decodedBody(request!), headersOf(request!))).not.to.throw();
+      // X-Service-Signature is over the bytes as sent, as it always was.
+      expect(verifyWebhookSignature(secret, request!.headers['x-service-signature'] as string, request!.rawBody).valid).to.equal(true);
     });
 
     it('retries a 5xx and a 429, refuses a 404 and a redirect', async () => {

@@ -1,5 +1,6 @@
 import Router from '@koa/router';
 import { z } from 'zod';
+import { standardWebhooksSecretOf } from '../../client/webhookSignature.ts';
 import { NotFoundError } from '../../platform/errors.ts';
 import type { StreamRegistry, StreamState } from '../../streams/streamRegistry.ts';
 import { STREAM_ID_PATTERN, streamCreationSchema, streamFilterSchema } from '../../streams/streamRules.ts';
@@ -44,6 +45,11 @@ const streamCreatedSchema = z
   .looseObject({
     stream: logStreamSchema,
     secret: z.string().optional().meta({ description: 'https streams only: the signing secret of the batches (64 hex), shown once.' }),
+    standard_webhooks_secret: z.string().optional().meta({
+      description:
+        'https streams only: the same secret in the Standard Webhooks form (whsec_ and base64), for the standardwebhooks and svix libraries; shown once.',
+      example: 'whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWYwMTIzNDU2Nzg5YWJjZGVmMDEyMzQ1Njc4OWFiY2RlZg==',
+    }),
   })
   .meta({ id: 'LogStreamCreated' });
 const streamListSchema = z.looseObject({ streams: z.array(logStreamSchema) }).meta({ id: 'LogStreamList' });
@@ -92,7 +98,10 @@ export function streamRoutes(registry: StreamRegistry): Router<RequestState> {
     ctx.status = 201;
     ctx.set('Location', `${ctx.path.replace(/\/$/, '')}/${stream.id}`);
     ctx.set('Cache-Control', 'no-store');
-    ctx.body = { stream: toApi(await registry.stateOf(stream)), ...(secret === undefined ? {} : { secret }) };
+    ctx.body = {
+      stream: toApi(await registry.stateOf(stream)),
+      ...(secret === undefined ? {} : { secret, standard_webhooks_secret: standardWebhooksSecretOf(secret) }),
+    };
   });
 
   router.get('/audit/streams', requireScope('audit:read'), async (ctx) => {

@@ -64,6 +64,11 @@ export interface EncodedBatch {
   readonly body: Buffer;
   /** When the batch was first put together: its S3 object is dated by it, whatever the retries. */
   readonly createdAtMs: number;
+  /**
+   * The tenant's signed tree head record (`{"tree_head": …}`) when it travels beside the records rather than
+   * among them (ItemEncoder.headsBeside): the destination sends it its own way (a header, an object).
+   */
+  readonly treeHead?: string;
 }
 
 /**

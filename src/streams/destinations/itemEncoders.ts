@@ -11,6 +11,12 @@ import type { BatchLimits, BodyFraming, Item } from './destination.ts';
 export interface ItemEncoder {
   readonly limits: BatchLimits;
   readonly framing: BodyFraming;
+  /**
+   * Whether a batch's tree head travels beside its records (EncodedBatch.treeHead: a header, an object of its
+   * own) rather than first among them: for OCSF records in a body of records only, where a strict OCSF
+   * consumer must never meet anything else. HEC and Datadog keep heads apart in their own envelope.
+   */
+  readonly headsBeside: boolean;
   /** The protocol's item for one record; its length in the body (itemBytes) counts towards limits.maxBytes. */
   encode(record: StreamRecord): Item;
 }
@@ -23,9 +29,11 @@ export function itemEncoderOf(destination: DestinationInput, format: StreamForma
     case 'datadog':
       return new DatadogItems(destination, format);
     case 'https':
-      return new NdjsonItems({ maxItems: 5000, maxBytes: 5_000_000 });
+      return destination.body === 'json'
+        ? new JsonArrayItems({ maxItems: 5000, maxBytes: 5_000_000 }, format === 'ocsf')
+        : new NdjsonItems({ maxItems: 5000, maxBytes: 5_000_000 }, format === 'ocsf');
     case 's3':
-      return new NdjsonItems({ maxItems: 10_000, maxBytes: 8_000_000 });
+      return new NdjsonItems({ maxItems: 10_000, maxBytes: 8_000_000 }, format === 'ocsf');
   }
 }
 
@@ -35,6 +43,7 @@ export function itemEncoderOf(destination: DestinationInput, format: StreamForma
  */
 export class HecItems implements ItemEncoder {
   readonly limits: BatchLimits = { maxItems: 10_000, maxBytes: 1_000_000 };
+  readonly headsBeside = false;
   readonly framing: BodyFraming = { open: '', separator: '\n', close: '' };
   /** The members every record shares, after `time`, as JSON text: `,"host":…,"source":…(,"index":…)`. */
   private readonly sharedMembers: string;
@@ -66,6 +75,7 @@ export class HecItems implements ItemEncoder {
 export class DatadogItems implements ItemEncoder {
   readonly limits: BatchLimits = { maxItems: 1000, maxBytes: 5_000_000 };
   readonly framing: BodyFraming = { open: '[', separator: ',', close: ']' };
+  readonly headsBeside = false;
   private readonly tags: readonly string[];
   private readonly attribute: string;
   private readonly sharedMembers: string;
@@ -97,13 +107,31 @@ export class DatadogItems implements ItemEncoder {
 class NdjsonItems implements ItemEncoder {
   readonly limits: BatchLimits;
   readonly framing: BodyFraming = { open: '', separator: '', close: '' };
+  readonly headsBeside: boolean;
 
-  constructor(limits: BatchLimits) {
+  constructor(limits: BatchLimits, headsBeside: boolean) {
     this.limits = limits;
+    this.headsBeside = headsBeside;
   }
 
   encode(record: StreamRecord): Item {
     // Each line with its line feed, so that the sizes add up to the body's.
     return [record.json, '\n'];
+  }
+}
+
+/** One JSON array of the records (an https collector with `body: json`), within the destination's limits. */
+class JsonArrayItems implements ItemEncoder {
+  readonly limits: BatchLimits;
+  readonly framing: BodyFraming = { open: '[', separator: ',', close: ']' };
+  readonly headsBeside: boolean;
+
+  constructor(limits: BatchLimits, headsBeside: boolean) {
+    this.limits = limits;
+    this.headsBeside = headsBeside;
+  }
+
+  encode(record: StreamRecord): Item {
+    return [record.json];
   }
 }

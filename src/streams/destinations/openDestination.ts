@@ -36,7 +36,7 @@ export function openDestination(
       return new DatadogLogs(destination, poster());
     case 'https':
       if (signingSecret === undefined) throw new Error('an https stream needs its signing secret');
-      return new HttpsCollector(destination.url, signingSecret, poster());
+      return new HttpsCollector(destination, signingSecret, poster());
     case 's3':
       return new S3Objects(destination, options);
   }

@@ -144,7 +144,7 @@ const batches: string[][] = [];
 for (let position = 0; position < EVENTS; position += 5000) {
   const rows = new BinaryRows(await copyLeafDocuments(db, 'backlog', position, 5000, { actionPrefixes: [], phiInvolved: undefined }));
   const span = { streamId: 'bare', tenantId: 'backlog', firstLeaf: position, lastLeaf: position + 4999 };
-  for (const batch of cutBatches(hec, hec.limits, span, recordsOfLeafRows('native', 'backlog', rows), head))
+  for (const batch of cutBatches(hec, hec.limits, span, recordsOfLeafRows('native', '1.7.0', 'backlog', rows), head))
     batches.push(gunzipSync(batch.encoded.body).toString('utf8').split('\n'));
 }
 

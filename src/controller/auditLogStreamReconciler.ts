@@ -172,6 +172,7 @@ function managedSpec(spec: AuditLogStreamSpec, credentials: Record<string, strin
     destination,
     signingSecret: type === 'https' ? credentials.signingSecret : undefined,
     format: spec.format ?? 'native',
+    ocsfVersion: spec.ocsfVersion,
     filter,
     startAt: spec.startAt,
     treeHeads: spec.treeHeads ?? true,

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { TENANT_ID_PATTERN } from '../events/eventFields.ts';
 import { DNS_SUBDOMAIN_MAX_LENGTH, DNS_SUBDOMAIN_PATTERN } from '../platform/kubernetesNames.ts';
+import { DEFAULT_OCSF_VERSION, OCSF_VERSIONS } from '../streams/ocsf.ts';
 import { DESTINATION_TYPES, STREAM_FILTER_MAX_ENTRIES, STREAM_FORMATS } from '../streams/streamRules.ts';
 import { WEBHOOK_FILTER_ENTRY_MAX_LENGTH, WEBHOOK_FILTER_ENTRY_PATTERN, WEBHOOK_URL_MAX_LENGTH } from '../webhooks/webhookRules.ts';
 import { conditions, controllerClass, controllerClassImmutable, readyColumns, type ResourceKind } from './resources.ts';
@@ -70,6 +71,12 @@ export const auditLogStreamSpecSchema = z
         ],
       }),
     format: z.enum(STREAM_FORMATS).optional().meta({ description: 'native (default) or ocsf.' }),
+    ocsfVersion: z
+      .enum(OCSF_VERSIONS)
+      .optional()
+      .meta({
+        description: `format ocsf only: the OCSF release of the records; absent: ${DEFAULT_OCSF_VERSION}, or the release the stream already has.`,
+      }),
     filter: z
       .object({
         actionPrefixes: z

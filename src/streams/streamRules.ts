@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseTimestampCeilMs } from '../events/eventFields.ts';
+import { DEFAULT_OCSF_VERSION, OCSF_VERSIONS, type OcsfVersion } from './ocsf.ts';
 import {
   WEBHOOK_FILTER_ENTRY_MAX_LENGTH,
   WEBHOOK_FILTER_ENTRY_PATTERN,
@@ -25,7 +26,7 @@ export const DESTINATION_TYPES = ['splunk_hec', 'datadog', 'https', 's3'] as con
 export type DestinationType = (typeof DESTINATION_TYPES)[number];
 export const STREAM_FORMATS = ['native', 'ocsf'] as const;
 /** How an https destination frames a batch's records: lines of NDJSON, or one JSON array. */
-export const HTTPS_BODIES = ['ndjson', 'json'] as const;
+const HTTPS_BODIES = ['ndjson', 'json'] as const;
 export type StreamFormat = (typeof STREAM_FORMATS)[number];
 
 /** A destination URL: the webhook rules (https, no credentials, no fragment), and for a base URL no query either. */
@@ -150,16 +151,34 @@ export function startAtMs(value: string | undefined): number | undefined {
 
 /** POST /audit/streams. Unknown fields are refused: a misspelt filter must not mean "every event". */
 export function streamCreationSchema(policy: WebhookUrlPolicy) {
-  return z.strictObject({
-    destination: destinationSchema(policy),
-    format: z.enum(STREAM_FORMATS).default('native'),
-    filter: streamFilterSchema.optional(),
-    start_at: startAtSchema.optional(),
-    tree_heads: z
-      .boolean()
-      .default(true)
-      .meta({ description: "Whether each batch carries the tenant's latest signed tree head (docs/streams.md)." }),
+  return z
+    .strictObject({
+      destination: destinationSchema(policy),
+      format: z.enum(STREAM_FORMATS).default('native'),
+      ocsf_version: ocsfVersionSchema,
+      filter: streamFilterSchema.optional(),
+      start_at: startAtSchema.optional(),
+      tree_heads: z
+        .boolean()
+        .default(true)
+        .meta({ description: "Whether each batch carries the tenant's latest signed tree head (docs/streams.md)." }),
+    })
+    .superRefine((creation, ctx) => {
+      if (creation.format !== 'ocsf' && creation.ocsf_version !== undefined)
+        ctx.addIssue({ code: 'custom', path: ['ocsf_version'], message: 'only an ocsf stream has an OCSF version' });
+    });
+}
+
+const ocsfVersionSchema = z
+  .enum(OCSF_VERSIONS)
+  .optional()
+  .meta({
+    description: `format ocsf only: the OCSF release of the records, ${DEFAULT_OCSF_VERSION} by default (1.3.0 for streams that need it).`,
   });
+
+/** The OCSF release a stream of `format` emits: none for native; the one asked for, or else the default. */
+export function streamOcsfVersion(format: StreamFormat, asked: OcsfVersion | undefined): OcsfVersion | null {
+  return format === 'ocsf' ? (asked ?? DEFAULT_OCSF_VERSION) : null;
 }
 
 export type StreamCreation = z.output<ReturnType<typeof streamCreationSchema>>;

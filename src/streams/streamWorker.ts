@@ -11,6 +11,7 @@ import type { ChunkPreparer } from './chunkPreparer.ts';
 import { type Chunk, ChunksAhead } from './chunksAhead.ts';
 import type { Destination, SendOutcome } from './destinations/destination.ts';
 import { itemEncoderOf } from './destinations/itemEncoders.ts';
+import { DEFAULT_OCSF_VERSION } from './ocsf.ts';
 import { treeHeadRecord } from './records.ts';
 import { lagPast, streamLag } from './streamLag.ts';
 import { advancePosition, recordFailure, startPosition } from './streamLeaseStore.ts';
@@ -282,6 +283,7 @@ export class StreamWorker {
       rows,
       destination: this.destinationInput,
       format: this.stream.format,
+      ocsfVersion: this.stream.ocsfVersion ?? DEFAULT_OCSF_VERSION,
       span: { streamId: this.stream.id, tenantId, firstLeaf: position, lastLeaf: end },
       limits: { ...this.limits },
       head: head && treeHeadRecord(head, position),

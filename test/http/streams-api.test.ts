@@ -100,6 +100,8 @@ describe('/api/v2/public/audit/streams', function () {
       [{ destination: hecDestination(), filters: { phi_involved: true } }, 'filters'],
       [{ destination: hecDestination(), start_at: '2999-01-01T00:00:00Z' }, 'start_at'],
       [{ destination: hecDestination(), filter: { action_prefixes: ['PHI READ'] } }, 'filter.action_prefixes.0'],
+      [{ destination: hecDestination(), format: 'ocsf', ocsf_version: '1.1.0' }, 'ocsf_version'],
+      [{ destination: hecDestination(), ocsf_version: '1.7.0' }, 'ocsf_version'],
       [
         { destination: { type: 's3', bucket: 'Bad_Bucket', prefix: 'a', region: 'eu-west-1', access_key_id: 'k', secret_access_key: 's' } },
         'destination.bucket',
@@ -129,6 +131,16 @@ describe('/api/v2/public/audit/streams', function () {
       expect(response.json).to.deep.equal(unknown.json);
     }
     expect((await call(`${service.baseUrl}/audit/streams/${stream.id}`, { key: reader })).json.stream.status).to.equal('active');
+  });
+
+  it('gives an ocsf stream OCSF 1.7.0 unless it asks for 1.3.0, and a native one none', async () => {
+    expect((await create(writer, { destination: hecDestination(), format: 'ocsf' })).json.stream.ocsf_version).to.equal('1.7.0');
+    const older = await create(writer, { destination: hecDestination(), format: 'ocsf', ocsf_version: '1.3.0' });
+    expect(older.json.stream).to.include({ format: 'ocsf', ocsf_version: '1.3.0' });
+    expect((await call(`${service.baseUrl}/audit/streams/${older.json.stream.id}`, { key: reader })).json.stream.ocsf_version).to.equal(
+      '1.3.0',
+    );
+    expect((await create(writer, { destination: hecDestination() })).json.stream.ocsf_version).to.equal(null);
   });
 
   it('pauses, resumes, tests and deletes', async () => {

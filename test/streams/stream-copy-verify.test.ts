@@ -18,6 +18,7 @@ import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integr
 import { freePort } from '../support/ports.ts';
 import { TEST_ENCRYPTION_KEY, testLogger } from '../support/service.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
+import { OcsfValidator } from '../support/ocsfValidator.ts';
 import { waitFor } from '../support/wait.ts';
 import { testStreamRegistry } from '../support/streamRegistry.ts';
 
@@ -214,8 +215,11 @@ describe('log streams: verifying a SIEM copy offline', function () {
     await waitFor(() => caughtUp('initech', stream.id), 'the batches', 60_000);
     const records = await objects('ocsf/initech/');
     expect(records.length).to.be.greaterThan(0);
+    // Every record an OCSF event, valid by the schema of OCSF 1.7.0 (the default release).
+    const validator = new OcsfValidator('1.7.0');
     for (const { bytes } of records)
-      for (const line of gunzipSync(bytes).toString('utf8').trimEnd().split('\n')) expect(JSON.parse(line)).to.have.property('class_uid');
+      for (const line of gunzipSync(bytes).toString('utf8').trimEnd().split('\n'))
+        expect(validator.problems(JSON.parse(line))).to.deep.equal([]);
     const heads = await objects('ocsf/_tree_heads/initech/');
     expect(heads.length).to.be.greaterThan(0);
     const files = [...records, ...heads].map(({ key, bytes }, index) => {
@@ -236,14 +240,16 @@ describe('log streams: verifying a SIEM copy offline', function () {
     await write('globex', 7);
     const { stream } = await registry.create(
       'globex',
-      { destination: { type: 'https', url: collector.url }, format: 'ocsf', start_at: '2020-01-01T00:00:00Z' },
+      { destination: { type: 'https', url: collector.url }, format: 'ocsf', ocsf_version: '1.3.0', start_at: '2020-01-01T00:00:00Z' },
       ACTOR,
     );
     await sealer.sealNow();
     await waitFor(() => caughtUp('globex', stream.id), 'the batches', 60_000);
     const texts = collector.received.map((delivery) => gunzipSync(delivery.rawBody).toString('utf8'));
-    // Nothing but OCSF events in the bodies: the tree heads came in a header, which the receiver keeps.
-    for (const line of texts.flatMap((text) => text.trimEnd().split('\n'))) expect(JSON.parse(line)).to.have.property('class_uid');
+    // Nothing but OCSF 1.3.0 events in the bodies, the release the stream asked for: the tree heads came in a
+    // header, which the receiver keeps.
+    const validator = new OcsfValidator('1.3.0');
+    for (const line of texts.flatMap((text) => text.trimEnd().split('\n'))) expect(validator.problems(JSON.parse(line))).to.deep.equal([]);
     const heads = collector.received.map((delivery) =>
       Buffer.from(String(delivery.headers['x-audit-tree-head']), 'base64url').toString('utf8'),
     );

@@ -2,6 +2,7 @@ import Router from '@koa/router';
 import { z } from 'zod';
 import { standardWebhooksSecretOf } from '../../client/webhookSignature.ts';
 import { NotFoundError } from '../../platform/errors.ts';
+import { OCSF_VERSIONS } from '../../streams/ocsf.ts';
 import type { StreamRegistry, StreamState } from '../../streams/streamRegistry.ts';
 import { STREAM_ID_PATTERN, streamCreationSchema, streamFilterSchema } from '../../streams/streamRules.ts';
 import type { LogStream } from '../../streams/streamStore.ts';
@@ -23,6 +24,7 @@ const logStreamSchema = z
       .looseObject({ type: z.enum(['splunk_hec', 'datadog', 'https', 's3']) })
       .meta({ description: 'The destination as created, without its secret (token, api_key, secret_access_key).' }),
     format: z.enum(['native', 'ocsf']),
+    ocsf_version: z.enum(OCSF_VERSIONS).nullable().meta({ description: 'The OCSF release of an ocsf stream’s records; null for native.' }),
     filter: streamFilterSchema,
     tree_heads: z.boolean(),
     start_at: z.string().meta({ format: 'date-time' }),
@@ -68,6 +70,7 @@ function toApi(state: StreamState) {
     status: state.status,
     destination: { type: stream.destinationType, ...stream.destination },
     format: stream.format,
+    ocsf_version: stream.ocsfVersion,
     filter: stream.filter,
     tree_heads: stream.treeHeads,
     start_at: stream.startAt.toISOString(),

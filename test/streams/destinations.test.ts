@@ -15,7 +15,7 @@ import type { Destination, EncodedBatch, JsonWriter } from '../../src/streams/de
 import { type ItemEncoder, itemEncoderOf } from '../../src/streams/destinations/itemEncoders.ts';
 import { openDestination } from '../../src/streams/destinations/openDestination.ts';
 import type { S3Objects } from '../../src/streams/destinations/s3Objects.ts';
-import { eventRecord, treeHeadRecord, type StreamRecord } from '../../src/streams/records.ts';
+import { eventRecord, testRecord, treeHeadRecord, type StreamRecord } from '../../src/streams/records.ts';
 import type { DestinationInput, StreamFormat } from '../../src/streams/streamRules.ts';
 import { newEvent } from '../support/events.ts';
 import { freePort } from '../support/ports.ts';
@@ -184,10 +184,14 @@ describe('stream destinations, each against a receiver of its real protocol', fu
       expect(datadog.logs[1]).not.to.have.property('timestamp');
     });
 
-    it('nests an ocsf record under ocsf', async () => {
+    it('nests an ocsf record under ocsf, an ocsf test record too', async () => {
       const destination = open({ type: 'datadog', url: datadog.url, api_key: 'dd-key' }, 'ocsf');
       await destination.send(batchOf(destination, records('ocsf', 1)));
       expect(datadog.logs[0]!.ocsf).to.include({ class_uid: 6005 });
+      const test = testRecord(STREAM_ID, 'tenant-a', { format: 'ocsf', ocsfVersion: '1.7.0' });
+      await destination.send(batchOf(destination, [test]));
+      expect(datadog.logs[1]).to.include({ message: 'test', ddtags: 'tenant:tenant-a,record:test' });
+      expect(datadog.logs[1]!.ocsf).to.include({ class_uid: 0, activity_name: 'stream.test' });
     });
 
     it('is refused for an invalid key, retried on 503, and the intake refuses more than 1,000 entries', async () => {

@@ -88,6 +88,10 @@ export class DatadogItems implements ItemEncoder {
 
   encode(record: StreamRecord): Item {
     const tags = [`tenant:${record.tenantId}`, ...this.tags].join(',');
+    if (record.kind === 'test' && this.attribute === 'ocsf') {
+      // An ocsf stream's test record is an OCSF event (ocsf.ts): nested as the events are.
+      return [`{${this.sharedMembers},"ddtags":${JSON.stringify(`${tags},record:test`)},"message":"test","ocsf":`, record.json, '}'];
+    }
     if (record.kind !== 'event') {
       // The record is {"tree_head": …} or {"stream_test": …}: its member joins the entry's.
       return [

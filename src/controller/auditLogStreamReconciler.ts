@@ -153,14 +153,48 @@ function streamHealth(stream: LogStream, status: 'active' | 'paused' | 'failing'
 
 /** The resource's spec in the public API's terms, the Secret's credentials in their members. */
 function managedSpec(spec: AuditLogStreamSpec, credentials: Record<string, string>): ManagedStreamSpec {
-  const { type, url, index, source, sourcetype, service, tags, bucket, prefix, region, endpoint, forcePathStyle } = spec.destination;
+  const {
+    type,
+    url,
+    index,
+    source,
+    sourcetype,
+    service,
+    tags,
+    bucket,
+    prefix,
+    region,
+    endpoint,
+    forcePathStyle,
+    body,
+    username,
+    exchange,
+    routingKey,
+  } = spec.destination;
   const secrets = {
     splunk_hec: { token: credentials.token },
     datadog: { api_key: credentials.apiKey },
     https: {},
     s3: { access_key_id: credentials.accessKeyId, secret_access_key: credentials.secretAccessKey },
+    amqp: { password: credentials.password },
   }[type];
-  const members = { url, index, source, sourcetype, service, tags, bucket, prefix, region, endpoint, force_path_style: forcePathStyle };
+  const members = {
+    url,
+    index,
+    source,
+    sourcetype,
+    service,
+    tags,
+    bucket,
+    prefix,
+    region,
+    endpoint,
+    force_path_style: forcePathStyle,
+    body,
+    username,
+    exchange,
+    routing_key: routingKey,
+  };
   // Members of another type are passed on, so that the API's rules refuse them by name.
   const destination = { type, ...Object.fromEntries(Object.entries(members).filter(([, value]) => value !== undefined)), ...secrets };
   const filter = spec.filter && {

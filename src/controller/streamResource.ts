@@ -19,6 +19,7 @@ export const STREAM_SECRET_KEYS = {
   datadog: ['apiKey'],
   https: ['signingSecret'],
   s3: ['accessKeyId', 'secretAccessKey'],
+  amqp: ['password'],
 } as const satisfies Record<(typeof DESTINATION_TYPES)[number], readonly string[]>;
 
 const text = (what: string, max = 256) => z.string().min(1).max(max).optional().meta({ description: what });
@@ -38,11 +39,10 @@ export const auditLogStreamSpecSchema = z
     destination: z
       .object({
         type: z.enum(DESTINATION_TYPES),
-        url: z
-          .string()
-          .max(WEBHOOK_URL_MAX_LENGTH)
-          .optional()
-          .meta({ description: 'splunk_hec, datadog, https: the base URL or collector, as in the public API. Public https only.' }),
+        url: z.string().max(WEBHOOK_URL_MAX_LENGTH).optional().meta({
+          description:
+            'splunk_hec, datadog, https: the base URL or collector, as in the public API (public https only); amqp: the broker, amqps://host[:port][/vhost].',
+        }),
         index: text('splunk_hec: the index.'),
         source: text('splunk_hec: the HEC source.'),
         sourcetype: text('splunk_hec: the HEC sourcetype.'),
@@ -53,13 +53,17 @@ export const auditLogStreamSpecSchema = z
         region: text('s3: the region.', 64),
         endpoint: text('s3: an S3-compatible endpoint; absent: AWS S3.', WEBHOOK_URL_MAX_LENGTH),
         forcePathStyle: z.boolean().optional().meta({ description: 's3: address the bucket in the path.' }),
+        body: z.enum(['ndjson', 'json']).optional().meta({ description: 'https: ndjson (default) or json, one JSON array a batch.' }),
+        username: text('amqp: the broker user.'),
+        exchange: text('amqp: the exchange records are published to; it must exist.', 255),
+        routingKey: text('amqp: the routing key, {tenant} replaced by the tenant id; default audit.<format>.{tenant}.', 255),
         secretRef: z
           .object({
             name: z.string().min(1).max(DNS_SUBDOMAIN_MAX_LENGTH).regex(DNS_SUBDOMAIN_PATTERN),
           })
           .meta({
             description:
-              'A Secret in the same namespace holding the credentials: token (splunk_hec), apiKey (datadog), signingSecret (https), accessKeyId and secretAccessKey (s3). Changes to it are picked up.',
+              'A Secret in the same namespace holding the credentials: token (splunk_hec), apiKey (datadog), signingSecret (https), accessKeyId and secretAccessKey (s3), password (amqp). Changes to it are picked up.',
           }),
       })
       .meta({
@@ -124,7 +128,7 @@ export type AuditLogStreamSpec = z.output<typeof auditLogStreamSpecSchema>;
 
 export const AUDIT_LOG_STREAM: ResourceKind = {
   kind: 'AuditLogStream',
-  schemaVersion: 1,
+  schemaVersion: 2,
   plural: 'auditlogstreams',
   singular: 'auditlogstream',
   shortNames: ['atstream'],

@@ -74,11 +74,13 @@ export function singleBatch(encoder: ItemEncoder, span: ChunkSpan, record: Strea
 }
 
 /**
- * A batch's body as it grows, in a scratch buffer reused from batch to batch; finish() gzips it. The sizes are
+ * A batch's body as it grows, in a scratch buffer reused from batch to batch; finish() gzips it (unless the
+ * destination sends it unpacked). The sizes are
  * the destination's framing's, exactly: what limits.maxBytes bounds (before compression).
  */
 class BodyWriter {
   private readonly framing: ItemEncoder['framing'];
+  private readonly gzip: boolean;
   private readonly separatorBytes: number;
   private readonly closeBytes: number;
   private scratch: Buffer;
@@ -87,6 +89,7 @@ class BodyWriter {
 
   constructor(encoder: ItemEncoder, expectedBytes: number) {
     this.framing = encoder.framing;
+    this.gzip = encoder.gzip;
     this.separatorBytes = Buffer.byteLength(this.framing.separator);
     this.closeBytes = Buffer.byteLength(this.framing.close);
     this.scratch = Buffer.allocUnsafe(Math.min(Math.max(expectedBytes, 4096), 8_000_000));
@@ -114,7 +117,9 @@ class BodyWriter {
   finish(): Buffer {
     this.reserve(this.length + this.closeBytes);
     this.length += this.scratch.write(this.framing.close, this.length);
-    return gzipSync(this.scratch.subarray(0, this.length));
+    const body = this.scratch.subarray(0, this.length);
+    // Copied when not compressed: the scratch buffer is the next batch's.
+    return this.gzip ? gzipSync(body) : Buffer.from(body);
   }
 
   private reserve(bytes: number): void {

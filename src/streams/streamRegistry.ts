@@ -195,7 +195,7 @@ export async function streamState(db: Queryable, stream: LogStream, clock: Clock
 /** Sends one test record to a stream's destination. */
 async function sendTestRecord(stream: LogStream, box: SecretBox, options: DestinationOptions): Promise<TestSend> {
   const { destination, signingSecret } = destinationOf(stream, box);
-  const target = openDestination(destination, signingSecret, options);
+  const target = openDestination(destination, signingSecret, options, stream.format);
   const started = performance.now();
   try {
     const record = testRecord(stream.id, stream.ownerTenantId ?? '', stream);

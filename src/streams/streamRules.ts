@@ -4,6 +4,7 @@ import { DEFAULT_OCSF_VERSION, OCSF_VERSIONS, type OcsfVersion } from './ocsf.ts
 import {
   WEBHOOK_FILTER_ENTRY_MAX_LENGTH,
   WEBHOOK_FILTER_ENTRY_PATTERN,
+  WEBHOOK_URL_MAX_LENGTH,
   webhookUrlProblem,
   type WebhookUrlPolicy,
 } from '../webhooks/webhookRules.ts';
@@ -22,7 +23,7 @@ const LABEL_MAX_LENGTH = 256;
 const SECRET_MAX_LENGTH = 512;
 const TAGS_MAX = 50;
 
-export const DESTINATION_TYPES = ['splunk_hec', 'datadog', 'https', 's3'] as const;
+export const DESTINATION_TYPES = ['splunk_hec', 'datadog', 'https', 's3', 'amqp'] as const;
 export type DestinationType = (typeof DESTINATION_TYPES)[number];
 export const STREAM_FORMATS = ['native', 'ocsf'] as const;
 /** How an https destination frames a batch's records: lines of NDJSON, or one JSON array. */
@@ -40,6 +41,37 @@ function destinationUrl(policy: WebhookUrlPolicy, what: string) {
     })
     .meta({ description: what });
 }
+
+/**
+ * An AMQP 0-9-1 broker: `amqps://host[:port][/vhost]` (`amqp://` only where plain http is allowed), the
+ * credentials in members of their own, never in the URL (it is shown by the API and logged).
+ */
+function brokerUrl(policy: WebhookUrlPolicy) {
+  return z
+    .string()
+    .max(WEBHOOK_URL_MAX_LENGTH)
+    .superRefine((value, ctx) => {
+      const problem = brokerUrlProblem(value, policy);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    })
+    .meta({ description: 'The broker, amqps://host[:port][/vhost] (5671 by default; the vhost percent-encoded, absent: "/").' });
+}
+
+function brokerUrlProblem(value: string, policy: WebhookUrlPolicy): string | undefined {
+  if (!URL.canParse(value)) return 'must be an absolute URL';
+  const url = new URL(value);
+  const schemes = policy.allowHttp ? ['amqps:', 'amqp:'] : ['amqps:'];
+  if (!schemes.includes(url.protocol)) return policy.allowHttp ? 'must use amqps or amqp' : 'must use amqps';
+  if (url.username !== '' || url.password !== '') return 'must not contain credentials: give username and password';
+  if (url.hostname === '') return 'must name a host';
+  if (url.search !== '' || url.hash !== '') return 'must not contain a query or a fragment';
+  if (url.port === '0') return 'must not use port 0';
+  if (url.pathname.length > 1 && url.pathname.slice(1).includes('/')) return 'must name at most one vhost (percent-encode a / in it)';
+  return undefined;
+}
+
+/** AMQP exchange names and routing keys are short strings of at most 255 bytes. */
+const AMQP_NAME = /^[A-Za-z0-9_.:-]{1,255}$/;
 
 const secret = (what: string) =>
   z
@@ -95,6 +127,22 @@ export function destinationSchema(policy: WebhookUrlPolicy) {
         description:
           'ndjson (the default): one record a line; json: one JSON array of the records, the payload the Standard Webhooks libraries parse by default.',
       }),
+    }),
+    z.strictObject({
+      type: z.literal('amqp'),
+      url: brokerUrl(policy),
+      username: z.string().min(1).max(LABEL_MAX_LENGTH).meta({ description: 'The broker user.' }),
+      password: secret('The broker user’s password.'),
+      exchange: z
+        .string()
+        .regex(AMQP_NAME, 'must be an exchange name: letters, digits, - _ . :')
+        .meta({ description: 'The exchange the records are published to; it must exist (it is never declared).' }),
+      routing_key: z
+        .string()
+        .max(255)
+        .regex(/^[A-Za-z0-9_.:{}-]*$/, 'must be a routing key of letters, digits, - _ . : and {tenant}')
+        .optional()
+        .meta({ description: 'The routing key of every record; {tenant} is replaced by the tenant id. Default audit.<format>.{tenant}.' }),
     }),
     z.strictObject({
       type: z.literal('s3'),

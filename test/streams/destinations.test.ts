@@ -76,7 +76,7 @@ describe('stream destinations, each against a receiver of its real protocol', fu
   this.timeout(30_000);
   const opened: Destination[] = [];
   const open = (destination: DestinationInput, format: StreamFormat = 'native', secret?: string, options = OPTIONS) => {
-    const result = openDestination(destination, secret, options);
+    const result = openDestination(destination, secret, options, format);
     encoders.set(result, itemEncoderOf(destination, format));
     opened.push(result);
     return result;

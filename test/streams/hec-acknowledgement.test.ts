@@ -46,11 +46,12 @@ describe('log streams: Splunk HEC indexer acknowledgement', function () {
   let hec: SplunkHecReceiver;
   const opened: Destination[] = [];
   const open = (hecAckTimeoutMs: number) => {
-    const destination = openDestination({ ...HEC, url: hec.url }, undefined, {
-      timeoutMs: 5_000,
-      allowPrivateTargets: true,
-      hecAckTimeoutMs,
-    });
+    const destination = openDestination(
+      { ...HEC, url: hec.url },
+      undefined,
+      { timeoutMs: 5_000, allowPrivateTargets: true, hecAckTimeoutMs },
+      'native',
+    );
     opened.push(destination);
     return destination;
   };
@@ -102,10 +103,12 @@ describe('log streams: Splunk HEC indexer acknowledgement', function () {
   });
 
   it('takes a 200 without an ackId (a token without acknowledgement) as delivered, asking nothing more', async () => {
-    const destination = openDestination({ ...HEC, token: 'plain-token', url: hec.url }, undefined, {
-      timeoutMs: 5_000,
-      allowPrivateTargets: true,
-    });
+    const destination = openDestination(
+      { ...HEC, token: 'plain-token', url: hec.url },
+      undefined,
+      { timeoutMs: 5_000, allowPrivateTargets: true },
+      'native',
+    );
     opened.push(destination);
     expect(await destination.send(batch(2))).to.deep.equal({ kind: 'delivered' });
     expect(hec.ackQueries).to.have.length(0);

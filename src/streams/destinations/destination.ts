@@ -60,7 +60,7 @@ export interface EncodedBatch {
   /** The leaves the batch covers, filtered-out events included: [firstLeaf, lastLeaf]. */
   readonly firstLeaf: number;
   readonly lastLeaf: number;
-  /** The request body: its items framed as the destination's protocol frames them, gzipped (streams/batches.ts). */
+  /** The request body: its items framed as the destination's protocol frames them, gzipped unless ItemEncoder.gzip is off (streams/batches.ts). */
   readonly body: Buffer;
   /** When the batch was first put together: its S3 object is dated by it, whatever the retries. */
   readonly createdAtMs: number;

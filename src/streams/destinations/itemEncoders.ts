@@ -17,6 +17,8 @@ export interface ItemEncoder {
    * consumer must never meet anything else. HEC and Datadog keep heads apart in their own envelope.
    */
   readonly headsBeside: boolean;
+  /** Whether the body is gzipped: every HTTP destination's is; an AMQP batch is split into messages instead. */
+  readonly gzip: boolean;
   /** The protocol's item for one record; its length in the body (itemBytes) counts towards limits.maxBytes. */
   encode(record: StreamRecord): Item;
 }
@@ -34,6 +36,9 @@ export function itemEncoderOf(destination: DestinationInput, format: StreamForma
         : new NdjsonItems({ maxItems: 5000, maxBytes: 5_000_000 }, format === 'ocsf');
     case 's3':
       return new NdjsonItems({ maxItems: 10_000, maxBytes: 8_000_000 }, format === 'ocsf');
+    case 'amqp':
+      // One message a record, confirmed together: a batch bounds what one confirmation waits for.
+      return new NdjsonItems({ maxItems: 2000, maxBytes: 4_000_000 }, format === 'ocsf', false);
   }
 }
 
@@ -44,6 +49,7 @@ export function itemEncoderOf(destination: DestinationInput, format: StreamForma
 export class HecItems implements ItemEncoder {
   readonly limits: BatchLimits = { maxItems: 10_000, maxBytes: 1_000_000 };
   readonly headsBeside = false;
+  readonly gzip = true;
   readonly framing: BodyFraming = { open: '', separator: '\n', close: '' };
   /** The members every record shares, after `time`, as JSON text: `,"host":…,"source":…(,"index":…)`. */
   private readonly sharedMembers: string;
@@ -76,6 +82,7 @@ export class DatadogItems implements ItemEncoder {
   readonly limits: BatchLimits = { maxItems: 1000, maxBytes: 5_000_000 };
   readonly framing: BodyFraming = { open: '[', separator: ',', close: ']' };
   readonly headsBeside = false;
+  readonly gzip = true;
   private readonly tags: readonly string[];
   private readonly attribute: string;
   private readonly sharedMembers: string;
@@ -107,15 +114,17 @@ export class DatadogItems implements ItemEncoder {
   }
 }
 
-/** NDJSON, one record a line (a plain HTTPS collector, S3 objects), within the destination's limits. */
+/** NDJSON, one record a line (a plain HTTPS collector, S3 objects, an AMQP batch), within the destination's limits. */
 class NdjsonItems implements ItemEncoder {
   readonly limits: BatchLimits;
   readonly framing: BodyFraming = { open: '', separator: '', close: '' };
   readonly headsBeside: boolean;
+  readonly gzip: boolean;
 
-  constructor(limits: BatchLimits, headsBeside: boolean) {
+  constructor(limits: BatchLimits, headsBeside: boolean, gzip = true) {
     this.limits = limits;
     this.headsBeside = headsBeside;
+    this.gzip = gzip;
   }
 
   encode(record: StreamRecord): Item {
@@ -129,6 +138,7 @@ class JsonArrayItems implements ItemEncoder {
   readonly limits: BatchLimits;
   readonly framing: BodyFraming = { open: '[', separator: ',', close: ']' };
   readonly headsBeside: boolean;
+  readonly gzip = true;
 
   constructor(limits: BatchLimits, headsBeside: boolean) {
     this.limits = limits;

@@ -1,4 +1,5 @@
-import type { DestinationInput } from '../streamRules.ts';
+import type { DestinationInput, StreamFormat } from '../streamRules.ts';
+import { AmqpBroker } from './amqpBroker.ts';
 import { DatadogLogs } from './datadogLogs.ts';
 import type { Destination } from './destination.ts';
 import { HttpPoster } from './httpPoster.ts';
@@ -18,12 +19,14 @@ export interface DestinationOptions {
 
 /**
  * The destination of a stream, with its secrets: the destination as created (secrets included, opened from
- * the stream's secret box) and, for `https`, the signing secret the service generated.
+ * the stream's secret box) and, for `https`, the signing secret the service generated; `format` is the
+ * stream's (an AMQP broker names it in its routing key and message type).
  */
 export function openDestination(
   destination: DestinationInput,
   signingSecret: string | undefined,
   options: DestinationOptions,
+  format: StreamFormat,
 ): Destination {
   const poster = () => new HttpPoster(options);
   switch (destination.type) {
@@ -39,5 +42,7 @@ export function openDestination(
       return new HttpsCollector(destination, signingSecret, poster());
     case 's3':
       return new S3Objects(destination, options);
+    case 'amqp':
+      return new AmqpBroker(destination, { ...options, format });
   }
 }

@@ -106,28 +106,42 @@ export class AmqpBroker implements Destination {
       timestamp: Math.floor(Date.now() / 1000),
     };
     const headers = { 'x-audit-stream-id': batch.streamId, 'x-audit-tenant-id': batch.tenantId };
+    // The broker's reason for closing the channel (a missing exchange: 404) comes as an error just before the
+    // close, and is what the batch's outcome reports, rather than the "channel closed" of what was pending.
+    let channelError: Error | undefined;
+    const onError = (error: Error) => {
+      channelError = error;
+    };
+    channel.on('error', onError);
     const closed = once(channel, 'close').then(() => {
       throw new Error('the channel closed');
     });
     closed.catch(() => undefined);
-    const { body } = batch;
-    let start = 0;
-    let first = true;
-    while (start < body.length) {
-      const end = body.indexOf(0x0a, start);
-      const content = body.subarray(start, end < 0 ? body.length : end);
-      start = end < 0 ? body.length : end + 1;
-      const messageHeaders = first && batch.treeHead !== undefined ? { ...headers, 'x-audit-tree-head': batch.treeHead } : headers;
-      first = false;
-      // false: the socket's buffer is full; go on once it drains (or the channel closes).
-      if (!channel.publish(exchange, routingKey, content, { ...properties, headers: messageHeaders }))
-        await Promise.race([once(channel, 'drain'), closed]);
+    try {
+      const { body } = batch;
+      let start = 0;
+      let first = true;
+      while (start < body.length) {
+        const end = body.indexOf(0x0a, start);
+        const content = body.subarray(start, end < 0 ? body.length : end);
+        start = end < 0 ? body.length : end + 1;
+        const messageHeaders = first && batch.treeHead !== undefined ? { ...headers, 'x-audit-tree-head': batch.treeHead } : headers;
+        first = false;
+        // false: the socket's buffer is full; go on once it drains (or the channel closes).
+        if (!channel.publish(exchange, routingKey, content, { ...properties, headers: messageHeaders }))
+          await Promise.race([once(channel, 'drain'), closed]);
+      }
+      await Promise.race([channel.waitForConfirms(), closed, deadline(this.options.timeoutMs, signal)]);
+    } catch (error) {
+      throw channelError ?? error;
+    } finally {
+      channel.off('error', onError);
     }
-    await Promise.race([channel.waitForConfirms(), closed, deadline(this.options.timeoutMs, signal)]);
   }
 
   private connected(): Promise<{ model: ChannelModel; channel: ConfirmChannel }> {
-    this.open ??= (async () => {
+    if (this.open) return this.open;
+    const opening = (async () => {
       const { url, options, settings } = this;
       const model = await connect(
         {
@@ -143,12 +157,18 @@ export class AmqpBroker implements Destination {
       );
       // A connection or channel that fails between batches is noticed by the next send, which opens another.
       model.on('error', () => undefined);
-      model.on('close', () => this.reset());
+      model.on('close', () => {
+        if (this.open === opening) this.open = undefined;
+      });
       const channel = await model.createConfirmChannel();
       channel.on('error', () => undefined);
+      channel.on('close', () => {
+        if (this.open === opening) this.reset();
+      });
       return { model, channel };
     })();
-    return this.open;
+    this.open = opening;
+    return opening;
   }
 
   private reset(): void {

@@ -103,6 +103,15 @@ describe('/api/v2/public/audit/streams', function () {
       [{ destination: hecDestination(), format: 'ocsf', ocsf_version: '1.1.0' }, 'ocsf_version'],
       [{ destination: hecDestination(), ocsf_version: '1.7.0' }, 'ocsf_version'],
       [
+        { destination: { type: 'amqp', url: 'amqps://u:p@broker.example.com', username: 'u', password: 'p', exchange: 'audit' } },
+        'destination.url',
+      ],
+      [
+        { destination: { type: 'amqp', url: 'https://broker.example.com', username: 'u', password: 'p', exchange: 'audit' } },
+        'destination.url',
+      ],
+      [{ destination: { type: 'amqp', url: 'amqp://127.0.0.1', username: 'u', password: 'p', exchange: 'a b' } }, 'destination.exchange'],
+      [
         { destination: { type: 's3', bucket: 'Bad_Bucket', prefix: 'a', region: 'eu-west-1', access_key_id: 'k', secret_access_key: 's' } },
         'destination.bucket',
       ],
@@ -131,6 +140,26 @@ describe('/api/v2/public/audit/streams', function () {
       expect(response.json).to.deep.equal(unknown.json);
     }
     expect((await call(`${service.baseUrl}/audit/streams/${stream.id}`, { key: reader })).json.stream.status).to.equal('active');
+  });
+
+  it('creates an AMQP stream and never shows its password', async () => {
+    const destination = {
+      type: 'amqp',
+      url: 'amqp://127.0.0.1:5672/audit',
+      username: 'siem',
+      password: 'broker-secret',
+      exchange: 'audit',
+    };
+    const created = await create(writer, { destination });
+    expect(created.status).to.equal(201);
+    expect(created.json.stream.destination).to.deep.equal({
+      type: 'amqp',
+      url: 'amqp://127.0.0.1:5672/audit',
+      username: 'siem',
+      exchange: 'audit',
+    });
+    const shown = await call(`${service.baseUrl}/audit/streams/${created.json.stream.id}`, { key: reader });
+    expect(shown.text).not.to.include('broker-secret');
   });
 
   it('gives an ocsf stream OCSF 1.7.0 unless it asks for 1.3.0, and a native one none', async () => {

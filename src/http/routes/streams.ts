@@ -4,7 +4,7 @@ import { standardWebhooksSecretOf } from '../../client/webhookSignature.ts';
 import { NotFoundError } from '../../platform/errors.ts';
 import { OCSF_VERSIONS } from '../../streams/ocsf.ts';
 import type { StreamRegistry, StreamState } from '../../streams/streamRegistry.ts';
-import { STREAM_ID_PATTERN, streamCreationSchema, streamFilterSchema } from '../../streams/streamRules.ts';
+import { DESTINATION_TYPES, STREAM_ID_PATTERN, streamCreationSchema, streamFilterSchema } from '../../streams/streamRules.ts';
 import type { LogStream } from '../../streams/streamStore.ts';
 import type { WebhookUrlPolicy } from '../../webhooks/webhookRules.ts';
 import { requireScope } from '../authenticate.ts';
@@ -21,8 +21,8 @@ const logStreamSchema = z
       description: 'failing: the destination refused a batch in a way retrying does not heal (401, 403, 404...); see last_error.',
     }),
     destination: z
-      .looseObject({ type: z.enum(['splunk_hec', 'datadog', 'https', 's3']) })
-      .meta({ description: 'The destination as created, without its secret (token, api_key, secret_access_key).' }),
+      .looseObject({ type: z.enum(DESTINATION_TYPES) })
+      .meta({ description: 'The destination as created, without its secret (token, api_key, secret_access_key, password).' }),
     format: z.enum(['native', 'ocsf']),
     ocsf_version: z.enum(OCSF_VERSIONS).nullable().meta({ description: 'The OCSF release of an ocsf stream’s records; null for native.' }),
     filter: streamFilterSchema,

@@ -124,10 +124,16 @@ export class StreamWorker {
     this.stopping.abort();
     await this.loop.stop();
     await this.destination.close().catch(() => undefined);
-    // The process that holds the stream next reports it; stale values here would sit beside its own.
+    // Every series of the stream goes with the worker: the process that holds the stream next (or the same one,
+    // after a change) reports it afresh, and a deleted or paused stream has none (counters restart from 0,
+    // which rate() and increase() take as a reset).
     const { metrics } = this.options;
-    for (const gauge of metrics ? [metrics.streamFailing, metrics.streamLagEvents, metrics.streamLagSeconds] : [])
-      gauge.remove({ stream: this.stream.id });
+    const stream = this.stream.id;
+    for (const gauge of metrics
+      ? [metrics.streamFailing, metrics.streamLagEvents, metrics.streamLagSeconds, metrics.streamEventsDelivered]
+      : [])
+      gauge.remove({ stream });
+    for (const outcome of ['retry', 'too_large', 'refused']) metrics?.streamBatchesFailed.remove({ stream, outcome });
   }
 
   get done(): boolean {

@@ -113,7 +113,10 @@ export class AmqpBroker implements Destination {
       channelError = error;
     };
     channel.on('error', onError);
-    const closed = once(channel, 'close').then(() => {
+    // Every wait of this batch's (the close, a drain, the deadline) is let go with it: one channel serves every batch.
+    const batchDone = new AbortController();
+    const { signal: done } = batchDone;
+    const closed = once(channel, 'close', { signal: done }).then(() => {
       throw new Error('the channel closed');
     });
     closed.catch(() => undefined);
@@ -129,12 +132,13 @@ export class AmqpBroker implements Destination {
         first = false;
         // false: the socket's buffer is full; go on once it drains (or the channel closes).
         if (!channel.publish(exchange, routingKey, content, { ...properties, headers: messageHeaders }))
-          await Promise.race([once(channel, 'drain'), closed]);
+          await Promise.race([once(channel, 'drain', { signal: done }), closed]);
       }
-      await Promise.race([channel.waitForConfirms(), closed, deadline(this.options.timeoutMs, signal)]);
+      await Promise.race([channel.waitForConfirms(), closed, deadline(this.options.timeoutMs, signal, done)]);
     } catch (error) {
       throw channelError ?? error;
     } finally {
+      batchDone.abort();
       channel.off('error', onError);
     }
   }
@@ -184,13 +188,19 @@ export class AmqpBroker implements Destination {
   }
 }
 
-/** Rejects after `ms`, or when the stream stops. */
-function deadline(ms: number, signal: AbortSignal | undefined): Promise<never> {
-  return new Promise((_resolve, reject) => {
+/** Rejects after `ms`, or when the stream stops; settles never, its timer and listener gone, once `done` aborts. */
+function deadline(ms: number, stopping: AbortSignal | undefined, done: AbortSignal): Promise<never> {
+  const waiting = new Promise<never>((_resolve, reject) => {
     const timer = setTimeout(() => reject(Object.assign(new Error(`no confirmation within ${ms} ms`), { name: 'TimeoutError' })), ms);
-    timer.unref();
-    signal?.addEventListener('abort', () => reject(new Error('stopped before the broker confirmed')), { once: true });
+    const onStop = () => reject(new Error('stopped before the broker confirmed'));
+    stopping?.addEventListener('abort', onStop, { once: true });
+    done.addEventListener('abort', () => {
+      clearTimeout(timer);
+      stopping?.removeEventListener('abort', onStop);
+    });
   });
+  waiting.catch(() => undefined);
+  return waiting;
 }
 
 /** What a failure of the broker means: a refusal by its reply code (access, vhost, exchange), else a retry. */

@@ -18,8 +18,8 @@ export interface SplunkHecSettings {
  */
 export const DEFAULT_HEC_ACK_TIMEOUT_MS = 180_000;
 /** The first ack query after the batch; each next one waits twice as long, up to ACK_POLL_MAX_MS. */
-const ACK_POLL_FIRST_MS = 20;
-const ACK_POLL_MAX_MS = 1_000;
+export const ACK_POLL_FIRST_MS = 20;
+export const ACK_POLL_MAX_MS = 1_000;
 /** HEC's status code for a channel it does not know (any more): its pending acknowledgements are gone. */
 const HEC_INVALID_CHANNEL = 11;
 

@@ -153,24 +153,8 @@ function streamHealth(stream: LogStream, status: 'active' | 'paused' | 'failing'
 
 /** The resource's spec in the public API's terms, the Secret's credentials in their members. */
 function managedSpec(spec: AuditLogStreamSpec, credentials: Record<string, string>): ManagedStreamSpec {
-  const {
-    type,
-    url,
-    index,
-    source,
-    sourcetype,
-    service,
-    tags,
-    bucket,
-    prefix,
-    region,
-    endpoint,
-    forcePathStyle,
-    body,
-    username,
-    exchange,
-    routingKey,
-  } = spec.destination;
+  // The members are the API's in camelCase: two of them are spelt differently, the secret's reference is the resource's own.
+  const { type, secretRef: _secretRef, forcePathStyle, routingKey, ...same } = spec.destination;
   const secrets = {
     splunk_hec: { token: credentials.token },
     datadog: { api_key: credentials.apiKey },
@@ -178,23 +162,7 @@ function managedSpec(spec: AuditLogStreamSpec, credentials: Record<string, strin
     s3: { access_key_id: credentials.accessKeyId, secret_access_key: credentials.secretAccessKey },
     amqp: { password: credentials.password },
   }[type];
-  const members = {
-    url,
-    index,
-    source,
-    sourcetype,
-    service,
-    tags,
-    bucket,
-    prefix,
-    region,
-    endpoint,
-    force_path_style: forcePathStyle,
-    body,
-    username,
-    exchange,
-    routing_key: routingKey,
-  };
+  const members = { ...same, force_path_style: forcePathStyle, routing_key: routingKey };
   // Members of another type are passed on, so that the API's rules refuse them by name.
   const destination = { type, ...Object.fromEntries(Object.entries(members).filter(([, value]) => value !== undefined)), ...secrets };
   const filter = spec.filter && {

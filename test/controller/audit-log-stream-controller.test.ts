@@ -222,7 +222,13 @@ describe('AuditLogStream controller', function () {
     await waitFor(async () => (await harness.streams.find(await managedBy('to-rabbit'))) !== undefined, 'the stream', SLOW);
     const stream = (await harness.streams.find(await managedBy('to-rabbit')))!;
     expect(stream).to.include({ destinationType: 'amqp', format: 'ocsf', ocsfVersion: '1.3.0' });
-    expect(stream.destination).to.deep.equal({ url: 'amqp://127.0.0.1:5672', username: 'guest', exchange: 'audit', routing_key: 'audit.{tenant}' });
+    expect(stream.destination).to.deep.equal({
+      type: 'amqp',
+      url: 'amqp://127.0.0.1:5672',
+      username: 'guest',
+      exchange: 'audit',
+      routing_key: 'audit.{tenant}',
+    });
     expect(destinationOf(stream, new SecretBox(TEST_ENCRYPTION_KEY)).destination).to.include({ password: 'broker-secret' });
   });
 

@@ -129,10 +129,10 @@ export class StreamWorker {
     // which rate() and increase() take as a reset).
     const { metrics } = this.options;
     const stream = this.stream.id;
-    for (const gauge of metrics
+    for (const series of metrics
       ? [metrics.streamFailing, metrics.streamLagEvents, metrics.streamLagSeconds, metrics.streamEventsDelivered]
       : [])
-      gauge.remove({ stream });
+      series.remove({ stream });
     for (const outcome of ['retry', 'too_large', 'refused']) metrics?.streamBatchesFailed.remove({ stream, outcome });
   }
 

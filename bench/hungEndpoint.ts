@@ -74,10 +74,10 @@ async function measure(groups: Record<string, () => number[]>, seconds: number):
 /** Sums every series of the named counters across the service's processes. */
 async function counters(ports: number[]): Promise<Record<string, number>> {
   const names = {
-    published: 'webhook_relay_published_total',
-    attempts: 'webhook_delivery_attempts_total',
-    parked: 'webhook_deliveries_parked_total',
-    deferred: 'webhook_deliveries_deferred_total',
+    published: 'audit_webhook_relay_published_total',
+    attempts: 'audit_webhook_delivery_attempts_total',
+    parked: 'audit_webhook_deliveries_parked_total',
+    deferred: 'audit_webhook_deliveries_deferred_total',
   };
   const totals: Record<string, number> = { published: 0, attempts: 0, parked: 0, deferred: 0 };
   for (const port of ports) {

@@ -1,6 +1,6 @@
 /**
- * Log streams benchmark (issue 32), three phases on a fresh database `audit_bench_streams`, every figure next
- * to its baseline measured in the same run:
+ * Log streams benchmark (issues 32 and 44), five phases on a fresh database `audit_bench_streams`, every figure
+ * next to its baseline measured in the same run:
  *
  * 1. Throughput. BENCH_STREAMS_EVENTS (100,000) events of one tenant are written and sealed; a native stream
  *    backfills them to a loopback HEC receiver in this process, delivered by a streams role in its own
@@ -19,12 +19,22 @@
  *    lag is its arrival at the receiver minus its timestamp (set by the producer when it sends it): p50, p99
  *    and max against SEAL_INTERVAL + 5 s (goal p99 ≤ it).
  *
- *   node bench/streams.ts                                   (BENCH_STREAMS_PHASES=throughput: phase 1 only)
+ * 4. HEC with indexer acknowledgement (hec_ack): phase 1 again with a token whose batches the receiver answers
+ *    with an ackId and acknowledges on the first ack query, the stream waiting for each batch's ack before the
+ *    next. Baseline: the bare sender, polling each batch's ack on the stream's own schedule
+ *    (bench/support/streamBaselines.ts). Ratio as in phase 1 (goal ≥ 0.7).
+ * 5. AMQP (amqp): the stream backfills the events to the machine's RabbitMQ (an exchange and queue of this run,
+ *    deleted at the end), each record a persistent message, confirmed batch by batch. Baseline: a bare amqplib
+ *    publisher with confirms sending the same messages in the same batches. Ratio as in phase 1 (goal ≥ 0.7).
+ *
+ *   node bench/streams.ts                       (BENCH_STREAMS_PHASES=throughput,hec_ack,amqp,live: which phases;
+ *                                                live is phases 2 and 3)
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { generateKeyPairSync } from 'node:crypto';
 import { gunzipSync, gzipSync } from 'node:zlib';
+import { connect } from 'amqplib';
 import { Agent } from 'undici';
 import { BinaryRows } from '../src/db/binaryCopy.ts';
 import { Database } from '../src/db/database.ts';
@@ -35,7 +45,7 @@ import { Sealer } from '../src/integrity/sealer.ts';
 import { TreeHeadSigner } from '../src/integrity/treeHeadSigner.ts';
 import { latestTreeHead } from '../src/integrity/treeStore.ts';
 import { createLogger } from '../src/platform/logger.ts';
-import { HecItems } from '../src/streams/destinations/itemEncoders.ts';
+import { HecItems, itemEncoderOf } from '../src/streams/destinations/itemEncoders.ts';
 import { cutBatches } from '../src/streams/batches.ts';
 import { recordsOfLeafRows, treeHeadRecord } from '../src/streams/records.ts';
 import { StreamRegistry } from '../src/streams/streamRegistry.ts';
@@ -43,6 +53,7 @@ import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { newEvent } from '../test/support/events.ts';
 import { SERVER_URL } from './support/listDataset.ts';
 import { producerEvent } from './support/producers.ts';
+import { bareAmqpPublisher, bareHecWithAcks } from './support/streamBaselines.ts';
 import {
   BENCH_ENCRYPTION_KEY,
   BENCH_INGEST_TOKEN,
@@ -64,6 +75,9 @@ const EVENTS = Number(process.env.BENCH_STREAMS_EVENTS ?? 100_000);
 const FULL_S = Number(process.env.BENCH_STREAMS_FULL_S ?? 20);
 const HALF_S = Number(process.env.BENCH_STREAMS_HALF_S ?? 30);
 const ROUNDS = Number(process.env.BENCH_STREAMS_ROUNDS ?? 3);
+const PHASES = new Set((process.env.BENCH_STREAMS_PHASES ?? 'throughput,hec_ack,amqp,live').split(','));
+/** The machine's RabbitMQ, shared: phase 5's exchange and queue are this run's own and deleted after. */
+const BROKER_URL = process.env.BENCH_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 const SEAL_INTERVAL_MS = 10_000;
 const log = createLogger('warn');
 
@@ -78,8 +92,17 @@ const receiver = createServer((request, response) => {
   const chunks: Buffer[] = [];
   request.on('data', (chunk: Buffer) => chunks.push(chunk));
   request.on('end', () => {
-    if (request.headers.authorization !== 'Splunk bench-token') {
+    const acking = request.headers.authorization === 'Splunk bench-ack-token';
+    if (request.headers.authorization !== 'Splunk bench-token' && !acking) {
       response.writeHead(403).end('{"text":"Invalid token","code":4}');
+      return;
+    }
+    if (request.url === '/services/collector/ack') {
+      // Every batch is indexed by the time it is asked about: the wait measured is the polling's own.
+      const { acks } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { acks: number[] };
+      response
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ acks: Object.fromEntries(acks.map((id) => [id, true])) }));
       return;
     }
     const now = Date.now();
@@ -90,9 +113,18 @@ const receiver = createServer((request, response) => {
       if (!firstArrival.has(tenant)) firstArrival.set(tenant, performance.now());
       if (tenant === timedTenant) lags.push(now - Date.parse(/"timestamp":"([^"]+)"/.exec(line)![1]!));
     }
-    response.writeHead(200, { 'content-type': 'application/json' }).end('{"text":"Success","code":0}');
+    if (!acking) {
+      response.writeHead(200, { 'content-type': 'application/json' }).end('{"text":"Success","code":0}');
+      return;
+    }
+    const channel = String(request.headers['x-splunk-request-channel']);
+    const ackId = nextAckIds.get(channel) ?? 0;
+    nextAckIds.set(channel, ackId + 1);
+    response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ text: 'Success', code: 0, ackId }));
   });
 });
+/** The next ackId of each channel, for the acknowledging token. */
+const nextAckIds = new Map<string, number>();
 await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
 const hecUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
 const countOf = (tenant: string) => counted.get(tenant) ?? 0;
@@ -144,7 +176,7 @@ const batches: string[][] = [];
 for (let position = 0; position < EVENTS; position += 5000) {
   const rows = new BinaryRows(await copyLeafDocuments(db, 'backlog', position, 5000, { actionPrefixes: [], phiInvolved: undefined }));
   const span = { streamId: 'bare', tenantId: 'backlog', firstLeaf: position, lastLeaf: position + 4999 };
-  for (const batch of cutBatches(hec, hec.limits, span, recordsOfLeafRows('native', 'backlog', rows), head))
+  for (const batch of cutBatches(hec, hec.limits, span, recordsOfLeafRows('native', '1.7.0', 'backlog', rows), head))
     batches.push(gunzipSync(batch.encoded.body).toString('utf8').split('\n'));
 }
 
@@ -163,7 +195,7 @@ await waitForHttp(`http://127.0.0.1:${streamsPort}/healthz`);
 const cpuSeconds = (meter: { elapsed(): number }) => Number(meter.elapsed().toFixed(2));
 
 /** The bare sender: the batches posted one after another by this process, which also receives them. */
-async function bareRound() {
+async function bareRound(): Promise<Round> {
   const agent = new Agent({ connections: 1 });
   const cpu = processCpuMeter();
   const started = performance.now();
@@ -186,8 +218,11 @@ async function bareRound() {
   return { seconds, delivered, cpuS };
 }
 
-/** A new stream backfilling the tenant from before its first event; deleted once everything arrived. */
-async function streamRound() {
+/** A new stream to `destination` backfilling the tenant from before its first event; deleted once everything arrived. */
+async function streamRound(
+  destination: Record<string, unknown> = hecDestination,
+  arrived = () => countOf('backlog') >= EVENTS,
+): Promise<Round> {
   // CPU of the stream's side: the streams process, its Postgres sessions (the `audit-trail …` ones), and this
   // process, which receives (the bare sender's CPU is this process's alone: it sends and receives).
   const cpu = {
@@ -198,57 +233,159 @@ async function streamRound() {
   const started = performance.now();
   const { stream } = await registry.create(
     'backlog',
-    { destination: hecDestination, start_at: new Date(base - 1000).toISOString() },
+    { destination, start_at: new Date(base - 1000).toISOString() },
     { userId: 'bench', userRole: 'bench' },
   );
-  await waitUntil(() => countOf('backlog') >= EVENTS, 600_000);
+  await waitUntil(arrived, 600_000);
   const seconds = (performance.now() - started) / 1000;
-  const firstS = ((firstArrival.get('backlog') ?? 0) - started) / 1000;
+  // Only the HEC receiver sees events arrive one by one (an AMQP round is watched by its queue's length).
+  const first = firstArrival.get('backlog');
+  const firstS = first === undefined ? undefined : (first - started) / 1000;
   const cpuS = { streams: cpuSeconds(cpu.streams), postgres: cpuSeconds(cpu.postgres), receiver: cpuSeconds(cpu.receiver) };
   await registry.delete('backlog', stream.id, { userId: 'bench', userRole: 'bench' });
   counted.delete('backlog');
   firstArrival.delete('backlog');
-  return { seconds, firstS, cpuS };
+  return { seconds, firstS, cpuS, delivered: EVENTS };
 }
 
-// A pair not counted: the first stream round is a cold process and thread (its JIT, its first connections).
-const warmup = { bare: await bareRound(), stream: await streamRound() };
-// BENCH_STREAMS_ROUNDS pairs, bare then stream: on a shared machine one pair's ratio moves with whoever else
-// runs; the figures printed are the pair with the median ratio, and every pair's rates and ratio beside them.
-const rounds = [];
-for (let round = 0; round < ROUNDS; round += 1) {
-  const bare = await bareRound();
-  const stream = await streamRound();
-  rounds.push({ bare, stream, ratio: bare.seconds / stream.seconds });
+interface Round {
+  readonly seconds: number;
+  readonly delivered: number;
+  readonly firstS?: number;
+  readonly cpuS?: number | Record<string, number>;
 }
-const median = [...rounds].sort((a, b) => a.ratio - b.ratio)[Math.floor(rounds.length / 2)]!;
-const { bare, stream } = median;
-const throughput = {
-  events: EVENTS,
-  bare_batches: batches.length,
-  bare_events: bare.delivered,
-  bare_events_per_s: Math.round(bare.delivered / bare.seconds),
-  stream_events_per_s: Math.round(EVENTS / stream.seconds),
-  ratio: Number(median.ratio.toFixed(2)),
-  // Diagnostics, not the goal's figures: how long the stream took to deliver its first event (the role
-  // noticing the stream, its first read), its rate from then on, and the CPU seconds each side spent.
-  stream_first_event_s: Number(stream.firstS.toFixed(2)),
-  stream_events_per_s_after_first: Math.round(EVENTS / (stream.seconds - stream.firstS)),
-  bare_cpu_s: Number(bare.cpuS.toFixed(2)),
-  stream_cpu_s: stream.cpuS,
-  warmup_ratio: Number((warmup.bare.seconds / warmup.stream.seconds).toFixed(2)),
-  ...(rounds.length > 1
-    ? {
-        rounds: rounds.map((each) => ({
-          bare_events_per_s: Math.round(each.bare.delivered / each.bare.seconds),
-          stream_events_per_s: Math.round(EVENTS / each.stream.seconds),
-          ratio: Number(each.ratio.toFixed(2)),
-        })),
-      }
-    : {}),
-};
-console.log(JSON.stringify({ phase: 'throughput', ...throughput }));
-if (process.env.BENCH_STREAMS_PHASES === 'throughput') {
+
+/**
+ * A warm-up pair, not counted (the first stream round is a cold process and thread: its JIT, its first
+ * connections), then BENCH_STREAMS_ROUNDS pairs, bare then stream: on a shared machine one pair's ratio moves
+ * with whoever else runs; printed are the pair with the median ratio, and every pair's rates and ratio.
+ */
+async function pairedRounds(
+  phase: string,
+  bareOnce: () => Promise<Round>,
+  streamOnce: () => Promise<Round>,
+  extra: Record<string, unknown> = {},
+) {
+  const warmup = { bare: await bareOnce(), stream: await streamOnce() };
+  const rounds = [];
+  for (let round = 0; round < ROUNDS; round += 1) {
+    const bare = await bareOnce();
+    const stream = await streamOnce();
+    rounds.push({ bare, stream, ratio: bare.seconds / stream.seconds });
+  }
+  const median = [...rounds].sort((a, b) => a.ratio - b.ratio)[Math.floor(rounds.length / 2)]!;
+  const { bare, stream } = median;
+  const cpu = (value: Round['cpuS']) => (typeof value === 'number' ? Number(value.toFixed(2)) : value);
+  console.log(
+    JSON.stringify({
+      phase,
+      events: EVENTS,
+      ...extra,
+      bare_events: bare.delivered,
+      bare_events_per_s: Math.round(bare.delivered / bare.seconds),
+      stream_events_per_s: Math.round(EVENTS / stream.seconds),
+      ratio: Number(median.ratio.toFixed(2)),
+      // Diagnostics, not the goal's figures: how long the stream took to deliver its first event (the role
+      // noticing the stream, its first read), its rate from then on, and the CPU seconds each side spent.
+      ...(stream.firstS === undefined
+        ? {}
+        : {
+            stream_first_event_s: Number(stream.firstS.toFixed(2)),
+            stream_events_per_s_after_first: Math.round(EVENTS / (stream.seconds - stream.firstS)),
+          }),
+      ...(bare.cpuS === undefined ? {} : { bare_cpu_s: cpu(bare.cpuS), stream_cpu_s: cpu(stream.cpuS) }),
+      warmup_ratio: Number((warmup.bare.seconds / warmup.stream.seconds).toFixed(2)),
+      ...(rounds.length > 1
+        ? {
+            rounds: rounds.map((each) => ({
+              bare_events_per_s: Math.round(each.bare.delivered / each.bare.seconds),
+              stream_events_per_s: Math.round(EVENTS / each.stream.seconds),
+              ratio: Number(each.ratio.toFixed(2)),
+            })),
+          }
+        : {}),
+    }),
+  );
+}
+
+if (PHASES.has('throughput')) await pairedRounds('throughput', bareRound, () => streamRound(), { bare_batches: batches.length });
+
+if (PHASES.has('hec_ack')) {
+  await pairedRounds(
+    'hec_ack',
+    async () => {
+      const seconds = await bareHecWithAcks(hecUrl, 'bench-ack-token', batches);
+      const delivered = countOf('backlog');
+      counted.delete('backlog');
+      firstArrival.delete('backlog');
+      return { seconds, delivered };
+    },
+    () => streamRound({ ...hecDestination, token: 'bench-ack-token' }),
+    { bare_batches: batches.length },
+  );
+}
+
+if (PHASES.has('amqp')) await amqpPhase();
+
+/** Phase 5: the same events to the machine's RabbitMQ, against a bare amqplib publisher with confirms. */
+async function amqpPhase(): Promise<void> {
+  const name = `audit-trail-bench-${process.pid}`;
+  const admin = await connect(BROKER_URL);
+  const channel = await admin.createChannel();
+  await channel.assertExchange(name, 'topic', { durable: false });
+  await channel.assertQueue(name, { durable: false });
+  await channel.bindQueue(name, name, '#');
+  // The stream's messages, cut as its batches are (leaf chunks of 5,000, batches within the AMQP limits).
+  const destination = {
+    type: 'amqp',
+    url: BROKER_URL.replace(/\/\/[^@]*@/, '//'),
+    username: 'guest',
+    password: 'guest',
+    exchange: name,
+  } as const;
+  const encoder = itemEncoderOf(destination, 'native');
+  const messages: Buffer[][] = [];
+  for (let position = 0; position < EVENTS; position += 5000) {
+    const rows = new BinaryRows(await copyLeafDocuments(db, 'backlog', position, 5000, { actionPrefixes: [], phiInvolved: undefined }));
+    const span = { streamId: 'bare', tenantId: 'backlog', firstLeaf: position, lastLeaf: position + 4999 };
+    for (const batch of cutBatches(encoder, encoder.limits, span, recordsOfLeafRows('native', '1.7.0', 'backlog', rows), head))
+      messages.push(
+        batch.encoded.body
+          .toString('utf8')
+          .trimEnd()
+          .split('\n')
+          .map((line) => Buffer.from(line)),
+      );
+  }
+  const total = messages.reduce((sum, batch) => sum + batch.length, 0);
+  const queued = async () => (await channel.checkQueue(name)).messageCount;
+  const emptied = async <T>(round: T) => {
+    await channel.purgeQueue(name);
+    return round;
+  };
+  let arrived = false;
+  await pairedRounds(
+    'amqp',
+    async () => {
+      const seconds = await bareAmqpPublisher(BROKER_URL, name, 'audit.native.backlog', messages);
+      return emptied({ seconds, delivered: (await queued()) - (total - EVENTS) });
+    },
+    async () => {
+      // Polled between the stream round's checks: the queue holds every message once the stream is done.
+      const watch = setInterval(() => void queued().then((count) => (arrived = count >= total)), 50);
+      const round = await streamRound(destination, () => arrived);
+      clearInterval(watch);
+      arrived = false;
+      return emptied(round);
+    },
+    { messages: total, batches: messages.length },
+  );
+  await channel.deleteQueue(name);
+  await channel.deleteExchange(name);
+  await admin.close();
+}
+
+if (!PHASES.has('live')) {
   await stopProcess(streams);
   await db.close();
   receiver.close();

@@ -26,7 +26,7 @@ const FALLBACK_LOG_INTERVAL_MS = 30_000;
  * Per-key token windows shared by every api instance through Redis. When Redis is unreachable each
  * instance falls back to an in-memory limiter of its own, so customers keep being served (with each
  * instance enforcing the full limit) instead of getting 500s; the fallback is logged, exported as
- * `rate_limiter_fallback_active` and shown on /readyz, and shared state resumes as soon as Redis answers.
+ * `audit_rate_limiter_fallback_active` and shown on /readyz, and shared state resumes as soon as Redis answers.
  */
 export class KeyRateLimiter {
   private readonly limits: BucketLimits;

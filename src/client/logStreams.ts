@@ -7,7 +7,8 @@
 export type StreamDestination =
   | { type: 'splunk_hec'; url: string; token: string; index?: string; source?: string; sourcetype?: string }
   | { type: 'datadog'; url: string; api_key: string; service?: string; tags?: string[] }
-  | { type: 'https'; url: string }
+  | { type: 'https'; url: string; body?: 'ndjson' | 'json' }
+  | { type: 'amqp'; url: string; username: string; password: string; exchange: string; routing_key?: string }
   | {
       type: 's3';
       bucket: string;
@@ -28,6 +29,8 @@ export interface StreamFilter {
 export interface StreamCreation {
   destination: StreamDestination;
   format?: 'native' | 'ocsf';
+  /** format ocsf only: the OCSF release of the records (default 1.7.0). */
+  ocsf_version?: '1.7.0' | '1.3.0';
   filter?: StreamFilter;
   /** "now" (default) or a past RFC 3339 instant, a Date here: a backfill from there. */
   start_at?: 'now' | string | Date;
@@ -42,6 +45,8 @@ export interface LogStream {
   /** The destination without its secret. */
   destination: { type: StreamDestination['type']; [member: string]: unknown };
   format: 'native' | 'ocsf';
+  /** The OCSF release of an ocsf stream's records; null for native. */
+  ocsf_version: '1.7.0' | '1.3.0' | null;
   filter: StreamFilter;
   tree_heads: boolean;
   start_at: string;
@@ -60,6 +65,8 @@ export interface CreatedLogStream {
   stream: LogStream;
   /** https streams only: the signing secret of every batch, shown this once. */
   secret?: string;
+  /** https streams only: the same secret as `whsec_…`, for the Standard Webhooks libraries; shown this once. */
+  standard_webhooks_secret?: string;
 }
 
 export interface StreamTestResult {

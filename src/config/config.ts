@@ -126,6 +126,7 @@ function toConfig(env: z.output<typeof environmentSchema>) {
       perProcess: env.STREAMS_PER_PROCESS,
       timeoutMs: env.STREAMS_TIMEOUT_MS,
       failingRetryMs: env.STREAMS_FAILING_RETRY_MS,
+      hecAckTimeoutMs: env.STREAMS_HEC_ACK_TIMEOUT_MS,
     },
     podName: env.POD_NAME,
     podNamespace: env.POD_NAMESPACE,

@@ -201,6 +201,7 @@ export const environmentSchema = z
     STREAMS_PER_PROCESS: z.coerce.number().int().min(1).max(10_000).default(500),
     STREAMS_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(30_000),
     STREAMS_FAILING_RETRY_MS: z.coerce.number().int().min(100).max(3_600_000).default(60_000),
+    STREAMS_HEC_ACK_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(180_000),
     POD_NAME: z.string().optional(),
     POD_NAMESPACE: z.string().optional(),
     // Who the operator commands (keys, import) name as the actor of the admin events they write.

@@ -167,14 +167,16 @@ function streamHealth(stream: LogStream, status: 'active' | 'paused' | 'failing'
 
 /** The resource's spec in the public API's terms, the Secret's credentials in their members. */
 function managedSpec(spec: AuditLogStreamSpec, credentials: Record<string, string>): ManagedStreamSpec {
-  const { type, url, index, source, sourcetype, service, tags, bucket, prefix, region, endpoint, forcePathStyle } = spec.destination;
+  // The members are the API's in camelCase: two of them are spelt differently, the secret's reference is the resource's own.
+  const { type, secretRef: _secretRef, forcePathStyle, routingKey, ...same } = spec.destination;
   const secrets = {
     splunk_hec: { token: credentials.token },
     datadog: { api_key: credentials.apiKey },
     https: {},
     s3: { access_key_id: credentials.accessKeyId, secret_access_key: credentials.secretAccessKey },
+    amqp: { password: credentials.password },
   }[type];
-  const members = { url, index, source, sourcetype, service, tags, bucket, prefix, region, endpoint, force_path_style: forcePathStyle };
+  const members = { ...same, force_path_style: forcePathStyle, routing_key: routingKey };
   // Members of another type are passed on, so that the API's rules refuse them by name.
   const destination = { type, ...Object.fromEntries(Object.entries(members).filter(([, value]) => value !== undefined)), ...secrets };
   const filter = spec.filter && {
@@ -186,6 +188,7 @@ function managedSpec(spec: AuditLogStreamSpec, credentials: Record<string, strin
     destination,
     signingSecret: type === 'https' ? credentials.signingSecret : undefined,
     format: spec.format ?? 'native',
+    ocsfVersion: spec.ocsfVersion,
     filter,
     startAt: spec.startAt,
     treeHeads: spec.treeHeads ?? true,

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { TENANT_ID_PATTERN } from '../events/eventFields.ts';
 import { DNS_SUBDOMAIN_MAX_LENGTH, DNS_SUBDOMAIN_PATTERN } from '../platform/kubernetesNames.ts';
+import { DEFAULT_OCSF_VERSION, OCSF_VERSIONS } from '../streams/ocsf.ts';
 import { DESTINATION_TYPES, STREAM_FILTER_MAX_ENTRIES, STREAM_FORMATS } from '../streams/streamRules.ts';
 import { WEBHOOK_FILTER_ENTRY_MAX_LENGTH, WEBHOOK_FILTER_ENTRY_PATTERN, WEBHOOK_URL_MAX_LENGTH } from '../webhooks/webhookRules.ts';
 import { conditions, controllerClass, controllerClassImmutable, readyColumns, type ResourceKind } from './resources.ts';
@@ -18,6 +19,7 @@ export const STREAM_SECRET_KEYS = {
   datadog: ['apiKey'],
   https: ['signingSecret'],
   s3: ['accessKeyId', 'secretAccessKey'],
+  amqp: ['password'],
 } as const satisfies Record<(typeof DESTINATION_TYPES)[number], readonly string[]>;
 
 const text = (what: string, max = 256) => z.string().min(1).max(max).optional().meta({ description: what });
@@ -37,11 +39,10 @@ export const auditLogStreamSpecSchema = z
     destination: z
       .object({
         type: z.enum(DESTINATION_TYPES),
-        url: z
-          .string()
-          .max(WEBHOOK_URL_MAX_LENGTH)
-          .optional()
-          .meta({ description: 'splunk_hec, datadog, https: the base URL or collector, as in the public API. Public https only.' }),
+        url: z.string().max(WEBHOOK_URL_MAX_LENGTH).optional().meta({
+          description:
+            'splunk_hec, datadog, https: the base URL or collector, as in the public API (public https only); amqp: the broker, amqps://host[:port][/vhost].',
+        }),
         index: text('splunk_hec: the index.'),
         source: text('splunk_hec: the HEC source.'),
         sourcetype: text('splunk_hec: the HEC sourcetype.'),
@@ -52,13 +53,17 @@ export const auditLogStreamSpecSchema = z
         region: text('s3: the region.', 64),
         endpoint: text('s3: an S3-compatible endpoint; absent: AWS S3.', WEBHOOK_URL_MAX_LENGTH),
         forcePathStyle: z.boolean().optional().meta({ description: 's3: address the bucket in the path.' }),
+        body: z.enum(['ndjson', 'json']).optional().meta({ description: 'https: ndjson (default) or json, one JSON array a batch.' }),
+        username: text('amqp: the broker user.'),
+        exchange: text('amqp: the exchange records are published to; it must exist.', 255),
+        routingKey: text('amqp: the routing key, {tenant} replaced by the tenant id; default audit.<format>.{tenant}.', 255),
         secretRef: z
           .object({
             name: z.string().min(1).max(DNS_SUBDOMAIN_MAX_LENGTH).regex(DNS_SUBDOMAIN_PATTERN),
           })
           .meta({
             description:
-              'A Secret in the same namespace holding the credentials: token (splunk_hec), apiKey (datadog), signingSecret (https), accessKeyId and secretAccessKey (s3). Changes to it are picked up.',
+              'A Secret in the same namespace holding the credentials: token (splunk_hec), apiKey (datadog), signingSecret (https), accessKeyId and secretAccessKey (s3), password (amqp). Changes to it are picked up.',
           }),
       })
       .meta({
@@ -70,6 +75,12 @@ export const auditLogStreamSpecSchema = z
         ],
       }),
     format: z.enum(STREAM_FORMATS).optional().meta({ description: 'native (default) or ocsf.' }),
+    ocsfVersion: z
+      .enum(OCSF_VERSIONS)
+      .optional()
+      .meta({
+        description: `format ocsf only: the OCSF release of the records; absent: ${DEFAULT_OCSF_VERSION}, or the release the stream already has.`,
+      }),
     filter: z
       .object({
         actionPrefixes: z
@@ -118,8 +129,8 @@ export type AuditLogStreamSpec = z.output<typeof auditLogStreamSpecSchema>;
 export const AUDIT_LOG_STREAM: ResourceKind = {
   kind: 'AuditLogStream',
   description:
-    'A deployment-wide log stream: every tenant\'s audit trail, or a list of tenants\', delivered to a SIEM (Splunk HEC, Datadog, an HTTPS collector or S3) with credentials from a Secret labelled audittrail.dev/stream-credentials: "true". Deleting the resource deletes the stream.',
-  schemaVersion: 1,
+    'A deployment-wide log stream: every tenant\'s audit trail, or a list of tenants\', delivered to a SIEM (Splunk HEC, Datadog, an HTTPS collector, S3 or an AMQP broker) with credentials from a Secret labelled audittrail.dev/stream-credentials: "true". Deleting the resource deletes the stream.',
+  schemaVersion: 2,
   plural: 'auditlogstreams',
   singular: 'auditlogstream',
   shortNames: ['atstream'],

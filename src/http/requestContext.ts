@@ -9,6 +9,17 @@ import type { RequestState } from './state.ts';
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
+ * The route template a request matched (`/audit/streams/:id`), from the router's matched layers: the last
+ * one that is a route (it has methods), not a middleware. The router's own `_matchedRoute` is the layer that
+ * ran last, which for a request refused before its route (a 401 by the authentication middleware) is that
+ * middleware's path, a regular expression; as a label it named no route and its text was the router's.
+ */
+function routeTemplate(matched: ReadonlyArray<{ path: string | RegExp; methods: readonly string[] }> | undefined): string {
+  const route = matched?.findLast((layer) => layer.methods.length > 0 && typeof layer.path === 'string');
+  return route ? (route.path as string) : 'unmatched';
+}
+
+/**
  * First middleware of every app: a request id (the caller's if it is sane), a logger scoped to it, the
  * client address, duration metrics labelled by route template (never by raw path, which would explode
  * the label set), and one access log line without headers or bodies.
@@ -26,8 +37,7 @@ export function requestContext(log: Logger, metrics: ServiceMetrics, trustedProx
       await next();
     } finally {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      const route = (ctx as unknown as { _matchedRoute?: string | RegExp })._matchedRoute;
-      const routeLabel = route === undefined ? 'unmatched' : String(route);
+      const routeLabel = routeTemplate(ctx.matched);
       metrics.httpRequestDuration.observe({ route: routeLabel, method: ctx.method, status: String(ctx.status) }, seconds);
       // After authentication the scoped logger already carries tenant_id and key_lookup_id.
       ctx.state.log.info(

@@ -55,8 +55,8 @@ export class ArchiveStore {
           Bucket: bucket,
           Key: key,
           Body: body,
-          ContentType: 'application/x-ndjson',
-          ContentEncoding: 'gzip',
+          // A gzip file, as the streams' objects: a Content-Encoding would have clients unpack it on download.
+          ContentType: 'application/gzip',
           Metadata: { ...metadata, sha256 },
         }),
       );

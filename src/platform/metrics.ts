@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { registerDeprecatedNames } from './deprecatedMetricNames.ts';
 import type { LongReadObserver } from './longReadSlots.ts';
 
 /** The audit_errors_total kinds charts/audit-trail's PrometheusRule alerts on (docs/operations.md "Monitoring"). */
@@ -12,7 +13,7 @@ export class ServiceMetrics {
   readonly registry = new Registry();
 
   readonly httpRequestDuration = new Histogram({
-    name: 'http_request_duration_seconds',
+    name: 'audit_http_request_duration_seconds',
     help: 'HTTP request duration by route, method and status',
     labelNames: ['route', 'method', 'status'] as const,
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
@@ -41,52 +42,52 @@ export class ServiceMetrics {
   });
 
   readonly rateLimiterFallback = new Gauge({
-    name: 'rate_limiter_fallback_active',
+    name: 'audit_rate_limiter_fallback_active',
     help: '1 while Redis is unreachable and rate limits are enforced per instance in memory',
     registers: [this.registry],
   });
 
   readonly webhookAttempts = new Counter({
-    name: 'webhook_delivery_attempts_total',
+    name: 'audit_webhook_delivery_attempts_total',
     help: 'Webhook delivery attempts by result: success, retry (failed, will retry) or failed (terminal)',
     labelNames: ['result'],
     registers: [this.registry],
   });
 
   readonly webhookAttemptDuration = new Histogram({
-    name: 'webhook_delivery_attempt_duration_seconds',
+    name: 'audit_webhook_delivery_attempt_duration_seconds',
     help: 'Time from sending a delivery to the end of the receiver response',
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
 
   readonly webhookDeferred = new Counter({
-    name: 'webhook_deliveries_deferred_total',
+    name: 'audit_webhook_deliveries_deferred_total',
     help: 'Deliveries put back unattempted with a due time: the worker was stopping, or could not open the endpoint secret',
     registers: [this.registry],
   });
 
   readonly webhookParked = new Counter({
-    name: 'webhook_deliveries_parked_total',
+    name: 'audit_webhook_deliveries_parked_total',
     help: 'Deliveries parked in Postgres because every slot of their endpoint in this worker was busy (a slow or hung receiver)',
     registers: [this.registry],
   });
 
   readonly webhookUnparked = new Counter({
-    name: 'webhook_deliveries_unparked_total',
+    name: 'audit_webhook_deliveries_unparked_total',
     help: 'Parked deliveries released to be published again: by a finished request to their endpoint (request) or by the relay sweep (sweep)',
     labelNames: ['by'],
     registers: [this.registry],
   });
 
   readonly webhookAutoDisabled = new Counter({
-    name: 'webhook_endpoints_auto_disabled_total',
+    name: 'audit_webhook_endpoints_auto_disabled_total',
     help: 'Endpoints disabled after 10 consecutive failed deliveries',
     registers: [this.registry],
   });
 
   readonly relayPublished = new Counter({
-    name: 'webhook_relay_published_total',
+    name: 'audit_webhook_relay_published_total',
     // The name is older than publishing on write; it counts every publication, so the alerts comparing it
     // with attempts (docs/operations.md) hold whoever published.
     help: 'Delivery attempts handed to JetStream, by the outbox relay or by the ingest process that wrote them',
@@ -94,7 +95,7 @@ export class ServiceMetrics {
   });
 
   readonly relayRepublished = new Counter({
-    name: 'webhook_relay_republished_total',
+    name: 'audit_webhook_relay_republished_total',
     help: 'Deliveries whose JetStream message was lost (a relay died before publishing, NATS lost it), made due again',
     registers: [this.registry],
   });
@@ -214,6 +215,19 @@ export class ServiceMetrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+    // Renamed under audit_ (every family of ours has the prefix); the old names stay for one release.
+    registerDeprecatedNames(this.registry, [
+      this.httpRequestDuration,
+      this.rateLimiterFallback,
+      this.webhookAttempts,
+      this.webhookAttemptDuration,
+      this.webhookDeferred,
+      this.webhookParked,
+      this.webhookUnparked,
+      this.webhookAutoDisabled,
+      this.relayPublished,
+      this.relayRepublished,
+    ]);
     // The chart's alerts take increase() of these kinds, which sees nothing of a labelled series that first
     // appears already at 1: each is exported at 0 from the start, so that its first occurrence alerts.
     for (const kind of ALERTED_ERROR_KINDS) this.errors.inc({ kind }, 0);
@@ -274,13 +288,14 @@ export class ServiceMetrics {
 
   /** The worker's webhook requests in flight, against its DELIVERY_MAX_SOCKETS. */
   registerWebhookRequestsInFlight(measure: () => number, cap: number): void {
-    new Gauge({
-      name: 'webhook_requests_in_flight',
+    const gauge = new Gauge({
+      name: 'audit_webhook_requests_in_flight',
       help: `Webhook requests (each on a socket) in flight from this worker; capped at DELIVERY_MAX_SOCKETS (${cap})`,
       registers: [this.registry],
       collect() {
         this.set(measure());
       },
     });
+    registerDeprecatedNames(this.registry, [gauge]);
   }
 }

@@ -5,7 +5,11 @@ import type { Role } from './role.ts';
 
 /** How the service reaches stream destinations: the streams role's sends, and the api role's test sends. */
 export function destinationOptions(config: Config): DestinationOptions {
-  return { timeoutMs: config.streams.timeoutMs, allowPrivateTargets: config.webhookAllowPrivateTargets };
+  return {
+    timeoutMs: config.streams.timeoutMs,
+    allowPrivateTargets: config.webhookAllowPrivateTargets,
+    hecAckTimeoutMs: config.streams.hecAckTimeoutMs,
+  };
 }
 
 /**

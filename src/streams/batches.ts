@@ -1,7 +1,7 @@
 import { gzipSync } from 'node:zlib';
 import { type BatchLimits, type EncodedBatch, type Item, itemBytes, writeItem } from './destinations/destination.ts';
 import type { ItemEncoder } from './destinations/itemEncoders.ts';
-import type { StreamRecord } from './records.ts';
+import type { NoticeRecord, StreamRecord } from './records.ts';
 
 /** A batch ready to send, and how many events (not counting a tree head) it carries. */
 export interface Batch {
@@ -19,7 +19,8 @@ export interface ChunkSpan {
 
 /**
  * A chunk's records as batches within the destination's limits, each ready to send: its body framed and
- * gzipped. Each batch is led by the tree head record when there is one, and each item is written into the
+ * gzipped. Each batch is led by the tree head record when there is one (or carries it beside its body, for a
+ * destination whose heads travel beside: ItemEncoder.headsBeside), and each item is written into the
  * batch's body as soon as its record comes, before the next record is taken: a record whose JSON is written
  * from a row's bytes is valid only until then (streams/records.ts). Together the batches cover every leaf of
  * the chunk: the last one takes the filtered-out leaves after its last record. No batch when no record got
@@ -30,10 +31,11 @@ export function cutBatches(
   limits: BatchLimits,
   span: ChunkSpan,
   records: Iterable<StreamRecord>,
-  head: StreamRecord | undefined,
+  head: NoticeRecord | undefined,
 ): Batch[] {
   const { streamId, tenantId } = span;
-  const headItem = head && encoder.encode(head);
+  const headItem = head && !encoder.headsBeside ? encoder.encode(head) : undefined;
+  const beside = head && encoder.headsBeside ? { treeHead: head.json } : {};
   const body = new BodyWriter(encoder, limits.maxBytes);
   const batches: Batch[] = [];
   const createdAtMs = Date.now();
@@ -49,7 +51,7 @@ export function cutBatches(
     const item = encoder.encode(record);
     const length = itemBytes(item);
     if (events > 0 && (body.items >= limits.maxItems || body.bytesWith(length) > limits.maxBytes)) {
-      batches.push({ encoded: { streamId, tenantId, firstLeaf, lastLeaf, body: body.finish(), createdAtMs }, events });
+      batches.push({ encoded: { streamId, tenantId, firstLeaf, lastLeaf, body: body.finish(), createdAtMs, ...beside }, events });
       firstLeaf = lastLeaf + 1;
       events = 0;
       startBatch();
@@ -59,7 +61,10 @@ export function cutBatches(
     events += 1;
   }
   if (events > 0)
-    batches.push({ encoded: { streamId, tenantId, firstLeaf, lastLeaf: span.lastLeaf, body: body.finish(), createdAtMs }, events });
+    batches.push({
+      encoded: { streamId, tenantId, firstLeaf, lastLeaf: span.lastLeaf, body: body.finish(), createdAtMs, ...beside },
+      events,
+    });
   return batches;
 }
 
@@ -69,11 +74,13 @@ export function singleBatch(encoder: ItemEncoder, span: ChunkSpan, record: Strea
 }
 
 /**
- * A batch's body as it grows, in a scratch buffer reused from batch to batch; finish() gzips it. The sizes are
+ * A batch's body as it grows, in a scratch buffer reused from batch to batch; finish() gzips it (unless the
+ * destination sends it unpacked). The sizes are
  * the destination's framing's, exactly: what limits.maxBytes bounds (before compression).
  */
 class BodyWriter {
   private readonly framing: ItemEncoder['framing'];
+  private readonly gzip: boolean;
   private readonly separatorBytes: number;
   private readonly closeBytes: number;
   private scratch: Buffer;
@@ -82,6 +89,7 @@ class BodyWriter {
 
   constructor(encoder: ItemEncoder, expectedBytes: number) {
     this.framing = encoder.framing;
+    this.gzip = encoder.gzip;
     this.separatorBytes = Buffer.byteLength(this.framing.separator);
     this.closeBytes = Buffer.byteLength(this.framing.close);
     this.scratch = Buffer.allocUnsafe(Math.min(Math.max(expectedBytes, 4096), 8_000_000));
@@ -109,7 +117,9 @@ class BodyWriter {
   finish(): Buffer {
     this.reserve(this.length + this.closeBytes);
     this.length += this.scratch.write(this.framing.close, this.length);
-    return gzipSync(this.scratch.subarray(0, this.length));
+    const body = this.scratch.subarray(0, this.length);
+    // Copied when not compressed: the scratch buffer is the next batch's.
+    return this.gzip ? gzipSync(body) : Buffer.from(body);
   }
 
   private reserve(bytes: number): void {

@@ -3,6 +3,7 @@ import { type Batch, type ChunkSpan, cutBatches } from './batches.ts';
 import type { BatchLimits } from './destinations/destination.ts';
 import { itemEncoderOf } from './destinations/itemEncoders.ts';
 import { type NoticeRecord, recordsOfLeafRows } from './records.ts';
+import type { OcsfVersion } from './ocsf.ts';
 import type { DestinationInput, StreamFormat } from './streamRules.ts';
 
 /** A chunk of a tenant's trail as read, and what its batches need: what a preparation thread is given. */
@@ -11,6 +12,8 @@ export interface ChunkJob {
   readonly rows: Uint8Array;
   readonly destination: DestinationInput;
   readonly format: StreamFormat;
+  /** The OCSF release of an `ocsf` stream's records. */
+  readonly ocsfVersion: OcsfVersion;
   readonly span: ChunkSpan;
   readonly limits: BatchLimits;
   /** The tenant's latest signed tree head, leading each batch, when the stream carries heads. */
@@ -20,7 +23,7 @@ export interface ChunkJob {
 /** The chunk's batches, each ready to send (its body framed and gzipped); none when the filter let no event through. */
 export function prepareChunk(job: ChunkJob): Batch[] {
   const rows = new BinaryRows(Buffer.from(job.rows.buffer, job.rows.byteOffset, job.rows.byteLength));
-  const records = recordsOfLeafRows(job.format, job.span.tenantId, rows);
+  const records = recordsOfLeafRows(job.format, job.ocsfVersion, job.span.tenantId, rows);
   return cutBatches(itemEncoderOf(job.destination, job.format), job.limits, job.span, records, rows.rowCount > 0 ? job.head : undefined);
 }
 

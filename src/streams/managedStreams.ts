@@ -1,16 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import type { Database } from '../db/database.ts';
+import { ValidationError } from '../platform/errors.ts';
 import { parseInput } from '../platform/inputValidation.ts';
 import type { SecretBox } from '../webhooks/secretBox.ts';
 import type { TargetPolicy } from '../webhooks/targetGuard.ts';
 import type { WebhookUrlPolicy } from '../webhooks/webhookRules.ts';
 import { checkDestinationTarget, streamState, type StreamState } from './streamRegistry.ts';
+import type { OcsfVersion } from './ocsf.ts';
 import { destinationOf, sealDestination } from './streamSecrets.ts';
 import {
   destinationSchema,
   normaliseFilter,
   startAtMs,
   startAtSchema,
+  streamOcsfVersion,
   type DestinationInput,
   type StreamFilter,
   type StreamFormat,
@@ -26,6 +29,8 @@ export interface ManagedStreamSpec {
   /** For an `https` destination: the secret its batches are signed with. */
   readonly signingSecret: string | undefined;
   readonly format: StreamFormat;
+  /** Absent: the stream's present release, or the default for a new ocsf stream. */
+  readonly ocsfVersion: OcsfVersion | undefined;
   readonly filter: StreamFilter | undefined;
   readonly startAt: string | undefined;
   readonly treeHeads: boolean;
@@ -72,7 +77,12 @@ export class ManagedStreams {
     if (spec.startAt !== undefined) parseInput(startAtSchema, spec.startAt, 'startAt');
     const filter = normaliseFilter(spec.filter);
     const existing = await findManagedStream(db, managedBy);
-    if (existing && this.matches(existing, spec, destination, filter)) return { stream: existing, outcome: 'unchanged' };
+    if (spec.format !== 'ocsf' && spec.ocsfVersion !== undefined)
+      throw ValidationError.single('ocsfVersion', 'only an ocsf stream has an OCSF version');
+    // An ocsf stream made before it could name a release keeps the one it has: its consumers parse that one.
+    const ocsfVersion = streamOcsfVersion(spec.format, spec.ocsfVersion ?? existing?.ocsfVersion ?? undefined);
+    if (existing && this.matches(existing, spec, destination, filter) && existing.ocsfVersion === ocsfVersion)
+      return { stream: existing, outcome: 'unchanged' };
     await checkDestinationTarget(destination, policy);
     const { shown, ciphertext } = sealDestination(destination, secrets, spec.signingSecret);
     const stream = await db.transaction(async (client) => {
@@ -82,6 +92,7 @@ export class ManagedStreams {
           destination: shown,
           secretCiphertext: ciphertext,
           format: spec.format,
+          ocsfVersion,
           filter,
           treeHeads: spec.treeHeads,
           paused: spec.paused,
@@ -97,6 +108,7 @@ export class ManagedStreams {
           destination: shown,
           secretCiphertext: ciphertext,
           format: spec.format,
+          ocsfVersion,
           filter,
           treeHeads: spec.treeHeads,
           startAtMs: startAtMs(spec.startAt),

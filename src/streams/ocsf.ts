@@ -1,21 +1,29 @@
 import { SERVICE_VERSION } from '../platform/version.ts';
+import {
+  ACCOUNT_CHANGE,
+  AUTHENTICATION,
+  BASE_EVENT,
+  DATASTORE_ACTIVITY,
+  ENTITY_MANAGEMENT,
+  type OcsfClass,
+  ocsfClassOf,
+  verbOf,
+} from './ocsfClasses.ts';
 
 /**
- * The `ocsf` format of a log stream: each audit event as an event of one OCSF 1.3.0 class, chosen by the
- * kind of action (the table in docs/streams.md). The rules, in order:
- *
- * 1. an action whose last segment is a sign-in or sign-out verb (`auth.login`, `user.logout`) → Authentication;
- * 2. an access to protected health information (`phi.*`, or phi_involved) → Datastore Activity, the data access class;
- * 3. a change of a user account (resource type user, account or role) → Account Change, when its verb is one;
- * 4. any other administrative action (`admin.*`: keys, webhooks, streams) → Entity Management;
- * 5. everything else → API Activity.
- *
- * The served document is kept whole in `raw_data`, so a SIEM holds exactly what the API serves (and what
- * the tree head signs), and the fields OCSF has no place for go to `unmapped`. `metadata.sequence` is the
- * event's position in its tenant's trail, `metadata.uid` its event_id. Pure: no I/O.
+ * The `ocsf` format of a log stream: each audit event as an event of one OCSF class (ocsfClasses.ts), valid by
+ * the schema of the stream's OCSF release (`ocsf_version`: 1.7.0 for new streams, 1.3.0 for those made
+ * before it existed). The served document is kept whole in `raw_data`, so a SIEM holds exactly what the API
+ * serves (and what the tree head signs), and the fields OCSF has no place for go to `unmapped`.
+ * `metadata.sequence` is the event's position in its tenant's trail, `metadata.uid` its event_id. Nothing is
+ * invented: an attribute the event has no value for is left out (and a class that would need it is not
+ * chosen). Pure: no I/O.
  */
 
-export const OCSF_VERSION = '1.3.0';
+export const OCSF_VERSIONS = ['1.7.0', '1.3.0'] as const;
+export type OcsfVersion = (typeof OCSF_VERSIONS)[number];
+/** What a new `ocsf` stream emits unless it names another release. */
+export const DEFAULT_OCSF_VERSION: OcsfVersion = '1.7.0';
 
 /** The fields of a served event document the mapping reads. */
 export interface ServedEvent {
@@ -36,139 +44,15 @@ export interface ServedEvent {
   readonly details: string;
 }
 
-interface OcsfClass {
-  readonly uid: number;
-  readonly name: string;
-  readonly categoryUid: number;
-  readonly categoryName: string;
-  /** activity_id by the action's verb (its last segment). */
-  readonly activities: Readonly<Record<string, readonly [id: number, name: string]>>;
-}
-
-const IAM = { categoryUid: 3, categoryName: 'Identity & Access Management' };
-const APPLICATION = { categoryUid: 6, categoryName: 'Application Activity' };
-
-const AUTHENTICATION: OcsfClass = {
-  uid: 3002,
-  name: 'Authentication',
-  ...IAM,
-  activities: {
-    login: [1, 'Logon'],
-    logon: [1, 'Logon'],
-    sign_in: [1, 'Logon'],
-    signin: [1, 'Logon'],
-    logout: [2, 'Logoff'],
-    logoff: [2, 'Logoff'],
-    sign_out: [2, 'Logoff'],
-    signout: [2, 'Logoff'],
-  },
-};
-
-const DATASTORE_ACTIVITY: OcsfClass = {
-  uid: 6005,
-  name: 'Datastore Activity',
-  ...APPLICATION,
-  activities: {
-    read: [1, 'Read'],
-    view: [1, 'Read'],
-    get: [1, 'Read'],
-    export: [1, 'Read'],
-    download: [1, 'Read'],
-    print: [1, 'Read'],
-    update: [2, 'Update'],
-    modify: [2, 'Update'],
-    connect: [3, 'Connect'],
-    query: [4, 'Query'],
-    search: [4, 'Query'],
-    write: [5, 'Write'],
-    create: [6, 'Create'],
-    delete: [7, 'Delete'],
-    list: [8, 'List'],
-    encrypt: [9, 'Encrypt'],
-    decrypt: [10, 'Decrypt'],
-  },
-};
-
-const ACCOUNT_CHANGE: OcsfClass = {
-  uid: 3001,
-  name: 'Account Change',
-  ...IAM,
-  activities: {
-    create: [1, 'Create'],
-    enable: [2, 'Enable'],
-    password_change: [3, 'Password Change'],
-    password_reset: [4, 'Password Reset'],
-    disable: [5, 'Disable'],
-    delete: [6, 'Delete'],
-    attach_policy: [7, 'Attach Policy'],
-    detach_policy: [8, 'Detach Policy'],
-    lock: [9, 'Lock'],
-    mfa_enable: [10, 'MFA Factor Enable'],
-    mfa_disable: [11, 'MFA Factor Disable'],
-  },
-};
-
-const ENTITY_MANAGEMENT: OcsfClass = {
-  uid: 3004,
-  name: 'Entity Management',
-  ...IAM,
-  activities: {
-    create: [1, 'Create'],
-    read: [2, 'Read'],
-    update: [3, 'Update'],
-    rotate_secret: [3, 'Update'],
-    delete: [4, 'Delete'],
-    enable: [8, 'Enable'],
-    disable: [9, 'Disable'],
-    revoke: [9, 'Disable'],
-    auto_disable: [9, 'Disable'],
-    activate: [10, 'Activate'],
-    deactivate: [11, 'Deactivate'],
-    pause: [12, 'Suspend'],
-    suspend: [12, 'Suspend'],
-    resume: [13, 'Resume'],
-  },
-};
-
-const API_ACTIVITY: OcsfClass = {
-  uid: 6003,
-  name: 'API Activity',
-  ...APPLICATION,
-  activities: {
-    create: [1, 'Create'],
-    read: [2, 'Read'],
-    get: [2, 'Read'],
-    list: [2, 'Read'],
-    export: [2, 'Read'],
-    update: [3, 'Update'],
-    delete: [4, 'Delete'],
-  },
-};
-
-export const OCSF_CLASSES = [AUTHENTICATION, DATASTORE_ACTIVITY, ACCOUNT_CHANGE, ENTITY_MANAGEMENT, API_ACTIVITY] as const;
-
-const ACCOUNT_RESOURCES = new Set(['user', 'account', 'role', 'service_account']);
-
-/** The class an action maps to (the rules in this module's header). */
-function ocsfClassOf(event: Pick<ServedEvent, 'action' | 'phi_involved' | 'resource_type'>): OcsfClass {
-  const verb = verbOf(event.action);
-  if (AUTHENTICATION.activities[verb]) return AUTHENTICATION;
-  if (event.phi_involved || event.action.startsWith('phi.')) return DATASTORE_ACTIVITY;
-  if (ACCOUNT_RESOURCES.has(event.resource_type) && ACCOUNT_CHANGE.activities[verb]) return ACCOUNT_CHANGE;
-  if (event.action.startsWith('admin.')) return ENTITY_MANAGEMENT;
-  return API_ACTIVITY;
-}
-
-function verbOf(action: string): string {
-  return action.slice(action.lastIndexOf('.') + 1);
-}
-
 /** An OCSF event for one served event; `rawDocument` is its served JSON text, `leafIndex` its position in the trail. */
-export function toOcsf(event: ServedEvent, rawDocument: string, leafIndex: number): Record<string, unknown> {
+export function toOcsf(event: ServedEvent, rawDocument: string, leafIndex: number, version: OcsfVersion): Record<string, unknown> {
   const ocsfClass = ocsfClassOf(event);
-  const [activityId, activityName] = ocsfClass.activities[verbOf(event.action)] ?? [99, 'Other'];
-  const user = { uid: event.user_id, name: event.user_id };
-  const record: Record<string, unknown> = {
+  const verb = verbOf(event.action);
+  // A verb the class has no activity for is 99 Other, named by the verb itself, as OCSF asks.
+  const [activityId, activityName] = ocsfClass.activities[verb] ?? [99, verb];
+  const actor = actorOf(ocsfClass, event, version);
+  const profiles = actor.profiles;
+  return {
     activity_id: activityId,
     activity_name: activityName,
     category_uid: ocsfClass.categoryUid,
@@ -176,7 +60,7 @@ export function toOcsf(event: ServedEvent, rawDocument: string, leafIndex: numbe
     class_uid: ocsfClass.uid,
     class_name: ocsfClass.name,
     type_uid: ocsfClass.uid * 100 + activityId,
-    type_name: `${ocsfClass.name}: ${activityName}`,
+    type_name: `${ocsfClass.name}: ${activityId === 99 ? 'Other' : activityName}`,
     severity_id: 1,
     severity: 'Informational',
     time: Date.parse(event.timestamp),
@@ -184,8 +68,9 @@ export function toOcsf(event: ServedEvent, rawDocument: string, leafIndex: numbe
     status: event.success ? 'Success' : 'Failure',
     message: `${event.action} of ${event.resource_type} ${event.resource_id} by ${event.user_id}`,
     metadata: {
-      version: OCSF_VERSION,
+      version,
       product: { name: 'audit-trail', vendor_name: 'audit-trail', version: SERVICE_VERSION },
+      ...(profiles.length > 0 ? { profiles } : {}),
       uid: event.event_id,
       tenant_uid: event.tenant_id,
       sequence: leafIndex,
@@ -193,28 +78,44 @@ export function toOcsf(event: ServedEvent, rawDocument: string, leafIndex: numbe
       log_name: 'audit-trail',
       log_provider: 'audit-trail',
     },
-    actor: { user },
-    src_endpoint: event.source_ip === '' ? { name: 'unknown' } : { ip: event.source_ip },
-    ...(event.user_agent === '' ? {} : { http_request: { user_agent: event.user_agent } }),
+    ...actor.attributes,
+    ...(event.source_ip === '' ? {} : { src_endpoint: { ip: event.source_ip } }),
+    ...(event.user_agent === '' || ocsfClass === BASE_EVENT ? {} : { http_request: { user_agent: event.user_agent } }),
     ...classAttributes(ocsfClass, event),
     raw_data: rawDocument,
-    unmapped: unmapped(ocsfClass, event),
+    unmapped: unmapped(ocsfClass, event, actor.attributes.actor === undefined),
   };
-  return record;
+}
+
+/**
+ * `actor.user`, and the profiles it needs: in OCSF 1.3.0 the IAM classes have `actor` only through the `host`
+ * profile, which the record then declares; in 1.7.0 it is their own. A Base Event has it only through `host`,
+ * which 1.3.0's base event does not offer: there the user goes to `unmapped`.
+ */
+function actorOf(ocsfClass: OcsfClass, event: ServedEvent, version: OcsfVersion): { attributes: { actor?: unknown }; profiles: string[] } {
+  const actor = { user: { uid: event.user_id, name: event.user_id } };
+  if (ocsfClass === BASE_EVENT)
+    return version === '1.3.0' ? { attributes: {}, profiles: [] } : { attributes: { actor }, profiles: ['host'] };
+  const hostProfile = version === '1.3.0' && ocsfClass.categoryUid === 3;
+  return { attributes: { actor }, profiles: hostProfile ? ['host'] : [] };
 }
 
 /** The attributes each class requires or recommends, beyond the shared ones. */
 function classAttributes(ocsfClass: OcsfClass, event: ServedEvent): Record<string, unknown> {
   switch (ocsfClass) {
     case AUTHENTICATION:
-      return { user: { uid: event.user_id, name: event.user_id } };
+      // The service signed in to is the tenant's application, the one that wrote the event: OCSF requires a
+      // service or a destination endpoint, and the tenant is what the event says of it.
+      return { user: { uid: event.user_id, name: event.user_id }, service: { uid: event.tenant_id } };
     case DATASTORE_ACTIVITY:
-      // The record acted on sits in a table named after its kind; its id goes to unmapped (OCSF 1.3 has no record object).
+      // The record acted on sits in a table named after its kind; its id goes to unmapped (OCSF has no record object).
       return { type_id: 3, type: 'Table', table: { name: event.resource_type } };
     case ACCOUNT_CHANGE:
       return { user: { uid: event.resource_id, name: event.resource_id } };
     case ENTITY_MANAGEMENT:
       return { entity: { uid: event.resource_id, type: event.resource_type } };
+    case BASE_EVENT:
+      return {};
     default:
       return {
         api: { operation: event.action, service: { name: 'audit-trail' } },
@@ -223,13 +124,47 @@ function classAttributes(ocsfClass: OcsfClass, event: ServedEvent): Record<strin
   }
 }
 
-function unmapped(ocsfClass: OcsfClass, event: ServedEvent): Record<string, unknown> {
+function unmapped(ocsfClass: OcsfClass, event: ServedEvent, withoutActor: boolean): Record<string, unknown> {
   return {
+    ...(withoutActor ? { user_id: event.user_id } : {}),
     user_role: event.user_role,
-    ...(ocsfClass === DATASTORE_ACTIVITY ? { resource_id: event.resource_id } : {}),
+    ...(ocsfClass === DATASTORE_ACTIVITY || ocsfClass === BASE_EVENT
+      ? { resource_type: event.resource_type, resource_id: event.resource_id }
+      : {}),
     phi_involved: event.phi_involved,
     ...(event.fields_accessed === '' ? {} : { fields_accessed: JSON.parse(event.fields_accessed) as unknown }),
     ...(event.justification === '' ? {} : { justification: event.justification }),
+    ...(ocsfClass === BASE_EVENT && event.user_agent !== '' ? { user_agent: event.user_agent } : {}),
     details: JSON.parse(event.details) as unknown,
+  };
+}
+
+/**
+ * The record of a test send (POST /audit/streams/{id}/test) of an `ocsf` stream: a Base Event (activity 99,
+ * `stream.test`), so that even a test never puts anything but OCSF in front of its consumer. It has no
+ * `raw_data` nor `metadata.sequence`: no part of the trail.
+ */
+export function ocsfTestRecord(streamId: string, tenantId: string, nowMs: number, version: OcsfVersion): Record<string, unknown> {
+  return {
+    activity_id: 99,
+    activity_name: 'stream.test',
+    category_uid: BASE_EVENT.categoryUid,
+    category_name: BASE_EVENT.categoryName,
+    class_uid: BASE_EVENT.uid,
+    class_name: BASE_EVENT.name,
+    type_uid: 99,
+    type_name: `${BASE_EVENT.name}: Other`,
+    severity_id: 1,
+    severity: 'Informational',
+    time: nowMs,
+    message: `audit-trail log stream ${streamId} test`,
+    metadata: {
+      version,
+      product: { name: 'audit-trail', vendor_name: 'audit-trail', version: SERVICE_VERSION },
+      tenant_uid: tenantId,
+      log_name: 'audit-trail',
+      log_provider: 'audit-trail',
+    },
+    unmapped: { stream_test: { stream_id: streamId, tenant_id: tenantId, sent_at: new Date(nowMs).toISOString() } },
   };
 }

@@ -3,7 +3,7 @@ import type { BinaryRows } from '../db/binaryCopy.ts';
 import { compactDocumentLength, compactTimestampMs, writeCompactDocument } from '../events/compactDocumentBytes.ts';
 import { documentOfLeafRow, LEAF_ROW_PARTS } from '../events/leafChunks.ts';
 import type { JsonWriter } from './destinations/destination.ts';
-import { toOcsf, type ServedEvent } from './ocsf.ts';
+import { DEFAULT_OCSF_VERSION, type OcsfVersion, ocsfTestRecord, toOcsf, type ServedEvent } from './ocsf.ts';
 import type { StreamFormat } from './streamRules.ts';
 
 /**
@@ -13,8 +13,9 @@ import type { StreamFormat } from './streamRules.ts';
  * - `native`: the event document exactly as the API serves it, with one member appended, `leaf_index`, its
  *   position in the tenant's trail (the way an export with proofs appends `proof`). With `event_id` it is
  *   what a consumer deduplicates on.
- * - `ocsf`: the OCSF event of ocsf.ts, the served document in its `raw_data`.
- * - a tree head: `{"tree_head": <the tenant's latest signed tree head>}`.
+ * - `ocsf`: the OCSF event of ocsf.ts, of the stream's OCSF release, the served document in its `raw_data`.
+ * - a tree head: `{"tree_head": <the tenant's latest signed tree head>}`, first in a batch or beside it
+ *   (ItemEncoder.headsBeside).
  */
 
 export type StreamRecord = EventRecord | NoticeRecord;
@@ -73,6 +74,7 @@ export function eventRecord(
   tenantId: string,
   document: string,
   leafIndex: number,
+  ocsfVersion: OcsfVersion = DEFAULT_OCSF_VERSION,
 ): EventRecord & { readonly json: string } {
   if (format === 'ocsf') {
     const event = JSON.parse(document) as ServedEvent;
@@ -82,7 +84,7 @@ export function eventRecord(
       leafIndex,
       timestampMs: Date.parse(event.timestamp),
       action: event.action,
-      json: JSON.stringify(toOcsf(event, document, leafIndex)),
+      json: JSON.stringify(toOcsf(event, document, leafIndex, ocsfVersion)),
     };
   }
   // The native record needs only the time and action besides the text: read from the fixed start of the
@@ -105,13 +107,18 @@ export function eventRecord(
  * into strings to encode them back was most of its CPU); it is valid only until the next record is taken.
  * Any other row or format goes through the document's text.
  */
-export function* recordsOfLeafRows(format: StreamFormat, tenantId: string, rows: BinaryRows): Generator<EventRecord> {
+export function* recordsOfLeafRows(
+  format: StreamFormat,
+  ocsfVersion: OcsfVersion,
+  tenantId: string,
+  rows: BinaryRows,
+): Generator<EventRecord> {
   for (const index of leafOrder(rows)) {
     rows.select(index);
     const leafIndex = rows.integer(0);
     const documentLength = format === 'native' ? compactDocumentLength(rows, LEAF_ROW_PARTS) : undefined;
     if (documentLength === undefined) {
-      yield eventRecord(format, tenantId, documentOfLeafRow(rows), leafIndex);
+      yield eventRecord(format, tenantId, documentOfLeafRow(rows), leafIndex, ocsfVersion);
       continue;
     }
     yield {
@@ -171,14 +178,19 @@ export function treeHeadRecord(head: SignedTreeHead, firstLeaf: number): NoticeR
   };
 }
 
-/** The one record a test send carries (POST /audit/streams/{id}/test): nothing of the trail. */
-export function testRecord(streamId: string, tenantId: string, nowMs = Date.now()): NoticeRecord {
-  return {
-    kind: 'test',
-    tenantId,
-    leafIndex: 0,
-    timestampMs: nowMs,
-    action: 'stream.test',
-    json: JSON.stringify({ stream_test: { stream_id: streamId, tenant_id: tenantId, sent_at: new Date(nowMs).toISOString() } }),
-  };
+/**
+ * The one record a test send carries (POST /audit/streams/{id}/test): nothing of the trail. An `ocsf` stream's is
+ * an OCSF event (ocsfTestRecord), so that its consumer meets nothing else even then.
+ */
+export function testRecord(
+  streamId: string,
+  tenantId: string,
+  format: { readonly format: StreamFormat; readonly ocsfVersion: OcsfVersion | null },
+  nowMs = Date.now(),
+): NoticeRecord {
+  const json =
+    format.format === 'ocsf'
+      ? ocsfTestRecord(streamId, tenantId, nowMs, format.ocsfVersion ?? DEFAULT_OCSF_VERSION)
+      : { stream_test: { stream_id: streamId, tenant_id: tenantId, sent_at: new Date(nowMs).toISOString() } };
+  return { kind: 'test', tenantId, leafIndex: 0, timestampMs: nowMs, action: 'stream.test', json: JSON.stringify(json) };
 }

@@ -21,6 +21,7 @@ import {
   normaliseFilter,
   startAtMs,
   streamCreationSchema,
+  streamOcsfVersion,
   type DestinationInput,
   type StreamCreation,
 } from './streamRules.ts';
@@ -105,6 +106,7 @@ export class StreamRegistry {
       destination: shown,
       secretCiphertext: ciphertext,
       format: creation.format,
+      ocsfVersion: streamOcsfVersion(creation.format, creation.ocsf_version),
       filter: normaliseFilter(creation.filter),
       treeHeads: creation.tree_heads,
       startAtMs: startAtMs(creation.start_at),
@@ -193,10 +195,10 @@ export async function streamState(db: Queryable, stream: LogStream, clock: Clock
 /** Sends one test record to a stream's destination. */
 async function sendTestRecord(stream: LogStream, box: SecretBox, options: DestinationOptions): Promise<TestSend> {
   const { destination, signingSecret } = destinationOf(stream, box);
-  const target = openDestination(destination, signingSecret, options);
+  const target = openDestination(destination, signingSecret, options, stream.format);
   const started = performance.now();
   try {
-    const record = testRecord(stream.id, stream.ownerTenantId ?? '');
+    const record = testRecord(stream.id, stream.ownerTenantId ?? '', stream);
     const outcome = await target.send(
       singleBatch(
         itemEncoderOf(destination, stream.format),

@@ -1,8 +1,10 @@
 import { z } from 'zod';
 import { parseTimestampCeilMs } from '../events/eventFields.ts';
+import { DEFAULT_OCSF_VERSION, OCSF_VERSIONS, type OcsfVersion } from './ocsf.ts';
 import {
   WEBHOOK_FILTER_ENTRY_MAX_LENGTH,
   WEBHOOK_FILTER_ENTRY_PATTERN,
+  WEBHOOK_URL_MAX_LENGTH,
   webhookUrlProblem,
   type WebhookUrlPolicy,
 } from '../webhooks/webhookRules.ts';
@@ -21,9 +23,11 @@ const LABEL_MAX_LENGTH = 256;
 const SECRET_MAX_LENGTH = 512;
 const TAGS_MAX = 50;
 
-export const DESTINATION_TYPES = ['splunk_hec', 'datadog', 'https', 's3'] as const;
+export const DESTINATION_TYPES = ['splunk_hec', 'datadog', 'https', 's3', 'amqp'] as const;
 export type DestinationType = (typeof DESTINATION_TYPES)[number];
 export const STREAM_FORMATS = ['native', 'ocsf'] as const;
+/** How an https destination frames a batch's records: lines of NDJSON, or one JSON array. */
+const HTTPS_BODIES = ['ndjson', 'json'] as const;
 export type StreamFormat = (typeof STREAM_FORMATS)[number];
 
 /** A destination URL: the webhook rules (https, no credentials, no fragment), and for a base URL no query either. */
@@ -37,6 +41,37 @@ function destinationUrl(policy: WebhookUrlPolicy, what: string) {
     })
     .meta({ description: what });
 }
+
+/**
+ * An AMQP 0-9-1 broker: `amqps://host[:port][/vhost]` (`amqp://` only where plain http is allowed), the
+ * credentials in members of their own, never in the URL (it is shown by the API and logged).
+ */
+function brokerUrl(policy: WebhookUrlPolicy) {
+  return z
+    .string()
+    .max(WEBHOOK_URL_MAX_LENGTH)
+    .superRefine((value, ctx) => {
+      const problem = brokerUrlProblem(value, policy);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    })
+    .meta({ description: 'The broker, amqps://host[:port][/vhost] (5671 by default; the vhost percent-encoded, absent: "/").' });
+}
+
+function brokerUrlProblem(value: string, policy: WebhookUrlPolicy): string | undefined {
+  if (!URL.canParse(value)) return 'must be an absolute URL';
+  const url = new URL(value);
+  const schemes = policy.allowHttp ? ['amqps:', 'amqp:'] : ['amqps:'];
+  if (!schemes.includes(url.protocol)) return policy.allowHttp ? 'must use amqps or amqp' : 'must use amqps';
+  if (url.username !== '' || url.password !== '') return 'must not contain credentials: give username and password';
+  if (url.hostname === '') return 'must name a host';
+  if (url.search !== '' || url.hash !== '') return 'must not contain a query or a fragment';
+  if (url.port === '0') return 'must not use port 0';
+  if (url.pathname.length > 1 && url.pathname.slice(1).includes('/')) return 'must name at most one vhost (percent-encode a / in it)';
+  return undefined;
+}
+
+/** AMQP exchange names and routing keys are short strings of at most 255 bytes. */
+const AMQP_NAME = /^[A-Za-z0-9_.:-]{1,255}$/;
 
 const secret = (what: string) =>
   z
@@ -87,7 +122,27 @@ export function destinationSchema(policy: WebhookUrlPolicy) {
     }),
     z.strictObject({
       type: z.literal('https'),
-      url: destinationUrl(policy, 'The collector: batches are POSTed to this URL as gzipped NDJSON, signed like webhooks.'),
+      url: destinationUrl(policy, 'The collector: batches are POSTed to this URL, gzipped, signed like webhooks.'),
+      body: z.enum(HTTPS_BODIES).optional().meta({
+        description:
+          'ndjson (the default): one record a line; json: one JSON array of the records, the payload the Standard Webhooks libraries parse by default.',
+      }),
+    }),
+    z.strictObject({
+      type: z.literal('amqp'),
+      url: brokerUrl(policy),
+      username: z.string().min(1).max(LABEL_MAX_LENGTH).meta({ description: 'The broker user.' }),
+      password: secret('The broker user’s password.'),
+      exchange: z
+        .string()
+        .regex(AMQP_NAME, 'must be an exchange name: letters, digits, - _ . :')
+        .meta({ description: 'The exchange the records are published to; it must exist (it is never declared).' }),
+      routing_key: z
+        .string()
+        .max(255)
+        .regex(/^[A-Za-z0-9_.:{}-]*$/, 'must be a routing key of letters, digits, - _ . : and {tenant}')
+        .optional()
+        .meta({ description: 'The routing key of every record; {tenant} is replaced by the tenant id. Default audit.<format>.{tenant}.' }),
     }),
     z.strictObject({
       type: z.literal('s3'),
@@ -144,16 +199,34 @@ export function startAtMs(value: string | undefined): number | undefined {
 
 /** POST /audit/streams. Unknown fields are refused: a misspelt filter must not mean "every event". */
 export function streamCreationSchema(policy: WebhookUrlPolicy) {
-  return z.strictObject({
-    destination: destinationSchema(policy),
-    format: z.enum(STREAM_FORMATS).default('native'),
-    filter: streamFilterSchema.optional(),
-    start_at: startAtSchema.optional(),
-    tree_heads: z
-      .boolean()
-      .default(true)
-      .meta({ description: "Whether each batch carries the tenant's latest signed tree head (docs/streams.md)." }),
+  return z
+    .strictObject({
+      destination: destinationSchema(policy),
+      format: z.enum(STREAM_FORMATS).default('native'),
+      ocsf_version: ocsfVersionSchema,
+      filter: streamFilterSchema.optional(),
+      start_at: startAtSchema.optional(),
+      tree_heads: z
+        .boolean()
+        .default(true)
+        .meta({ description: "Whether each batch carries the tenant's latest signed tree head (docs/streams.md)." }),
+    })
+    .superRefine((creation, ctx) => {
+      if (creation.format !== 'ocsf' && creation.ocsf_version !== undefined)
+        ctx.addIssue({ code: 'custom', path: ['ocsf_version'], message: 'only an ocsf stream has an OCSF version' });
+    });
+}
+
+const ocsfVersionSchema = z
+  .enum(OCSF_VERSIONS)
+  .optional()
+  .meta({
+    description: `format ocsf only: the OCSF release of the records, ${DEFAULT_OCSF_VERSION} by default (1.3.0 for streams that need it).`,
   });
+
+/** The OCSF release a stream of `format` emits: none for native; the one asked for, or else the default. */
+export function streamOcsfVersion(format: StreamFormat, asked: OcsfVersion | undefined): OcsfVersion | null {
+  return format === 'ocsf' ? (asked ?? DEFAULT_OCSF_VERSION) : null;
 }
 
 export type StreamCreation = z.output<ReturnType<typeof streamCreationSchema>>;

@@ -122,15 +122,20 @@ export class StreamRunner {
       let worker: StreamWorker;
       try {
         const { destination, signingSecret } = destinationOf(stream, this.options.secrets);
-        worker = new StreamWorker(stream, openDestination(destination, signingSecret, this.options.destinations), destination, {
-          db,
-          preparer: this.preparer,
-          owner: this.owner,
-          pollMs: this.options.pollMs,
-          failingRetryMs: this.options.failingRetryMs,
-          log: this.options.log,
-          metrics: this.options.metrics,
-        });
+        worker = new StreamWorker(
+          stream,
+          openDestination(destination, signingSecret, this.options.destinations, stream.format),
+          destination,
+          {
+            db,
+            preparer: this.preparer,
+            owner: this.owner,
+            pollMs: this.options.pollMs,
+            failingRetryMs: this.options.failingRetryMs,
+            log: this.options.log,
+            metrics: this.options.metrics,
+          },
+        );
       } catch (thrown) {
         // A secret sealed under another SECRET_ENCRYPTION_KEY, say: the stream waits for the right key.
         this.options.log.error({ err: coerceError(thrown), stream_id: stream.id }, 'cannot open the stream destination');

@@ -4,12 +4,12 @@ import type { LogStream } from './streamStore.ts';
 
 /**
  * A destination's secrets at rest: the member of each type that is one (HEC token, Datadog API key, S3
- * secret access key), and for `https` the signing secret the service generated, sealed together with
+ * secret access key, AMQP password), and for `https` the signing secret the service generated, sealed together with
  * SECRET_ENCRYPTION_KEY like webhook secrets. What is stored in the clear, and shown by the API, is the
  * rest: never a secret.
  */
 
-const SECRET_MEMBERS = { splunk_hec: 'token', datadog: 'api_key', s3: 'secret_access_key', https: undefined } as const;
+const SECRET_MEMBERS = { splunk_hec: 'token', datadog: 'api_key', s3: 'secret_access_key', amqp: 'password', https: undefined } as const;
 
 interface SealedSecrets {
   /** The destination's own secret member, when its type has one. */

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { prepared, type Queryable } from '../db/database.ts';
+import type { OcsfVersion } from './ocsf.ts';
 import type { DestinationType, StreamFilter, StreamFormat } from './streamRules.ts';
 
 /** SQL of log streams as the API and the controller change them, and their positions (migration 016); the streams role's leases in streamLeaseStore.ts. */
@@ -15,6 +16,8 @@ export interface LogStream {
   readonly destination: Record<string, unknown>;
   readonly secretCiphertext: Buffer;
   readonly format: StreamFormat;
+  /** The OCSF release of an `ocsf` stream's records (migration 028); null for `native`. */
+  readonly ocsfVersion: OcsfVersion | null;
   readonly filter: StreamFilter;
   readonly treeHeads: boolean;
   readonly startAt: Date;
@@ -36,6 +39,7 @@ export type StreamRow = {
   destination: Record<string, unknown>;
   secret_ciphertext: Buffer;
   format: StreamFormat;
+  ocsf_version: OcsfVersion | null;
   filter_action_prefixes: string[];
   filter_phi_involved: boolean | null;
   tree_heads: boolean;
@@ -50,7 +54,7 @@ export type StreamRow = {
   revision: number;
 };
 
-export const STREAM_COLUMNS = `id, owner_tenant_id, tenant_ids, destination_type, destination, secret_ciphertext, format, filter_action_prefixes,
+export const STREAM_COLUMNS = `id, owner_tenant_id, tenant_ids, destination_type, destination, secret_ciphertext, format, ocsf_version, filter_action_prefixes,
   filter_phi_involved, tree_heads, start_at, paused, failing_since, last_error, last_error_at, last_delivered_at, created_at,
   managed_by, revision`;
 
@@ -63,6 +67,7 @@ export function toStream(row: StreamRow): LogStream {
     destination: row.destination,
     secretCiphertext: row.secret_ciphertext,
     format: row.format,
+    ocsfVersion: row.ocsf_version,
     filter: {
       ...(row.filter_action_prefixes.length > 0 ? { action_prefixes: row.filter_action_prefixes } : {}),
       ...(row.filter_phi_involved === null ? {} : { phi_involved: row.filter_phi_involved }),
@@ -88,6 +93,7 @@ export interface NewStream {
   readonly destination: Record<string, unknown>;
   readonly secretCiphertext: Buffer;
   readonly format: StreamFormat;
+  readonly ocsfVersion: OcsfVersion | null;
   readonly filter: StreamFilter;
   readonly treeHeads: boolean;
   /** Undefined: the transaction's now(), so the admin event that records the creation is the stream's first. */
@@ -115,8 +121,8 @@ export async function lockTenantStreams(client: pg.PoolClient, tenantId: string)
 export async function insertStreamWithinLimit(client: pg.PoolClient, stream: NewStream, limit: number): Promise<LogStream | undefined> {
   const { rows } = await client.query<StreamRow>(
     `INSERT INTO log_streams (id, owner_tenant_id, tenant_ids, destination_type, destination, secret_ciphertext, format,
-                              filter_action_prefixes, filter_phi_involved, tree_heads, start_at, managed_by)
-     SELECT $1, $2, $3::text[], $4, $5::jsonb, $6, $7, $8::text[], $9::boolean, $10, COALESCE($11::timestamptz, now()), $12
+                              filter_action_prefixes, filter_phi_involved, tree_heads, start_at, managed_by, ocsf_version)
+     SELECT $1, $2, $3::text[], $4, $5::jsonb, $6, $7, $8::text[], $9::boolean, $10, COALESCE($11::timestamptz, now()), $12, $14
       WHERE $2::text IS NULL OR (SELECT count(*) FROM log_streams WHERE owner_tenant_id = $2) < $13
      RETURNING ${STREAM_COLUMNS}`,
     [
@@ -133,6 +139,7 @@ export async function insertStreamWithinLimit(client: pg.PoolClient, stream: New
       stream.startAtMs === undefined ? null : new Date(stream.startAtMs).toISOString(),
       stream.managedBy,
       limit,
+      stream.ocsfVersion,
     ],
   );
   if (rows[0]) await notifyStreamChanged(client, stream.id);
@@ -181,6 +188,7 @@ export interface StreamChanges {
   readonly destination: Record<string, unknown>;
   readonly secretCiphertext: Buffer;
   readonly format: StreamFormat;
+  readonly ocsfVersion: OcsfVersion | null;
   readonly filter: StreamFilter;
   readonly treeHeads: boolean;
   readonly paused: boolean;
@@ -191,7 +199,8 @@ export async function updateStream(client: pg.PoolClient, id: string, changes: S
   const { rows } = await client.query<StreamRow>(
     `UPDATE log_streams
         SET tenant_ids = $2::text[], destination = $3::jsonb, secret_ciphertext = $4, format = $5, filter_action_prefixes = $6::text[],
-            filter_phi_involved = $7::boolean, tree_heads = $8, paused = $9, failing_since = NULL, revision = revision + 1
+            filter_phi_involved = $7::boolean, tree_heads = $8, paused = $9, ocsf_version = $10, failing_since = NULL,
+            revision = revision + 1
       WHERE id = $1 RETURNING ${STREAM_COLUMNS}`,
     [
       id,
@@ -203,6 +212,7 @@ export async function updateStream(client: pg.PoolClient, id: string, changes: S
       changes.filter.phi_involved ?? null,
       changes.treeHeads,
       changes.paused,
+      changes.ocsfVersion,
     ],
   );
   await notifyStreamChanged(client, id);

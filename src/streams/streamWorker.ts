@@ -11,6 +11,7 @@ import type { ChunkPreparer } from './chunkPreparer.ts';
 import { type Chunk, ChunksAhead } from './chunksAhead.ts';
 import type { Destination, SendOutcome } from './destinations/destination.ts';
 import { itemEncoderOf } from './destinations/itemEncoders.ts';
+import { DEFAULT_OCSF_VERSION } from './ocsf.ts';
 import { treeHeadRecord } from './records.ts';
 import { lagPast, streamLag } from './streamLag.ts';
 import { advancePosition, recordFailure, startPosition } from './streamLeaseStore.ts';
@@ -94,6 +95,8 @@ export class StreamWorker {
    * the next update starts and before a pass ends: at most one batch is sent past the durable position.
    */
   private positionInFlight: Promise<boolean> | undefined;
+  /** Aborted by stop(): a send that only waits (for an acknowledgement) gives up rather than hold the stop. */
+  private readonly stopping = new AbortController();
 
   constructor(stream: LogStream, destination: Destination, destinationInput: DestinationInput, options: StreamWorkerOptions) {
     this.stream = stream;
@@ -118,12 +121,19 @@ export class StreamWorker {
 
   /** Ends the round in progress at its next batch boundary and closes the destination. */
   async stop(): Promise<void> {
+    this.stopping.abort();
     await this.loop.stop();
     await this.destination.close().catch(() => undefined);
-    // The process that holds the stream next reports it; stale values here would sit beside its own.
+    // Every series of the stream goes with the worker: the process that holds the stream next (or the same one,
+    // after a change) reports it afresh, and a deleted or paused stream has none (counters restart from 0,
+    // which rate() and increase() take as a reset).
     const { metrics } = this.options;
-    for (const gauge of metrics ? [metrics.streamFailing, metrics.streamLagEvents, metrics.streamLagSeconds] : [])
-      gauge.remove({ stream: this.stream.id });
+    const stream = this.stream.id;
+    for (const series of metrics
+      ? [metrics.streamFailing, metrics.streamLagEvents, metrics.streamLagSeconds, metrics.streamEventsDelivered]
+      : [])
+      series.remove({ stream });
+    for (const outcome of ['retry', 'too_large', 'refused']) metrics?.streamBatchesFailed.remove({ stream, outcome });
   }
 
   get done(): boolean {
@@ -137,6 +147,8 @@ export class StreamWorker {
       this.options.log.info({ stream_id: this.stream.id }, 'stream no longer held by this process (taken over, or deleted)');
       return 'stop';
     }
+    // A send given up because the stream is stopping is no failure of the destination's.
+    if (this.loop.stopped && outcome.kind === 'failed') return 'stop';
     if (!this.loop.stopped) await this.publishLag(outcome.kind === 'failed' ? undefined : outcome.trails);
     if (outcome.kind === 'failed') return this.handleFailure(outcome.outcome);
     this.retryMs = 0;
@@ -277,6 +289,7 @@ export class StreamWorker {
       rows,
       destination: this.destinationInput,
       format: this.stream.format,
+      ocsfVersion: this.stream.ocsfVersion ?? DEFAULT_OCSF_VERSION,
       span: { streamId: this.stream.id, tenantId, firstLeaf: position, lastLeaf: end },
       limits: { ...this.limits },
       head: head && treeHeadRecord(head, position),
@@ -289,7 +302,7 @@ export class StreamWorker {
     const { db, owner, metrics } = this.options;
     if (chunk.end < chunk.start) return { kind: 'moved' };
     for (const batch of chunk.batches) {
-      const outcome = await this.destination.send(batch.encoded);
+      const outcome = await this.destination.send(batch.encoded, this.stopping.signal);
       // The batch before's position was committed while this one was in flight; it holds before this one's.
       if (!(await this.settlePosition())) return { kind: 'lost' };
       if (outcome.kind !== 'delivered') return { kind: 'failed', outcome };

@@ -71,22 +71,26 @@ const ALERT_CASES: Record<string, AlertCase> = {
     },
   },
   AuditTrailRateLimiterFallback: {
-    fires: { series: { [`rate_limiter_fallback_active{${L},pod="api-0"}`]: '1x15' }, at: '12m', labels: { ...SCRAPED, pod: 'api-0' } },
-    quiet: { series: { [`rate_limiter_fallback_active{${L},pod="api-0"}`]: '1x5 0x10' }, at: '12m' },
+    fires: {
+      series: { [`audit_rate_limiter_fallback_active{${L},pod="api-0"}`]: '1x15' },
+      at: '12m',
+      labels: { ...SCRAPED, pod: 'api-0' },
+    },
+    quiet: { series: { [`audit_rate_limiter_fallback_active{${L},pod="api-0"}`]: '1x5 0x10' }, at: '12m' },
   },
   AuditTrailHighErrorRate: {
     fires: {
       series: {
-        [`http_request_duration_seconds_count{${L},pod="api-0",status="200"}`]: '0+100x20',
-        [`http_request_duration_seconds_count{${L},pod="api-0",status="503"}`]: '0+2x20',
+        [`audit_http_request_duration_seconds_count{${L},pod="api-0",status="200"}`]: '0+100x20',
+        [`audit_http_request_duration_seconds_count{${L},pod="api-0",status="503"}`]: '0+2x20',
       },
       at: '12m',
       labels: SCRAPED,
     },
     quiet: {
       series: {
-        [`http_request_duration_seconds_count{${L},pod="api-0",status="200"}`]: '0+100x20',
-        [`http_request_duration_seconds_count{${L},pod="api-0",status="500"}`]: '0+0.5x20',
+        [`audit_http_request_duration_seconds_count{${L},pod="api-0",status="200"}`]: '0+100x20',
+        [`audit_http_request_duration_seconds_count{${L},pod="api-0",status="500"}`]: '0+0.5x20',
       },
       at: '12m',
     },
@@ -94,9 +98,9 @@ const ALERT_CASES: Record<string, AlertCase> = {
   AuditTrailSlowEventList: {
     fires: {
       series: {
-        [`http_request_duration_seconds_bucket{${L},route="/api/v2/public/audit/events",le="0.25"}`]: '0x20',
-        [`http_request_duration_seconds_bucket{${L},route="/api/v2/public/audit/events",le="0.5"}`]: '0+10x20',
-        [`http_request_duration_seconds_bucket{${L},route="/api/v2/public/audit/events",le="+Inf"}`]: '0+10x20',
+        [`audit_http_request_duration_seconds_bucket{${L},route="/api/v2/public/audit/events",le="0.25"}`]: '0x20',
+        [`audit_http_request_duration_seconds_bucket{${L},route="/api/v2/public/audit/events",le="0.5"}`]: '0+10x20',
+        [`audit_http_request_duration_seconds_bucket{${L},route="/api/v2/public/audit/events",le="+Inf"}`]: '0+10x20',
       },
       at: '16m',
       labels: SCRAPED,
@@ -104,10 +108,10 @@ const ALERT_CASES: Record<string, AlertCase> = {
     // The list is fast; a slow export is not the list.
     quiet: {
       series: {
-        [`http_request_duration_seconds_bucket{${L},route="/api/v2/public/audit/events",le="0.25"}`]: '0+10x20',
-        [`http_request_duration_seconds_bucket{${L},route="/api/v2/public/audit/events",le="+Inf"}`]: '0+10x20',
-        [`http_request_duration_seconds_bucket{${L},route="/api/v2/public/audit/export",le="0.25"}`]: '0x20',
-        [`http_request_duration_seconds_bucket{${L},route="/api/v2/public/audit/export",le="+Inf"}`]: '0+10x20',
+        [`audit_http_request_duration_seconds_bucket{${L},route="/api/v2/public/audit/events",le="0.25"}`]: '0+10x20',
+        [`audit_http_request_duration_seconds_bucket{${L},route="/api/v2/public/audit/events",le="+Inf"}`]: '0+10x20',
+        [`audit_http_request_duration_seconds_bucket{${L},route="/api/v2/public/audit/export",le="0.25"}`]: '0x20',
+        [`audit_http_request_duration_seconds_bucket{${L},route="/api/v2/public/audit/export",le="+Inf"}`]: '0+10x20',
       },
       at: '16m',
     },
@@ -129,28 +133,28 @@ const ALERT_CASES: Record<string, AlertCase> = {
   AuditTrailWorkersBehind: {
     fires: {
       series: {
-        [`webhook_relay_published_total{${L},pod="worker-0"}`]: '0+200x30',
-        [`webhook_delivery_attempts_total{${L},pod="worker-1",result="success"}`]: '0+100x30',
+        [`audit_webhook_relay_published_total{${L},pod="worker-0"}`]: '0+200x30',
+        [`audit_webhook_delivery_attempts_total{${L},pod="worker-1",result="success"}`]: '0+100x30',
       },
       at: '25m',
       labels: SCRAPED,
     },
     quiet: {
       series: {
-        [`webhook_relay_published_total{${L},pod="worker-0"}`]: '0+120x30',
-        [`webhook_delivery_attempts_total{${L},pod="worker-1",result="success"}`]: '0+100x30',
+        [`audit_webhook_relay_published_total{${L},pod="worker-0"}`]: '0+120x30',
+        [`audit_webhook_delivery_attempts_total{${L},pod="worker-1",result="success"}`]: '0+100x30',
       },
       at: '25m',
     },
   },
   AuditTrailWebhookEndpointAutoDisabled: {
-    fires: { series: { [`webhook_endpoints_auto_disabled_total{${L},pod="worker-0"}`]: '0 0 1x5' }, at: '5m', labels: SCRAPED },
-    quiet: { series: { [`webhook_endpoints_auto_disabled_total{${L},pod="worker-0"}`]: '0 1x90' }, at: '90m' },
+    fires: { series: { [`audit_webhook_endpoints_auto_disabled_total{${L},pod="worker-0"}`]: '0 0 1x5' }, at: '5m', labels: SCRAPED },
+    quiet: { series: { [`audit_webhook_endpoints_auto_disabled_total{${L},pod="worker-0"}`]: '0 1x90' }, at: '90m' },
   },
   AuditTrailWebhookEndpointSaturated: {
-    fires: { series: { [`webhook_deliveries_parked_total{${L},pod="worker-0"}`]: '0+5x45' }, at: '40m', labels: SCRAPED },
+    fires: { series: { [`audit_webhook_deliveries_parked_total{${L},pod="worker-0"}`]: '0+5x45' }, at: '40m', labels: SCRAPED },
     // A burst of parking that ended: no endpoint is saturated now.
-    quiet: { series: { [`webhook_deliveries_parked_total{${L},pod="worker-0"}`]: '0+5x10 50x40' }, at: '40m' },
+    quiet: { series: { [`audit_webhook_deliveries_parked_total{${L},pod="worker-0"}`]: '0+5x10 50x40' }, at: '40m' },
   },
   AuditTrailForeignDeliveryMessages: {
     fires: {
@@ -549,7 +553,7 @@ describe('Helm chart: alerts and dashboard for operators', function () {
     });
 
     it('exports the labels the alerts select: the list route, the dependencies, the alerted error kinds from zero', () => {
-      expect(exported).to.match(/http_request_duration_seconds_bucket\{[^}]*route="\/api\/v2\/public\/audit\/events"/);
+      expect(exported).to.match(/audit_http_request_duration_seconds_bucket\{[^}]*route="\/api\/v2\/public\/audit\/events"/);
       for (const dependency of ['postgres', 'nats']) expect(exported).to.include(`audit_dependency_up{dependency="${dependency}"}`);
       for (const kind of ['ingest_rejected', 'delivery_not_attempted', 'relay_failed', 'delivery_foreign_message'])
         expect(exported).to.include(`audit_errors_total{kind="${kind}"} 0`);
@@ -559,7 +563,7 @@ describe('Helm chart: alerts and dashboard for operators', function () {
       expect(exported).to.match(/^audit_seal_oldest_unsealed_age_seconds \d/m);
       const api = await (await fetch(`${apiOnly.internalUrl}/metrics`)).text();
       expect(sampleNames(api).has('audit_seal_oldest_unsealed_age_seconds')).to.equal(false);
-      expect(sampleNames(api).has('http_request_duration_seconds_bucket')).to.equal(true);
+      expect(sampleNames(api).has('audit_http_request_duration_seconds_bucket')).to.equal(true);
     });
   });
 });

@@ -227,6 +227,35 @@ describe('AuditLogStream controller', function () {
     await harness.custom.deleteNamespacedCustomObject(address('exfiltrate'));
   });
 
+  it('takes an AMQP destination, its password from the Secret, and the OCSF release of the records', async () => {
+    await putSecret('broker-credentials', { password: 'broker-secret' });
+    await create('to-rabbit', {
+      allTenants: true,
+      destination: {
+        type: 'amqp',
+        url: 'amqp://127.0.0.1:5672',
+        username: 'guest',
+        exchange: 'audit',
+        routingKey: 'audit.{tenant}',
+        secretRef: { name: 'broker-credentials' },
+      },
+      format: 'ocsf',
+      ocsfVersion: '1.3.0',
+      paused: true,
+    });
+    await waitFor(async () => (await harness.streams.find(await managedBy('to-rabbit'))) !== undefined, 'the stream', SLOW);
+    const stream = (await harness.streams.find(await managedBy('to-rabbit')))!;
+    expect(stream).to.include({ destinationType: 'amqp', format: 'ocsf', ocsfVersion: '1.3.0' });
+    expect(stream.destination).to.deep.equal({
+      type: 'amqp',
+      url: 'amqp://127.0.0.1:5672',
+      username: 'guest',
+      exchange: 'audit',
+      routing_key: 'audit.{tenant}',
+    });
+    expect(destinationOf(stream, new SecretBox(TEST_ENCRYPTION_KEY)).destination).to.include({ password: 'broker-secret' });
+  });
+
   it('refuses a spec the public API would refuse (Stalled InvalidSpec), and creates nothing', async () => {
     await putSecret('s3-credentials', { accessKeyId: 'AKIAEXAMPLE', secretAccessKey: 'secret' });
     await create('bad-bucket', {

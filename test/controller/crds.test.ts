@@ -47,7 +47,7 @@ const SCHEMA_FINGERPRINTS: Record<string, Record<number, string>> = {
   ApiKey: { 1: '1598dbeb770ac167', 2: 'c62a796a4eb07ed8' },
   WebhookEndpoint: { 1: '2f1ec60112194971' },
   RetentionPolicy: { 1: '2c942f011c744e21', 2: '694ac4aa1ed13575' },
-  AuditLogStream: { 1: '688138bea478a293' },
+  AuditLogStream: { 1: '688138bea478a293', 2: '0b5acf451682ac8f' },
   LegalHold: { 1: '672b5374f61bdca8' },
 };
 

@@ -170,7 +170,7 @@ describe('per-key rate limits', function () {
         expect(readiness.json.status).to.equal('degraded');
         expect(readiness.json.checks.redis).to.include({ ok: false, critical: false });
         const metrics = await call(`${api.internalUrl}/metrics`);
-        expect(metrics.text).to.match(/^rate_limiter_fallback_active 1$/m);
+        expect(metrics.text).to.match(/^audit_rate_limiter_fallback_active 1$/m);
       } finally {
         await redis.start();
       }
@@ -187,7 +187,7 @@ describe('per-key rate limits', function () {
       const after = [];
       for (let i = 0; i < 6; i += 1) after.push((await read(i % 2 ? api.baseUrl : twin.baseUrl, key)).status);
       expect(after).to.deep.equal([200, 200, 200, 200, 200, 429]);
-      expect(await api.metric('rate_limiter_fallback_active')).to.equal(0);
+      expect(await api.metric('audit_rate_limiter_fallback_active')).to.equal(0);
     });
   });
 });

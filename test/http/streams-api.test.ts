@@ -1,3 +1,4 @@
+import { gunzipSync } from 'node:zlib';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { expect } from 'chai';
@@ -8,6 +9,7 @@ import { call, mintKey, startTestService, type TestService } from '../support/se
 import { SplunkHecReceiver } from '../support/siem-receivers.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { waitFor } from '../support/wait.ts';
+import { Webhook as SvixWebhook } from 'svix';
 
 /**
  * The public API of log streams (docs/streams.md, docs/api.md) on a service running the api, sealer and
@@ -98,6 +100,17 @@ describe('/api/v2/public/audit/streams', function () {
       [{ destination: hecDestination(), filters: { phi_involved: true } }, 'filters'],
       [{ destination: hecDestination(), start_at: '2999-01-01T00:00:00Z' }, 'start_at'],
       [{ destination: hecDestination(), filter: { action_prefixes: ['PHI READ'] } }, 'filter.action_prefixes.0'],
+      [{ destination: hecDestination(), format: 'ocsf', ocsf_version: '1.1.0' }, 'ocsf_version'],
+      [{ destination: hecDestination(), ocsf_version: '1.7.0' }, 'ocsf_version'],
+      [
+        { destination: { type: 'amqp', url: 'amqps://u:p@broker.example.com', username: 'u', password: 'p', exchange: 'audit' } },
+        'destination.url',
+      ],
+      [
+        { destination: { type: 'amqp', url: 'https://broker.example.com', username: 'u', password: 'p', exchange: 'audit' } },
+        'destination.url',
+      ],
+      [{ destination: { type: 'amqp', url: 'amqp://127.0.0.1', username: 'u', password: 'p', exchange: 'a b' } }, 'destination.exchange'],
       [
         { destination: { type: 's3', bucket: 'Bad_Bucket', prefix: 'a', region: 'eu-west-1', access_key_id: 'k', secret_access_key: 's' } },
         'destination.bucket',
@@ -129,6 +142,36 @@ describe('/api/v2/public/audit/streams', function () {
     expect((await call(`${service.baseUrl}/audit/streams/${stream.id}`, { key: reader })).json.stream.status).to.equal('active');
   });
 
+  it('creates an AMQP stream and never shows its password', async () => {
+    const destination = {
+      type: 'amqp',
+      url: 'amqp://127.0.0.1:5672/audit',
+      username: 'siem',
+      password: 'broker-secret',
+      exchange: 'audit',
+    };
+    const created = await create(writer, { destination });
+    expect(created.status).to.equal(201);
+    expect(created.json.stream.destination).to.deep.equal({
+      type: 'amqp',
+      url: 'amqp://127.0.0.1:5672/audit',
+      username: 'siem',
+      exchange: 'audit',
+    });
+    const shown = await call(`${service.baseUrl}/audit/streams/${created.json.stream.id}`, { key: reader });
+    expect(shown.text).not.to.include('broker-secret');
+  });
+
+  it('gives an ocsf stream OCSF 1.7.0 unless it asks for 1.3.0, and a native one none', async () => {
+    expect((await create(writer, { destination: hecDestination(), format: 'ocsf' })).json.stream.ocsf_version).to.equal('1.7.0');
+    const older = await create(writer, { destination: hecDestination(), format: 'ocsf', ocsf_version: '1.3.0' });
+    expect(older.json.stream).to.include({ format: 'ocsf', ocsf_version: '1.3.0' });
+    expect((await call(`${service.baseUrl}/audit/streams/${older.json.stream.id}`, { key: reader })).json.stream.ocsf_version).to.equal(
+      '1.3.0',
+    );
+    expect((await create(writer, { destination: hecDestination() })).json.stream.ocsf_version).to.equal(null);
+  });
+
   it('pauses, resumes, tests and deletes', async () => {
     const { stream } = (await create(writer, { destination: hecDestination() })).json;
     const paused = await call(`${service.baseUrl}/audit/streams/${stream.id}/pause`, { key: writer, method: 'POST' });
@@ -146,11 +189,24 @@ describe('/api/v2/public/audit/streams', function () {
     expect((await call(`${service.baseUrl}/audit/streams/${stream.id}`, { key: reader })).status).to.equal(404);
   });
 
-  it('gives an https stream a signing secret once, and a test reports what the collector answered', async () => {
+  it('gives an https stream a signing secret once, in both forms, that svix verifies a test send with; a test reports what the collector answered', async () => {
     const created = await create(writer, { destination: { type: 'https', url: collector.url } });
     expect(created.json.secret).to.match(/^[0-9a-f]{64}$/);
+    expect(created.json.standard_webhooks_secret).to.match(/^whsec_[A-Za-z0-9+/]+=*$/);
     const shown = await call(`${service.baseUrl}/audit/streams/${created.json.stream.id}`, { key: reader });
     expect(shown.text).not.to.include(created.json.secret);
+    expect(shown.text).not.to.include(created.json.standard_webhooks_secret);
+    const sent = collector.received.length;
+    expect(
+      (await call(`${service.baseUrl}/audit/streams/${created.json.stream.id}/test`, { key: writer, method: 'POST' })).json.success,
+    ).to.equal(true);
+    // The receiver's framework unpacks the body (Content-Encoding: gzip) and hands the text to Svix's verifier.
+    const request = collector.received[sent]!;
+    const text = gunzipSync(request.rawBody).toString('utf8');
+    expect(() =>
+      new SvixWebhook(created.json.standard_webhooks_secret).verify(text, request.headers as Record<string, string>),
+    ).not.to.throw();
+    expect(JSON.parse(text).stream_test.stream_id).to.equal(created.json.stream.id);
     collector.reply(401);
     const tested = await call(`${service.baseUrl}/audit/streams/${created.json.stream.id}/test`, { key: writer, method: 'POST' });
     expect(tested.json).to.include({ success: false, error: 'the collector answered 401' });

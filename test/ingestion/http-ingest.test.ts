@@ -148,7 +148,7 @@ describe('POST /internal/v1/events (batch ingestion)', () => {
     const metrics = await call(`${service.internalUrl}/metrics`);
     expect(metrics.text).to.match(/audit_events_ingested_total\{source="http"\} \d+/);
     expect(metrics.text).to.include(
-      'http_request_duration_seconds_bucket{le="0.005",route="/internal/v1/events",method="POST",status="200"}',
+      'audit_http_request_duration_seconds_bucket{le="0.005",route="/internal/v1/events",method="POST",status="200"}',
     );
   });
 });

@@ -1,4 +1,4 @@
-import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
 import { createServer, request, type Server } from 'node:http';
@@ -120,8 +120,13 @@ describe('archive before expiry', function () {
       const listed = await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: 'trail/acme/' }));
       const found = [];
       for (const { Key } of listed.Contents ?? []) {
-        const object = await s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: Key! }));
-        found.push({ key: Key!, bytes: Buffer.from(await object.Body!.transformToByteArray()) });
+        // Downloaded as any client would, over plain HTTP with fetch: it must arrive as the gzip file it is named.
+        const response = await fetch(`${endpoint}/${BUCKET}/${Key!}`);
+        expect(response.headers.get('content-type'), Key).to.equal('application/gzip');
+        expect(response.headers.get('content-encoding'), Key).to.equal(null);
+        const bytes = Buffer.from(await response.arrayBuffer());
+        expect([...bytes.subarray(0, 2)], `${Key}: gzip's magic bytes`).to.deep.equal([0x1f, 0x8b]);
+        found.push({ key: Key!, bytes });
       }
       return found;
     } finally {

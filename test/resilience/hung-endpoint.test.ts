@@ -120,14 +120,18 @@ describe('a hung webhook endpoint', function () {
   async function steadyState(running: TestService[], hung: TestReceiver, backlog: number, windowMs: number) {
     // Every delivery is published once and reaches a worker, which holds what the endpoint's slots and a short
     // queue behind them take; what happens to the rest is what this test is about.
-    await waitFor(async () => (await metric(running, 'webhook_relay_published_total')) >= backlog, 'the backlog to be published', 30_000);
+    await waitFor(
+      async () => (await metric(running, 'audit_webhook_relay_published_total')) >= backlog,
+      'the backlog to be published',
+      30_000,
+    );
     // The hung endpoint's slots have been through their time limit three times: a fourth round of its
     // requests (CONCURRENCY per worker) has arrived.
     await waitFor(() => hung.received.length >= 4 * CONCURRENCY * running.length, 'three rounds of timed-out requests', 30_000);
     // Settled: what the workers put aside (parked, or deferred by older code) has stopped growing. On a
     // loaded machine the first pass over the backlog can take longer than the pause above.
     const putAside = async () =>
-      (await metric(running, 'webhook_deliveries_parked_total')) + (await metric(running, 'webhook_deliveries_deferred_total'));
+      (await metric(running, 'audit_webhook_deliveries_parked_total')) + (await metric(running, 'audit_webhook_deliveries_deferred_total'));
     let previous = -Infinity;
     await waitFor(
       async () => {
@@ -141,9 +145,9 @@ describe('a hung webhook endpoint', function () {
       1_000,
     );
     const counters = async () => ({
-      published: await metric(running, 'webhook_relay_published_total'),
-      deferred: await metric(running, 'webhook_deliveries_deferred_total'),
-      parked: await metric(running, 'webhook_deliveries_parked_total'),
+      published: await metric(running, 'audit_webhook_relay_published_total'),
+      deferred: await metric(running, 'audit_webhook_deliveries_deferred_total'),
+      parked: await metric(running, 'audit_webhook_deliveries_parked_total'),
       attempts: hung.received.length,
       at: Date.now(),
     });
@@ -285,7 +289,7 @@ describe('a hung webhook endpoint', function () {
     );
     const final = await states(db, hung.id);
     expect(final.succeeded! + (final.pending ?? 0)).to.equal(BACKLOG);
-    expect(await service.metric('webhook_deliveries_unparked_total{by="request"}')).to.be.greaterThan(BACKLOG - 20 * CONCURRENCY);
+    expect(await service.metric('audit_webhook_deliveries_unparked_total{by="request"}')).to.be.greaterThan(BACKLOG - 20 * CONCURRENCY);
   });
 
   it('parks its backlog with a request limit under a second too, and other endpoints keep getting theirs', async () => {
@@ -302,12 +306,16 @@ describe('a hung webhook endpoint', function () {
       db.url,
       Array.from({ length: BACKLOG }, () => newEvent({ tenantId: 'hung' })),
     );
-    await waitFor(async () => (await service.metric('webhook_relay_published_total')) >= BACKLOG, 'the backlog to be published', 30_000);
+    await waitFor(
+      async () => (await service.metric('audit_webhook_relay_published_total')) >= BACKLOG,
+      'the backlog to be published',
+      30_000,
+    );
     await waitFor(async () => ((await states(db, hung.id)).parked ?? 0) > BACKLOG / 2, 'most of the backlog to be parked', 20_000, 200);
 
     // The worker went on pulling: another endpoint's deliveries go out at once.
     await expectPromptDeliveries(db, healthy.receiver);
-    expect(await service.metric('webhook_deliveries_deferred_total')).to.equal(0);
+    expect(await service.metric('audit_webhook_deliveries_deferred_total')).to.equal(0);
   });
 
   it('keeps every worker sharing the outbox at its own concurrency, and loses nothing, with two relays and two workers', async () => {
@@ -366,7 +374,7 @@ describe('a hung webhook endpoint', function () {
     const service = await startService(db, { DELIVERY_ACK_WAIT_MS: '1000' });
     await waitFor(async () => (await states(db, endpoint.id)).succeeded === 50, 'the parked deliveries to be sent', 15_000);
     expect(endpoint.receiver.received).to.have.length(50);
-    expect(await service.metric('webhook_deliveries_unparked_total{by="sweep"}')).to.be.at.least(1);
+    expect(await service.metric('audit_webhook_deliveries_unparked_total{by="sweep"}')).to.be.at.least(1);
   });
 
   it("holds at most DELIVERY_MAX_SOCKETS with 100 hung endpoints of one tenant; the event loop stays under 100 ms p99 and another tenant's endpoint gets its deliveries promptly", async () => {
@@ -417,7 +425,7 @@ describe('a hung webhook endpoint', function () {
     expect(p99Ms - idleP99Ms, figures).to.be.below(100);
     // Prompt: as in the tests above, each within a second of being written.
     expect(Math.max(...latencies), figures).to.be.below(1_000);
-    expect(await metrics('webhook_deliveries_parked_total'), figures).to.be.above(0);
-    expect(await metrics('webhook_requests_in_flight'), figures).to.be.within(1, MAX_SOCKETS);
+    expect(await metrics('audit_webhook_deliveries_parked_total'), figures).to.be.above(0);
+    expect(await metrics('audit_webhook_requests_in_flight'), figures).to.be.within(1, MAX_SOCKETS);
   });
 });

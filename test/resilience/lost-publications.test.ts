@@ -126,6 +126,6 @@ describe('publications lost by a killed ingest, beside other faults', function (
     const tookMs = Date.now() - lastFaultAt;
     // Long before the ack-floor sweep could have found them: the floor waits for the killed worker's messages.
     expect(tookMs).to.be.below(ACK_WAIT_MS / 2);
-    expect(await relay.metric('webhook_relay_republished_total')).to.be.at.least(events.length);
+    expect(await relay.metric('audit_webhook_relay_republished_total')).to.be.at.least(events.length);
   });
 });

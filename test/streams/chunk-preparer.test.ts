@@ -56,6 +56,7 @@ describe('chunks put together on the preparer thread', function () {
     rows: Buffer.from(rows),
     destination: { type: 'splunk_hec', url: 'http://127.0.0.1:9', token: 'not sent' },
     format: 'native',
+    ocsfVersion: '1.7.0',
     span: { streamId: 'str_prep', tenantId: 'prep', firstLeaf: 0, lastLeaf: 599 },
     limits: { maxItems: 10_000, maxBytes: 100_000 },
     head: undefined,

@@ -5,7 +5,9 @@ import { gunzipSync } from 'node:zlib';
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { expect } from 'chai';
 import S3rver from 's3rver';
-import { verifyWebhookSignature } from '../../src/client/webhookSignature.ts';
+import { Webhook as StandardWebhook } from 'standardwebhooks';
+import { Webhook as SvixWebhook } from 'svix';
+import { standardWebhooksSecretOf, verifyWebhookSignature } from '../../src/client/webhookSignature.ts';
 import { renderEventDocument } from '../../src/events/eventDocument.ts';
 import { formatTimestamp } from '../../src/events/eventFields.ts';
 import { cutBatches } from '../../src/streams/batches.ts';
@@ -13,7 +15,7 @@ import type { Destination, EncodedBatch, JsonWriter } from '../../src/streams/de
 import { type ItemEncoder, itemEncoderOf } from '../../src/streams/destinations/itemEncoders.ts';
 import { openDestination } from '../../src/streams/destinations/openDestination.ts';
 import type { S3Objects } from '../../src/streams/destinations/s3Objects.ts';
-import { eventRecord, treeHeadRecord, type StreamRecord } from '../../src/streams/records.ts';
+import { eventRecord, testRecord, treeHeadRecord, type StreamRecord } from '../../src/streams/records.ts';
 import type { DestinationInput, StreamFormat } from '../../src/streams/streamRules.ts';
 import { newEvent } from '../support/events.ts';
 import { freePort } from '../support/ports.ts';
@@ -74,7 +76,7 @@ describe('stream destinations, each against a receiver of its real protocol', fu
   this.timeout(30_000);
   const opened: Destination[] = [];
   const open = (destination: DestinationInput, format: StreamFormat = 'native', secret?: string, options = OPTIONS) => {
-    const result = openDestination(destination, secret, options);
+    const result = openDestination(destination, secret, options, format);
     encoders.set(result, itemEncoderOf(destination, format));
     opened.push(result);
     return result;
@@ -182,10 +184,14 @@ describe('stream destinations, each against a receiver of its real protocol', fu
       expect(datadog.logs[1]).not.to.have.property('timestamp');
     });
 
-    it('nests an ocsf record under ocsf', async () => {
+    it('nests an ocsf record under ocsf, an ocsf test record too', async () => {
       const destination = open({ type: 'datadog', url: datadog.url, api_key: 'dd-key' }, 'ocsf');
       await destination.send(batchOf(destination, records('ocsf', 1)));
       expect(datadog.logs[0]!.ocsf).to.include({ class_uid: 6005 });
+      const test = testRecord(STREAM_ID, 'tenant-a', { format: 'ocsf', ocsfVersion: '1.7.0' });
+      await destination.send(batchOf(destination, [test]));
+      expect(datadog.logs[1]).to.include({ message: 'test', ddtags: 'tenant:tenant-a,record:test' });
+      expect(datadog.logs[1]!.ocsf).to.include({ class_uid: 0, activity_name: 'stream.test' });
     });
 
     it('is refused for an invalid key, retried on 503, and the intake refuses more than 1,000 entries', async () => {
@@ -232,6 +238,40 @@ describe('stream destinations, each against a receiver of its real protocol', fu
       );
       const lines = gunzipSync(request!.rawBody).toString('utf8').trimEnd().split('\n');
       expect(lines).to.deep.equal(sent.map(jsonOf));
+    });
+
+    /** What a receiver's framework hands its code: the body unpacked from its Content-Encoding, as text. */
+    const decodedBody = (request: { rawBody: Buffer }) => gunzipSync(request.rawBody).toString('utf8');
+    const headersOf = (request: { headers: Record<string, unknown> }) => request.headers as Record<string, string>;
+
+    it('signs what the Standard Webhooks libraries verify, as published: svix and standardwebhooks over the unpacked NDJSON', async () => {
+      const secret = 'f'.repeat(64);
+      const whsec = standardWebhooksSecretOf(secret);
+      const destination = open({ type: 'https', url: receiver.url }, 'native', secret);
+      await destination.send(batchOf(destination, records('native', 3, 5)));
+      const [request] = receiver.received;
+      expect(() => new SvixWebhook(whsec).verify(decodedBody(request!), headersOf(request!))).not.to.throw();
+      // NDJSON is no JSON document: standardwebhooks checks the signature and is told not to parse it.
+      expect(new StandardWebhook(whsec).verify(decodedBody(request!), headersOf(request!), { jsonParse: false })).to.equal(undefined);
+      // Another secret, or a changed body, is refused by both.
+      const other = standardWebhooksSecretOf('e'.repeat(64));
+      expect(() => new SvixWebhook(other).verify(decodedBody(request!), headersOf(request!))).to.throw(/No matching signature/);
+      const changed = decodedBody(request!).replace('phi.query', 'phi.read_');
+      expect(() => new StandardWebhook(whsec).verify(changed, headersOf(request!), { jsonParse: false })).to.throw(/No matching signature/);
+    });
+
+    it('with body json, posts one JSON array that standardwebhooks verifies and parses with its defaults', async () => {
+      const secret = 'a'.repeat(64);
+      const destination = open({ type: 'https', url: receiver.url, body: 'json' }, 'ocsf', secret);
+      const sent = records('ocsf', 3, 5);
+      await destination.send(batchOf(destination, sent));
+      const [request] = receiver.received;
+      expect(request!.headers['content-type']).to.equal('application/json');
+      const payload = new StandardWebhook(standardWebhooksSecretOf(secret)).verify(decodedBody(request!), headersOf(request!));
+      expect(payload).to.deep.equal(sent.map((record) => JSON.parse(jsonOf(record))));
+      expect(() => new SvixWebhook(standardWebhooksSecretOf(secret)).verify(decodedBody(request!), headersOf(request!))).not.to.throw();
+      // X-Service-Signature is over the bytes as sent, as it always was.
+      expect(verifyWebhookSignature(secret, request!.headers['x-service-signature'] as string, request!.rawBody).valid).to.equal(true);
     });
 
     it('retries a 5xx and a 429, refuses a 404 and a redirect', async () => {
@@ -311,6 +351,21 @@ describe('stream destinations, each against a receiver of its real protocol', fu
       const bytes = Buffer.from(await object.Body!.transformToByteArray());
       expect(gunzipSync(bytes).toString('utf8').trimEnd().split('\n')).to.deep.equal(sent.map(jsonOf));
       s3.destroy();
+    });
+
+    it('stores a gzip file that a plain HTTP download (a presigned URL with fetch, curl) saves as gzip', async () => {
+      const destination = open(settings({ prefix: 'download' }));
+      const sent = records('native', 3, 10);
+      const batch = batchOf(destination, sent);
+      expect(await destination.send(batch)).to.deep.equal({ kind: 'delivered' });
+      // s3rver serves objects without a signature: fetch stands for any client given a presigned URL.
+      const response = await fetch(`${endpoint}/siem-archive/${(destination as S3Objects).keyOf(batch)}`);
+      expect(response.status).to.equal(200);
+      expect(response.headers.get('content-type')).to.equal('application/gzip');
+      expect(response.headers.get('content-encoding')).to.equal(null);
+      const bytes = Buffer.from(await response.arrayBuffer());
+      expect([...bytes.subarray(0, 2)], "gzip's magic bytes").to.deep.equal([0x1f, 0x8b]);
+      expect(gunzipSync(bytes).toString('utf8').trimEnd().split('\n')).to.deep.equal(sent.map(jsonOf));
     });
 
     it('sorts later batches after earlier ones in a listing', async () => {

@@ -18,6 +18,7 @@ import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integr
 import { freePort } from '../support/ports.ts';
 import { TEST_ENCRYPTION_KEY, testLogger } from '../support/service.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
+import { OcsfValidator } from '../support/ocsfValidator.ts';
 import { waitFor } from '../support/wait.ts';
 import { testStreamRegistry } from '../support/streamRegistry.ts';
 
@@ -190,18 +191,71 @@ describe('log streams: verifying a SIEM copy offline', function () {
     expect(partial.err).to.include('nothing could be verified: the copy starts at leaf');
   });
 
+  it("verifies an OCSF stream's S3 objects, OCSF events only, with the tree heads' objects beside them", async () => {
+    await write('initech', 9);
+    const { stream } = await registry.create(
+      'initech',
+      {
+        destination: {
+          type: 's3',
+          bucket: 'siem-copy',
+          prefix: 'ocsf',
+          region: 'us-east-1',
+          endpoint,
+          access_key_id: 'S3RVER',
+          secret_access_key: 'S3RVER',
+          force_path_style: true,
+        },
+        format: 'ocsf',
+        start_at: '2020-01-01T00:00:00Z',
+      },
+      ACTOR,
+    );
+    await sealer.sealNow();
+    await waitFor(() => caughtUp('initech', stream.id), 'the batches', 60_000);
+    const records = await objects('ocsf/initech/');
+    expect(records.length).to.be.greaterThan(0);
+    // Every record an OCSF event, valid by the schema of OCSF 1.7.0 (the default release).
+    const validator = new OcsfValidator('1.7.0');
+    for (const { bytes } of records)
+      for (const line of gunzipSync(bytes).toString('utf8').trimEnd().split('\n'))
+        expect(validator.problems(JSON.parse(line))).to.deep.equal([]);
+    const heads = await objects('ocsf/_tree_heads/initech/');
+    expect(heads.length).to.be.greaterThan(0);
+    const files = [...records, ...heads].map(({ key, bytes }, index) => {
+      const file = join(directory, `ocsf-${index}-${key.split('/').at(-1)}`);
+      writeFileSync(file, bytes);
+      return file;
+    });
+    const checked = await verify(files);
+    expect(checked.err).to.equal('');
+    expect(checked.out).to.match(/tenant initech: 10 events \(10 proven against the tree head of size 10 /);
+    expect(checked.code).to.equal(0);
+    // The records alone prove nothing: the heads were beside them.
+    const without = await verify(files.slice(0, records.length));
+    expect(without.code).to.equal(1);
+  });
+
   it("verifies an HTTPS collector's OCSF batches, as received, with the client's verifyStreamCopy (repeats dropped)", async () => {
     await write('globex', 7);
     const { stream } = await registry.create(
       'globex',
-      { destination: { type: 'https', url: collector.url }, format: 'ocsf', start_at: '2020-01-01T00:00:00Z' },
+      { destination: { type: 'https', url: collector.url }, format: 'ocsf', ocsf_version: '1.3.0', start_at: '2020-01-01T00:00:00Z' },
       ACTOR,
     );
     await sealer.sealNow();
     await waitFor(() => caughtUp('globex', stream.id), 'the batches', 60_000);
     const texts = collector.received.map((delivery) => gunzipSync(delivery.rawBody).toString('utf8'));
+    // Nothing but OCSF 1.3.0 events in the bodies, the release the stream asked for: the tree heads came in a
+    // header, which the receiver keeps.
+    const validator = new OcsfValidator('1.3.0');
+    for (const line of texts.flatMap((text) => text.trimEnd().split('\n'))) expect(validator.problems(JSON.parse(line))).to.deep.equal([]);
+    const heads = collector.received.map((delivery) =>
+      Buffer.from(String(delivery.headers['x-audit-tree-head']), 'base64url').toString('utf8'),
+    );
+    expect(JSON.parse(heads.at(-1)!).tree_head).to.include({ tenant_id: 'globex' });
     // At least once: a batch sent twice is in the copy twice.
-    const report = verifyStreamCopy({ texts: [...texts, texts[0]!], trustedKeys: [{ public_key_pem: keys.publicPem }] });
+    const report = verifyStreamCopy({ texts: [...texts, texts[0]!, heads.join('\n')], trustedKeys: [{ public_key_pem: keys.publicPem }] });
     expect(report.failures).to.deep.equal([]);
     const [tenant] = report.tenants;
     expect(tenant).to.include({ tenantId: 'globex', events: 8, uncovered: 0 });

@@ -42,9 +42,11 @@ interface ServerTls {
   readonly verifyClients?: boolean;
 }
 
-interface Launch {
+export interface Launch {
   readonly command: string;
   readonly args: readonly string[];
+  /** Variables added to the test run's environment. */
+  readonly env?: Readonly<Record<string, string>>;
   /** The OS user to run as, when it must not be root (Postgres refuses to). */
   readonly user?: { uid: number; gid: number };
 }
@@ -55,7 +57,7 @@ const STOP_TIMEOUT_MS = 15_000;
 
 const live = new Set<PrivateServer>();
 
-abstract class PrivateServer {
+export abstract class PrivateServer {
   /** The server's files: its data, its log (server.log) and its Unix sockets. */
   readonly directory: string;
   readonly kind: string;
@@ -80,6 +82,8 @@ abstract class PrivateServer {
   protected abstract launch(): Launch;
   /** Whether the server serves clients yet. */
   protected abstract answers(): Promise<boolean>;
+  /** How long start() waits for it to answer. */
+  protected readonly startTimeoutMs: number = START_TIMEOUT_MS;
 
   get pid(): number | undefined {
     return this.child?.pid;
@@ -88,9 +92,15 @@ abstract class PrivateServer {
   /** Starts the server on its port and data (again, after a stop) and waits until it serves clients. */
   async start(): Promise<void> {
     if (this.child) return;
-    const { command, args, user } = this.launch();
+    const { command, args, user, env } = this.launch();
     const log = openSync(join(this.directory, 'server.log'), 'a');
-    const child = spawn(command, args, { cwd: this.directory, stdio: ['ignore', log, log], uid: user?.uid, gid: user?.gid });
+    const child = spawn(command, args, {
+      cwd: this.directory,
+      stdio: ['ignore', log, log],
+      uid: user?.uid,
+      gid: user?.gid,
+      ...(env ? { env: { ...process.env, ...env } } : {}),
+    });
     closeSync(log);
     this.child = child;
     let failure: string | undefined;
@@ -105,7 +115,7 @@ abstract class PrivateServer {
         resolve(failure);
       });
     });
-    const deadline = Date.now() + START_TIMEOUT_MS;
+    const deadline = Date.now() + this.startTimeoutMs;
     while (!(await this.answers())) {
       if (failure !== undefined || Date.now() > deadline) {
         await this.stop('crash');
@@ -480,7 +490,7 @@ export async function startNatsCluster(size = 3): Promise<PrivateNatsCluster> {
   return { url: nodes.map((node) => node.url).join(','), nodes, remove };
 }
 
-async function startOrRemove(server: PrivateServer): Promise<void> {
+export async function startOrRemove(server: PrivateServer): Promise<void> {
   try {
     await server.start();
   } catch (error) {
@@ -489,7 +499,7 @@ async function startOrRemove(server: PrivateServer): Promise<void> {
   }
 }
 
-function portAnswers(port: number): Promise<boolean> {
+export function portAnswers(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ host: '127.0.0.1', port });
     socket.once('connect', () => {

@@ -13,7 +13,13 @@ import { gunzipSync } from 'node:zlib';
  *   5 No data (400), 6 Invalid data format (400), 7 Incorrect index (400), 9 Server is busy (503),
  *   10 Data channel is missing (400, tokens with indexer acknowledgement), 12 Event field is required,
  *   13 Event field cannot be blank, 15 Error in handling indexed fields (400), with `invalid-event-number`
- *   for a bad event (the events before it are indexed, as HEC does). A body over `max_content_length`
+ *   for a bad event (the events before it are indexed, as HEC does). Indexer acknowledgement ("About HTTP
+ *   Event Collector Indexer Acknowledgment"): a token with `ack` answers `{"text","code":0,"ackId":N}`, ids
+ *   counting from 0 per channel; `POST /services/collector/ack` with the channel (query `channel` or the
+ *   header) and `{"acks":[ids]}` answers `{"acks":{"<id>":true|false}}`, an id reported true once and then
+ *   forgotten; an unknown channel is 400 code 11 Invalid data channel, and 14 ACK is disabled for a token
+ *   without it. `ackMode` holds acknowledgements back (`late`: for `ackDelayMs`; `never`), and
+ *   `loseChannels()` forgets every channel, as a restart does. A body over `max_content_length`
  *   (limits.conf [http_input]; 1 MB here, Splunk Cloud's) is 413; the body text of that answer is not
  *   documented, this one is an assumption.
  * - Datadog logs intake, HTTP API v2 `POST /api/v2/logs` (Datadog API reference, "Send logs"): `DD-API-KEY`;
@@ -146,9 +152,18 @@ export interface HecEvent {
   readonly fields?: Record<string, unknown>;
 }
 
+/** How a loopback HEC acknowledges: as soon as asked, only `ackDelayMs` after the batch, or never. */
+type AckMode = 'prompt' | 'late' | 'never';
+
 export class SplunkHecReceiver extends LoopbackIntake {
   /** Every event indexed, in arrival order. */
   readonly events: HecEvent[] = [];
+  ackMode: AckMode = 'prompt';
+  ackDelayMs = 0;
+  /** Ack queries answered, by channel. */
+  readonly ackQueries: Array<{ channel: string; acks: number[] }> = [];
+  /** Per channel: the next ackId, and when each pending id may be reported indexed. */
+  private readonly channels = new Map<string, { nextId: number; pending: Map<number, number> }>();
   readonly tokens: Map<string, { disabled?: boolean; ack?: boolean }>;
   readonly allowedIndexes: readonly string[] | undefined;
   maxContentLength: number;
@@ -169,6 +184,7 @@ export class SplunkHecReceiver extends LoopbackIntake {
     });
     const path = (request.url ?? '').split('?')[0];
     if (request.method === 'GET' && path === '/services/collector/health') return hec(200, 17, 'HEC is healthy');
+    if (request.method === 'POST' && path === '/services/collector/ack') return this.answerAck(request, body, hec);
     if (
       request.method !== 'POST' ||
       !['/services/collector/event', '/services/collector', '/services/collector/event/1.0'].includes(path!)
@@ -197,7 +213,50 @@ export class SplunkHecReceiver extends LoopbackIntake {
       this.events.push(objects[index] as HecEvent);
     }
     if (invalidAt !== undefined) return hec(400, 6, 'Invalid data format', { 'invalid-event-number': invalidAt });
-    return hec(200, 0, 'Success');
+    if (!token.ack) return hec(200, 0, 'Success');
+    const channelName = String(request.headers['x-splunk-request-channel']);
+    let channel = this.channels.get(channelName);
+    if (!channel) {
+      channel = { nextId: 0, pending: new Map() };
+      this.channels.set(channelName, channel);
+    }
+    const ackId = channel.nextId;
+    channel.nextId += 1;
+    channel.pending.set(ackId, Date.now() + (this.ackMode === 'late' ? this.ackDelayMs : 0));
+    return hec(200, 0, 'Success', { ackId });
+  }
+
+  /** Forgets every channel and what was pending on it, as an HEC restart (or its idle cleanup) does. */
+  loseChannels(): void {
+    this.channels.clear();
+  }
+
+  private answerAck(request: IncomingMessage, body: Buffer, hec: (status: number, code: number, text: string) => Answer): Answer {
+    const authorization = /^Splunk (.+)$/.exec(request.headers.authorization ?? '');
+    const token = authorization ? this.tokens.get(authorization[1]!) : undefined;
+    if (!token) return hec(403, 4, 'Invalid token');
+    if (!token.ack) return hec(400, 14, 'ACK is disabled');
+    const channelName =
+      new URL(request.url ?? '/', 'http://hec').searchParams.get('channel') ?? request.headers['x-splunk-request-channel'];
+    if (channelName === undefined) return hec(400, 10, 'Data channel is missing');
+    const channel = this.channels.get(String(channelName));
+    if (!channel) return hec(400, 11, 'Invalid data channel');
+    let ids: unknown;
+    try {
+      ids = (JSON.parse(body.toString('utf8')) as { acks?: unknown }).acks;
+    } catch {
+      return hec(400, 6, 'Invalid data format');
+    }
+    if (!Array.isArray(ids) || ids.some((id) => !Number.isSafeInteger(id))) return hec(400, 6, 'Invalid data format');
+    this.ackQueries.push({ channel: String(channelName), acks: ids as number[] });
+    const acks: Record<string, boolean> = {};
+    for (const id of ids as number[]) {
+      const due = channel.pending.get(id);
+      const indexed = due !== undefined && this.ackMode !== 'never' && Date.now() >= due;
+      if (indexed) channel.pending.delete(id);
+      acks[String(id)] = indexed;
+    }
+    return { status: 200, body: JSON.stringify({ acks }) };
   }
 
   private eventProblem(object: unknown): [code: number, text: string] | undefined {

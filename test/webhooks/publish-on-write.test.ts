@@ -102,7 +102,7 @@ describe('publishing deliveries on write', function () {
     const rows = await deliveryRows(eventIds);
     expect(rows).to.have.length(120);
     expect(rows.every((row) => row.publications === 1)).to.equal(true);
-    expect(await service.metric('webhook_relay_published_total')).to.be.at.least(120);
+    expect(await service.metric('audit_webhook_relay_published_total')).to.be.at.least(120);
   });
 
   it('hands deliveries it could not publish to the relays, and leaves the next writes to them for a while', async () => {

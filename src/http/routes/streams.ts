@@ -1,8 +1,10 @@
 import Router from '@koa/router';
 import { z } from 'zod';
+import { standardWebhooksSecretOf } from '../../client/webhookSignature.ts';
 import { NotFoundError } from '../../platform/errors.ts';
+import { OCSF_VERSIONS } from '../../streams/ocsf.ts';
 import type { StreamRegistry, StreamState } from '../../streams/streamRegistry.ts';
-import { STREAM_ID_PATTERN, streamCreationSchema, streamFilterSchema } from '../../streams/streamRules.ts';
+import { DESTINATION_TYPES, STREAM_ID_PATTERN, streamCreationSchema, streamFilterSchema } from '../../streams/streamRules.ts';
 import type { LogStream } from '../../streams/streamStore.ts';
 import type { WebhookUrlPolicy } from '../../webhooks/webhookRules.ts';
 import { requireScope } from '../authenticate.ts';
@@ -19,9 +21,10 @@ const logStreamSchema = z
       description: 'failing: the destination refused a batch in a way retrying does not heal (401, 403, 404...); see last_error.',
     }),
     destination: z
-      .looseObject({ type: z.enum(['splunk_hec', 'datadog', 'https', 's3']) })
-      .meta({ description: 'The destination as created, without its secret (token, api_key, secret_access_key).' }),
+      .looseObject({ type: z.enum(DESTINATION_TYPES) })
+      .meta({ description: 'The destination as created, without its secret (token, api_key, secret_access_key, password).' }),
     format: z.enum(['native', 'ocsf']),
+    ocsf_version: z.enum(OCSF_VERSIONS).nullable().meta({ description: 'The OCSF release of an ocsf stream’s records; null for native.' }),
     filter: streamFilterSchema,
     tree_heads: z.boolean(),
     start_at: z.string().meta({ format: 'date-time' }),
@@ -44,6 +47,11 @@ const streamCreatedSchema = z
   .looseObject({
     stream: logStreamSchema,
     secret: z.string().optional().meta({ description: 'https streams only: the signing secret of the batches (64 hex), shown once.' }),
+    standard_webhooks_secret: z.string().optional().meta({
+      description:
+        'https streams only: the same secret in the Standard Webhooks form (whsec_ and base64), for the standardwebhooks and svix libraries; shown once.',
+      example: 'whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWYwMTIzNDU2Nzg5YWJjZGVmMDEyMzQ1Njc4OWFiY2RlZg==',
+    }),
   })
   .meta({ id: 'LogStreamCreated' });
 const streamListSchema = z.looseObject({ streams: z.array(logStreamSchema) }).meta({ id: 'LogStreamList' });
@@ -62,6 +70,7 @@ function toApi(state: StreamState) {
     status: state.status,
     destination: { type: stream.destinationType, ...stream.destination },
     format: stream.format,
+    ocsf_version: stream.ocsfVersion,
     filter: stream.filter,
     tree_heads: stream.treeHeads,
     start_at: stream.startAt.toISOString(),
@@ -92,7 +101,10 @@ export function streamRoutes(registry: StreamRegistry): Router<RequestState> {
     ctx.status = 201;
     ctx.set('Location', `${ctx.path.replace(/\/$/, '')}/${stream.id}`);
     ctx.set('Cache-Control', 'no-store');
-    ctx.body = { stream: toApi(await registry.stateOf(stream)), ...(secret === undefined ? {} : { secret }) };
+    ctx.body = {
+      stream: toApi(await registry.stateOf(stream)),
+      ...(secret === undefined ? {} : { secret, standard_webhooks_secret: standardWebhooksSecretOf(secret) }),
+    };
   });
 
   router.get('/audit/streams', requireScope('audit:read'), async (ctx) => {

@@ -5,7 +5,8 @@
  * here, one at a time (streams/streamWorker.ts).
  */
 export interface Destination {
-  send(batch: EncodedBatch): Promise<SendOutcome>;
+  /** `signal` aborts what only waits (an acknowledgement's polling): the stream is stopping. */
+  send(batch: EncodedBatch, signal?: AbortSignal): Promise<SendOutcome>;
   close(): Promise<void>;
 }
 
@@ -59,10 +60,15 @@ export interface EncodedBatch {
   /** The leaves the batch covers, filtered-out events included: [firstLeaf, lastLeaf]. */
   readonly firstLeaf: number;
   readonly lastLeaf: number;
-  /** The request body: its items framed as the destination's protocol frames them, gzipped (streams/batches.ts). */
+  /** The request body: its items framed as the destination's protocol frames them, gzipped unless ItemEncoder.gzip is off (streams/batches.ts). */
   readonly body: Buffer;
   /** When the batch was first put together: its S3 object is dated by it, whatever the retries. */
   readonly createdAtMs: number;
+  /**
+   * The tenant's signed tree head record (`{"tree_head": …}`) when it travels beside the records rather than
+   * among them (ItemEncoder.headsBeside): the destination sends it its own way (a header, an object).
+   */
+  readonly treeHead?: string;
 }
 
 /**

@@ -11,6 +11,14 @@ import type { BatchLimits, BodyFraming, Item } from './destination.ts';
 export interface ItemEncoder {
   readonly limits: BatchLimits;
   readonly framing: BodyFraming;
+  /**
+   * Whether a batch's tree head travels beside its records (EncodedBatch.treeHead: a header, an object of its
+   * own) rather than first among them: for OCSF records in a body of records only, where a strict OCSF
+   * consumer must never meet anything else. HEC and Datadog keep heads apart in their own envelope.
+   */
+  readonly headsBeside: boolean;
+  /** Whether the body is gzipped: every HTTP destination's is; an AMQP batch is split into messages instead. */
+  readonly gzip: boolean;
   /** The protocol's item for one record; its length in the body (itemBytes) counts towards limits.maxBytes. */
   encode(record: StreamRecord): Item;
 }
@@ -23,9 +31,14 @@ export function itemEncoderOf(destination: DestinationInput, format: StreamForma
     case 'datadog':
       return new DatadogItems(destination, format);
     case 'https':
-      return new NdjsonItems({ maxItems: 5000, maxBytes: 5_000_000 });
+      return destination.body === 'json'
+        ? new JsonArrayItems({ maxItems: 5000, maxBytes: 5_000_000 }, format === 'ocsf')
+        : new NdjsonItems({ maxItems: 5000, maxBytes: 5_000_000 }, format === 'ocsf');
     case 's3':
-      return new NdjsonItems({ maxItems: 10_000, maxBytes: 8_000_000 });
+      return new NdjsonItems({ maxItems: 10_000, maxBytes: 8_000_000 }, format === 'ocsf');
+    case 'amqp':
+      // One message a record, confirmed together: a batch bounds what one confirmation waits for.
+      return new NdjsonItems({ maxItems: 2000, maxBytes: 4_000_000 }, format === 'ocsf', false);
   }
 }
 
@@ -35,6 +48,8 @@ export function itemEncoderOf(destination: DestinationInput, format: StreamForma
  */
 export class HecItems implements ItemEncoder {
   readonly limits: BatchLimits = { maxItems: 10_000, maxBytes: 1_000_000 };
+  readonly headsBeside = false;
+  readonly gzip = true;
   readonly framing: BodyFraming = { open: '', separator: '\n', close: '' };
   /** The members every record shares, after `time`, as JSON text: `,"host":…,"source":…(,"index":…)`. */
   private readonly sharedMembers: string;
@@ -66,6 +81,8 @@ export class HecItems implements ItemEncoder {
 export class DatadogItems implements ItemEncoder {
   readonly limits: BatchLimits = { maxItems: 1000, maxBytes: 5_000_000 };
   readonly framing: BodyFraming = { open: '[', separator: ',', close: ']' };
+  readonly headsBeside = false;
+  readonly gzip = true;
   private readonly tags: readonly string[];
   private readonly attribute: string;
   private readonly sharedMembers: string;
@@ -78,6 +95,10 @@ export class DatadogItems implements ItemEncoder {
 
   encode(record: StreamRecord): Item {
     const tags = [`tenant:${record.tenantId}`, ...this.tags].join(',');
+    if (record.kind === 'test' && this.attribute === 'ocsf') {
+      // An ocsf stream's test record is an OCSF event (ocsf.ts): nested as the events are.
+      return [`{${this.sharedMembers},"ddtags":${JSON.stringify(`${tags},record:test`)},"message":"test","ocsf":`, record.json, '}'];
+    }
     if (record.kind !== 'event') {
       // The record is {"tree_head": …} or {"stream_test": …}: its member joins the entry's.
       return [
@@ -93,17 +114,38 @@ export class DatadogItems implements ItemEncoder {
   }
 }
 
-/** NDJSON, one record a line (a plain HTTPS collector, S3 objects), within the destination's limits. */
+/** NDJSON, one record a line (a plain HTTPS collector, S3 objects, an AMQP batch), within the destination's limits. */
 class NdjsonItems implements ItemEncoder {
   readonly limits: BatchLimits;
   readonly framing: BodyFraming = { open: '', separator: '', close: '' };
+  readonly headsBeside: boolean;
+  readonly gzip: boolean;
 
-  constructor(limits: BatchLimits) {
+  constructor(limits: BatchLimits, headsBeside: boolean, gzip = true) {
     this.limits = limits;
+    this.headsBeside = headsBeside;
+    this.gzip = gzip;
   }
 
   encode(record: StreamRecord): Item {
     // Each line with its line feed, so that the sizes add up to the body's.
     return [record.json, '\n'];
+  }
+}
+
+/** One JSON array of the records (an https collector with `body: json`), within the destination's limits. */
+class JsonArrayItems implements ItemEncoder {
+  readonly limits: BatchLimits;
+  readonly framing: BodyFraming = { open: '[', separator: ',', close: ']' };
+  readonly headsBeside: boolean;
+  readonly gzip = true;
+
+  constructor(limits: BatchLimits, headsBeside: boolean) {
+    this.limits = limits;
+    this.headsBeside = headsBeside;
+  }
+
+  encode(record: StreamRecord): Item {
+    return [record.json];
   }
 }

@@ -21,6 +21,9 @@ export interface S3Options {
   readonly allowPrivateTargets: boolean;
 }
 
+/** What an `.ndjson.gz` object is: a gzip file (RFC 6713), so that every client downloads it as it is. */
+const GZIP_CONTENT_TYPE = 'application/gzip';
+
 /** S3 error codes that are no one's fault and pass: the same object is put again after a backoff. */
 const TRANSIENT_CODES = new Set([
   'SlowDown',
@@ -38,6 +41,13 @@ const TRANSIENT_CODES = new Set([
  * order and no two batches of a stream share a name. A batch sent again after a crash may be cut
  * differently and overlap an object already written: consumers deduplicate on event_id.
  *
+ * A batch whose tree head travels beside its records (OCSF streams: EncodedBatch.treeHead) has it in an object
+ * of its own, `<prefix>/_tree_heads/<tenant>/<yyyy>/<mm>/<dd>/<first leaf>-<last leaf>-<stream>.json`, one
+ * `{"tree_head": …}` line, written before the batch's object and only when the head differs from the last
+ * one this process wrote for the tenant: the records' objects hold OCSF events only, and `verify
+ * --stream-copy` reads the heads' objects beside them. `_tree_heads` is no tenant (a tenant id starts with a
+ * letter or a digit).
+ *
  * Checksums are computed only where S3 requires them, and uploads are plain (no aws-chunked encoding),
  * which every S3-compatible store understands. Connections go through the webhooks' SSRF guard.
  */
@@ -50,6 +60,8 @@ export class S3Objects implements Destination {
   private readonly client: Promise<{ client: S3Client; sdk: typeof import('@aws-sdk/client-s3') }>;
   /** Why the endpoint's literal address is refused, when it is (a name is checked by each connection's lookup). */
   private readonly blocked: string | undefined;
+  /** The last tree head written beside the records, by tenant: the next is written only when it differs. */
+  private readonly headsWritten = new Map<string, string>();
 
   constructor(settings: S3Settings, options: S3Options) {
     this.settings = settings;
@@ -80,22 +92,45 @@ export class S3Objects implements Destination {
 
   /** The object key of a batch. */
   keyOf(batch: EncodedBatch): string {
+    return `${this.settings.prefix}/${batch.tenantId}/${this.datedName(batch)}.ndjson.gz`;
+  }
+
+  /** The object key of the tree head beside a batch's records. */
+  headKeyOf(batch: EncodedBatch): string {
+    return `${this.settings.prefix}/_tree_heads/${batch.tenantId}/${this.datedName(batch)}.json`;
+  }
+
+  /** `<yyyy>/<mm>/<dd>/<first leaf>-<last leaf>-<stream>`. */
+  private datedName(batch: EncodedBatch): string {
     const day = new Date(batch.createdAtMs).toISOString().slice(0, 10).replaceAll('-', '/');
     const leaves = `${String(batch.firstLeaf).padStart(16, '0')}-${String(batch.lastLeaf).padStart(16, '0')}`;
-    return `${this.settings.prefix}/${batch.tenantId}/${day}/${leaves}-${batch.streamId}.ndjson.gz`;
+    return `${day}/${leaves}-${batch.streamId}`;
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {
     if (this.blocked) return { kind: 'refused', reason: `target refused: host ${this.blocked}` };
     const { client, sdk } = await this.client;
     try {
+      const head = batch.treeHead;
+      if (head !== undefined && this.headsWritten.get(batch.tenantId) !== head) {
+        await client.send(
+          new sdk.PutObjectCommand({
+            Bucket: this.settings.bucket,
+            Key: this.headKeyOf(batch),
+            Body: `${head}\n`,
+            ContentType: 'application/json',
+          }),
+        );
+        this.headsWritten.set(batch.tenantId, head);
+      }
       await client.send(
         new sdk.PutObjectCommand({
           Bucket: this.settings.bucket,
           Key: this.keyOf(batch),
           Body: batch.body,
-          ContentType: 'application/x-ndjson',
-          ContentEncoding: 'gzip',
+          // The object is a gzip file, not NDJSON sent compressed: with Content-Encoding: gzip, fetch, curl and
+          // Python's requests unpack it on download and save a `.ndjson.gz` that is not gzip.
+          ContentType: GZIP_CONTENT_TYPE,
           Metadata: {
             'stream-id': batch.streamId,
             'tenant-id': batch.tenantId,

@@ -43,7 +43,25 @@ function tlsFiles(caFile: string | undefined, certFile: string | undefined, keyF
   return Object.freeze({ caFile, certFile, keyFile });
 }
 
-function toConfig(env: z.output<typeof environmentSchema>) {
+type Environment = z.output<typeof environmentSchema>;
+
+/** The Kubernetes controller's part, apart so that toConfig stays one screen. */
+function controllerSettings(env: Environment) {
+  return {
+    controllerNamespaces: env.CONTROLLER_NAMESPACES,
+    controllerRequireTenantBinding: env.CONTROLLER_REQUIRE_TENANT_BINDING,
+    controllerClass: env.CONTROLLER_CLASS,
+    controllerLeaseName: env.CONTROLLER_LEASE_NAME,
+    controllerResyncMs: env.CONTROLLER_RESYNC_MS,
+    controllerLease: {
+      leaseDurationMs: env.CONTROLLER_LEASE_DURATION_MS,
+      renewDeadlineMs: env.CONTROLLER_RENEW_DEADLINE_MS,
+      retryPeriodMs: env.CONTROLLER_RETRY_PERIOD_MS,
+    },
+  };
+}
+
+function toConfig(env: Environment) {
   let databaseUrl: string;
   try {
     databaseUrl = withPostgresTls(env.DATABASE_URL, tlsFiles(env.DATABASE_SSL_CA, env.DATABASE_SSL_CERT, env.DATABASE_SSL_KEY));
@@ -96,16 +114,7 @@ function toConfig(env: z.output<typeof environmentSchema>) {
       keyPrefix: env.RATE_LIMIT_KEY_PREFIX,
       windowSeconds: env.RATE_LIMIT_WINDOW_SECONDS,
     },
-    controllerNamespaces: env.CONTROLLER_NAMESPACES,
-    controllerRequireTenantBinding: env.CONTROLLER_REQUIRE_TENANT_BINDING,
-    controllerClass: env.CONTROLLER_CLASS,
-    controllerLeaseName: env.CONTROLLER_LEASE_NAME,
-    controllerResyncMs: env.CONTROLLER_RESYNC_MS,
-    controllerLease: {
-      leaseDurationMs: env.CONTROLLER_LEASE_DURATION_MS,
-      renewDeadlineMs: env.CONTROLLER_RENEW_DEADLINE_MS,
-      retryPeriodMs: env.CONTROLLER_RETRY_PERIOD_MS,
-    },
+    ...controllerSettings(env),
     retentionDefault: env.RETENTION_DEFAULT,
     retention: {
       intervalMs: env.RETENTION_INTERVAL,

@@ -38,7 +38,7 @@ async function send(count: number): Promise<void> {
         const index = next++;
         // The headers of a real delivery (both signature schemes, event id, attempt), so that the receiver
         // parses as much as it does on the path.
-        const request = signedRequest(body(index), eventIdOf(index), 1, [key]);
+        const request = signedRequest(body(index), eventIdOf(index), 1, { hmac: [key], ed25519: [], headers: [] });
         const response = await pool.request({ path: url.pathname, method: 'POST', headers: request.headers, body: request.body });
         await response.body.dump();
       }

@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual, type Hmac, type KeyObject } from 'node:crypto';
+import { PUBLIC_KEY_PREFIX, ed25519PublicKey, verifiesAsymmetric } from './webhookEd25519.ts';
 
 /**
  * The `X-Service-Signature` scheme (docs/webhooks.md "Verifying the signature"): `t=<unix seconds>,v1=<hex>` where v1 is
@@ -100,12 +101,13 @@ export interface StandardWebhookHeaders {
 }
 
 /**
- * Verifies the Standard Webhooks headers (`webhook-signature`: space-separated `v1,<base64>` values; during a
- * secret rotation there are two). `secret` is the 64-hex secret or its `whsec_` form. The Standard Webhooks
- * libraries verify the same headers; this one needs no dependency.
+ * Verifies the Standard Webhooks headers (`webhook-signature`: space-separated signatures; during a rotation
+ * there are two of each scheme). `key` says which scheme: the 64-hex secret or its `whsec_` form verifies the
+ * `v1,<base64>` HMAC values, an endpoint's `whpk_` public key the `v1a,<base64>` Ed25519 ones (docs/webhooks.md
+ * "Ed25519 signatures"). The Standard Webhooks libraries verify the same headers; this one needs no dependency.
  */
 export function verifyStandardWebhook(
-  secret: string,
+  key: string,
   headers: StandardWebhookHeaders,
   rawBody: Buffer | string,
   options: VerifyOptions = {},
@@ -114,16 +116,24 @@ export function verifyStandardWebhook(
   const timestampText = headers['webhook-timestamp'];
   const signatureText = headers['webhook-signature'];
   if (!id || !timestampText || !/^\d{1,12}$/.test(timestampText) || !signatureText) return { valid: false, reason: 'malformed_header' };
+  const asymmetric = key.startsWith(PUBLIC_KEY_PREFIX);
+  const scheme = asymmetric ? 'v1a,' : 'v1,';
   const signatures = signatureText
     .split(' ')
-    .filter((entry) => entry.startsWith('v1,'))
-    .map((entry) => Buffer.from(entry.slice(3), 'base64'));
+    .filter((entry) => entry.startsWith(scheme))
+    .map((entry) => Buffer.from(entry.slice(scheme.length), 'base64'));
   if (signatures.length === 0) return { valid: false, reason: 'malformed_header' };
   const timestamp = Number(timestampText);
   const tolerance = options.toleranceS ?? DEFAULT_SIGNATURE_TOLERANCE_S;
   if (Math.abs((options.now ?? Date.now()) / 1000 - timestamp) > tolerance) return { valid: false, reason: 'timestamp_out_of_tolerance' };
-  const key = secret.startsWith('whsec_') ? Buffer.from(secret.slice('whsec_'.length), 'base64') : Buffer.from(secret, 'utf8');
-  const expected = standardSignatureOf(key, id, timestamp, rawBody);
-  const matches = signatures.some((candidate) => candidate.length === expected.length && timingSafeEqual(candidate, expected));
+  let matches: boolean;
+  if (asymmetric) {
+    const publicKey = ed25519PublicKey(key);
+    matches = signatures.some((candidate) => verifiesAsymmetric(publicKey, id, timestamp, rawBody, candidate));
+  } else {
+    const secret = key.startsWith('whsec_') ? Buffer.from(key.slice('whsec_'.length), 'base64') : Buffer.from(key, 'utf8');
+    const expected = standardSignatureOf(secret, id, timestamp, rawBody);
+    matches = signatures.some((candidate) => candidate.length === expected.length && timingSafeEqual(candidate, expected));
+  }
   return matches ? { valid: true, timestamp } : { valid: false, reason: 'signature_mismatch' };
 }

@@ -1,4 +1,5 @@
 import type { KeyObject } from 'node:crypto';
+import { asymmetricSignatureOf } from './webhookEd25519.ts';
 import { signatureOf, standardSignatureOf } from './webhookSignature.ts';
 
 /**
@@ -22,23 +23,29 @@ export function signDelivery(secrets: SigningKey | readonly SigningKey[], rawBod
 
 /**
  * Every signature header of a delivery: `X-Service-Signature` and the three Standard Webhooks headers
- * (`webhook-id` is the event id, `webhook-signature` one `v1,<base64>` per valid secret, space-separated),
- * all with one timestamp.
+ * (`webhook-id` is the event id, `webhook-signature` one `v1,<base64>` per valid secret and one
+ * `v1a,<base64>` per valid Ed25519 key, space-separated, newest first within each scheme), all with one
+ * timestamp. Without HMAC secrets (an endpoint signing with Ed25519 alone) there is no X-Service-Signature.
  */
 export function signatureHeaders(
   secrets: readonly SigningKey[],
   eventId: string,
   rawBody: Buffer | string,
   nowMs = Date.now(),
+  ed25519Keys: readonly KeyObject[] = [],
 ): Record<string, string> {
   const timestamp = Math.floor(nowMs / 1000);
+  const signatures = [
+    ...secrets.map((secret) => `v1,${standardSignatureOf(secret, eventId, timestamp, rawBody).toString('base64')}`),
+    ...ed25519Keys.map((key) => `v1a,${asymmetricSignatureOf(key, eventId, timestamp, rawBody).toString('base64')}`),
+  ];
+  const signature = signatures.join(' ');
+  if (secrets.length === 0) return { 'webhook-id': eventId, 'webhook-timestamp': String(timestamp), 'webhook-signature': signature };
   return {
     'x-service-signature': signDelivery(secrets, rawBody, nowMs),
     'webhook-id': eventId,
     'webhook-timestamp': String(timestamp),
-    'webhook-signature': secrets
-      .map((secret) => `v1,${standardSignatureOf(secret, eventId, timestamp, rawBody).toString('base64')}`)
-      .join(' '),
+    'webhook-signature': signature,
   };
 }
 

@@ -4,7 +4,13 @@ import { TENANT_ID_PATTERN } from '../events/eventFields.ts';
 import { DNS_LABEL_MAX_LENGTH, DNS_LABEL_PATTERN, DNS_SUBDOMAIN_MAX_LENGTH, DNS_SUBDOMAIN_PATTERN } from '../platform/kubernetesNames.ts';
 import {
   DEFAULT_ROTATION_OVERLAP_S,
+  ENDPOINT_KINDS,
+  MAX_RATE_LIMIT_PER_S,
+  MAX_RETRY_DELAY_S,
+  MAX_RETRY_DELAYS,
   MAX_ROTATION_OVERLAP_S,
+  MAX_TIMEOUT_S,
+  SIGNATURE_SCHEMES,
   WEBHOOK_DESCRIPTION_MAX_LENGTH,
   WEBHOOK_FILTER_ENTRY_MAX_LENGTH,
   WEBHOOK_FILTER_ENTRY_PATTERN,
@@ -29,6 +35,11 @@ export const DEFAULT_CONTROLLER_CLASS = 'default';
  * resource's Secret; the value handled last is kept in status.rotateRequest so that it acts once.
  */
 export const ROTATE_ANNOTATION = 'audittrail.dev/rotate';
+/**
+ * Set to a new value to enable again the endpoint of a WebhookEndpoint that was disabled automatically (after
+ * failed deliveries): the same endpoint, id and secret, its failure count at 0. Acts once per value.
+ */
+export const ENABLE_ANNOTATION = 'audittrail.dev/enable';
 /**
  * The deployment (its database's id, see src/db/deploymentIdentity.ts) whose controller owns the resource:
  * written once by the first controller that reconciles it; any other deployment leaves the resource alone.
@@ -129,10 +140,42 @@ export const webhookEndpointSpecSchema = z
       .optional()
       .meta({ description: 'Action prefixes such as phi. or admin.key.create; empty or absent means every event.' }),
     description: z.string().max(WEBHOOK_DESCRIPTION_MAX_LENGTH).optional(),
+    kind: z.enum(ENDPOINT_KINDS).optional().meta({
+      description:
+        "events (absent): the trail's events; operational: the service's notices about the tenant's endpoints and streams. Immutable.",
+    }),
+    payloadFilter: z.record(z.string(), z.unknown()).optional().meta({
+      description:
+        'Conditions on the delivery body an event must meet, as the API\'s payload_filter (docs/webhooks.md "Payload filters"), e.g. {"path": "details.ward", "equals": "3B"} or {"all": [...]}. Checked by the controller: a filter it refuses shows as InvalidSpec.',
+      'x-kubernetes-preserve-unknown-fields': true,
+    }),
+    timeoutSeconds: z
+      .int()
+      .min(1)
+      .max(MAX_TIMEOUT_S)
+      .optional()
+      .meta({ description: "Seconds a receiver has to answer an attempt (absent: the service's default, 10)." }),
+    retryScheduleSeconds: z
+      .array(z.int().min(1).max(MAX_RETRY_DELAY_S))
+      .max(MAX_RETRY_DELAYS)
+      .optional()
+      .meta({ description: "Seconds between a failed attempt and the next (absent: the service's schedule); at most three days in all." }),
+    rateLimitPerSecond: z
+      .int()
+      .min(1)
+      .max(MAX_RATE_LIMIT_PER_S)
+      .optional()
+      .meta({ description: 'Deliveries per second at most, over every worker (absent: no limit).' }),
+    ordered: z.boolean().optional().meta({ description: 'One delivery at a time, in the order the events were written.' }),
+    signatureSchemes: z.array(z.enum(SIGNATURE_SCHEMES)).min(1).optional().meta({
+      description:
+        'The signatures deliveries carry: hmac (absent: hmac only), ed25519, or both. With ed25519 the Secret also holds publicKey.',
+      'x-kubernetes-list-type': 'set',
+    }),
     disabled: z
       .boolean()
       .optional()
-      .meta({ description: 'true disables the endpoint: deliveries stop, its history stays (for good: there is no re-enabling).' }),
+      .meta({ description: 'true disables the endpoint: deliveries stop, its history stays. Back to false (or absent) enables it again.' }),
     rotationOverlapSeconds: z
       .int()
       .min(0)
@@ -149,8 +192,8 @@ export const webhookEndpointSpecSchema = z
       { rule: 'self.tenantId == oldSelf.tenantId', message: 'tenantId is immutable; create another WebhookEndpoint' },
       { rule: 'self.secretName == oldSelf.secretName', message: 'secretName is immutable' },
       {
-        rule: '!has(oldSelf.disabled) || !oldSelf.disabled || (has(self.disabled) && self.disabled)',
-        message: 'a disabled endpoint cannot be enabled again; create another WebhookEndpoint',
+        rule: "(has(self.kind) ? self.kind : 'events') == (has(oldSelf.kind) ? oldSelf.kind : 'events')",
+        message: 'kind is immutable; create another WebhookEndpoint',
       },
       controllerClassImmutable,
     ],
@@ -193,6 +236,14 @@ const webhookEndpointStatusSchema = z.object({
     .string()
     .optional()
     .meta({ description: 'The audittrail.dev/recreate annotation value the current endpoint was created for.' }),
+  enableRequest: z
+    .string()
+    .optional()
+    .meta({ description: `The ${ENABLE_ANNOTATION} annotation value handled last.` }),
+  publicKey: z
+    .string()
+    .optional()
+    .meta({ description: "The endpoint's Ed25519 public key (whpk_…) receivers verify v1a signatures with." }),
   previousSecretExpiresAt: z.string().optional().meta({
     format: 'date-time',
     description: 'After a rotation: until when the replaced signing secret still signs deliveries beside the one in the Secret.',
@@ -254,7 +305,7 @@ export const WEBHOOK_ENDPOINT: ResourceKind = {
   kind: 'WebhookEndpoint',
   description:
     "A webhook endpoint of one tenant: the service delivers the tenant's audit events to spec.url, signed with the secret the controller writes into the Secret spec.secretName. Deleting the resource deletes the endpoint.",
-  schemaVersion: 1,
+  schemaVersion: 2,
   plural: 'webhookendpoints',
   singular: 'webhookendpoint',
   shortNames: ['athook'],

@@ -5,7 +5,7 @@ import { DEFAULT_ROTATION_OVERLAP_S } from '../webhooks/webhookRules.ts';
 import type { EventRecorder } from './kubeEvents.ts';
 import { involvedObject, type KubeResources } from './kubeResources.ts';
 import type { WebhookEndpointSpec } from './resources.ts';
-import { SECRET_PREVIOUS_EXPIRY_FIELD, secretData, type WebhookEndpointObject } from './webhookEndpointState.ts';
+import { SECRET_PREVIOUS_EXPIRY_FIELD, secretData, settingsOf, type WebhookEndpointObject } from './webhookEndpointState.ts';
 
 /** Who acts on the registry for a resource: its managed_by, and the actor its admin events name. */
 export interface Owner {
@@ -31,17 +31,23 @@ export class WebhookEndpointActions {
     this.options = options;
   }
 
-  /** url, filter and description applied to the same endpoint (its id and secret kept). */
+  /** The spec's settings applied to the same endpoint (its id and secret kept), as PATCH applies them. */
   async updateInPlace(
     object: WebhookEndpointObject,
     spec: WebhookEndpointSpec,
     endpoint: WebhookEndpoint,
-    owner: Owner,
+    { managedBy, actor }: Owner,
   ): Promise<WebhookEndpoint> {
-    const update = { url: spec.url, eventFilter: spec.eventFilter ?? [], description: spec.description ?? '' };
-    const updated = await this.options.registry.update(endpoint.id, update, owner.actor, owner.managedBy);
+    const updated = await this.options.registry.change(endpoint.tenantId, endpoint.id, settingsOf(spec), actor, { managedBy });
     await this.options.events.record(involvedObject(object), 'Normal', 'EndpointUpdated', `Endpoint ${updated.id} updated in place.`);
     return updated;
+  }
+
+  /** The same endpoint active again, its failure count at 0 (spec.disabled turned off, or the enable annotation). */
+  async enable(object: WebhookEndpointObject, endpoint: WebhookEndpoint, { managedBy, actor }: Owner): Promise<WebhookEndpoint> {
+    const enabled = await this.options.registry.enable(endpoint.tenantId, endpoint.id, actor, { managedBy });
+    await this.options.events.record(involvedObject(object), 'Normal', 'EndpointEnabled', `Endpoint ${enabled.id} enabled again.`);
+    return enabled;
   }
 
   /**
@@ -102,7 +108,7 @@ export class WebhookEndpointActions {
     const { registry, resources } = this.options;
     const { endpoint, secret } = await registry.register(
       spec.tenantId,
-      { url: spec.url, event_filter: spec.eventFilter ?? [], description: spec.description ?? '' },
+      { ...settingsOf(spec), kind: spec.kind ?? 'events' },
       actor,
       managedBy,
     );

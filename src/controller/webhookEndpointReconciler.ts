@@ -29,7 +29,14 @@ import {
   type KubeResources,
   type SecretState,
 } from './kubeResources.ts';
-import { ROTATE_ANNOTATION, WEBHOOK_ENDPOINT, webhookEndpointSpecSchema, type WebhookEndpointSpec } from './resources.ts';
+import {
+  ENABLE_ANNOTATION,
+  ROTATE_ANNOTATION,
+  WEBHOOK_ENDPOINT,
+  webhookEndpointSpecSchema,
+  type WebhookEndpointSpec,
+} from './resources.ts';
+import { publicKeyText } from '../client/webhookEd25519.ts';
 
 /** Holds deletion of a WebhookEndpoint until its endpoint (and delivery history) is deleted. */
 const WEBHOOK_FINALIZER = 'audittrail.dev/delete-endpoint';
@@ -46,6 +53,7 @@ export interface WebhookEndpointReconcilerOptions {
 interface Handled {
   readonly recreateRequest: string | undefined;
   readonly rotateRequest: string | undefined;
+  readonly enableRequest: string | undefined;
 }
 
 /** The endpoint after a reconcile, what status reports as handled, and its health when not the endpoint's own. */
@@ -57,10 +65,10 @@ interface Converged {
 
 /**
  * Brings one WebhookEndpoint resource and the registry together: registers the endpoint (same validation
- * and SSRF guard as the public API) and writes its signing secret to an owned Secret, applies url, filter
- * and description changes in place, disables it on `disabled: true`, reports delivery health in status
- * (refreshed by every resync), shows an auto-disabled endpoint as stalled until the recreate annotation
- * changes, replaces the signing secret when the rotate annotation asks for it, and deletes the endpoint
+ * and SSRF guard as the public API) and writes its signing secret to an owned Secret, applies changes of its
+ * settings in place, disables it on `disabled: true` and enables it when that goes, reports delivery health
+ * (and the Ed25519 public key) in status (refreshed by every resync), shows an auto-disabled endpoint as
+ * stalled until the enable or recreate annotation changes, replaces the signing secret when the rotate annotation asks for it, and deletes the endpoint
  * with its history when the resource goes. Nothing is written to the registry while the Secret's name is
  * taken by someone else.
  */
@@ -160,7 +168,12 @@ export class WebhookEndpointReconciler {
     const { resources } = this.options;
     const isCurrent = () => resources.isCurrent(WEBHOOK_ENDPOINT.plural, object);
     const annotations = object.metadata.annotations ?? {};
-    const handled: Handled = { recreateRequest: object.status?.recreateRequest, rotateRequest: object.status?.rotateRequest };
+    const status = object.status;
+    const handled: Handled = {
+      recreateRequest: status?.recreateRequest,
+      rotateRequest: status?.rotateRequest,
+      enableRequest: status?.enableRequest,
+    };
     const rotation = pendingRequest(object, ROTATE_ANNOTATION, handled.rotateRequest);
     const recreation =
       endpoint?.disabledReason === 'auto' ? pendingRequest(object, RECREATE_ANNOTATION, handled.recreateRequest) : undefined;
@@ -169,8 +182,20 @@ export class WebhookEndpointReconciler {
       const registered = await this.actions.register(object, spec, owner);
       return {
         endpoint: registered,
-        handled: { recreateRequest: annotations[RECREATE_ANNOTATION], rotateRequest: annotations[ROTATE_ANNOTATION] },
+        handled: {
+          recreateRequest: annotations[RECREATE_ANNOTATION],
+          rotateRequest: annotations[ROTATE_ANNOTATION],
+          enableRequest: annotations[ENABLE_ANNOTATION],
+        },
       };
+    }
+    // Enabled again: spec.disabled turned off (a resource's endpoint is disabled by hand only through its spec:
+    // REST refuses), or, after an auto-disable, the enable annotation set to a new value.
+    const enabling = pendingRequest(object, ENABLE_ANNOTATION, handled.enableRequest);
+    if (!endpoint.active && recreation === undefined && (endpoint.disabledReason === 'manual' || enabling !== undefined)) {
+      if (!(await isCurrent())) return undefined;
+      const enabled = await this.actions.enable(object, endpoint, owner);
+      return { endpoint: enabled, handled: { ...handled, enableRequest: annotations[ENABLE_ANNOTATION] } };
     }
     if (rotation !== undefined && recreation === undefined && endpoint.active) {
       if (!(await isCurrent())) return undefined;
@@ -182,7 +207,7 @@ export class WebhookEndpointReconciler {
       const replacement = await this.actions.replace(object, spec, endpoint, owner);
       return {
         endpoint: replacement,
-        handled: { recreateRequest: recreation ?? handled.recreateRequest, rotateRequest: rotation ?? handled.rotateRequest },
+        handled: { ...handled, recreateRequest: recreation ?? handled.recreateRequest, rotateRequest: rotation ?? handled.rotateRequest },
       };
     }
     if (endpoint.active && !holdsSecretOf(secret, endpoint)) {
@@ -208,7 +233,9 @@ export class WebhookEndpointReconciler {
       lastDeliveryAt: endpoint?.lastDeliveryAt?.toISOString(),
       recreateRequest: handled ? handled.recreateRequest : object.status?.recreateRequest,
       rotateRequest: handled ? handled.rotateRequest : object.status?.rotateRequest,
+      enableRequest: handled ? handled.enableRequest : object.status?.enableRequest,
       previousSecretExpiresAt: endpoint?.previousSecretExpiresAt?.toISOString(),
+      publicKey: endpoint?.publicKey ? publicKeyText(endpoint.publicKey) : undefined,
     };
     return reportHealth(this.options.resources, this.options.events, WEBHOOK_ENDPOINT.plural, object, fields, health);
   }

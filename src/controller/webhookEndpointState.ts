@@ -1,9 +1,10 @@
+import { canonicalJson } from '../client/canonicalJson.ts';
 import { standardWebhooksSecretOf } from '../client/webhookSignature.ts';
 import { normaliseWebhookUrl } from '../webhooks/webhookRules.ts';
 import type { WebhookEndpoint } from '../webhooks/webhookStore.ts';
 import type { Health } from './conditions.ts';
 import { pendingRequest, type AnyResource, type CustomResource, type SecretState } from './kubeResources.ts';
-import { ROTATE_ANNOTATION, type WebhookEndpointSpec } from './resources.ts';
+import { ENABLE_ANNOTATION, ROTATE_ANNOTATION, type WebhookEndpointSpec } from './resources.ts';
 
 // What a WebhookEndpoint resource's Secret, status and spec say about its endpoint, without I/O:
 // webhookEndpointReconciler.ts acts on it.
@@ -18,14 +19,17 @@ type WebhookEndpointStatus = {
   recreateRequest?: string;
   /** The rotate annotation value handled last. */
   rotateRequest?: string;
+  /** The enable annotation value handled last. */
+  enableRequest?: string;
   previousSecretExpiresAt?: string;
+  publicKey?: string;
 };
 
 export type WebhookEndpointObject = CustomResource<WebhookEndpointSpec, WebhookEndpointStatus>;
 
 /**
- * There is no reactivation (docs/webhooks.md): an auto-disabled endpoint stays disabled. Setting this annotation to a new
- * value asks the controller for a new endpoint (new id and signing secret) in its place.
+ * Setting this annotation to a new value asks the controller for a new endpoint (new id and signing secret) in
+ * the place of one disabled automatically; ENABLE_ANNOTATION enables the same one again instead.
  */
 export const RECREATE_ANNOTATION = 'audittrail.dev/recreate';
 const SECRET_SIGNING_FIELD = 'signingSecret';
@@ -54,22 +58,45 @@ export function healthOf(endpoint: WebhookEndpoint): Health {
     return {
       state: 'Stalled',
       reason: 'AutoDisabled',
-      message: `Endpoint ${endpoint.id} was disabled after ${endpoint.consecutiveFailures} consecutive failed deliveries; set annotation ${RECREATE_ANNOTATION} to a new value to create a new endpoint (new id and secret).`,
+      message: `Endpoint ${endpoint.id} was disabled after ${endpoint.consecutiveFailures} consecutive failed deliveries; set annotation ${ENABLE_ANNOTATION} to a new value to enable it again (same id and secret), or ${RECREATE_ANNOTATION} to create a new endpoint (new id and secret).`,
     };
   }
   return {
     state: 'Stalled',
     reason: 'DisabledOutsideKubernetes',
-    message: `Endpoint ${endpoint.id} was disabled outside Kubernetes. Set spec.disabled: true to accept that, or annotation ${ROTATE_ANNOTATION} to a new value for a new endpoint.`,
+    message: `Endpoint ${endpoint.id} was disabled outside its spec; the controller enables it again. Set spec.disabled: true to keep it disabled.`,
   };
 }
 
-/** Whether url, filter or description changed in the spec (applied in place, same id and secret). */
+/** The spec's endpoint settings as the API takes them (a change sets every one: absent is the default). */
+export function settingsOf(spec: WebhookEndpointSpec) {
+  return {
+    url: spec.url,
+    event_filter: spec.eventFilter ?? [],
+    description: spec.description ?? '',
+    payload_filter: spec.payloadFilter ?? null,
+    timeout_s: spec.timeoutSeconds ?? null,
+    retry_schedule_s: spec.retryScheduleSeconds ?? null,
+    rate_limit_per_s: spec.rateLimitPerSecond ?? null,
+    ordered: spec.ordered ?? false,
+    signature_schemes: spec.signatureSchemes ?? ['hmac'],
+  };
+}
+
+/** Whether a setting changed in the spec (applied in place, same id and secret). Filters compare as canonical JSON. */
 export function differsFromSpec(endpoint: WebhookEndpoint, spec: WebhookEndpointSpec): boolean {
+  const wanted = settingsOf(spec);
+  const sorted = (schemes: readonly string[]) => [...new Set(schemes)].sort().join(',');
   return (
-    endpoint.url !== normaliseWebhookUrl(spec.url) ||
-    JSON.stringify(endpoint.eventFilter) !== JSON.stringify([...new Set(spec.eventFilter ?? [])]) ||
-    endpoint.description !== (spec.description ?? '')
+    endpoint.url !== normaliseWebhookUrl(wanted.url) ||
+    JSON.stringify(endpoint.eventFilter) !== JSON.stringify([...new Set(wanted.event_filter)]) ||
+    endpoint.description !== wanted.description ||
+    canonicalJson(endpoint.payloadFilter) !== canonicalJson(wanted.payload_filter) ||
+    endpoint.timeoutS !== wanted.timeout_s ||
+    JSON.stringify(endpoint.retryScheduleS) !== JSON.stringify(wanted.retry_schedule_s) ||
+    endpoint.rateLimitPerS !== wanted.rate_limit_per_s ||
+    endpoint.ordered !== wanted.ordered ||
+    sorted(endpoint.signatureSchemes) !== sorted(wanted.signature_schemes)
   );
 }
 

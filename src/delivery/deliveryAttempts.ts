@@ -5,7 +5,7 @@ import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { SealedSecrets, SecretBox } from '../webhooks/secretBox.ts';
 import type { DeliveryWork } from './deliveryWork.ts';
 import { SigningKeys, deliveryRequest } from './deliveryRequest.ts';
-import { attemptVerdict, type AttemptVerdict, type DeliveryOutcome, type DeliveryPolicy } from './deliveryStateMachine.ts';
+import { attemptVerdict, scheduleOf, type AttemptVerdict, type DeliveryOutcome, type DeliveryPolicy } from './deliveryStateMachine.ts';
 import type { RetryPolicy } from './retryPolicy.ts';
 import type { RotatedSecrets } from './rotatedSecrets.ts';
 import type { SendResult, WebhookSender } from './webhookSender.ts';
@@ -63,10 +63,11 @@ export class DeliveryAttempts {
     }
     if (!sealed) return { kind: 'gone' };
     const now = this.options.clock.now();
-    const keys = this.signingKeys.at(work.endpoint.id, sealed, now);
-    const request = deliveryRequest(work.event, held.attempt, keys, now);
+    const { endpoint } = work;
+    const request = deliveryRequest(work.event, held.attempt, this.signingKeys.at(endpoint.id, sealed, now), now);
     const attemptedAt = new Date(this.options.clock.now());
-    const result = await this.options.sender.send(work.endpoint.id, work.endpoint.url, request.body, request.headers);
+    const timeoutMs = endpoint.timeoutS === null ? undefined : endpoint.timeoutS * 1000;
+    const result = await this.options.sender.send(endpoint.id, endpoint.url, request.body, request.headers, timeoutMs);
     const outcome = {
       kind: 'attempted',
       deliveryId: held.deliveryId,
@@ -82,7 +83,7 @@ export class DeliveryAttempts {
       },
     } as const;
     // What the recorder's state machine will make of it, for the metrics and the log now.
-    const verdict = attemptVerdict(outcome, this.options.policy);
+    const verdict = attemptVerdict(outcome, this.options.policy, scheduleOf(endpoint));
     this.options.metrics.webhookAttempts.inc({
       result: verdict.result === 'succeeded' ? 'success' : verdict.result === 'failed' ? 'failed' : 'retry',
     });

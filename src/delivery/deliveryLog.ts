@@ -5,9 +5,9 @@ import { prepared, type Queryable } from '../db/database.ts';
  * delivery's attempts. Reads only; the outbox (deliveryOutbox.ts) owns the writes of the delivery path.
  */
 
-/** The states a delivery row can be in (migrations/003, 009). */
-export type DeliveryState = 'pending' | 'parked' | 'succeeded' | 'failed' | 'cancelled';
-export const DELIVERY_STATES: readonly DeliveryState[] = ['pending', 'parked', 'succeeded', 'failed', 'cancelled'];
+/** The states a delivery row can be in (migrations/003, 009, 028). */
+export type DeliveryState = 'pending' | 'parked' | 'queued' | 'succeeded' | 'failed' | 'cancelled';
+export const DELIVERY_STATES: readonly DeliveryState[] = ['pending', 'parked', 'queued', 'succeeded', 'failed', 'cancelled'];
 
 /** Where the next page starts: the last delivery returned, in log order (created_at DESC, id DESC). */
 export interface DeliveryLogPosition {
@@ -59,11 +59,15 @@ interface EntryRow {
 
 const US_TO_TIMESTAMP = (param: string) => `(timestamptz 'epoch' + ${param}::int8 * interval '1 microsecond')`;
 
-/** The delivery's event's action and its latest attempt, for rows of `page` (columns of deliveries). */
-const ENTRY_COLUMNS = `d.id::text AS id, d.event_id::text AS event_id, e.action, d.state, d.attempts, d.created_at,
+/**
+ * The delivery's event's action (an operational notice's type, for an operational endpoint's) and its latest
+ * attempt, for rows of `page` (columns of deliveries).
+ */
+const ENTRY_COLUMNS = `d.id::text AS id, d.event_id::text AS event_id, COALESCE(e.action, o.type) AS action, d.state, d.attempts, d.created_at,
        (extract(epoch FROM d.created_at) * 1000000)::int8::text AS created_us, d.due_at, d.failure_counted,
        a.attempted_at AS last_attempt_at, a.status_code AS last_status_code, a.error AS last_error`;
 const ENTRY_JOINS = `LEFT JOIN events e ON e.tenant_id = d.tenant_id AND e.occurred_at = d.event_occurred_at AND e.event_id = d.event_id
+  LEFT JOIN webhook_operational_events o ON e.event_id IS NULL AND o.id = d.event_id AND o.tenant_id = d.tenant_id
   LEFT JOIN delivery_attempts a ON a.delivery_id = d.id AND a.attempt = d.attempts`;
 
 /**

@@ -35,18 +35,19 @@ const UNTIL_FUTURE_TOLERANCE_MS = 60_000;
 /**
  * The statuses of the API. `cancelled` rows (deliveries stopped because their endpoint was disabled while
  * they waited) are `failed` to clients: nothing more will be attempted and the event did not arrive.
- * `parked` rows (waiting for a hung endpoint to finish a request) are `pending`: their next attempt is to come.
+ * `parked` rows (waiting for a hung endpoint to finish a request) and `queued` ones (waiting for their turn
+ * at an ordered endpoint) are `pending`: their next attempt is to come.
  */
 export const DELIVERY_STATUSES = ['pending', 'succeeded', 'failed'] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 const STATES_OF: Record<DeliveryStatus, readonly DeliveryState[]> = {
-  pending: ['pending', 'parked'],
+  pending: ['pending', 'parked', 'queued'],
   succeeded: ['succeeded'],
   failed: ['failed', 'cancelled'],
 };
 
 export function statusOf(state: DeliveryState): DeliveryStatus {
-  return state === 'cancelled' ? 'failed' : state === 'parked' ? 'pending' : state;
+  return state === 'cancelled' ? 'failed' : state === 'parked' || state === 'queued' ? 'pending' : state;
 }
 
 export const replayRequestSchema = z
@@ -129,7 +130,7 @@ export class WebhookDeliveries {
       if (state === 'succeeded')
         throw new ConflictError('already_delivered', 'This delivery has already succeeded; there is nothing to retry.');
       if (!endpoint.active) throw endpointInactive();
-      await scheduleManualRetry(client, deliveryId);
+      await scheduleManualRetry(client, deliveryId, endpoint.ordered);
       const delivery = (await findEndpointDelivery(client, endpointId, deliveryId))!;
       return {
         result: delivery,
@@ -151,6 +152,12 @@ export class WebhookDeliveries {
     return this.writer.recordWith('internal', async (client) => {
       const endpoint = await this.lockOwnedEndpoint(client, tenantId, endpointId);
       if (!endpoint.active) throw endpointInactive();
+      if (endpoint.kind === 'operational') {
+        throw new ConflictError(
+          'endpoint_operational',
+          "An operational endpoint receives notices, not the trail's events: there is nothing to replay to it.",
+        );
+      }
       const running = await findRunningReplay(client, endpointId);
       if (running)
         throw new ConflictError('replay_running', `Replay ${running.id} of this endpoint is still running; wait for it to complete.`);

@@ -7,7 +7,8 @@ import { coerceError } from '../platform/errors.ts';
 import { PollLoop, type NextPass } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD } from './relayWakeUp.ts';
+import { DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD, QUEUED_PAYLOAD } from './relayWakeUp.ts';
+import { startIdleOrderedEndpoints } from './orderedDeliveries.ts';
 import { takeDueDeliveries, timeUntilNextDue, unmarkPublished, unparkOldestPerEndpoint } from './deliveryOutbox.ts';
 import { PUBLISH_TIMEOUT_MS, publishDeliveryMessages } from './deliveryMessage.ts';
 import { LostPublications } from './lostPublications.ts';
@@ -65,6 +66,9 @@ export class DeliveryRelay {
   private readonly loop: PollLoop;
   private lostPublications: LostPublications | undefined;
   private nextParkedSweepAt = 0;
+  /** Deliveries of ordered endpoints were queued (or may have been): start the next of each idle one. */
+  private queuedWaiting = true;
+  private nextQueuedSweepAt = 0;
   /** Where quick passes start; undefined until a full pass has emptied the outbox of due deliveries. */
   private floor: Date | undefined;
   private nextFullPassAt = 0;
@@ -89,11 +93,13 @@ export class DeliveryRelay {
       log: options.log,
       onNotification: (payload) => {
         if (payload === OLD_DUE_TIMES_PAYLOAD) this.forgetFloor();
+        if (payload === QUEUED_PAYLOAD) this.queuedWaiting = true;
         this.loop.wake();
       },
-      // Notifications may have been missed, released parked deliveries among them.
+      // Notifications may have been missed, released parked deliveries and queued ones among them.
       onGap: () => {
         this.forgetFloor();
+        this.queuedWaiting = true;
         this.loop.wake();
       },
     });
@@ -133,6 +139,7 @@ export class DeliveryRelay {
     // Released lost publications keep their old due times: the pass after the sweep is a full one.
     if ((await this.lostPublications!.sweepIfDue()) + (await this.releaseUnconfirmedIfDue()) > 0) this.forgetFloor();
     await this.releaseParkedIfDue();
+    await this.startQueuedIfDue();
     const { published, failed } = await this.publishDue();
     if (failed) return { backoffMs: ERROR_BACKOFF_MS };
     if (published >= BATCH_SIZE || this.loop.woken) return 0;
@@ -187,6 +194,21 @@ export class DeliveryRelay {
       this.options.metrics.webhookUnparked.inc({ by: 'sweep' }, released);
       this.forgetFloor();
     }
+  }
+
+  /**
+   * Ordered endpoints' first deliveries (orderedDeliveries.ts): when a notification says some were queued, and
+   * every ack wait besides, as the safety net under the outcome recorder's start of the next one. They are due
+   * now, so this pass publishes them.
+   */
+  private async startQueuedIfDue(): Promise<void> {
+    if (!this.queuedWaiting && Date.now() < this.nextQueuedSweepAt) return;
+    this.queuedWaiting = false;
+    this.nextQueuedSweepAt = Date.now() + Math.max(1_000, this.options.ackWaitMs);
+    await startIdleOrderedEndpoints(this.options.db).catch((error: unknown) => {
+      this.queuedWaiting = true;
+      throw error;
+    });
   }
 
   /**

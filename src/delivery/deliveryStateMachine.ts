@@ -1,3 +1,5 @@
+import { ENDPOINT_FAILING_AFTER } from '../webhooks/operationalEvents.ts';
+
 /**
  * The delivery state machine (docs/webhooks.md "Success, retries and auto-disable"), with no I/O: given a
  * delivery and its endpoint as the outcome recorder found them under the endpoint's lock, and what a worker
@@ -19,13 +21,16 @@
  *   delivery waits for the same attempt and the endpoint is untouched. A cancellation (the endpoint was
  *   inactive) finishes the delivery without an attempt.
  * - Requests that finish release parked deliveries of their endpoint: one per answer, two per success.
+ * - A delivery of an ordered endpoint that has succeeded or failed for good starts the endpoint's next one.
+ * - The retry schedule is the endpoint's own when it has one.
+ * - An active endpoint whose count reaches ENDPOINT_FAILING_AFTER is reported failing (once per streak).
  */
 
 /** Failed deliveries in a row at which an endpoint is disabled (docs/webhooks.md). */
 export const AUTO_DISABLE_AFTER_FAILED_DELIVERIES = 10;
 
-/** What a delivery row can be in (migration 003's check). */
-export type DeliveryState = 'pending' | 'parked' | 'succeeded' | 'failed' | 'cancelled';
+/** What a delivery row can be in (migration 028's check). */
+export type DeliveryState = 'pending' | 'parked' | 'queued' | 'succeeded' | 'failed' | 'cancelled';
 
 /** The delivery as it stands before the outcome; undefined when it was deleted (with its endpoint). */
 export interface DeliveryFacts {
@@ -43,6 +48,10 @@ export interface EndpointFacts {
   readonly consecutiveFailures: number;
   /** The last attempt's time, whatever its outcome; null before the first. */
   readonly lastAttemptAt: Date | null;
+  /** One delivery at a time, in order. */
+  readonly ordered: boolean;
+  /** Its retry schedule in seconds; null for the service's. */
+  readonly retryScheduleS: readonly number[] | null;
 }
 
 /** What happened to the attempt an outcome names. Times are those of the request, not of the record. */
@@ -80,15 +89,29 @@ export type DeliveryOutcome =
   | { readonly kind: 'cancelled'; readonly deliveryId: string; readonly attempt: number };
 
 export interface DeliveryPolicy {
-  /** Delay before the attempt after `attempt`, varied by `jitter`; undefined when `attempt` was the last (RetryPolicy). */
-  delayAfter(attempt: number, jitter: number): number | undefined;
+  /**
+   * Delay before the attempt after `attempt`, varied by `jitter`; undefined when `attempt` was the last
+   * (RetryPolicy). `delaysMs`: the endpoint's schedule, when it has one.
+   */
+  delayAfter(attempt: number, jitter: number, delaysMs?: readonly number[]): number | undefined;
   /** Failed deliveries in a row at which an endpoint is disabled. */
   readonly autoDisableAfter: number;
+  /** Failed deliveries in a row at which an endpoint is reported failing. */
+  readonly failingAfter: number;
 }
 
-/** The schedule's delays with the auto-disable threshold of the docs. */
+/** The schedule's delays with the thresholds of the docs. */
 export function deliveryPolicy(retry: Pick<DeliveryPolicy, 'delayAfter'>): DeliveryPolicy {
-  return { delayAfter: (attempt, jitter) => retry.delayAfter(attempt, jitter), autoDisableAfter: AUTO_DISABLE_AFTER_FAILED_DELIVERIES };
+  return {
+    delayAfter: (attempt, jitter, delaysMs) => retry.delayAfter(attempt, jitter, delaysMs),
+    autoDisableAfter: AUTO_DISABLE_AFTER_FAILED_DELIVERIES,
+    failingAfter: ENDPOINT_FAILING_AFTER,
+  };
+}
+
+/** An endpoint's schedule in the policy's milliseconds; undefined for the service's. */
+export function scheduleOf(endpoint: { readonly retryScheduleS: readonly number[] | null } | undefined): readonly number[] | undefined {
+  return endpoint?.retryScheduleS?.map((seconds) => seconds * 1000) ?? undefined;
 }
 
 /** What an attempt came to, for the worker's metrics and log; whether it applied or came too late. */
@@ -123,6 +146,10 @@ export interface Transition {
   readonly releasesParked: number;
   /** The endpoint is active and its count reached the threshold: disable it (and cancel what it has pending). */
   readonly disable: boolean;
+  /** The endpoint is active and its count just reached the failing threshold: report it. */
+  readonly failing: boolean;
+  /** The delivery of an ordered endpoint finished: start the endpoint's next one. */
+  readonly startsNext: boolean;
 }
 
 const NOTHING: Transition = {
@@ -132,6 +159,8 @@ const NOTHING: Transition = {
   endpoint: undefined,
   releasesParked: 0,
   disable: false,
+  failing: false,
+  startsNext: false,
 };
 
 export function applyOutcome(
@@ -140,7 +169,7 @@ export function applyOutcome(
   outcome: DeliveryOutcome,
   policy: DeliveryPolicy,
 ): Transition {
-  const verdict = outcome.kind === 'attempted' ? attemptVerdict(outcome, policy) : undefined;
+  const verdict = outcome.kind === 'attempted' ? attemptVerdict(outcome, policy, scheduleOf(endpoint)) : undefined;
   if (!delivery) return { ...NOTHING, verdict };
   const recordAttempt = outcome.kind === 'attempted';
   if (!waitsFor(delivery, outcome.attempt)) return { ...NOTHING, verdict, recordAttempt };
@@ -162,6 +191,9 @@ export function applyOutcome(
     endpoint: after,
     releasesParked: result === 'succeeded' ? 2 : 1,
     disable: after?.active === true && after.consecutiveFailures >= policy.autoDisableAfter,
+    failing:
+      after?.active === true && endpoint!.consecutiveFailures < policy.failingAfter && after.consecutiveFailures >= policy.failingAfter,
+    startsNext: after?.ordered === true && result !== 'pending',
   };
 }
 
@@ -169,9 +201,10 @@ export function applyOutcome(
 export function attemptVerdict(
   outcome: Pick<Extract<DeliveryOutcome, { kind: 'attempted' }>, 'attempt' | 'ok' | 'jitter'>,
   policy: Pick<DeliveryPolicy, 'delayAfter'>,
+  delaysMs?: readonly number[],
 ): AttemptVerdict {
   if (outcome.ok) return { result: 'succeeded', retryInMs: undefined };
-  const retryInMs = policy.delayAfter(outcome.attempt, outcome.jitter);
+  const retryInMs = policy.delayAfter(outcome.attempt, outcome.jitter, delaysMs);
   return { result: retryInMs === undefined ? 'failed' : 'pending', retryInMs };
 }
 
@@ -201,5 +234,5 @@ function countAgainst(
   const consecutiveFailures =
     result === 'succeeded' ? 0 : result === 'failed' && !alreadyCounted ? endpoint.consecutiveFailures + 1 : endpoint.consecutiveFailures;
   const lastAttemptAt = endpoint.lastAttemptAt === null || attemptedAt > endpoint.lastAttemptAt ? attemptedAt : endpoint.lastAttemptAt;
-  return { active: endpoint.active, consecutiveFailures, lastAttemptAt };
+  return { ...endpoint, consecutiveFailures, lastAttemptAt };
 }

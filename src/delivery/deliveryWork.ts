@@ -2,6 +2,7 @@ import { prepared, type Queryable } from '../db/database.ts';
 import type { DeliveredEvent } from '../client/webhookEnvelope.ts';
 import { EVENT_DOCUMENT } from '../events/eventStore.ts';
 import { findAttemptTargets, type AttemptTarget } from '../webhooks/endpointSecretsStore.ts';
+import { loadOperationalWork } from './operationalFanOut.ts';
 
 /** What a delivery worker reads to make its attempts: the deliveries, their events and their endpoints. */
 
@@ -44,7 +45,9 @@ interface ServedEvent {
 
 /**
  * Loads a batch of deliveries with their endpoint and event; ids of deleted deliveries are absent. The
- * endpoints are read by a second query, once each (endpointSecretsStore.findAttemptTargets).
+ * endpoints are read by a second query, once each (endpointSecretsStore.findAttemptTargets). Deliveries of
+ * operational notices (operationalFanOut.ts) are read by a third, only when some ids found no event: the
+ * query of every batch stays a join with the trail.
  */
 export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): Promise<Map<string, DeliveryWork>> {
   const { rows } = await db.query<WorkRow>(
@@ -57,9 +60,15 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
       [ids],
     ),
   );
-  if (rows.length === 0) return new Map();
-  const endpoints = await findAttemptTargets(db, [...new Set(rows.map((row) => row.endpoint_id))]);
+  const notices = rows.length < ids.length ? await loadOperationalWork(db, ids) : [];
+  if (rows.length === 0 && notices.length === 0) return new Map();
+  const endpointIds = new Set([...rows.map((row) => row.endpoint_id), ...notices.map((notice) => notice.endpointId)]);
+  const endpoints = await findAttemptTargets(db, [...endpointIds]);
   const work = new Map<string, DeliveryWork>();
+  for (const notice of notices) {
+    const endpoint = endpoints.get(notice.endpointId);
+    if (endpoint) work.set(notice.deliveryId, { ...notice, endpoint });
+  }
   for (const row of rows) {
     // An endpoint deleted between the two reads took its deliveries with it.
     const endpoint = endpoints.get(row.endpoint_id);

@@ -1,4 +1,5 @@
 import { jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
+import type { Redis } from 'ioredis';
 import type { BusConnection } from '../bus/natsConnection.ts';
 import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/streams.ts';
 import type { Queryable } from '../db/database.ts';
@@ -14,7 +15,9 @@ import { decodeDeliveryMessage, publisherOf } from './deliveryMessage.ts';
 import { DeliveryPuller } from './deliveryPuller.ts';
 import { loadDeliveryWork, type DeliveryWork } from './deliveryWork.ts';
 import { deliveryPolicy, type DeliveryOutcome } from './deliveryStateMachine.ts';
-import { EndpointLanes } from './endpointLanes.ts';
+import { EndpointLanes, type LaneLimits } from './endpointLanes.ts';
+import { EndpointRateLimit } from './endpointRateLimit.ts';
+import type { AttemptTarget } from '../webhooks/endpointSecretsStore.ts';
 import { HeldMessages, type Held } from './heldMessages.ts';
 import { OutcomeRecorder } from './outcomeRecorder.ts';
 import { ParkingLog } from './parkingLog.ts';
@@ -44,7 +47,9 @@ export interface DeliveryWorkerOptions {
   readonly maxSockets: number;
   readonly log: Logger;
   readonly metrics: ServiceMetrics;
-  /** Time for due times and the parking log; the system's by default. */
+  /** Where endpoints' rate limits are shared with the other workers (endpointRateLimit.ts); each keeps its own without it. */
+  readonly redis?: Redis;
+  /** Time for due times, rate limits and the parking log; the system's by default. */
   readonly clock?: Clock;
 }
 
@@ -85,6 +90,7 @@ export class DeliveryWorker {
   private readonly rotatedSecrets: RotatedSecrets;
   private readonly strays: StrayMessages;
   private readonly parkingLog: ParkingLog;
+  private readonly rateLimit: EndpointRateLimit;
   private keepAliveTimer: NodeJS.Timeout | undefined;
   private stopping = false;
   private resumeTimer: NodeJS.Timeout | undefined;
@@ -109,6 +115,7 @@ export class DeliveryWorker {
         for (const held of batch) this.held.settle(held, FLUSH_FAILURE_REDELIVERY_MS);
       },
     });
+    this.rateLimit = new EndpointRateLimit({ redis: options.redis, clock: this.clock, log: options.log, metrics: options.metrics });
     this.lanes = new EndpointLanes<Routed>({
       concurrency: options.endpointConcurrency,
       maxInFlight: options.maxSockets,
@@ -118,6 +125,8 @@ export class DeliveryWorker {
           return false;
         }),
       onSlotFreed: () => this.puller?.maybeResume(),
+      permits: (endpointId, ratePerS, wanted) => this.rateLimit.take(endpointId, ratePerS, wanted),
+      later: (ms, run) => void setTimeout(run, ms).unref(),
     });
     options.metrics.registerWebhookRequestsInFlight(() => this.lanes.requestsInFlight, options.maxSockets);
     this.recorder = new OutcomeRecorder<Held>({
@@ -146,6 +155,7 @@ export class DeliveryWorker {
       for (const { endpointId, item } of this.lanes.trimSlowLanes()) this.park(item.held, endpointId);
       this.puller?.maybeResume();
       this.parkingLog.forgetQuiet();
+      this.rateLimit.forgetIdle();
     }, 250).unref();
     this.puller = new DeliveryPuller({
       consumer,
@@ -216,7 +226,9 @@ export class DeliveryWorker {
     }
     // Stopping: nothing of this worker's will finish to release a parked delivery, so it gets a due time.
     if (this.stopping) this.defer(held, work.endpoint.id, STOPPING_DEFER_MS);
-    else if (this.lanes.admit(work.endpoint.id, { held, work, secretsGeneration }) === 'overflow') this.park(held, work.endpoint.id);
+    else if (this.lanes.admit(work.endpoint.id, { held, work, secretsGeneration }, laneLimitsOf(work.endpoint)) === 'overflow') {
+      this.park(held, work.endpoint.id);
+    }
   }
 
   /**
@@ -279,4 +291,10 @@ export class DeliveryWorker {
   private record(held: Held, endpointId: string, outcome: DeliveryOutcome): void {
     this.recorder.add({ settles: held, endpointId, outcome });
   }
+}
+
+/** An endpoint's own limits on its lane: one request at a time when ordered, its rate limit; none for most. */
+function laneLimitsOf(endpoint: AttemptTarget): LaneLimits | undefined {
+  if (!endpoint.ordered && endpoint.rateLimitPerS === null) return undefined;
+  return { concurrency: endpoint.ordered ? 1 : Number.POSITIVE_INFINITY, ratePerS: endpoint.rateLimitPerS ?? undefined };
 }

@@ -1,14 +1,18 @@
 import type { Queryable } from '../db/database.ts';
 import type { EndpointDeliveries } from '../webhooks/webhookRegistry.ts';
+import { recordOperationalEvent } from './operationalFanOut.ts';
+import { wakeRelaysIfAny } from './relayWakeUp.ts';
 
 /**
- * What becomes of an endpoint's deliveries when the endpoint stops, for the webhook registry (which
- * declares the port) and for auto-disable. Both run in the transaction that changes the endpoint, after
+ * What becomes of an endpoint's deliveries when the endpoint changes, for the webhook registry (which
+ * declares the port) and for auto-disable. Each runs in the transaction that changes the endpoint, after
  * its row lock.
  */
 export const ENDPOINT_DELIVERIES: EndpointDeliveries = {
   cancel: cancelPendingDeliveries,
   remove: deleteEndpointDeliveries,
+  releaseQueued: releaseQueuedDeliveries,
+  notify: recordOperationalEvent,
 };
 
 /**
@@ -17,7 +21,22 @@ export const ENDPOINT_DELIVERIES: EndpointDeliveries = {
  */
 export async function cancelPendingDeliveries(db: Queryable, endpointId: string): Promise<void> {
   await db.query(
-    `UPDATE deliveries SET state = 'cancelled', completed_at = now() WHERE endpoint_id = $1 AND state IN ('pending', 'parked')`,
+    `UPDATE deliveries SET state = 'cancelled', completed_at = now() WHERE endpoint_id = $1 AND state IN ('pending', 'parked', 'queued')`,
+    [endpointId],
+  );
+}
+
+/**
+ * Makes the deliveries an ordered endpoint had waiting for their turn due now (it is ordered no more), and
+ * wakes the relays. Run after the endpoint's row lock, which fan-out's KEY SHARE waits for: no queued delivery
+ * is written after this.
+ */
+async function releaseQueuedDeliveries(db: Queryable, endpointId: string): Promise<void> {
+  await db.query(
+    `WITH released AS (
+       UPDATE deliveries SET state = 'pending', due_at = now() WHERE endpoint_id = $1 AND state = 'queued' RETURNING 1
+     )
+     SELECT ${wakeRelaysIfAny('released')} AS notified`,
     [endpointId],
   );
 }

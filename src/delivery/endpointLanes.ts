@@ -11,6 +11,11 @@
  * others hang and however many requests they hold; a slot that frees goes to the waiting lane with the
  * fewest requests in flight. A hung endpoint's requests end at the time limit, so the shares even out
  * within one DELIVERY_TIMEOUT_MS.
+ *
+ * An endpoint may bring limits of its own (LaneLimits): a lower concurrency (1 for an ordered one), and a
+ * rate, for which every request needs a permit (endpointRateLimit.ts); a lane asks for permits as its queue
+ * needs them, one request for them at a time, and while it waits for them it counts as slow: its queue is
+ * kept short and its excess overflows, so a throttled endpoint never stops the worker from pulling.
  */
 
 /**
@@ -25,7 +30,21 @@ const SLOW_ENDPOINT_QUEUE_PER_SLOT = 4;
 const ENDPOINT_QUEUE_HARD_CAP = 5_000;
 const SLOW_AFTER_MS = 1_000;
 
+/** What an endpoint asks of its lane beyond the worker's defaults. */
+export interface LaneLimits {
+  /** Requests in flight at most (never more than the worker's per-endpoint concurrency). */
+  readonly concurrency: number;
+  /** Requests started per second at most, over every worker; undefined for no limit. */
+  readonly ratePerS: number | undefined;
+}
+
 interface Lane<T> {
+  readonly endpointId: string;
+  limits: LaneLimits | undefined;
+  /** Permits held for requests not yet started (rate-limited lanes). */
+  permits: number;
+  /** A request for permits is under way, or waits for its retry time. */
+  asking: boolean;
   inFlight: number;
   /** Last time the endpoint answered a request, whatever the status (or the lane opened). */
   lastAnsweredAt: number;
@@ -46,6 +65,10 @@ export interface EndpointLanesOptions<T> {
   readonly send: (endpointId: string, item: T) => Promise<boolean>;
   /** A slot freed (the worker may pull again). */
   readonly onSlotFreed: () => void;
+  /** Permits for a rate-limited endpoint: granted now, and when to ask again if short. Never rejects. */
+  readonly permits?: (endpointId: string, ratePerS: number, wanted: number) => Promise<{ granted: number; retryInMs: number }>;
+  /** Schedules a retry of a permit request (a timer); the lanes never read the clock themselves. */
+  readonly later?: (ms: number, run: () => void) => void;
 }
 
 export type Admission = 'sent' | 'queued' | 'overflow';
@@ -61,17 +84,21 @@ export class EndpointLanes<T> {
   }
 
   /**
-   * Sends at once when the endpoint has a free slot, else queues within its cap; `overflow` when neither,
-   * which happens only while all its slots are busy.
+   * Sends at once when the endpoint has a free slot (and a permit, when rate-limited), else queues within its
+   * cap; `overflow` when neither, which happens only while all its slots are busy or it waits for permits.
+   * `limits`: the endpoint's own, as last read (they apply from now on).
    */
-  admit(endpointId: string, item: T): Admission {
+  admit(endpointId: string, item: T, limits?: LaneLimits): Admission {
     const lane = this.laneOf(endpointId);
+    lane.limits = limits;
     if (lane.waiting.length === 0 && this.mayDispatch(lane)) {
       this.dispatch(endpointId, lane, item);
       return 'sent';
     }
     if (lane.waiting.length < this.queueCapOf(lane)) {
       lane.waiting.push(item);
+      // Waiting for a permit: ask for one now that a request needs it.
+      this.throttled(lane);
       return 'queued';
     }
     return 'overflow';
@@ -116,20 +143,47 @@ export class EndpointLanes<T> {
   }
 
   /** A lane's share of the worker's cap, now: see the header. */
-  private laneLimit(): number {
+  private laneLimit(lane?: Lane<T>): number {
     const share = Math.floor(this.options.maxInFlight / (this.lanes.size + 1));
-    return Math.min(this.options.concurrency, Math.max(1, share));
+    return Math.min(this.options.concurrency, lane?.limits?.concurrency ?? Number.POSITIVE_INFINITY, Math.max(1, share));
   }
 
   private mayDispatch(lane: Lane<T>): boolean {
     const { maxInFlight } = this.options;
-    if (this.inFlight >= maxInFlight) return false;
+    if (this.inFlight >= maxInFlight || this.throttled(lane)) return false;
     if (lane.inFlight === 0) return true;
     // The last quarter of the cap is kept for lanes with nothing in flight (see the header).
-    return lane.inFlight < this.laneLimit() && this.inFlight < maxInFlight - Math.floor(maxInFlight / 4);
+    return lane.inFlight < this.laneLimit(lane) && this.inFlight < maxInFlight - Math.floor(maxInFlight / 4);
+  }
+
+  /** A rate-limited lane without a permit; asks for some (once at a time) when it has requests waiting. */
+  private throttled(lane: Lane<T>): boolean {
+    const ratePerS = lane.limits?.ratePerS;
+    if (ratePerS === undefined || !this.options.permits || lane.permits > 0) return false;
+    if (!lane.asking && lane.waiting.length > 0) this.askPermits(lane, ratePerS);
+    return true;
+  }
+
+  private askPermits(lane: Lane<T>, ratePerS: number): void {
+    lane.asking = true;
+    const wanted = Math.max(1, Math.min(lane.waiting.length, this.laneLimit(lane) - lane.inFlight));
+    void this.options.permits!(lane.endpointId, ratePerS, wanted).then(({ granted, retryInMs }) => {
+      lane.permits += granted;
+      if (granted > 0 || !this.options.later) {
+        lane.asking = false;
+        this.pump();
+        return;
+      }
+      this.options.later(retryInMs, () => {
+        lane.asking = false;
+        this.pump();
+      });
+    });
   }
 
   private isSlow(lane: Lane<T>): boolean {
+    // A lane waiting for permits cannot send; its queue is kept short like a hung one's.
+    if (lane.limits?.ratePerS !== undefined && lane.permits === 0 && lane.waiting.length > 0) return true;
     // "All its slots busy" is whatever stops it sending more now: its share, or the worker's cap.
     return lane.inFlight > 0 && !this.mayDispatch(lane) && Date.now() - lane.lastAnsweredAt > SLOW_AFTER_MS;
   }
@@ -149,10 +203,11 @@ export class EndpointLanes<T> {
   }
 
   private queueCapOf(lane: Lane<T>): number {
-    return this.isSlow(lane) ? this.laneLimit() * SLOW_ENDPOINT_QUEUE_PER_SLOT : ENDPOINT_QUEUE_HARD_CAP;
+    return this.isSlow(lane) ? this.laneLimit(lane) * SLOW_ENDPOINT_QUEUE_PER_SLOT : ENDPOINT_QUEUE_HARD_CAP;
   }
 
   private dispatch(endpointId: string, lane: Lane<T>, item: T): void {
+    if (lane.limits?.ratePerS !== undefined && this.options.permits) lane.permits -= 1;
     lane.inFlight += 1;
     this.inFlight += 1;
     // A send that throws is a bug elsewhere; the slot must come back all the same.
@@ -164,7 +219,7 @@ export class EndpointLanes<T> {
         lane.answered += 1;
         lane.lastAnsweredAt = Date.now();
       }
-      if (lane.inFlight === 0 && lane.waiting.length === 0) this.lanes.delete(endpointId);
+      if (lane.inFlight === 0 && lane.waiting.length === 0 && !lane.asking) this.lanes.delete(endpointId);
       this.pump();
       this.options.onSlotFreed();
     });
@@ -175,7 +230,16 @@ export class EndpointLanes<T> {
   private laneOf(endpointId: string): Lane<T> {
     let lane = this.lanes.get(endpointId);
     if (!lane) {
-      lane = { inFlight: 0, lastAnsweredAt: Date.now(), answered: 0, waiting: [] };
+      lane = {
+        endpointId,
+        limits: undefined,
+        permits: 0,
+        asking: false,
+        inFlight: 0,
+        lastAnsweredAt: Date.now(),
+        answered: 0,
+        waiting: [],
+      };
       this.lanes.set(endpointId, lane);
     }
     return lane;

@@ -4,14 +4,18 @@ import type { NewEvent } from '../events/eventStore.ts';
 import { readDeliveryFacts, recordOutcomes, unparkDeliveries, type OutcomeWrite } from './outcomeStore.ts';
 import { applyOutcome, type DeliveryFacts, type DeliveryOutcome, type DeliveryPolicy, type EndpointFacts } from './deliveryStateMachine.ts';
 import { cancelPendingDeliveries } from './endpointDeliveries.ts';
+import { recordOperationalEvent } from './operationalFanOut.ts';
+import { startNextQueued } from './orderedDeliveries.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { isTransientServerCondition } from '../db/sqlstate.ts';
 import { ServiceUnavailableError, coerceError } from '../platform/errors.ts';
 import { MicroBatcher } from '../platform/microBatcher.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
+import { endpointNotice } from '../webhooks/operationalEvents.ts';
 import { webhookEvent } from '../webhooks/webhookEvents.ts';
-import { disableEndpoint, lockEndpoints, saveEndpointCounts } from '../webhooks/webhookStore.ts';
+import { lockEndpoints, saveEndpointCounts } from '../webhooks/endpointDeliveryStore.ts';
+import { disableEndpoint, findEndpoint } from '../webhooks/webhookStore.ts';
 
 const FLUSH_BATCH = 500;
 const MAX_FLUSH_BATCH = 2_000;
@@ -46,8 +50,10 @@ export interface OutcomeRecorderOptions<S> {
 
 /**
  * Writes a worker's outcomes in batches, one transaction each: the attempt records and delivery states
- * (the outbox), the endpoints' failure counts, the release of parked deliveries as requests finish, and the
- * auto-disable of an endpoint whose count reached the threshold, with its admin.webhook.auto_disable event.
+ * (the outbox), the endpoints' failure counts, the release of parked deliveries as requests finish, the
+ * start of an ordered endpoint's next delivery, the notice of an endpoint that turned failing, and the
+ * auto-disable of an endpoint whose count reached the threshold, with its admin.webhook.auto_disable event
+ * and its endpoint.disabled notice.
  * What changes is decided by the state machine (deliveryStateMachine.ts); this only reads what it needs and
  * persists what it returns. Messages are acknowledged only after the commit.
  */
@@ -163,6 +169,15 @@ export class OutcomeRecorder<S> {
     const unparked = await unparkDeliveries(client, [...decided.releases.keys()], [...decided.releases.values()]);
     if (unparked > 0) this.options.metrics.webhookUnparked.inc({ by: 'request' }, unparked);
     await saveEndpointCounts(client, decided.endpoints);
+    // After the deliveries' states: an ordered endpoint whose delivery just finished is idle now.
+    await startNextQueued(client, decided.startNext);
+    for (const endpointId of decided.failing) {
+      const endpoint = (await findEndpoint(client, endpointId))!;
+      await recordOperationalEvent(
+        client,
+        endpointNotice('endpoint.failing', endpoint, { disables_at: this.options.policy.autoDisableAfter }),
+      );
+    }
     const events = [];
     for (const endpointId of decided.disable) {
       const disabled = await disableEndpoint(client, endpointId, 'auto');
@@ -172,6 +187,7 @@ export class OutcomeRecorder<S> {
         { endpoint_id: endpointId, tenant_id: disabled.tenantId },
         'webhook endpoint disabled after consecutive failed deliveries',
       );
+      await recordOperationalEvent(client, endpointNotice('endpoint.disabled', disabled, { reason: 'auto' }));
       events.push(
         webhookEvent('admin.webhook.auto_disable', disabled, SYSTEM_ACTOR, {
           reason: `${decided.endpoints.get(endpointId)!.consecutiveFailures} consecutive failed deliveries`,
@@ -191,6 +207,10 @@ interface Decided {
   readonly endpoints: Map<string, EndpointFacts>;
   /** Endpoints to disable, in id order. */
   readonly disable: string[];
+  /** Endpoints to report failing, in id order. */
+  readonly failing: string[];
+  /** Ordered endpoints whose delivery finished: their next one starts. */
+  readonly startNext: string[];
 }
 
 function decide(
@@ -200,8 +220,10 @@ function decide(
   policy: DeliveryPolicy,
 ): Decided {
   const endpoints = new Map(locked);
-  const decided: Decided = { writes: [], releases: new Map(), endpoints: new Map(), disable: [] };
+  const decided: Decided = { writes: [], releases: new Map(), endpoints: new Map(), disable: [], failing: [], startNext: [] };
   const disable = new Map<string, boolean>();
+  const failing = new Set<string>();
+  const startNext = new Set<string>();
   for (const { endpointId, outcome } of sorted) {
     const delivery = deliveries.get(outcome.deliveryId);
     const transition = applyOutcome(delivery, endpoints.get(endpointId), outcome, policy);
@@ -222,11 +244,19 @@ function decide(
       decided.endpoints.set(endpointId, transition.endpoint);
       disable.set(endpointId, transition.disable);
     }
+    if (transition.failing) failing.add(endpointId);
+    if (transition.startsNext) startNext.add(endpointId);
   }
-  for (const [endpointId, yes] of [...disable.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+  for (const [endpointId, yes] of [...disable.entries()].sort(([a], [b]) => compareText(a, b))) {
     if (yes) decided.disable.push(endpointId);
   }
+  decided.failing.push(...[...failing].sort(compareText));
+  decided.startNext.push(...[...startNext].sort(compareText));
   return decided;
+}
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** Bigint ids as text, in numeric order. */

@@ -1,6 +1,6 @@
 /**
  * How writers of the outbox wake the relays (deliveryRelay.ts LISTENs): one NOTIFY per statement that made
- * deliveries due, written here once for the seven statements that do.
+ * deliveries due, written here once for the statements that do.
  */
 
 /** Relays LISTEN here, so a new delivery is published at once rather than at the next poll. */
@@ -14,8 +14,23 @@ export const DELIVERIES_PENDING_CHANNEL = 'audit_deliveries_pending';
  */
 export const OLD_DUE_TIMES_PAYLOAD = 'unparked';
 
-/** Why the relays are woken: new due times (new deliveries, scheduled retries), or old ones made due again. */
-export type WakeReason = 'new due times' | 'old due times';
+/**
+ * The payload of a notification for deliveries of ordered endpoints written to wait for their turn: a relay
+ * that hears it starts the next delivery of every such endpoint with none under way (orderedDeliveries.ts).
+ */
+export const QUEUED_PAYLOAD = 'queued';
+
+/**
+ * Why the relays are woken: new due times (new deliveries, scheduled retries), old ones made due again, or
+ * deliveries queued behind others of their ordered endpoint.
+ */
+export type WakeReason = 'new due times' | 'old due times' | 'queued deliveries';
+
+const PAYLOADS: Record<WakeReason, string> = {
+  'new due times': '',
+  'old due times': OLD_DUE_TIMES_PAYLOAD,
+  'queued deliveries': QUEUED_PAYLOAD,
+};
 
 /**
  * A scalar subquery, for a statement's select list, that notifies the relays once if `rows` (a CTE of the
@@ -23,6 +38,6 @@ export type WakeReason = 'new due times' | 'old due times';
  * and in the statement's transaction, so the relays hear of it exactly when it commits.
  */
 export function wakeRelaysIfAny(rows: string, reason: WakeReason = 'new due times'): string {
-  const payload = reason === 'old due times' ? OLD_DUE_TIMES_PAYLOAD : '';
+  const payload = PAYLOADS[reason];
   return `(SELECT CASE WHEN count(*) > 0 THEN pg_notify('${DELIVERIES_PENDING_CHANNEL}', '${payload}') END FROM ${rows})`;
 }

@@ -1,6 +1,7 @@
 import { prepared, type Queryable } from '../db/database.ts';
 import { wakeRelaysIfAny } from './relayWakeUp.ts';
-import { eventFilterMatches, shareEndpointForFanOut } from '../webhooks/webhookStore.ts';
+import { EVENT_DOCUMENT } from '../events/eventStore.ts';
+import { eventFilterMatches, payloadFilterMatches, shareEndpointForFanOut } from '../webhooks/endpointDeliveryStore.ts';
 
 /**
  * SQL of webhook replays (docs/webhooks.md "Replay"): the replays table, and the chunk statement that
@@ -132,11 +133,11 @@ export async function releaseReplay(session: Queryable, replayId: string): Promi
   await session.query('SELECT pg_advisory_unlock(hashtextextended($1::text, 7302))', [replayId]);
 }
 
-/** Deliveries of the endpoint still to be made (pending or parked), counted up to `cap` (ranges of deliveries_log). */
+/** Deliveries of the endpoint still to be made (pending, parked or queued), counted up to `cap` (ranges of deliveries_log). */
 export async function pendingDeliveries(db: Queryable, endpointId: string, cap: number): Promise<number> {
   const { rows } = await db.query<{ pending: number }>(
     prepared(
-      `SELECT count(*)::int AS pending FROM (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND state IN ('pending', 'parked') LIMIT $2) p`,
+      `SELECT count(*)::int AS pending FROM (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND state IN ('pending', 'parked', 'queued') LIMIT $2) p`,
       [endpointId, cap],
     ),
   );
@@ -186,8 +187,8 @@ export interface ChunkResult {
 
 /**
  * One chunk of a replay, in the caller's transaction: the next `chunkSize` events of the tenant in
- * (occurred_at, event_id) order from the replay's position, those matching the endpoint's filter (the
- * fan-out's rule), less, with only_undelivered, those already delivered successfully to it, become
+ * (occurred_at, event_id) order from the replay's position, those matching the endpoint's filters (the
+ * fan-out's rules, the payload filter read from each event's served document as fan-out reads it), less, with only_undelivered, those already delivered successfully to it, become
  * deliveries due now; the position moves to the last event scanned, and the counts with it. The relays
  * are notified when deliveries were created. A disabled or deleted endpoint cancels the replay.
  *
@@ -215,21 +216,25 @@ export async function replayChunk(db: Queryable, replayId: string, chunkSize: nu
     replay.onlyUndelivered,
     replay.endpointId,
     replayId,
+    endpoint.payloadFilterPath,
+    endpoint.ordered ? 'queued' : 'pending',
   ];
   let after = '';
   if (state.positionOccurredAt && state.positionEventId) {
     values.push(state.positionOccurredAt.toISOString(), state.positionEventId);
-    after = `AND (e.occurred_at, e.event_id) > ($9::timestamptz, $10::uuid)`;
+    after = `AND (e.occurred_at, e.event_id) > ($11::timestamptz, $12::uuid)`;
   }
   const { rows } = await db.query<{ status: ReplayStatus; created: number }>(
     `WITH scanned AS (
-       SELECT e.tenant_id, e.event_id, e.action, e.occurred_at
+       SELECT e.tenant_id, e.event_id, e.action, e.occurred_at,
+              CASE WHEN $9::jsonpath IS NOT NULL THEN audit_webhook_payload(${EVENT_DOCUMENT}) END AS payload
        FROM events e
        WHERE e.tenant_id = $1 AND e.occurred_at >= $2::timestamptz AND e.occurred_at < $3::timestamptz ${after}
        ORDER BY e.occurred_at, e.event_id
        LIMIT $4
      ), matched AS (
-       SELECT s.* FROM scanned s WHERE ${eventFilterMatches('$5::text[]', 's.action')}
+       SELECT s.* FROM scanned s
+       WHERE ${eventFilterMatches('$5::text[]', 's.action')} AND ${payloadFilterMatches('$9::jsonpath', 's.payload')}
      ), wanted AS (
        SELECT m.* FROM matched m
        WHERE NOT $6::boolean
@@ -237,9 +242,10 @@ export async function replayChunk(db: Queryable, replayId: string, chunkSize: nu
           OR NOT EXISTS (SELECT 1 FROM deliveries d
                          WHERE d.endpoint_id = $7 AND d.state = 'succeeded' AND d.event_occurred_at = m.occurred_at AND d.event_id = m.event_id)
      ), created AS (
-       INSERT INTO deliveries (endpoint_id, tenant_id, event_id, event_occurred_at)
-       SELECT $7, tenant_id, event_id, occurred_at FROM wanted
-       RETURNING 1
+       -- An ordered endpoint's replayed deliveries wait for their turn behind those it has already.
+       INSERT INTO deliveries (endpoint_id, tenant_id, event_id, event_occurred_at, state)
+       SELECT $7, tenant_id, event_id, occurred_at, $10::text FROM wanted
+       RETURNING state
      ), last_scanned AS (
        SELECT occurred_at, event_id FROM scanned ORDER BY occurred_at DESC, event_id DESC LIMIT 1
      ), counts AS (
@@ -256,7 +262,8 @@ export async function replayChunk(db: Queryable, replayId: string, chunkSize: nu
      FROM counts c
      WHERE r.id = $8
      RETURNING r.status, c.created::int AS created,
-               ${wakeRelaysIfAny('created')} AS notified`,
+               ${wakeRelaysIfAny(`created WHERE state = 'pending'`)} AS notified,
+               ${wakeRelaysIfAny(`created WHERE state = 'queued'`, 'queued deliveries')} AS notified_queued`,
     values,
   );
   return { status: rows[0]!.status, created: rows[0]!.created };

@@ -1,7 +1,7 @@
 /**
  * When the next attempt of a failed delivery happens (docs/webhooks.md "Success, retries and auto-disable"):
- * attempt 1 at once, then the configured delays (1 m, 5 m, 30 m, 2 h), each varied uniformly by ±20 %.
- * A delivery has one attempt more than the schedule has delays.
+ * attempt 1 at once, then the configured delays (1 m, 5 m, 30 m, 2 h), or the endpoint's own schedule, each
+ * varied uniformly by ±20 %. A delivery has one attempt more than its schedule has delays.
  */
 const JITTER = 0.2;
 
@@ -23,9 +23,12 @@ export class RetryPolicy {
     return this.random();
   }
 
-  /** Delay before the attempt after `attempt`, varied by `jitter` (a draw); undefined when `attempt` was the last. */
-  delayAfter(attempt: number, jitter: number): number | undefined {
-    const base = this.delaysMs[attempt - 1];
+  /**
+   * Delay before the attempt after `attempt`, varied by `jitter` (a draw); undefined when `attempt` was the
+   * last. `delaysMs` is the endpoint's schedule when it has one.
+   */
+  delayAfter(attempt: number, jitter: number, delaysMs: readonly number[] = this.delaysMs): number | undefined {
+    const base = delaysMs[attempt - 1];
     if (base === undefined) return undefined;
     return Math.round(base * (1 - JITTER + 2 * JITTER * jitter));
   }

@@ -24,8 +24,8 @@ export interface TestDeliveriesOptions {
 const TEST_EVENT_ACTION = 'webhook.test';
 
 /**
- * Test sends: one `webhook.test` delivery, signed like every delivery (every valid secret, both signature
- * schemes) and sent synchronously. Nothing is stored: the envelope is no event of the trail, and the
+ * Test sends: one `webhook.test` delivery, signed like every delivery (every valid key of the endpoint's
+ * signature schemes), with its custom headers and time limit, and sent synchronously. Nothing is stored: the envelope is no event of the trail, and the
  * outcome is only the answer, so a failing test never counts towards auto-disable.
  */
 export class TestDeliveries {
@@ -55,7 +55,8 @@ export class TestDeliveries {
       details: JSON.stringify({ message: 'A test delivery: no audit event stands behind it.' }),
     });
     const request = signedRequest(body, eventId, 1, this.signingKeys.at(endpoint.id, secrets, now), now);
-    const result = await this.options.sender.send(endpoint.id, endpoint.url, request.body, request.headers);
+    const timeoutMs = endpoint.timeoutS === null ? undefined : endpoint.timeoutS * 1000;
+    const result = await this.options.sender.send(endpoint.id, endpoint.url, request.body, request.headers, timeoutMs);
     return { success: result.ok, statusCode: result.statusCode, durationMs: result.durationMs, error: result.error };
   }
 }

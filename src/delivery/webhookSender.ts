@@ -14,7 +14,10 @@ export interface SendResult {
 }
 
 export interface WebhookSenderOptions {
-  /** Success is a 2xx within 10 s (docs/webhooks.md), measured from connect to the end of the response. */
+  /**
+   * Success is a 2xx within 10 s (docs/webhooks.md), measured from connect to the end of the response: the
+   * default of endpoints without a timeout of their own.
+   */
   readonly timeoutMs: number;
   /** Keep-alive connections per endpoint: also the most concurrent requests one endpoint gets. */
   readonly connectionsPerEndpoint: number;
@@ -37,6 +40,8 @@ const UNDICI_TIMEOUT_MARGIN_MS = 1_000;
 /** An endpoint's pool and its URL taken apart once, not for every request. */
 interface Target {
   readonly url: string;
+  /** The time limit the pool's backstop timeouts were set for. */
+  readonly timeoutMs: number;
   readonly pool: Pool;
   readonly path: string;
   /** Why the URL's literal address is refused, when it is. */
@@ -70,10 +75,16 @@ export class WebhookSender {
     this.deadlineTimer = setInterval(() => this.abortOverdue(), DEADLINE_SWEEP_MS).unref();
   }
 
-  /** Sends one delivery to `url` over the pool of endpoint `endpointId`. */
-  send(endpointId: string, url: string, body: string, headers: Record<string, string>): Promise<SendResult> {
+  /** Sends one delivery to `url` over the pool of endpoint `endpointId`, within `timeoutMs` (the endpoint's own, or the default). */
+  send(
+    endpointId: string,
+    url: string,
+    body: string,
+    headers: Record<string, string>,
+    timeoutMs = this.options.timeoutMs,
+  ): Promise<SendResult> {
     const started = performance.now();
-    const target = this.targetFor(endpointId, url);
+    const target = this.targetFor(endpointId, url, timeoutMs);
     if (target.blocked) return Promise.resolve({ ok: false, statusCode: null, error: target.blocked, responseExcerpt: '', durationMs: 0 });
     return new Promise((resolve) => {
       const handler = new AttemptHandler((response) => {
@@ -83,7 +94,7 @@ export class WebhookSender {
           resolve({
             ok: false,
             statusCode: null,
-            error: describeFailure(response.error, this.options.timeoutMs),
+            error: describeFailure(response.error, timeoutMs),
             responseExcerpt: '',
             durationMs,
           });
@@ -92,7 +103,7 @@ export class WebhookSender {
         const ok = response.statusCode >= 200 && response.statusCode < 300;
         resolve({ ok, statusCode: response.statusCode, error: null, responseExcerpt: response.excerpt, durationMs });
       });
-      this.deadlines.set(handler, started + this.options.timeoutMs);
+      this.deadlines.set(handler, started + timeoutMs);
       target.pool.dispatch({ path: target.path, method: 'POST', headers, body }, handler);
     });
   }
@@ -104,28 +115,30 @@ export class WebhookSender {
     this.targets.clear();
   }
 
-  private targetFor(endpointId: string, url: string): Target {
+  private targetFor(endpointId: string, url: string, timeoutMs: number): Target {
     const existing = this.targets.get(endpointId);
-    if (existing && existing.url === url) {
+    if (existing && existing.url === url && existing.timeoutMs === timeoutMs) {
       existing.lastUsedAt = Date.now();
       return existing;
     }
     const parsed = new URL(url);
-    // A changed URL (an in-place update) gets a pool for its new origin.
+    // A changed URL or time limit (an in-place update) gets a pool for its new origin and backstops.
     if (existing) void existing.pool.close();
+    const backstopMs = timeoutMs + UNDICI_TIMEOUT_MARGIN_MS;
     const pool = new Pool(parsed.origin, {
       connections: this.options.connectionsPerEndpoint,
       keepAliveTimeout: 30_000,
-      headersTimeout: this.options.timeoutMs + UNDICI_TIMEOUT_MARGIN_MS,
-      bodyTimeout: this.options.timeoutMs + UNDICI_TIMEOUT_MARGIN_MS,
+      headersTimeout: backstopMs,
+      bodyTimeout: backstopMs,
       // The guard is the socket's own DNS lookup, so the address checked is the address connected to.
       connect: {
-        timeout: this.options.timeoutMs + UNDICI_TIMEOUT_MARGIN_MS,
+        timeout: backstopMs,
         ...(this.options.allowPrivateTargets ? {} : { lookup: guardedLookup }),
       },
     });
     const target = {
       url,
+      timeoutMs,
       pool,
       path: `${parsed.pathname}${parsed.search}`,
       blocked: this.literalAddressBlocked(parsed),

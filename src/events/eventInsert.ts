@@ -15,6 +15,18 @@ import type { StoredForm } from './storedFormSetting.ts';
  * document's values ($9); `full`, the form of earlier releases, every field as a column and the rendered
  * document ($16), which a database keeps while pods of the previous release may still read it.
  */
+/**
+ * What the rows stored by a batch carry besides their keys: the columns their served document is put
+ * together from (audit_event_document, migration 026), so that the rest of the statement can read an
+ * event's document (storedDocument) without reading the table its own insert is not visible in.
+ */
+const STORED_DOCUMENT_COLUMNS = 'document, document_values, phi_involved';
+
+/** The served document of the row `row` of a batch's stored rows, as reads serve it (eventStore.EVENT_DOCUMENT). */
+export function storedDocument(row: string): string {
+  return `audit_event_document(${row}.document, ${row}.document_values, ${row}.event_id, ${row}.action, ${row}.phi_involved, ${row}.tenant_id)`;
+}
+
 const INSERT_COMPACT = `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, resource_type, resource_id, phi_involved,
                          document_values, document_version, leaf_hash,
                          user_role, fields_accessed, source_ip, user_agent, justification, success, details)
@@ -27,7 +39,7 @@ const INSERT_COMPACT = `INSERT INTO events (tenant_id, occurred_at, event_id, ac
             WITH ORDINALITY AS u(tenant_id, occurred_at, event_id, action, user_id, resource_type, resource_id, phi_involved,
                                  document_values, position)
      ON CONFLICT DO NOTHING
-     RETURNING tenant_id, event_id, action, occurred_at`;
+     RETURNING tenant_id, event_id, action, occurred_at, ${STORED_DOCUMENT_COLUMNS}`;
 
 const INSERT_FULL = `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
                          fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document,
@@ -42,7 +54,7 @@ const INSERT_FULL = `INSERT INTO events (tenant_id, occurred_at, event_id, actio
                                  fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document,
                                  position)
      ON CONFLICT DO NOTHING
-     RETURNING tenant_id, event_id, action, occurred_at`;
+     RETURNING tenant_id, event_id, action, occurred_at, ${STORED_DOCUMENT_COLUMNS}`;
 
 export const INSERT_EVENTS: Readonly<Record<StoredForm, string>> = { compact: INSERT_COMPACT, full: INSERT_FULL };
 

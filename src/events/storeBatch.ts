@@ -19,14 +19,14 @@ export type FanOutPublisher = 'relay' | 'writer';
 export interface DeliveryFanOut {
   /**
    * Common table expressions that follow `stored` in the statement's WITH list: `stored` is a relation with
-   * the columns tenant_id, event_id, action and occurred_at, `tenants` a text[] expression holding every
-   * tenant of the batch.
+   * the columns tenant_id, event_id, action and occurred_at, and those its served document is put together
+   * from (eventInsert.storedDocument); `tenants` a text[] expression holding every tenant of the batch.
    */
   clauses(stored: string, tenants: string, publisher: FanOutPublisher): string;
   /**
-   * One item of the statement's select list, evaluated once per statement. For the writer as publisher it
-   * is named `delivery_ids` and holds the new deliveries' ids (text[]) on the first row; for the relays it
-   * wakes them, and its value is ignored.
+   * Items of the statement's select list, each evaluated once per statement. For the writer as publisher one
+   * is named `delivery_ids` and holds the ids (text[]) of the new deliveries it is to publish on the first
+   * row; the others wake the relays, and their values are ignored.
    */
   selected(publisher: FanOutPublisher): string;
 }

@@ -3,7 +3,7 @@ import type { Bucket, KeyRateLimiter, LimitDecision } from '../auth/rateLimiter.
 import { RateLimitedError } from '../platform/errors.ts';
 import { principalOf, type RequestState } from './state.ts';
 
-/** GET (and HEAD) spend the read budget; POST and DELETE, export included, the write budget. */
+/** GET (and HEAD) spend the read budget; POST, PATCH and DELETE, export included, the write budget. */
 function bucketFor(method: string): Bucket {
   return method === 'GET' || method === 'HEAD' ? 'read' : 'write';
 }

@@ -86,6 +86,12 @@ export class ServiceMetrics {
     registers: [this.registry],
   });
 
+  readonly webhookRateLimitFallback = new Gauge({
+    name: 'webhook_rate_limit_fallback_active',
+    help: '1 while Redis is unreachable and each worker enforces the per-endpoint webhook rate limits on its own',
+    registers: [this.registry],
+  });
+
   readonly relayPublished = new Counter({
     name: 'audit_webhook_relay_published_total',
     // The name is older than publishing on write; it counts every publication, so the alerts comparing it

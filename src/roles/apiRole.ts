@@ -24,6 +24,7 @@ import { redactionRoutes } from '../http/routes/redactions.ts';
 import { portalBrowserOpenApi, portalBrowserRoutes, portalSessionRoutes, portalSessionsOpenApi } from '../http/routes/portalSessions.ts';
 import { webhookDeliveriesOpenApi, webhookDeliveryRoutes } from '../http/routes/webhookDeliveries.ts';
 import { webhookRoutes } from '../http/routes/webhooks.ts';
+import { operationalEventRoutes, operationalEventsOpenApi } from '../http/routes/operationalEvents.ts';
 import { webhooksOpenApi } from '../http/routes/webhooksOpenApi.ts';
 import { streamRoutes, streamsOpenApi } from '../http/routes/streams.ts';
 import { IntegrityReader } from '../integrity/integrityReader.ts';
@@ -176,6 +177,8 @@ async function webhookFeatures(parts: SharedParts, pepper: string): Promise<Feat
   const testDeliveries = new TestDeliveries({ registry, secrets: parts.secretBox('the api role'), sender: testSender });
   const deliveries = new WebhookDeliveries({ db, writer: await parts.writer(), cursors: new DeliveryCursorCodec(pepper) });
   return [
+    // Before the endpoints' routes: its path would otherwise read as an endpoint id there.
+    { router: operationalEventRoutes(db, pepper), openapi: operationalEventsOpenApi },
     { router: webhookRoutes(registry, testDeliveries), openapi: webhooksOpenApi({ allowHttp: config.webhookAllowHttp }) },
     await streamFeature(parts),
     { router: webhookDeliveryRoutes(deliveries), openapi: webhookDeliveriesOpenApi() },

@@ -1,3 +1,4 @@
+import { connectRedis } from '../auth/redisConnection.ts';
 import { DeliveryWorker } from '../delivery/deliveryWorker.ts';
 import { RetryPolicy } from '../delivery/retryPolicy.ts';
 import { WebhookSender } from '../delivery/webhookSender.ts';
@@ -15,6 +16,9 @@ export const role: Role = {
       allowPrivateTargets: config.webhookAllowPrivateTargets,
     });
     releasers.add('webhook sender', () => sender.close());
+    // Endpoints' rate limits are shared through Redis; without it each worker keeps its own (endpointRateLimit.ts).
+    const redis = connectRedis(config.redisUrl, parts.log.child({ component: 'redis' }), config.redisTls);
+    releasers.add('redis connection', () => void redis.disconnect());
     const worker = new DeliveryWorker({
       db: parts.db,
       databaseUrl: config.databaseUrl,
@@ -30,6 +34,7 @@ export const role: Role = {
       maxSockets: config.delivery.maxSockets,
       log: parts.log.child({ role: 'worker' }),
       metrics: parts.metrics,
+      redis,
     });
     await worker.start();
     releasers.add('delivery worker', () => worker.stop());

@@ -12,6 +12,7 @@ import { destinationOf } from './streamSecrets.ts';
 import { claimStreams, releaseStreams } from './streamLeaseStore.ts';
 import { STREAMS_CHANGED_CHANNEL } from './streamStore.ts';
 import { StreamWorker } from './streamWorker.ts';
+import type { StreamStateNotices } from './streamStateNotices.ts';
 
 export interface StreamRunnerOptions {
   readonly db: Database;
@@ -24,6 +25,8 @@ export interface StreamRunnerOptions {
   /** The most streams one process delivers. */
   readonly capacity: number;
   readonly failingRetryMs: number;
+  /** Told of each stream turning failing and delivering again (StreamWorker). */
+  readonly notices?: StreamStateNotices;
   readonly log: Logger;
   readonly metrics?: ServiceMetrics;
   /** The lease's name; by default the host name and the PID. */
@@ -134,6 +137,7 @@ export class StreamRunner {
             failingRetryMs: this.options.failingRetryMs,
             log: this.options.log,
             metrics: this.options.metrics,
+            notices: this.options.notices,
           },
         );
       } catch (thrown) {

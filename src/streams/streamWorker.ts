@@ -5,8 +5,6 @@ import type { Database } from '../db/database.ts';
 import { copyLeafDocuments } from '../events/leafChunks.ts';
 import { firstLeafSince, latestTreeHead, treeSizes } from '../integrity/treeStore.ts';
 import { PollLoop, type NextPass } from '../platform/pollLoop.ts';
-import type { Logger } from '../platform/logger.ts';
-import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { ChunkPreparer } from './chunkPreparer.ts';
 import { type Chunk, ChunksAhead } from './chunksAhead.ts';
 import type { Destination, SendOutcome } from './destinations/destination.ts';
@@ -15,6 +13,7 @@ import { DEFAULT_OCSF_VERSION } from './ocsf.ts';
 import { treeHeadRecord } from './records.ts';
 import { lagPast, streamLag } from './streamLag.ts';
 import { advancePosition, recordFailure, startPosition } from './streamLeaseStore.ts';
+import { streamRecovered, streamTurnedFailing, type StreamReporting } from './streamStateNotices.ts';
 import type { DestinationInput } from './streamRules.ts';
 import { streamPositions, type LogStream } from './streamStore.ts';
 
@@ -39,7 +38,7 @@ const MAX_RETRY_MS = 60_000;
 /** A Retry-After longer than this is not waited out in one piece (the stream checks again after it). */
 const MAX_RETRY_AFTER_MS = 300_000;
 
-export interface StreamWorkerOptions {
+export interface StreamWorkerOptions extends StreamReporting {
   readonly db: Database;
   /** Puts the chunks' batches together away from the event loop; shared by the process' streams. */
   readonly preparer: ChunkPreparer;
@@ -49,8 +48,6 @@ export interface StreamWorkerOptions {
   readonly pollMs: number;
   /** How long a failing stream waits before trying its destination again. */
   readonly failingRetryMs: number;
-  readonly log: Logger;
-  readonly metrics?: ServiceMetrics;
 }
 
 /** Each tenant's tree size as a pass read it, and the stream's next leaf in it when the pass ended. */
@@ -199,7 +196,7 @@ export class StreamWorker {
     const refused = outcome.kind === 'refused';
     await recordFailure(db, stream, owner, outcome.reason, refused);
     if (refused) {
-      if (!this.failing) log.warn({ stream_id: stream, reason: outcome.reason }, 'stream failing: its destination refused a batch');
+      if (!this.failing) streamTurnedFailing(this.options, this.stream, outcome.reason);
       this.failing = true;
       metrics?.streamFailing.set({ stream }, 1);
       return this.options.failingRetryMs;
@@ -313,8 +310,7 @@ export class StreamWorker {
       this.positionInFlight = update;
       if (this.failing) {
         this.failing = false;
-        metrics?.streamFailing.set({ stream: this.stream.id }, 0);
-        this.options.log.info({ stream_id: this.stream.id }, 'stream delivering again');
+        streamRecovered(this.options, this.stream);
       }
       metrics?.streamEventsDelivered.inc({ stream: this.stream.id }, batch.events);
     }

@@ -35,26 +35,50 @@ export class SecretBox {
   }
 }
 
-/** An endpoint's secrets as stored: the current one, and the one a rotation replaced while its overlap lasts. */
+/**
+ * What an attempt needs of an endpoint that is sealed, as stored: its HMAC secret and Ed25519 key (each the
+ * current one, and the one a rotation replaced while its overlap lasts), which of the two sign, and its
+ * custom headers.
+ */
 export interface SealedSecrets {
   readonly current: Buffer;
   readonly previous: { readonly ciphertext: Buffer; readonly expiresAt: Date } | null;
+  /** Whether deliveries carry HMAC signatures (v1). */
+  readonly hmac: boolean;
+  /** The sealed Ed25519 seeds when deliveries carry Ed25519 signatures (v1a); the previous one signs until previous.expiresAt. */
+  readonly ed25519: { readonly current: Buffer; readonly previous: Buffer | null } | null;
+  /** The custom headers, sealed; null for none. */
+  readonly headers: Buffer | null;
+}
+
+/** The sealed keys that sign at `nowMs`, newest first within each scheme. */
+export interface SigningSecrets {
+  readonly hmac: Buffer[];
+  readonly ed25519: Buffer[];
 }
 
 /**
- * The sealed secrets that sign at `nowMs`, newest first (docs/webhooks.md "Rotating the signing secret"): the
- * current one, and the previous one until its expiry, never after. The store applies the same rule at the
- * time of its read (endpointSecretsStore.ts, PREVIOUS_SECRET_SIGNS); this applies it again at the moment of signing.
+ * The sealed keys that sign at `nowMs` (docs/webhooks.md "Rotating the signing secret"): of each scheme the
+ * endpoint signs with, the current key, and the previous one until its expiry, never after. The store
+ * applies the same rule at the time of its read (endpointSecretsStore.ts, PREVIOUS_SECRET_SIGNS); this
+ * applies it again at the moment of signing.
  */
-export function secretsSigningAt(sealed: SealedSecrets, nowMs: number): Buffer[] {
-  return sealed.previous !== null && nowMs < sealed.previous.expiresAt.getTime()
-    ? [sealed.current, sealed.previous.ciphertext]
-    : [sealed.current];
+export function secretsSigningAt(sealed: SealedSecrets, nowMs: number): SigningSecrets {
+  const overlapping = sealed.previous !== null && nowMs < sealed.previous.expiresAt.getTime();
+  const hmac = !sealed.hmac ? [] : overlapping ? [sealed.current, sealed.previous!.ciphertext] : [sealed.current];
+  const keys = sealed.ed25519;
+  const ed25519 = keys === null ? [] : overlapping && keys.previous !== null ? [keys.current, keys.previous] : [keys.current];
+  return { hmac, ed25519 };
 }
 
 /** 32 random bytes as 64 hex: the endpoint's signing secret, shown to its owner once. */
 export function generateWebhookSecret(): string {
   return randomBytes(32).toString('hex');
+}
+
+/** A new Ed25519 signing key: its 32-byte seed, sealed as base64 text. */
+export function generateEd25519Seed(): Buffer {
+  return randomBytes(32);
 }
 
 export function generateWebhookId(): string {

@@ -7,9 +7,21 @@ import type { WebhookEndpoint } from './webhookStore.ts';
  * delivery slice's: auto-disable, retry, replay): what they say about the endpoint, and never its secret.
  */
 
-/** What a change can be compared against: the fields a registration or an update sets. */
+/** What a change can be compared against: the fields a registration or an update sets (header names, never values). */
 export function describeEndpoint(endpoint: WebhookEndpoint) {
-  return { url: endpoint.url, event_filter: endpoint.eventFilter, description: endpoint.description };
+  return {
+    url: endpoint.url,
+    event_filter: endpoint.eventFilter,
+    description: endpoint.description,
+    kind: endpoint.kind,
+    payload_filter: endpoint.payloadFilter,
+    header_names: endpoint.headerNames,
+    timeout_s: endpoint.timeoutS,
+    retry_schedule_s: endpoint.retryScheduleS,
+    rate_limit_per_s: endpoint.rateLimitPerS,
+    ordered: endpoint.ordered,
+    signature_schemes: endpoint.signatureSchemes,
+  };
 }
 
 /** An `admin.webhook.*` event; never the secret. */

@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import { z } from 'zod';
 import type { Actor } from '../events/adminEvent.ts';
 import type { Queryable } from '../db/database.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
@@ -9,18 +8,16 @@ import { type SealedSecrets, type SecretBox, generateWebhookId, generateWebhookS
 import { targetProblem, type TargetPolicy } from './targetGuard.ts';
 import {
   WEBHOOKS_PER_TENANT,
-  eventFilterSchema,
-  normaliseEventFilter,
   normaliseWebhookUrl,
   secretRotationSchema,
-  webhookDescriptionSchema,
+  webhookChangesSchema,
   webhookRegistrationSchema,
-  webhookUrlSchema,
   type WebhookUrlPolicy,
 } from './webhookRules.ts';
 import {
   deleteEndpoint,
   disableEndpoint,
+  enableEndpoint,
   findEndpoint,
   findManagedEndpoint,
   insertEndpointWithinLimit,
@@ -28,10 +25,11 @@ import {
   listEndpoints,
   rotateEndpointSecret,
   updateEndpoint,
-  type EndpointChanges,
   type WebhookEndpoint,
 } from './webhookStore.ts';
 import { findEndpointSecrets } from './endpointSecretsStore.ts';
+import { changedConfiguration, newEd25519Key, registeredConfiguration } from './endpointConfiguration.ts';
+import { endpointNotice, type OperationalNotice } from './operationalEvents.ts';
 import { describeEndpoint, webhookEvent } from './webhookEvents.ts';
 
 export interface RegisteredEndpoint {
@@ -44,9 +42,12 @@ export interface RotatedSecret {
   readonly endpoint: WebhookEndpoint;
   /** The new signing secret, shown once like a registration's. */
   readonly secret: string;
-  /** The replaced secret signs beside the new one until then, and never after. */
+  /** The replaced secret (and Ed25519 key) signs beside the new one until then, and never after. */
   readonly previousSecretExpiresAt: Date;
 }
+
+/** An endpoint's Ed25519 public keys: the current one, and the replaced one while it still signs. */
+export type PublicKeys = { readonly current: Buffer | null; readonly previous: { readonly key: Buffer; readonly expiresAt: Date } | null };
 
 /** An active endpoint and what signs its deliveries, for a test send. */
 export interface DeliveryTarget {
@@ -55,7 +56,7 @@ export interface DeliveryTarget {
 }
 
 /**
- * What becomes of an endpoint's deliveries when it stops (delivery/endpointDeliveries.ts provides it;
+ * What becomes of an endpoint's deliveries when it changes (delivery/endpointDeliveries.ts provides it;
  * declared here because the registry does not depend on delivery). Each runs in the transaction that
  * changes the endpoint, after its row lock.
  */
@@ -64,6 +65,10 @@ export interface EndpointDeliveries {
   cancel(db: Queryable, endpointId: string): Promise<void>;
   /** Deleted: its delivery history goes with it. */
   remove(db: Queryable, endpointId: string): Promise<void>;
+  /** No longer ordered: the deliveries waiting for their turn are due now. */
+  releaseQueued(db: Queryable, endpointId: string): Promise<void>;
+  /** An operational notice and its deliveries to the tenant's operational endpoints (operationalEvents.ts). */
+  notify(db: Queryable, notice: OperationalNotice): Promise<void>;
 }
 
 export interface WebhookRegistryOptions {
@@ -82,8 +87,9 @@ export interface Ownership {
 }
 
 /**
- * The webhook registry (docs/webhooks.md): register, list, disable, delete, and in-place updates
- * for the Kubernetes controller. Every change writes its `admin.webhook.*` event in the same transaction.
+ * The webhook registry (docs/webhooks.md): register, list, change, disable, enable, rotate, delete, for the
+ * API and the Kubernetes controller alike. Every change writes its `admin.webhook.*` event in the same
+ * transaction, and disable and enable their operational notices.
  */
 export class WebhookRegistry {
   private readonly db: Queryable;
@@ -92,7 +98,7 @@ export class WebhookRegistry {
   private readonly secrets: SecretBox;
   private readonly policy: WebhookUrlPolicy & TargetPolicy;
   private readonly registrationSchema: ReturnType<typeof webhookRegistrationSchema>;
-  private readonly changesSchema;
+  private readonly changesSchema: ReturnType<typeof webhookChangesSchema>;
 
   constructor(options: WebhookRegistryOptions) {
     this.db = options.db;
@@ -101,29 +107,24 @@ export class WebhookRegistry {
     this.secrets = options.secrets;
     this.policy = options.policy;
     this.registrationSchema = webhookRegistrationSchema(options.policy);
-    this.changesSchema = z.object({
-      url: webhookUrlSchema(options.policy).optional(),
-      event_filter: eventFilterSchema.optional(),
-      description: webhookDescriptionSchema.optional(),
-    });
+    this.changesSchema = webhookChangesSchema(options.policy);
   }
 
   /** Validates `input` (the public request body shape) as the API does; 422 with field details otherwise. */
   async register(tenantId: string, input: unknown, actor: Actor, managedBy: string | null = null): Promise<RegisteredEndpoint> {
-    const parsed = parseInput(this.registrationSchema, input);
-    const registration = { ...parsed, url: normaliseWebhookUrl(parsed.url) };
-    await this.checkTarget(registration.url);
+    const registration = parseInput(this.registrationSchema, input);
+    const configuration = registeredConfiguration(registration, this.secrets);
+    await this.checkTarget(configuration.url);
     const secret = generateWebhookSecret();
     const endpoint = await this.writer.recordWith('internal', async (client) => {
       await lockTenantEndpoints(client, tenantId);
       const inserted = await insertEndpointWithinLimit(
         client,
         {
+          ...configuration,
           id: generateWebhookId(),
           tenantId,
-          url: registration.url,
-          eventFilter: normaliseEventFilter(registration.event_filter),
-          description: registration.description,
+          kind: registration.kind,
           secretCiphertext: this.secrets.seal(secret),
           managedBy,
         },
@@ -158,8 +159,59 @@ export class WebhookRegistry {
       if (!endpoint.active) return { result: endpoint, events: [] };
       const disabled = await disableEndpoint(client, id, 'manual');
       await this.deliveries.cancel(client, id);
+      await this.deliveries.notify(client, endpointNotice('endpoint.disabled', disabled, { reason: 'manual' }));
       return { result: disabled, events: [webhookEvent('admin.webhook.disable', disabled, actor)] };
     });
+  }
+
+  /**
+   * Active again, its failure count at 0 (docs/webhooks.md "Enabling again"). Idempotent: enabling an active
+   * endpoint returns it unchanged and records nothing. The deliveries cancelled when it was disabled stay
+   * cancelled, and events written while it was disabled have none: a replay delivers them.
+   */
+  enable(tenantId: string, id: string, actor: Actor, ownership: Ownership = {}): Promise<WebhookEndpoint> {
+    return this.writer.recordWith('internal', async (client) => {
+      const endpoint = await this.lockOwned(client, tenantId, id, ownership);
+      if (endpoint.active) return { result: endpoint, events: [] };
+      const enabled = await enableEndpoint(client, id);
+      await this.deliveries.notify(
+        client,
+        endpointNotice('endpoint.enabled', enabled, { disabled_at: endpoint.disabledAt?.toISOString() }),
+      );
+      const details = { disabled_reason: endpoint.disabledReason, disabled_at: endpoint.disabledAt?.toISOString() ?? null };
+      return { result: enabled, events: [webhookEvent('admin.webhook.enable', enabled, actor, details)] };
+    });
+  }
+
+  /**
+   * Changes an endpoint's configuration in place, its id, secrets and history kept (PATCH /audit/webhooks/{id},
+   * and the controller applying a WebhookEndpoint's spec as `managedBy`). `input` is validated as a
+   * registration's fields are; the rules of disable apply (404, 403, 409 for a resource's endpoint).
+   * Turning `ordered` off releases the deliveries waiting for their turn.
+   */
+  async change(tenantId: string, id: string, input: unknown, actor: Actor, ownership: Ownership = {}): Promise<WebhookEndpoint> {
+    const changes = parseInput(this.changesSchema, input);
+    if (changes.url !== undefined) await this.checkTarget(normaliseWebhookUrl(changes.url));
+    return this.writer.recordWith('internal', async (client) => {
+      const endpoint = await this.lockOwned(client, tenantId, id, ownership);
+      const sealed = (await findEndpointSecrets(client, id))!;
+      const updated = await updateEndpoint(client, id, changedConfiguration(endpoint, sealed.headers, changes, this.secrets));
+      if (endpoint.ordered && !updated.ordered) await this.deliveries.releaseQueued(client, id);
+      const event = webhookEvent('admin.webhook.update', updated, actor, { previous: describeEndpoint(endpoint) });
+      return { result: updated, events: [event] };
+    });
+  }
+
+  /** The endpoint's Ed25519 public keys (GET /audit/webhooks/{id}/public-keys): unknown → 404, another tenant's → 403. */
+  async publicKeys(tenantId: string, id: string): Promise<PublicKeys> {
+    const endpoint = await findEndpoint(this.db, id);
+    if (!endpoint) throw new NotFoundError('No such webhook endpoint.');
+    if (endpoint.tenantId !== tenantId) throw new ForbiddenError('The webhook endpoint belongs to another tenant.');
+    const previous =
+      endpoint.previousPublicKey && endpoint.previousSecretExpiresAt
+        ? { key: endpoint.previousPublicKey, expiresAt: endpoint.previousSecretExpiresAt }
+        : null;
+    return { current: endpoint.publicKey, previous };
   }
 
   async delete(tenantId: string, id: string, actor: Actor, ownership: Ownership = {}): Promise<void> {
@@ -205,7 +257,18 @@ export class WebhookRegistry {
           ? sealed.previous.ciphertext
           : sealed.current;
       const expiresAt = new Date(Date.now() + overlapS * 1000);
-      const rotated = await rotateEndpointSecret(client, id, this.secrets.seal(secret), previous, expiresAt);
+      // The Ed25519 key rotates with the secret while the endpoint signs with it, with the same overlap.
+      const ed25519 = sealed.ed25519 && {
+        ...newEd25519Key(this.secrets),
+        previousKeyCiphertext: sealed.ed25519.current,
+        previousPublicKey: endpoint.publicKey!,
+      };
+      const rotated = await rotateEndpointSecret(client, id, {
+        secret: this.secrets.seal(secret),
+        previous,
+        previousExpiresAt: expiresAt,
+        ed25519,
+      });
       const retiredEarly = sealed.previous !== null && previous !== sealed.previous.ciphertext;
       const event = webhookEvent('admin.webhook.rotate_secret', rotated, actor, {
         overlap_s: overlapS,
@@ -229,32 +292,6 @@ export class WebhookRegistry {
     const secrets = await findEndpointSecrets(this.db, id);
     if (!secrets) throw new NotFoundError('No such webhook endpoint.');
     return { endpoint, secrets };
-  }
-
-  /**
-   * In-place changes of url, filter or description: only for an endpoint owned by `managedBy` (the
-   * controller applying a WebhookEndpoint's spec). Validated exactly as a registration.
-   */
-  async update(id: string, changes: EndpointChanges, actor: Actor, managedBy: string): Promise<WebhookEndpoint> {
-    const checked = this.validateChanges(changes);
-    if (checked.url !== undefined) await this.checkTarget(checked.url);
-    return this.writer.recordWith('internal', async (client) => {
-      const unlocked = await findEndpoint(client, id);
-      if (unlocked) await lockTenantEndpoints(client, unlocked.tenantId);
-      const endpoint = await findEndpoint(client, id, { lock: true });
-      if (!endpoint || endpoint.managedBy !== managedBy) throw new NotFoundError('No such webhook endpoint.');
-      const updated = await updateEndpoint(client, id, checked);
-      return { result: updated, events: [webhookEvent('admin.webhook.update', updated, actor, { previous: describeEndpoint(endpoint) })] };
-    });
-  }
-
-  private validateChanges(changes: EndpointChanges): EndpointChanges {
-    const { url, event_filter, description } = parseInput(this.changesSchema, {
-      url: changes.url,
-      event_filter: changes.eventFilter,
-      description: changes.description,
-    });
-    return { url: url && normaliseWebhookUrl(url), eventFilter: event_filter && normaliseEventFilter(event_filter), description };
   }
 
   private async checkTarget(url: string): Promise<void> {

@@ -1,8 +1,24 @@
-import { prepared, type Queryable } from '../db/database.ts';
+import type { Queryable } from '../db/database.ts';
 import { PREVIOUS_SECRET_EXPIRY } from './endpointSecretsStore.ts';
+import type { PayloadFilter } from './payloadFilter.ts';
+import type { EndpointKind, SignatureScheme } from './webhookRules.ts';
 
-/** webhook_endpoints as the domain sees it; the sealed secret stays in the store and delivery modules. */
-export interface WebhookEndpoint {
+/**
+ * An endpoint's settings beyond url, filter and description (docs/webhooks.md "Delivery settings"): null is
+ * the service's default. Header values are never here, only their names.
+ */
+export interface EndpointSettings {
+  readonly payloadFilter: PayloadFilter | null;
+  readonly headerNames: readonly string[];
+  readonly timeoutS: number | null;
+  readonly retryScheduleS: readonly number[] | null;
+  readonly rateLimitPerS: number | null;
+  readonly ordered: boolean;
+  readonly signatureSchemes: readonly SignatureScheme[];
+}
+
+/** webhook_endpoints as the domain sees it; the sealed secrets stay in the store and delivery modules. */
+export interface WebhookEndpoint extends EndpointSettings {
   readonly id: string;
   readonly tenantId: string;
   readonly url: string;
@@ -17,6 +33,10 @@ export interface WebhookEndpoint {
   readonly disabledAt: Date | null;
   /** Until when the secret replaced by the last rotation still signs; null when none does (or it has expired). */
   readonly previousSecretExpiresAt: Date | null;
+  readonly kind: EndpointKind;
+  /** The Ed25519 public key (32 bytes) when the endpoint has one, and the replaced one while it still signs. */
+  readonly publicKey: Buffer | null;
+  readonly previousPublicKey: Buffer | null;
 }
 
 interface EndpointRow {
@@ -33,11 +53,23 @@ interface EndpointRow {
   created_at: Date;
   disabled_at: Date | null;
   previous_secret_expires_at: Date | null;
+  kind: EndpointKind;
+  payload_filter: PayloadFilter | null;
+  header_names: string[];
+  timeout_s: number | null;
+  retry_schedule_s: number[] | null;
+  rate_limit_per_s: number | null;
+  ordered: boolean;
+  signature_schemes: SignatureScheme[];
+  ed25519_public_key: Buffer | null;
+  previous_ed25519_public_key: Buffer | null;
   [column: string]: unknown;
 }
 
 const COLUMNS = `id, tenant_id, url, event_filter, description, active, disabled_reason, consecutive_failures,
-                 last_delivery_at, managed_by, created_at, disabled_at, ${PREVIOUS_SECRET_EXPIRY}`;
+                 last_delivery_at, managed_by, created_at, disabled_at, ${PREVIOUS_SECRET_EXPIRY}, kind, payload_filter,
+                 header_names, timeout_s, retry_schedule_s, rate_limit_per_s, ordered, signature_schemes, ed25519_public_key,
+                 CASE WHEN previous_secret_expires_at > now() THEN previous_ed25519_public_key END AS previous_ed25519_public_key`;
 
 function toEndpoint(row: EndpointRow): WebhookEndpoint {
   return {
@@ -54,17 +86,66 @@ function toEndpoint(row: EndpointRow): WebhookEndpoint {
     createdAt: row.created_at,
     disabledAt: row.disabled_at,
     previousSecretExpiresAt: row.previous_secret_expires_at,
+    kind: row.kind,
+    payloadFilter: row.payload_filter,
+    headerNames: row.header_names,
+    timeoutS: row.timeout_s,
+    retryScheduleS: row.retry_schedule_s,
+    rateLimitPerS: row.rate_limit_per_s,
+    ordered: row.ordered,
+    signatureSchemes: row.signature_schemes,
+    publicKey: row.ed25519_public_key,
+    previousPublicKey: row.previous_ed25519_public_key,
   };
 }
 
-export interface NewWebhookEndpoint {
-  readonly id: string;
-  readonly tenantId: string;
+/** Everything a registration or a change writes of an endpoint's configuration, sealed parts sealed. */
+export interface EndpointConfiguration extends EndpointSettings {
   readonly url: string;
   readonly eventFilter: readonly string[];
   readonly description: string;
+  /** The payload filter compiled (payloadFilter.compilePayloadFilter); null without one. */
+  readonly payloadFilterPath: string | null;
+  readonly headersCiphertext: Buffer | null;
+  /** A new Ed25519 key pair to store; null keeps the stored one (a pair once made is kept, whichever schemes sign). */
+  readonly ed25519: { readonly keyCiphertext: Buffer; readonly publicKey: Buffer } | null;
+}
+
+export interface NewWebhookEndpoint extends EndpointConfiguration {
+  readonly id: string;
+  readonly tenantId: string;
+  readonly kind: EndpointKind;
   readonly secretCiphertext: Buffer;
   readonly managedBy: string | null;
+}
+
+/** The configuration columns in the order configurationValues gives them, from parameter `first` on. */
+function configurationColumns(first: number): { names: string; parameters: string[] } {
+  const casts = ['', '::text[]', '', '::jsonb', '::jsonpath', '::text[]', '', '', '::int[]', '', '', '::text[]', '', ''];
+  return {
+    names: `url, event_filter, description, payload_filter, payload_filter_path, header_names, headers_ciphertext, timeout_s,
+            retry_schedule_s, rate_limit_per_s, ordered, signature_schemes, ed25519_key_ciphertext, ed25519_public_key`,
+    parameters: casts.map((cast, index) => `$${first + index}${cast}`),
+  };
+}
+
+function configurationValues(configuration: EndpointConfiguration): unknown[] {
+  return [
+    configuration.url,
+    configuration.eventFilter,
+    configuration.description,
+    configuration.payloadFilter === null ? null : JSON.stringify(configuration.payloadFilter),
+    configuration.payloadFilterPath,
+    configuration.headerNames,
+    configuration.headersCiphertext,
+    configuration.timeoutS,
+    configuration.retryScheduleS,
+    configuration.rateLimitPerS,
+    configuration.ordered,
+    configuration.signatureSchemes,
+    configuration.ed25519?.keyCiphertext ?? null,
+    configuration.ed25519?.publicKey ?? null,
+  ];
 }
 
 /**
@@ -86,19 +167,12 @@ export async function insertEndpointWithinLimit(
 ): Promise<WebhookEndpoint | undefined> {
   const count = await db.query<{ count: string }>('SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1', [endpoint.tenantId]);
   if (Number(count.rows[0]!.count) >= limit) return undefined;
+  const configuration = configurationColumns(6);
   const { rows } = await db.query<EndpointRow>(
-    `INSERT INTO webhook_endpoints (id, tenant_id, url, event_filter, description, secret_ciphertext, managed_by)
-     VALUES ($1, $2, $3, $4::text[], $5, $6, $7)
+    `INSERT INTO webhook_endpoints (id, tenant_id, kind, secret_ciphertext, managed_by, ${configuration.names})
+     VALUES ($1, $2, $3, $4, $5, ${configuration.parameters.join(', ')})
      RETURNING ${COLUMNS}`,
-    [
-      endpoint.id,
-      endpoint.tenantId,
-      endpoint.url,
-      endpoint.eventFilter,
-      endpoint.description,
-      endpoint.secretCiphertext,
-      endpoint.managedBy,
-    ],
+    [endpoint.id, endpoint.tenantId, endpoint.kind, endpoint.secretCiphertext, endpoint.managedBy, ...configurationValues(endpoint)],
   );
   return toEndpoint(rows[0]!);
 }
@@ -140,6 +214,20 @@ export async function disableEndpoint(db: Queryable, id: string, reason: 'manual
 }
 
 /**
+ * Makes the endpoint active again with a fresh failure count (docs/webhooks.md "Enabling again"). Returns the
+ * endpoint as it now is.
+ */
+export async function enableEndpoint(db: Queryable, id: string): Promise<WebhookEndpoint> {
+  const { rows } = await db.query<EndpointRow>(
+    `UPDATE webhook_endpoints SET active = true, disabled_reason = NULL, disabled_at = NULL, consecutive_failures = 0
+     WHERE id = $1 AND NOT active
+     RETURNING ${COLUMNS}`,
+    [id],
+  );
+  return rows[0] ? toEndpoint(rows[0]) : (await findEndpoint(db, id))!;
+}
+
+/**
  * Deletes the endpoint (its deliveries are the caller's: EndpointDeliveries). Run in a transaction that
  * already holds the endpoint's row lock (webhookRegistry.lockOwned).
  */
@@ -148,130 +236,78 @@ export async function deleteEndpoint(db: Queryable, id: string): Promise<boolean
   return (result.rowCount ?? 0) > 0;
 }
 
-/**
- * SQL for fan-out (delivery/fanOut.ts): the active endpoints of the tenants in the text[] expression
- * `tenants`, with their filters. KEY SHARE, as a foreign key would take for every row: an endpoint being
- * deleted is waited for and then skipped, and one fanned out to is not deleted before the statement's
- * transaction commits (its deletion then removes what it wrote).
- */
-export function activeEndpointsOf(tenants: string): string {
-  return `SELECT id, tenant_id, event_filter FROM webhook_endpoints WHERE tenant_id = ANY(${tenants}) AND active FOR KEY SHARE`;
-}
-
-/**
- * The webhook filter rule (docs/webhooks.md) as an SQL condition: whether the action `action` matches the
- * text[] filter `filter`. An entry ending in a dot is a prefix (`phi.` matches every `phi.*` action), any
- * other entry matches that action and the actions below it (`phi.read` matches `phi.read.x`, never
- * `phi.reader`); `[]` matches all. Live fan-out and replays both match with it, so a replayed range selects
- * exactly the events live fan-out would have.
- */
-export function eventFilterMatches(filter: string, action: string): string {
-  return `(cardinality(${filter}) = 0
-          OR EXISTS (SELECT 1 FROM unnest(${filter}) AS entry
-                     WHERE ${action} = entry
-                        OR starts_with(${action}, CASE WHEN right(entry, 1) = '.' THEN entry ELSE entry || '.' END)))`;
-}
-
-/**
- * The endpoint's filter and whether it is active, KEY SHARE-locked as activeEndpointsOf locks (for a
- * replay's chunk: a deletion waits for it, and a disable is seen by the next one); undefined once deleted.
- */
-export async function shareEndpointForFanOut(db: Queryable, id: string): Promise<{ eventFilter: string[]; active: boolean } | undefined> {
-  const { rows } = await db.query<{ event_filter: string[]; active: boolean }>(
-    'SELECT event_filter, active FROM webhook_endpoints WHERE id = $1 FOR KEY SHARE',
-    [id],
-  );
-  return rows[0] ? { eventFilter: rows[0].event_filter, active: rows[0].active } : undefined;
-}
-
 /** Workers LISTEN here: a rotation's notification (its payload the endpoint id) arrives when it commits. */
 export const ENDPOINT_SECRETS_CHANNEL = 'audit_webhook_secrets';
 
+/** A rotation's keys: the new ones, and those that keep signing beside them until `previousExpiresAt`. */
+export interface RotatedKeys {
+  readonly secret: Buffer;
+  readonly previous: Buffer;
+  readonly previousExpiresAt: Date;
+  /** The endpoint's Ed25519 key pairs, when it has one: the new, and the replaced. */
+  readonly ed25519: {
+    readonly keyCiphertext: Buffer;
+    readonly publicKey: Buffer;
+    readonly previousKeyCiphertext: Buffer;
+    readonly previousPublicKey: Buffer;
+  } | null;
+}
+
 /**
- * Makes `secret` the endpoint's signing secret and `previous` the one that keeps signing beside it until
- * `previousExpiresAt`. Whatever was previous before is overwritten: at most two secrets are ever valid.
- * Workers are notified, so that deliveries they loaded before sign with these (delivery/rotatedSecrets.ts).
+ * Makes `keys.secret` (and the new Ed25519 key) the endpoint's signing keys and `keys.previous` (and the
+ * replaced Ed25519 key) those that keep signing beside them until `previousExpiresAt`. Whatever was previous
+ * before is overwritten: at most two keys of each scheme are ever valid. Workers are notified, so that
+ * deliveries they loaded before sign with these (delivery/rotatedSecrets.ts).
  */
-export async function rotateEndpointSecret(
-  db: Queryable,
-  id: string,
-  secret: Buffer,
-  previous: Buffer,
-  previousExpiresAt: Date,
-): Promise<WebhookEndpoint> {
+export async function rotateEndpointSecret(db: Queryable, id: string, keys: RotatedKeys): Promise<WebhookEndpoint> {
   const { rows } = await db.query<EndpointRow>(
     `WITH rotated AS (
        UPDATE webhook_endpoints
-       SET secret_ciphertext = $2, previous_secret_ciphertext = $3, previous_secret_expires_at = $4
+       SET secret_ciphertext = $2, previous_secret_ciphertext = $3, previous_secret_expires_at = $4,
+           ed25519_key_ciphertext = COALESCE($6, ed25519_key_ciphertext), ed25519_public_key = COALESCE($7, ed25519_public_key),
+           previous_ed25519_key_ciphertext = $8, previous_ed25519_public_key = $9
        WHERE id = $1
        RETURNING ${COLUMNS}
      )
      SELECT rotated.*, pg_notify($5, $1) FROM rotated`,
-    [id, secret, previous, previousExpiresAt, ENDPOINT_SECRETS_CHANNEL],
+    [
+      id,
+      keys.secret,
+      keys.previous,
+      keys.previousExpiresAt,
+      ENDPOINT_SECRETS_CHANNEL,
+      keys.ed25519?.keyCiphertext ?? null,
+      keys.ed25519?.publicKey ?? null,
+      keys.ed25519?.previousKeyCiphertext ?? null,
+      keys.ed25519?.previousPublicKey ?? null,
+    ],
   );
   return toEndpoint(rows[0]!);
-}
-
-export interface EndpointChanges {
-  readonly url?: string;
-  readonly eventFilter?: readonly string[];
-  readonly description?: string;
-}
-
-export async function updateEndpoint(db: Queryable, id: string, changes: EndpointChanges): Promise<WebhookEndpoint> {
-  const { rows } = await db.query<EndpointRow>(
-    `UPDATE webhook_endpoints
-     SET url = COALESCE($2, url), event_filter = COALESCE($3::text[], event_filter), description = COALESCE($4, description)
-     WHERE id = $1
-     RETURNING ${COLUMNS}`,
-    [id, changes.url ?? null, changes.eventFilter ?? null, changes.description ?? null],
-  );
-  return toEndpoint(rows[0]!);
-}
-
-/** An endpoint's failure count as the outcome recorder reads and writes it (delivery/deliveryStateMachine.ts). */
-export interface EndpointCounts {
-  readonly active: boolean;
-  /** Failed deliveries in a row. */
-  readonly consecutiveFailures: number;
-  /** last_delivery_at: the last attempt's time, whatever its outcome. */
-  readonly lastAttemptAt: Date | null;
 }
 
 /**
- * Locks the endpoints a batch of outcomes touches, in id order, before any of their deliveries, and reads
- * their counts (stable while the lock is held: every other write of them locks the row too). Disable and
- * delete lock the endpoint first and its deliveries second; taking locks in the same order here is what
- * keeps a worker's outcome write and an API call from deadlocking. Deleted endpoints are absent.
+ * Writes the endpoint's whole configuration (the registry merged a change into it under the row's lock).
+ * Workers are notified as for a rotation: signing schemes and headers are read with the secrets.
  */
-export async function lockEndpoints(db: Queryable, endpointIds: readonly string[]): Promise<Map<string, EndpointCounts>> {
-  if (endpointIds.length === 0) return new Map();
-  const { rows } = await db.query<{ id: string; active: boolean; consecutive_failures: number; last_delivery_at: Date | null }>(
-    prepared(
-      'SELECT id, active, consecutive_failures, last_delivery_at FROM webhook_endpoints WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE',
-      [[...new Set(endpointIds)].sort()],
-    ),
+export async function updateEndpoint(db: Queryable, id: string, configuration: EndpointConfiguration): Promise<WebhookEndpoint> {
+  const columns = configurationColumns(3);
+  // A key pair once made is kept (configuration.ed25519 null: the stored one stays).
+  const kept = new Set(['ed25519_key_ciphertext', 'ed25519_public_key']);
+  const assignments = columns.names
+    .split(',')
+    .map((column, index) => {
+      const name = column.trim();
+      return kept.has(name) ? `${name} = COALESCE(${columns.parameters[index]}, ${name})` : `${name} = ${columns.parameters[index]}`;
+    })
+    .join(', ');
+  const { rows } = await db.query<EndpointRow>(
+    `WITH updated AS (
+       UPDATE webhook_endpoints SET ${assignments}
+       WHERE id = $1
+       RETURNING ${COLUMNS}
+     )
+     SELECT updated.*, pg_notify($2, $1) FROM updated`,
+    [id, ENDPOINT_SECRETS_CHANNEL, ...configurationValues(configuration)],
   );
-  return new Map(
-    rows.map((row) => [row.id, { active: row.active, consecutiveFailures: row.consecutive_failures, lastAttemptAt: row.last_delivery_at }]),
-  );
-}
-
-/** Writes the counts the state machine arrived at for the endpoints a batch touched (locked by lockEndpoints). */
-export async function saveEndpointCounts(db: Queryable, counts: ReadonlyMap<string, EndpointCounts>): Promise<void> {
-  if (counts.size === 0) return;
-  const entries = [...counts.entries()];
-  await db.query(
-    prepared(
-      `UPDATE webhook_endpoints AS w
-     SET consecutive_failures = t.failures, last_delivery_at = t.last_attempt_at
-     FROM unnest($1::text[], $2::int[], $3::timestamptz[]) AS t(id, failures, last_attempt_at)
-     WHERE w.id = t.id`,
-      [
-        entries.map(([id]) => id),
-        entries.map(([, endpoint]) => endpoint.consecutiveFailures),
-        entries.map(([, endpoint]) => endpoint.lastAttemptAt?.toISOString() ?? null),
-      ],
-    ),
-  );
+  return toEndpoint(rows[0]!);
 }

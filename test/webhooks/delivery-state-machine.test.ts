@@ -20,6 +20,8 @@ const endpoint = (consecutiveFailures: number, active = true, lastAttemptAt: Dat
   active,
   consecutiveFailures,
   lastAttemptAt,
+  ordered: false,
+  retryScheduleS: null,
 });
 /** An attempt made at `second`, lasting 250 ms; jitter 0.5 is the schedule's delay exactly. */
 function attempted(attempt: number, ok: boolean, { second = 0, jitter = 0.5 } = {}): DeliveryOutcome {
@@ -41,9 +43,11 @@ describe('the delivery state machine (applyOutcome)', () => {
         verdict: { result: 'succeeded', retryInMs: undefined },
         recordAttempt: true,
         delivery: { state: 'succeeded', attempts: 3, dueAt: null, completed: true, wakeRelays: false },
-        endpoint: { active: true, consecutiveFailures: 0, lastAttemptAt: at(9) },
+        endpoint: { active: true, consecutiveFailures: 0, lastAttemptAt: at(9), ordered: false, retryScheduleS: null },
         releasesParked: 2,
         disable: false,
+        failing: false,
+        startsNext: false,
       });
     });
 
@@ -58,7 +62,13 @@ describe('the delivery state machine (applyOutcome)', () => {
           completed: false,
           wakeRelays: true,
         });
-        expect(transition.endpoint).to.deep.equal({ active: true, consecutiveFailures: 3, lastAttemptAt: at(1) });
+        expect(transition.endpoint).to.deep.equal({
+          active: true,
+          consecutiveFailures: 3,
+          lastAttemptAt: at(1),
+          ordered: false,
+          retryScheduleS: null,
+        });
         expect(transition.releasesParked).to.equal(1);
         expect(transition.disable).to.equal(false);
       });
@@ -123,6 +133,8 @@ describe('the delivery state machine (applyOutcome)', () => {
         endpoint: undefined,
         releasesParked: 0,
         disable: false,
+        failing: false,
+        startsNext: false,
       });
     });
 
@@ -135,6 +147,8 @@ describe('the delivery state machine (applyOutcome)', () => {
         endpoint: undefined,
         releasesParked: 0,
         disable: false,
+        failing: false,
+        startsNext: false,
       });
     });
 
@@ -156,6 +170,8 @@ describe('the delivery state machine (applyOutcome)', () => {
         endpoint: undefined,
         releasesParked: 0,
         disable: false,
+        failing: false,
+        startsNext: false,
       });
     });
 

@@ -17,21 +17,27 @@ describe('signing keys at the edge of a rotation overlap', () => {
   const previous = box.seal('b'.repeat(64));
   const expiresAt = new Date('2026-11-23T12:00:00.000Z');
 
+  const hmacOnly = { hmac: true, ed25519: null, headers: null };
+
   it('signs with both secrets 1 ms before the expiry, and with the new one only from the expiry on, even with the old key cached', () => {
-    const sealed = { current, previous: { ciphertext: previous, expiresAt } };
-    const before = keys.at('wh_x', sealed, expiresAt.getTime() - 1);
+    const sealed = { ...hmacOnly, current, previous: { ciphertext: previous, expiresAt } };
+    const before = keys.at('wh_x', sealed, expiresAt.getTime() - 1).hmac;
     expect(before).to.have.length(2);
     expect(before[0]!.export().toString()).to.equal('a'.repeat(64));
     expect(before[1]!.export().toString()).to.equal('b'.repeat(64));
     for (const later of [expiresAt.getTime(), expiresAt.getTime() + 1, expiresAt.getTime() + 86_400_000]) {
-      const after = keys.at('wh_x', sealed, later);
+      const after = keys.at('wh_x', sealed, later).hmac;
       expect(after.map((key) => key.export().toString())).to.deep.equal(['a'.repeat(64)]);
     }
   });
 
   it('follows a rotation: the old current key becomes the previous one', () => {
-    const first = keys.at('wh_y', { current: previous, previous: null }, 0);
-    const rotated = keys.at('wh_y', { current, previous: { ciphertext: previous, expiresAt } }, expiresAt.getTime() - 1000);
+    const first = keys.at('wh_y', { ...hmacOnly, current: previous, previous: null }, 0).hmac;
+    const rotated = keys.at(
+      'wh_y',
+      { ...hmacOnly, current, previous: { ciphertext: previous, expiresAt } },
+      expiresAt.getTime() - 1000,
+    ).hmac;
     expect(rotated[1]).to.equal(first[0]);
     expect(rotated[0]!.export().toString()).to.equal('a'.repeat(64));
   });

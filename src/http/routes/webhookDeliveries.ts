@@ -91,7 +91,8 @@ function deliveryToApi(delivery: DeliveryLogEntry) {
     status: statusOf(delivery.state),
     attempts: delivery.attempts,
     created_at: delivery.createdAt.toISOString(),
-    next_attempt_at: statusOf(delivery.state) === 'pending' ? delivery.dueAt.toISOString() : null,
+    // A queued delivery waits for its turn, not for a time.
+    next_attempt_at: statusOf(delivery.state) === 'pending' && delivery.state !== 'queued' ? delivery.dueAt.toISOString() : null,
     last_attempt_at: iso(delivery.lastAttemptAt),
     last_status_code: delivery.lastStatusCode,
     last_error: delivery.lastError,

@@ -1,6 +1,7 @@
 import Router from '@koa/router';
 import { NotFoundError } from '../../platform/errors.ts';
 import type { TestDeliveries } from '../../delivery/testDelivery.ts';
+import { publicKeyText } from '../../client/webhookEd25519.ts';
 import { standardWebhooksSecretOf } from '../../client/webhookSignature.ts';
 import type { WebhookRegistry } from '../../webhooks/webhookRegistry.ts';
 import { WEBHOOK_ID_PATTERN } from '../../webhooks/webhookRules.ts';
@@ -12,7 +13,8 @@ import { noQuerySchema } from './events.ts';
 
 // The webhook endpoints' routes; what they answer is documented in webhooksOpenApi.ts.
 
-function toApi(endpoint: WebhookEndpoint) {
+/** The endpoint as every answer shows it: its settings (null: the service's default), header names, never values. */
+export function toApi(endpoint: WebhookEndpoint) {
   return {
     id: endpoint.id,
     url: endpoint.url,
@@ -20,6 +22,15 @@ function toApi(endpoint: WebhookEndpoint) {
     description: endpoint.description,
     active: endpoint.active,
     created_at: endpoint.createdAt.toISOString(),
+    kind: endpoint.kind,
+    payload_filter: endpoint.payloadFilter,
+    header_names: endpoint.headerNames,
+    timeout_s: endpoint.timeoutS,
+    retry_schedule_s: endpoint.retryScheduleS,
+    rate_limit_per_s: endpoint.rateLimitPerS,
+    ordered: endpoint.ordered,
+    signature_schemes: endpoint.signatureSchemes,
+    public_key: endpoint.publicKey ? publicKeyText(endpoint.publicKey) : null,
   };
 }
 
@@ -61,6 +72,30 @@ export function webhookRoutes(registry: WebhookRegistry, tests: TestDeliveries):
     parseQuery(noQuerySchema, ctx.query);
     const endpoint = await registry.disable(principalOf(ctx).tenantId, endpointId(ctx), actorOf(ctx));
     ctx.body = { endpoint: toApi(endpoint) };
+  });
+
+  router.patch('/audit/webhooks/:id', requireScope('webhooks:write'), jsonBody('16kb'), async (ctx) => {
+    parseQuery(noQuerySchema, ctx.query);
+    const id = endpointId(ctx);
+    const endpoint = await registry.change(principalOf(ctx).tenantId, id, ctx.request.body ?? {}, actorOf(ctx));
+    ctx.body = { endpoint: toApi(endpoint) };
+  });
+
+  router.post('/audit/webhooks/:id/enable', requireScope('webhooks:write'), async (ctx) => {
+    parseQuery(noQuerySchema, ctx.query);
+    const endpoint = await registry.enable(principalOf(ctx).tenantId, endpointId(ctx), actorOf(ctx));
+    ctx.body = { endpoint: toApi(endpoint) };
+  });
+
+  router.get('/audit/webhooks/:id/public-keys', requireScope('audit:read'), async (ctx) => {
+    parseQuery(noQuerySchema, ctx.query);
+    const keys = await registry.publicKeys(principalOf(ctx).tenantId, endpointId(ctx));
+    ctx.body = {
+      public_keys: [
+        ...(keys.current ? [{ public_key: publicKeyText(keys.current), expires_at: null }] : []),
+        ...(keys.previous ? [{ public_key: publicKeyText(keys.previous.key), expires_at: keys.previous.expiresAt.toISOString() }] : []),
+      ],
+    };
   });
 
   router.post('/audit/webhooks/:id/rotate-secret', requireScope('webhooks:write'), optionalJsonBody('16kb'), async (ctx) => {

@@ -1,6 +1,16 @@
 import { z } from 'zod';
-import { WEBHOOK_ID_PATTERN, secretRotationSchema, webhookRegistrationSchema, type WebhookUrlPolicy } from '../../webhooks/webhookRules.ts';
+import {
+  ENDPOINT_KINDS,
+  SIGNATURE_SCHEMES,
+  WEBHOOK_ID_PATTERN,
+  secretRotationSchema,
+  webhookChangesSchema,
+  webhookRegistrationSchema,
+  type WebhookUrlPolicy,
+} from '../../webhooks/webhookRules.ts';
 import { authenticatedResponse, json, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
+import { deliveryRequests } from './webhookRequestsOpenApi.ts';
+import { payloadFilterSchema } from '../../webhooks/payloadFilter.ts';
 
 /** The endpoint object (docs/webhooks.md); list output adds consecutive_failures and last_delivery_at. */
 const webhookEndpointSchema = z
@@ -11,6 +21,21 @@ const webhookEndpointSchema = z
     description: z.string(),
     active: z.boolean(),
     created_at: z.string().meta({ format: 'date-time' }),
+    kind: z.enum(ENDPOINT_KINDS).meta({ description: "events: the trail's events; operational: the service's notices." }),
+    payload_filter: payloadFilterSchema.nullable(),
+    header_names: z.array(z.string()).meta({ description: 'The custom headers every delivery carries; their values are never shown.' }),
+    timeout_s: z.int().nullable().meta({ description: "Seconds a receiver has to answer; null: the service's default (10)." }),
+    retry_schedule_s: z
+      .array(z.int())
+      .nullable()
+      .meta({ description: "Seconds between attempts; null: the service's schedule (60, 300, 1800, 7200)." }),
+    rate_limit_per_s: z.int().nullable().meta({ description: 'Deliveries per second at most; null: no limit.' }),
+    ordered: z.boolean().meta({ description: 'One delivery at a time, in the order the events were written.' }),
+    signature_schemes: z.array(z.enum(SIGNATURE_SCHEMES)).meta({ description: 'hmac: v1 signatures; ed25519: v1a signatures.' }),
+    public_key: z
+      .string()
+      .nullable()
+      .meta({ description: 'The Ed25519 public key (whpk_…) v1a signatures verify with; null until ed25519 was first asked for.' }),
   })
   .meta({ id: 'WebhookEndpoint' });
 
@@ -60,50 +85,20 @@ const testResultSchema = z
   })
   .meta({ id: 'WebhookTestResult' });
 const endpointListSchema = z.looseObject({ endpoints: z.array(webhookEndpointStatusSchema) }).meta({ id: 'WebhookEndpointList' });
-const disabledSchema = z.looseObject({ endpoint: webhookEndpointSchema }).meta({ id: 'WebhookDisabled' });
-
-/** The body of a delivery (docs/webhooks.md "The delivery request"). */
-const deliveryEnvelopeSchema = z
+const endpointAnswerSchema = z.looseObject({ endpoint: webhookEndpointSchema }).meta({ id: 'WebhookEndpointAnswer' });
+const publicKeysSchema = z
   .looseObject({
-    type: z.string().meta({ description: "The event's action; webhook.test for a test send." }),
-    id: z.string().meta({ format: 'uuid', description: 'The event id; stable across redeliveries. Receivers dedupe on (id, type).' }),
-    timestamp: z.string().meta({ format: 'date-time' }),
-    tenant_id: z.string(),
-    actor: z.looseObject({ user_id: z.string(), user_role: z.string() }),
-    resource: z.looseObject({ type: z.string(), id: z.string() }),
-    phi_involved: z.boolean(),
-    success: z.boolean(),
-    details: z.record(z.string(), z.unknown()),
-    schema_version: z.string().meta({ example: '1' }),
+    public_keys: z.array(
+      z.looseObject({
+        public_key: z.string().meta({ description: 'whpk_ and the base64 of the 32-byte Ed25519 public key.' }),
+        expires_at: z
+          .string()
+          .nullable()
+          .meta({ format: 'date-time', description: 'null for the current key; the end of its overlap for the key a rotation replaced.' }),
+      }),
+    ),
   })
-  .meta({ id: 'WebhookDelivery' });
-
-const header = (name: string, description: string, example: string) => ({
-  name,
-  in: 'header',
-  required: true,
-  description,
-  schema: { type: 'string' },
-  example,
-});
-
-/** The headers of every delivery, test sends included. */
-const deliveryHeaders = [
-  header(
-    'X-Service-Signature',
-    't=<unix seconds>,v1=<hex HMAC-SHA-256 over "t=<t>." and the raw body>; during a secret rotation one v1 per valid secret, the newest first.',
-    't=1767225600,v1=5f0c…,v1=a41b…',
-  ),
-  header('webhook-id', 'Standard Webhooks: the event id (as X-Service-Event-Id).', '0192f5a4-7c1e-7d3a-9b2f-4c5d6e7f8a9b'),
-  header('webhook-timestamp', 'Standard Webhooks: unix seconds, the t of X-Service-Signature.', '1767225600'),
-  header(
-    'webhook-signature',
-    'Standard Webhooks: v1,<base64 HMAC-SHA-256 over "<webhook-id>.<webhook-timestamp>.<body>">, keyed with the same secret; space-separated, one per valid secret, during a rotation.',
-    'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=',
-  ),
-  header('X-Service-Event-Id', 'The event id.', '0192f5a4-7c1e-7d3a-9b2f-4c5d6e7f8a9b'),
-  header('X-Service-Delivery-Attempt', 'The attempt number, from 1.', '1'),
-];
+  .meta({ id: 'WebhookPublicKeys' });
 
 const idParameter = { name: 'id', in: 'path', required: true, schema: { type: 'string', pattern: WEBHOOK_ID_PATTERN.source } };
 const notYours = {
@@ -128,28 +123,22 @@ const inactive = {
 export function webhooksOpenApi(policy: WebhookUrlPolicy): OpenApiContribution {
   return {
     schemas: [
+      payloadFilterSchema,
       webhookRegistrationSchema(policy).meta({ id: 'WebhookRegistration' }),
+      webhookChangesSchema(policy).meta({ id: 'WebhookChanges' }),
       secretRotationSchema.meta({ id: 'WebhookSecretRotation' }),
       webhookEndpointSchema,
       webhookEndpointStatusSchema,
       registeredSchema,
       endpointListSchema,
-      disabledSchema,
+      endpointAnswerSchema,
+      publicKeysSchema,
       rotatedSchema,
       testResultSchema,
-      deliveryEnvelopeSchema,
+      ...deliveryRequests.schemas!,
     ],
-    webhooks: {
-      auditEvent: {
-        post: {
-          summary: "A delivery: one audit event matching the endpoint's filter, POSTed to its URL (docs/webhooks.md).",
-          parameters: deliveryHeaders,
-          requestBody: { required: true, content: json(ref('WebhookDelivery')) },
-          responses: { '2XX': { description: 'Delivered. Anything else (3xx included), or no answer within 10 s, is a failed attempt.' } },
-        },
-      },
-    },
-    paths: { ...endpointPaths(), ...endpointActionPaths() },
+    webhooks: deliveryRequests.webhooks,
+    paths: { ...endpointPaths(), ...endpointActionPaths(), ...endpointChangePaths() },
   };
 }
 
@@ -184,22 +173,59 @@ function endpointPaths(): OpenApiContribution['paths'] {
   };
 }
 
-/** What can be done to one endpoint: disable it, rotate its secret, send it a test, delete it. */
+/** Disabling and enabling an endpoint, and reading its public keys. */
 function endpointActionPaths(): OpenApiContribution['paths'] {
   return {
     '/audit/webhooks/{id}/disable': {
       post: {
         operationId: 'disableWebhook',
-        summary: 'Stop deliveries to an endpoint, pending retries included. Idempotent; there is no re-enable.',
+        summary: 'Stop deliveries to an endpoint, pending retries included (they are cancelled). Idempotent.',
         security: [{ apiKey: [] }],
         parameters: [idParameter],
         responses: {
-          '200': authenticatedResponse({ description: 'The endpoint, now inactive.', content: json(ref('WebhookDisabled')) }),
+          '200': authenticatedResponse({ description: 'The endpoint, now inactive.', content: json(ref('WebhookEndpointAnswer')) }),
           ...standardErrorResponses('webhooks:write'),
           ...notYours,
         },
       },
     },
+    '/audit/webhooks/{id}/enable': {
+      post: {
+        operationId: 'enableWebhook',
+        summary:
+          'Make a disabled endpoint (by hand or automatically) active again, with its id, secrets and history, its failure count at 0. The deliveries cancelled when it was disabled stay cancelled; events written while it was disabled have none (a replay delivers them). Idempotent.',
+        security: [{ apiKey: [] }],
+        parameters: [idParameter],
+        responses: {
+          '200': authenticatedResponse({ description: 'The endpoint, now active.', content: json(ref('WebhookEndpointAnswer')) }),
+          ...standardErrorResponses('webhooks:write'),
+          ...notYours,
+        },
+      },
+    },
+    '/audit/webhooks/{id}/public-keys': {
+      get: {
+        operationId: 'getWebhookPublicKeys',
+        summary: "The endpoint's Ed25519 public keys: the current one, and during a rotation's overlap the replaced one with its expiry.",
+        security: [{ apiKey: [] }],
+        parameters: [idParameter],
+        responses: {
+          '200': authenticatedResponse({
+            description: 'The keys; none before ed25519 was first asked for.',
+            content: json(ref('WebhookPublicKeys')),
+          }),
+          ...standardErrorResponses('audit:read'),
+          '403': notYours['403'],
+          '404': notYours['404'],
+        },
+      },
+    },
+  };
+}
+
+/** Rotating an endpoint's secret, sending it a test, changing and deleting it. */
+function endpointChangePaths(): OpenApiContribution['paths'] {
+  return {
     '/audit/webhooks/{id}/rotate-secret': {
       post: {
         operationId: 'rotateWebhookSecret',
@@ -235,6 +261,19 @@ function endpointActionPaths(): OpenApiContribution['paths'] {
       },
     },
     '/audit/webhooks/{id}': {
+      patch: {
+        operationId: 'updateWebhook',
+        summary:
+          "Change an endpoint's settings in place (its id, secrets and history kept): only the fields given; null returns a setting to its default, headers sets or removes the headers it names.",
+        security: [{ apiKey: [] }],
+        parameters: [idParameter],
+        requestBody: { required: true, content: json(ref('WebhookChanges')) },
+        responses: {
+          '200': authenticatedResponse({ description: 'The endpoint as it now is.', content: json(ref('WebhookEndpointAnswer')) }),
+          ...standardErrorResponses('webhooks:write'),
+          ...notYours,
+        },
+      },
       delete: {
         operationId: 'deleteWebhook',
         summary: 'Delete an endpoint and its delivery history.',

@@ -7,7 +7,13 @@ import { createHash } from 'node:crypto';
 import { crdManifest } from '../../src/controller/crdManifest.ts';
 import { legalHoldSpecSchema, retentionPolicySpecSchema } from '../../src/controller/lifecycleKinds.ts';
 import { RESOURCE_KINDS } from '../../src/controller/resourceKinds.ts';
-import { SCHEMA_VERSION_ANNOTATION, apiKeySpecSchema, webhookEndpointSpecSchema } from '../../src/controller/resources.ts';
+import {
+  SCHEMA_VERSION_ANNOTATION,
+  apiKeySpecSchema,
+  webhookEndpointSpecSchema,
+  type WebhookEndpointSpec,
+} from '../../src/controller/resources.ts';
+import { settingsOf } from '../../src/controller/webhookEndpointState.ts';
 import { auditLogStreamSpecSchema } from '../../src/controller/streamResource.ts';
 import { violatedRules } from '../support/kube-apiserver/celRules.ts';
 import { webhookRegistrationSchema } from '../../src/webhooks/webhookRules.ts';
@@ -45,7 +51,7 @@ function structuralProblems(node: Schema, path: string): string[] {
  */
 const SCHEMA_FINGERPRINTS: Record<string, Record<number, string>> = {
   ApiKey: { 1: '1598dbeb770ac167', 2: 'c62a796a4eb07ed8' },
-  WebhookEndpoint: { 1: '2f1ec60112194971' },
+  WebhookEndpoint: { 1: '2f1ec60112194971', 2: 'd3951be011b5722e' },
   RetentionPolicy: { 1: '2c942f011c744e21', 2: '694ac4aa1ed13575' },
   AuditLogStream: { 1: '688138bea478a293', 2: '0b5acf451682ac8f' },
   LegalHold: { 1: '672b5374f61bdca8' },
@@ -175,17 +181,45 @@ describe('CustomResourceDefinitions', () => {
       { tenantId: 'acme', url: 'https://siem.example.com/hook', disabled: true, controllerClass: 'staging', secretName: 'hook' },
       true,
     ],
+    [
+      'delivery settings at their bounds and a payload filter',
+      {
+        tenantId: 'acme',
+        url: 'https://siem.example.com/hook',
+        payloadFilter: {
+          all: [
+            { path: 'details.ward', equals: '3B' },
+            { path: 'resource.type', in: ['claim', 'upload'] },
+          ],
+        },
+        timeoutSeconds: 30,
+        retryScheduleSeconds: [1, 86_400],
+        rateLimitPerSecond: 1000,
+        ordered: true,
+        signatureSchemes: ['ed25519', 'hmac'],
+        secretName: 'hook',
+      },
+      true,
+    ],
+    ['a 31-second timeout', { tenantId: 'acme', url: 'https://siem.example.com/hook', timeoutSeconds: 31, secretName: 'hook' }, false],
+    ['a rate limit of 0', { tenantId: 'acme', url: 'https://siem.example.com/hook', rateLimitPerSecond: 0, secretName: 'hook' }, false],
+    [
+      'eight retry delays',
+      { tenantId: 'acme', url: 'https://siem.example.com/hook', retryScheduleSeconds: [1, 1, 1, 1, 1, 1, 1, 1], secretName: 'hook' },
+      false,
+    ],
+    [
+      'an unknown signature scheme',
+      { tenantId: 'acme', url: 'https://siem.example.com/hook', signatureSchemes: ['rsa'], secretName: 'hook' },
+      false,
+    ],
   ];
   const registration = webhookRegistrationSchema({ allowHttp: false });
   for (const [what, spec, expected] of webhookCases) {
     it(`WebhookEndpoint: ${expected ? 'admits' : 'refuses'} ${what}, as the controller's schema and the public API do`, () => {
       expect(admits('webhookendpoints.audittrail.dev.yaml', spec)).to.equal(expected);
       expect(webhookEndpointSpecSchema.safeParse(spec).success).to.equal(expected);
-      const api = registration.safeParse({
-        url: spec.url,
-        event_filter: spec.eventFilter ?? [],
-        description: spec.description ?? '',
-      }).success;
+      const api = registration.safeParse(settingsOf(spec as WebhookEndpointSpec)).success;
       expect(api, 'the public API decides differently').to.equal(expected);
     });
   }

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createHmac } from 'node:crypto';
 import { standardWebhooksSecretOf, verifyStandardWebhook, verifyWebhookSignature } from '../../src/client/index.ts';
-import { ROTATE_ANNOTATION } from '../../src/controller/resources.ts';
+import { ENABLE_ANNOTATION, ROTATE_ANNOTATION } from '../../src/controller/resources.ts';
 import { RECREATE_ANNOTATION } from '../../src/controller/webhookEndpointState.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
@@ -99,6 +99,66 @@ describe('WebhookEndpoint controller', function () {
     await waitFor(async () => (await harness.registry.find(before.status.id))?.description === 'SIEM v2', 'the change in the registry');
     expect(await harness.registry.find(before.status.id)).to.deep.include({ url: `${receiver.url}?v=2`, eventFilter: ['phi.', 'admin.'] });
     expect((await get('siem')).status.id).to.equal(before.status.id);
+  });
+
+  it('applies delivery settings and a payload filter in place, a filter it refuses as InvalidSpec, and shows the Ed25519 public key in status', async () => {
+    const before = await get('siem');
+    const settings = {
+      payloadFilter: {
+        all: [
+          { path: 'details.ward', in: ['3B', '4C'] },
+          { path: 'resource.type', equals: 'patient_record' },
+        ],
+      },
+      timeoutSeconds: 5,
+      retryScheduleSeconds: [10, 60],
+      rateLimitPerSecond: 50,
+      ordered: true,
+      signatureSchemes: ['hmac', 'ed25519'],
+    };
+    await patch('siem', { spec: settings });
+    await waitFor(async () => (await harness.registry.find(before.status.id))?.ordered === true, 'the settings in the registry');
+    const endpoint = (await harness.registry.find(before.status.id))!;
+    expect(endpoint).to.deep.include({ timeoutS: 5, retryScheduleS: [10, 60], rateLimitPerS: 50, signatureSchemes: ['hmac', 'ed25519'] });
+    expect(endpoint.payloadFilter).to.deep.equal(settings.payloadFilter);
+    await waitFor(async () => typeof (await get('siem')).status.publicKey === 'string', 'status.publicKey');
+    expect((await get('siem')).status.publicKey).to.equal(`whpk_${endpoint.publicKey!.toString('base64')}`);
+    // Resyncs find nothing to change: the filter compares as JSON, whatever order Postgres keeps its keys in.
+    const updates = async () =>
+      (
+        await harness.db.pool.query(`SELECT count(*)::int AS n FROM events WHERE action = 'admin.webhook.update' AND resource_id = $1`, [
+          before.status.id,
+        ])
+      ).rows[0].n;
+    const settled = await updates();
+    await harness.reconciledAgain('webhookendpoints', NAMESPACE, 'siem');
+    expect(await updates()).to.equal(settled);
+
+    // A merge patch merges objects: the old filter goes first.
+    await patch('siem', { spec: { payloadFilter: { all: null, path: 'actor.name', equals: 'x' } } });
+    await waitFor(async () => ready(await get('siem'))?.reason === 'InvalidSpec', 'InvalidSpec');
+    expect(ready(await get('siem')).message).to.include('payload_filter.path');
+    expect((await harness.registry.find(before.status.id))!.payloadFilter).to.deep.equal(settings.payloadFilter);
+    // Back to the defaults: every setting absent.
+    await patch('siem', {
+      spec: {
+        payloadFilter: null,
+        timeoutSeconds: null,
+        retryScheduleSeconds: null,
+        rateLimitPerSecond: null,
+        ordered: null,
+        signatureSchemes: null,
+      },
+    });
+    await waitFor(async () => ready(await get('siem'))?.reason === 'Active', 'Active again');
+    expect(await harness.registry.find(before.status.id)).to.deep.include({
+      payloadFilter: null,
+      timeoutS: null,
+      retryScheduleS: null,
+      rateLimitPerS: null,
+      ordered: false,
+      signatureSchemes: ['hmac'],
+    });
   });
 
   it('keeps REST from disabling or deleting an endpoint the resource owns (409)', async () => {
@@ -321,6 +381,32 @@ describe('WebhookEndpoint controller', function () {
     }
   });
 
+  it('enables an auto-disabled endpoint again, same id and secret, when the enable annotation changes', async () => {
+    const failing = await startReceiver(500);
+    try {
+      await create(endpointResource('shaky', { tenantId: 'initech', url: failing.url, secretName: 'shaky-hook' }));
+      await waitFor(async () => ready(await get('shaky'))?.status === 'True', 'Ready=True');
+      const { id } = (await get('shaky')).status;
+      const secret = await signingSecret('shaky-hook');
+      await seedEvents(
+        harness.db.url,
+        Array.from({ length: 10 }, () => newEvent({ tenantId: 'initech', action: 'phi.read' })),
+      );
+      await waitFor(async () => ready(await get('shaky'))?.reason === 'AutoDisabled', 'AutoDisabled', 20_000);
+      expect(ready(await get('shaky')).message).to.include(ENABLE_ANNOTATION);
+      await patch('shaky', { metadata: { annotations: { [ENABLE_ANNOTATION]: 'after-the-fix' } } });
+      await waitFor(async () => (await get('shaky')).status.active === true, 'active again');
+      const enabled = await get('shaky');
+      expect(enabled.status).to.include({ id, consecutiveFailures: 0, enableRequest: 'after-the-fix' });
+      expect(await signingSecret('shaky-hook')).to.equal(secret);
+      // Handled once: a resync changes nothing.
+      await harness.reconciledAgain('webhookendpoints', NAMESPACE, 'shaky');
+      expect((await get('shaky')).status.id).to.equal(id);
+    } finally {
+      await failing.close();
+    }
+  });
+
   it('disables the endpoint on disabled: true (deliveries stop, history stays): a settled state, Ready=True with reason Disabled', async () => {
     await create(endpointResource('paused', { tenantId: 'acme', url: receiver.url, secretName: 'paused-hook' }));
     await waitFor(async () => ready(await get('paused'))?.status === 'True', 'Ready=True');
@@ -332,12 +418,17 @@ describe('WebhookEndpoint controller', function () {
     expect(condition(paused, 'Stalled')).to.equal(undefined);
     expect(paused.status).to.include({ id, active: false });
     expect(await harness.registry.find(id)).to.deep.include({ active: false, disabledReason: 'manual' });
-    const reenabled = await patch('paused', { spec: { disabled: false } }).then(
-      () => undefined,
-      (error: { code: number; body: string }) => error,
-    );
-    expect(reenabled?.code).to.equal(422);
-    expect(String(reenabled?.body)).to.include('cannot be enabled again');
+  });
+
+  it('enables the same endpoint again when disabled: true goes (same id, its count at 0)', async () => {
+    const { id } = (await get('paused')).status;
+    await patch('paused', { spec: { disabled: false } });
+    await waitFor(async () => (await get('paused')).status.active === true, 'active again');
+    expect((await get('paused')).status.id).to.equal(id);
+    expect(ready(await get('paused'))).to.include({ status: 'True', reason: 'Active' });
+    expect(await harness.registry.find(id)).to.deep.include({ active: true, disabledReason: null, consecutiveFailures: 0 });
+    const events = await harness.core.listNamespacedEvent({ namespace: NAMESPACE });
+    expect(events.items.some((event) => event.reason === 'EndpointEnabled' && event.involvedObject.name === 'paused')).to.equal(true);
   });
 
   it('deletes the endpoint and its history when the resource is deleted; the Secret goes with it', async () => {

@@ -13,9 +13,13 @@ import type {
   DeliveryAttempt,
   DeliveryFilters,
   DeliveryPage,
+  OperationalEventPage,
   RotatedWebhookSecret,
+  WebhookChanges,
   WebhookDelivery,
   WebhookEndpoint,
+  WebhookPublicKey,
+  WebhookRegistration,
   WebhookReplay,
   WebhookSecret,
   WebhookTestResult,
@@ -151,7 +155,7 @@ export class AuditTrailClient {
   }
 
   /** Registers an endpoint; the secret is returned this once only. */
-  async registerWebhook(registration: { url: string; event_filter?: string[]; description?: string }): Promise<WebhookSecret> {
+  async registerWebhook(registration: WebhookRegistration): Promise<WebhookSecret> {
     const body = { event_filter: [], description: '', ...registration };
     return (await this.api.request('POST', '/audit/webhooks', body)).json() as Promise<WebhookSecret>;
   }
@@ -180,10 +184,33 @@ export class AuditTrailClient {
   }
 
   async disableWebhook(id: string): Promise<WebhookEndpoint> {
-    const body = (await (await this.api.request('POST', `/audit/webhooks/${encodeURIComponent(id)}/disable`)).json()) as {
-      endpoint: WebhookEndpoint;
-    };
-    return body.endpoint;
+    return this.endpointCall('POST', id, '/disable');
+  }
+
+  /** Changes an endpoint's settings in place; rejects with 422 naming the field for a bad value (a payload filter's place in it). */
+  async updateWebhook(id: string, changes: WebhookChanges): Promise<WebhookEndpoint> {
+    return this.endpointCall('PATCH', id, '', changes);
+  }
+
+  /** Makes a disabled endpoint active again, its failure count at 0. Idempotent. */
+  async enableWebhook(id: string): Promise<WebhookEndpoint> {
+    return this.endpointCall('POST', id, '/enable');
+  }
+
+  /** The endpoint's Ed25519 public keys (`whpk_…`): the current one, and the replaced one during a rotation's overlap. */
+  async getWebhookPublicKeys(id: string): Promise<WebhookPublicKey[]> {
+    const response = await this.api.request('GET', `${webhookPath(id)}/public-keys`);
+    return ((await response.json()) as { public_keys: WebhookPublicKey[] }).public_keys;
+  }
+
+  /** One page of the tenant's operational notices, newest first. */
+  async listOperationalEvents(options: { limit?: number; cursor?: string } = {}): Promise<OperationalEventPage> {
+    const query = toQuery({ limit: options.limit?.toString(), cursor: options.cursor });
+    return (await this.api.request('GET', `/audit/webhooks/operational-events${query}`)).json() as Promise<OperationalEventPage>;
+  }
+
+  private async endpointCall(method: string, id: string, action: string, body?: unknown): Promise<WebhookEndpoint> {
+    return ((await (await this.api.request(method, `${webhookPath(id)}${action}`, body)).json()) as { endpoint: WebhookEndpoint }).endpoint;
   }
 
   async deleteWebhook(id: string): Promise<void> {

@@ -31,7 +31,7 @@ export function ed25519PublicKey(key: string | Buffer): KeyObject {
 
 /** The 32 raw bytes of a public key (of a signing key: its public half). */
 export function rawPublicKey(key: KeyObject): Buffer {
-  const der = createPublicKey(key).export({ format: 'der', type: 'spki' });
+  const der = (key.type === 'private' ? createPublicKey(key) : key).export({ format: 'der', type: 'spki' });
   return der.subarray(der.length - KEY_BYTES);
 }
 

@@ -3,16 +3,89 @@
  * AuditTrailClient's webhook methods send and return. Types only.
  */
 
-export interface WebhookEndpoint {
+/** A scalar a payload filter compares with. */
+export type PayloadFilterValue = string | number | boolean | null;
+
+/**
+ * Conditions on the delivery body an event must meet (docs/webhooks.md "Payload filters"). `path` is `type`,
+ * `actor.user_id`, `actor.user_role`, `resource.type`, `resource.id`, `phi_involved`, `success` or
+ * `details.<key>[.<key>…]`.
+ */
+export type PayloadFilter =
+  | { path: string; equals: PayloadFilterValue }
+  | { path: string; in: PayloadFilterValue[] }
+  | { path: string; prefix: string }
+  | { path: string; exists: boolean }
+  | { all: PayloadFilter[] }
+  | { any: PayloadFilter[] };
+
+/** The signatures deliveries carry: `hmac` (v1) and `ed25519` (v1a). */
+export type SignatureScheme = 'hmac' | 'ed25519';
+
+/** An endpoint's settings; null is the service's default. */
+export interface WebhookSettings {
+  payload_filter: PayloadFilter | null;
+  /** Seconds a receiver has to answer, 1 to 30 (default 10). */
+  timeout_s: number | null;
+  /** Seconds between attempts, up to 7 delays (default 60, 300, 1800, 7200). */
+  retry_schedule_s: number[] | null;
+  /** Deliveries per second at most, 1 to 1000 (default: no limit). */
+  rate_limit_per_s: number | null;
+  ordered: boolean;
+  signature_schemes: SignatureScheme[];
+}
+
+export interface WebhookEndpoint extends WebhookSettings {
   id: string;
   url: string;
   event_filter: string[];
   description: string;
   active: boolean;
   created_at: string;
+  /** `events`: the trail's events; `operational`: the service's notices. */
+  kind: 'events' | 'operational';
+  /** The custom headers every delivery carries; their values are never shown. */
+  header_names: string[];
+  /** The Ed25519 public key (`whpk_…`) v1a signatures verify with; null until ed25519 was asked for. */
+  public_key: string | null;
   consecutive_failures?: number;
   last_delivery_at?: string | null;
   [extra: string]: unknown;
+}
+
+/** What a registration sends: the url and, optionally, every setting. */
+export type WebhookRegistration = { url: string; event_filter?: string[]; description?: string; kind?: 'events' | 'operational' } & Partial<
+  WebhookSettings & { headers: Record<string, string> }
+>;
+
+/**
+ * A change: only the fields given change; null returns a setting to its default; `headers` sets (a value) or
+ * removes (null) the headers it names.
+ */
+export type WebhookChanges = { url?: string; event_filter?: string[]; description?: string } & Partial<
+  WebhookSettings & { headers: Record<string, string | null> }
+>;
+
+/** One of an endpoint's Ed25519 public keys: the current one (no expiry), or the replaced one during a rotation's overlap. */
+export interface WebhookPublicKey {
+  public_key: string;
+  expires_at: string | null;
+  [extra: string]: unknown;
+}
+
+/** An operational notice (docs/webhooks.md "Operational events"). */
+export interface OperationalEvent {
+  id: string;
+  type: 'endpoint.failing' | 'endpoint.disabled' | 'endpoint.enabled' | 'stream.failing' | 'stream.recovered';
+  occurred_at: string;
+  resource: { type: 'webhook_endpoint' | 'log_stream'; id: string };
+  details: Record<string, unknown>;
+  [extra: string]: unknown;
+}
+
+export interface OperationalEventPage {
+  events: OperationalEvent[];
+  page: { limit: number; returned: number; next_cursor: string | null; has_more: boolean };
 }
 
 /** A new signing secret, shown once (registration answers the same two forms of it). */

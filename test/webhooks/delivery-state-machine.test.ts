@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { ENDPOINT_FAILING_AFTER } from '../../src/webhooks/operationalEvents.ts';
 import {
   AUTO_DISABLE_AFTER_FAILED_DELIVERIES,
   applyOutcome,
@@ -255,5 +256,48 @@ describe('the delivery state machine (applyOutcome)', () => {
   it('a schedule without delays makes the first failure final', () => {
     const once = deliveryPolicy(new RetryPolicy([]));
     expect(applyOutcome(pending(0), endpoint(0), attempted(1, false), once).delivery!.state).to.equal('failed');
+  });
+
+  describe("an endpoint's own settings", () => {
+    const own = (consecutiveFailures: number, settings: Partial<EndpointFacts>): EndpointFacts => ({
+      ...endpoint(consecutiveFailures),
+      ...settings,
+    });
+
+    it("retries on the endpoint's own schedule, and fails the delivery after its last delay", () => {
+      const settings = { retryScheduleS: [10, 30] };
+      const first = applyOutcome(pending(0), own(0, settings), attempted(1, false), policy);
+      expect(first.verdict).to.deep.equal({ result: 'pending', retryInMs: 10_000 });
+      expect(first.delivery!.dueAt).to.deep.equal(new Date(at(0).getTime() + 250 + 10_000));
+      expect(applyOutcome(pending(1), own(0, settings), attempted(2, false), policy).verdict!.retryInMs).to.equal(30_000);
+      const third = applyOutcome(pending(2), own(0, settings), attempted(3, false), policy);
+      expect(third.delivery!.state).to.equal('failed');
+      expect(third.endpoint!.consecutiveFailures).to.equal(1);
+      expect(applyOutcome(pending(0), own(0, { retryScheduleS: [] }), attempted(1, false), policy).delivery!.state).to.equal('failed');
+    });
+
+    it('reports an endpoint failing once, when its count reaches five; not at four, not again at six', () => {
+      expect(ENDPOINT_FAILING_AFTER).to.equal(5);
+      expect(applyOutcome(pending(4), endpoint(3), attempted(5, false), policy).failing).to.equal(false);
+      expect(applyOutcome(pending(4), endpoint(4), attempted(5, false), policy).failing).to.equal(true);
+      expect(applyOutcome(pending(4), endpoint(5), attempted(5, false), policy).failing).to.equal(false);
+      expect(applyOutcome(pending(4), endpoint(4, false), attempted(5, false), policy).failing).to.equal(false);
+      // A failure counted before (a manual retry of a failed delivery) does not cross the threshold again.
+      expect(applyOutcome(pending(5, true), endpoint(5), attempted(6, false), policy).failing).to.equal(false);
+    });
+
+    it("starts an ordered endpoint's next delivery when one succeeds or fails for good, never while it waits for a retry", () => {
+      const ordered = own(0, { ordered: true });
+      expect(applyOutcome(pending(0), ordered, attempted(1, true), policy).startsNext).to.equal(true);
+      expect(applyOutcome(pending(4), ordered, attempted(5, false), policy).startsNext).to.equal(true);
+      expect(applyOutcome(pending(0), ordered, attempted(1, false), policy).startsNext).to.equal(false);
+      expect(applyOutcome(pending(0), endpoint(0), attempted(1, true), policy).startsNext).to.equal(false);
+      // A late copy of an outcome (the delivery moved on) starts nothing.
+      const done: DeliveryFacts = { state: 'succeeded', attempts: 1, failureCounted: false };
+      expect(applyOutcome(done, ordered, attempted(1, true), policy).startsNext).to.equal(false);
+      // Queued deliveries wait for their turn: a message for one (published before a PATCH made the endpoint ordered) is stale.
+      const queued: DeliveryFacts = { state: 'queued', attempts: 0, failureCounted: false };
+      expect(applyOutcome(queued, ordered, attempted(1, true), policy)).to.deep.include({ delivery: undefined, startsNext: false });
+    });
   });
 });

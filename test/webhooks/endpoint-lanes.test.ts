@@ -97,4 +97,58 @@ describe('endpoint lanes under the worker-wide socket cap', () => {
     expect(lanes.requestsInFlight).to.equal(0);
     expect(lanes.heldByUnprovenEndpoints()).to.equal(0);
   });
+
+  describe("an endpoint's own limits", () => {
+    it('sends an ordered endpoint one request at a time, in the order admitted', async () => {
+      const { lanes, pending, finish } = makeLanes(16, 512);
+      for (let item = 0; item < 4; item += 1) lanes.admit('ordered', item, { concurrency: 1, ratePerS: undefined });
+      const sent: number[] = [];
+      while (pending.length > 0) {
+        expect(pending).to.have.length(1);
+        sent.push(pending[0]!.item);
+        await finish('ordered');
+      }
+      expect(sent).to.deep.equal([0, 1, 2, 3]);
+    });
+
+    it('starts a rate-limited endpoint only with permits, asking for them as its queue needs them, once at a time', async () => {
+      const asked: number[] = [];
+      const grants: Array<(grant: { granted: number; retryInMs: number }) => void> = [];
+      const retries: Array<() => void> = [];
+      const pending: number[] = [];
+      const lanes = new EndpointLanes<number>({
+        concurrency: 16,
+        maxInFlight: 512,
+        send: (_, item) => {
+          pending.push(item);
+          return Promise.resolve(true);
+        },
+        onSlotFreed: () => undefined,
+        permits: (_, ratePerS, wanted) => {
+          expect(ratePerS).to.equal(5);
+          asked.push(wanted);
+          return new Promise((resolve) => grants.push(resolve));
+        },
+        later: (_ms, run) => retries.push(run),
+      });
+      const limits = { concurrency: Number.POSITIVE_INFINITY, ratePerS: 5 };
+      for (let item = 0; item < 6; item += 1) expect(lanes.admit('limited', item, limits)).to.equal('queued');
+      expect(asked).to.deep.equal([1]);
+      expect(pending).to.deep.equal([]);
+      // A throttled lane is not one that keeps up: it cannot stop the worker from pulling.
+      expect(lanes.heldByUnprovenEndpoints()).to.equal(6);
+      grants.shift()!({ granted: 1, retryInMs: 0 });
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(pending).to.deep.equal([0]);
+      expect(asked).to.have.length(2);
+      grants.shift()!({ granted: 0, retryInMs: 200 });
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(pending).to.deep.equal([0]);
+      expect(retries).to.have.length(1);
+      retries.shift()!();
+      grants.shift()!({ granted: 2, retryInMs: 0 });
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(pending).to.deep.equal([0, 1, 2]);
+    });
+  });
 });

@@ -26,6 +26,8 @@ export const COMMAND_USAGE: Readonly<Record<string, readonly string[]>> = {
     `${PROGRAM} webhooks replay WEBHOOK_ID --since TIME --until TIME [--include-delivered] [--wait] [--output table|json]`,
     `${PROGRAM} webhooks test WEBHOOK_ID [--output table|json]`,
     `${PROGRAM} webhooks rotate WEBHOOK_ID [--overlap SECONDS] [--output table|json]`,
+    `${PROGRAM} webhooks update WEBHOOK_ID [--endpoint-url URL] [--event-filter A,B] [--description D] [--payload-filter JSON|@FILE|none] [--timeout SECONDS|default] [--retry-schedule S,S,…|default] [--rate-limit N|none] [--ordered|--unordered] [--signatures hmac,ed25519] [--header 'Name: value']... [--remove-header NAME]... [--output table|json]`,
+    `${PROGRAM} webhooks enable|disable|public-keys WEBHOOK_ID [--output table|json]`,
   ],
   listen: [`${PROGRAM} listen --forward-to URL ${MATCH} [--secret HEX]`],
   verify: [`${PROGRAM} verify ${VERIFY_ARGUMENTS}`],

@@ -16,6 +16,7 @@ import { clientFrom } from './connection.ts';
 import { onePage, writePages } from './pagedOutput.ts';
 import { DELIVERY_COLUMNS, ENDPOINT_COLUMNS, printable, tableHeader, tableRow } from './tableOutput.ts';
 import { UsageError } from './usage.ts';
+import { SETTINGS_OPTIONS, disableEndpoint, enableEndpoint, publicKeys, updateEndpoint, type SettingsValues } from './webhookSettingsCommand.ts';
 
 /**
  * `audit-trail-client webhooks ...`: the endpoint operations of docs/webhooks.md from a terminal. Each
@@ -24,7 +25,7 @@ import { UsageError } from './usage.ts';
 
 type Operation = (client: AuditTrailClient, operands: string[], values: Values, json: boolean) => Promise<number>;
 
-interface Values {
+interface Values extends SettingsValues {
   status?: string;
   since?: string;
   until?: string;
@@ -46,6 +47,7 @@ const OPTIONS = {
   'include-delivered': { type: 'boolean', default: false },
   wait: { type: 'boolean', default: false },
   overlap: { type: 'string' },
+  ...SETTINGS_OPTIONS,
 } as const;
 
 /** Each subcommand: its operands and the options it takes beyond --url and --output. */
@@ -56,6 +58,14 @@ const OPERATIONS: Record<string, { operands: string[]; options: Array<keyof Valu
   replay: { operands: ['WEBHOOK_ID'], options: ['since', 'until', 'include-delivered', 'wait'], run: replay },
   test: { operands: ['WEBHOOK_ID'], options: [], run: testEndpoint },
   rotate: { operands: ['WEBHOOK_ID'], options: ['overlap'], run: rotateSecret },
+  update: {
+    operands: ['WEBHOOK_ID'],
+    options: Object.keys(SETTINGS_OPTIONS) as Array<keyof Values>,
+    run: (client, [id], values, json) => updateEndpoint(client, id!, values, json),
+  },
+  enable: { operands: ['WEBHOOK_ID'], options: [], run: (client, [id], _values, json) => enableEndpoint(client, id!, json) },
+  disable: { operands: ['WEBHOOK_ID'], options: [], run: (client, [id], _values, json) => disableEndpoint(client, id!, json) },
+  'public-keys': { operands: ['WEBHOOK_ID'], options: [], run: (client, [id], _values, json) => publicKeys(client, id!, json) },
 };
 
 export async function runWebhooks(args: string[]): Promise<number> {

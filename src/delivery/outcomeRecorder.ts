@@ -175,7 +175,7 @@ export class OutcomeRecorder<S> {
       const endpoint = (await findEndpoint(client, endpointId))!;
       await recordOperationalEvent(
         client,
-        endpointNotice('endpoint.failing', endpoint, { disables_at: this.options.policy.autoDisableAfter }),
+        endpointNotice('endpoint.failing', endpoint, { auto_disable_after: this.options.policy.autoDisableAfter }),
       );
     }
     const events = [];

@@ -51,6 +51,11 @@ export class RoleProcesses {
     await exited;
   }
 
+  /** The processes still running, in the order they were started. */
+  running(): ChildProcess[] {
+    return [...this.children];
+  }
+
   killAll(): void {
     for (const child of this.children) child.kill('SIGKILL');
   }

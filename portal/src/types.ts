@@ -11,6 +11,9 @@ export interface PortalSession {
   readonly expires_at: string;
 }
 
+export type { OperationalEvent, PayloadFilter } from '../../src/client/webhookShapes.ts';
+import type { PayloadFilter } from '../../src/client/webhookShapes.ts';
+
 export interface WebhookEndpoint {
   readonly id: string;
   readonly url: string;
@@ -21,6 +24,15 @@ export interface WebhookEndpoint {
   readonly consecutive_failures: number;
   readonly last_delivery_at: string | null;
   readonly previous_secret_expires_at: string | null;
+  readonly kind: 'events' | 'operational';
+  readonly payload_filter: PayloadFilter | null;
+  readonly header_names: readonly string[];
+  readonly timeout_s: number | null;
+  readonly retry_schedule_s: readonly number[] | null;
+  readonly rate_limit_per_s: number | null;
+  readonly ordered: boolean;
+  readonly signature_schemes: ReadonlyArray<'hmac' | 'ed25519'>;
+  readonly public_key: string | null;
 }
 
 export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';

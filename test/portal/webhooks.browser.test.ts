@@ -14,7 +14,8 @@ import { waitFor } from '../support/wait.ts';
 /**
  * The customer portal's webhooks page, in Debian's Chromium against the real service, its workers and a
  * loopback receiver (docs/portal.md): create an endpoint and keep its secret, see deliveries and their
- * attempts, retry, replay, rotate, test, disable, enable again, delete; and a read-only session's page.
+ * attempts, retry, replay, rotate, test, change settings, disable, enable again, delete, the operational events;
+ * and a read-only session's page.
  */
 describe('customer portal: webhooks, in a real browser', function () {
   this.timeout(90_000);
@@ -180,25 +181,60 @@ describe('customer portal: webhooks, in a real browser', function () {
     expect(signatureValid(delivered.rawBody, header, secret)).to.equal(true);
   });
 
-  it('disables the endpoint, enables it again as a new endpoint with a new secret, and deletes one', async () => {
+  it("changes the endpoint's settings: a payload filter refused at its place, then kept; Ed25519 with its public key; a header set", async () => {
+    await endpointRow().getByRole('button', { name: 'Settings' }).click();
+    const dialog = page.locator('dialog[open]');
+    await dialog.getByRole('heading', { name: /^Settings of / }).waitFor();
+    await dialog.getByLabel(/^Payload filter/).fill('{"path": "actor.name", "equals": "x"}');
+    await dialog.getByRole('button', { name: 'Save settings' }).click();
+    await dialog.getByRole('alert').filter({ hasText: 'payload_filter.path' }).waitFor();
+    await dialog.getByLabel(/^Payload filter/).fill('{"path": "details.ward", "in": ["3B", "4C"]}');
+    await dialog.getByLabel(/^Set headers/).fill('X-Team: compliance');
+    await dialog.getByLabel('Ed25519 (v1a)').check();
+    await dialog.getByLabel(/^Rate limit/).fill('25');
+    await dialog.getByRole('button', { name: 'Save settings' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    const { json } = await call(`${service.baseUrl}/audit/webhooks`, { key: backendKey });
+    const changed = json.endpoints.find((endpoint: { id: string }) => endpoint.id === endpointId);
+    expect(changed).to.deep.include({
+      payload_filter: { path: 'details.ward', in: ['3B', '4C'] },
+      header_names: ['X-Team'],
+      signature_schemes: ['hmac', 'ed25519'],
+      rate_limit_per_s: 25,
+      description: 'SIEM <em>test</em>',
+    });
+    await endpointRow().getByText('and a payload filter').waitFor();
+    await endpointRow().getByRole('button', { name: 'Settings' }).click();
+    expect(await page.locator('dialog[open]').getByTestId('public-key').textContent()).to.equal(changed.public_key);
+    await closeDialog();
+    const log = await openLog();
+    await log.getByText('Only events whose body meets this payload filter').waitFor();
+    await closeDialog();
+  });
+
+  it('disables the endpoint and enables the same one again, shows both in the operational events, and deletes it', async () => {
     await endpointRow().getByRole('button', { name: 'Disable' }).click();
     await endpointRow().locator('td').nth(2).filter({ hasText: 'Disabled' }).waitFor();
     await endpointRow().getByRole('button', { name: 'Enable again' }).click();
-    const dialog = page.locator('dialog[open]');
-    await dialog.getByRole('heading', { name: 'Endpoint enabled again, as a new endpoint' }).waitFor();
-    expect(await dialog.getByTestId('secret').textContent()).to.match(/^[0-9a-f]{64}$/);
-    await closeDialog();
+    await endpointRow().locator('td').nth(2).filter({ hasText: 'Active' }).waitFor();
     const { json } = await call(`${service.baseUrl}/audit/webhooks`, { key: backendKey });
-    const fresh = json.endpoints.find((endpoint: { id: string }) => endpoint.id !== endpointId);
-    expect(fresh).to.include({ url: receiver.url, active: true, description: 'SIEM <em>test</em>' });
-    expect(fresh.event_filter).to.deep.equal(['phi.', 'admin.user.']);
-    await endpointRow(fresh.id).locator('td').nth(2).filter({ hasText: 'Active' }).waitFor();
+    expect(json.endpoints.map((endpoint: { id: string; active: boolean }) => [endpoint.id, endpoint.active])).to.deep.equal([
+      [endpointId, true],
+    ]);
 
+    await page.reload();
+    await openPortal(page, (await mintPortalLink(service, backendKey, { capabilities: ['audit:read', 'webhooks:write'] })).url);
+    await page.getByRole('button', { name: 'Webhooks' }).click();
+    const notices = page.locator('table.operational-events');
+    await notices.locator('tr[data-event-type="endpoint.enabled"]').waitFor();
+    await notices.locator('tr[data-event-type="endpoint.disabled"]').getByText('reason: manual').waitFor();
+
+    const other = await call(`${service.baseUrl}/audit/webhooks`, { key: backendKey, body: { url: receiver.url, event_filter: ['phi.'] } });
     await endpointRow().getByRole('button', { name: 'Delete' }).click();
     await page.locator('dialog[open]').getByRole('button', { name: 'Delete endpoint' }).click();
     await endpointRow().waitFor({ state: 'detached' });
-    const after = await call(`${service.baseUrl}/audit/webhooks`, { key: backendKey });
-    expect(after.json.endpoints.map((endpoint: { id: string }) => endpoint.id)).to.deep.equal([fresh.id]);
+    const left = (await call(`${service.baseUrl}/audit/webhooks`, { key: backendKey })).json.endpoints;
+    expect(left.map((endpoint: { id: string }) => endpoint.id)).to.deep.equal([other.json.endpoint.id]);
     expect(await accessibilityViolations(page)).to.deep.equal([]);
   });
 
@@ -208,7 +244,9 @@ describe('customer portal: webhooks, in a real browser', function () {
     await readOnly.getByRole('button', { name: 'Webhooks' }).click();
     const row = readOnly.locator('table.endpoints tbody tr').first();
     await row.waitFor();
-    expect(await readOnly.getByRole('button', { name: /Create endpoint|Send test|Rotate secret|Disable|Delete/ }).count()).to.equal(0);
+    expect(
+      await readOnly.getByRole('button', { name: /Create endpoint|Send test|Rotate secret|Disable|Delete|Settings/ }).count(),
+    ).to.equal(0);
     await row.getByRole('button', { name: 'Deliveries' }).click();
     const log = readOnly.locator('dialog[open]');
     await log.getByRole('heading', { name: /^Deliveries to / }).waitFor();

@@ -3,6 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import type { PortalApi } from '../api.ts';
 import type { Delivery, DeliveryAttempt, DeliveryStatus, Replay, WebhookEndpoint } from '../types.ts';
 import { ErrorNotice, Modal, Time, localInputToIso, useAction } from '../ui.tsx';
+import { PayloadFilterNote } from './EndpointSettings.tsx';
 
 const REPLAY_POLL_MS = 500;
 
@@ -23,6 +24,7 @@ export function DeliveryLog(props: { api: PortalApi; endpoint: WebhookEndpoint; 
 
   return (
     <Modal title={`Deliveries to ${endpoint.url}`} onClose={props.onClose} labelId="log-title">
+      <PayloadFilterNote filter={endpoint.payload_filter} />
       <div class="toolbar">
         <label>
           Status

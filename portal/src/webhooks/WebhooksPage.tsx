@@ -1,12 +1,15 @@
 /**
  * The tenant's webhook endpoints (docs/webhooks.md): their state and failures for every session; creating,
- * testing, rotating, disabling, re-enabling and deleting with webhooks:write, whose controls are absent otherwise.
+ * changing settings, testing, rotating, disabling, enabling again and deleting with webhooks:write, whose
+ * controls are absent otherwise; and the operational events.
  */
 import { useEffect, useState } from 'preact/hooks';
 import type { PortalApi } from '../api.ts';
 import type { PortalSession, TestResult, WebhookEndpoint } from '../types.ts';
 import { ErrorNotice, Modal, OnceSecret, Time, useAction } from '../ui.tsx';
 import { DeliveryLog } from './DeliveryLog.tsx';
+import { EndpointSettings } from './EndpointSettings.tsx';
+import { OperationalEvents } from './OperationalEvents.tsx';
 
 interface Registered {
   readonly endpoint: WebhookEndpoint;
@@ -25,6 +28,7 @@ export function WebhooksPage(props: { api: PortalApi; session: PortalSession }) 
   const [endpoints, setEndpoints] = useState<WebhookEndpoint[] | undefined>();
   const [shownSecret, setShownSecret] = useState<{ title: string; secret: string } | undefined>();
   const [logOf, setLogOf] = useState<WebhookEndpoint | undefined>();
+  const [settingsOf, setSettingsOf] = useState<WebhookEndpoint | undefined>();
   const loading = useAction();
 
   const reload = () =>
@@ -33,7 +37,7 @@ export function WebhooksPage(props: { api: PortalApi; session: PortalSession }) 
     });
   useEffect(() => void reload(), []);
 
-  const register = async (body: { url: string; event_filter: string[]; description: string }, title: string) => {
+  const register = async (body: { url: string; event_filter: string[]; description: string; kind: string }, title: string) => {
     const registered = await api.json<Registered>('POST', '/audit/webhooks', { body });
     setShownSecret({ title, secret: registered.secret });
     await reload();
@@ -66,13 +70,8 @@ export function WebhooksPage(props: { api: PortalApi; session: PortalSession }) 
                 canWrite={canWrite}
                 onChanged={reload}
                 onSecret={(title, secret) => setShownSecret({ title, secret })}
-                onReenable={() =>
-                  register(
-                    { url: endpoint.url, event_filter: [...endpoint.event_filter], description: endpoint.description },
-                    'Endpoint enabled again, as a new endpoint',
-                  )
-                }
                 onShowLog={() => setLogOf(endpoint)}
+                onShowSettings={() => setSettingsOf(endpoint)}
               />
             ))}
           </tbody>
@@ -80,6 +79,8 @@ export function WebhooksPage(props: { api: PortalApi; session: PortalSession }) 
       )}
       {canWrite && <CreateEndpoint onCreate={(body) => register(body, 'Endpoint created')} />}
       {logOf && <DeliveryLog api={api} endpoint={logOf} canWrite={canWrite} onClose={() => setLogOf(undefined)} />}
+      {settingsOf && <EndpointSettings api={api} endpoint={settingsOf} onClose={() => setSettingsOf(undefined)} onSaved={reload} />}
+      <OperationalEvents api={api} />
       {shownSecret && (
         <Modal title={shownSecret.title} onClose={() => setShownSecret(undefined)}>
           <OnceSecret label="Signing secret." secret={shownSecret.secret} />
@@ -89,7 +90,9 @@ export function WebhooksPage(props: { api: PortalApi; session: PortalSession }) 
   );
 }
 
-function CreateEndpoint(props: { onCreate: (body: { url: string; event_filter: string[]; description: string }) => Promise<void> }) {
+function CreateEndpoint(props: {
+  onCreate: (body: { url: string; event_filter: string[]; description: string; kind: string }) => Promise<void>;
+}) {
   const creating = useAction();
   const submit = (event: Event) => {
     event.preventDefault();
@@ -100,6 +103,7 @@ function CreateEndpoint(props: { onCreate: (body: { url: string; event_filter: s
         url: String(data.get('url') ?? ''),
         event_filter: filterList(String(data.get('event_filter') ?? '')),
         description: String(data.get('description') ?? ''),
+        kind: data.get('operational') === 'on' ? 'operational' : 'events',
       });
       form.reset();
     });
@@ -119,6 +123,9 @@ function CreateEndpoint(props: { onCreate: (body: { url: string; event_filter: s
         Description
         <input name="description" maxLength={500} autocomplete="off" />
       </label>
+      <label class="inline">
+        <input type="checkbox" name="operational" /> Operational: receives notices about your endpoints and streams, not events
+      </label>
       <button type="submit" disabled={creating.busy}>
         Create endpoint
       </button>
@@ -135,8 +142,8 @@ function EndpointRow(props: {
   canWrite: boolean;
   onChanged: () => Promise<void>;
   onSecret: (title: string, secret: string) => void;
-  onReenable: () => Promise<void>;
   onShowLog: () => void;
+  onShowSettings: () => void;
 }) {
   const { api, endpoint } = props;
   const path = `/audit/webhooks/${endpoint.id}`;
@@ -150,8 +157,12 @@ function EndpointRow(props: {
       <td>
         <span class="url">{endpoint.url}</span>
         <span class="muted">{endpoint.description}</span>
+        {endpoint.kind === 'operational' && <span class="muted">Operational notices</span>}
       </td>
-      <td>{endpoint.event_filter.length === 0 ? 'Every event' : endpoint.event_filter.join(', ')}</td>
+      <td>
+        {endpoint.event_filter.length === 0 ? 'Every event' : endpoint.event_filter.join(', ')}
+        {endpoint.payload_filter && <span class="muted">and a payload filter</span>}
+      </td>
       <td>{endpoint.active ? 'Active' : 'Disabled'}</td>
       <td>{endpoint.consecutive_failures}</td>
       <td>
@@ -162,6 +173,11 @@ function EndpointRow(props: {
           <button type="button" class="secondary" onClick={props.onShowLog}>
             Deliveries
           </button>
+          {props.canWrite && (
+            <button type="button" class="secondary" onClick={props.onShowSettings}>
+              Settings
+            </button>
+          )}
           {props.canWrite && endpoint.active && (
             <>
               <button
@@ -195,8 +211,13 @@ function EndpointRow(props: {
               type="button"
               class="secondary"
               disabled={action.busy}
-              onClick={() => act(props.onReenable)}
-              title="A disabled endpoint is never reactivated: this registers a new one with the same URL, filter and description, and a new secret."
+              onClick={() =>
+                act(async () => {
+                  await api.json('POST', `${path}/enable`);
+                  await props.onChanged();
+                })
+              }
+              title="The same endpoint, id and secret, its failure count at 0. Deliveries cancelled when it was disabled stay cancelled: replay the period to deliver them."
             >
               Enable again
             </button>

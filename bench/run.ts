@@ -15,6 +15,7 @@ const BENCHMARKS: Record<string, string> = {
   'export-fairness': 'bench/exportFairness.ts',
   limiter: 'bench/limiter.ts',
   delivery: 'bench/delivery.ts',
+  'fan-out-filters': 'bench/fanOutFilters.ts',
   'hung-endpoint': 'bench/hungEndpoint.ts',
   replay: 'bench/replay.ts',
   'relay-pass': 'bench/relayPass.ts',

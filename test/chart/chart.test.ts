@@ -476,7 +476,8 @@ describe('Helm chart', function () {
     const expected: Record<string, string[]> = {
       api: ['dns', 'postgres', 'redis', 'webhooks'],
       ingest: ['dns', 'postgres', 'nats'],
-      worker: ['dns', 'postgres', 'nats', 'webhooks'],
+      // Redis: endpoints' rate limits are shared through it (docs/webhooks.md "Delivery settings").
+      worker: ['dns', 'postgres', 'nats', 'redis', 'webhooks'],
       controller: ['dns', 'postgres', 'kubernetesApi'],
       sealer: ['dns', 'postgres'],
       // SIEM destinations are public addresses, like webhook receivers.
@@ -647,6 +648,7 @@ describe('Helm chart', function () {
         'NATS_TLS_CA',
         'NATS_TLS_CERT',
         'NATS_TLS_KEY',
+        'REDIS_TLS_CA',
         'NATS_CREDS',
       ],
       'Deployment/rel-audit-trail-controller': ['DATABASE_SSL_CA', 'DATABASE_SSL_CERT', 'DATABASE_SSL_KEY'],

@@ -73,6 +73,12 @@ describe('audit-trail-client without a service', function () {
       [['webhooks', 'retry', 'wh_1'], /missing DELIVERY_ID/],
       [['webhooks', 'test', 'wh_1', '--overlap', '5'], /webhooks test does not take --overlap/],
       [['webhooks', 'replay', 'wh_1', '--since', '2026-11-01T00:00:00Z'], /needs --since and --until/],
+      [['webhooks', 'update', 'wh_1'], /webhooks update needs at least one setting to change/],
+      [['webhooks', 'update', 'wh_1', '--ordered', '--unordered'], /--ordered and --unordered cannot be combined/],
+      [['webhooks', 'update', 'wh_1', '--timeout', 'soon'], /--timeout takes a positive whole number/],
+      [['webhooks', 'update', 'wh_1', '--header', 'no-colon'], /--header takes 'Name: value'/],
+      [['webhooks', 'update', 'wh_1', '--payload-filter', '{not json'], /--payload-filter takes JSON, @FILE holding JSON, or none/],
+      [['webhooks', 'enable', 'wh_1', '--timeout', '5'], /webhooks enable does not take --timeout/],
       [['nope'], /unknown command "nope"/],
     ];
     for (const [args, message] of cases) {
@@ -227,6 +233,63 @@ describe('audit-trail-client events and webhooks against the real service', func
     expect(response.status, response.text).to.equal(201);
     return { id: response.json.endpoint.id, secret: response.json.secret };
   }
+
+  it("changes an endpoint's settings in place, shows its public key, disables and enables it; a refused setting is the service's 422", async () => {
+    const hook = await receiver();
+    const endpoint = await register(hook.url, ['phi.']);
+    const filterDir = await mkdtemp(join(tmpdir(), 'audit-trail-client-filter-'));
+    const filterFile = join(filterDir, 'filter.json');
+    await writeFile(filterFile, JSON.stringify({ path: 'details.ward', in: ['3B'] }));
+    const updated = await cli(
+      [
+        'webhooks',
+        'update',
+        endpoint.id,
+        '--payload-filter',
+        `@${filterFile}`,
+        '--timeout',
+        '5',
+        '--retry-schedule',
+        '10s,60',
+        '--header',
+        'Authorization: Bearer cli-token',
+        '--signatures',
+        'hmac,ed25519',
+        '--ordered',
+        '--output',
+        'json',
+      ],
+      env,
+    );
+    expect(updated.code, updated.stderr).to.equal(0);
+    const changed = JSON.parse(updated.stdout).endpoint;
+    expect(changed).to.deep.include({
+      payload_filter: { path: 'details.ward', in: ['3B'] },
+      timeout_s: 5,
+      retry_schedule_s: [10, 60],
+      header_names: ['Authorization'],
+      signature_schemes: ['hmac', 'ed25519'],
+      ordered: true,
+    });
+    expect(updated.stdout).not.to.include('cli-token');
+    const keys = await cli(['webhooks', 'public-keys', endpoint.id], env);
+    expect(keys.stdout).to.equal(`${changed.public_key}\n`);
+
+    const reset = await cli(
+      ['webhooks', 'update', endpoint.id, '--timeout', 'default', '--payload-filter', 'none', '--remove-header', 'authorization'],
+      env,
+    );
+    expect(reset.stdout).to.equal(`endpoint ${endpoint.id} updated: active\n`);
+    const after = (await call(`${service.baseUrl}/audit/webhooks`, { key })).json.endpoints.find((e: any) => e.id === endpoint.id);
+    expect(after).to.deep.include({ timeout_s: null, payload_filter: null, header_names: [], ordered: true });
+
+    const refused = await cli(['webhooks', 'update', endpoint.id, '--payload-filter', '{"path": "actor.name", "equals": "x"}'], env);
+    expect(refused.code).to.equal(1);
+    expect(refused.stderr).to.include('payload_filter.path');
+    expect((await cli(['webhooks', 'disable', endpoint.id], env)).stdout).to.equal(`endpoint ${endpoint.id} disabled: disabled\n`);
+    expect((await cli(['webhooks', 'enable', endpoint.id], env)).stdout).to.equal(`endpoint ${endpoint.id} enabled: active\n`);
+    await rm(filterDir, { recursive: true, force: true });
+  });
 
   it('lists endpoints, sends test deliveries and rotates a secret, which the next delivery is signed with', async () => {
     const hook = await receiver();

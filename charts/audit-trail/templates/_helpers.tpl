@@ -290,7 +290,7 @@ nats: NATS_TLS
 {{- define "audit-trail.roles" -}}
 api: {cliRoles: api, public: true, uses: [postgres, redis], reaches: [webhooks]}
 ingest: {cliRoles: ingest, public: false, uses: [postgres, nats], reaches: []}
-worker: {cliRoles: "relay,worker", public: false, uses: [postgres, nats], reaches: [webhooks]}
+worker: {cliRoles: "relay,worker", public: false, uses: [postgres, nats, redis], reaches: [webhooks]}
 controller: {cliRoles: controller, public: false, uses: [postgres], reaches: [kubernetesApi]}
 sealer: {cliRoles: sealer, public: false, uses: [postgres], reaches: []}
 streams: {cliRoles: streams, public: false, uses: [postgres], reaches: [webhooks]}

@@ -109,7 +109,7 @@ export async function updateEndpoint(client: AuditTrailClient, id: string, value
 }
 
 export async function enableEndpoint(client: AuditTrailClient, id: string, json: boolean): Promise<number> {
-  writeEndpoint(await client.enableWebhook(id), 'active', json);
+  writeEndpoint(await client.enableWebhook(id), 'enabled', json);
   return 0;
 }
 

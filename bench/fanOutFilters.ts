@@ -18,7 +18,6 @@ import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import pg from 'pg';
 import { WEBHOOK_FAN_OUT } from '../src/delivery/fanOut.ts';
-import { eventColumnArrays } from '../src/events/eventInsert.ts';
 import { ensureEventPartitions, type NewEvent } from '../src/events/eventStore.ts';
 import { BatchStatements } from '../src/events/storeBatch.ts';
 import { createLogger } from '../src/platform/logger.ts';

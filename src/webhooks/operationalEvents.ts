@@ -33,15 +33,6 @@ export interface OperationalNotice {
   readonly details: Readonly<Record<string, unknown>>;
 }
 
-/**
- * Records notices and their deliveries in the caller's transaction (delivery/operationalFanOut.ts provides it;
- * declared here because webhooks does not depend on delivery), so a notice exists exactly when the change it
- * tells of does.
- */
-export interface OperationalNotices {
-  record(db: Queryable, notice: OperationalNotice): Promise<void>;
-}
-
 /** A notice about one of the tenant's webhook endpoints; the endpoint's id, url and description go with it. */
 export function endpointNotice(
   type: Extract<OperationalEventType, `endpoint.${string}`>,

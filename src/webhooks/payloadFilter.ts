@@ -12,9 +12,9 @@ import { z } from 'zod';
  *   {"all": [filter, …]}   {"any": [filter, …]}
  */
 
-export type FilterValue = string | number | boolean | null;
+type FilterValue = string | number | boolean | null;
 
-export type PayloadCondition =
+type PayloadCondition =
   | { readonly path: string; readonly equals: FilterValue }
   | { readonly path: string; readonly in: readonly FilterValue[] }
   | { readonly path: string; readonly prefix: string }
@@ -34,7 +34,7 @@ const BODY_FIELDS: Readonly<Record<string, 'string' | 'boolean'>> = {
 };
 const DETAILS_PREFIX = 'details.';
 
-export const PAYLOAD_FILTER_LIMITS = {
+const PAYLOAD_FILTER_LIMITS = {
   /** Conditions in one filter, however nested. */
   conditions: 50,
   /** Levels of all/any groups. */

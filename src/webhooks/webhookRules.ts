@@ -56,14 +56,14 @@ export function normaliseWebhookUrl(value: string): string {
   return URL.canParse(value) ? new URL(value).href : value;
 }
 
-export function webhookUrlSchema(policy: WebhookUrlPolicy) {
+function webhookUrlSchema(policy: WebhookUrlPolicy) {
   return z.string().superRefine((value, ctx) => {
     const problem = webhookUrlProblem(value, policy);
     if (problem) ctx.addIssue({ code: 'custom', message: problem });
   });
 }
 
-export const eventFilterSchema = z
+const eventFilterSchema = z
   .array(
     z
       .string()
@@ -77,7 +77,7 @@ export function normaliseEventFilter(entries: readonly string[]): string[] {
   return [...new Set(entries)];
 }
 
-export const webhookDescriptionSchema = z
+const webhookDescriptionSchema = z
   .string()
   .max(WEBHOOK_DESCRIPTION_MAX_LENGTH, `must be at most ${WEBHOOK_DESCRIPTION_MAX_LENGTH} characters`);
 
@@ -95,7 +95,7 @@ export const MAX_TIMEOUT_S = 30;
 export const MAX_RETRY_DELAYS = 7;
 /** One delay at most a day, all of them together at most three days: how long receivers must remember ids. */
 export const MAX_RETRY_DELAY_S = 86_400;
-export const MAX_RETRY_SCHEDULE_TOTAL_S = 3 * 86_400;
+const MAX_RETRY_SCHEDULE_TOTAL_S = 3 * 86_400;
 export const MAX_RATE_LIMIT_PER_S = 1_000;
 
 const timeoutSchema = z

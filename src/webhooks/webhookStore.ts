@@ -7,7 +7,7 @@ import type { EndpointKind, SignatureScheme } from './webhookRules.ts';
  * An endpoint's settings beyond url, filter and description (docs/webhooks.md "Delivery settings"): null is
  * the service's default. Header values are never here, only their names.
  */
-export interface EndpointSettings {
+interface EndpointSettings {
   readonly payloadFilter: PayloadFilter | null;
   readonly headerNames: readonly string[];
   readonly timeoutS: number | null;

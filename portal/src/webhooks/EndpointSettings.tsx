@@ -18,7 +18,7 @@ const list = (text: string) =>
 const numberOrNull = (text: string) => (text.trim() === '' ? null : Number(text));
 
 /** The change a submitted form asks for: the fields whose value differs from the endpoint's. */
-export function changesOf(endpoint: WebhookEndpoint, data: FormData): Record<string, unknown> {
+function changesOf(endpoint: WebhookEndpoint, data: FormData): Record<string, unknown> {
   const text = (name: string) => String(data.get(name) ?? '');
   const changes: Record<string, unknown> = {};
   const set = (name: string, value: unknown, current: unknown) => {

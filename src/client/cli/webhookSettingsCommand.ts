@@ -44,7 +44,7 @@ export interface SettingsValues {
 }
 
 /** What `update` sends: only the fields asked for; `default` and `none` return a setting to the service's default. */
-export function changesOf(values: SettingsValues): WebhookChanges {
+function changesOf(values: SettingsValues): WebhookChanges {
   const changes: WebhookChanges = {};
   if (values['endpoint-url'] !== undefined) changes.url = values['endpoint-url'];
   if (values['event-filter'] !== undefined) changes.event_filter = listOf(values['event-filter']);
@@ -56,7 +56,8 @@ export function changesOf(values: SettingsValues): WebhookChanges {
       listOf(text).map((delay) => countFlag('--retry-schedule', delay.replace(/s$/, ''))!),
     );
   }
-  if (values['rate-limit'] !== undefined) changes.rate_limit_per_s = orDefault(values['rate-limit'], (text) => countFlag('--rate-limit', text)!);
+  if (values['rate-limit'] !== undefined)
+    changes.rate_limit_per_s = orDefault(values['rate-limit'], (text) => countFlag('--rate-limit', text)!);
   if (values.ordered && values.unordered) throw new UsageError('--ordered and --unordered cannot be combined');
   if (values.ordered || values.unordered) changes.ordered = values.ordered === true;
   if (values.signatures !== undefined) changes.signature_schemes = listOf(values.signatures) as SignatureScheme[];

@@ -16,7 +16,14 @@ import { clientFrom } from './connection.ts';
 import { onePage, writePages } from './pagedOutput.ts';
 import { DELIVERY_COLUMNS, ENDPOINT_COLUMNS, printable, tableHeader, tableRow } from './tableOutput.ts';
 import { UsageError } from './usage.ts';
-import { SETTINGS_OPTIONS, disableEndpoint, enableEndpoint, publicKeys, updateEndpoint, type SettingsValues } from './webhookSettingsCommand.ts';
+import {
+  SETTINGS_OPTIONS,
+  disableEndpoint,
+  enableEndpoint,
+  publicKeys,
+  updateEndpoint,
+  type SettingsValues,
+} from './webhookSettingsCommand.ts';
 
 /**
  * `audit-trail-client webhooks ...`: the endpoint operations of docs/webhooks.md from a terminal. Each

@@ -14,7 +14,7 @@ import { noQuerySchema } from './events.ts';
 // The webhook endpoints' routes; what they answer is documented in webhooksOpenApi.ts.
 
 /** The endpoint as every answer shows it: its settings (null: the service's default), header names, never values. */
-export function toApi(endpoint: WebhookEndpoint) {
+function toApi(endpoint: WebhookEndpoint) {
   return {
     id: endpoint.id,
     url: endpoint.url,

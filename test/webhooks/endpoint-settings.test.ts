@@ -1,50 +1,30 @@
 import { expect } from 'chai';
-import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import type { TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
-import { startReceiver, type TestReceiver } from '../support/receiver.ts';
-import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
+import type { Reply } from '../support/receiver.ts';
+import { call, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
-
-// Retries a few hundred milliseconds apart instead of minutes apart; everything else as in production.
-const FAST_RETRIES = { DELIVERY_SCHEDULE: '200ms,200ms,200ms,200ms', DELIVERY_RELAY_POLL_MS: '50' };
+import { startWebhookTestBed, type WebhookTestBed } from '../support/webhookTestBed.ts';
 
 /** Payload filters, custom headers, and an endpoint's own timeout and retry schedule (docs/webhooks.md). */
 describe('webhook endpoint settings', function () {
   this.timeout(60_000);
+  let bed: WebhookTestBed;
   let db: TestDatabase;
   let service: TestService;
-  const receivers: TestReceiver[] = [];
-  let tenantCounter = 0;
 
   before(async () => {
-    db = await createTestDatabase();
-    service = await startTestService({
-      databaseUrl: db.url,
-      roles: ['api', 'relay', 'worker'],
-      env: { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', ...FAST_RETRIES },
-    });
+    bed = await startWebhookTestBed('settings', ['api', 'relay', 'worker'], { DELIVERY_SCHEDULE: '200ms,200ms,200ms,200ms' });
+    ({ db, service } = bed);
   });
 
   after(async () => {
-    await service?.stop();
-    await Promise.all(receivers.map((receiver) => receiver.close()));
-    await db?.drop();
+    await bed?.stop();
   });
 
-  async function freshTenant() {
-    tenantCounter += 1;
-    const tenantId = `settings-${tenantCounter}`;
-    const { key } = await mintKey(db.url, { tenantId, scopes: ['audit:read', 'webhooks:write'] });
-    return { tenantId, key };
-  }
-
-  async function receiver(reply: Parameters<typeof startReceiver>[0] = 204): Promise<TestReceiver> {
-    const started = await startReceiver(reply);
-    receivers.push(started);
-    return started;
-  }
-
-  const hooks = () => `${service.baseUrl}/audit/webhooks`;
+  const freshTenant = () => bed.freshTenant();
+  const receiver = (reply?: Reply) => bed.receiver(reply);
+  const hooks = () => bed.hooks();
 
   async function register(key: string, body: Record<string, unknown>): Promise<{ id: string; secret: string; endpoint: any }> {
     const response = await call(hooks(), { key, body });

@@ -2,54 +2,32 @@ import { expect } from 'chai';
 import { verify } from 'node:crypto';
 import { verifyStandardWebhook, verifyWebhookSignature } from '../../src/client/index.ts';
 import { ed25519PublicKey } from '../../src/client/webhookEd25519.ts';
-import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import type { TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
-import { startReceiver, type ReceivedDelivery, type TestReceiver } from '../support/receiver.ts';
-import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
+import type { ReceivedDelivery, Reply, TestReceiver } from '../support/receiver.ts';
+import { call, mintKey, type TestService } from '../support/service.ts';
 import { untilInstant, waitFor } from '../support/wait.ts';
+import { startWebhookTestBed, type WebhookTestBed } from '../support/webhookTestBed.ts';
 
 /** Ed25519 signatures, enabling a disabled endpoint again, and ordered delivery (docs/webhooks.md). */
 describe('webhook signatures, re-enabling and ordering', function () {
   this.timeout(60_000);
+  let bed: WebhookTestBed;
   let db: TestDatabase;
   let service: TestService;
-  const receivers: TestReceiver[] = [];
-  let tenantCounter = 0;
 
   before(async () => {
-    db = await createTestDatabase();
-    service = await startTestService({
-      databaseUrl: db.url,
-      roles: ['api', 'relay', 'worker'],
-      env: {
-        WEBHOOK_ALLOW_HTTP: 'true',
-        WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-        DELIVERY_SCHEDULE: '100ms,100ms,100ms,100ms',
-        DELIVERY_RELAY_POLL_MS: '50',
-      },
-    });
+    bed = await startWebhookTestBed('signing', ['api', 'relay', 'worker'], { DELIVERY_SCHEDULE: '100ms,100ms,100ms,100ms' });
+    ({ db, service } = bed);
   });
 
   after(async () => {
-    await service?.stop();
-    await Promise.all(receivers.map((receiver) => receiver.close()));
-    await db?.drop();
+    await bed?.stop();
   });
 
-  async function freshTenant() {
-    tenantCounter += 1;
-    const tenantId = `signing-${tenantCounter}`;
-    const { key } = await mintKey(db.url, { tenantId, scopes: ['audit:read', 'webhooks:write'] });
-    return { tenantId, key };
-  }
-
-  async function receiver(reply: Parameters<typeof startReceiver>[0] = 204): Promise<TestReceiver> {
-    const started = await startReceiver(reply);
-    receivers.push(started);
-    return started;
-  }
-
-  const hooks = () => `${service.baseUrl}/audit/webhooks`;
+  const freshTenant = () => bed.freshTenant();
+  const receiver = (reply?: Reply) => bed.receiver(reply);
+  const hooks = () => bed.hooks();
 
   async function register(key: string, body: Record<string, unknown>) {
     const response = await call(hooks(), { key, body: { event_filter: ['phi.'], ...body } });

@@ -1,11 +1,12 @@
 import { expect } from 'chai';
 import { verifyStandardWebhook, verifyWebhookSignature } from '../../src/client/index.ts';
-import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import type { TestDatabase } from '../support/database.ts';
 import { newEvent, seedEvents } from '../support/events.ts';
 import { sealKeyPair } from '../support/integrity.ts';
-import { startReceiver, type ReceivedDelivery, type TestReceiver } from '../support/receiver.ts';
-import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
+import type { ReceivedDelivery, Reply, TestReceiver } from '../support/receiver.ts';
+import { call, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
+import { startWebhookTestBed, type WebhookTestBed } from '../support/webhookTestBed.ts';
 
 /**
  * Operational endpoints (docs/webhooks.md "Operational events"): the service's notices about a tenant's own
@@ -14,49 +15,28 @@ import { waitFor } from '../support/wait.ts';
  */
 describe('operational events', function () {
   this.timeout(60_000);
+  let bed: WebhookTestBed;
   let db: TestDatabase;
   let service: TestService;
-  const receivers: TestReceiver[] = [];
-  let tenantCounter = 0;
 
   before(async () => {
-    db = await createTestDatabase();
-    service = await startTestService({
-      databaseUrl: db.url,
-      roles: ['api', 'relay', 'worker', 'sealer', 'streams'],
-      env: {
-        WEBHOOK_ALLOW_HTTP: 'true',
-        WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-        DELIVERY_SCHEDULE: '50ms,50ms,50ms,50ms',
-        DELIVERY_RELAY_POLL_MS: '50',
-        SEAL_SIGNING_KEY: sealKeyPair().privatePem,
-        SEAL_INTERVAL: '200ms',
-        STREAMS_POLL_MS: '100',
-        STREAMS_FAILING_RETRY_MS: '300',
-      },
+    bed = await startWebhookTestBed('ops', ['api', 'relay', 'worker', 'sealer', 'streams'], {
+      DELIVERY_SCHEDULE: '50ms,50ms,50ms,50ms',
+      SEAL_SIGNING_KEY: sealKeyPair().privatePem,
+      SEAL_INTERVAL: '200ms',
+      STREAMS_POLL_MS: '100',
+      STREAMS_FAILING_RETRY_MS: '300',
     });
+    ({ db, service } = bed);
   });
 
   after(async () => {
-    await service?.stop();
-    await Promise.all(receivers.map((receiver) => receiver.close()));
-    await db?.drop();
+    await bed?.stop();
   });
 
-  async function freshTenant() {
-    tenantCounter += 1;
-    const tenantId = `ops-${tenantCounter}`;
-    const { key } = await mintKey(db.url, { tenantId, scopes: ['audit:read', 'webhooks:write', 'streams:write'] });
-    return { tenantId, key };
-  }
-
-  async function receiver(reply: Parameters<typeof startReceiver>[0] = 204): Promise<TestReceiver> {
-    const started = await startReceiver(reply);
-    receivers.push(started);
-    return started;
-  }
-
-  const hooks = () => `${service.baseUrl}/audit/webhooks`;
+  const freshTenant = () => bed.freshTenant(['audit:read', 'webhooks:write', 'streams:write']);
+  const receiver = (reply?: Reply) => bed.receiver(reply);
+  const hooks = () => bed.hooks();
 
   async function register(key: string, body: Record<string, unknown>) {
     const response = await call(hooks(), { key, body });

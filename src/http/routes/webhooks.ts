@@ -6,6 +6,7 @@ import { standardWebhooksSecretOf } from '../../client/webhookSignature.ts';
 import type { WebhookRegistry } from '../../webhooks/webhookRegistry.ts';
 import { WEBHOOK_ID_PATTERN } from '../../webhooks/webhookRules.ts';
 import type { WebhookEndpoint } from '../../webhooks/webhookStore.ts';
+import { describeEndpoint } from '../../webhooks/webhookEvents.ts';
 import { requireScope } from '../authenticate.ts';
 import { jsonBody, optionalJsonBody, parseQuery } from '../requestInput.ts';
 import { actorOf, principalOf, type AppContext, type RequestState } from '../state.ts';
@@ -17,19 +18,9 @@ import { noQuerySchema } from './events.ts';
 function toApi(endpoint: WebhookEndpoint) {
   return {
     id: endpoint.id,
-    url: endpoint.url,
-    event_filter: endpoint.eventFilter,
-    description: endpoint.description,
+    ...describeEndpoint(endpoint),
     active: endpoint.active,
     created_at: endpoint.createdAt.toISOString(),
-    kind: endpoint.kind,
-    payload_filter: endpoint.payloadFilter,
-    header_names: endpoint.headerNames,
-    timeout_s: endpoint.timeoutS,
-    retry_schedule_s: endpoint.retryScheduleS,
-    rate_limit_per_s: endpoint.rateLimitPerS,
-    ordered: endpoint.ordered,
-    signature_schemes: endpoint.signatureSchemes,
     public_key: endpoint.publicKey ? publicKeyText(endpoint.publicKey) : null,
   };
 }

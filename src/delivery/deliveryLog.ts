@@ -5,7 +5,7 @@ import { prepared, type Queryable } from '../db/database.ts';
  * delivery's attempts. Reads only; the outbox (deliveryOutbox.ts) owns the writes of the delivery path.
  */
 
-/** The states a delivery row can be in (migrations/003, 009, 028). */
+/** The states a delivery row can be in (migrations/003, 009, 029). */
 export type DeliveryState = 'pending' | 'parked' | 'queued' | 'succeeded' | 'failed' | 'cancelled';
 export const DELIVERY_STATES: readonly DeliveryState[] = ['pending', 'parked', 'queued', 'succeeded', 'failed', 'cancelled'];
 

@@ -29,7 +29,7 @@ import { ENDPOINT_FAILING_AFTER } from '../webhooks/operationalEvents.ts';
 /** Failed deliveries in a row at which an endpoint is disabled (docs/webhooks.md). */
 export const AUTO_DISABLE_AFTER_FAILED_DELIVERIES = 10;
 
-/** What a delivery row can be in (migration 028's check). */
+/** What a delivery row can be in (migration 029's check). */
 export type DeliveryState = 'pending' | 'parked' | 'queued' | 'succeeded' | 'failed' | 'cancelled';
 
 /** The delivery as it stands before the outcome; undefined when it was deleted (with its endpoint). */

@@ -100,7 +100,7 @@ export function applyHeaderChanges(current: CustomHeaders, changes: Readonly<Rec
   return next.length <= CUSTOM_HEADERS_MAX ? next : undefined;
 }
 
-/** The stored form: NULL for none (migration 028's constraint), else names and values together, sealed. */
+/** The stored form: NULL for none (migration 029's constraint), else names and values together, sealed. */
 export function sealHeaders(box: SecretBox, headers: CustomHeaders): Buffer | null {
   return headers.length === 0 ? null : box.seal(JSON.stringify(headers));
 }

@@ -20,7 +20,7 @@ export function activeEndpointsOf(tenants: string): string {
 /**
  * The payload filter rule (docs/webhooks.md "Payload filters") as an SQL condition: whether the endpoint's
  * compiled filter `path` (a jsonpath, NULL without a filter) holds for the delivery body members `payload`
- * (migration 028's audit_webhook_payload). Silent: a filter that cannot be evaluated on a body (never
+ * (migration 029's audit_webhook_payload). Silent: a filter that cannot be evaluated on a body (never
  * expected: filters are predicates over scalars) filters the event out rather than failing the write.
  */
 export function payloadFilterMatches(path: string, payload: string): string {

@@ -4,7 +4,7 @@ import { z } from 'zod';
  * Payload filters (docs/webhooks.md "Payload filters"): conditions on the members of a delivery's body that
  * an endpoint's events must meet besides its action filter. Checked here, with a message naming the exact
  * place of each problem, and compiled to one SQL/JSON path predicate that fan-out and replays evaluate in
- * Postgres against the body's members (migration 028's audit_webhook_payload), so that what is filtered out
+ * Postgres against the body's members (migration 029's audit_webhook_payload), so that what is filtered out
  * never becomes a delivery. Pure: no I/O.
  *
  *   {"path": "details.ward", "equals": "3B"}          {"path": "resource.type", "in": ["claim", "upload"]}

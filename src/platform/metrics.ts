@@ -87,7 +87,7 @@ export class ServiceMetrics {
   });
 
   readonly webhookRateLimitFallback = new Gauge({
-    name: 'webhook_rate_limit_fallback_active',
+    name: 'audit_webhook_rate_limit_fallback_active',
     help: '1 while Redis is unreachable and each worker enforces the per-endpoint webhook rate limits on its own',
     registers: [this.registry],
   });

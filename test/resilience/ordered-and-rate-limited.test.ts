@@ -128,7 +128,7 @@ describe('ordered and rate-limited endpoints across worker processes', function 
     // on a loaded machine); two workers at 5 each would have taken about 2.4 s, this takes 4.8 s.
     expect(mostInWindow(times, 1_000)).to.be.at.most(7);
     expect(Math.max(...times) - Math.min(...times)).to.be.at.least(4_000);
-    const attempts = await Promise.all(workers.map((worker) => metric(worker, 'webhook_delivery_attempts_total{result="success"}')));
+    const attempts = await Promise.all(workers.map((worker) => metric(worker, 'audit_webhook_delivery_attempts_total{result="success"}')));
     expect(attempts.reduce((sum, count) => sum + count, 0)).to.be.at.least(25);
     expect(Math.min(...attempts), `attempts per worker: ${attempts}`).to.be.above(0);
   });
@@ -150,7 +150,7 @@ describe('ordered and rate-limited endpoints across worker processes', function 
         1_000,
       ),
     ).to.be.at.most(13);
-    const fallback = await Promise.all(workers.map((worker) => metric(worker, 'webhook_rate_limit_fallback_active')));
+    const fallback = await Promise.all(workers.map((worker) => metric(worker, 'audit_webhook_rate_limit_fallback_active')));
     expect(fallback).to.include(1);
 
     await redis.start();
@@ -159,7 +159,7 @@ describe('ordered and rate-limited endpoints across worker processes', function 
     await waitFor(
       async () => {
         await seedEvents(db.url, [newEvent({ tenantId: 'lanes', action: 'outage.check' })]);
-        return (await Promise.all(fellBack.map((worker) => metric(worker, 'webhook_rate_limit_fallback_active')))).includes(0);
+        return (await Promise.all(fellBack.map((worker) => metric(worker, 'audit_webhook_rate_limit_fallback_active')))).includes(0);
       },
       'a worker back on the shared limit',
       20_000,

@@ -4,7 +4,7 @@ import type { Actor } from '../events/adminEvent.ts';
 import { DEFAULT_ROTATION_OVERLAP_S } from '../webhooks/webhookRules.ts';
 import type { EventRecorder } from './kubeEvents.ts';
 import { involvedObject, type KubeResources } from './kubeResources.ts';
-import type { WebhookEndpointSpec } from './resources.ts';
+import type { WebhookEndpointSpec } from './webhookEndpointResource.ts';
 import { SECRET_PREVIOUS_EXPIRY_FIELD, secretData, settingsOf, type WebhookEndpointObject } from './webhookEndpointState.ts';
 
 /** Who acts on the registry for a resource: its managed_by, and the actor its admin events name. */

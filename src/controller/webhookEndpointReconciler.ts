@@ -29,13 +29,8 @@ import {
   type KubeResources,
   type SecretState,
 } from './kubeResources.ts';
-import {
-  ENABLE_ANNOTATION,
-  ROTATE_ANNOTATION,
-  WEBHOOK_ENDPOINT,
-  webhookEndpointSpecSchema,
-  type WebhookEndpointSpec,
-} from './resources.ts';
+import { ROTATE_ANNOTATION } from './resources.ts';
+import { ENABLE_ANNOTATION, WEBHOOK_ENDPOINT, webhookEndpointSpecSchema, type WebhookEndpointSpec } from './webhookEndpointResource.ts';
 import { publicKeyText } from '../client/webhookEd25519.ts';
 
 /** Holds deletion of a WebhookEndpoint until its endpoint (and delivery history) is deleted. */

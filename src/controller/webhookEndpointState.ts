@@ -4,7 +4,8 @@ import { normaliseWebhookUrl } from '../webhooks/webhookRules.ts';
 import type { WebhookEndpoint } from '../webhooks/webhookStore.ts';
 import type { Health } from './conditions.ts';
 import { pendingRequest, type AnyResource, type CustomResource, type SecretState } from './kubeResources.ts';
-import { ENABLE_ANNOTATION, ROTATE_ANNOTATION, type WebhookEndpointSpec } from './resources.ts';
+import { ROTATE_ANNOTATION } from './resources.ts';
+import { ENABLE_ANNOTATION, type WebhookEndpointSpec } from './webhookEndpointResource.ts';
 
 // What a WebhookEndpoint resource's Secret, status and spec say about its endpoint, without I/O:
 // webhookEndpointReconciler.ts acts on it.

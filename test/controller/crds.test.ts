@@ -7,12 +7,8 @@ import { createHash } from 'node:crypto';
 import { crdManifest } from '../../src/controller/crdManifest.ts';
 import { legalHoldSpecSchema, retentionPolicySpecSchema } from '../../src/controller/lifecycleKinds.ts';
 import { RESOURCE_KINDS } from '../../src/controller/resourceKinds.ts';
-import {
-  SCHEMA_VERSION_ANNOTATION,
-  apiKeySpecSchema,
-  webhookEndpointSpecSchema,
-  type WebhookEndpointSpec,
-} from '../../src/controller/resources.ts';
+import { SCHEMA_VERSION_ANNOTATION, apiKeySpecSchema } from '../../src/controller/resources.ts';
+import { webhookEndpointSpecSchema, type WebhookEndpointSpec } from '../../src/controller/webhookEndpointResource.ts';
 import { settingsOf } from '../../src/controller/webhookEndpointState.ts';
 import { auditLogStreamSpecSchema } from '../../src/controller/streamResource.ts';
 import { violatedRules } from '../support/kube-apiserver/celRules.ts';

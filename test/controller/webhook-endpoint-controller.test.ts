@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { createHmac } from 'node:crypto';
 import { standardWebhooksSecretOf, verifyStandardWebhook, verifyWebhookSignature } from '../../src/client/index.ts';
-import { ENABLE_ANNOTATION, ROTATE_ANNOTATION } from '../../src/controller/resources.ts';
+import { ROTATE_ANNOTATION } from '../../src/controller/resources.ts';
+import { ENABLE_ANNOTATION } from '../../src/controller/webhookEndpointResource.ts';
 import { RECREATE_ANNOTATION } from '../../src/controller/webhookEndpointState.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';

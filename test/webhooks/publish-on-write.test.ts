@@ -150,6 +150,32 @@ describe('publishing deliveries on write', function () {
     await waitFor(async () => (await deliveryRows(eventIds)).every((row) => row.state === 'succeeded'), 'every outcome recorded');
     expect((await deliveryRows(eventIds)).every((row) => row.publications === 2)).to.equal(true);
   });
+
+  it("leaves an ordered endpoint's deliveries queued for the relays to start, one at a time, in order", async () => {
+    const ordered = await startReceiver(204);
+    stopLater.push(() => ordered.close());
+    const { key } = await mintKey(db.url, { tenantId: 'ordered-writer', scopes: ['webhooks:write'] });
+    const registered = await call(`${service.baseUrl}/audit/webhooks`, {
+      key,
+      body: { url: ordered.url, event_filter: ['phi.'], ordered: true },
+    });
+    expect(registered.status, registered.text).to.equal(201);
+    const events = Array.from({ length: 5 }, (_, index) =>
+      producerEvent({ tenant_id: 'ordered-writer', action: 'phi.read', timestamp: new Date(Date.now() + index).toISOString() }),
+    );
+    const response = await call(`${service.internalUrl}/internal/v1/events`, {
+      body: { events },
+      headers: { authorization: `Bearer ${TEST_INGEST_TOKEN}` },
+    });
+    expect(response.status, response.text).to.equal(200);
+    const eventIds = (response.json.events as Array<{ event_id: string }>).map((event) => event.event_id);
+    // Written queued and unpublished: the writer publishes none of them, whatever it publishes of the others.
+    const rows = await deliveryRows(eventIds);
+    expect(rows.map((row) => [row.state, row.published, row.publications])).to.deep.equal(Array(5).fill(['queued', false, 0]));
+    await relayRunning();
+    await waitFor(() => ordered.received.length === 5, 'the five, started by the relay and the worker in turn', 20_000);
+    expect(ordered.received.map((delivery) => delivery.json().id)).to.deep.equal(eventIds);
+  });
 });
 
 /** With a NATS of this file's own, stopped under a running service by its PID. */

@@ -5,6 +5,7 @@ import { requireSetting, type Config } from '../config/config.ts';
 import { Database } from '../db/database.ts';
 import { EventWriter } from '../events/eventWriter.ts';
 import type { Logger } from '../platform/logger.ts';
+import { type Column, TableLayout } from '../client/cli/tableOutput.ts';
 import { UsageError } from './usage.ts';
 import { WEBHOOK_FAN_OUT } from '../delivery/fanOut.ts';
 
@@ -57,12 +58,7 @@ export async function runKeys(args: string[], config: Config, log: Logger): Prom
         if (values.json) {
           process.stdout.write(`${JSON.stringify(records.map(describeKey))}\n`);
         } else {
-          for (const record of records) {
-            const key = describeKey(record);
-            process.stdout.write(
-              `${key.lookup_id}  ${key.state.padEnd(7)}  ${key.tenant_id}  ${key.scopes.join(',')}  ${key.description}\n`,
-            );
-          }
+          process.stdout.write(new TableLayout(KEY_COLUMNS).table(records.map(describeKey)));
         }
         return 0;
       }
@@ -73,6 +69,17 @@ export async function runKeys(args: string[], config: Config, log: Logger): Prom
     await db.close();
   }
 }
+
+type DescribedKey = ReturnType<typeof describeKey>;
+
+/** `keys list`'s table: a header, and columns as wide as their widest value. */
+const KEY_COLUMNS: readonly Column<DescribedKey>[] = [
+  { title: 'LOOKUP_ID', width: 8, value: (key) => key.lookup_id },
+  { title: 'STATE', width: 7, value: (key) => key.state },
+  { title: 'TENANT', width: 0, value: (key) => key.tenant_id },
+  { title: 'SCOPES', width: 0, value: (key) => key.scopes.join(',') },
+  { title: 'DESCRIPTION', width: 0, value: (key) => key.description },
+];
 
 function describeKey(record: ApiKeyRecord) {
   return {

@@ -36,6 +36,21 @@ export class AuditTrailApiError extends Error {
   }
 }
 
+/**
+ * No answer at all from the service: refused, unresolvable, timed out, a TLS failure. fetch says only
+ * "fetch failed"; this names the address that could not be reached and keeps fetch's error as its cause.
+ */
+export class AuditTrailUnreachableError extends Error {
+  override name = 'AuditTrailUnreachableError';
+  readonly url: string;
+
+  constructor(url: string, cause: unknown) {
+    const reason = (cause as { cause?: { code?: unknown; message?: unknown } } | undefined)?.cause;
+    super(`cannot reach the service at ${url}: ${String(reason?.code ?? reason?.message ?? 'network error')}`, { cause });
+    this.url = url;
+  }
+}
+
 const RETRYABLE = new Set([429, 503]);
 
 /** The API at one base URL with one key. */
@@ -73,6 +88,9 @@ export class ApiTransport {
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: init.signal,
+      }).catch((error: unknown) => {
+        // fetch's network failure is a TypeError; an abort (the caller's signal) passes through as it is.
+        throw error instanceof TypeError ? new AuditTrailUnreachableError(this.options.baseUrl, error) : error;
       });
       if (response.ok) return response;
       const errorBody = await response.json().catch(() => undefined);

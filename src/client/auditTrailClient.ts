@@ -28,7 +28,7 @@ import type {
 // This module is an entry of its own (@audit-trail/client/auditTrailClient, for a bundle without the verifier's
 // node:crypto): the error it throws and its options come from here too. Its types are on the package's entry
 // (type imports cost a bundle nothing).
-export { AuditTrailApiError, type ClientOptions } from './apiTransport.ts';
+export { AuditTrailApiError, AuditTrailUnreachableError, type ClientOptions } from './apiTransport.ts';
 
 export interface EventFilters {
   action?: string;

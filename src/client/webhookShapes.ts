@@ -50,6 +50,8 @@ export interface WebhookEndpoint extends WebhookSettings {
   public_key: string | null;
   consecutive_failures?: number;
   last_delivery_at?: string | null;
+  /** While the secret replaced by the last rotation still signs beside the current one: until when; else null. */
+  previous_secret_expires_at?: string | null;
   [extra: string]: unknown;
 }
 

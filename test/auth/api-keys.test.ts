@@ -225,6 +225,24 @@ describe('API key authentication', () => {
       expect(JSON.stringify(trail.rows)).not.to.include(key.slice(-32));
     });
 
+    it('lists keys as a table with a header, its columns aligned whatever the length of a tenant or its scopes', async () => {
+      for (const tenantId of ['t', 'a-tenant-with-a-rather-long-name']) {
+        await mintKey(db.url, { tenantId, scopes: ['audit:read'], description: 'kept' });
+      }
+      await mintKey(db.url, { tenantId: 't', scopes: ['audit:read', 'audit:export', 'webhooks:write', 'portal:sessions'] });
+      const lines = (await cli(['keys', 'list'])).stdout.trimEnd().split('\n');
+      expect(lines[0]).to.match(/^LOOKUP_ID\s+STATE\s+TENANT\s+SCOPES\s+DESCRIPTION$/);
+      const ours = lines.filter((line) => / (t|a-tenant-with-a-rather-long-name) /.test(line));
+      expect(ours).to.have.length(3);
+      // Every column starts where its title does, on every line.
+      for (const title of ['STATE', 'TENANT', 'SCOPES']) {
+        const at = lines[0]!.indexOf(title);
+        for (const line of ours) expect(line.slice(at - 2, at), `${title} in "${line}"`).to.equal('  ');
+        for (const line of ours) expect(line[at], `${title} in "${line}"`).to.match(/\S/);
+      }
+      expect(ours.filter((line) => line.endsWith(' kept'))).to.have.length(2);
+    });
+
     it('refuses unknown scopes and bad CIDRs with a clear message and stores nothing', async () => {
       const failure = await cli(['keys', 'mint', '--tenant', 'cli-bad', '--scopes', 'audit:write', '--cidr', '10.0.0.0/33']).catch(
         (error: { code: number; stderr: string }) => error,

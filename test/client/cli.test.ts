@@ -90,12 +90,11 @@ describe('audit-trail-client without a service', function () {
     }
   });
 
-  it('says in one line, with exit 1, that the service cannot be reached', async () => {
-    const result = await cli(['events', 'list', '--url', `http://127.0.0.1:${await freePort()}`], {
-      AUDIT_TRAIL_API_KEY: `atr_live_${'a'.repeat(8)}_${'b'.repeat(32)}`,
-    });
+  it('says in one line, with exit 1, that the service cannot be reached, naming the address it tried', async () => {
+    const origin = `http://127.0.0.1:${await freePort()}`;
+    const result = await cli(['events', 'list', '--url', origin], { AUDIT_TRAIL_API_KEY: `atr_live_${'a'.repeat(8)}_${'b'.repeat(32)}` });
     expect(result).to.include({ code: 1, stdout: '' });
-    expect(result.stderr).to.equal('audit-trail-client: cannot reach the service: ECONNREFUSED\n');
+    expect(result.stderr).to.equal(`audit-trail-client: cannot reach the service at ${origin}/api/v2/public: ECONNREFUSED\n`);
   });
 });
 
@@ -211,10 +210,34 @@ describe('audit-trail-client events and webhooks against the real service', func
     expect(lines[1]).to.match(/^2026-10-01T00:00:00\.005Z\s+phi\.read\s+/);
   });
 
-  it("answers the API's refusals in one line with exit 1: a 422 names the field, a 401 never shows the key", async () => {
+  it('aligns the columns of a page whose values are longer than the columns are wide', async () => {
+    const T1 = Date.parse('2026-10-03T00:00:00.000Z');
+    await seedEvents(db.url, [
+      newEvent({ tenantId: 'cli-a', occurredAtMs: T1, action: 'phi.read', userId: 'u-9', resourceId: 'r-1' }),
+      newEvent({
+        tenantId: 'cli-a',
+        occurredAtMs: T1 + 1,
+        action: 'admin.integration.credentials.rotate',
+        userId: 'service-account:nightly-claims-reconciliation',
+        resourceType: 'integration',
+        resourceId: 'clearinghouse-availity-production-eu-west',
+      }),
+    ]);
+    const result = await cli(['events', 'list', '--since', '2026-10-03T00:00:00Z', '--until', '2026-10-04T00:00:00Z'], env);
+    expect(result.code, result.stderr).to.equal(0);
+    const [header, ...rows] = result.stdout.trimEnd().split('\n');
+    expect(rows).to.have.length(2);
+    for (const title of ['ACTION', 'USER', 'RESOURCE', 'PHI', 'OK', 'EVENT_ID']) {
+      const at = header!.indexOf(title);
+      for (const row of rows) expect(row.slice(at - 2, at) + row[at], `${title} of "${row}"`).to.match(/^ {2}\S$/);
+    }
+  });
+
+  it("answers the API's refusals in one line: a 422 names the field once, with exit 2 (a bad value); a 401 never shows the key", async () => {
     const invalid = await cli(['events', 'list', '--since', 'yesterday'], env);
-    expect(invalid).to.include({ code: 1, stdout: '' });
-    expect(invalid.stderr).to.match(/^audit-trail-client: HTTP 422 validation_failed.*since: .*\[request \S+\]\n$/);
+    expect(invalid).to.include({ code: 2, stdout: '' });
+    expect(invalid.stderr).to.match(/^audit-trail-client: HTTP 422 validation_failed: since: must be .*\[request \S+\]\n$/);
+    expect(invalid.stderr.match(/since:/g)).to.have.length(1);
     const unknownKey = `atr_live_${'0'.repeat(8)}_${'1'.repeat(32)}`;
     const refused = await cli(['events', 'list'], { ...env, AUDIT_TRAIL_API_KEY: unknownKey });
     expect(refused).to.include({ code: 1, stdout: '' });
@@ -324,6 +347,31 @@ describe('audit-trail-client events and webhooks against the real service', func
     const header = after.headers['x-service-signature'] as string;
     expect(verifyWebhookSignature(secret!, header, after.rawBody).valid).to.equal(true);
     expect(verifyWebhookSignature(endpoint.secret, header, after.rawBody).valid).to.equal(false);
+  });
+
+  it('refuses, saying why, to end an overlap in progress with another rotation, unless --force', async () => {
+    const hook = await receiver();
+    const endpoint = await register(hook.url);
+    const first = await cli(['webhooks', 'rotate', endpoint.id, '--overlap', '3600'], env);
+    expect(first.code, first.stderr).to.equal(0);
+    const overlapping = /^new secret:\s+([0-9a-f]{64})$/m.exec(first.stdout)![1]!;
+
+    const refused = await cli(['webhooks', 'rotate', endpoint.id], env);
+    expect(refused).to.include({ code: 1, stdout: '' });
+    expect(refused.stderr).to.match(/^audit-trail-client: not rotated: the secret replaced by the last rotation still signs until \S+Z\. /);
+    expect(refused.stderr).to.include('--force');
+    // Nothing changed: both secrets still sign.
+    expect((await cli(['webhooks', 'test', endpoint.id], env)).code).to.equal(0);
+    const header = hook.received.at(-1)!.headers['x-service-signature'] as string;
+    for (const secret of [endpoint.secret, overlapping]) {
+      expect(verifyWebhookSignature(secret, header, hook.received.at(-1)!.rawBody).valid).to.equal(true);
+    }
+
+    const forced = await cli(['webhooks', 'rotate', endpoint.id, '--force'], env);
+    expect(forced.code, forced.stderr).to.equal(0);
+    expect((await cli(['webhooks', 'test', endpoint.id], env)).code).to.equal(0);
+    const last = hook.received.at(-1)!;
+    expect(verifyWebhookSignature(endpoint.secret, last.headers['x-service-signature'] as string, last.rawBody).valid).to.equal(false);
   });
 
   it("lists an endpoint's deliveries, retries a failed one and replays a range", async () => {

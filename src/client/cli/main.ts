@@ -41,15 +41,21 @@ function failureLine(error: unknown): string {
   if (error instanceof AuditTrailApiError) {
     const details = (error.body as { details?: Array<{ field?: unknown; message?: unknown }> } | undefined)?.details;
     const fields = Array.isArray(details) ? details.map((detail) => `${String(detail.field)}: ${String(detail.message)}`).join('; ') : '';
+    // A 422's message usually is its details already ("since: must be ..."): said once.
+    const said = fields && !error.message.endsWith(fields) ? ` (${fields})` : '';
     const hint = error.status === 401 ? ' (check AUDIT_TRAIL_API_KEY and the address)' : '';
-    return `${error.message}${fields ? ` (${fields})` : ''}${hint}${error.requestId ? ` [request ${error.requestId}]` : ''}`;
-  }
-  const cause = (error as { cause?: { code?: unknown; message?: unknown } } | undefined)?.cause;
-  // fetch's own failure says only "fetch failed"; its cause says why (ECONNREFUSED, ENOTFOUND, a TLS error).
-  if (error instanceof TypeError && error.message === 'fetch failed') {
-    return `cannot reach the service: ${String(cause?.code ?? cause?.message ?? 'network error')}`;
+    return `${error.message}${said}${hint}${error.requestId ? ` [request ${error.requestId}]` : ''}`;
   }
   return (error as Error)?.message ?? String(error);
+}
+
+/**
+ * 2 for a mistake in what the user typed: the command line, or a value the API found invalid (a 422 names
+ * the flag's field: `--since yesterday`); 1 for everything else that failed.
+ */
+function exitStatusOf(error: unknown): number {
+  if (error instanceof UsageError || isArgumentError(error)) return 2;
+  return error instanceof AuditTrailApiError && error.status === 422 ? 2 : 1;
 }
 
 // A reader that stops early (`| head`) closes the pipe: that is the end of the output, not a failure.
@@ -62,9 +68,9 @@ main(process.argv.slice(2)).then(
     if (error instanceof UsageError || isArgumentError(error)) {
       const help = command && Object.hasOwn(COMMANDS, command) ? `${PROGRAM} ${command} --help` : `${PROGRAM} --help`;
       process.stderr.write(`${PROGRAM}: ${(error as Error).message}; see ${help}\n`);
-      process.exit(2);
+    } else {
+      process.stderr.write(`${PROGRAM}: ${failureLine(error)}\n`);
     }
-    process.stderr.write(`${PROGRAM}: ${failureLine(error)}\n`);
-    process.exit(1);
+    process.exit(exitStatusOf(error));
   },
 );

@@ -1,5 +1,5 @@
 import type { OutputFormat } from './commandOptions.ts';
-import { type Column, tableHeader, tableRow } from './tableOutput.ts';
+import { type Column, TableLayout } from './tableOutput.ts';
 
 /** A page of a cursor-paged list (events, deliveries), as the API answers it. */
 export interface ListPage {
@@ -19,11 +19,13 @@ export async function writePages<P extends ListPage, T>(
   err: NodeJS.WritableStream = process.stderr,
 ): Promise<void> {
   const { member, items, columns, format, all } = options;
+  const layout = new TableLayout(columns);
   let written = 0;
   let first = true;
   for await (const page of pages) {
+    if (format === 'table') layout.fit(items(page));
     // Nothing is written before the first answer: a refused request leaves stdout empty.
-    if (first && format === 'table') out.write(tableHeader(columns));
+    if (first && format === 'table') out.write(layout.header());
     if (first && format === 'json' && all) out.write(`{${JSON.stringify(member)}:[`);
     first = false;
     if (format === 'json' && !all) {
@@ -32,7 +34,7 @@ export async function writePages<P extends ListPage, T>(
     }
     for (const item of items(page)) {
       if (format === 'json') out.write(`${written > 0 ? ',' : ''}\n${JSON.stringify(item)}`);
-      else out.write(format === 'ndjson' ? `${JSON.stringify(item)}\n` : tableRow(columns, item));
+      else out.write(format === 'ndjson' ? `${JSON.stringify(item)}\n` : layout.row(item));
       written += 1;
     }
     if (!all) {

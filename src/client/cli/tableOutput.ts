@@ -2,8 +2,11 @@ import type { AuditEvent } from '../auditEvent.ts';
 import type { WebhookDelivery, WebhookEndpoint } from '../webhookShapes.ts';
 
 /**
- * Tables for a terminal: one line per item, columns of fixed width so that a stream (tail, listen) lines
- * up without knowing what comes next; a longer value pushes its line out rather than being cut.
+ * Tables for a terminal: one line per item, in columns. A list whose items are known (a page, the endpoints)
+ * is laid out to fit them: each column as wide as its widest value, so a long user id or resource keeps its
+ * line aligned with the others. A walk of many pages keeps the widths of the pages before and widens a
+ * column when a page needs it (its header was written with the first page's). A stream (tail, listen) has
+ * no such knowledge: its columns have the default widths, and a longer value pushes its line out.
  *
  * Every value from the trail is written as text with its control characters escaped: a user id or an
  * action holding terminal escape sequences must not repaint or retitle the reader's terminal.
@@ -11,6 +14,7 @@ import type { WebhookDelivery, WebhookEndpoint } from '../webhookShapes.ts';
 
 export interface Column<T> {
   readonly title: string;
+  /** The column's width before any value is known: what a stream uses, and the least a fitted table uses. */
   readonly width: number;
   readonly value: (item: T) => string;
 }
@@ -24,12 +28,39 @@ export function printable(value: unknown): string {
   return String(value).replace(CONTROL, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
-export function tableHeader<T>(columns: readonly Column<T>[]): string {
-  return line(columns.map((column) => [column.title, column.width]));
-}
+/** Columns laid out for the items they have seen: widths only grow, so rows already written stay in line. */
+export class TableLayout<T> {
+  private readonly columns: readonly Column<T>[];
+  private readonly widths: number[];
 
-export function tableRow<T>(columns: readonly Column<T>[], item: T): string {
-  return line(columns.map((column) => [printable(column.value(item)), column.width]));
+  constructor(columns: readonly Column<T>[]) {
+    this.columns = columns;
+    this.widths = columns.map((column) => Math.max(column.width, column.title.length));
+  }
+
+  /** Widens the columns to hold these items' values. */
+  fit(items: readonly T[]): this {
+    for (const item of items) {
+      this.columns.forEach((column, index) => {
+        this.widths[index] = Math.max(this.widths[index]!, printable(column.value(item)).length);
+      });
+    }
+    return this;
+  }
+
+  header(): string {
+    return line(this.columns.map((column, index) => [column.title, this.widths[index]!]));
+  }
+
+  row(item: T): string {
+    return line(this.columns.map((column, index) => [printable(column.value(item)), this.widths[index]!]));
+  }
+
+  /** The header and a line per item, fitted to them. */
+  table(items: readonly T[]): string {
+    this.fit(items);
+    return this.header() + items.map((item) => this.row(item)).join('');
+  }
 }
 
 function line(cells: Array<[string, number]>): string {

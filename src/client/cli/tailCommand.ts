@@ -3,7 +3,7 @@ import type { AuditEvent } from '../auditEvent.ts';
 import { MATCH_OPTIONS, OUTPUT_OPTION, URL_OPTION, countFlag, eventFilters, outputFormat } from './commandOptions.ts';
 import { clientFrom } from './connection.ts';
 import { followAfter, untilInterrupted } from './liveFollowing.ts';
-import { EVENT_COLUMNS, tableHeader, tableRow } from './tableOutput.ts';
+import { EVENT_COLUMNS, TableLayout } from './tableOutput.ts';
 
 const DEFAULT_BACKLOG = 10;
 
@@ -30,10 +30,11 @@ export async function tailEvents(args: string[]): Promise<number> {
   // A stream has no end for a JSON document to close: one event per line instead.
   const format = outputFormat(values.output, ['table', 'ndjson'] as const);
   const client = clientFrom(values.url);
-  const write = (event: AuditEvent) =>
-    process.stdout.write(format === 'table' ? tableRow(EVENT_COLUMNS, event) : `${JSON.stringify(event)}\n`);
   const backlog = (await client.listPage({ ...filters, limit: backlogSize })).events.reverse();
-  if (format === 'table') process.stdout.write(tableHeader(EVENT_COLUMNS));
+  // The backlog sets the widths; what follows is a stream, written in them (a longer value pushes its line out).
+  const layout = new TableLayout(EVENT_COLUMNS).fit(backlog);
+  const write = (event: AuditEvent) => process.stdout.write(format === 'table' ? layout.row(event) : `${JSON.stringify(event)}\n`);
+  if (format === 'table') process.stdout.write(layout.header());
   for (const event of backlog) write(event);
   if (!values.follow) return 0;
   await untilInterrupted((signal) => followAfter(client, { ...filters, lastEventId: backlog.at(-1)?.event_id, signal }, write));

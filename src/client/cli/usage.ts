@@ -25,7 +25,7 @@ export const COMMAND_USAGE: Readonly<Record<string, readonly string[]>> = {
     `${PROGRAM} webhooks retry WEBHOOK_ID DELIVERY_ID [--output table|json]`,
     `${PROGRAM} webhooks replay WEBHOOK_ID --since TIME --until TIME [--include-delivered] [--wait] [--output table|json]`,
     `${PROGRAM} webhooks test WEBHOOK_ID [--output table|json]`,
-    `${PROGRAM} webhooks rotate WEBHOOK_ID [--overlap SECONDS] [--output table|json]`,
+    `${PROGRAM} webhooks rotate WEBHOOK_ID [--overlap SECONDS] [--force] [--output table|json]`,
     `${PROGRAM} webhooks update WEBHOOK_ID [--endpoint-url URL] [--event-filter A,B] [--description D] [--payload-filter JSON|@FILE|none] [--timeout SECONDS|default] [--retry-schedule S,S,…|default] [--rate-limit N|none] [--ordered|--unordered] [--signatures hmac,ed25519] [--header 'Name: value']... [--remove-header NAME]... [--output table|json]`,
     `${PROGRAM} webhooks enable|disable|public-keys WEBHOOK_ID [--output table|json]`,
   ],
@@ -37,7 +37,8 @@ export const COMMAND_USAGE: Readonly<Record<string, readonly string[]>> = {
 const CONFIGURATION = `Configuration:
   AUDIT_TRAIL_URL      the service's address, e.g. https://audit.example.com (or --url URL on any command)
   AUDIT_TRAIL_API_KEY  your API key (atr_live_...); read from the environment only, never printed
-Exit status: 0 done, 1 the API refused or a check failed, 2 a usage mistake. Times are RFC 3339.
+Exit status: 0 done, 1 the API refused or a check failed, 2 a usage mistake or a value the API found invalid (422).
+Times are RFC 3339.
 `;
 
 export function usage(): string {

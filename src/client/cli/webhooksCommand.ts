@@ -14,7 +14,7 @@ import {
 } from './commandOptions.ts';
 import { clientFrom } from './connection.ts';
 import { onePage, writePages } from './pagedOutput.ts';
-import { DELIVERY_COLUMNS, ENDPOINT_COLUMNS, printable, tableHeader, tableRow } from './tableOutput.ts';
+import { DELIVERY_COLUMNS, ENDPOINT_COLUMNS, TableLayout, printable } from './tableOutput.ts';
 import { UsageError } from './usage.ts';
 import {
   SETTINGS_OPTIONS,
@@ -43,6 +43,7 @@ interface Values extends SettingsValues {
   'include-delivered'?: boolean;
   wait?: boolean;
   overlap?: string;
+  force?: boolean;
 }
 
 const OPTIONS = {
@@ -55,6 +56,7 @@ const OPTIONS = {
   wait: { type: 'boolean', default: false },
   overlap: { type: 'string' },
   ...SETTINGS_OPTIONS,
+  force: { type: 'boolean', default: false },
 } as const;
 
 /** Each subcommand: its operands and the options it takes beyond --url and --output. */
@@ -64,7 +66,7 @@ const OPERATIONS: Record<string, { operands: string[]; options: Array<keyof Valu
   retry: { operands: ['WEBHOOK_ID', 'DELIVERY_ID'], options: [], run: retryDelivery },
   replay: { operands: ['WEBHOOK_ID'], options: ['since', 'until', 'include-delivered', 'wait'], run: replay },
   test: { operands: ['WEBHOOK_ID'], options: [], run: testEndpoint },
-  rotate: { operands: ['WEBHOOK_ID'], options: ['overlap'], run: rotateSecret },
+  rotate: { operands: ['WEBHOOK_ID'], options: ['overlap', 'force'], run: rotateSecret },
   update: {
     operands: ['WEBHOOK_ID'],
     options: Object.keys(SETTINGS_OPTIONS) as Array<keyof Values>,
@@ -96,7 +98,7 @@ export async function runWebhooks(args: string[]): Promise<number> {
 async function listEndpoints(client: AuditTrailClient, _operands: string[], _values: Values, json: boolean): Promise<number> {
   const endpoints = await client.listWebhooks();
   if (json) process.stdout.write(`${JSON.stringify({ endpoints })}\n`);
-  else process.stdout.write(tableHeader(ENDPOINT_COLUMNS) + endpoints.map((endpoint) => tableRow(ENDPOINT_COLUMNS, endpoint)).join(''));
+  else process.stdout.write(new TableLayout(ENDPOINT_COLUMNS).table(endpoints));
   return 0;
 }
 
@@ -154,8 +156,21 @@ async function testEndpoint(client: AuditTrailClient, [endpointId]: string[], _v
   return result.success ? 0 : 1;
 }
 
-/** The new secret is shown this once, as the API shows it: the receiver needs it. */
+/**
+ * The new secret is shown this once, as the API shows it: the receiver needs it. A rotation while the last
+ * one's overlap is in progress ends that overlap at once (an endpoint signs with two secrets at most): a
+ * receiver still on the oldest secret starts failing. So that is done only with --force, after saying so.
+ */
 async function rotateSecret(client: AuditTrailClient, [endpointId]: string[], values: Values, json: boolean): Promise<number> {
+  const overlapEnds = (await client.listWebhooks()).find((endpoint) => endpoint.id === endpointId)?.previous_secret_expires_at;
+  if (overlapEnds && !values.force) {
+    process.stderr.write(
+      `audit-trail-client: not rotated: the secret replaced by the last rotation still signs until ${printable(overlapEnds)}. ` +
+        'Rotating now ends that overlap at once: receivers still verifying with it start failing. ' +
+        'Once they verify with the current secret, run this again with --force.\n',
+    );
+    return 1;
+  }
   const rotated = await client.rotateSecret(endpointId!, { overlapS: secondsFlag('--overlap', values.overlap) });
   if (json) process.stdout.write(`${JSON.stringify(rotated)}\n`);
   else {

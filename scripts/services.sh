@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Starts the local PostgreSQL, Redis and NATS (JetStream) the service and its tests use, installing the
 # Debian packages when they are absent. Idempotent: a service that already answers is left alone.
+# With --test-tools it installs what only the tests and benchmarks need instead (Chromium, promtool, Go):
+# `make run` never waits for those.
 set -euo pipefail
 
 log() { printf 'services: %s\n' "$*" >&2; }
@@ -94,11 +96,15 @@ ensure_go() {
   ensure_package go golang-go --no-install-recommends
 }
 
+if [ "${1:-}" = --test-tools ]; then
+  ensure_browser
+  ensure_promtool
+  ensure_go
+  log "Chromium, promtool and Go are installed"
+  exit 0
+fi
 start_postgres
 ensure_postgres_trust
 start_redis
 start_nats
-ensure_browser
-ensure_promtool
-ensure_go
-log "PostgreSQL, Redis and NATS are up; Chromium, promtool and Go are installed"
+log "PostgreSQL, Redis and NATS are up"

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -131,6 +131,41 @@ describe('the @audit-trail/client package, packed and installed in a project of 
       .split('\n')
       .map((line) => JSON.parse(line));
     expect(listed.map((event) => [event.tenant_id, event.timestamp])).to.deep.equal([['packaged-cli', '2026-09-02T00:00:00.000Z']]);
+  });
+
+  it("runs from its tarball outside any project, as docs/cli.md says (npx --yes -p), on the machine's own Node and npm, saying nothing but its answer", async () => {
+    // A customer's shell: no clone, no node_modules/.bin of ours on PATH, the machine's node and npx.
+    const outside = join(scratch, 'customer');
+    await mkdir(outside);
+    const tarball = (await readdir(scratch)).find((name) => /^audit-trail-client-\d+\.\d+\.\d+\.tgz$/.test(name))!;
+    await copyFile(join(scratch, tarball), join(outside, tarball));
+    const { key } = await mintKey(db.url, { tenantId: 'packaged-npx', scopes: ['audit:read'] });
+    await seedEvents(db.url, [newEvent({ tenantId: 'packaged-npx', occurredAtMs: Date.parse('2026-09-03T00:00:00.000Z') })]);
+    const env = {
+      ...offlineNpmEnvironment({ PATH: '/usr/local/bin:/usr/bin:/bin', HOME: outside }),
+      npm_config_cache: join(scratch, '.npm-cache-customer'),
+      AUDIT_TRAIL_URL: api.baseUrl,
+      AUDIT_TRAIL_API_KEY: key,
+    };
+    const machineNode = (await run('node', ['--version'], { cwd: outside, env })).stdout.trim();
+    // Offline: a request to a registry would fail with ENOTCACHED. The tarball is all npx needs; --yes, as a
+    // script runs it, skips its question (or its notice, without a terminal) before installing the tarball.
+    const listed = await run('npx', ['--yes', '-p', `./${tarball}`, 'audit-trail-client', 'events', 'list', '--output', 'ndjson'], {
+      cwd: outside,
+      env,
+    });
+    expect(listed.stderr, `on ${machineNode}`).to.equal('');
+    const events = listed.stdout
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    expect(events.filter((event) => event.action === 'phi.read').map((event) => event.timestamp)).to.deep.equal([
+      '2026-09-03T00:00:00.000Z',
+    ]);
+    const manifest = JSON.parse(await readFile(join(PACKAGE_DIRECTORY, 'package.json'), 'utf8'));
+    // The engines npm checks the machine's Node against: every Node the client's code runs on, from 20.
+    expect(manifest.engines).to.deep.equal({ node: '>=20' });
+    expect(Number(/^v(\d+)/.exec(machineNode)![1])).to.be.at.least(20);
   });
 
   it('types the events and the shapes of the API from its declarations, in a TypeScript project of its own', async () => {

@@ -23,6 +23,7 @@ const BENCHMARKS: Record<string, string> = {
   'seal-cost': 'bench/sealCost.ts',
   integrity: 'bench/integrity.ts',
   portal: 'bench/portal.ts',
+  search: 'bench/search.ts',
   streams: 'bench/streams.ts',
   expiry: 'bench/expiry.ts',
   compaction: 'bench/compaction.ts',

@@ -45,6 +45,7 @@ if [ ! -f "$env_file" ]; then
     echo "SECRET_ENCRYPTION_KEY=$(random_hex 32)"
     echo "INGEST_TOKENS=$(random_hex 24)"
     echo "SEAL_SIGNING_KEY='$(signing_key)'"
+    echo "OPERATOR_TOKENS=$(random_hex 24)"
     echo "WEBHOOK_ALLOW_HTTP=true"
     echo "WEBHOOK_ALLOW_PRIVATE_TARGETS=true"
   } > "$env_file"
@@ -62,6 +63,10 @@ fi
 if ! grep -q '^SEAL_SIGNING_KEY=' "$env_file"; then
   echo "SEAL_SIGNING_KEY='$(signing_key)'" >> "$env_file"
   echo "run: added a tree-head signing key (SEAL_SIGNING_KEY) to $state/dev.env"
+fi
+if ! grep -q '^OPERATOR_TOKENS=' "$env_file"; then
+  echo "OPERATOR_TOKENS=$(random_hex 24)" >> "$env_file"
+  echo "run: added an operator token (OPERATOR_TOKENS, for the internal redaction route) to $state/dev.env"
 fi
 set -a
 # shellcheck disable=SC1090
@@ -86,27 +91,35 @@ export SHUTDOWN_DRAIN_DELAY_MS="${SHUTDOWN_DRAIN_DELAY_MS:-0}"
 # Every event is sealed within a second, so the integrity commands below work as soon as an event is written.
 export SEAL_INTERVAL="${SEAL_INTERVAL:-1s}"
 ingest_token=${INGEST_TOKENS%%,*}
+operator_token=${OPERATOR_TOKENS%%,*}
 
-node dist/cli.js migrate --create-database
+# Migrate unless the database holds every migration already: asked with psql in a few milliseconds, where the
+# migrate command's Node start takes most of a second, on every warm start.
+applied=$(psql "$DATABASE_URL" -tAc "SELECT string_agg(name, ' ' ORDER BY version) FROM audit_schema_migrations" 2>/dev/null || true)
+if [ "$applied" != "$(cd migrations && echo *.sql)" ]; then
+  node dist/cli.js migrate --create-database
+fi
 
-# Reuse the demo key while it is active and has every scope this script uses (a key of an earlier version
-# lacks portal:sessions); mint one otherwise.
+# Every role but the controller, which needs a Kubernetes API server. It starts while the demo key is checked
+# below: each takes about a second of Node's start, and a warm start should take no more than both at once.
+roles=api,ingest,relay,worker,sealer,streams
+node dist/cli.js serve --roles "$roles" &
+server=$!
+
+# Reuse the demo key while it is active and has every scope the docs' local commands use (a key of an earlier
+# version lacks portal:sessions or streams:write); mint one otherwise. The scopes are listed sorted.
+demo_scopes=audit:export,audit:read,portal:sessions,streams:write,webhooks:write
 demo_key=""
 if [ -f "$state_dir/demo-key" ]; then
   demo_key=$(cat "$state_dir/demo-key")
   lookup=$(echo "$demo_key" | cut -d_ -f3)
   node dist/cli.js keys list --tenant demo --json |
-    grep -q "\"lookup_id\":\"$lookup\"[^}]*portal:sessions[^}]*\"state\":\"active\"" || demo_key=""
+    grep -q "\"lookup_id\":\"$lookup\"[^}]*\"scopes\":\\[\"${demo_scopes//,/\",\"}\"\\][^}]*\"state\":\"active\"" || demo_key=""
 fi
 if [ -z "$demo_key" ]; then
-  demo_key=$(AUDIT_ACTOR=make-run node dist/cli.js keys mint --tenant demo --scopes audit:read,audit:export,webhooks:write,portal:sessions --description "make run demo key")
+  demo_key=$(AUDIT_ACTOR=make-run node dist/cli.js keys mint --tenant demo --scopes "$demo_scopes" --description "make run demo key")
   echo "$demo_key" > "$state_dir/demo-key"
 fi
-
-# Every role but the controller, which needs a Kubernetes API server.
-roles=api,ingest,relay,worker,sealer,streams
-node dist/cli.js serve --roles "$roles" &
-server=$!
 
 # Ctrl-C, or a SIGTERM to the process group, reaches the service itself, which drains in-flight work and
 # exits (a third signal forces it). Passing the signal on would make it a second one, so this script only
@@ -125,14 +138,15 @@ on_stop_signal() {
 }
 trap on_stop_signal INT TERM
 
-for _ in $(seq 1 60); do
+for _ in $(seq 1 300); do
   curl -fsS "http://127.0.0.1:$INTERNAL_PORT/readyz" >/dev/null 2>&1 && break
   kill -0 $server 2>/dev/null || { echo "run: the service exited; see the log above" >&2; exit 1; }
-  sleep 0.5
+  sleep 0.1
 done
 
+seeded_now=false
 if [ ! -f "$state_dir/demo-seeded" ]; then
-  node scripts/seed-demo.ts "http://127.0.0.1:$INTERNAL_PORT" "$ingest_token" demo 300 && touch "$state_dir/demo-seeded"
+  node scripts/seed-demo.ts "http://127.0.0.1:$INTERNAL_PORT" "$ingest_token" demo 300 && touch "$state_dir/demo-seeded" && seeded_now=true
 fi
 
 base="http://127.0.0.1:$PORT/api/v2/public"
@@ -140,20 +154,24 @@ internal="http://127.0.0.1:$INTERNAL_PORT"
 # The integrity commands below need the demo events sealed, not only a first signed head (the demo key's
 # admin.key.create gets one before the demo events are even written). The demo events were stored in one
 # statement, which the sealer appends in one step: once the newest phi.read has its proof, every one has.
+# Events seeded by an earlier run were sealed then (the sealer seals within SEAL_INTERVAL of a write).
+# The service's JSON is read with sed: an event id and a link hold no quote, and Node would take half a second.
 newest_phi_read() {
   curl -fsS -H "Authorization: Bearer $demo_key" "$base/audit/events?action=phi.read&limit=1" 2>/dev/null |
-    node -p 'JSON.parse(require("fs").readFileSync(0, "utf8")).events[0]?.event_id ?? ""' 2>/dev/null
+    sed -n 's/^{"events":\[{"event_id":"\([0-9a-f-]*\)".*/\1/p'
 }
-for _ in $(seq 1 120); do
-  event_id=$(newest_phi_read)
-  [ -n "$event_id" ] && curl -fsS -o /dev/null -H "Authorization: Bearer $demo_key" "$base/audit/events/$event_id/proof" 2>/dev/null && break
-  sleep 0.5
-done
+if [ "$seeded_now" = true ]; then
+  for _ in $(seq 1 120); do
+    event_id=$(newest_phi_read)
+    [ -n "$event_id" ] && curl -fsS -o /dev/null -H "Authorization: Bearer $demo_key" "$base/audit/events/$event_id/proof" 2>/dev/null && break
+    sleep 0.5
+  done
+fi
 # A customer portal link for the demo tenant, as a platform's backend mints one: it opens once, for an hour.
-portal_request='{"ttl_s":3600,"capabilities":["audit:read","audit:export","webhooks:write"]}'
+portal_request='{"ttl_s":3600,"capabilities":["audit:read","audit:export","webhooks:write","streams:write"]}'
 portal_link() {
   curl -fsS -X POST -H "Authorization: Bearer $demo_key" -H 'Content-Type: application/json' "$base/portal/sessions" -d "$portal_request" |
-    node -p 'JSON.parse(require("fs").readFileSync(0, "utf8")).url'
+    sed -n 's/.*"url":"\([^"]*\)".*/\1/p' | grep .
 }
 portal_url=$(portal_link || echo "(could not mint one: see the log above)")
 receiver_port=9000
@@ -167,6 +185,7 @@ audit-trail is running: $(echo "$roles" | sed 's/,/, /g') (every role but the Ku
   Demo tenant:                  demo
   API key (tenant demo):        $demo_key
   Ingest token (internal port): $ingest_token
+  Operator token (internal):    $operator_token
   This clone's deployment:      database $database, NATS namespace $NATS_NAMESPACE (make clean-local removes them)
 
 Customer portal for tenant demo (docs/portal.md): open this link in a browser. It opens once, for an hour:
@@ -219,6 +238,10 @@ production, where only https receivers on public addresses are accepted.
   # 4. Stop the receiver and delete the endpoint
   kill %1
   curl -s -w "\\n" -X DELETE -H "Authorization: Bearer $demo_key" "$base/audit/webhooks/\$($(json '.endpoint.id') < $state/webhook.json)"
+
+The commands of docs/*.md (webhooks, log streams, retention and redaction) run here as written, with these variables;
+the demo key holds every scope they use (audit:read, audit:export, webhooks:write, streams:write, portal:sessions):
+  export BASE=$base KEY=$demo_key INTERNAL_URL=$internal OPERATOR_TOKEN=$operator_token
 
 Operator CLI (npx runs it on the project's Node 24; the local settings come from $state/dev.env):
   cd "$PWD" && set -a && . $state/dev.env && set +a

@@ -42,11 +42,10 @@ const BROWSER_SECRET = /^psb_([0-9a-f]{32})_([0-9a-f]{64})$/;
 const ACCESS_TOKEN = /^psa_([0-9a-f]{32})_([0-9a-f]{64})$/;
 
 /**
- * What a session may be granted: the scopes of what the portal shows. A session never mints sessions, and
- * scopes of things the portal has no page for (streams:write) are not offered: a capability nothing uses
- * would only widen what a leaked token could do.
+ * What a session may be granted: the scopes of what the portal shows (the trail, the export, webhooks, log
+ * streams). A session never mints sessions: portal:sessions is not offered.
  */
-export const CAPABILITIES = ['audit:read', 'audit:export', 'webhooks:write'] as const satisfies readonly Scope[];
+export const CAPABILITIES = ['audit:read', 'audit:export', 'webhooks:write', 'streams:write'] as const satisfies readonly Scope[];
 
 export const portalSessionRequestSchema = z
   .strictObject({

@@ -1,7 +1,14 @@
 // The entry of the customer package (@audit-trail/client, packages/client): the API client and the webhook
 // verifier. Everything here runs on Node's own modules; nothing in src/client imports the service.
 export { AUDIT_EVENT_FIELDS, type AuditEvent, type AuditEventField, type AuditEventFieldName } from './auditEvent.ts';
-export { AuditTrailApiError, AuditTrailClient, AuditTrailUnreachableError, type ClientOptions, type EventFilters, type EventPage } from './auditTrailClient.ts';
+export {
+  AuditTrailApiError,
+  AuditTrailClient,
+  AuditTrailUnreachableError,
+  type ClientOptions,
+  type EventFilters,
+  type EventPage,
+} from './auditTrailClient.ts';
 export { serverSentEvents, type LiveOptions, type ServerSentEvent } from './liveEvents.ts';
 export type * from './portalShapes.ts';
 export type * from './webhookShapes.ts';

@@ -5,7 +5,7 @@ export interface PortalSession {
   /** `pss_…` */
   id: string;
   tenant_id: string;
-  capabilities: Array<'audit:read' | 'audit:export' | 'webhooks:write'>;
+  capabilities: Array<'audit:read' | 'audit:export' | 'webhooks:write' | 'streams:write'>;
   created_at: string;
   expires_at: string;
   [extra: string]: unknown;

@@ -1,3 +1,4 @@
+import { endpointHealth, type EndpointHealth } from './endpointHealth.ts';
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
@@ -177,6 +178,12 @@ export class WebhookDeliveries {
       };
       return { result: replay, events: [webhookEvent('admin.webhook.replay', endpoint, actor, details)] };
     });
+  }
+
+  /** How the endpoint is doing, from its recent attempts (endpointHealth.ts). */
+  async health(tenantId: string, endpointId: string): Promise<EndpointHealth> {
+    await this.ownedEndpoint(this.db, tenantId, endpointId);
+    return endpointHealth(this.db, endpointId);
   }
 
   async getReplay(tenantId: string, endpointId: string, replayRef: string): Promise<Replay> {

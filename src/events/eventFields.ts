@@ -7,6 +7,9 @@
 export const ACTION_PATTERN = /^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$/;
 export const ACTION_MAX_LENGTH = 128;
 
+/** An action, or a family of them ending in a dot: `phi.` (the prefix filter, matched as webhook filters are). */
+export const ACTION_PREFIX_PATTERN = /^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*\.?$/;
+
 /** Tenant ids appear in NATS subjects (`audit.ingest.<tenant_id>`), so no dots, spaces or wildcards. */
 export const TENANT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 

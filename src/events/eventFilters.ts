@@ -1,6 +1,13 @@
 import { z } from 'zod';
 import { checkTimeWindow } from '../platform/paging.ts';
-import { ACTION_MAX_LENGTH, ACTION_PATTERN, IDENTIFIER_MAX_LENGTH, RESOURCE_TYPE_MAX_LENGTH, parseTimestampCeilMs } from './eventFields.ts';
+import {
+  ACTION_MAX_LENGTH,
+  ACTION_PATTERN,
+  ACTION_PREFIX_PATTERN,
+  IDENTIFIER_MAX_LENGTH,
+  RESOURCE_TYPE_MAX_LENGTH,
+  parseTimestampCeilMs,
+} from './eventFields.ts';
 
 /** Filters shared by the list and the export (docs/api.md). Times are epoch milliseconds. */
 export interface EventFilters {
@@ -13,6 +20,10 @@ export interface EventFilters {
   readonly userId?: string;
   /** What was acted on: the event's resource_id, exactly (with resourceType or without). */
   readonly resourceId?: string;
+  /** An action family: `phi` or `phi.` matches `phi` and `phi.read`, as webhook filters do. */
+  readonly actionPrefix?: string;
+  /** The list's free-text search, lowercased (eventSearch.ts): a substring of the event's id, action, user or resource. */
+  readonly search?: string;
 }
 
 const timestampText = z
@@ -42,6 +53,14 @@ export const filterFieldsSchema = {
     .min(1)
     .max(IDENTIFIER_MAX_LENGTH)
     .meta({ description: 'Exact resource_id, with resource_type or without: who touched this record.', example: 'patient-88120' }),
+  action_prefix: z
+    .string()
+    .max(ACTION_MAX_LENGTH)
+    .regex(ACTION_PREFIX_PATTERN, 'must be an action or a family of them, such as phi or phi.')
+    .meta({
+      description: 'An action family, matched as webhook filters are: `phi.` matches phi.read and phi.export; `phi` those and phi itself.',
+      example: 'phi.',
+    }),
 };
 
 type FilterName = keyof typeof filterFieldsSchema;
@@ -57,6 +76,7 @@ const EVENT_FILTER_NAMES = {
   until: 'untilMs',
   user_id: 'userId',
   resource_id: 'resourceId',
+  action_prefix: 'actionPrefix',
 } as const satisfies { readonly [Name in FilterName]: keyof EventFilters };
 
 export function toEventFilters(fields: FilterFields): EventFilters {
@@ -68,12 +88,16 @@ export function toEventFilters(fields: FilterFields): EventFilters {
   if (fields.until !== undefined) filters.untilMs = parseTimestampCeilMs(fields.until);
   if (fields.user_id !== undefined) filters.userId = fields.user_id;
   if (fields.resource_id !== undefined) filters.resourceId = fields.resource_id;
+  if (fields.action_prefix !== undefined) filters.actionPrefix = fields.action_prefix;
   checkTimeWindow(filters.sinceMs, filters.untilMs);
   return filters;
 }
 
-/** Every filter of the schema, in the schema's order, as named in EventFilters. */
-const CANONICAL_ORDER = (Object.keys(filterFieldsSchema) as FilterName[]).map((name) => EVENT_FILTER_NAMES[name]);
+/** Every filter of the schema, in the schema's order, as named in EventFilters; then the list's own search. */
+const CANONICAL_ORDER: ReadonlyArray<keyof EventFilters> = [
+  ...(Object.keys(filterFieldsSchema) as FilterName[]).map((name) => EVENT_FILTER_NAMES[name]),
+  'search',
+];
 
 /** The filters of the first release: their places in the canonical form are always written. */
 const FIRST_RELEASE_FILTERS = 5;

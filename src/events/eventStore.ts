@@ -55,6 +55,10 @@ export async function ensureEventPartitions(db: Queryable, instantsMs: readonly 
  * One page in list order, (timestamp DESC, event_id DESC): a total order, so pages never skip or repeat an
  * event even when thousands share a millisecond. Each filter is an equality on the leading columns of an
  * index, and the cursor a row comparison on the trailing ones. The rows are the events' documents.
+ *
+ * An action prefix comes with the actions it matches (`family`, tenantActions.ts): each action's index is
+ * read in list order for at most one page, and the pages merged, so a family costs its members' pages
+ * rather than a sort of every event it matches.
  */
 export async function listEventDocuments(
   db: Queryable,
@@ -62,22 +66,24 @@ export async function listEventDocuments(
   filters: EventFilters,
   after: CursorPosition | undefined,
   limit: number,
+  family?: readonly string[],
 ): Promise<string[]> {
-  const { where, values } = filterConditions(tenantId, filters);
-  if (after) {
-    values.push(new Date(after.occurredAtMs).toISOString(), after.eventId);
-    where.push(`(e.occurred_at, e.event_id) < ($${values.length - 1}::timestamptz, $${values.length}::uuid)`);
-  }
+  const { where, values } = filterConditions(tenantId, family ? { ...filters, actionPrefix: undefined } : filters);
+  if (after) where.push(afterCondition(values, after));
   if (!Number.isSafeInteger(limit) || limit < 1) throw new Error(`a page reads a positive whole number of rows, not ${limit}`);
   // The row count is written into the text rather than passed: with `LIMIT $n` the generic plan reckons on a
   // tenth of a tenant's rows and lost to custom plans, so Postgres planned the query over every monthly
   // partition at each request, which cost it more than running it (BENCHMARKS.md, "List: planned once,
   // documents put together in Node"). Page sizes are few; prepared() bounds the statements all the same.
-  const text = `SELECT ${DOCUMENT_PARTS}
-         FROM events e
-        WHERE ${where.join(' AND ')}
-        ORDER BY e.occurred_at DESC, e.event_id DESC
-        LIMIT ${limit}`;
+  const inListOrder = `ORDER BY e.occurred_at DESC, e.event_id DESC LIMIT ${limit}`;
+  let text = `SELECT ${DOCUMENT_PARTS} FROM events e WHERE ${where.join(' AND ')} ${inListOrder}`;
+  if (family) {
+    values.push(family);
+    text = `SELECT ${DOCUMENT_PARTS}
+              FROM unnest($${values.length}::text[]) AS family(action)
+             CROSS JOIN LATERAL (SELECT * FROM events e WHERE ${where.join(' AND ')} AND e.action = family.action ${inListOrder}) e
+             ${inListOrder}`;
+  }
   // A page bounded in time (a cursor, since, until) is planned for its own bounds, every time. A generic plan
   // cannot see how many of a tenant's rows a bound leaves (it reckons on a third), and for a big tenant with
   // an action filter behind a cursor it chose a bitmap scan and a sort over every match: 450 ms against 5 ms
@@ -86,6 +92,12 @@ export async function listEventDocuments(
   const query: pg.QueryArrayConfig = { ...(boundedInTime ? { text, values } : prepared(text, values)), rowMode: 'array' };
   const rows = (await db.query(query)).rows as unknown as DocumentParts[];
   return rows.map(documentOfParts);
+}
+
+/** The keyset condition of the rows after a position in list order; its two values are pushed onto `values`. */
+export function afterCondition(values: unknown[], after: CursorPosition): string {
+  values.push(new Date(after.occurredAtMs).toISOString(), after.eventId);
+  return `(e.occurred_at, e.event_id) < ($${values.length - 1}::timestamptz, $${values.length}::uuid)`;
 }
 
 /** Where a document sits in list order, for the cursor of the page it ends. */
@@ -180,5 +192,15 @@ export function filterConditions(tenantId: string, filters: EventFilters): { whe
   if (filters.phiInvolved !== undefined) add((p) => `e.phi_involved = ${p}`, filters.phiInvolved);
   if (filters.sinceMs !== undefined) add((p) => `e.occurred_at >= ${p}::timestamptz`, new Date(filters.sinceMs).toISOString());
   if (filters.untilMs !== undefined) add((p) => `e.occurred_at < ${p}::timestamptz`, new Date(filters.untilMs).toISOString());
+  if (filters.actionPrefix !== undefined) {
+    const { action, family } = actionFamily(filters.actionPrefix);
+    values.push(action, family);
+    where.push(`(e.action = $${values.length - 1} OR starts_with(e.action, $${values.length}))`);
+  }
   return { where, values };
+}
+
+/** What a prefix matches, as webhook filters match: the action it names, and those starting with it and a dot. */
+export function actionFamily(prefix: string): { action: string; family: string } {
+  return { action: prefix, family: prefix.endsWith('.') ? prefix : `${prefix}.` };
 }

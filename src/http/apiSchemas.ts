@@ -54,6 +54,11 @@ export const pageSchema = z
     returned: z.int(),
     next_cursor: z.string().nullable().meta({ description: 'Opaque; null on the last page.' }),
     has_more: z.boolean(),
+    searched_to: z.string().optional().meta({
+      format: 'date-time',
+      description:
+        'A search (q) only, when its walk stopped before the end of the window: events older than this were not searched yet; next_cursor searches on.',
+    }),
   })
   .meta({ id: 'Page' });
 

@@ -23,6 +23,7 @@ import { retentionOpenApi, retentionRoutes } from '../http/routes/retention.ts';
 import { redactionRoutes } from '../http/routes/redactions.ts';
 import { portalBrowserOpenApi, portalBrowserRoutes, portalSessionRoutes, portalSessionsOpenApi } from '../http/routes/portalSessions.ts';
 import { webhookDeliveriesOpenApi, webhookDeliveryRoutes } from '../http/routes/webhookDeliveries.ts';
+import { webhookHealthOpenApi, webhookHealthRoutes } from '../http/routes/webhookHealth.ts';
 import { webhookRoutes } from '../http/routes/webhooks.ts';
 import { operationalEventRoutes, operationalEventsOpenApi } from '../http/routes/operationalEvents.ts';
 import { webhooksOpenApi } from '../http/routes/webhooksOpenApi.ts';
@@ -182,6 +183,7 @@ async function webhookFeatures(parts: SharedParts, pepper: string): Promise<Feat
     { router: webhookRoutes(registry, testDeliveries), openapi: webhooksOpenApi({ allowHttp: config.webhookAllowHttp }) },
     await streamFeature(parts),
     { router: webhookDeliveryRoutes(deliveries), openapi: webhookDeliveriesOpenApi() },
+    { router: webhookHealthRoutes(deliveries), openapi: webhookHealthOpenApi },
   ];
 }
 

@@ -27,6 +27,12 @@ describe('the canonical form of the filters, which binds a cursor to them', () =
     expect(canonicalFilters({ userId: 'u-1' })).to.equal('[null,null,null,null,null,"u-1"]');
     expect(canonicalFilters({ resourceId: 'u-1' })).to.equal('[null,null,null,null,null,null,"u-1"]');
     expect(canonicalFilters({ userId: 'u-1', resourceId: 'r-1' })).to.equal('[null,null,null,null,null,"u-1","r-1"]');
+    expect(canonicalFilters({ actionPrefix: 'phi.' })).to.equal('[null,null,null,null,null,null,null,"phi."]');
+  });
+
+  it("binds a cursor to the list's search too, apart from every filter", () => {
+    expect(canonicalFilters({ search: 'u-1' })).to.equal('[null,null,null,null,null,null,null,null,"u-1"]');
+    expect(canonicalFilters({ search: 'u-1' })).not.to.equal(canonicalFilters({ userId: 'u-1' }));
   });
 
   it('tells false from an absent boolean filter', () => {

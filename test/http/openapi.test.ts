@@ -49,8 +49,10 @@ describe('GET /api/v2/public/openapi.json', () => {
       'until',
       'user_id',
       'resource_id',
+      'action_prefix',
       'limit',
       'cursor',
+      'q',
     ]);
     // Typed as a client writes them; the wire text is decoded exactly (limit=abc is a 422: events-api tests).
     expect(byName.phi_involved.schema).to.deep.equal({ type: 'boolean' });
@@ -59,7 +61,8 @@ describe('GET /api/v2/public/openapi.json', () => {
     expect(byName.since.schema.format).to.equal('date-time');
     for (const exact of ['user_id', 'resource_id'])
       expect(byName[exact].schema).to.include({ type: 'string', minLength: 1, maxLength: 256 });
-    // The export takes the same filters in its body.
+    expect(byName.q.schema).to.include({ type: 'string', maxLength: 100 });
+    // The export takes the same filters in its body (not the search: a search's walk is bounded per page).
     const exportBody = document.components.schemas.ExportRequest.properties;
     expect(Object.keys(exportBody)).to.have.members([
       'action',
@@ -69,6 +72,7 @@ describe('GET /api/v2/public/openapi.json', () => {
       'until',
       'user_id',
       'resource_id',
+      'action_prefix',
     ]);
     expect(Object.values(byName).every((parameter: any) => parameter.required === false)).to.equal(true);
   });

@@ -97,11 +97,12 @@ describe('portal sessions: POST /portal/sessions, the exchange, the resume and D
       const lacking = await mint(backendKey, { capabilities: ['audit:read', 'webhooks:write'] });
       expect(lacking.status).to.equal(403);
       expect(lacking.json).to.include({ error: 'forbidden', required_scope: 'webhooks:write' });
-      for (const scope of ['portal:sessions', 'streams:write']) {
-        const beyondThePortal = await mint(backendKey, { capabilities: ['audit:read', scope] });
-        expect(beyondThePortal.status, scope).to.equal(422);
-        expect(beyondThePortal.json.details[0].field).to.equal('capabilities.1');
-      }
+      const beyondThePortal = await mint(backendKey, { capabilities: ['audit:read', 'portal:sessions'] });
+      expect(beyondThePortal.status).to.equal(422);
+      expect(beyondThePortal.json.details[0].field).to.equal('capabilities.1');
+      const streams = await mint(backendKey, { capabilities: ['audit:read', 'streams:write'] });
+      expect(streams.status).to.equal(403);
+      expect(streams.json).to.include({ error: 'forbidden', required_scope: 'streams:write' });
     });
 
     for (const [body, field] of [

@@ -187,6 +187,7 @@ async function recordExport(
         until: filters.untilMs === undefined ? undefined : new Date(filters.untilMs).toISOString(),
         user_id: filters.userId,
         resource_id: filters.resourceId,
+        action_prefix: filters.actionPrefix,
       },
       format,
       count,

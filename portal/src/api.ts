@@ -37,6 +37,14 @@ export async function apiError(response: Response): Promise<ApiError> {
 export interface Page<T> {
   readonly items: T[];
   readonly nextCursor: string | null;
+  /** A search's page whose walk stopped short: events older than this were not searched yet. */
+  readonly searchedTo?: string;
+}
+
+/** How many events the filters match (GET /audit/events/count): `capped` past 10,000. */
+export interface EventCount {
+  readonly count: number;
+  readonly capped: boolean;
 }
 
 export class PortalApi {
@@ -81,10 +89,21 @@ export class PortalApi {
   }
 
   async listEvents(filters: Record<string, string | undefined>, cursor: string | undefined, limit: number): Promise<Page<AuditEvent>> {
-    const body = await this.json<{ events: AuditEvent[]; page: { next_cursor: string | null } }>('GET', '/audit/events', {
-      query: { ...filters, cursor, limit: String(limit) },
-    });
-    return { items: body.events, nextCursor: body.page.next_cursor };
+    const body = await this.json<{ events: AuditEvent[]; page: { next_cursor: string | null; searched_to?: string } }>(
+      'GET',
+      '/audit/events',
+      { query: { ...filters, cursor, limit: String(limit) } },
+    );
+    return { items: body.events, nextCursor: body.page.next_cursor, searchedTo: body.page.searched_to };
+  }
+
+  /** The count takes the filters, not the search (docs/api.md). */
+  countEvents(filters: Record<string, string | undefined>): Promise<EventCount> {
+    return this.json<EventCount>('GET', '/audit/events/count', { query: { ...filters, q: undefined } });
+  }
+
+  async listActions(): Promise<string[]> {
+    return (await this.json<{ actions: string[] }>('GET', '/audit/actions')).actions;
   }
 
   /** The event as served, text and parsed: the verifier hashes what the service sent. */

@@ -1,48 +1,55 @@
 /**
  * The customer portal (docs/portal.md): opened by a link a platform's backend minted for one tenant, it
- * shows that tenant's trail and webhooks through the public API, with the session's capabilities.
+ * shows that tenant's trail, webhooks and log streams through the public API, with the session's capabilities.
  */
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { PortalApi, type Page } from './api.ts';
-import { openSession, type Opening } from './session.ts';
+import { SESSION_OVER, UNREACHABLE, openSession, type Opening, type Refusal } from './session.ts';
+import { StreamsPage } from './streams/StreamsPage.tsx';
 import { PAGE_SIZE, TrailPage } from './trail/TrailPage.tsx';
 import type { AuditEvent, PortalSession } from './types.ts';
 import { Time } from './ui.tsx';
 import { WebhooksPage } from './webhooks/WebhooksPage.tsx';
 
-type PageName = 'trail' | 'webhooks';
+type PageName = 'trail' | 'webhooks' | 'streams';
 
-function Refused(props: { title: string; message: string }) {
+/** Why the portal is not showing the trail, and what to do next: a page of its own, with the portal's name. */
+function Refused(props: { refusal: Refusal }) {
+  const { refusal } = props;
   return (
     <main class="refused">
-      <h1>{props.title}</h1>
-      <p>{props.message}</p>
+      <p class="brand" aria-hidden="true">
+        Audit trail
+      </p>
+      <h1>{refusal.title}</h1>
+      <p>{refusal.message}</p>
+      <p class="next">
+        <strong>What to do:</strong> {refusal.next}
+      </p>
+      {refusal.retry && (
+        <button type="button" onClick={() => location.reload()}>
+          Try again
+        </button>
+      )}
     </main>
   );
 }
 
 function Portal(props: { session: PortalSession; api: PortalApi; firstPage: Promise<Page<AuditEvent>> }) {
   const { session, api } = props;
-  const [over, setOver] = useState<{ title: string; message: string } | undefined>();
+  const [over, setOver] = useState<Refusal | undefined>();
   const [page, setPage] = useState<PageName>('trail');
-  useEffect(
-    () =>
-      api.onSessionOver(() => setOver({ title: 'This session has ended', message: 'Ask for a new portal link where you got this one.' })),
-    [api],
-  );
+  useEffect(() => api.onSessionOver(() => setOver(SESSION_OVER.ended)), [api]);
   useEffect(() => {
-    const timer = setTimeout(
-      () => setOver({ title: 'This session has expired', message: 'Ask for a new portal link where you got this one.' }),
-      Math.max(0, Date.parse(session.expires_at) - Date.now()),
-    );
+    const timer = setTimeout(() => setOver(SESSION_OVER.expired), Math.max(0, Date.parse(session.expires_at) - Date.now()));
     return () => clearTimeout(timer);
   }, [session.expires_at]);
 
-  if (over) return <Refused {...over} />;
+  if (over) return <Refused refusal={over} />;
   const signOut = async () => {
     await api.request('DELETE', `/portal/sessions/${session.id}`).catch(() => undefined);
-    setOver({ title: 'Signed out', message: 'This portal session has ended. Open a new link to come back.' });
+    setOver(SESSION_OVER.signedOut);
   };
   const tab = (name: PageName, label: string) => (
     <button type="button" class="tab" aria-current={page === name ? 'page' : undefined} onClick={() => setPage(name)}>
@@ -58,6 +65,7 @@ function Portal(props: { session: PortalSession; api: PortalApi; firstPage: Prom
         <nav aria-label="Portal">
           {tab('trail', 'Trail')}
           {tab('webhooks', 'Webhooks')}
+          {tab('streams', 'Log streams')}
         </nav>
         <span class="expiry">
           Session until <Time value={session.expires_at} />
@@ -67,11 +75,9 @@ function Portal(props: { session: PortalSession; api: PortalApi; firstPage: Prom
         </button>
       </header>
       <main>
-        {page === 'trail' ? (
-          <TrailPage api={api} session={session} firstPage={props.firstPage} />
-        ) : (
-          <WebhooksPage api={api} session={session} />
-        )}
+        {page === 'trail' && <TrailPage api={api} session={session} firstPage={props.firstPage} />}
+        {page === 'webhooks' && <WebhooksPage api={api} session={session} />}
+        {page === 'streams' && <StreamsPage api={api} session={session} />}
       </main>
     </>
   );
@@ -83,7 +89,7 @@ function Portal(props: { session: PortalSession; api: PortalApi; firstPage: Prom
  */
 function App(props: { opening: Opening }) {
   const { opening } = props;
-  if (opening.kind === 'refused') return <Refused title={opening.title} message={opening.message} />;
+  if (opening.kind === 'refused') return <Refused refusal={opening} />;
   const api = new PortalApi(opening.token);
   const firstPage = api.listEvents({}, undefined, PAGE_SIZE);
   // Its failure is the trail page's to show.
@@ -93,7 +99,7 @@ function App(props: { opening: Opening }) {
 
 const root = document.getElementById('portal')!;
 openSession()
-  .catch((): Opening => ({ kind: 'refused', title: 'The service cannot be reached', message: 'Try again in a moment.' }))
+  .catch((): Opening => ({ kind: 'refused', ...UNREACHABLE }))
   .then((opening) => {
     // The page's "Opening…" placeholder goes; Preact renders into an empty element.
     root.replaceChildren();

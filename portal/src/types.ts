@@ -1,7 +1,8 @@
 /** The shapes the portal reads from the public API (docs/api.md, docs/webhooks.md). */
 export type { AuditEvent } from '../../src/client/auditEvent.ts';
+export type { CreatedLogStream, LogStream, StreamTestResult } from '../../src/client/logStreams.ts';
 
-type Capability = 'audit:read' | 'audit:export' | 'webhooks:write';
+type Capability = 'audit:read' | 'audit:export' | 'webhooks:write' | 'streams:write';
 
 export interface PortalSession {
   readonly id: string;

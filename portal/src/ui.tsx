@@ -4,6 +4,7 @@
  */
 import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
+import { formatTime } from './time.ts';
 
 /** A modal <dialog>: the platform's focus trap, Escape to close, focus returned to where it was. */
 export function Modal(props: { title: string; onClose: () => void; children: ComponentChildren; labelId?: string }) {
@@ -26,7 +27,7 @@ export function Modal(props: { title: string; onClose: () => void; children: Com
           Close
         </button>
       </header>
-      {props.children}
+      <div class="dialog-body">{props.children}</div>
     </dialog>
   );
 }
@@ -41,27 +42,44 @@ export function ErrorNotice(props: { error: unknown }) {
   );
 }
 
-/** A secret shown once, with a copy button; the text stays selectable where the clipboard is refused (some frames). */
-export function OnceSecret(props: { label: string; secret: string }) {
-  const [copied, setCopied] = useState<string | undefined>();
+/**
+ * Copies a value (an id, a URL, a secret) to the clipboard and says so. Where the browser refuses the
+ * clipboard (a frame without allow="clipboard-write"), it says that instead: the value stays selectable.
+ */
+export function CopyButton(props: { value: string; label: string; children?: ComponentChildren }) {
+  const [said, setSaid] = useState<string | undefined>();
   const copy = async () => {
     try {
-      await navigator.clipboard.writeText(props.secret);
-      setCopied('Copied.');
+      await navigator.clipboard.writeText(props.value);
+      setSaid('Copied.');
     } catch {
-      setCopied('The browser refused the clipboard here: select the text and copy it.');
+      setSaid('The browser refused the clipboard here: select the text and copy it.');
     }
+    setTimeout(() => setSaid(undefined), 4_000);
   };
+  return (
+    <span class="copy">
+      <button type="button" class="secondary small" aria-label={props.label} onClick={copy}>
+        {props.children ?? 'Copy'}
+      </button>
+      <span role="status" class="copied">
+        {said}
+      </span>
+    </span>
+  );
+}
+
+/** A secret shown once, with a copy button. */
+export function OnceSecret(props: { label: string; secret: string }) {
   return (
     <div class="secret">
       <p>
         <strong>{props.label}</strong> It is shown this once; the service keeps it encrypted and never shows it again.
       </p>
       <code data-testid="secret">{props.secret}</code>
-      <button type="button" onClick={copy}>
+      <CopyButton value={props.secret} label="Copy">
         Copy
-      </button>
-      <span role="status">{copied}</span>
+      </CopyButton>
     </div>
   );
 }
@@ -89,31 +107,12 @@ export function useAction(): {
   return { busy, error, run, clear: () => setError(undefined) };
 }
 
-// One formatter for the page: toLocaleString() builds a new one per call, which a page of rows pays 50 times.
-let localTime: Intl.DateTimeFormat | undefined;
-
-/** An ISO timestamp as the person's local time, with the exact UTC value on hover. */
+/** An ISO timestamp in the person's time zone, named; the exact value the service sent on hover. */
 export function Time(props: { value: string | null }) {
   if (!props.value) return <span>—</span>;
-  const date = new Date(props.value);
-  localTime ??= new Intl.DateTimeFormat(undefined, {
-    year: 'numeric',
-    month: 'numeric',
-    day: 'numeric',
-    hour: 'numeric',
-    minute: '2-digit',
-    second: '2-digit',
-  });
   return (
     <time dateTime={props.value} title={props.value}>
-      {Number.isNaN(date.getTime()) ? props.value : localTime.format(date)}
+      {formatTime(props.value)}
     </time>
   );
-}
-
-/** A datetime-local input's value (local time) as RFC 3339 UTC; undefined when empty. */
-export function localInputToIso(value: string): string | undefined {
-  if (!value) return undefined;
-  const date = new Date(value);
-  return Number.isNaN(date.getTime()) ? undefined : date.toISOString();
 }

@@ -100,11 +100,12 @@ describe('customer portal: webhooks, in a real browser', function () {
     const log = await openLog();
     const row = log.locator('tr[data-delivery-id]').first();
     expect(await row.locator('td').nth(1).textContent()).to.equal('phi.read');
-    expect(await row.locator('td').nth(2).textContent()).to.equal('succeeded');
+    expect(await row.locator('td').nth(2).textContent()).to.equal('Delivered');
     await row.getByRole('button', { name: 'Attempts' }).click();
     const attempt = log.locator('.attempts tbody tr').first();
     await attempt.waitFor();
-    expect(await attempt.locator('td').nth(3).textContent()).to.equal('204');
+    expect(await attempt.locator('td').nth(1).textContent()).to.equal('Succeeded');
+    expect(await attempt.locator('td').nth(4).textContent()).to.equal('204');
     expect(await log.getByRole('button', { name: 'Retry now' }).count()).to.equal(0);
     expect(await accessibilityViolations(page)).to.deep.equal([]);
     await closeDialog();
@@ -123,16 +124,19 @@ describe('customer portal: webhooks, in a real browser', function () {
     receiver.reply(204);
     const log = await openLog();
     const row = log.locator('tr[data-delivery-id]').filter({ hasText: 'phi.query' });
-    expect(await row.locator('td').nth(2).textContent()).to.equal('pending');
+    // Still pending in the API's words (attempts remain), and failing in fact: said as it is.
+    expect(await row.locator('td').nth(2).textContent()).to.equal('Retrying: attempt 1 failed');
+    expect(await row.locator('td').nth(4).textContent()).to.equal('HTTP 500');
     await row.getByRole('button', { name: 'Attempts' }).click();
     const attempts = log.locator('.attempts tbody tr');
     await attempts.first().waitFor();
-    expect(await attempts.first().locator('td').nth(3).textContent()).to.equal('500');
+    expect(await attempts.first().locator('td').nth(1).textContent()).to.equal('Failed');
+    expect(await attempts.first().locator('td').nth(4).textContent()).to.equal('500');
     expect(await attempts.first().locator('pre.excerpt').textContent()).to.equal('<h1>boom</h1>');
     await log.getByRole('button', { name: 'Retry now' }).click();
     await waitFor(async () => (await deliveriesOf('succeeded')).length === 2, 'the retried delivery to succeed');
     await log.getByRole('button', { name: 'Refresh' }).click();
-    await log.locator('tr[data-delivery-id]').filter({ hasText: 'phi.query' }).filter({ hasText: 'succeeded' }).waitFor();
+    await log.locator('tr[data-delivery-id]').filter({ hasText: 'phi.query' }).filter({ hasText: 'Delivered' }).waitFor();
     await closeDialog();
   });
 

@@ -3,7 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { AUDIT_EVENT_FIELDS } from '../../../src/client/auditEvent.ts';
 import { ApiError, type PortalApi } from '../api.ts';
 import type { AuditEvent, PortalSession } from '../types.ts';
-import { ErrorNotice, Modal, useAction } from '../ui.tsx';
+import { CopyButton, ErrorNotice, Modal, Time, useAction } from '../ui.tsx';
 import { verifyEvent, type Verification } from './verify.ts';
 
 /** Fields holding JSON in a string are shown indented, still as text. */
@@ -15,6 +15,27 @@ function shown(value: unknown): string {
   } catch {
     return value;
   }
+}
+
+/** The fields a person copies to look the event up elsewhere. */
+const COPYABLE: ReadonlySet<string> = new Set(['event_id', 'user_id', 'resource_id']);
+
+/** A field's value as text; the timestamp as the list shows it (the person's zone, named), then as stored. */
+function FieldValue(props: { name: string; value: unknown }) {
+  const { name, value } = props;
+  if (name === 'timestamp' && typeof value === 'string') {
+    return (
+      <span class="timestamp">
+        <Time value={value} /> <span class="muted">{value} as stored</span>
+      </span>
+    );
+  }
+  return (
+    <>
+      <pre>{shown(value)}</pre>
+      {COPYABLE.has(name) && typeof value === 'string' && <CopyButton value={value} label={`Copy ${name}`} />}
+    </>
+  );
 }
 
 export function EventDetail(props: { api: PortalApi; session: PortalSession; eventId: string; onClose: () => void }) {
@@ -48,7 +69,7 @@ export function EventDetail(props: { api: PortalApi; session: PortalSession; eve
               <div key={name}>
                 <dt>{name}</dt>
                 <dd>
-                  <pre>{shown(event[name])}</pre>
+                  <FieldValue name={name} value={event[name]} />
                 </dd>
               </div>
             ))}

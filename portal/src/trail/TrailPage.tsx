@@ -1,53 +1,70 @@
-/** The trail: the tenant's events newest first, filtered and paged as the list API does, with each event's detail. */
+/** The trail: the tenant's events newest first, searched, filtered and paged as the list API does, with each event's detail. */
 import { useEffect, useState } from 'preact/hooks';
-import type { Page, PortalApi } from '../api.ts';
+import type { EventCount, Page, PortalApi } from '../api.ts';
+import { formatTime } from '../time.ts';
 import type { AuditEvent, PortalSession } from '../types.ts';
-import { ErrorNotice, Time, localInputToIso, useAction } from '../ui.tsx';
+import { ErrorNotice, useAction } from '../ui.tsx';
 import { EventDetail } from './EventDetail.tsx';
+import { EventTable } from './EventTable.tsx';
 import { downloadExport, type ExportFormat, type ExportedFile } from './exportDownload.ts';
+import { exportBody, type Filters } from './filters.ts';
+import { TrailFilters } from './TrailFilters.tsx';
 
 export const PAGE_SIZE = 50;
 
-/** The list API's filters this portal offers (the list API's query parameters, docs/api.md). */
-const LIST_FILTERS: ReadonlySet<string> = new Set(['action', 'resource_type', 'resource_id', 'user_id', 'phi_involved', 'since', 'until']);
+/**
+ * A search walks at most 5,000 events a request (docs/api.md "Search"); a page of the portal asks for up to
+ * this many walks to fill itself before it shows what it found and how far back it searched.
+ */
+const SEARCH_WALKS = 4;
 
-/** The list API's filters, as its query parameters (docs/api.md). */
-export type Filters = Record<string, string | undefined>;
-
-function filtersFrom(form: HTMLFormElement): Filters {
-  const data = new FormData(form);
-  const text = (name: string) => {
-    const value = String(data.get(name) ?? '').trim();
-    return value === '' ? undefined : value;
-  };
-  const phi = text('phi_involved');
-  return {
-    action: text('action'),
-    resource_type: text('resource_type'),
-    user_id: text('user_id'),
-    resource_id: text('resource_id'),
-    phi_involved: phi === 'true' || phi === 'false' ? phi : undefined,
-    since: localInputToIso(String(data.get('since') ?? '')),
-    until: localInputToIso(String(data.get('until') ?? '')),
-  };
+interface Shown {
+  readonly events: AuditEvent[];
+  readonly nextCursor: string | null;
+  readonly searchedTo: string | undefined;
 }
 
-/** The export takes the same filters in JSON, phi_involved as a boolean. */
-function exportBody(filters: Filters): Record<string, unknown> {
-  const body: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(filters)) {
-    if (value !== undefined) body[name] = name === 'phi_involved' ? value === 'true' : value;
+/** One page of the portal: one list request, or for a search as many walks as fill the page (at most SEARCH_WALKS). */
+async function loadPage(api: PortalApi, filters: Filters, cursor: string | undefined): Promise<Shown> {
+  const events: AuditEvent[] = [];
+  let next = cursor;
+  for (let walk = 0; ; walk += 1) {
+    const page: Page<AuditEvent> = await api.listEvents(filters, next, PAGE_SIZE - events.length);
+    events.push(...page.items);
+    next = page.nextCursor ?? undefined;
+    const walkedShort = page.searchedTo !== undefined && page.nextCursor !== null;
+    if (!walkedShort || events.length >= PAGE_SIZE || walk + 1 >= SEARCH_WALKS) {
+      return { events, nextCursor: page.nextCursor, searchedTo: walkedShort ? page.searchedTo : undefined };
+    }
   }
-  return body;
+}
+
+function Summary(props: { shown: Shown | undefined; count: EventCount | undefined; searching: boolean }) {
+  const { shown, count, searching } = props;
+  if (!shown) return null;
+  let text: string;
+  if (searching) {
+    text = `${shown.events.length} found${shown.events.length === PAGE_SIZE ? ' on this page' : ''}`;
+    if (shown.searchedTo) text += `, searching back to ${formatTime(shown.searchedTo)} so far: Older searches on`;
+  } else if (count) {
+    text = count.capped ? `More than ${count.count.toLocaleString('en')} events` : `${count.count.toLocaleString('en')} events`;
+  } else {
+    return null;
+  }
+  return (
+    <p class="summary" role="status" data-testid="result-count">
+      {text}
+    </p>
+  );
 }
 
 export function TrailPage(props: { api: PortalApi; session: PortalSession; firstPage?: Promise<Page<AuditEvent>> }) {
   const { api, session } = props;
   const [filters, setFilters] = useState<Filters>({});
-  // The cursors of the pages before this one, so Previous can go back.
+  // The cursors of the pages before this one, so Newer can go back.
   const [cursors, setCursors] = useState<Array<string | undefined>>([undefined]);
-  const [events, setEvents] = useState<AuditEvent[] | undefined>();
-  const [nextCursor, setNextCursor] = useState<string | null>(null);
+  const [shown, setShown] = useState<Shown | undefined>();
+  const [count, setCount] = useState<EventCount | undefined>();
   const [selected, setSelected] = useState<string | undefined>();
   const [exported, setExported] = useState<ExportedFile | undefined>();
   const loading = useAction();
@@ -60,63 +77,39 @@ export function TrailPage(props: { api: PortalApi; session: PortalSession; first
     const prefetched = firstPage;
     if (prefetched) setFirstPage(undefined);
     void loading.run(async () => {
-      const page = await (prefetched ?? api.listEvents(filters, cursor, PAGE_SIZE));
-      setEvents(page.items);
-      setNextCursor(page.nextCursor);
+      if (prefetched) {
+        const page = await prefetched;
+        setShown({ events: page.items, nextCursor: page.nextCursor, searchedTo: undefined });
+      } else {
+        setShown(await loadPage(api, filters, cursor));
+      }
     });
   }, [filters, cursor]);
+  // The count of what the filters match, beside the list (a search is not counted: its walk is bounded).
+  useEffect(() => {
+    setCount(undefined);
+    if (filters.q !== undefined) return;
+    let current = true;
+    api.countEvents(filters).then(
+      (counted) => current && setCount(counted),
+      () => undefined,
+    );
+    return () => {
+      current = false;
+    };
+  }, [filters]);
 
-  const apply = (event: Event) => {
-    event.preventDefault();
-    setFilters(filtersFrom(event.currentTarget as HTMLFormElement));
+  const change = (next: Filters) => {
+    setFilters(next);
     setCursors([undefined]);
   };
   const exportAs = (format: ExportFormat) => exporting.run(async () => setExported(await downloadExport(api, exportBody(filters), format)));
   const canExport = session.capabilities.includes('audit:export');
-  const has = (name: string) => LIST_FILTERS.has(name);
 
   return (
     <section aria-labelledby="trail-title">
       <h1 id="trail-title">Audit trail</h1>
-      <form class="filters" onSubmit={apply} aria-label="Filters">
-        <label>
-          Action (exact)
-          <input name="action" placeholder="phi.read" autocomplete="off" />
-        </label>
-        <label>
-          Resource type
-          <input name="resource_type" placeholder="patient_record" autocomplete="off" />
-        </label>
-        {has('resource_id') && (
-          <label>
-            Resource id
-            <input name="resource_id" autocomplete="off" />
-          </label>
-        )}
-        {has('user_id') && (
-          <label>
-            User id
-            <input name="user_id" autocomplete="off" />
-          </label>
-        )}
-        <label>
-          PHI
-          <select name="phi_involved">
-            <option value="">Any</option>
-            <option value="true">PHI only</option>
-            <option value="false">Without PHI</option>
-          </select>
-        </label>
-        <label>
-          From
-          <input name="since" type="datetime-local" step="1" />
-        </label>
-        <label>
-          Until
-          <input name="until" type="datetime-local" step="1" />
-        </label>
-        <button type="submit">Apply filters</button>
-      </form>
+      <TrailFilters api={api} filters={filters} onChange={change} />
       <form
         class="toolbar"
         aria-label="Find an event"
@@ -137,12 +130,13 @@ export function TrailPage(props: { api: PortalApi; session: PortalSession; first
       {canExport && (
         <div class="toolbar">
           <span>Export these filters:</span>
-          <button type="button" class="secondary" disabled={exporting.busy} onClick={() => exportAs('ndjson')}>
+          <button type="button" class="secondary" disabled={exporting.busy || filters.q !== undefined} onClick={() => exportAs('ndjson')}>
             Download NDJSON
           </button>
-          <button type="button" class="secondary" disabled={exporting.busy} onClick={() => exportAs('csv')}>
+          <button type="button" class="secondary" disabled={exporting.busy || filters.q !== undefined} onClick={() => exportAs('csv')}>
             Download CSV
           </button>
+          {filters.q !== undefined && <span class="muted">An export takes the filters, not a search: clear the search to export.</span>}
           <span role="status">
             {exported &&
               `${exported.name}: ${exported.count} events.${exported.truncated ? ` The export stops at 10,000: set Until to ${exported.lastTimestamp} for the next part.` : ''}`}
@@ -151,7 +145,8 @@ export function TrailPage(props: { api: PortalApi; session: PortalSession; first
         </div>
       )}
       <ErrorNotice error={loading.error} />
-      <EventTable events={events} busy={loading.busy} onSelect={setSelected} />
+      <Summary shown={loading.busy ? undefined : shown} count={count} searching={filters.q !== undefined} />
+      <EventTable events={shown?.events} busy={loading.busy} onSelect={setSelected} />
       <nav class="pager" aria-label="Pages">
         <button
           type="button"
@@ -165,66 +160,13 @@ export function TrailPage(props: { api: PortalApi; session: PortalSession; first
         <button
           type="button"
           class="secondary"
-          disabled={nextCursor === null || loading.busy}
-          onClick={() => nextCursor && setCursors([...cursors, nextCursor])}
+          disabled={!shown?.nextCursor || loading.busy}
+          onClick={() => shown?.nextCursor && setCursors([...cursors, shown.nextCursor])}
         >
           Older
         </button>
       </nav>
       {selected && <EventDetail api={api} session={session} eventId={selected} onClose={() => setSelected(undefined)} />}
     </section>
-  );
-}
-
-function EventTable(props: { events: AuditEvent[] | undefined; busy: boolean; onSelect: (id: string) => void }) {
-  if (props.events === undefined) return <p aria-busy="true">Loading the trail…</p>;
-  if (props.events.length === 0) return <p class="empty">No events match these filters.</p>;
-  return (
-    <table class="events" aria-busy={props.busy}>
-      <caption class="visually-hidden">Events, newest first</caption>
-      <thead>
-        <tr>
-          <th scope="col">Time</th>
-          <th scope="col">Action</th>
-          <th scope="col">User</th>
-          <th scope="col">Resource</th>
-          <th scope="col">PHI</th>
-          <th scope="col">Outcome</th>
-          <th scope="col">
-            <span class="visually-hidden">Details</span>
-          </th>
-        </tr>
-      </thead>
-      <tbody>
-        {props.events.map((event) => (
-          <tr key={event.event_id} data-event-id={event.event_id}>
-            <td>
-              <Time value={event.timestamp} />
-            </td>
-            <td>{event.action}</td>
-            <td>
-              {event.user_id}
-              <span class="muted"> ({event.user_role})</span>
-            </td>
-            <td>
-              {event.resource_type}
-              <span class="muted"> {event.resource_id}</span>
-            </td>
-            <td>{event.phi_involved ? 'PHI' : '—'}</td>
-            <td>{event.success ? 'Succeeded' : 'Denied or failed'}</td>
-            <td>
-              <button
-                type="button"
-                class="link"
-                onClick={() => props.onSelect(event.event_id)}
-                aria-label={`Details of ${event.action} at ${event.timestamp}`}
-              >
-                Details
-              </button>
-            </td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
   );
 }

@@ -2,10 +2,29 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { PortalApi } from '../api.ts';
 import type { Delivery, DeliveryAttempt, DeliveryStatus, Replay, WebhookEndpoint } from '../types.ts';
-import { ErrorNotice, Modal, Time, localInputToIso, useAction } from '../ui.tsx';
+import { localInputToIso } from '../time.ts';
+import { CopyButton, ErrorNotice, Modal, Time, useAction } from '../ui.tsx';
 import { PayloadFilterNote } from './EndpointSettings.tsx';
 
 const REPLAY_POLL_MS = 500;
+
+/**
+ * A delivery's state as it is: a delivery still being retried after a 401 is failing now, not "pending"
+ * (the API's status says only that attempts remain).
+ */
+function deliveryState(delivery: Delivery): string {
+  if (delivery.status === 'succeeded') return 'Delivered';
+  if (delivery.status === 'failed') return 'Failed, not retried';
+  return delivery.attempts === 0 ? 'Waiting for its first attempt' : `Retrying: attempt ${delivery.attempts} failed`;
+}
+
+/** What the receiver answered: its status, or why none came. */
+function answerOf(statusCode: number | null, error: string | null): string {
+  return statusCode !== null ? `HTTP ${statusCode}` : (error ?? '—');
+}
+
+/** An attempt succeeded when the receiver answered 2xx (docs/webhooks.md); anything else failed it. */
+const succeeded = (statusCode: number | null) => statusCode !== null && statusCode >= 200 && statusCode < 300;
 
 export function DeliveryLog(props: { api: PortalApi; endpoint: WebhookEndpoint; canWrite: boolean; onClose: () => void }) {
   const { api, endpoint } = props;
@@ -42,13 +61,13 @@ export function DeliveryLog(props: { api: PortalApi; endpoint: WebhookEndpoint; 
       <ErrorNotice error={loading.error} />
       {deliveries && deliveries.length === 0 && <p class="empty">No deliveries.</p>}
       {deliveries && deliveries.length > 0 && (
-        <table class="deliveries">
+        <table class="deliveries cards">
           <caption class="visually-hidden">Deliveries, newest first</caption>
           <thead>
             <tr>
               <th scope="col">Created</th>
               <th scope="col">Event</th>
-              <th scope="col">Status</th>
+              <th scope="col">State</th>
               <th scope="col">Attempts</th>
               <th scope="col">Last answer</th>
               <th scope="col">Actions</th>
@@ -56,15 +75,17 @@ export function DeliveryLog(props: { api: PortalApi; endpoint: WebhookEndpoint; 
           </thead>
           <tbody>
             {deliveries.map((delivery) => (
-              <tr key={delivery.id} data-delivery-id={delivery.id}>
-                <td>
+              <tr key={delivery.id} data-delivery-id={delivery.id} data-status={delivery.status}>
+                <td data-label="Created">
                   <Time value={delivery.created_at} />
                 </td>
-                <td>{delivery.action ?? delivery.event_id}</td>
-                <td>{delivery.status}</td>
-                <td>{delivery.attempts}</td>
-                <td>{delivery.last_status_code ?? delivery.last_error ?? '—'}</td>
-                <td>
+                <td data-label="Event">{delivery.action ?? delivery.event_id}</td>
+                <td data-label="State" class={delivery.status === 'succeeded' ? 'ok' : delivery.attempts > 0 ? 'bad' : undefined}>
+                  {deliveryState(delivery)}
+                </td>
+                <td data-label="Attempts">{delivery.attempts}</td>
+                <td data-label="Last answer">{delivery.attempts === 0 ? '—' : answerOf(delivery.last_status_code, delivery.last_error)}</td>
+                <td class="row-actions">
                   <button
                     type="button"
                     class="link"
@@ -105,11 +126,14 @@ function Attempts(props: { api: PortalApi; base: string; deliveryId: string; can
     <div class="attempts">
       <ErrorNotice error={loading.error} />
       {detail && (
-        <table>
-          <caption>Attempts of {props.deliveryId}</caption>
+        <table class="cards">
+          <caption>
+            Attempts of {props.deliveryId} <CopyButton value={props.deliveryId} label={`Copy the delivery id ${props.deliveryId}`} />
+          </caption>
           <thead>
             <tr>
               <th scope="col">#</th>
+              <th scope="col">Outcome</th>
               <th scope="col">Started</th>
               <th scope="col">Duration</th>
               <th scope="col">Status code</th>
@@ -120,14 +144,17 @@ function Attempts(props: { api: PortalApi; base: string; deliveryId: string; can
           <tbody>
             {detail.attempts.map((attempt) => (
               <tr key={attempt.attempt}>
-                <td>{attempt.attempt}</td>
-                <td>
+                <td data-label="Attempt">{attempt.attempt}</td>
+                <td data-label="Outcome" class={succeeded(attempt.status_code) ? 'ok' : 'bad'}>
+                  {succeeded(attempt.status_code) ? 'Succeeded' : 'Failed'}
+                </td>
+                <td data-label="Started">
                   <Time value={attempt.started_at} />
                 </td>
-                <td>{attempt.duration_ms} ms</td>
-                <td>{attempt.status_code ?? '—'}</td>
-                <td>{attempt.error ?? '—'}</td>
-                <td>
+                <td data-label="Duration">{attempt.duration_ms} ms</td>
+                <td data-label="Status code">{attempt.status_code ?? '—'}</td>
+                <td data-label="Error">{attempt.error ?? '—'}</td>
+                <td data-label="Response">
                   <pre class="excerpt">{attempt.response_excerpt}</pre>
                 </td>
               </tr>

@@ -6,7 +6,8 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { PortalApi } from '../api.ts';
 import type { PortalSession, TestResult, WebhookEndpoint } from '../types.ts';
-import { ErrorNotice, Modal, OnceSecret, Time, useAction } from '../ui.tsx';
+import { CopyButton, ErrorNotice, Modal, OnceSecret, Time, useAction } from '../ui.tsx';
+import { EndpointHealth } from './EndpointHealth.tsx';
 import { DeliveryLog } from './DeliveryLog.tsx';
 import { EndpointSettings } from './EndpointSettings.tsx';
 import { OperationalEvents } from './OperationalEvents.tsx';
@@ -31,9 +32,12 @@ export function WebhooksPage(props: { api: PortalApi; session: PortalSession }) 
   const [settingsOf, setSettingsOf] = useState<WebhookEndpoint | undefined>();
   const loading = useAction();
 
+  // Counted up at each reload, so that each endpoint's health is read again with it.
+  const [refreshed, setRefreshed] = useState(0);
   const reload = () =>
     loading.run(async () => {
       setEndpoints((await api.json<{ endpoints: WebhookEndpoint[] }>('GET', '/audit/webhooks')).endpoints);
+      setRefreshed((count) => count + 1);
     });
   useEffect(() => void reload(), []);
 
@@ -49,14 +53,14 @@ export function WebhooksPage(props: { api: PortalApi; session: PortalSession }) 
       <ErrorNotice error={loading.error} />
       {endpoints && endpoints.length === 0 && <p class="empty">No webhook endpoints yet.</p>}
       {endpoints && endpoints.length > 0 && (
-        <table class="endpoints">
+        <table class="endpoints cards">
           <caption class="visually-hidden">Webhook endpoints</caption>
           <thead>
             <tr>
               <th scope="col">Endpoint</th>
               <th scope="col">Filter</th>
               <th scope="col">State</th>
-              <th scope="col">Failures in a row</th>
+              <th scope="col">Health</th>
               <th scope="col">Last delivery</th>
               <th scope="col">Actions</th>
             </tr>
@@ -72,6 +76,7 @@ export function WebhooksPage(props: { api: PortalApi; session: PortalSession }) 
                 onSecret={(title, secret) => setShownSecret({ title, secret })}
                 onShowLog={() => setLogOf(endpoint)}
                 onShowSettings={() => setSettingsOf(endpoint)}
+                refreshed={refreshed}
               />
             ))}
           </tbody>
@@ -144,6 +149,7 @@ function EndpointRow(props: {
   onSecret: (title: string, secret: string) => void;
   onShowLog: () => void;
   onShowSettings: () => void;
+  refreshed: number;
 }) {
   const { api, endpoint } = props;
   const path = `/audit/webhooks/${endpoint.id}`;
@@ -154,21 +160,26 @@ function EndpointRow(props: {
 
   return (
     <tr data-endpoint-id={endpoint.id}>
-      <td>
-        <span class="url">{endpoint.url}</span>
+      <td data-label="Endpoint">
+        <span class="url">{endpoint.url}</span>{' '}
+        <CopyButton value={endpoint.id} label={`Copy id of the endpoint ${endpoint.url}`}>
+          Copy id
+        </CopyButton>
         <span class="muted">{endpoint.description}</span>
         {endpoint.kind === 'operational' && <span class="muted">Operational notices</span>}
       </td>
-      <td>
+      <td data-label="Filter">
         {endpoint.event_filter.length === 0 ? 'Every event' : endpoint.event_filter.join(', ')}
         {endpoint.payload_filter && <span class="muted">and a payload filter</span>}
       </td>
-      <td>{endpoint.active ? 'Active' : 'Disabled'}</td>
-      <td>{endpoint.consecutive_failures}</td>
-      <td>
+      <td data-label="State">{endpoint.active ? 'Active' : 'Disabled'}</td>
+      <td data-label="Health">
+        <EndpointHealth api={api} endpointId={endpoint.id} refreshed={props.refreshed} />
+      </td>
+      <td data-label="Last delivery">
         <Time value={endpoint.last_delivery_at} />
       </td>
-      <td class="actions">
+      <td class="actions row-actions">
         <div class="buttons">
           <button type="button" class="secondary" onClick={props.onShowLog}>
             Deliveries
@@ -258,6 +269,7 @@ function EndpointRow(props: {
         )}
         {confirming === 'rotate' && (
           <RotateSecret
+            overlapEnds={endpoint.previous_secret_expires_at}
             onClose={() => setConfirming(undefined)}
             onRotate={async (overlapS) => {
               const rotated = await api.json<{ secret: string }>('POST', `${path}/rotate-secret`, { body: { overlap_s: overlapS } });
@@ -272,7 +284,7 @@ function EndpointRow(props: {
   );
 }
 
-function RotateSecret(props: { onClose: () => void; onRotate: (overlapS: number) => Promise<void> }) {
+function RotateSecret(props: { overlapEnds: string | null; onClose: () => void; onRotate: (overlapS: number) => Promise<void> }) {
   const rotating = useAction();
   const submit = (event: Event) => {
     event.preventDefault();
@@ -283,6 +295,12 @@ function RotateSecret(props: { onClose: () => void; onRotate: (overlapS: number)
     <Modal title="Rotate the signing secret" onClose={props.onClose}>
       <form onSubmit={submit}>
         <p>The old secret keeps signing beside the new one during the overlap, so receivers can switch without missing a delivery.</p>
+        {props.overlapEnds && (
+          <p class="warning" role="alert">
+            The secret replaced by the last rotation still signs until <Time value={props.overlapEnds} />. An endpoint signs with two
+            secrets at most: rotating now ends that overlap at once, and receivers still verifying with it start failing.
+          </p>
+        )}
         <label>
           Overlap (seconds, at most a week)
           <input name="overlap_s" type="number" min={0} max={604800} defaultValue="86400" required />

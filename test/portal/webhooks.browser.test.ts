@@ -122,6 +122,13 @@ describe('customer portal: webhooks, in a real browser', function () {
       'the failed first attempt',
     );
     receiver.reply(204);
+    // The endpoint's health says what its attempts were: failing, though no delivery has run out of attempts.
+    await page.getByRole('button', { name: 'Trail' }).click();
+    await page.getByRole('button', { name: 'Webhooks' }).click();
+    const health = endpointRow().getByTestId('health');
+    await health.getByText('Failing: 1 failed attempt in a row').waitFor();
+    expect(await health.textContent()).to.include('Last error: HTTP 500 at');
+    expect(await health.textContent()).to.include('50% of 2 attempts succeeded (24 h); 1 delivery retrying');
     const log = await openLog();
     const row = log.locator('tr[data-delivery-id]').filter({ hasText: 'phi.query' });
     // Still pending in the API's words (attempts remain), and failing in fact: said as it is.

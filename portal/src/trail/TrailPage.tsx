@@ -47,7 +47,8 @@ function Summary(props: { shown: Shown | undefined; count: EventCount | undefine
     text = `${shown.events.length} found${shown.events.length === PAGE_SIZE ? ' on this page' : ''}`;
     if (shown.searchedTo) text += `, searching back to ${formatTime(shown.searchedTo)} so far: Older searches on`;
   } else if (count) {
-    text = count.capped ? `More than ${count.count.toLocaleString('en')} events` : `${count.count.toLocaleString('en')} events`;
+    const events = count.count === 1 ? 'event' : 'events';
+    text = count.capped ? `More than ${count.count.toLocaleString('en')} events` : `${count.count.toLocaleString('en')} ${events}`;
   } else {
     return null;
   }

@@ -24,6 +24,7 @@ const BENCHMARKS: Record<string, string> = {
   integrity: 'bench/integrity.ts',
   portal: 'bench/portal.ts',
   search: 'bench/search.ts',
+  'make-run': 'bench/makeRun.ts',
   streams: 'bench/streams.ts',
   expiry: 'bench/expiry.ts',
   compaction: 'bench/compaction.ts',

@@ -32,6 +32,8 @@ export { AuditTrailApiError, AuditTrailUnreachableError, type ClientOptions } fr
 
 export interface EventFilters {
   action?: string;
+  /** An action family, matched as webhook filters are: `phi.` matches phi.read; `phi` that and phi itself. */
+  action_prefix?: string;
   /** What this user did: exact match on the event's user_id. */
   user_id?: string;
   resource_type?: string;
@@ -44,9 +46,17 @@ export interface EventFilters {
   until?: Date | string;
 }
 
+/** The list's own parameters beside the filters: its search (docs/api.md "Search") and its page size. */
+export interface ListOptions {
+  /** A part of the event's id, action, user_id, resource_type or resource_id, in any case. */
+  q?: string;
+  limit?: number;
+}
+
 export interface EventPage {
   events: AuditEvent[];
-  page: { limit: number; returned: number; next_cursor: string | null; has_more: boolean };
+  /** searched_to: a search's page whose walk stopped short; next_cursor searches on. */
+  page: { limit: number; returned: number; next_cursor: string | null; has_more: boolean; searched_to?: string };
 }
 
 export class AuditTrailClient {
@@ -57,14 +67,14 @@ export class AuditTrailClient {
   }
 
   /** One page of events, newest first. */
-  async listPage(filters: EventFilters & { limit?: number; cursor?: string } = {}): Promise<EventPage> {
+  async listPage(filters: EventFilters & ListOptions & { cursor?: string } = {}): Promise<EventPage> {
     const { limit, cursor, ...rest } = filters;
     const query = toQuery({ ...filterValues(rest), limit: limit?.toString(), cursor });
     return (await this.api.request('GET', `/audit/events${query}`)).json() as Promise<EventPage>;
   }
 
   /** Every page of the window, following next_cursor until has_more is false. */
-  async *listPages(filters: EventFilters & { limit?: number } = {}): AsyncGenerator<EventPage> {
+  async *listPages(filters: EventFilters & ListOptions = {}): AsyncGenerator<EventPage> {
     let cursor: string | undefined;
     for (;;) {
       const page = await this.listPage({ ...filters, cursor });
@@ -75,7 +85,7 @@ export class AuditTrailClient {
   }
 
   /** Every event of the window, one at a time. */
-  async *listEvents(filters: EventFilters & { limit?: number } = {}): AsyncGenerator<AuditEvent> {
+  async *listEvents(filters: EventFilters & ListOptions = {}): AsyncGenerator<AuditEvent> {
     for await (const page of this.listPages(filters)) yield* page.events;
   }
 

@@ -210,6 +210,16 @@ describe('audit-trail-client events and webhooks against the real service', func
     expect(lines[1]).to.match(/^2026-10-01T00:00:00\.005Z\s+phi\.read\s+/);
   });
 
+  it('searches with --search and matches an action family with --action-prefix', async () => {
+    const result = await cli(['events', 'list', '--search', 'U-2', '--action-prefix', 'phi', ...DAY, '--output', 'ndjson'], env);
+    expect(result.code, result.stderr).to.equal(0);
+    const found = ndjson(result.stdout).map((event) => [event.action, event.user_id]);
+    expect(found).to.deep.equal([
+      ['phi.read', 'u-2'],
+      ['phi.update', 'u-2'],
+    ]);
+  });
+
   it('aligns the columns of a page whose values are longer than the columns are wide', async () => {
     const T1 = Date.parse('2026-10-03T00:00:00.000Z');
     await seedEvents(db.url, [

@@ -12,6 +12,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { launchBrowser } from '../support/browser.ts';
 import { databaseUrl } from '../support/database.ts';
+import { localised, serviceCommands } from '../support/docCommands.ts';
 import { runInFreshShell, spawnInFreshShell } from '../support/freshShell.ts';
 import { freePort } from '../support/ports.ts';
 import { waitFor } from '../support/wait.ts';
@@ -185,6 +186,71 @@ describe('make run, as a newcomer uses it', function () {
     } finally {
       await browser.close();
     }
+  });
+
+  it('runs every command of docs/*.md that talks to a service, as written, with the variables its banner exports', async function () {
+    this.timeout(180_000);
+    const banner = await run!.banner();
+    const exported = /^ {2}export BASE=(\S+) KEY=(\S+) INTERNAL_URL=(\S+) OPERATOR_TOKEN=(\S+)$/m.exec(banner);
+    expect(exported, banner).not.to.equal(null);
+    const [, base, key, internal, operatorToken] = exported!;
+    // OPERATOR_TOKENS is set for this clone, and the token printed is one of them.
+    expect(/Operator token \(internal\): +(\S+)/.exec(banner)![1]).to.equal(operatorToken);
+    expect(readDevEnv(stateDir).OPERATOR_TOKENS!.split(',')).to.include(operatorToken);
+    const ingestToken = /Ingest token \(internal port\): +(\S+)/.exec(banner)![1]!;
+
+    // What the docs' example ids stand for: an endpoint, a stream and events of this service's demo tenant.
+    const api = async (path: string, body: unknown, bearer = key!, at = base!) => {
+      const response = await fetch(`${at}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      expect(response.status, `${path}: ${await response.clone().text()}`).to.be.lessThan(300);
+      return (await response.json()) as any;
+    };
+    const endpoint = (await api('/audit/webhooks', { url: 'https://hooks.example.org/audit' })).endpoint.id as string;
+    const stream = (await api('/audit/streams', { destination: { type: 'https', url: 'https://collector.example.org/audit' } })).stream
+      .id as string;
+    const ingested = await api(
+      '/internal/v1/events',
+      {
+        events: [1, 2].map((index) => ({
+          tenant_id: 'demo',
+          action: 'phi.read',
+          user_id: `u-${index}`,
+          user_role: 'clinician',
+          resource_type: 'patient_chart',
+          resource_id: `p-${index}`,
+          phi_involved: true,
+          fields_accessed: ['diagnosis'],
+          justification: 'asked by Jane Roe',
+          details: { patient_name: 'Jane Roe' },
+          success: true,
+        })),
+      },
+      ingestToken,
+      internal!,
+    );
+    const events: string[] = ingested.events.map((event: { event_id: string }) => event.event_id);
+
+    const { run: commands, left } = serviceCommands();
+    // What this test exists for: the stream and redaction commands refused locally before (403, 404).
+    expect(commands.map((command) => command.doc)).to.include.members(['streams.md', 'retention.md', 'webhooks.md']);
+    for (const skipped of left) expect(skipped.why, skipped.text).to.be.a('string');
+    const prelude = [
+      `cd "${process.cwd()}" && set -a && . "${stateDir}/dev.env" && set +a`,
+      `export BASE="${base}" KEY="${key}" INTERNAL_URL="${internal}" OPERATOR_TOKEN="${operatorToken}"`,
+      // A refusal of the service fails the command, as a reader reading its answer would notice.
+      'curl() { command curl --fail-with-body "$@"; }',
+    ].join('\n');
+    for (const command of commands) {
+      const event = command.text.includes('0190f3c2-...') ? events.shift()! : '';
+      const text = localised(command.text, { endpoint, stream, event, tenant: 'demo' });
+      const ran = await runAsPasted(`${prelude}\n${text}`);
+      expect(ran.code, `${command.doc}: ${text}\n${ran.stderr}${ran.stdout}`).to.equal(0);
+    }
+    expect(events, 'both example event ids used').to.deep.equal([]);
   });
 
   it("keeps the clone's own database, NATS namespace and demo key across runs, and make clean-local removes them", async () => {

@@ -134,7 +134,10 @@ describe('customer portal: the pictures in docs/portal.md', function () {
     await page.locator('form.filters [name="phi_involved"]').selectOption('true');
     await page.getByRole('button', { name: 'Apply filters' }).click();
     await page.waitForFunction((count) => document.querySelectorAll('table.events tbody tr').length === count, events.length);
-    await page.getByTestId('result-count').filter({ hasText: `${events.length} events` }).waitFor();
+    await page
+      .getByTestId('result-count')
+      .filter({ hasText: `${events.length} events` })
+      .waitFor();
     expect(await page.locator('ul.chips li.chip span').allTextContents()).to.deep.equal(['PHI only']);
     expect(await rows().first().locator('time').textContent()).to.equal('Mar 2, 2026, 11:56:00 UTC');
     await picture('trail.png');
@@ -166,10 +169,17 @@ describe('customer portal: the pictures in docs/portal.md', function () {
     await page.locator('details.fold > summary').click();
     await page.locator('form.filters [name="phi_involved"]').selectOption('true');
     await page.getByRole('button', { name: 'Apply filters' }).click();
-    await page.getByTestId('result-count').filter({ hasText: `${events.length} events` }).waitFor();
+    await page
+      .getByTestId('result-count')
+      .filter({ hasText: `${events.length} events` })
+      .waitFor();
     await page.locator('details.fold > summary').click();
     expect(await rows().first().locator('time').textContent()).to.equal('Mar 2, 2026, 11:56:00 UTC');
-    expect(await rows().first().evaluate((row) => getComputedStyle(row).display)).to.equal('block');
+    expect(
+      await rows()
+        .first()
+        .evaluate((row) => getComputedStyle(row).display),
+    ).to.equal('block');
     expect(await page.evaluate(() => document.documentElement.scrollWidth <= innerWidth)).to.equal(true);
     await picture('trail-phone-dark.png');
   });

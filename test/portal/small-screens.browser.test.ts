@@ -70,8 +70,11 @@ describe('customer portal: on a phone and a laptop, in light and dark', function
   });
 
   async function noSidewaysScroll(page: Page, where: string): Promise<void> {
-    const { scrollWidth, innerWidth } = await page.evaluate(() => ({ scrollWidth: document.documentElement.scrollWidth, innerWidth }));
-    expect(scrollWidth, `${where}: the page is ${scrollWidth} px wide in a ${innerWidth} px window`).to.be.at.most(innerWidth);
+    const widths = await page.evaluate((): { page: number; window: number } => ({
+      page: document.documentElement.scrollWidth,
+      window: window.innerWidth,
+    }));
+    expect(widths.page, `${where}: the page is ${widths.page} px wide in a ${widths.window} px window`).to.be.at.most(widths.window);
   }
 
   async function clean(page: Page, where: string): Promise<void> {

@@ -42,13 +42,23 @@ describe('webhook endpoint health', function () {
     const endpointId = created.json.endpoint.id as string;
     const fresh = await health(endpointId);
     expect(fresh.status, fresh.text).to.equal(200);
-    expect(fresh.json.health).to.include({ attempts: 0, succeeded: 0, success_rate: null, failing_streak: 0, retrying: 0, last_failure: null });
+    expect(fresh.json.health).to.include({
+      attempts: 0,
+      succeeded: 0,
+      success_rate: null,
+      failing_streak: 0,
+      retrying: 0,
+      last_failure: null,
+    });
 
     receiver.reply(204);
     await seedEvents(db.url, [newEvent({ tenantId: 'health-a', action: 'phi.read' })]);
     await waitFor(() => receiver.received.length === 1, 'the accepted delivery');
     receiver.reply({ status: 401, body: 'bad signature' });
-    await seedEvents(db.url, [newEvent({ tenantId: 'health-a', action: 'phi.read' }), newEvent({ tenantId: 'health-a', action: 'phi.export' })]);
+    await seedEvents(db.url, [
+      newEvent({ tenantId: 'health-a', action: 'phi.read' }),
+      newEvent({ tenantId: 'health-a', action: 'phi.export' }),
+    ]);
     await waitFor(async () => (await health(endpointId)).json.health.attempts === 3, 'three recorded attempts');
 
     const { json } = await health(endpointId);

@@ -12,6 +12,7 @@ export const URL_OPTION = { url: { type: 'string' } } as const;
 /** What selects events, for the list and the live endpoint alike. */
 export const MATCH_OPTIONS = {
   action: { type: 'string' },
+  'action-prefix': { type: 'string' },
   'user-id': { type: 'string' },
   'resource-type': { type: 'string' },
   'resource-id': { type: 'string' },
@@ -30,6 +31,7 @@ export const OUTPUT_OPTION = { output: { type: 'string', short: 'o' } } as const
 
 interface MatchValues {
   action?: string;
+  'action-prefix'?: string;
   'user-id'?: string;
   'resource-type'?: string;
   'resource-id'?: string;
@@ -42,6 +44,7 @@ interface MatchValues {
 export function eventFilters(values: MatchValues): EventFilters {
   const filters: EventFilters = {
     action: values.action,
+    action_prefix: values['action-prefix'],
     user_id: values['user-id'],
     resource_type: values['resource-type'],
     resource_id: values['resource-id'],

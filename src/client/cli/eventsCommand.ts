@@ -24,14 +24,15 @@ export async function runEvents(args: string[]): Promise<number> {
 
 /**
  * One page of events, newest first, or with `--all` every page of the window, following the cursor. The
- * filters are the API's own (docs/api.md "GET /audit/events"), each an exact match.
+ * filters are the API's own (docs/api.md "GET /audit/events"); `--search` is its q, whose page may stop short
+ * of full (a search walks a bounded number of events a request) and says where to go on.
  */
 async function listEvents(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { ...URL_OPTION, ...MATCH_OPTIONS, ...WINDOW_OPTIONS, ...PAGING_OPTIONS, ...OUTPUT_OPTION },
+    options: { ...URL_OPTION, ...MATCH_OPTIONS, ...WINDOW_OPTIONS, ...PAGING_OPTIONS, ...OUTPUT_OPTION, search: { type: 'string' } },
   });
-  const filters = eventFilters(values);
+  const filters = { ...eventFilters(values), ...(values.search === undefined ? {} : { q: values.search }) };
   const { limit, cursor, all } = pagingOf(values);
   const format = outputFormat(values.output, ['table', 'json', 'ndjson'] as const);
   const client = clientFrom(values.url);

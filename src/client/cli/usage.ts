@@ -12,13 +12,13 @@ export const CLIENT_VERSION = '0.1.0';
 export const VERIFY_ARGUMENTS =
   '(--export FILE [--consistency FILE...] [--complete] | --stream-copy FILE...) --public-key FILE... [--tree-head FILE...]';
 
-const MATCH = '[--action A] [--user-id U] [--resource-type T] [--resource-id R] [--phi true|false]';
+const MATCH = '[--action A | --action-prefix P] [--user-id U] [--resource-type T] [--resource-id R] [--phi true|false]';
 const WINDOW = '[--since TIME] [--until TIME]';
 const PAGING = '[--limit N] [--cursor C | --all]';
 
 /** Each command's usage lines, as `audit-trail-client COMMAND --help` prints them. */
 export const COMMAND_USAGE: Readonly<Record<string, readonly string[]>> = {
-  events: [`${PROGRAM} events list ${MATCH} ${WINDOW} ${PAGING} [--output table|json|ndjson]`],
+  events: [`${PROGRAM} events list ${MATCH} [--search TEXT] ${WINDOW} ${PAGING} [--output table|json|ndjson]`],
   webhooks: [
     `${PROGRAM} webhooks list [--output table|json]`,
     `${PROGRAM} webhooks deliveries WEBHOOK_ID [--status pending|succeeded|failed] ${WINDOW} ${PAGING} [--output table|json|ndjson]`,

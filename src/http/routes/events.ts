@@ -16,32 +16,28 @@ const MAX_PAGE_SIZE = 1000;
 /** Longer text is no identifier a person would type. */
 const SEARCH_MAX_LENGTH = 100;
 
-/** Query parameters of GET /audit/events: validate requests, type the handler, document the API. */
-export const listEventsQuerySchema = z
-  .strictObject(filterFieldsSchema)
-  .partial()
-  .extend({
-    phi_involved: queryBoolean().optional().meta({ description: filterFieldsSchema.phi_involved.description }),
-    limit: queryInteger(1, MAX_PAGE_SIZE)
-      .optional()
-      .meta({ description: `Page size, 1 to ${MAX_PAGE_SIZE}; default ${DEFAULT_PAGE_SIZE}.` }),
-    cursor: z.string().max(200).optional().meta({ description: "The previous page's next_cursor, passed back unchanged. Opaque." }),
-    q: z
-      .string()
-      .max(SEARCH_MAX_LENGTH)
-      .refine((text) => text.trim().length > 0, 'must hold some text')
-      .optional()
-      .meta({
-        description: `Search: a case-insensitive part of the event's id, action, user_id, resource_type or resource_id. Each page searches at most ${SEARCH_SCAN_ROWS.toLocaleString('en')} events of the window, newest first; a page that stops short says how far it searched (page.searched_to) and its next_cursor searches on.`,
-        example: 'patient-88',
-      }),
-  });
-
-/** The filters of GET /audit/events/count: the list's, without paging or search. */
-const countEventsQuerySchema = z
+/** The list's filters as query parameters (phi_involved as text): the count's and the live stream's too. */
+export const filterQuerySchema = z
   .strictObject(filterFieldsSchema)
   .partial()
   .extend({ phi_involved: queryBoolean().optional().meta({ description: filterFieldsSchema.phi_involved.description }) });
+
+/** Query parameters of GET /audit/events: validate requests, type the handler, document the API. */
+export const listEventsQuerySchema = filterQuerySchema.extend({
+  limit: queryInteger(1, MAX_PAGE_SIZE)
+    .optional()
+    .meta({ description: `Page size, 1 to ${MAX_PAGE_SIZE}; default ${DEFAULT_PAGE_SIZE}.` }),
+  cursor: z.string().max(200).optional().meta({ description: "The previous page's next_cursor, passed back unchanged. Opaque." }),
+  q: z
+    .string()
+    .max(SEARCH_MAX_LENGTH)
+    .refine((text) => text.trim().length > 0, 'must hold some text')
+    .optional()
+    .meta({
+      description: `Search: a case-insensitive part of the event's id, action, user_id, resource_type or resource_id. Each page searches at most ${SEARCH_SCAN_ROWS.toLocaleString('en')} events of the window, newest first; a page that stops short says how far it searched (page.searched_to) and its next_cursor searches on.`,
+      example: 'patient-88',
+    }),
+});
 
 const eventCountSchema = z
   .looseObject({
@@ -77,7 +73,7 @@ export function eventRoutes(reader: EventReader): Router<RequestState> {
 
   // Before /audit/events/:event_id, which would take "count" for an id.
   router.get('/audit/events/count', requireScope('audit:read'), async (ctx) => {
-    const filters = toEventFilters(parseQuery(countEventsQuerySchema, ctx.query));
+    const filters = toEventFilters(parseQuery(filterQuerySchema, ctx.query));
     ctx.body = await reader.count(principalOf(ctx).tenantId, filters);
   });
 
@@ -103,7 +99,7 @@ export const eventsOpenApi: OpenApiContribution = {
         operationId: 'countEvents',
         summary: `How many events the list's filters match, counted up to ${COUNT_CAP.toLocaleString('en')} (capped: true beyond).`,
         security: [{ apiKey: [] }],
-        parameters: queryParameters(countEventsQuerySchema),
+        parameters: queryParameters(filterQuerySchema),
         responses: {
           '200': authenticatedResponse({ description: 'The count.', content: json(ref('EventCount')) }),
           ...standardErrorResponses('audit:read'),

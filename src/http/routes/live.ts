@@ -3,7 +3,7 @@ import Router from '@koa/router';
 import { z } from 'zod';
 import type { Queryable } from '../../db/database.ts';
 import { UUID_PATTERN } from '../../events/eventFields.ts';
-import { filterFieldsSchema, toEventFilters } from '../../events/eventFilters.ts';
+import { toEventFilters } from '../../events/eventFilters.ts';
 import { NotYetSealedError } from '../../integrity/integrityReader.ts';
 import type { LiveFeed } from '../../live/liveFeed.ts';
 import { leafOfEvent, sealedSize } from '../../live/liveStore.ts';
@@ -11,15 +11,10 @@ import { liveStreamText } from '../../live/liveStream.ts';
 import { ServiceUnavailableError, ValidationError } from '../../platform/errors.ts';
 import { requireScope } from '../authenticate.ts';
 import { holdLongReadSlot, longReadRoute, type LongReadAdmission } from '../longRead.ts';
-import { parseQuery, queryBoolean } from '../requestInput.ts';
+import { parseQuery } from '../requestInput.ts';
+import { filterQuerySchema } from './events.ts';
 import { principalOf, type AppContext, type RequestState } from '../state.ts';
 import { authenticatedResponse, json, queryParameters, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
-
-/** The list's filters, without its paging: a live stream has neither pages nor a cursor. */
-const liveQuerySchema = z
-  .strictObject(filterFieldsSchema)
-  .partial()
-  .extend({ phi_involved: queryBoolean().optional().meta({ description: filterFieldsSchema.phi_involved.description }) });
 
 export interface LiveRouteOptions {
   readonly db: Queryable;
@@ -41,7 +36,7 @@ export function liveRoutes(options: LiveRouteOptions): Router<RequestState> {
   const router = new Router<RequestState>();
 
   router.get('/audit/events/live', longReadRoute, requireScope('audit:read'), withRetryAfter, async (ctx) => {
-    const filters = toEventFilters(parseQuery(liveQuerySchema, ctx.query));
+    const filters = toEventFilters(parseQuery(filterQuerySchema, ctx.query));
     const lastEventId = lastEventIdOf(ctx);
     if (options.stopping.aborted) throw new ServiceUnavailableError('This instance is shutting down; reconnect.');
     const tenantId = principalOf(ctx).tenantId;
@@ -131,7 +126,7 @@ export const liveOpenApi: OpenApiContribution = {
           'repetition. The stream ends when the instance shuts down or the key is revoked; reconnect.',
         security: [{ apiKey: [] }],
         parameters: [
-          ...queryParameters(liveQuerySchema),
+          ...queryParameters(filterQuerySchema),
           {
             name: 'Last-Event-ID',
             in: 'header',

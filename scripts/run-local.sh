@@ -93,30 +93,32 @@ export SEAL_INTERVAL="${SEAL_INTERVAL:-1s}"
 ingest_token=${INGEST_TOKENS%%,*}
 operator_token=${OPERATOR_TOKENS%%,*}
 
-# Migrate unless the database holds every migration already: asked with psql in a few milliseconds, where the
-# migrate command's Node start takes most of a second, on every warm start.
-applied=$(psql "$DATABASE_URL" -tAc "SELECT string_agg(name, ' ' ORDER BY version) FROM audit_schema_migrations" 2>/dev/null || true)
-if [ "$applied" != "$(cd migrations && echo *.sql)" ]; then
+# What a warm start needs to know before the service starts, asked with one psql in a few milliseconds (a Node
+# process takes most of a second, and the CPU the service is starting on): whether the database holds every
+# migration, and whether the demo key is still active with every scope the docs' local commands use (a key of
+# an earlier version lacks portal:sessions or streams:write). On a first run there is no database yet.
+demo_scopes=audit:export,audit:read,portal:sessions,streams:write,webhooks:write
+demo_key=$(cat "$state_dir/demo-key" 2>/dev/null || true)
+lookup=$(echo "$demo_key" | cut -d_ -f3)
+[[ "$lookup" =~ ^[0-9a-f]{8}$ ]] || lookup=none
+ready_check() {
+  psql "$DATABASE_URL" -tA -F ' ' -c "SELECT (SELECT count(*) FROM api_keys WHERE lookup_id = '$lookup' AND tenant_id = 'demo'
+      AND revoked_at IS NULL AND scopes @> string_to_array('$demo_scopes', ',')),
+    (SELECT string_agg(name, ' ' ORDER BY version) FROM audit_schema_migrations)" 2>/dev/null || true
+}
+checked=$(ready_check)
+if [ "${checked#* }" != "$(cd migrations && echo *.sql)" ]; then
   node dist/cli.js migrate --create-database
+  checked=$(ready_check)
 fi
 
-# Every role but the controller, which needs a Kubernetes API server. It starts while the demo key is checked
-# below: each takes about a second of Node's start, and a warm start should take no more than both at once.
+# Every role but the controller, which needs a Kubernetes API server. It starts while a demo key is minted,
+# if one is needed.
 roles=api,ingest,relay,worker,sealer,streams
 node dist/cli.js serve --roles "$roles" &
 server=$!
 
-# Reuse the demo key while it is active and has every scope the docs' local commands use (a key of an earlier
-# version lacks portal:sessions or streams:write); mint one otherwise. The scopes are listed sorted.
-demo_scopes=audit:export,audit:read,portal:sessions,streams:write,webhooks:write
-demo_key=""
-if [ -f "$state_dir/demo-key" ]; then
-  demo_key=$(cat "$state_dir/demo-key")
-  lookup=$(echo "$demo_key" | cut -d_ -f3)
-  node dist/cli.js keys list --tenant demo --json |
-    grep -q "\"lookup_id\":\"$lookup\"[^}]*\"scopes\":\\[\"${demo_scopes//,/\",\"}\"\\][^}]*\"state\":\"active\"" || demo_key=""
-fi
-if [ -z "$demo_key" ]; then
+if [ "${checked%% *}" != 1 ]; then
   demo_key=$(AUDIT_ACTOR=make-run node dist/cli.js keys mint --tenant demo --scopes "$demo_scopes" --description "make run demo key")
   echo "$demo_key" > "$state_dir/demo-key"
 fi

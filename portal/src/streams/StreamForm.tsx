@@ -102,12 +102,26 @@ function DestinationInput(props: { field: DestinationField }) {
     );
   }
   const common = { name, required: field.required, placeholder: field.placeholder, autocomplete: 'off', spellcheck: false };
+  if (field.kind === 'secret') {
+    return (
+      <label>
+        {field.label}
+        <input type="password" {...common} />
+      </label>
+    );
+  }
+  if (field.kind === 'url') {
+    return (
+      <label>
+        {field.label}
+        <input type="url" {...common} />
+      </label>
+    );
+  }
   return (
     <label>
       {field.label}
-      {field.kind === 'secret' && <input type="password" {...common} />}
-      {field.kind === 'url' && <input type="url" {...common} />}
-      {field.kind !== 'secret' && field.kind !== 'url' && <input type="text" {...common} />}
+      <input type="text" {...common} />
     </label>
   );
 }

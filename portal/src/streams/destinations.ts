@@ -47,6 +47,16 @@ export const DESTINATIONS: { readonly [T in DestinationType]: DestinationForm<T>
     label: 'HTTPS collector (signed, gzipped NDJSON)',
     fields: [{ name: 'url', label: 'Collector URL', kind: 'url', required: true, placeholder: 'https://collector.example.com/audit' }],
   },
+  amqp: {
+    label: 'AMQP 0-9-1 broker (RabbitMQ)',
+    fields: [
+      { name: 'url', label: 'Broker URL', kind: 'url', required: true, placeholder: 'amqps://rabbit.example.com/siem' },
+      { name: 'username', label: 'Username', kind: 'text', required: true },
+      { name: 'password', label: 'Password', kind: 'secret', required: true },
+      { name: 'exchange', label: 'Exchange', kind: 'text', required: true },
+      { name: 'routing_key', label: 'Routing key', kind: 'text' },
+    ],
+  },
   s3: {
     label: 'S3 or S3-compatible storage',
     fields: [

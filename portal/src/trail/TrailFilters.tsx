@@ -49,22 +49,24 @@ export function TrailFilters(props: { api: PortalApi; filters: Filters; onChange
 
   return (
     <div class="finder">
-      <form class="search" role="search" onSubmit={search} key={`search-${version}`}>
-        <label for="trail-q" class="visually-hidden">
-          Search the trail
-        </label>
-        <input
-          id="trail-q"
-          name="q"
-          type="search"
-          defaultValue={filters.q ?? ''}
-          placeholder="Search ids, actions, users, resources"
-          autocomplete="off"
-          spellcheck={false}
-          maxLength={100}
-        />
-        <button type="submit">Search</button>
-      </form>
+      <search>
+        <form class="search" onSubmit={search} key={`search-${version}`}>
+          <label for="trail-q" class="visually-hidden">
+            Search the trail
+          </label>
+          <input
+            id="trail-q"
+            name="q"
+            type="search"
+            defaultValue={filters.q ?? ''}
+            placeholder="Search ids, actions, users, resources"
+            autocomplete="off"
+            spellcheck={false}
+            maxLength={100}
+          />
+          <button type="submit">Search</button>
+        </form>
+      </search>
       <details class="fold" open={matchMedia(WIDE).matches}>
         <summary>Filters{chips.length > 0 ? ` · ${chips.length} active` : ''}</summary>
         <form class="filters" onSubmit={apply} aria-label="Filters" key={`filters-${version}`}>

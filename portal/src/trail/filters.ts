@@ -23,7 +23,7 @@ const LABELS: ReadonlyArray<[name: string, label: string]> = [
  * An action as typed: a family when it ends with a dot or a star (`phi.`, `phi.*`), matched as webhook
  * filters are (action_prefix); otherwise that exact action.
  */
-export function actionFilter(typed: string): { action?: string; action_prefix?: string } {
+function actionFilter(typed: string): { action?: string; action_prefix?: string } {
   const text = typed.trim();
   if (text === '') return {};
   if (text.endsWith('*')) return { action_prefix: text.slice(0, -1) };

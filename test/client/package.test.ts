@@ -137,8 +137,11 @@ describe('the @audit-trail/client package, packed and installed in a project of 
     // A customer's shell: no clone, no node_modules/.bin of ours on PATH, the machine's node and npx.
     const outside = join(scratch, 'customer');
     await mkdir(outside);
-    const tarball = (await readdir(scratch)).find((name) => /^audit-trail-client-\d+\.\d+\.\d+\.tgz$/.test(name))!;
-    await copyFile(join(scratch, tarball), join(outside, tarball));
+    // The release artifact, as README and docs/cli.md say to make it.
+    const manifest = JSON.parse(await readFile(join(PACKAGE_DIRECTORY, 'package.json'), 'utf8'));
+    const tarball = `audit-trail-client-${manifest.version}.tgz`;
+    await run('make', ['--no-print-directory', '-s', 'client-package'], { env: scratchEnvironment(scratch) });
+    await copyFile(join('dist/release', tarball), join(outside, tarball));
     const { key } = await mintKey(db.url, { tenantId: 'packaged-npx', scopes: ['audit:read'] });
     await seedEvents(db.url, [newEvent({ tenantId: 'packaged-npx', occurredAtMs: Date.parse('2026-09-03T00:00:00.000Z') })]);
     const env = {
@@ -162,7 +165,6 @@ describe('the @audit-trail/client package, packed and installed in a project of 
     expect(events.filter((event) => event.action === 'phi.read').map((event) => event.timestamp)).to.deep.equal([
       '2026-09-03T00:00:00.000Z',
     ]);
-    const manifest = JSON.parse(await readFile(join(PACKAGE_DIRECTORY, 'package.json'), 'utf8'));
     // The engines npm checks the machine's Node against: every Node the client's code runs on, from 20.
     expect(manifest.engines).to.deep.equal({ node: '>=20' });
     expect(Number(/^v(\d+)/.exec(machineNode)![1])).to.be.at.least(20);

@@ -13,8 +13,8 @@
  */
 import { launchBrowser } from '../test/support/browser.ts';
 import { createTestDatabase } from '../test/support/database.ts';
-import { newEvent, seedEvents } from '../test/support/events.ts';
 import { startApiProcess } from './support/apiProcess.ts';
+import { seedBigTenant } from './support/bigTenant.ts';
 import { mintBenchKeys } from './support/keys.ts';
 import { freePort, stopProcess } from './support/processes.ts';
 import { median } from '../test/support/statistics.ts';
@@ -32,22 +32,7 @@ let api: Awaited<ReturnType<typeof startApiProcess>> | undefined;
 const browser = await launchBrowser();
 try {
   const started = Date.now();
-  const now = Date.now();
-  for (let offset = 0; offset < EVENTS; offset += 10_000) {
-    await seedEvents(
-      db.url,
-      Array.from({ length: 10_000 }, (_, index) =>
-        newEvent({
-          tenantId: TENANT,
-          occurredAtMs: now - (offset + index) * 6_000,
-          action: index % 3 === 0 ? 'phi.query' : 'phi.read',
-          userId: `user-${index % 500}`,
-          resourceType: 'patient_record',
-          resourceId: `patient-${(offset + index) % 20_000}`,
-        }),
-      ),
-    );
-  }
+  await seedBigTenant(db.url, TENANT, EVENTS, ['phi.query', 'phi.read', 'phi.read'], started);
   log(`seeded ${EVENTS} events of ${TENANT} through the write path in ${((Date.now() - started) / 1000).toFixed(0)} s`);
   api = await startApiProcess(db.url, { port, env: { PUBLIC_BASE_URL: `http://127.0.0.1:${port}` } });
   const key = (await mintBenchKeys(db.url, [TENANT], ['audit:read', 'portal:sessions'])).get(TENANT)!;

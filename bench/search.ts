@@ -7,9 +7,9 @@
  */
 import { SEARCH_SCAN_ROWS } from '../src/events/eventSearch.ts';
 import { createTestDatabase } from '../test/support/database.ts';
-import { newEvent, seedEvents } from '../test/support/events.ts';
 import { median } from '../test/support/statistics.ts';
 import { startApiProcess } from './support/apiProcess.ts';
+import { seedBigTenant } from './support/bigTenant.ts';
 import { mintBenchKeys } from './support/keys.ts';
 import { stopProcess } from './support/processes.ts';
 
@@ -21,22 +21,7 @@ const ACTIONS = ['phi.read', 'phi.query', 'phi.export', 'admin.user.update', 'au
 const db = await createTestDatabase();
 let api: Awaited<ReturnType<typeof startApiProcess>> | undefined;
 try {
-  const now = Date.now();
-  for (let offset = 0; offset < EVENTS; offset += 10_000) {
-    await seedEvents(
-      db.url,
-      Array.from({ length: 10_000 }, (_, index) =>
-        newEvent({
-          tenantId: TENANT,
-          occurredAtMs: now - (offset + index) * 6_000,
-          action: ACTIONS[(offset + index) % ACTIONS.length]!,
-          userId: `user-${index % 500}`,
-          resourceType: 'patient_record',
-          resourceId: `patient-${(offset + index) % 20_000}`,
-        }),
-      ),
-    );
-  }
+  await seedBigTenant(db.url, TENANT, EVENTS, ACTIONS, Date.now());
   // The statistics autovacuum gathers on a table this size in production: without them Postgres reckons on a
   // few hundred rows of the tenant and may sort every one of them to find the walk's end.
   await db.pool.query('ANALYZE events');

@@ -317,7 +317,8 @@ describe('audit-trail-client events and webhooks against the real service', func
     expect(after).to.deep.include({ timeout_s: null, payload_filter: null, header_names: [], ordered: true });
 
     const refused = await cli(['webhooks', 'update', endpoint.id, '--payload-filter', '{"path": "actor.name", "equals": "x"}'], env);
-    expect(refused.code).to.equal(1);
+    // A value the service found invalid (its 422) is the user's mistake: exit 2, as for a bad flag.
+    expect(refused.code).to.equal(2);
     expect(refused.stderr).to.include('payload_filter.path');
     expect((await cli(['webhooks', 'disable', endpoint.id], env)).stdout).to.equal(`endpoint ${endpoint.id} disabled: disabled\n`);
     expect((await cli(['webhooks', 'enable', endpoint.id], env)).stdout).to.equal(`endpoint ${endpoint.id} enabled: active\n`);

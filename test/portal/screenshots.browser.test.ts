@@ -56,9 +56,13 @@ describe('customer portal: the pictures in docs/portal.md', function () {
   /** Writes the picture only when it differs from the one in the tree. */
   async function picture(name: string): Promise<void> {
     await page.evaluate(() => {
-      // Times the clock moves: the session's expiry, and the attempts of the last day the health reports.
-      for (const element of document.querySelectorAll('header.top time, [data-testid="health"] time')) {
+      // Times the clock moves: the session's expiry, the attempts of the last day the health reports, and
+      // when the operational events happened; and the endpoint ids the service draws at random.
+      for (const element of document.querySelectorAll('header.top time, [data-testid="health"] time, section.operational time')) {
         element.textContent = 'Mar 2, 2026, 12:15:00 UTC';
+      }
+      for (const cell of document.querySelectorAll('section.operational td.url')) {
+        cell.textContent = (cell.textContent ?? '').replace(/^wh_[0-9a-f]{32}$/, 'wh_6b4d74b72060cc74884204af4457f89f');
       }
     });
     const path = `${PICTURES}/${name}`;

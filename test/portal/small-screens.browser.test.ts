@@ -55,6 +55,12 @@ describe('customer portal: on a phone and a laptop, in light and dark', function
       body: { url: `https://siem.clinic-a.example/${'hooks/'.repeat(12)}audit`, event_filter: ['phi.', 'admin.integration.'] },
     });
     expect(hook.status, hook.text).to.equal(201);
+    // A disabled one too: its operational event is listed below the endpoints.
+    const retired = await call(`${service.baseUrl}/audit/webhooks`, {
+      key,
+      body: { url: `https://old.clinic-a.example/${'x'.repeat(80)}` },
+    });
+    await call(`${service.baseUrl}/audit/webhooks/${retired.json.endpoint.id}/disable`, { key, method: 'POST' });
     const stream = await call(`${service.baseUrl}/audit/streams`, {
       key,
       body: { destination: { type: 'https', url: `https://collector.clinic-a.example/${'audit/'.repeat(12)}` } },
@@ -118,9 +124,14 @@ describe('customer portal: on a phone and a laptop, in light and dark', function
 
           // Webhooks, and an endpoint's delivery log.
           await page.getByRole('button', { name: 'Webhooks' }).click();
-          await page.locator('table.endpoints tbody tr [data-testid="health"]').waitFor();
-          await clean(page, 'the webhooks');
-          await page.getByRole('button', { name: 'Deliveries' }).click();
+          await page.locator('table.endpoints tbody tr [data-testid="health"]').first().waitFor();
+          await page.locator('table.operational-events tbody tr').first().waitFor();
+          await clean(page, 'the webhooks and the operational events');
+          await page.getByRole('button', { name: 'Settings' }).first().click();
+          await page.locator('dialog[open] form.settings').waitFor();
+          await clean(page, "an endpoint's settings");
+          await page.keyboard.press('Escape');
+          await page.getByRole('button', { name: 'Deliveries' }).first().click();
           await page
             .locator('dialog[open]')
             .getByRole('heading', { name: /^Deliveries to/ })

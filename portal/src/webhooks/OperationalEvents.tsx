@@ -43,7 +43,7 @@ export function OperationalEvents(props: { api: PortalApi }) {
       <ErrorNotice error={loading.error} />
       {events.length === 0 && !loading.busy && <p class="empty">No operational events.</p>}
       {events.length > 0 && (
-        <table class="operational-events">
+        <table class="operational-events cards">
           <caption class="visually-hidden">Operational events, newest first</caption>
           <thead>
             <tr>
@@ -56,12 +56,14 @@ export function OperationalEvents(props: { api: PortalApi }) {
           <tbody>
             {events.map((event) => (
               <tr key={event.id} data-event-type={event.type}>
-                <td>
+                <td data-label="When">
                   <Time value={event.occurred_at} />
                 </td>
-                <td>{event.type}</td>
-                <td class="url">{event.resource.id}</td>
-                <td>{summary(event)}</td>
+                <td data-label="Event">{event.type}</td>
+                <td data-label="About" class="url">
+                  {event.resource.id}
+                </td>
+                <td data-label="Details">{summary(event)}</td>
               </tr>
             ))}
           </tbody>

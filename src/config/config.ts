@@ -62,14 +62,20 @@ function controllerSettings(env: Environment) {
 }
 
 function toConfig(env: Environment) {
-  let databaseUrl: string;
-  try {
-    databaseUrl = withPostgresTls(env.DATABASE_URL, tlsFiles(env.DATABASE_SSL_CA, env.DATABASE_SSL_CERT, env.DATABASE_SSL_KEY));
-  } catch (error) {
-    throw new ConfigError('DATABASE_URL', (error as Error).message);
-  }
+  const databaseTls = tlsFiles(env.DATABASE_SSL_CA, env.DATABASE_SSL_CERT, env.DATABASE_SSL_KEY);
+  const withTls = (variable: string, url: string) => {
+    try {
+      return withPostgresTls(url, databaseTls);
+    } catch (error) {
+      throw new ConfigError(variable, (error as Error).message);
+    }
+  };
+  const databaseUrl = withTls('DATABASE_URL', env.DATABASE_URL);
   return {
     databaseUrl,
+    databasePooler: env.DATABASE_POOLER,
+    // Where LISTEN, session advisory locks and migrations connect: DATABASE_URL unless a pooler is between.
+    databaseSessionUrl: env.DATABASE_SESSION_URL === undefined ? databaseUrl : withTls('DATABASE_SESSION_URL', env.DATABASE_SESSION_URL),
     databasePoolSize: env.DATABASE_POOL_SIZE,
     databaseLockTimeoutMs: env.DATABASE_LOCK_TIMEOUT,
     longReads: { perInstance: env.LONG_READS_PER_POD, perTenant: env.LONG_READS_PER_TENANT },

@@ -21,7 +21,7 @@ export const role: Role = {
     releasers.add('redis connection', () => void redis.disconnect());
     const worker = new DeliveryWorker({
       db: parts.db,
-      databaseUrl: config.databaseUrl,
+      databaseUrl: config.databaseSessionUrl,
       bus: bus.connection,
       names: bus.names,
       streamReplicas: config.natsStreamReplicas,

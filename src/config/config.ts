@@ -84,6 +84,16 @@ function toConfig(env: Environment) {
     longReadFetchRows: env.LONG_READ_FETCH_ROWS,
     live: { perInstance: env.LIVE_STREAMS_PER_POD, perTenant: env.LIVE_STREAMS_PER_TENANT, heartbeatMs: env.LIVE_HEARTBEAT },
     redisUrl: env.REDIS_URL,
+    redisSentinel:
+      env.REDIS_SENTINELS === undefined
+        ? undefined
+        : {
+            name: env.REDIS_SENTINEL_NAME,
+            sentinels: env.REDIS_SENTINELS.map((item) => ({
+              host: item.slice(0, item.lastIndexOf(':')),
+              port: Number(item.slice(item.lastIndexOf(':') + 1)),
+            })),
+          },
     natsUrl: env.NATS_URL,
     natsNamespace: env.NATS_NAMESPACE,
     natsTls: tlsFiles(env.NATS_TLS_CA, env.NATS_TLS_CERT, env.NATS_TLS_KEY),

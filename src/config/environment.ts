@@ -60,6 +60,12 @@ export const environmentSchema = z
     LIVE_STREAMS_PER_TENANT: z.coerce.number().int().min(1).max(1000).default(5),
     LIVE_HEARTBEAT: duration('15s').pipe(z.number().min(100, 'must be at least 100ms').max(60_000, 'must be at most 60s')).default(15_000),
     REDIS_URL: urlWithScheme(['redis', 'rediss']).default('redis://127.0.0.1:6379'),
+    // Redis Sentinel (docs/operations.md "High availability"): the sentinels' host:port list and the name
+    // they monitor the master under; REDIS_URL then gives only the password, database and TLS.
+    REDIS_SENTINELS: commaList
+      .refine((items) => items.length > 0 && items.every((item) => /^[^:\s]+:\d{1,5}$/.test(item)), 'must be host:port[,host:port...]')
+      .optional(),
+    REDIS_SENTINEL_NAME: z.string().min(1).default('mymaster'),
     NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
     // Prefix for every subject and stream name, so deployments can share one NATS account without colliding.
     // Unset, the delivery work queue is still prefixed, with the deployment id (see BusNames).

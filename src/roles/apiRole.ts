@@ -94,7 +94,7 @@ async function startKeyVerifier(parts: SharedParts, pepper: string): Promise<Api
 /** Per-key limits shared by every api pod through Redis; the limiter falls back to in-memory without it. */
 function rateLimiterOf(parts: SharedParts): { limiter: KeyRateLimiter; readiness: ReadinessCheck[] } {
   const { config, log } = parts;
-  const redis = connectRedis(config.redisUrl, log.child({ component: 'redis' }), config.redisTls);
+  const redis = connectRedis(config.redisUrl, log.child({ component: 'redis' }), config.redisTls, config.redisSentinel);
   parts.releasers.add('redis connection', () => void redis.disconnect());
   const limiter = new KeyRateLimiter({
     redis,

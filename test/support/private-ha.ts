@@ -77,7 +77,8 @@ export class AutoctlKeeper extends PrivateServer {
 
   protected launch(): Launch {
     const created = existsSync(join(this.directory, 'config'));
-    const args = this.role === 'monitor' || created ? ['run', '--pgdata', this.pgdata] : ['create', 'postgres', ...this.createArgs, '--run'];
+    const args =
+      this.role === 'monitor' || created ? ['run', '--pgdata', this.pgdata] : ['create', 'postgres', ...this.createArgs, '--run'];
     return { command: 'pg_autoctl', args, env: this.environment, user: postgresUser(), processGroup: true };
   }
 
@@ -116,7 +117,8 @@ export class PgAutoFailoverFormation {
       await monitor.createMonitor();
       await monitor.start();
       await formation.onMonitor(async (client) => {
-        for (const [name, value] of Object.entries(TEST_MONITOR_SETTINGS)) await client.query(`ALTER SYSTEM SET pgautofailover.${name} = ${value}`);
+        for (const [name, value] of Object.entries(TEST_MONITOR_SETTINGS))
+          await client.query(`ALTER SYSTEM SET pgautofailover.${name} = ${value}`);
         await client.query('SELECT pg_reload_conf()');
       });
       const monitorUri = `postgres://autoctl_node@127.0.0.1:${monitorPort}/pg_auto_failover?sslmode=disable`;
@@ -154,10 +156,20 @@ export class PgAutoFailoverFormation {
 
   async states(): Promise<NodeState[]> {
     return this.onMonitor(async (client) => {
-      const { rows } = await client.query<{ nodename: string; nodeport: number; current_group_state: string; assigned_group_state: string }>(
+      const { rows } = await client.query<{
+        nodename: string;
+        nodeport: number;
+        current_group_state: string;
+        assigned_group_state: string;
+      }>(
         `SELECT nodename, nodeport, current_group_state, assigned_group_state FROM pgautofailover.current_state('default') ORDER BY node_id`,
       );
-      return rows.map((row) => ({ name: row.nodename, port: row.nodeport, reported: row.current_group_state, assigned: row.assigned_group_state }));
+      return rows.map((row) => ({
+        name: row.nodename,
+        port: row.nodeport,
+        reported: row.current_group_state,
+        assigned: row.assigned_group_state,
+      }));
     });
   }
 
@@ -166,7 +178,9 @@ export class PgAutoFailoverFormation {
     await waitFor(
       async () => {
         const states = await this.states().catch(() => []);
-        return Object.entries(wanted).every(([name, state]) => states.some((node) => node.name === name && node.reported === state && node.assigned === state));
+        return Object.entries(wanted).every(([name, state]) =>
+          states.some((node) => node.name === name && node.reported === state && node.assigned === state),
+        );
       },
       `pg_auto_failover nodes in ${JSON.stringify(wanted)}`,
       timeoutMs,

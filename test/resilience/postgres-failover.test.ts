@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import pg from 'pg';
 import { verifyExport } from '../../src/client/exportVerifier.ts';
+import type { SignedTreeHead } from '../../src/client/integrityShapes.ts';
 import { migrate } from '../../src/db/migrate.ts';
 import { createLogger } from '../../src/platform/logger.ts';
 import { producerEvent } from '../support/events.ts';
@@ -196,8 +197,8 @@ describe('Postgres failover in a pg_auto_failover formation', function () {
     expect(late.received.length).to.be.greaterThan(0);
   }
 
-  async function sealedHead(): Promise<{ tree_size: number } & Record<string, unknown>> {
-    let head: { tree_size: number } | undefined;
+  async function sealedHead(): Promise<SignedTreeHead> {
+    let head: SignedTreeHead | undefined;
     await waitFor(
       async () => {
         const response = await call(`${service.baseUrl}/audit/integrity/tree-head`, { key });
@@ -208,7 +209,7 @@ describe('Postgres failover in a pg_auto_failover formation', function () {
       30_000,
       200,
     );
-    return head as { tree_size: number } & Record<string, unknown>;
+    return head!;
   }
 
   async function onPrimary<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {

@@ -28,7 +28,7 @@ const GLOBAL_TABLES = new Set([
 const EXCEPTIONS: Record<string, string> = {
   api_keys: 'primary key lookup_id: a key is found by its lookup segment before its tenant is known (a reference table)',
   deliveries: 'primary key id (bigint): the outbox and the worker address deliveries by id alone',
-  delivery_attempts: 'no tenant_id: a delivery\'s attempts, keyed by delivery id',
+  delivery_attempts: "no tenant_id: a delivery's attempts, keyed by delivery id",
   event_redactions: 'primary key id',
   expiry_batches: 'primary key id',
   legal_holds: 'primary key id: holds are named by id in the API and the LegalHold resource',
@@ -84,7 +84,16 @@ describe('the schema, for distribution by tenant_id (Citus)', () => {
     const breaking = tenantTables.filter((table) => !followsTheRule(table)).map((table) => table.name);
     expect(breaking).to.deep.equal(Object.keys(EXCEPTIONS).sort());
     // The rule holds for the trail itself: events, its Merkle tree and heads, expiry and retention.
-    for (const name of ['events', 'merkle_trees', 'merkle_tiles', 'merkle_leaf_ranges', 'tree_heads', 'seal_queue', 'expired_events', 'retention_policies']) {
+    for (const name of [
+      'events',
+      'merkle_trees',
+      'merkle_tiles',
+      'merkle_leaf_ranges',
+      'tree_heads',
+      'seal_queue',
+      'expired_events',
+      'retention_policies',
+    ]) {
       expect(followsTheRule(tenantTables.find((table) => table.name === name)!), name).to.equal(true);
     }
   });

@@ -121,7 +121,8 @@ async function trailFeatures(parts: SharedParts, pepper: string): Promise<Featur
   return [
     // Before the events routes: /audit/events/:event_id would take "live" for an event id.
     await liveFeature(parts),
-    { router: eventRoutes(new EventReader(db, new CursorCodec(pepper))), openapi: eventsOpenApi },
+    // Pages may come from a read replica; lookups read the primary (events/eventReader.ts).
+    { router: eventRoutes(new EventReader(db, new CursorCodec(pepper), parts.replicaReads() ?? db)), openapi: eventsOpenApi },
     { router: integrityRoutes(integrity, parts.config.seal.intervalMs), openapi: integrityOpenApi },
     {
       router: retentionRoutes(new RetentionPolicies({ db, writer: await parts.writer(), defaultPeriod: parts.config.retentionDefault })),
@@ -131,6 +132,7 @@ async function trailFeatures(parts: SharedParts, pepper: string): Promise<Featur
       // Exports stream from the long-read pool, so lists and lookups never wait behind them.
       router: exportRoutes({
         exporter: new EventExporter(parts.longReads().db, EXPORT_ROW_CAP, parts.config.longReadFetchRows),
+        replicaExporter: replicaExporter(parts),
         writer: await parts.writer(),
         integrity: new IntegrityReader(parts.longReads().db, pepper),
         longReads: parts.longReads(),
@@ -138,6 +140,12 @@ async function trailFeatures(parts: SharedParts, pepper: string): Promise<Featur
       openapi: exportOpenApi,
     },
   ];
+}
+
+/** Exports without proofs on the read replica, when DATABASE_READ_URL names one. */
+function replicaExporter(parts: SharedParts): EventExporter | undefined {
+  const reads = parts.longReadReplica();
+  return reads && new EventExporter(reads, EXPORT_ROW_CAP, parts.config.longReadFetchRows);
 }
 
 /**

@@ -16,6 +16,8 @@ import type { StreamStateNotices } from './streamStateNotices.ts';
 
 export interface StreamRunnerOptions {
   readonly db: Database;
+  /** Where the streams read the trail, when a read replica is configured (streamWorker.ts). */
+  readonly reads?: { choose(): Promise<Database> };
   readonly secrets: SecretBox;
   readonly destinations: DestinationOptions;
   /** How often leases are renewed and new or changed streams noticed; also an idle stream's polling period. */
@@ -131,6 +133,7 @@ export class StreamRunner {
           destination,
           {
             db,
+            reads: this.options.reads,
             preparer: this.preparer,
             owner: this.owner,
             pollMs: this.options.pollMs,

@@ -1,10 +1,25 @@
 import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
+import { Database } from '../../src/db/database.ts';
+import { ReplicaReads } from '../../src/db/replicaReads.ts';
+import { StreamRunner } from '../../src/streams/streamRunner.ts';
+import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { producerEvent } from '../support/events.ts';
+import { newEvent, producerEvent, seedEvents } from '../support/events.ts';
+import { sealKeyPair, startTestSealer } from '../support/integrity.ts';
+import { SplunkHecReceiver } from '../support/siem-receivers.ts';
+import { testStreamRegistry } from '../support/streamRegistry.ts';
 import { PrivateReplica } from '../support/private-replica.ts';
 import { PrivatePostgres } from '../support/private-services.ts';
-import { TEST_INGEST_TOKEN, call, mintKey, startTestService, type TestService } from '../support/service.ts';
+import {
+  TEST_ENCRYPTION_KEY,
+  TEST_INGEST_TOKEN,
+  call,
+  mintKey,
+  startTestService,
+  testLogger,
+  type TestService,
+} from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
 /**
@@ -127,6 +142,73 @@ describe('reads on a streaming replica (DATABASE_READ_URL)', function () {
       expect(await strict.metric('audit_read_replica_fallbacks_total{reason="unavailable"}')).to.be.greaterThan(0);
     } finally {
       await replica.start();
+    }
+  });
+
+  it('backfills a log stream from the replica, only below the tree sizes it has replayed, and misses no leaf', async () => {
+    const streamed = 'replica-stream';
+    const primaryPool = new Database({ url: db.url, poolSize: 3, applicationName: 'replica test', log: testLogger() });
+    const replicaPool = new Database({ url: `${replica.url}/${db.name}`, poolSize: 3, applicationName: 'replica test', log: testLogger() });
+    const sealer = await startTestSealer(db.url, sealKeyPair().privateKey);
+    const hec = await new SplunkHecReceiver({ tokens: { good: {} } }).start();
+    const runner = new StreamRunner({
+      db: primaryPool,
+      reads: new ReplicaReads({ primary: primaryPool, replica: replicaPool, maxLagMs: 600_000 }),
+      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
+      destinations: { timeoutMs: 5_000, allowPrivateTargets: true },
+      pollMs: 50,
+      leaseMs: 5_000,
+      capacity: 10,
+      failingRetryMs: 200,
+      log: testLogger(),
+    });
+    const delivered = () => hec.events.filter((event) => event.sourcetype !== 'audit-trail:tree_head').map((event) => event.event);
+    const replayedSize = async () =>
+      Number(
+        (await replicaPool.query<{ size: number }>('SELECT tree_size AS size FROM merkle_trees WHERE tenant_id = $1', [streamed])).rows[0]
+          ?.size ?? 0,
+      );
+    try {
+      const start = Date.now() - 60_000;
+      await seedEvents(
+        db.url,
+        Array.from({ length: 5 }, (_, index) => newEvent({ tenantId: streamed, occurredAtMs: start + index })),
+      );
+      await sealer.sealNow();
+      await waitFor(async () => (await replayedSize()) === 5, 'the replica to replay the first leaves', 20_000, 100);
+      await replica.pauseReplay(db.name);
+      let resumed = false;
+      try {
+        await seedEvents(
+          db.url,
+          Array.from({ length: 5 }, (_, index) => newEvent({ tenantId: streamed, occurredAtMs: start + 10 + index })),
+        );
+        const { stream } = await testStreamRegistry(primaryPool).create(
+          streamed,
+          { destination: { type: 'splunk_hec', url: hec.url, token: 'good' }, start_at: new Date(start - 1_000).toISOString() },
+          { userId: 'test', userRole: 'operator' },
+        );
+        expect(stream.id).to.match(/^str_/);
+        await sealer.sealNow();
+        runner.start();
+        // The replica has five leaves: five are sent, and the stream waits there for more.
+        await waitFor(() => delivered().length === 5, 'the replayed leaves sent', 20_000, 50);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        expect(delivered().map((event) => event.leaf_index)).to.deep.equal([0, 1, 2, 3, 4]);
+        await replica.resumeReplay(db.name);
+        resumed = true;
+      } finally {
+        if (!resumed) await replica.resumeReplay(db.name);
+      }
+      // The rest follows once replayed: every leaf once, in order (the creation event's leaf among them).
+      await waitFor(() => delivered().length === 11, 'every leaf sent', 20_000, 50);
+      expect(delivered().map((event) => event.leaf_index)).to.deep.equal(Array.from({ length: 11 }, (_, index) => index));
+    } finally {
+      await runner.stop();
+      await hec.stop();
+      await sealer.close();
+      await replicaPool.close();
+      await primaryPool.close();
     }
   });
 });

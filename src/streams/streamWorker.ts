@@ -40,11 +40,7 @@ const MAX_RETRY_AFTER_MS = 300_000;
 
 export interface StreamWorkerOptions extends StreamReporting {
   readonly db: Database;
-  /**
-   * Where a pass reads the trail (tree sizes, leaves, heads): a read replica within its lag bound
-   * (db/replicaReads.ts), chosen once per pass so that the leaves read are those below the sizes read.
-   * Positions and leases are always the primary's.
-   */
+  /** Where a pass reads the trail: a read replica within its lag bound, one server per pass (replicaReads.ts). */
   readonly reads?: { choose(): Promise<Database> };
   /** Puts the chunks' batches together away from the event loop; shared by the process' streams. */
   readonly preparer: ChunkPreparer;

@@ -16,7 +16,11 @@ import type { StreamStateNotices } from './streamStateNotices.ts';
 
 export interface StreamRunnerOptions {
   readonly db: Database;
-  /** Where the streams read the trail, when a read replica is configured (streamWorker.ts). */
+  /**
+   * Where the streams read the trail (tree sizes, leaves, heads) when a read replica is configured
+   * (db/replicaReads.ts): chosen once per pass, so that the leaves read are those below the sizes read.
+   * Positions and leases are always written to the primary.
+   */
   readonly reads?: { choose(): Promise<Database> };
   readonly secrets: SecretBox;
   readonly destinations: DestinationOptions;

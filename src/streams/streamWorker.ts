@@ -40,8 +40,7 @@ const MAX_RETRY_AFTER_MS = 300_000;
 
 export interface StreamWorkerOptions extends StreamReporting {
   readonly db: Database;
-  /** Where a pass reads the trail: a read replica within its lag bound, one server per pass (replicaReads.ts). */
-  readonly reads?: { choose(): Promise<Database> };
+  readonly reads?: { choose(): Promise<Database> }; // a read replica, one server per pass (streamRunner.ts)
   /** Puts the chunks' batches together away from the event loop; shared by the process' streams. */
   readonly preparer: ChunkPreparer;
   /** This process's lease name: every position it writes is guarded by it. */
@@ -286,13 +285,12 @@ export class StreamWorker {
    * transaction, so a tree that had reached `end` when its size was read has them all.
    */
   private async readChunk(db: Database, tenantId: string, position: number, end: number): Promise<Chunk> {
-    const { preparer } = this.options;
     const filter = { actionPrefixes: this.stream.filter.action_prefixes ?? [], phiInvolved: this.stream.filter.phi_involved };
     const [rows, head] = await Promise.all([
       copyLeafDocuments(db, tenantId, position, end - position + 1, filter),
       this.stream.treeHeads ? latestTreeHead(db, tenantId) : undefined,
     ]);
-    const batches = await preparer.prepare({
+    const batches = await this.options.preparer.prepare({
       rows,
       destination: this.destinationInput,
       format: this.stream.format,

@@ -13,7 +13,7 @@ import type { PublicHandler, Role as RoleModule, RoleParts } from './roles/role.
 import { SharedParts } from './roles/sharedParts.ts';
 
 /**
- * The roles a process can run (DESIGN.md §1), in the order they start; they stop in reverse, so the public
+ * The roles a process can run (docs/operations.md "What runs"), in the order they start; they stop in reverse, so the public
  * API closes first and ingestion last. Each is loaded only when it runs: a worker pod never loads Koa's
  * routes, and only the controller loads the Kubernetes client. A new role is a module and a line here.
  */

@@ -5,7 +5,7 @@ import type { Config } from './config/config.ts';
 import { HttpPort } from './http/httpServer.ts';
 import { buildInternalApp, type ReadinessCheck } from './http/internalApp.ts';
 import type { RequestState } from './http/state.ts';
-import { Releasers } from './platform/lifecycle.ts';
+import { Releasers } from './platform/shutdown.ts';
 import type { Logger } from './platform/logger.ts';
 import { ServiceMetrics } from './platform/metrics.ts';
 import { SERVICE_VERSION } from './platform/version.ts';
@@ -69,7 +69,7 @@ export interface ServiceOptions {
 
 /**
  * The composition root: starts the selected roles on the parts they share, serves the public and internal
- * ports, and returns a stop() that undoes it all in reverse order (platform/lifecycle.ts).
+ * ports, and returns a stop() that undoes it all in reverse order (platform/shutdown.ts).
  */
 export async function startService(options: ServiceOptions): Promise<RunningService> {
   const { config, log } = options;

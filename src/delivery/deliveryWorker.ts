@@ -1,7 +1,7 @@
 import { jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
 import type { Redis } from 'ioredis';
 import type { BusConnection } from '../bus/natsConnection.ts';
-import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/streams.ts';
+import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/jetStreamDefinitions.ts';
 import type { Queryable } from '../db/database.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { systemClock, type Clock } from '../platform/clock.ts';

@@ -1,6 +1,6 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { connectBus, type BusConnection } from '../bus/natsConnection.ts';
-import { BusNames } from '../bus/streams.ts';
+import { BusNames } from '../bus/jetStreamDefinitions.ts';
 import { requireSetting, type Config } from '../config/config.ts';
 import { Database } from '../db/database.ts';
 import { readDeploymentId } from '../db/deploymentIdentity.ts';
@@ -12,7 +12,7 @@ import { WEBHOOK_FAN_OUT } from '../delivery/fanOut.ts';
 import { DeliveryPublisher } from '../delivery/deliveryPublisher.ts';
 import { EventWriter } from '../events/eventWriter.ts';
 import type { ReadinessCheck } from '../http/internalApp.ts';
-import type { Releasers } from '../platform/lifecycle.ts';
+import type { Releasers } from '../platform/shutdown.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { SecretBox } from '../webhooks/secretBox.ts';

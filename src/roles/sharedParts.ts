@@ -6,7 +6,8 @@ import { Database } from '../db/database.ts';
 import { readDeploymentId } from '../db/deploymentIdentity.ts';
 import { LongReads } from '../db/longReads.ts';
 import { longReadDutyCycleMetrics, longReadYieldMetrics } from '../platform/longReadYieldMetrics.ts';
-import { untilPostgresAnswers, type StartBackoff } from '../db/postgresAtStart.ts';
+import { untilPostgresAnswers } from '../db/postgresAtStart.ts';
+import type { BackoffPolicy } from '../platform/backoff.ts';
 import { ENDPOINT_DELIVERIES } from '../delivery/endpointDeliveries.ts';
 import { WEBHOOK_FAN_OUT } from '../delivery/fanOut.ts';
 import { DeliveryPublisher } from '../delivery/deliveryPublisher.ts';
@@ -36,7 +37,7 @@ export interface SharedPartsOptions {
   /** Aborted when the process is asked to stop during start-up: a role waiting for Postgres gives up. */
   readonly startSignal?: AbortSignal;
   /** Between attempts of a start-up step while Postgres is away (db/postgresAtStart.ts). */
-  readonly startBackoff?: StartBackoff;
+  readonly startBackoff?: BackoffPolicy;
 }
 
 export interface Bus {

@@ -4,6 +4,7 @@
 import type { Database } from '../db/database.ts';
 import { copyLeafDocuments } from '../events/leafChunks.ts';
 import { firstLeafSince, latestTreeHead, treeSizes } from '../integrity/treeStore.ts';
+import { backoffDelay, type BackoffPolicy } from '../platform/backoff.ts';
 import { PollLoop, type NextPass } from '../platform/pollLoop.ts';
 import type { ChunkPreparer } from './chunkPreparer.ts';
 import { type Chunk, ChunksAhead } from './chunksAhead.ts';
@@ -33,8 +34,8 @@ const READ_AHEAD_CHUNKS = 2;
  */
 const READ_AHEAD_MAX_AGE_MS = 1_000;
 
-const FIRST_RETRY_MS = 1_000;
-const MAX_RETRY_MS = 60_000;
+/** A batch not accepted is sent again after 1 s, 2 s, 4 s ... up to a minute, each ±20 %. */
+const RETRY_BACKOFF: BackoffPolicy = { initialMs: 1_000, maxMs: 60_000, spread: [0.8, 1.2] };
 /** A Retry-After longer than this is not waited out in one piece (the stream checks again after it). */
 const MAX_RETRY_AFTER_MS = 300_000;
 
@@ -82,7 +83,8 @@ export class StreamWorker {
   private readonly options: StreamWorkerOptions;
   private readonly limits: { maxItems: number; maxBytes: number };
   private readonly loop: PollLoop;
-  private retryMs = 0;
+  /** Batches not accepted in a row (a transient failure each): the next retry's place in RETRY_BACKOFF. */
+  private retries = 0;
   private failing: boolean;
   /** A tenant's next chunks, read during the last round of the pass before: the next pass starts with them. */
   private readAhead: ChunksAhead | undefined;
@@ -148,7 +150,7 @@ export class StreamWorker {
     if (this.loop.stopped && outcome.kind === 'failed') return 'stop';
     if (!this.loop.stopped) await this.publishLag(outcome.kind === 'failed' ? undefined : outcome.trails);
     if (outcome.kind === 'failed') return this.handleFailure(outcome.outcome);
-    this.retryMs = 0;
+    this.retries = 0;
     return outcome.kind === 'progress' ? 0 : this.options.pollMs;
   }
 
@@ -207,10 +209,9 @@ export class StreamWorker {
     return Math.max(backoff, after);
   }
 
-  /** 1 s, 2 s, 4 s ... up to a minute, each ±20 %. */
   private nextRetryMs(): number {
-    this.retryMs = this.retryMs === 0 ? FIRST_RETRY_MS : Math.min(this.retryMs * 2, MAX_RETRY_MS);
-    return Math.round(this.retryMs * (0.8 + Math.random() * 0.4));
+    this.retries += 1;
+    return backoffDelay(RETRY_BACKOFF, this.retries);
   }
 
   /**

@@ -22,7 +22,7 @@ export const MAX_RETRY_AFTER_MS = 300_000;
 /** Batches are never halved below this many bytes. */
 const MIN_BATCH_BYTES = 1024;
 
-export interface BatchLimits {
+interface BatchLimits {
   readonly maxItems: number;
   readonly maxBytes: number;
 }

@@ -16,9 +16,9 @@ import type { SendOutcome } from './destinations/destination.ts';
  */
 
 /** A batch not accepted is sent again after 1 s, 2 s, 4 s ... up to a minute, each ±20 %. */
-export const RETRY_BACKOFF: BackoffPolicy = { initialMs: 1_000, maxMs: 60_000, spread: [0.8, 1.2] };
+const RETRY_BACKOFF: BackoffPolicy = { initialMs: 1_000, maxMs: 60_000, spread: [0.8, 1.2] };
 /** A Retry-After longer than this is not waited out in one piece (the stream checks again after it). */
-export const MAX_RETRY_AFTER_MS = 300_000;
+const MAX_RETRY_AFTER_MS = 300_000;
 /** Batches are never halved below this many bytes. */
 const MIN_BATCH_BYTES = 1024;
 

@@ -45,6 +45,7 @@ type Portal = Parameters<typeof portalSessionRoutes>[0];
 export const role: Role = {
   behindService: true,
   startsWithoutPostgres: true,
+  servesPublicPort: true,
   async start(parts) {
     const { config, log, metrics } = parts;
     const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'the api role');

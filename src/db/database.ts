@@ -4,7 +4,15 @@ import pg from 'pg';
 import { backoffDelay, type BackoffPolicy } from '../platform/backoff.ts';
 import type { Logger } from '../platform/logger.ts';
 import { ServiceUnavailableError, coerceError } from '../platform/errors.ts';
-import { isConnectionFailure, isDatabaseUnavailable, isTransactionConflict, isTransientServerCondition } from './sqlstate.ts';
+import { type DatabasePooler, postgresConnection } from './postgresClient.ts';
+import {
+  SQLSTATE,
+  isConnectionFailure,
+  isDatabaseUnavailable,
+  isTransactionConflict,
+  isTransientServerCondition,
+  sqlState,
+} from './sqlstate.ts';
 
 export type Row = Record<string, unknown>;
 
@@ -62,6 +70,8 @@ export interface DatabaseOptions {
    * a manual LOCK holds the table, and the requests queued behind it fail on the pool's connect timeout.
    */
   readonly lockTimeoutMs?: number;
+  /** 'transaction' behind PgBouncer in transaction mode (db/postgresClient.ts); 'none' by default. */
+  readonly pooler?: DatabasePooler;
 }
 
 /**
@@ -87,8 +97,10 @@ export class Database implements Queryable {
 
   constructor(options: DatabaseOptions) {
     this.log = options.log;
+    const { Client, connectionString } = postgresConnection(options.url, options.pooler);
     this.pool = new pg.Pool({
-      connectionString: options.url,
+      Client,
+      connectionString,
       max: options.poolSize,
       application_name: options.applicationName,
       // Fail fast while Postgres is down instead of queueing requests behind a dead connection.
@@ -154,6 +166,9 @@ export class Database implements Queryable {
           throw new ServiceUnavailableError('The event store is temporarily unavailable; retry shortly.', { cause: error });
         }
       }
+      // A server that became a standby under us (a failover) keeps refusing writes: the connection goes, and
+      // the next one finds the new primary.
+      if (sqlState(error) === SQLSTATE.readOnlyTransaction) broken ??= error;
       throw error;
     } finally {
       // A connection that failed mid-transaction is destroyed rather than returned in an unknown state.

@@ -82,7 +82,7 @@ async function startKeyVerifier(parts: SharedParts, pepper: string): Promise<Api
   const { config } = parts;
   const verifier = new ApiKeyVerifier({
     db: parts.db,
-    databaseUrl: config.databaseUrl,
+    databaseUrl: config.databaseSessionUrl,
     pepper,
     environment: config.keyEnvironment,
     log: parts.log.child({ component: 'key-verifier' }),
@@ -95,7 +95,7 @@ async function startKeyVerifier(parts: SharedParts, pepper: string): Promise<Api
 /** Per-key limits shared by every api pod through Redis; the limiter falls back to in-memory without it. */
 function rateLimiterOf(parts: SharedParts): { limiter: KeyRateLimiter; readiness: ReadinessCheck[] } {
   const { config, log } = parts;
-  const redis = connectRedis(config.redisUrl, log.child({ component: 'redis' }), config.redisTls);
+  const redis = connectRedis(config.redisUrl, log.child({ component: 'redis' }), config.redisTls, config.redisSentinel);
   parts.releasers.add('redis connection', () => void redis.disconnect());
   const limiter = new KeyRateLimiter({
     redis,
@@ -148,7 +148,7 @@ async function trailFeatures(parts: SharedParts, pepper: string): Promise<Featur
  */
 async function liveFeature(parts: SharedParts): Promise<Features[number]> {
   const { config } = parts;
-  const feed = new LiveFeed({ databaseUrl: config.databaseUrl, log: parts.log.child({ component: 'live-feed' }) });
+  const feed = new LiveFeed({ databaseUrl: config.databaseSessionUrl, log: parts.log.child({ component: 'live-feed' }) });
   await feed.start();
   parts.releasers.add('live feed', () => feed.stop());
   const slots = new LongReadSlots(config.live, parts.metrics.liveStreamObserver(), 'concurrent_live_streams');

@@ -19,6 +19,9 @@ import type { ServiceMetrics } from '../platform/metrics.ts';
 import { SecretBox } from '../webhooks/secretBox.ts';
 import { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
 
+/** Replays run at most a few at a time per process, and the controller reconciles one resource at a time. */
+const SESSION_POOL_SIZE = 4;
+
 export interface SharedPartsOptions {
   readonly config: Config;
   /** The roles this process runs, as given: they name its Postgres and NATS connections. */
@@ -73,6 +76,7 @@ export class SharedParts {
   private secretBoxOnce: SecretBox | undefined;
   private registryOnce: WebhookRegistry | undefined;
   private longReadsOnce: LongReads | undefined;
+  private sessionDbOnce: Database | undefined;
 
   constructor(options: SharedPartsOptions) {
     this.options = options;
@@ -90,6 +94,7 @@ export class SharedParts {
       applicationName: this.connectionName,
       log,
       lockTimeoutMs: config.databaseLockTimeoutMs,
+      pooler: config.databasePooler,
     });
     releasers.add('postgres pool', () => this.db.close());
     options.metrics.registerPool('main', this.db.pool);
@@ -196,6 +201,7 @@ export class SharedParts {
         yieldLimits: this.config.longReadYield,
         dutyCycle: this.config.longReadDutyCycle,
         lockTimeoutMs: this.config.databaseLockTimeoutMs,
+        pooler: this.config.databasePooler,
       });
       this.releasers.add('long-read pool', () => longReads.close());
       this.metrics.registerPool('long_reads', longReads.db.pool);
@@ -204,6 +210,28 @@ export class SharedParts {
       this.longReadsOnce = longReads;
     }
     return this.longReadsOnce;
+  }
+
+  /**
+   * For session advisory locks held across statements (replays, the controller's reconciles): the main pool,
+   * unless a pooler in transaction mode stands between, which would hand the lock's server connection to
+   * other clients between statements; then a small pool of its own on DATABASE_SESSION_URL.
+   */
+  sessionDb(): Database {
+    if (this.config.databasePooler === 'none') return this.db;
+    if (!this.sessionDbOnce) {
+      const sessionDb = new Database({
+        url: this.config.databaseSessionUrl,
+        poolSize: SESSION_POOL_SIZE,
+        applicationName: `${this.connectionName} sessions`,
+        log: this.log,
+        lockTimeoutMs: this.config.databaseLockTimeoutMs,
+      });
+      this.releasers.add('postgres session pool', () => sessionDb.close());
+      this.metrics.registerPool('sessions', sessionDb.pool);
+      this.sessionDbOnce = sessionDb;
+    }
+    return this.sessionDbOnce;
   }
 
   /** The webhook endpoints (REST and Kubernetes both register through it). */

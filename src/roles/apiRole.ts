@@ -19,6 +19,7 @@ import { eventRoutes, eventsOpenApi } from '../http/routes/events.ts';
 import { exportOpenApi, exportRoutes } from '../http/routes/export.ts';
 import { liveOpenApi, liveRoutes } from '../http/routes/live.ts';
 import { integrityOpenApi, integrityRoutes } from '../http/routes/integrity.ts';
+import { transparencyLogOpenApi, transparencyLogRoutes } from '../http/routes/transparencyLog.ts';
 import { retentionOpenApi, retentionRoutes } from '../http/routes/retention.ts';
 import { redactionRoutes } from '../http/routes/redactions.ts';
 import { portalBrowserOpenApi, portalBrowserRoutes, portalSessionRoutes, portalSessionsOpenApi } from '../http/routes/portalSessions.ts';
@@ -29,6 +30,7 @@ import { operationalEventRoutes, operationalEventsOpenApi } from '../http/routes
 import { webhooksOpenApi } from '../http/routes/webhooksOpenApi.ts';
 import { streamRoutes, streamsOpenApi } from '../http/routes/streams.ts';
 import { IntegrityReader } from '../integrity/integrityReader.ts';
+import { TransparencyLog } from '../integrity/transparencyLog.ts';
 import { LiveFeed } from '../live/liveFeed.ts';
 import { LongReadSlots } from '../platform/longReadSlots.ts';
 import { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
@@ -124,6 +126,7 @@ async function trailFeatures(parts: SharedParts, pepper: string): Promise<Featur
     await liveFeature(parts),
     { router: eventRoutes(new EventReader(db, new CursorCodec(pepper))), openapi: eventsOpenApi },
     { router: integrityRoutes(integrity, parts.config.seal.intervalMs), openapi: integrityOpenApi },
+    { router: transparencyLogRoutes(new TransparencyLog(db)), openapi: transparencyLogOpenApi },
     {
       router: retentionRoutes(new RetentionPolicies({ db, writer: await parts.writer(), defaultPeriod: parts.config.retentionDefault })),
       openapi: retentionOpenApi,

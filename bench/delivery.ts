@@ -157,6 +157,7 @@ async function main(): Promise<void> {
     }
   };
   const workerEnv = { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS ?? '' };
+  const relayEnv = { NODE_OPTIONS: process.env.BENCH_RELAY_NODE_OPTIONS ?? '' };
   let worker: ReportingChild;
   let relay: () => ReportingChild | undefined;
   let refill: (events: number) => Promise<void>;
@@ -166,6 +167,7 @@ async function main(): Promise<void> {
         spawn: node,
         env: serviceEnv,
         workerEnv,
+        relayEnv,
         workerPort: 18092,
         relayPort: 18091,
         warmupEvents: WARMUP_EVENTS,

@@ -49,7 +49,9 @@ const units = unitsText ? Number(unitsText) : undefined;
 const top = Number(topText ?? 25);
 const byId = new Map(profile.nodes.map((node) => [node.id, node]));
 const selfUs = new Map<number, number>();
-profile.samples.forEach((id, index) => selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[index] ?? 0)));
+profile.samples.forEach((id, index) => {
+  selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[index] ?? 0));
+});
 
 const groups = new Map<string, number>();
 const functions = new Map<string, number>();

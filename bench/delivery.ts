@@ -22,7 +22,7 @@ import { randomBytes } from 'node:crypto';
 import { Database } from '../src/db/database.ts';
 import type { NewEvent } from '../src/events/eventStore.ts';
 import { connectBus } from '../src/bus/natsConnection.ts';
-import { BusNames } from '../src/bus/streams.ts';
+import { BusNames } from '../src/bus/jetStreamDefinitions.ts';
 import { readDeploymentId } from '../src/db/deploymentIdentity.ts';
 import { DeliveryPublisher } from '../src/delivery/deliveryPublisher.ts';
 import { EventWriter } from '../src/events/eventWriter.ts';

@@ -4,6 +4,7 @@ import { LongReadDutyCycle, type LongReadDutyCycleLimits, type LongReadPace } fr
 import { LongReadSlots, type LongReadLimits, type LongReadObserver, type LongReadSlot } from '../platform/longReadSlots.ts';
 import { LongReadYield, type LongReadTurns, type LongReadYieldLimits } from '../platform/longReadYield.ts';
 import { Database } from './database.ts';
+import type { DatabasePooler } from './postgresClient.ts';
 
 export interface LongReadsOptions {
   readonly url: string;
@@ -18,6 +19,7 @@ export interface LongReadsOptions {
   readonly clock?: Clock;
   readonly statementTimeoutMs?: number;
   readonly lockTimeoutMs?: number;
+  readonly pooler?: DatabasePooler;
 }
 
 /**
@@ -48,6 +50,7 @@ export class LongReads {
       log: options.log,
       statementTimeoutMs: options.statementTimeoutMs,
       lockTimeoutMs: options.lockTimeoutMs,
+      pooler: options.pooler,
     });
   }
 

@@ -1,6 +1,6 @@
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { BusConnection } from '../bus/natsConnection.ts';
-import type { BusNames } from '../bus/streams.ts';
+import type { BusNames } from '../bus/jetStreamDefinitions.ts';
 import type { Queryable } from '../db/database.ts';
 import { returnToRelays } from './deliveryOutbox.ts';
 import type { NewDeliveryPublisher } from '../events/eventWriter.ts';

@@ -1,6 +1,6 @@
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import type { BusConnection } from '../bus/natsConnection.ts';
-import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/streams.ts';
+import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/jetStreamDefinitions.ts';
 import type { Database } from '../db/database.ts';
 import { NotificationListener } from '../db/notificationListener.ts';
 import { coerceError } from '../platform/errors.ts';

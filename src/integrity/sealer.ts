@@ -21,6 +21,8 @@ import {
 import { documentLeaf } from './documentLeaf.ts';
 import { HASH_BYTES, TileSet, appendLeaves, rightEdgeTiles } from './tiles.ts';
 import { loadTiles } from './treeStore.ts';
+import { readDeploymentId } from '../db/deploymentIdentity.ts';
+import type { SignedTreeHead } from '../client/integrity.ts';
 import type { TreeHeadSigner } from './treeHeadSigner.ts';
 
 export interface SealerOptions {
@@ -32,6 +34,11 @@ export interface SealerOptions {
   readonly heartbeatMs: number;
   readonly log: Logger;
   readonly metrics?: ServiceMetrics;
+  /**
+   * CHECKPOINT_ORIGIN: the first part of each tenant's log origin, `<prefix>/<tenant>`; by default
+   * `audit-trail/<deployment id>`. A tenant's origin is fixed by its first checkpoint.
+   */
+  readonly checkpointOrigin?: string;
 }
 
 export class RetiredSigningKeyError extends Error {
@@ -60,6 +67,7 @@ export class Sealer {
   private readonly options: SealerOptions;
   private readonly loop: PollLoop;
   private passStartedAt = 0;
+  private originPrefix: string | undefined;
   /** Set once a newer key retired this sealer's: it signs nothing more. */
   retired: RetiredSigningKeyError | undefined;
 
@@ -153,6 +161,7 @@ export class Sealer {
     const tree = await lockTree(client, tenantId, signer.keyId);
     if (!tree) return { kind: 'busy', sealed: 0, more: false };
     if (!tree.keyCurrent) throw new RetiredSigningKeyError(`key ${signer.keyId} is no longer the current signing key`);
+    const origin = tree.checkpointOrigin ?? `${await this.checkpointOriginPrefix(client)}/${tenantId}`;
     const rows = await takeQueueRows(client, tenantId, EVENTS_PER_APPEND);
     // Only a full take can leave more waiting for this tenant.
     const more = rows.reduce((events, row) => events + row.eventCount, 0) >= EVENTS_PER_APPEND;
@@ -162,10 +171,13 @@ export class Sealer {
     if (sealed === 0) {
       if (queueIds.length > 0) await dropQueueRows(client, tenantId, queueIds);
       if (tree.size === 0 || !this.heartbeatDue(tree)) return { kind: 'idle', sealed: 0, more };
-      await recordHeartbeat(
-        client,
-        signer.sign({ tenant_id: tenantId, tree_size: tree.size, root_hash: tree.root!.toString('hex'), timestamp: headTimestamp(tree) }),
-      );
+      const head = signer.sign({
+        tenant_id: tenantId,
+        tree_size: tree.size,
+        root_hash: tree.root!.toString('hex'),
+        timestamp: headTimestamp(tree),
+      });
+      await recordHeartbeat(client, head, this.checkpointOf(origin, head));
       return { kind: 'heartbeat', sealed: 0, more: false };
     }
     const edge = new TileSet(await loadTiles(client, tenantId, rightEdgeTiles(tree.size)));
@@ -176,7 +188,7 @@ export class Sealer {
       root_hash: appended.root.toString('hex'),
       timestamp: headTimestamp(tree),
     });
-    await recordAppend(client, { tenantId, ranges, tiles: appended.tiles, queueIds, head });
+    await recordAppend(client, { tenantId, ranges, tiles: appended.tiles, queueIds, head, checkpoint: this.checkpointOf(origin, head) });
     return { kind: 'appended', sealed, more };
   }
 
@@ -219,7 +231,18 @@ export class Sealer {
   }
 
   private heartbeatDue(tree: TreeState): boolean {
+    // A tree whose heads all predate checkpoints (migration 030) gets one at once.
+    if (tree.checkpointOrigin === undefined) return true;
     return tree.lastHeadAtMs === undefined || tree.nowMs - tree.lastHeadAtMs >= this.options.heartbeatMs;
+  }
+
+  private checkpointOf(origin: string, head: SignedTreeHead): { origin: string; signature: Buffer } {
+    return { origin, signature: this.options.signer.signCheckpoint(origin, head) };
+  }
+
+  private async checkpointOriginPrefix(client: pg.PoolClient): Promise<string> {
+    this.originPrefix ??= this.options.checkpointOrigin ?? `audit-trail/${await readDeploymentId(client)}`;
+    return this.originPrefix;
   }
 }
 

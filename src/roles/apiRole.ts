@@ -19,6 +19,7 @@ import { eventRoutes, eventsOpenApi } from '../http/routes/events.ts';
 import { exportOpenApi, exportRoutes } from '../http/routes/export.ts';
 import { liveOpenApi, liveRoutes } from '../http/routes/live.ts';
 import { integrityOpenApi, integrityRoutes } from '../http/routes/integrity.ts';
+import { transparencyLogOpenApi, transparencyLogRoutes } from '../http/routes/transparencyLog.ts';
 import { retentionOpenApi, retentionRoutes } from '../http/routes/retention.ts';
 import { redactionRoutes } from '../http/routes/redactions.ts';
 import { portalBrowserOpenApi, portalBrowserRoutes, portalSessionRoutes, portalSessionsOpenApi } from '../http/routes/portalSessions.ts';
@@ -29,6 +30,7 @@ import { operationalEventRoutes, operationalEventsOpenApi } from '../http/routes
 import { webhooksOpenApi } from '../http/routes/webhooksOpenApi.ts';
 import { streamRoutes, streamsOpenApi } from '../http/routes/streams.ts';
 import { IntegrityReader } from '../integrity/integrityReader.ts';
+import { TransparencyLog } from '../integrity/transparencyLog.ts';
 import { LiveFeed } from '../live/liveFeed.ts';
 import { LongReadSlots } from '../platform/longReadSlots.ts';
 import { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
@@ -45,6 +47,7 @@ type Portal = Parameters<typeof portalSessionRoutes>[0];
 export const role: Role = {
   behindService: true,
   startsWithoutPostgres: true,
+  servesPublicPort: true,
   async start(parts) {
     const { config, log, metrics } = parts;
     const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'the api role');
@@ -81,7 +84,7 @@ async function startKeyVerifier(parts: SharedParts, pepper: string): Promise<Api
   const { config } = parts;
   const verifier = new ApiKeyVerifier({
     db: parts.db,
-    databaseUrl: config.databaseUrl,
+    databaseUrl: config.databaseSessionUrl,
     pepper,
     environment: config.keyEnvironment,
     log: parts.log.child({ component: 'key-verifier' }),
@@ -94,7 +97,7 @@ async function startKeyVerifier(parts: SharedParts, pepper: string): Promise<Api
 /** Per-key limits shared by every api pod through Redis; the limiter falls back to in-memory without it. */
 function rateLimiterOf(parts: SharedParts): { limiter: KeyRateLimiter; readiness: ReadinessCheck[] } {
   const { config, log } = parts;
-  const redis = connectRedis(config.redisUrl, log.child({ component: 'redis' }), config.redisTls);
+  const redis = connectRedis(config.redisUrl, log.child({ component: 'redis' }), config.redisTls, config.redisSentinel);
   parts.releasers.add('redis connection', () => void redis.disconnect());
   const limiter = new KeyRateLimiter({
     redis,
@@ -123,6 +126,7 @@ async function trailFeatures(parts: SharedParts, pepper: string): Promise<Featur
     await liveFeature(parts),
     { router: eventRoutes(new EventReader(db, new CursorCodec(pepper))), openapi: eventsOpenApi },
     { router: integrityRoutes(integrity, parts.config.seal.intervalMs), openapi: integrityOpenApi },
+    { router: transparencyLogRoutes(new TransparencyLog(db)), openapi: transparencyLogOpenApi },
     {
       router: retentionRoutes(new RetentionPolicies({ db, writer: await parts.writer(), defaultPeriod: parts.config.retentionDefault })),
       openapi: retentionOpenApi,
@@ -147,7 +151,7 @@ async function trailFeatures(parts: SharedParts, pepper: string): Promise<Featur
  */
 async function liveFeature(parts: SharedParts): Promise<Features[number]> {
   const { config } = parts;
-  const feed = new LiveFeed({ databaseUrl: config.databaseUrl, log: parts.log.child({ component: 'live-feed' }) });
+  const feed = new LiveFeed({ databaseUrl: config.databaseSessionUrl, log: parts.log.child({ component: 'live-feed' }) });
   await feed.start();
   parts.releasers.add('live feed', () => feed.stop());
   const slots = new LongReadSlots(config.live, parts.metrics.liveStreamObserver(), 'concurrent_live_streams');

@@ -10,7 +10,7 @@ export const role: Role = {
     const bus = await parts.bus();
     const relay = new DeliveryRelay({
       db,
-      databaseUrl: config.databaseUrl,
+      databaseUrl: config.databaseSessionUrl,
       bus: bus.connection,
       names: bus.names,
       streamReplicas: config.natsStreamReplicas,
@@ -23,7 +23,8 @@ export const role: Role = {
     releasers.add('delivery relay', () => relay.stop());
     // Replays are outbox work: the relays run them, one process per replay (delivery/replayRunner.ts).
     const replays = new ReplayRunner({
-      db,
+      // Each replay is claimed by a session advisory lock held on its connection.
+      db: parts.sessionDb(),
       pollMs: Math.min(config.delivery.relayPollMs, 1_000),
       log: log.child({ component: 'replays' }),
       metrics,

@@ -23,6 +23,11 @@ export interface Role {
    * that is not there. A process running any other role waits for Postgres before starting its roles.
    */
   readonly startsWithoutPostgres?: boolean;
+  /**
+   * Serves the public API on PORT: the port listens while the process starts, answering 503 until the
+   * role has started (never a connection refused or a 404 that a client would take for an answer).
+   */
+  readonly servesPublicPort?: boolean;
   start(parts: SharedParts): Promise<RoleParts>;
 }
 

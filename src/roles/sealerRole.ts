@@ -17,6 +17,7 @@ export const role: Role = {
       signer: new TreeHeadSigner(key),
       intervalMs: config.seal.intervalMs,
       heartbeatMs: config.seal.heartbeatMs,
+      checkpointOrigin: config.seal.checkpointOrigin,
       log: parts.log.child({ role: 'sealer' }),
       metrics,
     });

@@ -35,7 +35,7 @@ export const role: Role = {
       notices: streamNotices(parts.db),
       log: parts.log.child({ role: 'streams' }),
       metrics: parts.metrics,
-      databaseUrl: config.databaseUrl,
+      databaseUrl: config.databaseSessionUrl,
     });
     runner.start();
     parts.releasers.add('log streams', () => runner.stop());

@@ -288,7 +288,7 @@ describe('/api/v2/public/audit/streams without private targets', function () {
     });
     expect(loopback.status).to.equal(422);
     expect(loopback.json.details[0]).to.deep.include({ field: 'destination.url' });
-    expect(loopback.json.details[0].message).to.match(/loopback/);
+    expect(loopback.json.details[0].message).to.equal('host is not a public address; stream destinations must be public addresses');
     const metadata = await call(`${service.baseUrl}/audit/streams`, {
       key,
       body: {

@@ -9,7 +9,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { BusNames } from '../src/bus/streams.ts';
+import { BusNames } from '../src/bus/jetStreamDefinitions.ts';
 
 const stateDir = resolve(process.argv[2] ?? process.env.RUN_LOCAL_DIR ?? '.local');
 const say = (line: string) => console.error(`clean-local: ${line}`);

@@ -154,7 +154,12 @@ function toConfig(env: Environment) {
         forcePathStyle: env.ARCHIVE_S3_FORCE_PATH_STYLE,
       },
     },
-    seal: { intervalMs: env.SEAL_INTERVAL, heartbeatMs: env.SEAL_HEARTBEAT, signingKey: env.SEAL_SIGNING_KEY },
+    seal: {
+      intervalMs: env.SEAL_INTERVAL,
+      heartbeatMs: env.SEAL_HEARTBEAT,
+      signingKey: env.SEAL_SIGNING_KEY,
+      checkpointOrigin: env.CHECKPOINT_ORIGIN,
+    },
     streams: {
       pollMs: env.STREAMS_POLL_MS,
       leaseMs: env.STREAMS_LEASE_MS,

@@ -193,6 +193,14 @@ export const environmentSchema = z
       .pipe(z.number().min(1000, 'must be at least 1s').max(3_600_000, 'must be at most 1h: heads come at least hourly'))
       .default(3_600_000),
     SEAL_SIGNING_KEY: ed25519PrivateKey.optional(),
+    // The first part of each tenant's checkpoint origin, `<CHECKPOINT_ORIGIN>/<tenant>` (docs/integrity.md
+    // "Checkpoints and tiles"): a schema-less URL such as audit.example.com/trail; by default
+    // audit-trail/<deployment id>. A tenant's origin is fixed by its first checkpoint.
+    CHECKPOINT_ORIGIN: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._~:/-]{0,199}$/, 'must be a schema-less URL such as audit.example.com/trail (no spaces, no plus)')
+      .transform((value) => value.replace(/\/+$/, ''))
+      .optional(),
     // How long a tenant's events are kept when no RetentionPolicy names the tenant (docs/retention.md);
     // unset, they are kept forever. Days, months or years: 30d, 18mo, 6y.
     RETENTION_DEFAULT: retentionPeriod.optional(),

@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
+import { backoffDelay, type BackoffPolicy } from '../platform/backoff.ts';
 import type { Logger } from '../platform/logger.ts';
 import { ServiceUnavailableError, coerceError } from '../platform/errors.ts';
 import { type DatabasePooler, postgresConnection } from './postgresClient.ts';
@@ -78,7 +80,8 @@ export interface DatabaseOptions {
  * collided do not collide again in step.
  */
 const TRANSACTION_ATTEMPTS = 5;
-const CONFLICT_BACKOFF_MS = 10;
+/** Below 20 ms, 40 ms, 80 ms ... (full jitter). */
+const CONFLICT_BACKOFF: BackoffPolicy = { initialMs: 20, maxMs: 1_000, spread: [0, 1] };
 
 // timestamptz and timestamp arrive as Date by default; the store reads and writes them as text or Date
 // explicitly, and int8 counts fit in a double for anything this service counts.
@@ -138,7 +141,7 @@ export class Database implements Queryable {
       } catch (error) {
         if (!isTransactionConflict(error) || attempt >= TRANSACTION_ATTEMPTS) throw translateServerCondition(error);
         this.log.debug({ sqlstate: (error as pg.DatabaseError).code, attempt }, 'transaction conflict; running it again');
-        await delay(Math.random() * CONFLICT_BACKOFF_MS * 2 ** attempt);
+        await delay(backoffDelay(CONFLICT_BACKOFF, attempt));
       }
     }
   }
@@ -195,10 +198,6 @@ export class Database implements Queryable {
 function translateServerCondition(error: unknown): unknown {
   if (!isTransientServerCondition(error)) return error;
   return new ServiceUnavailableError('The event store is temporarily unavailable; retry shortly.', { cause: error });
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /**

@@ -1,6 +1,5 @@
-import { isIP } from 'node:net';
 import { Pool } from 'undici';
-import { blockedAddressReason, guardedLookup } from '../webhooks/targetGuard.ts';
+import { guardedLookup, isGuardFailure, literalTargetRefusal, TARGET_REFUSED } from '../webhooks/targetGuard.ts';
 import { AttemptHandler } from './attemptHandler.ts';
 
 export interface SendResult {
@@ -169,11 +168,7 @@ export class WebhookSender {
 
   /** A URL naming an IP address never reaches the DNS lookup, so it is checked here. */
   private literalAddressBlocked(url: URL): string | undefined {
-    if (this.options.allowPrivateTargets) return undefined;
-    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
-    if (!isIP(host)) return undefined;
-    const reason = blockedAddressReason(host);
-    return reason ? `target refused: host ${reason}` : undefined;
+    return this.options.allowPrivateTargets ? undefined : literalTargetRefusal(url);
   }
 }
 
@@ -189,6 +184,6 @@ function describeFailure(error: unknown, timeoutMs: number): string {
     return `timeout: no complete response within ${timeoutMs} ms`;
   }
   const cause = failure.cause ?? failure;
-  if (cause.name === 'BlockedTargetError') return `target refused: ${cause.message}`;
+  if (isGuardFailure(cause)) return TARGET_REFUSED;
   return `${cause.code ?? failure.code ?? 'error'}: ${cause.message ?? failure.message ?? String(error)}`;
 }

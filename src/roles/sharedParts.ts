@@ -1,6 +1,6 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { connectBus, type BusConnection } from '../bus/natsConnection.ts';
-import { BusNames } from '../bus/streams.ts';
+import { BusNames } from '../bus/jetStreamDefinitions.ts';
 import { requireSetting, type Config } from '../config/config.ts';
 import { Database } from '../db/database.ts';
 import { readDeploymentId } from '../db/deploymentIdentity.ts';
@@ -8,13 +8,14 @@ import { LongReads } from '../db/longReads.ts';
 import { type ReplicaObserver, ReplicaReads } from '../db/replicaReads.ts';
 import { replicaReadMetrics } from '../platform/replicaReadMetrics.ts';
 import { longReadDutyCycleMetrics, longReadYieldMetrics } from '../platform/longReadYieldMetrics.ts';
-import { untilPostgresAnswers, type StartBackoff } from '../db/postgresAtStart.ts';
+import { untilPostgresAnswers } from '../db/postgresAtStart.ts';
+import type { BackoffPolicy } from '../platform/backoff.ts';
 import { ENDPOINT_DELIVERIES } from '../delivery/endpointDeliveries.ts';
 import { WEBHOOK_FAN_OUT } from '../delivery/fanOut.ts';
 import { DeliveryPublisher } from '../delivery/deliveryPublisher.ts';
 import { EventWriter } from '../events/eventWriter.ts';
 import type { ReadinessCheck } from '../http/internalApp.ts';
-import type { Releasers } from '../platform/lifecycle.ts';
+import type { Releasers } from '../platform/shutdown.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { SecretBox } from '../webhooks/secretBox.ts';
@@ -41,7 +42,7 @@ export interface SharedPartsOptions {
   /** Aborted when the process is asked to stop during start-up: a role waiting for Postgres gives up. */
   readonly startSignal?: AbortSignal;
   /** Between attempts of a start-up step while Postgres is away (db/postgresAtStart.ts). */
-  readonly startBackoff?: StartBackoff;
+  readonly startBackoff?: BackoffPolicy;
 }
 
 export interface Bus {

@@ -29,3 +29,18 @@ CREATE TABLE checkpoint_cosignatures (
   received_at   timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (tenant_id, tree_size, witness_key)
 );
+
+-- The fork guard (integrity/forkGuard.ts): a tenant whose database tree does not extend the latest head
+-- signed for it (kept outside the database, in JetStream) is no longer sealed, and the sealer says why here,
+-- where `audit-trail integrity check` reads it. Rows stay as the record of what happened; an operator's
+-- resolution is written beside them (docs/integrity.md "The fork guard").
+CREATE TABLE tree_forks (
+  tenant_id       text        NOT NULL,
+  detected_at     timestamptz NOT NULL DEFAULT now(),
+  signed_size     bigint      NOT NULL,
+  signed_root     bytea       NOT NULL,
+  database_size   bigint      NOT NULL,
+  database_root   bytea,
+  reason          text        NOT NULL,
+  PRIMARY KEY (tenant_id, detected_at)
+);

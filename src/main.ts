@@ -77,6 +77,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const selected = ROLES.filter((name) => options.roles.includes(name));
   const modules = await Promise.all(selected.map(async (name) => (await ROLE_MODULES[name]()).role));
   const releasers = new Releasers();
+  // Kubernetes takes a terminating pod out of its Services' endpoints a moment after it is signalled, and
+  // load balancers follow later still: until then new requests keep arriving, and refusing them would be
+  // errors for clients. Only roles behind a Service wait.
+  const drainDelayMs = modules.some((role) => role.behindService) ? config.shutdownDrainDelayMs : 0;
   const metrics = new ServiceMetrics();
   let accepting = true;
   const ports = { closing: () => !accepting, accepting: () => accepting };
@@ -110,7 +114,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     if (!modules.every((role) => role.startsWithoutPostgres)) await parts.deploymentId();
     const started: RoleParts[] = [];
     for (const role of modules) started.push(await role.start(parts));
-    served = { publicPort: servePublic(parts, started, publicPort), internalPort: internal.serve(started) };
+    served = { publicPort: servePublic(parts, started, publicPort, drainDelayMs), internalPort: internal.serve(started, drainDelayMs) };
   } catch (error) {
     await releasers.releaseAll(log);
     await publicPort?.closeUnlessServing(config.shutdownGraceMs);
@@ -122,10 +126,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     { roles: options.roles, ...portsLogged(served), version: SERVICE_VERSION, deployment_id: parts.deploymentIdRead },
     'audit-trail started',
   );
-  // Kubernetes takes a terminating pod out of its Services' endpoints a moment after it is signalled, and
-  // load balancers follow later still: until then new requests keep arriving, and refusing them would be
-  // errors for clients. Only roles behind a Service wait.
-  const drainDelayMs = modules.some((role) => role.behindService) ? config.shutdownDrainDelayMs : 0;
   return {
     ...served,
     metrics,
@@ -146,11 +146,16 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
 }
 
 /** The public port, when a role serves the API: from now on it answers with the api role's handler. */
-function servePublic(parts: SharedParts, started: readonly RoleParts[], port: PortDuringStart | undefined): number | undefined {
+function servePublic(
+  parts: SharedParts,
+  started: readonly RoleParts[],
+  port: PortDuringStart | undefined,
+  drainDelayMs: number,
+): number | undefined {
   if (!port) return undefined;
   const publicHandler = started.find((role) => role.publicHandler)?.publicHandler;
   if (!publicHandler) throw new Error('a role that serves the public port started without a public handler');
-  return port.serve(publicHandler, parts, 'public server');
+  return port.serve(publicHandler, parts, 'public server', drainDelayMs);
 }
 
 /**
@@ -175,18 +180,18 @@ class PortDuringStart {
   }
 
   /** Answers with `handler` from now on, and closes with the process; returns the port number. */
-  serve(handler: PublicHandler, parts: SharedParts, name: string): number {
+  serve(handler: PublicHandler, parts: SharedParts, name: string, drainDelayMs: number): number {
     this.handler = handler;
     // Released after the roles' releasers were added, so closed before them: no request arrives at a role
     // that has stopped.
-    parts.releasers.add(name, () => this.server.close(parts.config.shutdownGraceMs));
+    parts.releasers.add(name, () => this.server.close(parts.config.shutdownGraceMs, drainDelayMs));
     this.serving = true;
     return this.server.port;
   }
 
   /** When start-up failed before serve(): its releaser was never registered. */
   async closeUnlessServing(graceMs: number): Promise<void> {
-    if (!this.serving) await this.server.close(graceMs);
+    if (!this.serving) await this.server.close(graceMs, 0);
   }
 }
 
@@ -217,10 +222,15 @@ class InternalPort {
   }
 
   /** Serves the started roles' readiness and routes from now on; returns the port. */
-  serve(started: readonly RoleParts[]): number {
+  serve(started: readonly RoleParts[], drainDelayMs: number): number {
     const readiness: ReadinessCheck[] = [...this.parts.readiness, ...started.flatMap((role) => role.readiness ?? [])];
     const features: Router<RequestState>[] = started.flatMap((role) => role.internalRoutes ?? []);
-    return this.port.serve(internalHandler(this.parts, this.ports, readiness, features, false), this.parts, 'internal server');
+    return this.port.serve(
+      internalHandler(this.parts, this.ports, readiness, features, false),
+      this.parts,
+      'internal server',
+      drainDelayMs,
+    );
   }
 
   /** When start-up failed before serve(): its releaser was never registered. */

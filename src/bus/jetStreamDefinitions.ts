@@ -63,6 +63,15 @@ export class BusNames {
     return `${this.delivery.streamPrefix}AUDIT_DELIVERIES`;
   }
 
+  /** The latest signed head of a tenant's tree (integrity/forkGuard.ts), one message per subject. */
+  signedHeadSubject(tenantId: string): string {
+    return `${this.delivery.subjectPrefix}audit.signed_heads.${tenantId}`;
+  }
+
+  signedHeadStream(): string {
+    return `${this.delivery.streamPrefix}AUDIT_SIGNED_HEADS`;
+  }
+
   /** The tenant of an ingest subject, or undefined for any other subject. */
   tenantOfIngestSubject(subject: string): string | undefined {
     const prefix = `${this.ingest.subjectPrefix}audit.ingest.`;

@@ -18,6 +18,12 @@ export async function tenantsToSeal(db: Queryable, heartbeatMs: number): Promise
   return rows.map((row) => row.tenant_id);
 }
 
+/** Every tenant with a tree (the fork guard's check at start). */
+export async function tenantsWithTrees(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{ tenant_id: string }>('SELECT tenant_id FROM merkle_trees WHERE tree_size > 0 ORDER BY tenant_id');
+  return rows.map((row) => row.tenant_id);
+}
+
 export interface TreeState {
   readonly size: number;
   readonly root: Buffer | undefined;

@@ -6,7 +6,7 @@ import { Database } from '../db/database.ts';
 import { readDeploymentId } from '../db/deploymentIdentity.ts';
 import { LongReads } from '../db/longReads.ts';
 import { type ReplicaObserver, ReplicaReads } from '../db/replicaReads.ts';
-import { replicaReadMetrics } from '../platform/replicaReadMetrics.ts';
+import { replicaReadMetrics } from '../db/replicaReadMetrics.ts';
 import { longReadDutyCycleMetrics, longReadYieldMetrics } from '../platform/longReadYieldMetrics.ts';
 import { untilPostgresAnswers } from '../db/postgresAtStart.ts';
 import type { BackoffPolicy } from '../platform/backoff.ts';

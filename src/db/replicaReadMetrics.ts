@@ -1,5 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { ReplicaObserver } from '../db/replicaReads.ts';
+import type { ReplicaObserver } from './replicaReads.ts';
 
 /** The metrics of reads on a streaming replica (db/replicaReads.ts, docs/operations.md "Replicas"). */
 export function replicaReadMetrics(registry: Registry): ReplicaObserver {

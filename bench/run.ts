@@ -29,6 +29,7 @@ const BENCHMARKS: Record<string, string> = {
   expiry: 'bench/expiry.ts',
   compaction: 'bench/compaction.ts',
   'auth-lookup-timing': 'bench/authLookupTiming.ts',
+  idle: 'bench/idle.ts',
   failover: 'bench/failover.ts',
 };
 

@@ -153,7 +153,9 @@ export const environmentSchema = z
     DELIVERY_MAX_SOCKETS: z.coerce.number().int().min(1).max(100_000).default(512),
     // The contract is a 2xx within 10 seconds (docs/webhooks.md). Shorter only in tests.
     DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
-    DELIVERY_RELAY_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(500),
+    // Only the safety net: new deliveries, retries falling due, released ones and new replays wake the relay
+    // (LISTEN, and a timer to the next due time), so an idle relay rests (issue 42).
+    DELIVERY_RELAY_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(10_000),
     RATE_LIMIT_READ_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
     RATE_LIMIT_WRITE_PER_MINUTE: z.coerce.number().int().min(1).default(200),
     RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(30),

@@ -1,6 +1,5 @@
 import type pg from 'pg';
 import { ServiceUnavailableError } from '../platform/errors.ts';
-import type { ReplicaObserver } from '../platform/replicaReadMetrics.ts';
 import type { Database, Queryable, Row } from './database.ts';
 
 /**
@@ -15,6 +14,13 @@ import type { Database, Queryable, Row } from './database.ts';
  * applied everything it received, however long ago the primary last wrote). A replica that stopped
  * receiving altogether shows no lag by this measure: docs/operations.md "Replicas" says what to alert on.
  */
+
+export interface ReplicaObserver {
+  /** The lag last measured, in seconds; undefined when the replica did not answer. */
+  lag(seconds: number | undefined): void;
+  /** A read went to the primary instead. */
+  fellBack(reason: 'lag' | 'unavailable'): void;
+}
 
 export interface ReplicaReadsOptions {
   readonly primary: Database;

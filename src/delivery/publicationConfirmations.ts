@@ -44,17 +44,27 @@ export const CONFIRM_AFTER_MS = PUBLISH_TIMEOUT_MS + (UNCONFIRMED_AFTER_MS - PUB
 async function confirmPublications(db: Queryable, published: readonly DueDelivery[]): Promise<void> {
   if (published.length === 0) return;
   // Rows locked in id order and skipped when locked: a worker settling one (locking deliveries by id) has it
-  // done with, and waiting for it in another order could deadlock.
+  // done with, and waiting for it in another order could deadlock. Each row is found by its primary key, the
+  // ids in ascending order (the nested loop follows the array): joined as a set, Postgres read the whole
+  // in-flight index, every entry of a row no longer in flight included, for a batch of a few hundred.
+  const sorted = [...published].sort((a, b) => compareIds(a.id, b.id));
   await db.query(
     `UPDATE deliveries AS d SET confirmed_publication = c.publication
      FROM unnest($1::bigint[], $2::int[]) AS c(id, publication)
      WHERE d.id = c.id AND d.publications = c.publication AND d.state = 'pending' AND d.published_at IS NOT NULL
-       AND d.id IN (SELECT l.id FROM deliveries AS l
-                    JOIN unnest($1::bigint[], $2::int[]) AS w(id, publication) ON l.id = w.id AND l.publications = w.publication
-                    WHERE l.state = 'pending' AND l.published_at IS NOT NULL
-                    ORDER BY l.id FOR UPDATE OF l SKIP LOCKED)`,
-    [published.map((delivery) => delivery.id), published.map((delivery) => delivery.publication)],
+       AND d.id IN (SELECT l.id FROM unnest($1::bigint[], $2::int[]) AS w(id, publication)
+                    CROSS JOIN LATERAL (SELECT id FROM deliveries
+                                        WHERE id = w.id AND publications = w.publication
+                                          AND state = 'pending' AND published_at IS NOT NULL
+                                        OFFSET 0) AS l
+                    FOR UPDATE OF l SKIP LOCKED)`,
+    [sorted.map((delivery) => delivery.id), sorted.map((delivery) => delivery.publication)],
   );
+}
+
+/** Bigint ids as text, in numeric order. */
+function compareIds(a: string, b: string): number {
+  return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
 }
 
 /** confirmPublications for a publisher: a confirmation that fails is logged, and costs at most a second message. */
@@ -128,11 +138,13 @@ export class DeferredConfirmations {
 
 /**
  * Makes due again the deliveries marked published more than `olderThanMs` ago whose publication nobody
- * confirmed, and wakes the relays when there are any. Returns how many. Reads only the deliveries in flight
- * (the deliveries_in_flight index): few, unless workers are behind.
+ * confirmed, and wakes the relays when there are any. Returns how many, and how many deliveries are in
+ * flight besides (marked published, not yet settled: the only ones a later sweep could find lost, until
+ * something is published again). Reads only the deliveries in flight (the deliveries_in_flight index): few,
+ * unless workers are behind.
  */
-export async function releaseUnconfirmedPublications(db: Queryable, olderThanMs: number): Promise<number> {
-  const { rows } = await db.query<{ released: number }>(
+export async function releaseUnconfirmedPublications(db: Queryable, olderThanMs: number): Promise<{ released: number; inFlight: number }> {
+  const { rows } = await db.query<{ released: number; in_flight: number }>(
     `WITH released AS (
        UPDATE deliveries SET published_at = NULL
        WHERE state = 'pending' AND published_at IS NOT NULL
@@ -140,9 +152,10 @@ export async function releaseUnconfirmedPublications(db: Queryable, olderThanMs:
          AND confirmed_publication IS DISTINCT FROM publications
        RETURNING 1
      )
-     SELECT count(*)::int AS released, ${wakeRelaysIfAny('released', 'old due times')} AS notified
+     SELECT count(*)::int AS released, ${wakeRelaysIfAny('released', 'old due times')} AS notified,
+            (SELECT count(*)::int FROM deliveries WHERE state = 'pending' AND published_at IS NOT NULL) AS in_flight
      FROM released`,
     [olderThanMs],
   );
-  return rows[0]?.released ?? 0;
+  return { released: rows[0]?.released ?? 0, inFlight: rows[0]?.in_flight ?? 0 };
 }

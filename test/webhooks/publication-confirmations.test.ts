@@ -78,6 +78,26 @@ describe('deferred publication confirmations', function () {
     expect(await Promise.all([handled, handedBack, publishedAgain].map(rowOf))).to.deep.equal(before);
   });
 
+  it('skips a delivery another transaction holds (a worker settling it) rather than waiting for it', async () => {
+    const confirmations = new DeferredConfirmations({ db: db.pool, log: testLogger(), clock: new ManualClock(Date.now()) });
+    const held = await delivery();
+    const free = await delivery();
+    const worker = await db.pool.connect();
+    try {
+      await worker.query('BEGIN');
+      await worker.query('SELECT id FROM deliveries WHERE id = $1 FOR UPDATE', [held]);
+      confirmations.add(
+        [held, free].map((id) => ({ id, attempt: 1, publication: 1 })),
+        0,
+      );
+      await confirmations.flush();
+      expect([(await rowOf(held)).confirmed, (await rowOf(free)).confirmed]).to.deep.equal([null, 1]);
+    } finally {
+      await worker.query('ROLLBACK');
+      worker.release();
+    }
+  });
+
   it('writes every confirmation waiting when flushed (a stopping publisher), due or not', async () => {
     const clock = new ManualClock(Date.now());
     const confirmations = new DeferredConfirmations({ db: db.pool, log: testLogger(), clock });

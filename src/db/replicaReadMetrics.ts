@@ -1,12 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-
-/** What reads on a replica report (db/replicaReads.ts). */
-export interface ReplicaObserver {
-  /** The lag last measured, in seconds; undefined when the replica did not answer. */
-  lag(seconds: number | undefined): void;
-  /** A read went to the primary instead. */
-  fellBack(reason: 'lag' | 'unavailable'): void;
-}
+import type { ReplicaObserver } from './replicaReads.ts';
 
 /** The metrics of reads on a streaming replica (db/replicaReads.ts, docs/operations.md "Replicas"). */
 export function replicaReadMetrics(registry: Registry): ReplicaObserver {

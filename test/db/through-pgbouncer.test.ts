@@ -101,6 +101,49 @@ describe('behind PgBouncer in transaction mode', function () {
     }
   });
 
+  it('runs a replay under its session advisory lock on DATABASE_SESSION_URL, and leaves no lock behind', async () => {
+    const tenantId = 'pooled-replay';
+    const { key } = await mintKey(db.url, { tenantId, scopes: ['audit:read', 'webhooks:write'] });
+    const events = Array.from({ length: 20 }, () =>
+      producerEvent({ tenant_id: tenantId, event_id: randomUUID(), timestamp: new Date().toISOString() }),
+    );
+    const ingested = await call(`${service.internalUrl}/internal/v1/events`, {
+      headers: { authorization: `Bearer ${TEST_INGEST_TOKEN}` },
+      body: { events },
+    });
+    expect(ingested.status).to.equal(200);
+    // An endpoint registered after the events: only a replay delivers them to it.
+    const late = await startReceiver(204);
+    try {
+      const registered = await call(`${service.baseUrl}/audit/webhooks`, { key, body: { url: late.url, event_filter: ['phi.'] } });
+      expect(registered.status).to.equal(201);
+      const replay = await call(`${service.baseUrl}/audit/webhooks/${registered.json.endpoint.id}/replay`, {
+        key,
+        body: { since: new Date(Date.now() - 600_000).toISOString(), until: new Date(Date.now() + 1_000).toISOString() },
+      });
+      expect(replay.status).to.equal(202);
+      const progress = `${service.baseUrl}${replay.headers.get('location')!.replace(/^.*\/audit\//, '/audit/')}`;
+      await waitFor(async () => (await call(progress, { key })).json?.replay?.status === 'completed', 'the replay completed', 30_000, 100);
+      await waitFor(
+        () => new Set(late.received.map((delivery) => delivery.json().id)).size === events.length,
+        'the replayed deliveries',
+        30_000,
+      );
+      // The claim was taken and given back on one session: no advisory lock is left on any server connection
+      // (through PgBouncer the unlock could run on another one, and the lock would stay for good).
+      const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory'`);
+      expect(rows[0]!.n).to.equal(0);
+      // And it was the session pool's connection, straight to Postgres (PgBouncer's are the main pool's).
+      const sessions = await db.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE 'audit-trail % sessions' AND datname = $1`,
+        [db.name],
+      );
+      expect(sessions.rows[0]!.n).to.be.greaterThan(0);
+    } finally {
+      await late.close();
+    }
+  });
+
   it('refuses DATABASE_POOLER=transaction without a DATABASE_SESSION_URL, naming the variable', () => {
     expect(() => testConfig(`${bouncer.url}/${db.name}`, { DATABASE_POOLER: 'transaction' }))
       .to.throw(ConfigError)

@@ -77,6 +77,8 @@ function databaseSettings(env: Environment) {
     databasePooler: env.DATABASE_POOLER,
     // Where LISTEN, session advisory locks and migrations connect: DATABASE_URL unless a pooler is between.
     databaseSessionUrl: env.DATABASE_SESSION_URL === undefined ? databaseUrl : withTls('DATABASE_SESSION_URL', env.DATABASE_SESSION_URL),
+    databaseReadUrl: env.DATABASE_READ_URL === undefined ? undefined : withTls('DATABASE_READ_URL', env.DATABASE_READ_URL),
+    readReplicaMaxLagMs: env.READ_REPLICA_MAX_LAG,
   };
 }
 

@@ -29,6 +29,10 @@ export const environmentSchema = z
     // session-mode connection), which it requires.
     DATABASE_POOLER: z.enum(['none', 'transaction'], { message: 'must be none or transaction' }).default('none'),
     DATABASE_SESSION_URL: postgresUrl.optional(),
+    // A streaming replica for reads that can wait (list pages, exports without proofs, log streams), used
+    // while its lag is within READ_REPLICA_MAX_LAG; the primary otherwise (docs/operations.md "Replicas").
+    DATABASE_READ_URL: postgresUrl.optional(),
+    READ_REPLICA_MAX_LAG: duration('5s').pipe(z.number().min(0).max(600_000, 'must be at most 10m')).default(5_000),
     DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
     // How long a statement of the service may wait for a lock (a migration, a manual LOCK) before it fails
     // and its request answers 503 with Retry-After (docs/operations.md "How database trouble shows").
@@ -149,7 +153,9 @@ export const environmentSchema = z
     DELIVERY_MAX_SOCKETS: z.coerce.number().int().min(1).max(100_000).default(512),
     // The contract is a 2xx within 10 seconds (docs/webhooks.md). Shorter only in tests.
     DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
-    DELIVERY_RELAY_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(500),
+    // Only the safety net: new deliveries, retries falling due, released ones and new replays wake the relay
+    // (LISTEN, and a timer to the next due time), so an idle relay rests (issue 42).
+    DELIVERY_RELAY_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(10_000),
     RATE_LIMIT_READ_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
     RATE_LIMIT_WRITE_PER_MINUTE: z.coerce.number().int().min(1).default(200),
     RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(30),

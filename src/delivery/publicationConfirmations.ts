@@ -138,11 +138,13 @@ export class DeferredConfirmations {
 
 /**
  * Makes due again the deliveries marked published more than `olderThanMs` ago whose publication nobody
- * confirmed, and wakes the relays when there are any. Returns how many. Reads only the deliveries in flight
- * (the deliveries_in_flight index): few, unless workers are behind.
+ * confirmed, and wakes the relays when there are any. Returns how many, and how many deliveries are in
+ * flight besides (marked published, not yet settled: the only ones a later sweep could find lost, until
+ * something is published again). Reads only the deliveries in flight (the deliveries_in_flight index): few,
+ * unless workers are behind.
  */
-export async function releaseUnconfirmedPublications(db: Queryable, olderThanMs: number): Promise<number> {
-  const { rows } = await db.query<{ released: number }>(
+export async function releaseUnconfirmedPublications(db: Queryable, olderThanMs: number): Promise<{ released: number; inFlight: number }> {
+  const { rows } = await db.query<{ released: number; in_flight: number }>(
     `WITH released AS (
        UPDATE deliveries SET published_at = NULL
        WHERE state = 'pending' AND published_at IS NOT NULL
@@ -150,9 +152,10 @@ export async function releaseUnconfirmedPublications(db: Queryable, olderThanMs:
          AND confirmed_publication IS DISTINCT FROM publications
        RETURNING 1
      )
-     SELECT count(*)::int AS released, ${wakeRelaysIfAny('released', 'old due times')} AS notified
+     SELECT count(*)::int AS released, ${wakeRelaysIfAny('released', 'old due times')} AS notified,
+            (SELECT count(*)::int FROM deliveries WHERE state = 'pending' AND published_at IS NOT NULL) AS in_flight
      FROM released`,
     [olderThanMs],
   );
-  return rows[0]?.released ?? 0;
+  return { released: rows[0]?.released ?? 0, inFlight: rows[0]?.in_flight ?? 0 };
 }

@@ -18,7 +18,11 @@ import { nextReplayStep, pendingCap, type ReplayLimits } from './replayThrottle.
 
 export interface ReplayRunnerOptions {
   readonly db: Database;
-  /** How often running replays are looked for: a new one starts within this. */
+  /**
+   * How often running replays are looked for while none is seen: a new one is announced (wake()), so this
+   * only bounds how late one whose notification was missed starts. While one runs elsewhere, every second,
+   * so that this process takes it over soon after that one stops.
+   */
   readonly pollMs: number;
   readonly log: Logger;
   readonly metrics: ServiceMetrics;
@@ -41,6 +45,8 @@ const DEFAULT_CHUNK_SIZE = 500;
  */
 const DEFAULT_MAX_PENDING = 1_000;
 const DEFAULT_CONCURRENCY = 2;
+/** How often replays are looked for while one is running somewhere (see pollMs). */
+const BUSY_POLL_MS = 1_000;
 const ERROR_BACKOFF_MS = 1_000;
 
 /**
@@ -79,6 +85,11 @@ export class ReplayRunner {
     this.loop.start();
   }
 
+  /** A replay was created (a notification said so): look for it now. */
+  wake(): void {
+    this.loop.wake();
+  }
+
   /** Stops after the chunk in progress commits; the replays stay running for the next process. */
   async stop(): Promise<void> {
     await this.loop.stop();
@@ -86,12 +97,13 @@ export class ReplayRunner {
   }
 
   private async lookForWork(): Promise<number> {
-    for (const id of await runningReplayIds(this.options.db)) {
+    const ids = await runningReplayIds(this.options.db);
+    for (const id of ids) {
       if (this.running.size >= this.concurrency) break;
       if (this.running.has(id)) continue;
       await this.tryRun(id);
     }
-    return this.options.pollMs;
+    return ids.length > 0 ? Math.min(BUSY_POLL_MS, this.options.pollMs) : this.options.pollMs;
   }
 
   /** Claims the replay on a connection of its own and runs it there, unless another process has it. */

@@ -66,12 +66,12 @@ export class WebhookSender {
    */
   private readonly deadlines = new Map<AttemptHandler, number>();
   private readonly sweeper: NodeJS.Timeout;
-  private readonly deadlineTimer: NodeJS.Timeout;
+  /** Runs while requests are in flight only: an idle worker is not woken ten times a second for nothing. */
+  private deadlineTimer: NodeJS.Timeout | undefined;
 
   constructor(options: WebhookSenderOptions) {
     this.options = options;
     this.sweeper = setInterval(() => this.closeIdlePools(), IDLE_POOL_MS / 5).unref();
-    this.deadlineTimer = setInterval(() => this.abortOverdue(), DEADLINE_SWEEP_MS).unref();
   }
 
   /** Sends one delivery to `url` over the pool of endpoint `endpointId`, within `timeoutMs` (the endpoint's own, or the default). */
@@ -103,6 +103,7 @@ export class WebhookSender {
         resolve({ ok, statusCode: response.statusCode, error: null, responseExcerpt: response.excerpt, durationMs });
       });
       this.deadlines.set(handler, started + timeoutMs);
+      this.deadlineTimer ??= setInterval(() => this.abortOverdue(), DEADLINE_SWEEP_MS).unref();
       target.pool.dispatch({ path: target.path, method: 'POST', headers, body }, handler);
     });
   }
@@ -110,6 +111,7 @@ export class WebhookSender {
   async close(): Promise<void> {
     clearInterval(this.sweeper);
     clearInterval(this.deadlineTimer);
+    this.deadlineTimer = undefined;
     await Promise.all([...this.targets.values()].map(({ pool }) => pool.close()));
     this.targets.clear();
   }
@@ -148,6 +150,11 @@ export class WebhookSender {
   }
 
   private abortOverdue(): void {
+    if (this.deadlines.size === 0) {
+      clearInterval(this.deadlineTimer);
+      this.deadlineTimer = undefined;
+      return;
+    }
     // The monotonic clock: a wall-clock step (NTP on a VM) must not cut a request short.
     const now = performance.now();
     for (const [handler, deadline] of this.deadlines) {

@@ -5,6 +5,8 @@ import { requireSetting, type Config } from '../config/config.ts';
 import { Database } from '../db/database.ts';
 import { readDeploymentId } from '../db/deploymentIdentity.ts';
 import { LongReads } from '../db/longReads.ts';
+import { type ReplicaObserver, ReplicaReads } from '../db/replicaReads.ts';
+import { replicaReadMetrics } from '../db/replicaReadMetrics.ts';
 import { longReadDutyCycleMetrics, longReadYieldMetrics } from '../platform/longReadYieldMetrics.ts';
 import { untilPostgresAnswers } from '../db/postgresAtStart.ts';
 import type { BackoffPolicy } from '../platform/backoff.ts';
@@ -77,6 +79,9 @@ export class SharedParts {
   private registryOnce: WebhookRegistry | undefined;
   private longReadsOnce: LongReads | undefined;
   private sessionDbOnce: Database | undefined;
+  private replicaObserverOnce: ReplicaObserver | undefined;
+  private replicaReadsOnce: ReplicaReads | undefined;
+  private longReadReplicaOnce: ReplicaReads | undefined;
 
   constructor(options: SharedPartsOptions) {
     this.options = options;
@@ -232,6 +237,38 @@ export class SharedParts {
       this.sessionDbOnce = sessionDb;
     }
     return this.sessionDbOnce;
+  }
+
+  /**
+   * Short reads that can wait (list pages, counts, log streams' reads) on the read replica within its lag
+   * bound (db/replicaReads.ts); undefined without DATABASE_READ_URL.
+   */
+  replicaReads(): ReplicaReads | undefined {
+    if (this.config.databaseReadUrl === undefined) return undefined;
+    this.replicaReadsOnce ??= this.openReplicaReads(this.db, this.config.databasePoolSize, 'replica');
+    return this.replicaReadsOnce;
+  }
+
+  /** Exports without proofs on the read replica, in front of the long-read pool; undefined without one. */
+  longReadReplica(): ReplicaReads | undefined {
+    if (this.config.databaseReadUrl === undefined) return undefined;
+    const slots = this.config.longReads.perInstance;
+    this.longReadReplicaOnce ??= this.openReplicaReads(this.longReads().db, slots, 'replica long-reads');
+    return this.longReadReplicaOnce;
+  }
+
+  private openReplicaReads(primary: Database, poolSize: number, name: string): ReplicaReads {
+    const replica = new Database({
+      url: this.config.databaseReadUrl!,
+      poolSize,
+      applicationName: `${this.connectionName} ${name}`,
+      log: this.log,
+      pooler: this.config.databasePooler,
+    });
+    this.releasers.add(`postgres ${name} pool`, () => replica.close());
+    this.metrics.registerPool(name.replace(/[^a-z]+/g, '_'), replica.pool);
+    this.replicaObserverOnce ??= replicaReadMetrics(this.metrics.registry);
+    return new ReplicaReads({ primary, replica, maxLagMs: this.config.readReplicaMaxLagMs, observer: this.replicaObserverOnce });
   }
 
   /** The webhook endpoints (REST and Kubernetes both register through it). */

@@ -26,6 +26,8 @@ export const role: Role = {
     const { config } = parts;
     const runner = new StreamRunner({
       db: parts.db,
+      // Backfills and catching up read the trail on the read replica within its lag bound, when there is one.
+      reads: parts.replicaReads(),
       secrets: parts.secretBox('the streams role'),
       destinations: destinationOptions(config),
       pollMs: config.streams.pollMs,

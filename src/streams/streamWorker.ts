@@ -36,6 +36,7 @@ const READ_AHEAD_MAX_AGE_MS = 1_000;
 
 export interface StreamWorkerOptions extends StreamReporting {
   readonly db: Database;
+  readonly reads?: { choose(): Promise<Database> }; // a read replica, one server per pass (streamRunner.ts)
   /** Puts the chunks' batches together away from the event loop; shared by the process' streams. */
   readonly preparer: ChunkPreparer;
   /** This process's lease name: every position it writes is guarded by it. */
@@ -230,7 +231,8 @@ export class StreamWorker {
     const { db, owner } = this.options;
     const carried = this.readAhead;
     this.readAhead = undefined;
-    const sizes = await treeSizes(db, this.stream.tenantIds ?? undefined);
+    const reads = (await this.options.reads?.choose()) ?? db;
+    const sizes = await treeSizes(reads, this.stream.tenantIds ?? undefined);
     const positions = new Map((await streamPositions(db, this.stream.id)).map((position) => [position.tenantId, position.nextLeaf]));
     let progress = false;
     for (const [tenantId, size] of sizes) {
@@ -240,7 +242,14 @@ export class StreamWorker {
       if (position === undefined) return { kind: 'lost' };
       // Read and put together while the one before is sent; those of the pass before only if read recently.
       const fresh = carried?.freshWithin(READ_AHEAD_MAX_AGE_MS) ? carried : undefined;
-      const ahead = new ChunksAhead(tenantId, position, size, CHUNK_LEAVES, (start, end) => this.readChunk(tenantId, start, end), fresh);
+      const ahead = new ChunksAhead(
+        tenantId,
+        position,
+        size,
+        CHUNK_LEAVES,
+        (start, end) => this.readChunk(reads, tenantId, start, end),
+        fresh,
+      );
       for (let round = 0; round < CHUNKS_PER_ROUND && !this.loop.stopped; round += 1) {
         const next = ahead.next();
         if (!next) break;
@@ -263,14 +272,13 @@ export class StreamWorker {
    * one statement beside the tenant's latest tree head. Leaves are appended with their ranges in one
    * transaction, so a tree that had reached `end` when its size was read has them all.
    */
-  private async readChunk(tenantId: string, position: number, end: number): Promise<Chunk> {
-    const { db, preparer } = this.options;
+  private async readChunk(db: Database, tenantId: string, position: number, end: number): Promise<Chunk> {
     const filter = { actionPrefixes: this.stream.filter.action_prefixes ?? [], phiInvolved: this.stream.filter.phi_involved };
     const [rows, head] = await Promise.all([
       copyLeafDocuments(db, tenantId, position, end - position + 1, filter),
       this.stream.treeHeads ? latestTreeHead(db, tenantId) : undefined,
     ]);
-    const batches = await preparer.prepare({
+    const batches = await this.options.preparer.prepare({
       rows,
       destination: this.destinationInput,
       format: this.stream.format,

@@ -3,14 +3,19 @@ import { expect } from 'chai';
 import pg from 'pg';
 import { verifyExport } from '../../src/client/exportVerifier.ts';
 import type { SignedTreeHead } from '../../src/client/integrityShapes.ts';
+import { Database } from '../../src/db/database.ts';
 import { migrate } from '../../src/db/migrate.ts';
 import { createLogger } from '../../src/platform/logger.ts';
 import { producerEvent } from '../support/events.ts';
 import { sealKeyPair } from '../support/integrity.ts';
 import { type AutoctlKeeper, PgAutoFailoverFormation } from '../support/private-ha.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
-import { TEST_INGEST_TOKEN, call, mintKey, revokeKey, startTestService, type TestService } from '../support/service.ts';
+import { TEST_INGEST_TOKEN, call, mintKey, revokeKey, startTestService, testLogger, type TestService } from '../support/service.ts';
+import { SplunkHecReceiver } from '../support/siem-receivers.ts';
+import { testStreamRegistry } from '../support/streamRegistry.ts';
 import { waitFor } from '../support/wait.ts';
+
+const ACTOR = { userId: 'test', userRole: 'operator' };
 
 /** A producer's promise (docs/operations.md "High availability"): every answer a 2xx or a 503, within this. */
 const ANSWER_BOUND_MS = 3_000;
@@ -31,6 +36,8 @@ describe('Postgres failover in a pg_auto_failover formation', function () {
   let service: TestService;
   let receivers: TestReceiver[];
   let key: string;
+  let hec: SplunkHecReceiver;
+  let streamId: string;
   const seal = sealKeyPair();
   const tenantId = 'failover';
 
@@ -38,9 +45,10 @@ describe('Postgres failover in a pg_auto_failover formation', function () {
     formation = await PgAutoFailoverFormation.start();
     await migrate(formation.url, createLogger('silent'));
     receivers = [await startReceiver(204), await startReceiver(204)];
+    hec = await new SplunkHecReceiver({ tokens: { good: {} } }).start();
     service = await startTestService({
       databaseUrl: formation.url,
-      roles: ['api', 'ingest', 'relay', 'worker', 'sealer'],
+      roles: ['api', 'ingest', 'relay', 'worker', 'sealer', 'streams'],
       env: {
         SEAL_SIGNING_KEY: seal.privatePem,
         SEAL_INTERVAL: '300ms',
@@ -48,6 +56,8 @@ describe('Postgres failover in a pg_auto_failover formation', function () {
         WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
         DELIVERY_RELAY_POLL_MS: '200',
         DATABASE_POOL_SIZE: '8',
+        STREAMS_POLL_MS: '200',
+        STREAMS_LEASE_MS: '5000',
       },
     });
     key = (await mintKey(formation.url, { tenantId, scopes: ['audit:read', 'audit:export', 'webhooks:write'] })).key;
@@ -55,11 +65,21 @@ describe('Postgres failover in a pg_auto_failover formation', function () {
       const registered = await call(`${service.baseUrl}/audit/webhooks`, { key, body: { url: receiver.url, event_filter: ['phi.'] } });
       expect(registered.status).to.equal(201);
     }
+    // A log stream of the tenant's trail (SIEM), whose positions must come through intact.
+    await withDatabase(async (db) => {
+      const created = await testStreamRegistry(db).create(
+        tenantId,
+        { destination: { type: 'splunk_hec', url: hec.url, token: 'good' } },
+        ACTOR,
+      );
+      streamId = created.stream.id;
+    });
   });
 
   after(async () => {
     await service?.stop();
     for (const receiver of receivers ?? []) await receiver.close();
+    await hec?.stop();
     await formation?.remove();
   });
 
@@ -143,6 +163,20 @@ describe('Postgres failover in a pg_auto_failover formation', function () {
     expect(report.savedHeads).to.equal(1);
     expect(report.proven).to.be.at.least(ids.length);
 
+    // The log stream's position reaches the head, every leaf below it sent (at least once), none skipped.
+    const size = exportHead.tree_size as number;
+    await waitFor(
+      () => withDatabase(async (db) => (await testStreamRegistry(db).state(tenantId, streamId)).positions.get(tenantId) === size),
+      'the stream at the head',
+      60_000,
+      250,
+    );
+    const sent = new Set(
+      hec.events.filter((event) => event.sourcetype !== 'audit-trail:tree_head').map((event) => event.event.leaf_index as number),
+    );
+    const firstLeaf = Math.min(...sent);
+    expect(Array.from({ length: size - firstLeaf }, (_, index) => firstLeaf + index).filter((leaf) => !sent.has(leaf))).to.deep.equal([]);
+
     await sessionStateFollowed(promotedAt);
   }
 
@@ -210,6 +244,15 @@ describe('Postgres failover in a pg_auto_failover formation', function () {
       200,
     );
     return head!;
+  }
+
+  async function withDatabase<T>(fn: (db: Database) => Promise<T>): Promise<T> {
+    const db = new Database({ url: formation.url, poolSize: 1, applicationName: 'failover test', log: testLogger() });
+    try {
+      return await fn(db);
+    } finally {
+      await db.close();
+    }
   }
 
   async function onPrimary<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {

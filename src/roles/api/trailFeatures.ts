@@ -21,7 +21,8 @@ export const trailFeatures: ApiFeature = async (parts, pepper) => {
   return [
     // Before the events routes: /audit/events/:event_id would take "live" for an event id.
     await liveFeature(parts),
-    { router: eventRoutes(new EventReader(db, new CursorCodec(pepper))), openapi: eventsOpenApi },
+    // Pages may come from a read replica; lookups read the primary (events/eventReader.ts).
+    { router: eventRoutes(new EventReader(db, new CursorCodec(pepper), parts.replicaReads() ?? db)), openapi: eventsOpenApi },
     { router: integrityRoutes(new IntegrityReader(db, pepper), parts.config.seal.intervalMs), openapi: integrityOpenApi },
     { router: transparencyLogRoutes(new TransparencyLog(db)), openapi: transparencyLogOpenApi },
     {
@@ -41,12 +42,19 @@ async function exportFeature(parts: SharedParts, pepper: string): Promise<Featur
   return {
     router: exportRoutes({
       exporter: new EventExporter(longReads.db, EXPORT_ROW_CAP, parts.config.longReadFetchRows),
+      replicaExporter: replicaExporter(parts),
       writer: await parts.writer(),
       integrity: new IntegrityReader(longReads.db, pepper),
       longReads,
     }),
     openapi: exportOpenApi,
   };
+}
+
+/** Exports without proofs on the read replica, when DATABASE_READ_URL names one. */
+function replicaExporter(parts: SharedParts): EventExporter | undefined {
+  const reads = parts.longReadReplica();
+  return reads && new EventExporter(reads, EXPORT_ROW_CAP, parts.config.longReadFetchRows);
 }
 
 /**

@@ -62,6 +62,8 @@ const bare = startNode(['bench/baseline/bareListServer.ts'], {
   DATABASE_URL: LIST_DATABASE_URL,
   PORT: String(barePort),
   BARE_LIST_TABLE: 'reference_events',
+  // For a profile of the baseline beside the api's (BENCH_API_NODE_OPTIONS).
+  NODE_OPTIONS: process.env.BENCH_BARE_NODE_OPTIONS ?? '',
 });
 await waitForHttp(`http://127.0.0.1:${barePort}/events?tenant=${BIG_TENANT}&limit=1`);
 

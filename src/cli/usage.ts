@@ -8,6 +8,8 @@ export { UsageError, asksForHelp, isArgumentError } from '../client/cli/usage.ts
  */
 export const INTEGRITY_USAGE = 'audit-trail integrity check [--tenant T] [--json]';
 
+export const PUBLISH_USAGE = 'audit-trail integrity publish --tenant T (--directory DIR | --bucket B [--prefix P]) [--all]';
+
 export const STREAMS_USAGE = 'audit-trail streams status [--tenant T] [--json]';
 
 /** The customer CLI's verify (audit-trail-client verify, src/client/cli), run under this CLI's name. */
@@ -23,7 +25,7 @@ export const COMMAND_USAGE: Readonly<Record<string, readonly string[]>> = {
     'audit-trail keys list [--tenant T] [--json]',
   ],
   import: ['audit-trail import [--allow-old] FILE.ndjson'],
-  integrity: [INTEGRITY_USAGE],
+  integrity: [INTEGRITY_USAGE, PUBLISH_USAGE],
   streams: [STREAMS_USAGE],
   redact: ['audit-trail redact --tenant T --event ID --fields details.patient_name,justification --reference R [--json]'],
   holds: ['audit-trail holds list [--tenant T] [--all] [--json]'],

@@ -83,9 +83,11 @@ export function verifierKeyText(name: string, type: number, publicKey: KeyObject
 
 export function parseVerifierKey(text: string): VerifierKey {
   const trimmed = text.trim();
-  const parts = trimmed.split('+');
-  if (parts.length !== 3) throw new NoteFormatError('a verifier key is <name>+<key id>+<key>');
-  const [name, idHex, material] = parts as [string, string, string];
+  // The name and the key id hold no plus; the base64 key after them may.
+  const first = trimmed.indexOf('+');
+  const second = first < 0 ? -1 : trimmed.indexOf('+', first + 1);
+  if (second < 0) throw new NoteFormatError('a verifier key is <name>+<key id>+<key>');
+  const [name, idHex, material] = [trimmed.slice(0, first), trimmed.slice(first + 1, second), trimmed.slice(second + 1)];
   if (!isKeyName(name)) throw new NoteFormatError('the key name is empty or holds a space');
   if (!/^[0-9a-f]{8}$/.test(idHex)) throw new NoteFormatError('the key id is not 8 lowercase hex digits');
   const bytes = Buffer.from(material, 'base64');

@@ -36,6 +36,38 @@ export function parseTlogTilePath(path: string): TlogTilePath | undefined {
   return { level, index, width };
 }
 
+/** The path of a tile under `tile/`, as tlog-tiles writes it: index 1234067 is x001/x234/067. */
+export function tlogTilePath(tile: TlogTilePath): string {
+  const digits = String(tile.index);
+  const padded = digits.padStart(Math.ceil(Math.max(digits.length, 3) / 3) * 3, '0');
+  const parts = padded.match(/.{3}/g)!;
+  const index = parts.map((part, position) => (position < parts.length - 1 ? `x${part}` : part)).join('/');
+  return `${tile.level}/${index}${tile.width < C2SP_TILE_WIDTH ? `.p/${tile.width}` : ''}`;
+}
+
+/**
+ * The tiles a tree of `newSize` has that one of `oldSize` did not: the full tiles completed in between and
+ * the partial tiles of the new size, of every level, hashes and entry bundles alike. What a static copy
+ * published at `oldSize` needs to become the copy of `newSize` (full tiles never change).
+ */
+export function tilesBetween(oldSize: number, newSize: number): TlogTilePath[] {
+  const tiles: TlogTilePath[] = [];
+  for (let level = 0; Math.floor(newSize / C2SP_TILE_WIDTH ** level) > 0; level += 1) {
+    const before = Math.floor(oldSize / C2SP_TILE_WIDTH ** level);
+    const after = Math.floor(newSize / C2SP_TILE_WIDTH ** level);
+    for (let index = Math.floor(before / C2SP_TILE_WIDTH); index < Math.floor(after / C2SP_TILE_WIDTH); index += 1) {
+      tiles.push({ level, index, width: C2SP_TILE_WIDTH });
+      if (level === 0) tiles.push({ level: 'entries', index, width: C2SP_TILE_WIDTH });
+    }
+    if (after % C2SP_TILE_WIDTH > 0) {
+      const partial = { index: Math.floor(after / C2SP_TILE_WIDTH), width: after % C2SP_TILE_WIDTH };
+      tiles.push({ level, ...partial });
+      if (level === 0) tiles.push({ level: 'entries', ...partial });
+    }
+  }
+  return tiles;
+}
+
 /** Hashes (or leaves, for entries) at this tile's level in a tree of `treeSize` leaves. */
 function entriesAtLevel(tile: TlogTilePath, treeSize: number): number {
   const level = tile.level === 'entries' ? 0 : tile.level;

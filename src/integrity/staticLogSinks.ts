@@ -1,0 +1,75 @@
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import type { S3Client } from '@aws-sdk/client-s3';
+import type { ArchiveStoreSettings } from '../lifecycle/archiveStore.ts';
+import type { StaticLogSink } from './staticLog.ts';
+
+/** Where `audit-trail integrity publish` writes a static copy: a directory, or the archive bucket (ARCHIVE_S3_*). */
+
+export function directorySink(root: string): StaticLogSink {
+  return {
+    async readCheckpoint() {
+      return readFile(join(root, 'checkpoint'), 'utf8').catch((error: NodeJS.ErrnoException) => {
+        if (error.code === 'ENOENT') return undefined;
+        throw error;
+      });
+    },
+    async write(path, body) {
+      const target = join(root, path);
+      await mkdir(dirname(target), { recursive: true });
+      // Renamed into place: a static server never serves half a tile.
+      await writeFile(`${target}.tmp`, body);
+      await rename(`${target}.tmp`, target);
+    },
+  };
+}
+
+// What tlog-tiles asks of a server: full tiles long-lived, partial ones and the checkpoint short-lived.
+const CACHE_CONTROL = { full: 'public, max-age=31536000, immutable', partial: 'public, max-age=60', checkpoint: 'public, max-age=5' };
+
+export function bucketSink(settings: ArchiveStoreSettings, bucket: string, prefix: string): StaticLogSink & { close(): void } {
+  let opened: Promise<{ client: S3Client; sdk: typeof import('@aws-sdk/client-s3') }> | undefined;
+  const open = () => {
+    const { region, endpoint, accessKeyId, secretAccessKey, forcePathStyle } = settings;
+    opened ??= import('@aws-sdk/client-s3').then((sdk) => ({
+      sdk,
+      client: new sdk.S3Client({
+        region,
+        endpoint,
+        forcePathStyle,
+        ...(accessKeyId && secretAccessKey ? { credentials: { accessKeyId, secretAccessKey } } : {}),
+        requestChecksumCalculation: 'WHEN_REQUIRED',
+        responseChecksumValidation: 'WHEN_REQUIRED',
+      }),
+    }));
+    return opened;
+  };
+  const key = (path: string) => `${prefix.replace(/\/+$/, '')}${prefix ? '/' : ''}${path}`;
+  return {
+    async readCheckpoint() {
+      const { client, sdk } = await open();
+      try {
+        const read = await client.send(new sdk.GetObjectCommand({ Bucket: bucket, Key: key('checkpoint') }));
+        return (await read.Body?.transformToString('utf8')) ?? undefined;
+      } catch (error) {
+        if ((error as { name?: string }).name === 'NoSuchKey') return undefined;
+        throw error;
+      }
+    },
+    async write(path, body, kind) {
+      const { client, sdk } = await open();
+      await client.send(
+        new sdk.PutObjectCommand({
+          Bucket: bucket,
+          Key: key(path),
+          Body: body,
+          ContentType: kind === 'checkpoint' ? 'text/plain; charset=utf-8' : 'application/octet-stream',
+          CacheControl: CACHE_CONTROL[kind],
+        }),
+      );
+    },
+    close() {
+      void opened?.then(({ client }) => client.destroy());
+    },
+  };
+}

@@ -116,6 +116,27 @@ describe('operational events', function () {
     expect(listed.json.events[0].id).to.equal(noticeOf(operational, 'endpoint.enabled').json().id);
   });
 
+  it('pages through notices of one millisecond without skipping any (positions kept in microseconds)', async () => {
+    const { tenantId, key } = await freshTenant();
+    // Failing and disabled notices of one batch of outcomes share a millisecond; five here, microseconds apart.
+    await db.pool.query(
+      `INSERT INTO webhook_operational_events (id, tenant_id, occurred_at, type, resource_type, resource_id, success, details)
+       SELECT gen_random_uuid(), $1, timestamptz '2026-12-05 10:00:00.123' + i * interval '1 microsecond',
+              'endpoint.failing', 'webhook_endpoint', 'wh_' || i, false, '{}'
+         FROM generate_series(1, 5) AS i`,
+      [tenantId],
+    );
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await call(`${hooks()}/operational-events?limit=2${cursor ? `&cursor=${cursor}` : ''}`, { key });
+      expect(page.status, page.text).to.equal(200);
+      seen.push(...page.json.events.map((event: { resource: { id: string } }) => event.resource.id));
+      cursor = page.json.page.next_cursor ?? undefined;
+    } while (cursor);
+    expect(seen).to.deep.equal(['wh_5', 'wh_4', 'wh_3', 'wh_2', 'wh_1']);
+  });
+
   it('filters notices by type with the event filter, and refuses replays to an operational endpoint', async () => {
     const { tenantId, key } = await freshTenant();
     const operational = await receiver();

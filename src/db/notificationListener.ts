@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Logger } from '../platform/logger.ts';
+import { ensureOrdinarySlot } from './connectionBudget.ts';
 
 export interface NotificationListenerOptions {
   /** LISTEN needs a connection of its own: a pooled one would lose its subscription when returned. */
@@ -53,6 +54,8 @@ export class NotificationListener {
     });
     client.on('end', () => this.drop(client));
     await client.connect();
+    // Not in a slot reserved for superusers, like the pools' connections (connectionBudget.ts).
+    await ensureOrdinarySlot(client);
     await client.query(`LISTEN ${pg.escapeIdentifier(this.options.channel)}`);
     this.client = client;
     this.options.onGap?.();

@@ -2,6 +2,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { connectBus, type BusConnection } from '../bus/natsConnection.ts';
 import { BusNames } from '../bus/streams.ts';
 import { requireSetting, type Config } from '../config/config.ts';
+import { ConnectionBudget } from '../db/connectionBudget.ts';
 import { Database } from '../db/database.ts';
 import { readDeploymentId } from '../db/deploymentIdentity.ts';
 import { LongReads } from '../db/longReads.ts';
@@ -56,6 +57,8 @@ export class SharedParts {
   readonly metrics: ServiceMetrics;
   readonly releasers: Releasers;
   readonly db: Database;
+  /** The process's share of Postgres' connections, which its pools keep within together. */
+  private readonly connectionBudget = new ConnectionBudget();
   /** Readiness of the shared connections; the roles' own checks come from their RoleParts. */
   readonly readiness: ReadinessCheck[] = [];
   readonly rateLimiting: boolean;
@@ -89,6 +92,7 @@ export class SharedParts {
       applicationName: this.connectionName,
       log,
       lockTimeoutMs: config.databaseLockTimeoutMs,
+      budget: this.connectionBudget,
     });
     releasers.add('postgres pool', () => this.db.close());
     options.metrics.registerPool('main', this.db.pool);
@@ -195,6 +199,7 @@ export class SharedParts {
         yieldLimits: this.config.longReadYield,
         dutyCycle: this.config.longReadDutyCycle,
         lockTimeoutMs: this.config.databaseLockTimeoutMs,
+        budget: this.connectionBudget,
       });
       this.releasers.add('long-read pool', () => longReads.close());
       this.metrics.registerPool('long_reads', longReads.db.pool);

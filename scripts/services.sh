@@ -92,8 +92,11 @@ ensure_promtool() {
 
 # Go's time package reads what the controller sends the Kubernetes API as the API server does
 # (test/support/go-kube-time.ts builds test/support/go/kubetime.go with it); only the standard library is used.
+# The Go checksum database's note and tlog packages (golang.org/x/mod, Debian's golang-golang-x-mod-dev) verify
+# the trail's checkpoints and tiles (test/support/go-tlog-client.ts); the directory stands for the package.
 ensure_go() {
   ensure_package go golang-go --no-install-recommends
+  ensure_package /usr/share/gocode/src/golang.org/x/mod/sumdb/tlog golang-golang-x-mod-dev --no-install-recommends
 }
 
 if [ "${1:-}" = --test-tools ]; then

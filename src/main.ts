@@ -6,7 +6,7 @@ import { HttpPort } from './http/httpServer.ts';
 import { buildInternalApp, type ReadinessCheck } from './http/internalApp.ts';
 import { buildStartingPublicApp } from './http/startingApp.ts';
 import type { RequestState } from './http/state.ts';
-import { Releasers } from './platform/lifecycle.ts';
+import { Releasers } from './platform/shutdown.ts';
 import type { Logger } from './platform/logger.ts';
 import { ServiceMetrics } from './platform/metrics.ts';
 import { SERVICE_VERSION } from './platform/version.ts';
@@ -14,7 +14,7 @@ import type { PublicHandler, Role as RoleModule, RoleParts } from './roles/role.
 import { SharedParts } from './roles/sharedParts.ts';
 
 /**
- * The roles a process can run (DESIGN.md §1), in the order they start; they stop in reverse, so the public
+ * The roles a process can run (docs/operations.md "What runs"), in the order they start; they stop in reverse, so the public
  * API closes first and ingestion last. Each is loaded only when it runs: a worker pod never loads Koa's
  * routes, and only the controller loads the Kubernetes client. A new role is a module and a line here.
  */
@@ -70,7 +70,7 @@ export interface ServiceOptions {
 
 /**
  * The composition root: starts the selected roles on the parts they share, serves the public and internal
- * ports, and returns a stop() that undoes it all in reverse order (platform/lifecycle.ts).
+ * ports, and returns a stop() that undoes it all in reverse order (platform/shutdown.ts).
  */
 export async function startService(options: ServiceOptions): Promise<RunningService> {
   const { config, log } = options;

@@ -21,7 +21,13 @@ export async function runIntegrity(
     return 2;
   }
   const { values } = parseArgs({ args: rest, options: { tenant: { type: 'string' }, json: { type: 'boolean', default: false } } });
-  const db = new Database({ url: config.databaseUrl, poolSize: 2, applicationName: 'audit-trail integrity', log });
+  const db = new Database({
+    url: config.databaseUrl,
+    pooler: config.databasePooler,
+    poolSize: 2,
+    applicationName: 'audit-trail integrity',
+    log,
+  });
   try {
     const reports = await checkIntegrity(db, { tenantId: values.tenant, sealIntervalMs: config.seal.intervalMs });
     const problems = reports.flatMap((report) => report.problems);

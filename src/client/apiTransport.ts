@@ -76,17 +76,19 @@ export class ApiTransport {
     method: string,
     path: string,
     body?: unknown,
-    init: { headers?: Record<string, string>; signal?: AbortSignal } = {},
+    init: { headers?: Record<string, string>; signal?: AbortSignal; text?: string } = {},
   ): Promise<Response> {
     const headers: Record<string, string> = { authorization: `Bearer ${this.options.apiKey}`, accept: 'application/json' };
     if (this.options.userAgent) headers['user-agent'] = this.options.userAgent;
     if (body !== undefined) headers['content-type'] = 'application/json';
+    // A signed note (a witness's cosignatures) travels as the text it is.
+    if (init.text !== undefined) headers['content-type'] = 'text/plain; charset=utf-8';
     Object.assign(headers, init.headers);
     for (let attempt = 0; ; attempt += 1) {
       const response = await this.fetchImpl(`${this.options.baseUrl}${path}`, {
         method,
         headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: init.text ?? (body === undefined ? undefined : JSON.stringify(body)),
         signal: init.signal,
       }).catch((error: unknown) => {
         // fetch's network failure is a TypeError; an abort (the caller's signal) passes through as it is.

@@ -5,6 +5,7 @@ import { LongReadDutyCycle, type LongReadDutyCycleLimits, type LongReadPace } fr
 import { LongReadSlots, type LongReadLimits, type LongReadObserver, type LongReadSlot } from '../platform/longReadSlots.ts';
 import { LongReadYield, type LongReadTurns, type LongReadYieldLimits } from '../platform/longReadYield.ts';
 import { Database } from './database.ts';
+import type { DatabasePooler } from './postgresClient.ts';
 
 export interface LongReadsOptions {
   readonly url: string;
@@ -21,6 +22,7 @@ export interface LongReadsOptions {
   readonly lockTimeoutMs?: number;
   /** The process's share of the server's connections (connectionBudget.ts), shared with its other pools. */
   readonly budget?: ConnectionBudget;
+  readonly pooler?: DatabasePooler;
 }
 
 /**
@@ -52,6 +54,7 @@ export class LongReads {
       statementTimeoutMs: options.statementTimeoutMs,
       lockTimeoutMs: options.lockTimeoutMs,
       budget: options.budget,
+      pooler: options.pooler,
     });
   }
 

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { Logger } from '../platform/logger.ts';
 import { ensureOrdinarySlot } from './connectionBudget.ts';
+import { postgresClient } from './postgresClient.ts';
 
 export interface NotificationListenerOptions {
   /** LISTEN needs a connection of its own: a pooled one would lose its subscription when returned. */
@@ -46,7 +47,7 @@ export class NotificationListener {
   }
 
   private async listen(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.options.databaseUrl, application_name: this.options.name });
+    const client = postgresClient(this.options.databaseUrl, { application_name: this.options.name });
     client.on('notification', (message) => this.options.onNotification(message.payload));
     client.on('error', (error) => {
       this.options.log.warn({ err: error, channel: this.options.channel }, 'notification listener lost its connection');

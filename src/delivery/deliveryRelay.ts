@@ -1,6 +1,6 @@
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import type { BusConnection } from '../bus/natsConnection.ts';
-import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/streams.ts';
+import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/jetStreamDefinitions.ts';
 import type { Database } from '../db/database.ts';
 import { NotificationListener } from '../db/notificationListener.ts';
 import { coerceError } from '../platform/errors.ts';
@@ -12,7 +12,7 @@ import { startIdleOrderedEndpoints } from './orderedDeliveries.ts';
 import { takeDueDeliveries, unmarkPublished, unparkOldestPerEndpoint } from './deliveryOutbox.ts';
 import { PUBLISH_TIMEOUT_MS, publishDeliveryMessages } from './deliveryMessage.ts';
 import { LostPublications } from './lostPublications.ts';
-import { confirmPublished, releaseUnconfirmedPublications } from './publicationConfirmations.ts';
+import { DeferredConfirmations, UNCONFIRMED_AFTER_MS, releaseUnconfirmedPublications } from './publicationConfirmations.ts';
 
 export interface DeliveryRelayOptions {
   readonly db: Database;
@@ -39,12 +39,7 @@ export interface DeliveryRelayOptions {
 }
 
 const BATCH_SIZE = 500;
-/**
- * A publication unconfirmed this long after it was marked is lost: JetStream answers within the publish
- * timeout, and the confirmation follows at once; the margin covers a slow confirmation (a false alarm costs
- * a second message, which the worker's attempt check makes harmless). Looked for this often.
- */
-const UNCONFIRMED_AFTER_MS = PUBLISH_TIMEOUT_MS + 5_000;
+/** Publications unconfirmed for UNCONFIRMED_AFTER_MS (publicationConfirmations.ts) are looked for this often. */
 const UNCONFIRMED_SWEEP_MS = 2_000;
 /**
  * With nothing in flight at the last sweep, only a publication made since can be lost, and one made just
@@ -73,6 +68,7 @@ export class DeliveryRelay {
   private subject = '';
   private readonly loop: PollLoop;
   private lostPublications: LostPublications | undefined;
+  private readonly confirmations: DeferredConfirmations;
   private nextParkedSweepAt = 0;
   /** Deliveries of ordered endpoints were queued (or may have been): start the next of each idle one. */
   private queuedWaiting = true;
@@ -97,6 +93,7 @@ export class DeliveryRelay {
 
   constructor(options: DeliveryRelayOptions) {
     this.options = options;
+    this.confirmations = new DeferredConfirmations({ db: options.db, log: options.log });
     this.loop = new PollLoop({
       pass: () => this.pass(),
       onError: (error) => {
@@ -151,6 +148,7 @@ export class DeliveryRelay {
 
   async stop(): Promise<void> {
     await this.loop.stop();
+    await this.confirmations.flush();
     await this.listener.stop();
   }
 
@@ -276,12 +274,13 @@ export class DeliveryRelay {
       this.nextFullPassAt = Date.now() + FULL_PASS_INTERVAL_MS;
     }
     if (due.length === 0) return { published: 0, failed: false, nextDueInMs };
+    const publishStartedAt = Date.now();
     const { published, failed, error } = await publishDeliveryMessages(
       this.js!,
       { subject: this.subject, deploymentId: this.options.names.deploymentId },
       due,
     );
-    await confirmPublished(this.options.db, published, this.options.log);
+    this.confirmations.add(published, publishStartedAt);
     if (failed.length > 0) {
       this.options.log.warn({ err: coerceError(error), failed: failed.length }, 'could not publish deliveries; they stay due');
       this.options.metrics.errors.inc({ kind: 'relay_failed' });

@@ -126,7 +126,7 @@ export function servedRoutes(router: {
  * can refuse to start with an undocumented route or a documented path that nothing serves.
  */
 export function undocumentedRoutes(routes: readonly ServedRoute[], contribution: OpenApiContribution): string[] {
-  const served = new Set(routes.map(({ method, path }) => `${method.toLowerCase()} ${path.replace(/:(\w+)/g, '{$1}')}`));
+  const served = new Set(routes.map(({ method, path }) => `${method.toLowerCase()} ${path.replace(/[:*](\w+)/g, '{$1}')}`));
   const documented = new Set(
     Object.entries(contribution.paths).flatMap(([path, operations]) => Object.keys(operations).map((method) => `${method} ${path}`)),
   );

@@ -142,6 +142,23 @@ const INFLATERS: Record<string, (() => Transform) | undefined> = {
 };
 
 /**
+ * A text/plain body (a signed note), at most `limit` bytes: 415 for any other content type, 422 for bytes that
+ * are not UTF-8. The text is on ctx.request.body.
+ */
+export function textBody(limit: string): Middleware<RequestState> {
+  return async (ctx, next) => {
+    if (!ctx.is('text/plain')) throw new UnsupportedMediaTypeError('Send the note as Content-Type: text/plain; charset=utf-8.');
+    const bytes = await readBody(ctx.req, ctx.get('Content-Encoding'), ctx.get('Content-Length'), limit);
+    try {
+      ctx.request.body = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+    } catch {
+      throw ValidationError.single('body', 'is not UTF-8');
+    }
+    await next();
+  };
+}
+
+/**
  * A JSON body that may be left out: without one (no Transfer-Encoding, and no Content-Length or
  * Content-Length: 0) ctx.request.body is undefined; with one, the rules of jsonBody apply.
  */

@@ -4,6 +4,7 @@ import type { Database } from '../db/database.ts';
 import { TILE_HEIGHT, TILE_WIDTH, TileSet, tileRoot, tilesForRanges, type Tile } from './tiles.ts';
 import { allTreeHeads, listSealKeys, loadTiles } from './treeStore.ts';
 import { redactedLeafVerdict } from './redactedLeaf.ts';
+import { recordedForks } from './treeForkStore.ts';
 import { leavesBetween, storedTreeSize, tenantsWithTrails, unsealedEvents, upperTiles } from './integrityCheckStore.ts';
 
 /** One finding of the server-side audit; `eventId` names the event when there is one to name. */
@@ -17,7 +18,8 @@ interface IntegrityProblem {
     | 'unsealed_overdue'
     | 'tree_corrupt'
     | 'head_invalid'
-    | 'head_conflict';
+    | 'head_conflict'
+    | 'tree_forked';
   readonly eventId?: string;
   readonly leafIndex?: number;
   readonly message: string;
@@ -69,6 +71,15 @@ async function checkTenant(client: pg.PoolClient, tenantId: string, sealInterval
   const heads = await allTreeHeads(client, tenantId);
   await checkHeads(client, tenantId, heads, upper, treeSize, report);
   await checkUnsealed(client, tenantId, sealIntervalMs, report);
+  // What the sealer's fork guard found (integrity/forkGuard.ts): it signs nothing more for this tenant.
+  for (const fork of await recordedForks(client, [tenantId])) {
+    report({
+      kind: 'tree_forked',
+      message:
+        `${fork.detected_at}: the sealer stopped sealing: ${fork.reason} (signed head of ${fork.signed_size} leaves, database tree of ` +
+        `${fork.database_size}); see docs/integrity.md, The fork guard`,
+    });
+  }
   return { tenantId, leaves, heads: heads.length, retained, redacted, expired, problems };
 }
 

@@ -12,9 +12,15 @@ export async function tenantsToSeal(db: Queryable, heartbeatMs: number): Promise
     `SELECT DISTINCT tenant_id FROM seal_queue
      UNION
      SELECT tenant_id FROM merkle_trees
-      WHERE tree_size > 0 AND last_head_at < clock_timestamp() - $1 * interval '1 millisecond'`,
+      WHERE tree_size > 0 AND (last_head_at < clock_timestamp() - $1 * interval '1 millisecond' OR checkpoint_origin IS NULL)`,
     [heartbeatMs],
   );
+  return rows.map((row) => row.tenant_id);
+}
+
+/** Every tenant with a tree (the fork guard's check at start). */
+export async function tenantsWithTrees(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{ tenant_id: string }>('SELECT tenant_id FROM merkle_trees WHERE tree_size > 0 ORDER BY tenant_id');
   return rows.map((row) => row.tenant_id);
 }
 
@@ -26,6 +32,8 @@ export interface TreeState {
   readonly nowMs: number;
   /** Whether the sealer's key may still sign (a newer key retires it). */
   readonly keyCurrent: boolean;
+  /** The log's checkpoint origin, fixed by its first checkpoint; undefined before (migration 030). */
+  readonly checkpointOrigin: string | undefined;
 }
 
 /**
@@ -41,9 +49,10 @@ export async function lockTree(client: pg.PoolClient, tenantId: string, keyId: s
     last_head_ms: number | null;
     now_ms: number;
     key_current: boolean | null;
+    checkpoint_origin: string | null;
   }>(
     prepared(
-      `SELECT tree_size, root_hash,
+      `SELECT tree_size, root_hash, checkpoint_origin,
               (extract(epoch FROM last_head_at) * 1000)::int8 AS last_head_ms,
               (extract(epoch FROM date_trunc('milliseconds', clock_timestamp())) * 1000)::int8 AS now_ms,
               (SELECT valid_until IS NULL FROM seal_keys WHERE key_id = $2 FOR SHARE) AS key_current
@@ -60,6 +69,7 @@ export async function lockTree(client: pg.PoolClient, tenantId: string, keyId: s
     lastHeadAtMs: row.last_head_ms ?? undefined,
     nowMs: row.now_ms,
     keyCurrent: row.key_current === true,
+    checkpointOrigin: row.checkpoint_origin ?? undefined,
   };
 }
 
@@ -153,10 +163,17 @@ export interface Append {
   /** Every queue row taken, including rows none of whose events remained. */
   readonly queueIds: readonly number[];
   readonly head: SignedTreeHead;
+  readonly checkpoint: SignedCheckpoint;
+}
+
+/** The checkpoint note signed with a head: the log's origin and the Ed25519 signature of the note. */
+export interface SignedCheckpoint {
+  readonly origin: string;
+  readonly signature: Buffer;
 }
 
 /**
- * Live streams (events/liveFeed.ts) LISTEN here: an append's notification, its payload the tenant id,
+ * Live streams (live/liveFeed.ts) LISTEN here: an append's notification, its payload the tenant id,
  * arrives when the append commits, so a stream reads the new leaves at once rather than at its next poll.
  */
 export const LEAVES_APPENDED_CHANNEL = 'audit_leaves_appended';
@@ -206,10 +223,11 @@ export async function recordAppend(client: pg.PoolClient, append: Append): Promi
        ), dequeued AS (
          DELETE FROM seal_queue WHERE tenant_id = $1 AND id = ANY($8::bigint[])
        ), signed AS (
-         INSERT INTO tree_heads (tenant_id, signed_at, tree_size, root_hash, key_id, signature)
-         VALUES ($1, $9::timestamptz, $10, $11, $12, $14)
+         INSERT INTO tree_heads (tenant_id, signed_at, tree_size, root_hash, key_id, signature, note_signature)
+         VALUES ($1, $9::timestamptz, $10, $11, $12, $14, $16)
        )
-       UPDATE merkle_trees SET tree_size = $10, root_hash = $11, last_head_at = $9::timestamptz WHERE tenant_id = $1`,
+       UPDATE merkle_trees SET tree_size = $10, root_hash = $11, last_head_at = $9::timestamptz, checkpoint_origin = $15
+        WHERE tenant_id = $1`,
       [
         tenantId,
         whole.map((range) => range.queueId),
@@ -226,6 +244,8 @@ export async function recordAppend(client: pg.PoolClient, append: Append): Promi
         // Buffers go to Postgres in binary.
         Buffer.concat(append.tiles.map((tile) => tile.hashes)),
         Buffer.from(head.signature, 'base64'),
+        append.checkpoint.origin,
+        append.checkpoint.signature,
       ],
     ),
   );
@@ -238,14 +258,14 @@ export async function dropQueueRows(client: pg.PoolClient, tenantId: string, que
 }
 
 /** A heartbeat: a new head for the same tree. */
-export async function recordHeartbeat(client: pg.PoolClient, head: SignedTreeHead): Promise<void> {
+export async function recordHeartbeat(client: pg.PoolClient, head: SignedTreeHead, checkpoint: SignedCheckpoint): Promise<void> {
   await client.query(
     prepared(
       `WITH signed AS (
-         INSERT INTO tree_heads (tenant_id, signed_at, tree_size, root_hash, key_id, signature)
-         VALUES ($1, $2::timestamptz, $3, $4, $5, $6)
+         INSERT INTO tree_heads (tenant_id, signed_at, tree_size, root_hash, key_id, signature, note_signature)
+         VALUES ($1, $2::timestamptz, $3, $4, $5, $6, $8)
        )
-       UPDATE merkle_trees SET last_head_at = $2::timestamptz WHERE tenant_id = $1`,
+       UPDATE merkle_trees SET last_head_at = $2::timestamptz, checkpoint_origin = $7 WHERE tenant_id = $1`,
       [
         head.tenant_id,
         head.timestamp,
@@ -253,6 +273,8 @@ export async function recordHeartbeat(client: pg.PoolClient, head: SignedTreeHea
         Buffer.from(head.root_hash, 'hex'),
         head.key_id,
         Buffer.from(head.signature, 'base64'),
+        checkpoint.origin,
+        checkpoint.signature,
       ],
     ),
   );

@@ -20,7 +20,11 @@ import {
 } from './sealStore.ts';
 import { documentLeaf } from './documentLeaf.ts';
 import { HASH_BYTES, TileSet, appendLeaves, rightEdgeTiles } from './tiles.ts';
+import type { ForkVerdict, SignedHeadLedger } from './forkGuard.ts';
+import { ForkGuard } from './sealerForkGuard.ts';
 import { loadTiles } from './treeStore.ts';
+import { readDeploymentId } from '../db/deploymentIdentity.ts';
+import type { SignedTreeHead } from '../client/integrity.ts';
 import type { TreeHeadSigner } from './treeHeadSigner.ts';
 
 export interface SealerOptions {
@@ -32,6 +36,16 @@ export interface SealerOptions {
   readonly heartbeatMs: number;
   readonly log: Logger;
   readonly metrics?: ServiceMetrics;
+  /**
+   * CHECKPOINT_ORIGIN: the first part of each tenant's log origin, `<prefix>/<tenant>`; by default
+   * `audit-trail/<deployment id>`. A tenant's origin is fixed by its first checkpoint.
+   */
+  readonly checkpointOrigin?: string;
+  /**
+   * Where the latest signed head of each tenant is kept outside the database (the fork guard); without
+   * one (tests, benchmarks) nothing but the database is consulted.
+   */
+  readonly ledger?: SignedHeadLedger;
 }
 
 export class RetiredSigningKeyError extends Error {
@@ -60,11 +74,14 @@ export class Sealer {
   private readonly options: SealerOptions;
   private readonly loop: PollLoop;
   private passStartedAt = 0;
+  private originPrefix: string | undefined;
+  private readonly forkGuard: ForkGuard | undefined;
   /** Set once a newer key retired this sealer's: it signs nothing more. */
   retired: RetiredSigningKeyError | undefined;
 
   constructor(options: SealerOptions) {
     this.options = options;
+    this.forkGuard = options.ledger && new ForkGuard({ db: options.db, ledger: options.ledger, log: options.log });
     const cadenceMs = Math.max(50, Math.floor(options.intervalMs / 2));
     this.loop = new PollLoop({
       pass: async () => {
@@ -88,6 +105,7 @@ export class Sealer {
   /** Registers the signing key (retiring the previous one) and starts sealing. */
   async start(): Promise<void> {
     await this.registerKey();
+    await this.checkForks();
     this.options.log.info({ key_id: this.options.signer.keyId, interval_ms: this.options.intervalMs }, 'sealer started');
     this.loop.start();
   }
@@ -150,9 +168,11 @@ export class Sealer {
    */
   private async sealTenant(client: pg.PoolClient, tenantId: string): Promise<TenantOutcome> {
     const { signer } = this.options;
+    if (this.forked.has(tenantId)) return { kind: 'forked', sealed: 0, more: false };
     const tree = await lockTree(client, tenantId, signer.keyId);
     if (!tree) return { kind: 'busy', sealed: 0, more: false };
     if (!tree.keyCurrent) throw new RetiredSigningKeyError(`key ${signer.keyId} is no longer the current signing key`);
+    const origin = tree.checkpointOrigin ?? `${await this.checkpointOriginPrefix(client)}/${tenantId}`;
     const rows = await takeQueueRows(client, tenantId, EVENTS_PER_APPEND);
     // Only a full take can leave more waiting for this tenant.
     const more = rows.reduce((events, row) => events + row.eventCount, 0) >= EVENTS_PER_APPEND;
@@ -162,21 +182,28 @@ export class Sealer {
     if (sealed === 0) {
       if (queueIds.length > 0) await dropQueueRows(client, tenantId, queueIds);
       if (tree.size === 0 || !this.heartbeatDue(tree)) return { kind: 'idle', sealed: 0, more };
-      await recordHeartbeat(
-        client,
-        signer.sign({ tenant_id: tenantId, tree_size: tree.size, root_hash: tree.root!.toString('hex'), timestamp: headTimestamp(tree) }),
-      );
+      const guarded = await this.guard(client, tenantId, { treeSize: tree.size, rootHash: tree.root!.toString('hex') }, tree, []);
+      if (!guarded) return { kind: 'forked', sealed: 0, more: false };
+      const head = signer.sign({
+        tenant_id: tenantId,
+        tree_size: tree.size,
+        root_hash: tree.root!.toString('hex'),
+        timestamp: headTimestamp(tree),
+      });
+      await recordHeartbeat(client, head, this.checkpointOf(origin, head));
       return { kind: 'heartbeat', sealed: 0, more: false };
     }
     const edge = new TileSet(await loadTiles(client, tenantId, rightEdgeTiles(tree.size)));
     const appended = appendLeaves(tree.size, edge, leaves);
+    const proposed = { treeSize: appended.size, rootHash: appended.root.toString('hex') };
+    if (!(await this.guard(client, tenantId, proposed, tree, appended.tiles))) return { kind: 'forked', sealed: 0, more: false };
     const head = signer.sign({
       tenant_id: tenantId,
       tree_size: appended.size,
       root_hash: appended.root.toString('hex'),
       timestamp: headTimestamp(tree),
     });
-    await recordAppend(client, { tenantId, ranges, tiles: appended.tiles, queueIds, head });
+    await recordAppend(client, { tenantId, ranges, tiles: appended.tiles, queueIds, head, checkpoint: this.checkpointOf(origin, head) });
     return { kind: 'appended', sealed, more };
   }
 
@@ -218,8 +245,33 @@ export class Sealer {
     return { ranges, leaves: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) };
   }
 
+  /** The check at start (ForkGuard.checkAll): every tenant's tree against the ledger, before any signature. */
+  async checkForks(): Promise<void> {
+    await this.forkGuard?.checkAll(this.options.signer.keyId);
+  }
+
+  /** Tenants whose sealing the fork guard stopped, and why. */
+  get forked(): ReadonlyMap<string, ForkVerdict & { consistent: false }> {
+    return this.forkGuard?.forked ?? new Map();
+  }
+
+  private guard(...args: Parameters<ForkGuard['check']>): Promise<boolean> {
+    return this.forkGuard ? this.forkGuard.check(...args) : Promise.resolve(true);
+  }
+
   private heartbeatDue(tree: TreeState): boolean {
+    // A tree whose heads all predate checkpoints (migration 030) gets one at once.
+    if (tree.checkpointOrigin === undefined) return true;
     return tree.lastHeadAtMs === undefined || tree.nowMs - tree.lastHeadAtMs >= this.options.heartbeatMs;
+  }
+
+  private checkpointOf(origin: string, head: SignedTreeHead): { origin: string; signature: Buffer } {
+    return { origin, signature: this.options.signer.signCheckpoint(origin, head) };
+  }
+
+  private async checkpointOriginPrefix(client: pg.PoolClient): Promise<string> {
+    this.originPrefix ??= this.options.checkpointOrigin ?? `audit-trail/${await readDeploymentId(client)}`;
+    return this.originPrefix;
   }
 }
 
@@ -237,7 +289,7 @@ function groupByQueueRow(events: readonly QueuedEvent[]): Map<number, QueuedEven
 }
 
 interface TenantOutcome {
-  readonly kind: 'busy' | 'idle' | 'heartbeat' | 'appended';
+  readonly kind: 'busy' | 'idle' | 'heartbeat' | 'appended' | 'forked';
   readonly sealed: number;
   readonly more: boolean;
 }

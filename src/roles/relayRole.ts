@@ -10,14 +10,15 @@ export const role: Role = {
     const bus = await parts.bus();
     // Replays are outbox work: the relays run them, one process per replay (delivery/replayRunner.ts).
     const replays = new ReplayRunner({
-      db,
+      // Each replay is claimed by a session advisory lock held on its connection.
+      db: parts.sessionDb(),
       pollMs: config.delivery.relayPollMs,
       log: log.child({ component: 'replays' }),
       metrics,
     });
     const relay = new DeliveryRelay({
       db,
-      databaseUrl: config.databaseUrl,
+      databaseUrl: config.databaseSessionUrl,
       bus: bus.connection,
       names: bus.names,
       streamReplicas: config.natsStreamReplicas,

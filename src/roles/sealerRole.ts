@@ -1,7 +1,9 @@
+import { Gauge } from 'prom-client';
 import { requireSetting } from '../config/config.ts';
 import { oldestUnsealedAgeSeconds } from '../integrity/sealStore.ts';
 import { Sealer } from '../integrity/sealer.ts';
 import { TreeHeadSigner } from '../integrity/treeHeadSigner.ts';
+import { SignedHeadStream } from '../integrity/signedHeadStream.ts';
 import type { Role } from './role.ts';
 
 /**
@@ -12,21 +14,37 @@ export const role: Role = {
   async start(parts) {
     const { config, db, metrics } = parts;
     const key = requireSetting(config.seal.signingKey, 'SEAL_SIGNING_KEY', 'the sealer role');
+    // The fork guard's ledger: the latest signed head of each tenant, kept in JetStream beside the database.
+    const bus = await parts.bus();
     const sealer = new Sealer({
       db,
       signer: new TreeHeadSigner(key),
       intervalMs: config.seal.intervalMs,
       heartbeatMs: config.seal.heartbeatMs,
+      checkpointOrigin: config.seal.checkpointOrigin,
+      ledger: new SignedHeadStream(bus.connection, bus.names, config.natsStreamReplicas),
       log: parts.log.child({ role: 'sealer' }),
       metrics,
     });
     metrics.registerSealBacklogAge(() => oldestUnsealedAgeSeconds(db));
+    // AuditTrailTreeForked pages on it: 1 per tenant whose sealing the fork guard stopped.
+    new Gauge({
+      name: 'audit_tree_forked',
+      help: '1 for a tenant whose database tree does not extend the head last signed for it: its sealing stopped (docs/integrity.md, The fork guard)',
+      labelNames: ['tenant_id'],
+      registers: [metrics.registry],
+      collect() {
+        for (const tenantId of sealer.forked.keys()) this.set({ tenant_id: tenantId }, 1);
+      },
+    });
     // Its key's registration is its first query: where it waits for Postgres at start, like every role.
     await parts.whenPostgresAnswers('register the signing key', () => sealer.start());
     parts.releasers.add('sealer', () => sealer.stop());
     const check = async () => {
       if (sealer.retired) throw sealer.retired;
     };
+    // A forked tenant does not make the sealer unready: the other tenants' sealing goes on, and
+    // AuditTrailTreeForked pages (audit_tree_forked).
     return { readiness: [{ name: 'sealer', check }] };
   },
 };

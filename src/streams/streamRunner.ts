@@ -16,6 +16,12 @@ import type { StreamStateNotices } from './streamStateNotices.ts';
 
 export interface StreamRunnerOptions {
   readonly db: Database;
+  /**
+   * Where the streams read the trail (tree sizes, leaves, heads) when a read replica is configured
+   * (db/replicaReads.ts): chosen once per pass, so that the leaves read are those below the sizes read.
+   * Positions and leases are always written to the primary.
+   */
+  readonly reads?: { choose(): Promise<Database> };
   readonly secrets: SecretBox;
   readonly destinations: DestinationOptions;
   /** How often leases are renewed and new or changed streams noticed; also an idle stream's polling period. */
@@ -134,6 +140,7 @@ export class StreamRunner {
           destination,
           {
             db,
+            reads: this.options.reads,
             preparer: this.preparer,
             owner: this.owner,
             pollMs: this.options.pollMs,

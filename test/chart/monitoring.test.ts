@@ -269,6 +269,14 @@ const ALERT_CASES: Record<string, AlertCase> = {
     fires: { series: { [`audit_seal_oldest_unsealed_age_seconds{${L},pod="sealer-0"}`]: '0+60x10' }, at: '8m', labels: SCRAPED },
     quiet: { series: { [`audit_seal_oldest_unsealed_age_seconds{${L},pod="sealer-0"}`]: '25x10' }, at: '8m' },
   },
+  AuditTrailTreeForked: {
+    fires: {
+      series: { [`audit_tree_forked{${L},pod="sealer-0",tenant_id="acme"}`]: '1x10' },
+      at: '2m',
+      labels: { ...SCRAPED, tenant_id: 'acme' },
+    },
+    quiet: { series: { [`audit_seal_oldest_unsealed_age_seconds{${L},pod="sealer-0"}`]: '0x10' }, at: '2m' },
+  },
   AuditTrailNoSealer: {
     fires: { series: { [`audit_dependency_up{${L},pod="api-0",dependency="postgres"}`]: '1x20' }, at: '15m', labels: SCRAPED },
     quiet: { series: { [`audit_seal_oldest_unsealed_age_seconds{${L},pod="sealer-0"}`]: '0x20' }, at: '15m' },

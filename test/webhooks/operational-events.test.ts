@@ -79,9 +79,10 @@ describe('operational events', function () {
       schema_version: '1',
     });
     expect(disabled.details).to.include({ reason: 'auto', consecutive_failures: 10, url: failing.url, description: 'the SIEM' });
-    // Sent when the count reached 5 (the batch that crossed it may have counted a few more), with the threshold ahead.
+    // Sent when the count reached 5, with the threshold ahead. The batch that crossed 5 may have counted more,
+    // up to all ten when one batch of outcomes took it past both thresholds (CI saw 10 on a busy machine).
     const failingDetails = noticeOf(operational, 'endpoint.failing').json().details;
-    expect(failingDetails.consecutive_failures).to.be.within(5, 9);
+    expect(failingDetails.consecutive_failures).to.be.within(5, 10);
     expect(failingDetails.auto_disable_after).to.equal(10);
     for (const delivery of operational.received) {
       expect(verifyWebhookSignature(opsSecret, String(delivery.headers['x-service-signature']), delivery.rawBody).valid).to.equal(true);

@@ -14,11 +14,12 @@ const API_KEY_FORMAT = /^atr_(live|test)_[0-9a-f]{8}_[0-9a-f]{32}$/;
  * AUDIT_TRAIL_API_KEY only (a flag would leave it in shell history and in every `ps` listing).
  */
 export function clientFrom(url: string | undefined, env: NodeJS.ProcessEnv = process.env): AuditTrailClient {
-  return new AuditTrailClient({
-    baseUrl: apiBaseUrl(url ?? env.AUDIT_TRAIL_URL),
-    apiKey: apiKey(env.AUDIT_TRAIL_API_KEY),
-    userAgent: `audit-trail-client/${CLIENT_VERSION}`,
-  });
+  return new AuditTrailClient({ ...apiConnection(url, env), userAgent: `audit-trail-client/${CLIENT_VERSION}` });
+}
+
+/** The API's base URL and the key, checked as clientFrom checks them, for commands that talk to it directly. */
+export function apiConnection(url: string | undefined, env: NodeJS.ProcessEnv = process.env): { baseUrl: string; apiKey: string } {
+  return { baseUrl: apiBaseUrl(url ?? env.AUDIT_TRAIL_URL), apiKey: apiKey(env.AUDIT_TRAIL_API_KEY) };
 }
 
 /** The service's address as users know it (its origin), or the API's base URL as the docs spell it. */

@@ -14,6 +14,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   webhooks: async () => (await import('./webhooksCommand.ts')).runWebhooks,
   listen: async () => (await import('./listenCommand.ts')).runListen,
   verify: async () => (await import('./verifyCommand.ts')).runVerify,
+  witness: async () => (await import('./witnessCommand.ts')).runWitness,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -31,6 +31,10 @@ export const COMMAND_USAGE: Readonly<Record<string, readonly string[]>> = {
   ],
   listen: [`${PROGRAM} listen --forward-to URL ${MATCH} [--secret HEX]`],
   verify: [`${PROGRAM} verify ${VERIFY_ARGUMENTS}`],
+  witness: [
+    `${PROGRAM} witness keygen --name NAME --key FILE`,
+    `${PROGRAM} witness --log-key VKEY|@FILE --name NAME --key FILE --state DIR`,
+  ],
 };
 
 /** What every command that calls the API reads; verify reads nothing and calls nothing. */

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   AckPolicy,
   DeliverPolicy,
@@ -60,6 +61,15 @@ export class BusNames {
 
   deliveryStream(): string {
     return `${this.delivery.streamPrefix}AUDIT_DELIVERIES`;
+  }
+
+  /** The latest signed head of a tenant's tree (integrity/forkGuard.ts), one message per subject. */
+  signedHeadSubject(tenantId: string): string {
+    return `${this.delivery.subjectPrefix}audit.signed_heads.${tenantId}`;
+  }
+
+  signedHeadStream(): string {
+    return `${this.delivery.streamPrefix}AUDIT_SIGNED_HEADS`;
   }
 
   /** The tenant of an ingest subject, or undefined for any other subject. */
@@ -183,7 +193,7 @@ async function settledReplicas(jsm: JetStreamManager, name: string, replicas: nu
     if (cluster?.leader !== undefined && peers.length === replicas - 1 && peers.every((peer) => peer.current)) return;
     if (Date.now() > deadline)
       throw new Error(`JetStream stream ${name} did not reach ${replicas} replicas within ${REPLICA_CHANGE_TIMEOUT_MS / 1000} s`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
+    await sleep(250);
   }
 }
 

@@ -1,0 +1,204 @@
+import { createPublicKey } from 'node:crypto';
+import { canonicalJson } from '../client/canonicalJson.ts';
+import {
+  COSIGNATURE_TYPE,
+  LOG_SIGNATURE_TYPE,
+  checkpointText,
+  formatSignedNote,
+  isSignatureBy,
+  logSignatureLine,
+  NoteFormatError,
+  parseCheckpoint,
+  parseSignedNote,
+  parseVerifierKey,
+  verifierKeyText,
+  verifyNoteSignature,
+} from '../client/signedNote.ts';
+import type { Database } from '../db/database.ts';
+import { NotFoundError, ValidationError } from '../platform/errors.ts';
+import {
+  composeHashTile,
+  bundleLeaves,
+  encodeEntryBundle,
+  storedTilesOf,
+  tileExists,
+  type TlogTilePath,
+  C2SP_TILE_WIDTH,
+} from './tlogTiles.ts';
+import {
+  cosignaturesOf,
+  currentSealKeyPem,
+  hasCheckpointOf,
+  latestCheckpoint,
+  leafDocuments,
+  recordCosignature,
+  storedTileRun,
+  type LeafDocument,
+} from './transparencyLogStore.ts';
+import { HASH_BYTES } from './tiles.ts';
+
+/**
+ * A tenant's log as a C2SP transparency log (docs/integrity.md "Checkpoints and tiles"): the latest
+ * checkpoint with the cosignatures the tenant's witnesses posted, its verifier key, hash tiles and entry
+ * bundles, and the acceptance of cosignatures. Full hash tiles never change, so they are kept in memory
+ * (FULL_TILE_CACHE_BYTES): a monitor reading a log from the start costs the database one read per tile.
+ */
+
+const FULL_TILE_CACHE_BYTES = 64 * 1024 * 1024;
+const FULL_TILE_BYTES = C2SP_TILE_WIDTH * HASH_BYTES;
+/** Cosignatures a note may carry per post; signed-note asks verifiers to take at least 16 signatures. */
+const MAX_COSIGNATURES = 16;
+
+export interface TileResponse {
+  readonly body: Buffer;
+  /** A full tile (or bundle): the same bytes forever, for hash tiles. */
+  readonly full: boolean;
+}
+
+export class TransparencyLog {
+  private readonly db: Database;
+  /** Full hash tiles by tenant, level and index; Map order is the eviction order. */
+  private readonly fullTiles = new Map<string, Buffer>();
+  private cachedBytes = 0;
+
+  constructor(db: Database) {
+    this.db = db;
+  }
+
+  /** The latest checkpoint as a signed note: the log's signature, then the witnesses' cosignatures of that tree. */
+  async checkpoint(tenantId: string): Promise<string> {
+    const stored = await latestCheckpoint(this.db, tenantId);
+    if (!stored) throw new NotFoundError('No checkpoint yet: nothing of this tenant has been sealed.');
+    const text = checkpointText({ origin: stored.origin, size: stored.treeSize, rootHash: stored.rootHash });
+    const logLine = logSignatureLine(stored.origin, createPublicKey(stored.publicKeyPem), stored.noteSignature);
+    const cosignatures = await cosignaturesOf(this.db, tenantId, stored.treeSize, stored.rootHash);
+    return formatSignedNote(text, [logLine, ...cosignatures.map((cosignature) => cosignature.signatureLine)]);
+  }
+
+  /** The vkey of the tenant's log: its origin as the key's name, the current signing key. */
+  async verifierKey(tenantId: string): Promise<string> {
+    const stored = await latestCheckpoint(this.db, tenantId);
+    const pem = await currentSealKeyPem(this.db);
+    if (!stored || !pem) throw new NotFoundError('No checkpoint yet: nothing of this tenant has been sealed.');
+    return `${verifierKeyText(stored.origin, LOG_SIGNATURE_TYPE, createPublicKey(pem))}\n`;
+  }
+
+  async hashTile(tenantId: string, tile: TlogTilePath & { level: number }): Promise<TileResponse> {
+    const full = tile.width === C2SP_TILE_WIDTH;
+    const cacheKey = `${tenantId}/${tile.level}/${tile.index}`;
+    if (full) {
+      const cached = this.fullTiles.get(cacheKey);
+      if (cached) return { body: cached, full };
+    }
+    await this.requireTile(tenantId, tile);
+    const stored = storedTilesOf(tile);
+    const body = composeHashTile(tile, await storedTileRun(this.db, tenantId, stored.level, stored.first, stored.last));
+    if (!body) throw new NotFoundError('No such tile.');
+    if (full) this.remember(cacheKey, Buffer.from(body));
+    return { body, full };
+  }
+
+  /**
+   * An entry bundle: each leaf's entry is the RFC 8785 canonical JSON of its event as the API serves it,
+   * which hashes to the leaf. An entry that cannot (the event was redacted or expired since) says so as
+   * JSON instead: the redacted document with its `redaction` member, or `{"event_id", "timestamp",
+   * "expired": {...}, "leaf_hash"}`; its leaf in the hash tile is unchanged, and proves the place.
+   */
+  async entryBundle(tenantId: string, tile: TlogTilePath): Promise<TileResponse> {
+    await this.requireTile(tenantId, tile);
+    const { first, count } = bundleLeaves(tile);
+    const leaves = await leafDocuments(this.db, tenantId, first, count);
+    if (leaves.length !== count) throw new NotFoundError('No such entry bundle.');
+    const level0 = await this.hashTile(tenantId, { level: 0, index: tile.index, width: tile.width });
+    const entries = leaves.map((leaf, position) =>
+      bundleEntry(leaf, level0.body.subarray(position * HASH_BYTES, (position + 1) * HASH_BYTES)),
+    );
+    return { body: encodeEntryBundle(entries), full: tile.width === C2SP_TILE_WIDTH };
+  }
+
+  /**
+   * Accepts a witness's cosignatures of one of the tenant's checkpoints, posted in the shape of a tlog-witness
+   * add-checkpoint request (an `old <size>` line, optional proof lines, a blank line, the checkpoint) whose
+   * note carries the log's signature and the witness's cosignature lines, with the witness's vkey. Returns
+   * the number kept.
+   */
+  async acceptCosignatures(tenantId: string, body: string, witnessKeyText: string): Promise<number> {
+    const invalid = (message: string) => ValidationError.single('body', message);
+    let witnessKey: ReturnType<typeof parseVerifierKey>;
+    try {
+      witnessKey = parseVerifierKey(witnessKeyText);
+    } catch (error) {
+      throw ValidationError.single('witness_key', (error as Error).message);
+    }
+    if (witnessKey.type !== COSIGNATURE_TYPE)
+      throw ValidationError.single('witness_key', 'a witness key is of type 0x04 (tlog-cosignature/v1)');
+    const split = body.indexOf('\n\n');
+    if (split < 0) throw invalid('an add-checkpoint body is "old <size>", proof lines, a blank line and the checkpoint');
+    const preamble = body.slice(0, split).split('\n');
+    const old = /^old (0|[1-9][0-9]{0,15})$/.exec(preamble[0] ?? '');
+    if (!old || preamble.length > 64) throw invalid('the first line is "old <size>", then at most 63 proof lines');
+    let checkpoint: ReturnType<typeof parseCheckpoint>;
+    let note: ReturnType<typeof parseSignedNote>;
+    try {
+      note = parseSignedNote(body.slice(split + 2));
+      checkpoint = parseCheckpoint(note.text);
+    } catch (error) {
+      if (error instanceof NoteFormatError) throw invalid(error.message);
+      throw error;
+    }
+    if (Number(old[1]) > checkpoint.size) throw invalid('the old size is larger than the checkpoint');
+    const stored = await latestCheckpoint(this.db, tenantId);
+    if (!stored || stored.origin !== checkpoint.origin) throw new NotFoundError("The checkpoint is not of this tenant's log.");
+    // Only a tree this log signed is cosigned here: its own signature must be on the note and verify.
+    const logKey = parseVerifierKey(verifierKeyText(stored.origin, LOG_SIGNATURE_TYPE, createPublicKey(stored.publicKeyPem)));
+    const logSignature = note.signatures.find((signature) => isSignatureBy(signature, logKey));
+    if (
+      !logSignature ||
+      !verifyNoteSignature(note.text, logSignature, logKey).valid ||
+      !(await hasCheckpointOf(this.db, tenantId, checkpoint.size, checkpoint.rootHash))
+    )
+      throw invalid('the checkpoint is not one this log signed');
+    const cosignatures = note.signatures.filter((signature) => isSignatureBy(signature, witnessKey)).slice(0, MAX_COSIGNATURES);
+    if (cosignatures.length === 0) throw invalid('the note carries no cosignature by the witness key');
+    for (const cosignature of cosignatures) {
+      const verified = verifyNoteSignature(note.text, cosignature, witnessKey);
+      if (!verified.valid) throw invalid(`the cosignature of ${witnessKey.name} does not verify`);
+      await recordCosignature(this.db, {
+        tenantId,
+        treeSize: checkpoint.size,
+        rootHash: checkpoint.rootHash,
+        witnessName: witnessKey.name,
+        witnessKey: witnessKey.text,
+        cosignedAtSeconds: verified.timestamp!,
+        signatureLine: cosignature.line,
+      });
+    }
+    return cosignatures.length;
+  }
+
+  /** 404 for a tile the tenant's tree does not have (yet): tlog-tiles serves no empty tile. */
+  private async requireTile(tenantId: string, tile: TlogTilePath): Promise<void> {
+    const stored = await latestCheckpoint(this.db, tenantId);
+    if (!stored || !tileExists(tile, stored.currentSize)) throw new NotFoundError('No such tile.');
+  }
+
+  private remember(key: string, tile: Buffer): void {
+    this.fullTiles.set(key, tile);
+    this.cachedBytes += FULL_TILE_BYTES;
+    while (this.cachedBytes > FULL_TILE_CACHE_BYTES) {
+      const oldest = this.fullTiles.keys().next().value!;
+      this.fullTiles.delete(oldest);
+      this.cachedBytes -= FULL_TILE_BYTES;
+    }
+  }
+}
+
+function bundleEntry(leaf: LeafDocument, leafHash: Buffer): Buffer {
+  if (leaf.document !== undefined) {
+    const canonical = Buffer.from(canonicalJson(JSON.parse(leaf.document)));
+    // As sealed, or redacted since (then its `redaction` member carries the leaf hash).
+    if (canonical.length <= 0xffff) return canonical;
+  }
+  const gone = leaf.document !== undefined ? { too_large: true } : leaf.expired ? { expired: leaf.expired } : { missing: true };
+  return Buffer.from(canonicalJson({ event_id: leaf.eventId, timestamp: leaf.timestamp, ...gone, leaf_hash: leafHash.toString('hex') }));
+}

@@ -155,7 +155,7 @@ export const environmentSchema = z
     DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
     // Only the safety net: new deliveries, retries falling due, released ones and new replays wake the relay
     // (LISTEN, and a timer to the next due time), so an idle relay rests (issue 42).
-    DELIVERY_RELAY_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(10_000),
+    DELIVERY_RELAY_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(30_000),
     RATE_LIMIT_READ_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
     RATE_LIMIT_WRITE_PER_MINUTE: z.coerce.number().int().min(1).default(200),
     RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(30),

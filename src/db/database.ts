@@ -4,6 +4,7 @@ import pg from 'pg';
 import { backoffDelay, type BackoffPolicy } from '../platform/backoff.ts';
 import type { Logger } from '../platform/logger.ts';
 import { ServiceUnavailableError, coerceError } from '../platform/errors.ts';
+import type { ConnectionBudget } from './connectionBudget.ts';
 import { type DatabasePooler, postgresConnection } from './postgresClient.ts';
 import {
   SQLSTATE,
@@ -70,6 +71,8 @@ export interface DatabaseOptions {
    * a manual LOCK holds the table, and the requests queued behind it fail on the pool's connect timeout.
    */
   readonly lockTimeoutMs?: number;
+  /** The process's share of the server's connections, which this pool keeps within (connectionBudget.ts). */
+  readonly budget?: ConnectionBudget;
   /** 'transaction' behind PgBouncer in transaction mode (db/postgresClient.ts); 'none' by default. */
   readonly pooler?: DatabasePooler;
 }
@@ -109,7 +112,10 @@ export class Database implements Queryable {
       statement_timeout: options.statementTimeoutMs ?? 30_000,
       ...(options.lockTimeoutMs === undefined ? {} : { lock_timeout: options.lockTimeoutMs }),
       keepAlive: true,
+      // pg-pool awaits the hook (its types say void): a rejection closes the connection and fails the checkout.
+      ...(options.budget ? { onConnect: (client: pg.ClientBase) => options.budget!.admit(client) } : {}),
     });
+    options.budget?.register(this.pool, options.poolSize);
     // An idle client losing its server (restart, failover) emits here; without a listener it would crash
     // the process. The pool discards the client and the next checkout reconnects.
     this.pool.on('error', (error) => this.log.warn({ err: error }, 'idle Postgres connection lost'));

@@ -1,3 +1,4 @@
+import type { ConnectionBudget } from './connectionBudget.ts';
 import { type Clock, systemClock } from '../platform/clock.ts';
 import type { Logger } from '../platform/logger.ts';
 import { LongReadDutyCycle, type LongReadDutyCycleLimits, type LongReadPace } from '../platform/longReadDutyCycle.ts';
@@ -19,6 +20,8 @@ export interface LongReadsOptions {
   readonly clock?: Clock;
   readonly statementTimeoutMs?: number;
   readonly lockTimeoutMs?: number;
+  /** The process's share of the server's connections (connectionBudget.ts), shared with its other pools. */
+  readonly budget?: ConnectionBudget;
   readonly pooler?: DatabasePooler;
 }
 
@@ -50,6 +53,7 @@ export class LongReads {
       log: options.log,
       statementTimeoutMs: options.statementTimeoutMs,
       lockTimeoutMs: options.lockTimeoutMs,
+      budget: options.budget,
       pooler: options.pooler,
     });
   }

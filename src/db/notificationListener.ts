@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Logger } from '../platform/logger.ts';
+import { ensureOrdinarySlot } from './connectionBudget.ts';
 import { postgresClient } from './postgresClient.ts';
 
 export interface NotificationListenerOptions {
@@ -54,6 +55,8 @@ export class NotificationListener {
     });
     client.on('end', () => this.drop(client));
     await client.connect();
+    // Not in a slot reserved for superusers, like the pools' connections (connectionBudget.ts).
+    await ensureOrdinarySlot(client);
     await client.query(`LISTEN ${pg.escapeIdentifier(this.options.channel)}`);
     this.client = client;
     this.options.onGap?.();

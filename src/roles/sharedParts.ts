@@ -2,6 +2,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { connectBus, type BusConnection } from '../bus/natsConnection.ts';
 import { BusNames } from '../bus/jetStreamDefinitions.ts';
 import { requireSetting, type Config } from '../config/config.ts';
+import { ConnectionBudget } from '../db/connectionBudget.ts';
 import { Database } from '../db/database.ts';
 import { readDeploymentId } from '../db/deploymentIdentity.ts';
 import { LongReads } from '../db/longReads.ts';
@@ -62,6 +63,8 @@ export class SharedParts {
   readonly metrics: ServiceMetrics;
   readonly releasers: Releasers;
   readonly db: Database;
+  /** The process's share of Postgres' connections, which its pools keep within together. */
+  private readonly connectionBudget = new ConnectionBudget();
   /** Readiness of the shared connections; the roles' own checks come from their RoleParts. */
   readonly readiness: ReadinessCheck[] = [];
   readonly rateLimiting: boolean;
@@ -100,6 +103,8 @@ export class SharedParts {
       log,
       lockTimeoutMs: config.databaseLockTimeoutMs,
       pooler: config.databasePooler,
+      // Behind PgBouncer (transaction mode) the server's connections are PgBouncer's to keep in bounds.
+      budget: config.databasePooler === 'transaction' ? undefined : this.connectionBudget,
     });
     releasers.add('postgres pool', () => this.db.close());
     options.metrics.registerPool('main', this.db.pool);
@@ -207,6 +212,8 @@ export class SharedParts {
         dutyCycle: this.config.longReadDutyCycle,
         lockTimeoutMs: this.config.databaseLockTimeoutMs,
         pooler: this.config.databasePooler,
+        // Behind PgBouncer (transaction mode) the server's connections are PgBouncer's to keep in bounds.
+        budget: this.config.databasePooler === 'transaction' ? undefined : this.connectionBudget,
       });
       this.releasers.add('long-read pool', () => longReads.close());
       this.metrics.registerPool('long_reads', longReads.db.pool);

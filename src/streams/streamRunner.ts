@@ -67,9 +67,9 @@ export class StreamRunner {
         await this.pass();
         this.failures = 0;
         // Holding nothing, there are no leases to renew: new and changed streams are announced (the
-        // listener), so only a stream another process stopped renewing is waited for, a third of a lease at
-        // most. An idle deployment rests (BENCHMARKS.md, "An idle deployment").
-        return this.workers.size > 0 ? this.options.pollMs : Math.max(this.options.pollMs, Math.floor(this.options.leaseMs / 3));
+        // listener), so only a stream another process stopped renewing is waited for, half a lease at most.
+        // An idle deployment rests (BENCHMARKS.md, "An idle deployment").
+        return this.workers.size > 0 ? this.options.pollMs : Math.max(this.options.pollMs, Math.floor(this.options.leaseMs / 2));
       },
       onError: (error) => {
         // Once per outage at warn: the pass is tried again every poll, ten times a second in tests.

@@ -82,7 +82,7 @@ describe('an idle relay rests, and deliveries still start on time', function () 
       expect(perSecond, `${perSecond.toFixed(2)} transactions/s`).to.be.at.most(1);
     });
 
-    it('starts a retry within 50 ms of its due time, though the relay polls only every 10 s', async () => {
+    it('starts a retry within 50 ms of its due time, though the relay polls only every 30 s', async () => {
       const id = `wh_${'c'.repeat(32)}`;
       await db.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, 'idle', $2, $3)`, [
         id,

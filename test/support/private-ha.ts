@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { freePort } from './ports.ts';
-import { type Launch, PrivateServer } from './private-services.ts';
+import { type Launch, PrivateServer, postgresAnswers } from './private-services.ts';
 import { waitFor } from './wait.ts';
 
 /**
@@ -83,17 +83,7 @@ export class AutoctlKeeper extends PrivateServer {
   }
 
   protected async answers(): Promise<boolean> {
-    const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 1_000 });
-    client.on('error', () => undefined);
-    try {
-      await client.connect();
-      await client.query('SELECT 1');
-      return true;
-    } catch {
-      return false;
-    } finally {
-      await client.end().catch(() => undefined);
-    }
+    return postgresAnswers(new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 1_000 }));
   }
 }
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { freePort } from './ports.ts';
-import { type Launch, type PrivatePostgres, PrivateServer, startOrRemove } from './private-services.ts';
+import { type Launch, type PrivatePostgres, PrivateServer, postgresAnswers, startOrRemove } from './private-services.ts';
 
 /**
  * A streaming replica of a private Postgres, made as operators make one: `pg_basebackup -R` (which writes
@@ -95,17 +95,7 @@ export class PrivateReplica extends PrivateServer {
   }
 
   protected async answers(): Promise<boolean> {
-    const client = new pg.Client({ connectionString: `${this.url}/postgres`, connectionTimeoutMillis: 2000 });
-    client.on('error', () => undefined);
-    try {
-      await client.connect();
-      await client.query('SELECT 1');
-      return true;
-    } catch {
-      return false;
-    } finally {
-      await client.end().catch(() => undefined);
-    }
+    return postgresAnswers(new pg.Client({ connectionString: `${this.url}/postgres`, connectionTimeoutMillis: 2000 }));
   }
 }
 

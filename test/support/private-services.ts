@@ -321,17 +321,24 @@ export class PrivatePostgres extends PrivateServer {
     const client = this.options.tls
       ? new pg.Client({ host: this.directory, port: this.port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 2000 })
       : new pg.Client({ connectionString: `${this.url}/postgres`, connectionTimeoutMillis: 2000 });
-    client.on('error', () => undefined);
-    try {
-      await client.connect();
-      await client.query('SELECT 1');
-      return true;
-    } catch {
-      // Refused while starting ("the database system is starting up") or not listening yet.
-      return false;
-    } finally {
-      await client.end().catch(() => undefined);
-    }
+    return postgresAnswers(client);
+  }
+}
+
+/**
+ * Whether a Postgres answers a query on `client` (which it then closes): false while it is refused
+ * ("the database system is starting up") or not listening yet.
+ */
+export async function postgresAnswers(client: pg.Client): Promise<boolean> {
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
   }
 }
 

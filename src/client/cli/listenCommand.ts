@@ -36,16 +36,17 @@ export async function runListen(args: string[]): Promise<number> {
   // Where forwarding starts: after the trail's newest event, so that an event written once Ready is printed is
   // forwarded, however long the live connection takes to open.
   const newest = (await client.listPage({ limit: 1 })).events[0]?.event_id;
-  process.stdout.write(
-    `Ready: forwarding live events to ${target}\n` +
-      `signing secret: ${secret} (Standard Webhooks: ${standardWebhooksSecretOf(secret)})\n` +
-      'Ctrl-C to quit\n',
-  );
-  await untilInterrupted((signal) =>
-    followAfter(client, { ...filters, lastEventId: newest, signal }, async (event) => {
+  await untilInterrupted((signal) => {
+    // Said once Ctrl-C is handled: a user (or a script) that stops it as soon as it is ready gets exit 0.
+    process.stdout.write(
+      `Ready: forwarding live events to ${target}\n` +
+        `signing secret: ${secret} (Standard Webhooks: ${standardWebhooksSecretOf(secret)})\n` +
+        'Ctrl-C to quit\n',
+    );
+    return followAfter(client, { ...filters, lastEventId: newest, signal }, async (event) => {
       process.stdout.write(await forward(event, target, secret, signal));
-    }),
-  );
+    });
+  });
   return 0;
 }
 

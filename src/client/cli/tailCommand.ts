@@ -34,9 +34,18 @@ export async function tailEvents(args: string[]): Promise<number> {
   // The backlog sets the widths; what follows is a stream, written in them (a longer value pushes its line out).
   const layout = new TableLayout(EVENT_COLUMNS).fit(backlog);
   const write = (event: AuditEvent) => process.stdout.write(format === 'table' ? layout.row(event) : `${JSON.stringify(event)}\n`);
-  if (format === 'table') process.stdout.write(layout.header());
-  for (const event of backlog) write(event);
-  if (!values.follow) return 0;
-  await untilInterrupted((signal) => followAfter(client, { ...filters, lastEventId: backlog.at(-1)?.event_id, signal }, write));
+  const writeBacklog = () => {
+    if (format === 'table') process.stdout.write(layout.header());
+    for (const event of backlog) write(event);
+  };
+  if (!values.follow) {
+    writeBacklog();
+    return 0;
+  }
+  // The backlog is written once Ctrl-C is handled: one who stops as soon as it appears gets exit 0.
+  await untilInterrupted((signal) => {
+    writeBacklog();
+    return followAfter(client, { ...filters, lastEventId: backlog.at(-1)?.event_id, signal }, write);
+  });
   return 0;
 }

@@ -1,5 +1,6 @@
 import { createPublicKey } from 'node:crypto';
 import { canonicalJson } from '../client/canonicalJson.ts';
+import { canonicalDocument } from './documentLeaf.ts';
 import {
   COSIGNATURE_TYPE,
   LOG_SIGNATURE_TYPE,
@@ -46,6 +47,8 @@ import { HASH_BYTES } from './tiles.ts';
 
 const FULL_TILE_CACHE_BYTES = 64 * 1024 * 1024;
 const FULL_TILE_BYTES = C2SP_TILE_WIDTH * HASH_BYTES;
+/** Full tiles read together on a miss: 16 tiles are 256 stored rows, 128 KiB. */
+const READ_AHEAD_TILES = 16;
 /** Cosignatures a note may carry per post; signed-note asks verifiers to take at least 16 signatures. */
 const MAX_COSIGNATURES = 16;
 
@@ -60,6 +63,8 @@ export class TransparencyLog {
   /** Full hash tiles by tenant, level and index; Map order is the eviction order. */
   private readonly fullTiles = new Map<string, Buffer>();
   private cachedBytes = 0;
+  /** Each tenant's tree size as last read: a tile within it exists for good, so only a larger one re-reads it. */
+  private readonly knownSizes = new Map<string, number>();
 
   constructor(db: Database) {
     this.db = db;
@@ -91,11 +96,34 @@ export class TransparencyLog {
       if (cached) return { body: cached, full };
     }
     await this.requireTile(tenantId, tile);
+    if (full) return { body: await this.readFullTiles(tenantId, tile), full };
     const stored = storedTilesOf(tile);
     const body = composeHashTile(tile, await storedTileRun(this.db, tenantId, stored.level, stored.first, stored.last));
     if (!body) throw new NotFoundError('No such tile.');
-    if (full) this.remember(cacheKey, Buffer.from(body));
     return { body, full };
+  }
+
+  /**
+   * A full tile, and the full tiles after it on its level (READ_AHEAD_TILES of them, as far as the tree has
+   * them), read in one query and kept: a monitor reads a log from the start tile after tile, and one query
+   * of 16 tiles costs Postgres little more than one of one (BENCHMARKS.md, "Tiles").
+   */
+  private async readFullTiles(tenantId: string, tile: TlogTilePath & { level: number }): Promise<Buffer> {
+    const entries = Math.floor((this.knownSizes.get(tenantId) ?? 0) / C2SP_TILE_WIDTH ** tile.level);
+    const count = Math.max(1, Math.min(READ_AHEAD_TILES, Math.floor(entries / C2SP_TILE_WIDTH) - tile.index));
+    const first = storedTilesOf(tile);
+    const run = await storedTileRun(this.db, tenantId, first.level, first.first, first.first + count * (first.last - first.first + 1) - 1);
+    const perTile = first.last - first.first + 1;
+    let requested: Buffer | undefined;
+    for (let offset = 0; offset < count; offset += 1) {
+      const body = composeHashTile({ ...tile, index: tile.index + offset }, run.slice(offset * perTile, (offset + 1) * perTile));
+      if (!body) break;
+      const kept = Buffer.from(body);
+      this.remember(`${tenantId}/${tile.level}/${tile.index + offset}`, kept);
+      if (offset === 0) requested = kept;
+    }
+    if (!requested) throw new NotFoundError('No such tile.');
+    return requested;
   }
 
   /**
@@ -178,8 +206,17 @@ export class TransparencyLog {
 
   /** 404 for a tile the tenant's tree does not have (yet): tlog-tiles serves no empty tile. */
   private async requireTile(tenantId: string, tile: TlogTilePath): Promise<void> {
+    if (tileExists(tile, this.knownSizes.get(tenantId) ?? 0)) return;
     const stored = await latestCheckpoint(this.db, tenantId);
+    if (stored) this.rememberSize(tenantId, stored.currentSize);
     if (!stored || !tileExists(tile, stored.currentSize)) throw new NotFoundError('No such tile.');
+  }
+
+  private rememberSize(tenantId: string, size: number): void {
+    // Bounded like the tile cache: one number per tenant that asked, dropped oldest first.
+    this.knownSizes.delete(tenantId);
+    this.knownSizes.set(tenantId, size);
+    if (this.knownSizes.size > 100_000) this.knownSizes.delete(this.knownSizes.keys().next().value!);
   }
 
   private remember(key: string, tile: Buffer): void {
@@ -195,7 +232,7 @@ export class TransparencyLog {
 
 function bundleEntry(leaf: LeafDocument, leafHash: Buffer): Buffer {
   if (leaf.document !== undefined) {
-    const canonical = Buffer.from(canonicalJson(JSON.parse(leaf.document)));
+    const canonical = Buffer.from(canonicalDocument(leaf.document));
     // As sealed, or redacted since (then its `redaction` member carries the leaf hash).
     if (canonical.length <= 0xffff) return canonical;
   }

@@ -47,7 +47,7 @@ import { HASH_BYTES } from './tiles.ts';
 
 const FULL_TILE_CACHE_BYTES = 64 * 1024 * 1024;
 const FULL_TILE_BYTES = C2SP_TILE_WIDTH * HASH_BYTES;
-/** Full tiles read together on a miss: 16 tiles are 256 stored rows, 128 KiB. */
+/** Full tiles read together on a miss, a block of them: 16 tiles are 256 stored rows, 128 KiB. */
 const READ_AHEAD_TILES = 16;
 /** Cosignatures a note may carry per post; signed-note asks verifiers to take at least 16 signatures. */
 const MAX_COSIGNATURES = 16;
@@ -63,6 +63,8 @@ export class TransparencyLog {
   /** Full hash tiles by tenant, level and index; Map order is the eviction order. */
   private readonly fullTiles = new Map<string, Buffer>();
   private cachedBytes = 0;
+  /** Blocks of full tiles being read, by tenant, level and block. */
+  private readonly blocksReading = new Map<string, Promise<void>>();
   /** Each tenant's tree size as last read: a tile within it exists for good, so only a larger one re-reads it. */
   private readonly knownSizes = new Map<string, number>();
 
@@ -104,26 +106,41 @@ export class TransparencyLog {
   }
 
   /**
-   * A full tile, and the full tiles after it on its level (READ_AHEAD_TILES of them, as far as the tree has
-   * them), read in one query and kept: a monitor reads a log from the start tile after tile, and one query
-   * of 16 tiles costs Postgres little more than one of one (BENCHMARKS.md, "Tiles").
+   * A full tile, read with the other full tiles of its block of READ_AHEAD_TILES in one query, and kept: a
+   * monitor reads a log from the start tile after tile, several at once, and one query of 16 tiles costs
+   * Postgres little more than one of one (BENCHMARKS.md, "Tiles"). Requests for tiles of a block being read
+   * wait for that read instead of starting their own.
    */
   private async readFullTiles(tenantId: string, tile: TlogTilePath & { level: number }): Promise<Buffer> {
-    const entries = Math.floor((this.knownSizes.get(tenantId) ?? 0) / C2SP_TILE_WIDTH ** tile.level);
-    const count = Math.max(1, Math.min(READ_AHEAD_TILES, Math.floor(entries / C2SP_TILE_WIDTH) - tile.index));
-    const first = storedTilesOf(tile);
-    const run = await storedTileRun(this.db, tenantId, first.level, first.first, first.first + count * (first.last - first.first + 1) - 1);
-    const perTile = first.last - first.first + 1;
-    let requested: Buffer | undefined;
-    for (let offset = 0; offset < count; offset += 1) {
-      const body = composeHashTile({ ...tile, index: tile.index + offset }, run.slice(offset * perTile, (offset + 1) * perTile));
-      if (!body) break;
-      const kept = Buffer.from(body);
-      this.remember(`${tenantId}/${tile.level}/${tile.index + offset}`, kept);
-      if (offset === 0) requested = kept;
+    const block = Math.floor(tile.index / READ_AHEAD_TILES);
+    const blockKey = `${tenantId}/${tile.level}/b${block}`;
+    let reading = this.blocksReading.get(blockKey);
+    if (!reading) {
+      reading = this.readBlock(tenantId, tile.level, block).finally(() => this.blocksReading.delete(blockKey));
+      this.blocksReading.set(blockKey, reading);
     }
-    if (!requested) throw new NotFoundError('No such tile.');
-    return requested;
+    await reading;
+    const kept = this.fullTiles.get(`${tenantId}/${tile.level}/${tile.index}`);
+    if (!kept) throw new NotFoundError('No such tile.');
+    return kept;
+  }
+
+  private async readBlock(tenantId: string, level: number, block: number): Promise<void> {
+    const entries = Math.floor((this.knownSizes.get(tenantId) ?? 0) / C2SP_TILE_WIDTH ** level);
+    const first = block * READ_AHEAD_TILES;
+    const count = Math.min(READ_AHEAD_TILES, Math.floor(entries / C2SP_TILE_WIDTH) - first);
+    if (count <= 0) return;
+    const stored = storedTilesOf({ level, index: first, width: C2SP_TILE_WIDTH });
+    const perTile = stored.last - stored.first + 1;
+    const run = await storedTileRun(this.db, tenantId, stored.level, stored.first, stored.first + count * perTile - 1);
+    for (let offset = 0; offset < count; offset += 1) {
+      const body = composeHashTile(
+        { level, index: first + offset, width: C2SP_TILE_WIDTH },
+        run.slice(offset * perTile, (offset + 1) * perTile),
+      );
+      if (!body) break;
+      this.remember(`${tenantId}/${level}/${first + offset}`, Buffer.from(body));
+    }
   }
 
   /**
@@ -220,6 +237,7 @@ export class TransparencyLog {
   }
 
   private remember(key: string, tile: Buffer): void {
+    if (this.fullTiles.has(key)) return;
     this.fullTiles.set(key, tile);
     this.cachedBytes += FULL_TILE_BYTES;
     while (this.cachedBytes > FULL_TILE_CACHE_BYTES) {

@@ -479,7 +479,8 @@ describe('Helm chart', function () {
       // Redis: endpoints' rate limits are shared through it (docs/webhooks.md "Delivery settings").
       worker: ['dns', 'postgres', 'nats', 'redis', 'webhooks'],
       controller: ['dns', 'postgres', 'kubernetesApi'],
-      sealer: ['dns', 'postgres'],
+      // NATS: the fork guard's ledger of signed heads (docs/integrity.md "The fork guard").
+      sealer: ['dns', 'postgres', 'nats'],
       // SIEM destinations are public addresses, like webhook receivers.
       streams: ['dns', 'postgres', 'webhooks'],
       migrate: ['dns', 'postgres'],

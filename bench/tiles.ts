@@ -101,7 +101,9 @@ async function readAll(base: string, paths: readonly string[], headers: Record<s
         const path = paths[next++]!;
         const response = await fetch(`${base}/${path}`, { headers });
         if (response.status !== 200) throw new Error(`GET ${path}: ${response.status}`);
-        bytes += (await response.arrayBuffer()).byteLength;
+        // Awaited first: `bytes += await …` would read `bytes` before the wait and lose the others' additions.
+        const body = await response.arrayBuffer();
+        bytes += body.byteLength;
       }
     }),
   );

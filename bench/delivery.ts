@@ -22,7 +22,7 @@ import { randomBytes } from 'node:crypto';
 import { Database } from '../src/db/database.ts';
 import type { NewEvent } from '../src/events/eventStore.ts';
 import { connectBus } from '../src/bus/natsConnection.ts';
-import { BusNames } from '../src/bus/streams.ts';
+import { BusNames } from '../src/bus/jetStreamDefinitions.ts';
 import { readDeploymentId } from '../src/db/deploymentIdentity.ts';
 import { DeliveryPublisher } from '../src/delivery/deliveryPublisher.ts';
 import { EventWriter } from '../src/events/eventWriter.ts';
@@ -157,6 +157,7 @@ async function main(): Promise<void> {
     }
   };
   const workerEnv = { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS ?? '' };
+  const relayEnv = { NODE_OPTIONS: process.env.BENCH_RELAY_NODE_OPTIONS ?? '' };
   let worker: ReportingChild;
   let relay: () => ReportingChild | undefined;
   let refill: (events: number) => Promise<void>;
@@ -166,6 +167,7 @@ async function main(): Promise<void> {
         spawn: node,
         env: serviceEnv,
         workerEnv,
+        relayEnv,
         workerPort: 18092,
         relayPort: 18091,
         warmupEvents: WARMUP_EVENTS,

@@ -23,18 +23,32 @@
  * posting 10,000-event exports of the big tenant of the list dataset back to back and reading them whole as
  * fast as it can, waiting Retry-After after a 429 as the client package does. BENCH_PHASE_S (30) seconds
  * per phase: baseline, exports, baseline.
+ *
+ * With a read replica (issue 43): `BENCH_REPLICA=1 node bench/exportFairness.ts` puts the dataset on a private
+ * primary of this run and makes a streaming replica of it (pg_basebackup -R, test/support/private-replica.ts);
+ * the `replica` variant is `duty` with DATABASE_READ_URL on the replica, so exports (without proofs) and the
+ * lister's pages read there. BENCH_ORDER defaults to duty,replica, and each variant also reports the CPU the
+ * primary's processes (the postmaster and every backend) used while the exports ran.
  */
+import { spawnSync } from 'node:child_process';
 import { loadavg } from 'node:os';
-import { BIG_TENANT, LIST_DATABASE_URL, ensureListDataset } from './support/listDataset.ts';
+import { PrivateReplica } from '../test/support/private-replica.ts';
+import { PrivatePostgres } from '../test/support/private-services.ts';
 import { startApiProcess, type ApiProcess } from './support/apiProcess.ts';
 import { mintBenchKeys } from './support/keys.ts';
 import { type LoadResult, pacedLoad } from './support/load.ts';
-import { sampleRss, spawnReporting, stopProcess } from './support/processes.ts';
+import { cpuByPid, sampleRss, spawnReporting, stopProcess } from './support/processes.ts';
+
+const WITH_REPLICA = process.env.BENCH_REPLICA === '1';
+// The dataset's server is read when listDataset.ts loads: a private primary must be named before.
+const primary = WITH_REPLICA ? await PrivatePostgres.start({ settings: { shared_buffers: '256MB' } }) : undefined;
+if (primary) process.env.BENCH_POSTGRES_URL = primary.url;
+const { BIG_TENANT, LIST_DATABASE_URL, ensureListDataset } = await import('./support/listDataset.ts');
 
 const PHASE_S = Number(process.env.BENCH_PHASE_S ?? 30);
 const EXPORTERS = Number(process.env.BENCH_EXPORTERS ?? 16);
 const ALONE_S = Number(process.env.BENCH_ALONE_S ?? 15);
-const ORDER = (process.env.BENCH_ORDER ?? 'duty,yield,no-yield').split(',') as Variant[];
+const ORDER = (process.env.BENCH_ORDER ?? (WITH_REPLICA ? 'duty,replica' : 'duty,yield,no-yield')).split(',') as Variant[];
 const LIST_RATE = 10;
 const LISTER = 'tenant-0003';
 
@@ -43,16 +57,48 @@ const LISTER = 'tenant-0003';
  * no-yield: as the service was before (no yielding, 500 rows per FETCH); small-fetch: 100 rows per FETCH
  * without yielding, to tell the two changes' effects apart. Each names every setting, whatever the defaults.
  */
-type Variant = 'duty' | 'duty-0.5' | 'yield' | 'no-yield' | 'small-fetch';
+type Variant = 'duty' | 'duty-0.5' | 'yield' | 'no-yield' | 'small-fetch' | 'replica';
 const VARIANT_ENV: Record<Variant, Record<string, string>> = {
   duty: { LONG_READ_DUTY_CYCLE: '0.3' },
   'duty-0.5': { LONG_READ_DUTY_CYCLE: '0.5' },
   yield: { LONG_READ_DUTY_CYCLE: '1' },
   'no-yield': { LONG_READ_YIELD: '0ms', LONG_READ_FETCH_ROWS: '500', LONG_READ_DUTY_CYCLE: '1' },
   'small-fetch': { LONG_READ_YIELD: '0ms', LONG_READ_DUTY_CYCLE: '1' },
+  replica: { LONG_READ_DUTY_CYCLE: '0.3' }, // and DATABASE_READ_URL, below
 };
 
 await ensureListDataset((line) => console.error(line));
+const replica = primary ? await PrivateReplica.start(primary) : undefined;
+if (replica) VARIANT_ENV.replica.DATABASE_READ_URL = `${replica.url}/${new URL(LIST_DATABASE_URL).pathname.slice(1)}`;
+
+/** The private primary's postmaster and every process under it (backends, WAL sender, checkpointer). */
+function primaryProcesses(): number[] {
+  const root = primary?.pid;
+  if (root === undefined) return [];
+  const children = spawnSync('pgrep', ['-P', String(root)], { encoding: 'utf8' })
+    .stdout.split('\n')
+    .filter(Boolean)
+    .map(Number);
+  return [root, ...children];
+}
+
+/** CPU of the private primary from now until the returned function is called, in % of one core. */
+function primaryCpu(): () => number | undefined {
+  if (!primary) return () => undefined;
+  const first = cpuByPid(primaryProcesses());
+  const last = new Map(first);
+  const timer = setInterval(() => {
+    for (const [pid, cpu] of cpuByPid(primaryProcesses())) last.set(pid, cpu);
+  }, 500);
+  const started = performance.now();
+  return () => {
+    clearInterval(timer);
+    for (const [pid, cpu] of cpuByPid(primaryProcesses())) last.set(pid, cpu);
+    let used = 0;
+    for (const [pid, cpu] of last) used += cpu - (first.get(pid) ?? 0);
+    return Number(((100 * used) / ((performance.now() - started) / 1000)).toFixed(1));
+  };
+}
 const exporterKeys = await mintBenchKeys(LIST_DATABASE_URL, [BIG_TENANT], ['audit:export']);
 const listerKeys = await mintBenchKeys(LIST_DATABASE_URL, [LISTER], ['audit:read']);
 
@@ -126,7 +172,9 @@ async function measure(variant: Variant) {
   // Let the exports fill every slot they can take before the lister's clock starts.
   await new Promise((resolve) => setTimeout(resolve, 2_000));
   const loadAverage = loadavg()[0]!;
+  const cpu = primaryCpu();
   const during = await list(api);
+  const primaryCpuPercent = cpu();
   exporter.child.kill('SIGTERM');
   const tally = await exporter.firstLine;
   const exportSeconds = (performance.now() - started) / 1000;
@@ -149,12 +197,18 @@ async function measure(variant: Variant) {
     exports: { ...tally, per_s: Number((tally.completed / exportSeconds).toFixed(2)), alone_per_s: alonePerSecond },
     yields,
     api_peak_rss_mb: Math.round(peakRssMb),
+    primary_cpu_percent_with_exports: primaryCpuPercent,
     load_average_1m: Number(loadAverage.toFixed(2)),
   };
 }
 
 const results: Awaited<ReturnType<typeof measure>>[] = [];
-for (const variant of ORDER) results.push(await measure(variant));
+try {
+  for (const variant of ORDER) results.push(await measure(variant));
+} finally {
+  await replica?.remove();
+  await primary?.remove();
+}
 const exportsOf = (variant: Variant) => results.find((result) => result.variant === variant)?.exports;
 const ratio = (a: number | undefined, b: number | undefined) =>
   a !== undefined && b !== undefined && b > 0 ? Number((a / b).toFixed(2)) : undefined;
@@ -173,7 +227,12 @@ console.log(
       exports_per_s_duty_vs_yield: ratio(exportsOf('duty')?.per_s, exportsOf('yield')?.per_s),
       exports_alone_per_s_duty_vs_yield: ratio(exportsOf('duty')?.alone_per_s, exportsOf('yield')?.alone_per_s),
       lister_p99_ratio_duty_over_yield: ratio(p99Of('duty'), p99Of('yield')),
-      goals: { lister_p99_ratio_vs_baseline: '<= 2 (duty)', lister_503: 0 },
+      lister_p99_ratio_replica_over_duty: ratio(p99Of('replica'), p99Of('duty')),
+      primary_cpu_replica_vs_duty: ratio(
+        results.find((result) => result.variant === 'replica')?.primary_cpu_percent_with_exports,
+        results.find((result) => result.variant === 'duty')?.primary_cpu_percent_with_exports,
+      ),
+      goals: { lister_p99_ratio_vs_baseline: '<= 2 (duty); <= 1.3 (replica)', lister_503: 0 },
     },
     null,
     2,

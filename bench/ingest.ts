@@ -15,7 +15,7 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
-import { BusNames, ensureConsumer, ingestConsumerDefinition } from '../src/bus/streams.ts';
+import { BusNames, ensureConsumer, ingestConsumerDefinition } from '../src/bus/jetStreamDefinitions.ts';
 import { readDeploymentId } from '../src/db/deploymentIdentity.ts';
 import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
 import { createLogger } from '../src/platform/logger.ts';

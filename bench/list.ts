@@ -3,7 +3,7 @@
  * 500,000), random tenants, some with a filter, some with a cursor, 64 connections — against a bare
  * node:http + pg server selecting the same page's columns and serialising them with JSON.stringify
  * (bench/baseline/bareListServer.ts), in the same run. Also: p50/p99 at half the peak (evenly spaced
- * arrivals), api RSS, and a 0.5 % filter on the big tenant vs its unfiltered page.
+ * arrivals), the api's peak RSS beside the bare server's, and a 0.5 % filter on the big tenant vs its unfiltered page.
  *
  *   node bench/list.ts
  */
@@ -62,6 +62,8 @@ const bare = startNode(['bench/baseline/bareListServer.ts'], {
   DATABASE_URL: LIST_DATABASE_URL,
   PORT: String(barePort),
   BARE_LIST_TABLE: 'reference_events',
+  // For a profile of the baseline beside the api's (BENCH_API_NODE_OPTIONS).
+  NODE_OPTIONS: process.env.BENCH_BARE_NODE_OPTIONS ?? '',
 });
 await waitForHttp(`http://127.0.0.1:${barePort}/events?tenant=${BIG_TENANT}&limit=1`);
 
@@ -114,7 +116,9 @@ const bareUrl = `http://127.0.0.1:${barePort}`;
 // Warm both (JIT, caches), then alternate so that machine noise hits both alike.
 await runLoad({ url: serviceUrl, nextRequest: serviceRequest, connections: CONNECTIONS, durationS: 3 });
 await runLoad({ url: bareUrl, nextRequest: bareRequest, connections: CONNECTIONS, durationS: 3 });
+// Both sides' peaks over the measured runs: the api's beside what a bare server holds for the same pages.
 const rss = sampleRss(api.pid!);
+const bareRss = sampleRss(bare.pid!);
 const serviceRuns = [];
 const bareRuns = [];
 // CPU seconds per 1,000 requests, by process, so the report says where each side spends the machine.
@@ -162,6 +166,7 @@ const half = await pacedLoad({
   rate: Math.round(servicePeak / 2),
 });
 const peakRss = rss.stop();
+const bareRssPeak = bareRss.stop();
 
 // Index check: a filter matching 0.5 % of the big tenant against its unfiltered first page.
 const bigHeaders = { authorization: `Bearer ${keys.get(BIG_TENANT)}` };
@@ -190,6 +195,7 @@ console.log(
       half_peak: { rate: Math.round(servicePeak / 2), achieved: Math.round(half.requestsPerSecond), p50_ms: half.p50, p99_ms: half.p99 },
       cpu_seconds_per_1000_requests: { service: perThousand('service'), bare: perThousand('bare') },
       api_peak_rss_mb: Math.round(peakRss),
+      bare_peak_rss_mb: Math.round(bareRssPeak),
       big_tenant_sequential_ms: {
         unfiltered_p50: Number(unfiltered.p50.toFixed(2)),
         rare_filter_p50: Number(rare.p50.toFixed(2)),

@@ -30,6 +30,8 @@ const BENCHMARKS: Record<string, string> = {
   expiry: 'bench/expiry.ts',
   compaction: 'bench/compaction.ts',
   'auth-lookup-timing': 'bench/authLookupTiming.ts',
+  idle: 'bench/idle.ts',
+  failover: 'bench/failover.ts',
 };
 
 const wanted = process.argv.slice(2);

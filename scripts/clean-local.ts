@@ -9,7 +9,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { BusNames } from '../src/bus/streams.ts';
+import { BusNames } from '../src/bus/jetStreamDefinitions.ts';
 
 const stateDir = resolve(process.argv[2] ?? process.env.RUN_LOCAL_DIR ?? '.local');
 const say = (line: string) => console.error(`clean-local: ${line}`);
@@ -62,7 +62,7 @@ async function deleteStreams(natsUrl: string, namespace: string): Promise<void> 
   const nc = await connect({ servers: natsUrl, reconnect: false });
   try {
     const jsm = await jetstreamManager(nc);
-    for (const stream of [names.ingestStream(), names.deliveryStream()]) {
+    for (const stream of [names.ingestStream(), names.deliveryStream(), names.signedHeadStream()]) {
       const deleted = await jsm.streams.delete(stream).catch(() => false);
       if (deleted) say(`deleted the JetStream stream ${stream}`);
     }

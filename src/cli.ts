@@ -60,7 +60,7 @@ async function main(argv: string[]): Promise<number> {
 async function serve(args: string[], config: Config, log: Logger): Promise<number> {
   const [{ ROLES, defaultRoles, startService }, { stopRequested }] = await Promise.all([
     import('./main.ts'),
-    import('./platform/lifecycle.ts'),
+    import('./platform/shutdown.ts'),
   ]);
   const { values } = parseArgs({ args, options: { roles: { type: 'string', default: defaultRoles(process.env).join(',') } } });
   const roles = values.roles.split(',').map((role) => role.trim());

@@ -7,6 +7,8 @@ export interface WarmDeliveryOptions {
   readonly env: Record<string, string>;
   /** Extra environment of the worker only (BENCH_WORKER_NODE_OPTIONS, for profiles). */
   readonly workerEnv?: Record<string, string>;
+  /** Extra environment of the relays only (BENCH_RELAY_NODE_OPTIONS, for profiles). */
+  readonly relayEnv?: Record<string, string>;
   readonly workerPort: number;
   readonly relayPort: number;
   /** Events delivered before the measurement: the worker's code compiled, its pools and caches filled. */
@@ -36,7 +38,11 @@ export interface WarmDelivery {
  */
 export async function startWarmDelivery(options: WarmDeliveryOptions, pathEvents: number): Promise<WarmDelivery> {
   const startRelay = async () => {
-    const relay = options.spawn(builtCli('serve', '--roles', 'relay'), { ...options.env, INTERNAL_PORT: String(options.relayPort) });
+    const relay = options.spawn(builtCli('serve', '--roles', 'relay'), {
+      ...options.env,
+      ...options.relayEnv,
+      INTERNAL_PORT: String(options.relayPort),
+    });
     await waitReady(options.relayPort);
     return relay;
   };

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { readFileSync } from 'node:fs';
 import { connect, credsAuthenticator, errors, type NatsConnection, type NodeConnectionOptions } from '@nats-io/transport-node';
 import type { TlsFiles } from '../config/config.ts';
@@ -103,7 +104,7 @@ async function firstConnection(options: NodeConnectionOptions, security: BusSecu
         lastLogged = Date.now();
         log.warn({ err: error, hint }, 'cannot connect to NATS; retrying');
       }
-      await new Promise((resolve) => setTimeout(resolve, RECONNECT_WAIT_MS));
+      await sleep(RECONNECT_WAIT_MS);
     }
   }
 }

@@ -23,7 +23,13 @@ export async function runEvents(args: string[], config: Config, log: Logger): Pr
   const batchSize = Number(values['batch-size'] ?? DEFAULT_BATCH_SIZE);
   if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > MAX_BATCH_SIZE)
     throw new UsageError(`--batch-size must be a whole number from 1 to ${MAX_BATCH_SIZE}`);
-  const db = new Database({ url: config.databaseUrl, poolSize: 1, applicationName: 'audit-trail events compact', log });
+  const db = new Database({
+    url: config.databaseUrl,
+    pooler: config.databasePooler,
+    poolSize: 1,
+    applicationName: 'audit-trail events compact',
+    log,
+  });
   const lastLine = new Map<string, number>();
   const progress = (batch: CompactionBatch) => {
     const now = Date.now();

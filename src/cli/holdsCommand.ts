@@ -13,7 +13,13 @@ export async function runHolds(args: string[], config: Config, log: Logger): Pro
     args: rest,
     options: { tenant: { type: 'string' }, all: { type: 'boolean', default: false }, json: { type: 'boolean', default: false } },
   });
-  const db = new Database({ url: config.databaseUrl, poolSize: 1, applicationName: 'audit-trail holds', log });
+  const db = new Database({
+    url: config.databaseUrl,
+    pooler: config.databasePooler,
+    poolSize: 1,
+    applicationName: 'audit-trail holds',
+    log,
+  });
   try {
     const holds = await listLegalHolds(db, { tenantId: values.tenant, includeReleased: values.all });
     if (values.json) {

@@ -28,7 +28,13 @@ export async function runImport(args: string[], config: Config, log: Logger): Pr
     );
     return 1;
   }
-  const db = new Database({ url: config.databaseUrl, poolSize: 2, applicationName: 'audit-trail import', log });
+  const db = new Database({
+    url: config.databaseUrl,
+    pooler: config.databasePooler,
+    poolSize: 2,
+    applicationName: 'audit-trail import',
+    log,
+  });
   try {
     const done = await importEvents(
       path,

@@ -25,7 +25,13 @@ export async function runIntegrity(
     return 2;
   }
   const { values } = parseArgs({ args: rest, options: { tenant: { type: 'string' }, json: { type: 'boolean', default: false } } });
-  const db = new Database({ url: config.databaseUrl, poolSize: 2, applicationName: 'audit-trail integrity', log });
+  const db = new Database({
+    url: config.databaseUrl,
+    pooler: config.databasePooler,
+    poolSize: 2,
+    applicationName: 'audit-trail integrity',
+    log,
+  });
   try {
     const reports = await checkIntegrity(db, { tenantId: values.tenant, sealIntervalMs: config.seal.intervalMs });
     const problems = reports.flatMap((report) => report.problems);
@@ -72,7 +78,13 @@ async function publish(args: string[], config: Config, log: Logger, out: NodeJS.
     process.stderr.write(`audit-trail integrity publish needs --tenant and one of --directory and --bucket\nusage: ${PUBLISH_USAGE}\n`);
     return 2;
   }
-  const db = new Database({ url: config.databaseUrl, poolSize: 2, applicationName: 'audit-trail integrity publish', log });
+  const db = new Database({
+    url: config.databaseUrl,
+    pooler: config.databasePooler,
+    poolSize: 2,
+    applicationName: 'audit-trail integrity publish',
+    log,
+  });
   const bucket = values.bucket ? bucketSink(config.retention.archiveStore, values.bucket, values.prefix ?? `${values.tenant}/`) : undefined;
   try {
     const sink = bucket ?? directorySink(values.directory!);

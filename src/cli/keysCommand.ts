@@ -13,7 +13,13 @@ import { WEBHOOK_FAN_OUT } from '../delivery/fanOut.ts';
 export async function runKeys(args: string[], config: Config, log: Logger): Promise<number> {
   const [subcommand, ...rest] = args;
   const pepper = requireSetting(config.keyPepper, 'KEY_PEPPER', 'audit-trail keys');
-  const db = new Database({ url: config.databaseUrl, poolSize: 2, applicationName: 'audit-trail keys', log });
+  const db = new Database({
+    url: config.databaseUrl,
+    pooler: config.databasePooler,
+    poolSize: 2,
+    applicationName: 'audit-trail keys',
+    log,
+  });
   const service = new ApiKeyService({ db, writer: new EventWriter(db, WEBHOOK_FAN_OUT), pepper, environment: config.keyEnvironment });
   const actor = { userId: config.operatorActor, userRole: 'operator' };
   try {

@@ -9,7 +9,7 @@ export async function runMigrate(args: string[], config: Config, log: Logger): P
   if (values['create-database'] && (await createDatabaseIfMissing(config.databaseUrl))) {
     log.info('created the database');
   }
-  const result = await migrate(config.databaseUrl, log);
+  const result = await migrate(config.databaseSessionUrl, log);
   log.info({ applied: result.applied, version: result.current }, result.applied.length ? 'migrated' : 'schema up to date');
   return 0;
 }

@@ -26,7 +26,13 @@ export async function runRedact(args: string[], config: Config, log: Logger): Pr
   });
   if (!values.tenant || !values.event || !values.fields || !values.reference)
     throw new UsageError('redact needs --tenant, --event, --fields and --reference');
-  const db = new Database({ url: config.databaseUrl, poolSize: 1, applicationName: 'audit-trail redact', log });
+  const db = new Database({
+    url: config.databaseUrl,
+    pooler: config.databasePooler,
+    poolSize: 1,
+    applicationName: 'audit-trail redact',
+    log,
+  });
   try {
     const result = await redactEvent(
       new EventWriter(db, WEBHOOK_FAN_OUT),

@@ -18,7 +18,13 @@ export async function runRetention(args: string[], config: Config, log: Logger):
   const [subcommand, ...rest] = args;
   if (subcommand !== 'plan' && subcommand !== 'run') throw new UsageError('retention takes plan or run; see audit-trail retention --help');
   const { values } = parseArgs({ args: rest, options: { tenant: { type: 'string' }, json: { type: 'boolean', default: false } } });
-  const db = new Database({ url: config.databaseUrl, poolSize: 2, applicationName: 'audit-trail retention', log });
+  const db = new Database({
+    url: config.databaseUrl,
+    pooler: config.databasePooler,
+    poolSize: 2,
+    applicationName: 'audit-trail retention',
+    log,
+  });
   const archiveStore = new ArchiveStore(config.retention.archiveStore);
   try {
     const writer = new EventWriter(db, WEBHOOK_FAN_OUT);

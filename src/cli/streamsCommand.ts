@@ -23,7 +23,13 @@ export async function runStreams(
     return 2;
   }
   const { values } = parseArgs({ args: rest, options: { tenant: { type: 'string' }, json: { type: 'boolean', default: false } } });
-  const db = new Database({ url: config.databaseUrl, poolSize: 2, applicationName: 'audit-trail streams', log });
+  const db = new Database({
+    url: config.databaseUrl,
+    pooler: config.databasePooler,
+    poolSize: 2,
+    applicationName: 'audit-trail streams',
+    log,
+  });
   try {
     const tenant = values.tenant;
     // A tenant's streams are its own and the deployment-wide ones that cover it (all tenants, or a list naming it).

@@ -61,15 +61,40 @@ function controllerSettings(env: Environment) {
   };
 }
 
-function toConfig(env: Environment) {
-  let databaseUrl: string;
-  try {
-    databaseUrl = withPostgresTls(env.DATABASE_URL, tlsFiles(env.DATABASE_SSL_CA, env.DATABASE_SSL_CERT, env.DATABASE_SSL_KEY));
-  } catch (error) {
-    throw new ConfigError('DATABASE_URL', (error as Error).message);
-  }
+/** Where the service reaches Postgres: the URLs with their TLS files, and the pooler between. */
+function databaseSettings(env: Environment) {
+  const databaseTls = tlsFiles(env.DATABASE_SSL_CA, env.DATABASE_SSL_CERT, env.DATABASE_SSL_KEY);
+  const withTls = (variable: string, url: string) => {
+    try {
+      return withPostgresTls(url, databaseTls);
+    } catch (error) {
+      throw new ConfigError(variable, (error as Error).message);
+    }
+  };
+  const databaseUrl = withTls('DATABASE_URL', env.DATABASE_URL);
   return {
     databaseUrl,
+    databasePooler: env.DATABASE_POOLER,
+    // Where LISTEN, session advisory locks and migrations connect: DATABASE_URL unless a pooler is between.
+    databaseSessionUrl: env.DATABASE_SESSION_URL === undefined ? databaseUrl : withTls('DATABASE_SESSION_URL', env.DATABASE_SESSION_URL),
+    databaseReadUrl: env.DATABASE_READ_URL === undefined ? undefined : withTls('DATABASE_READ_URL', env.DATABASE_READ_URL),
+    readReplicaMaxLagMs: env.READ_REPLICA_MAX_LAG,
+  };
+}
+
+/** Redis Sentinel, when REDIS_SENTINELS names the sentinels. */
+function redisSentinel(env: Environment) {
+  if (env.REDIS_SENTINELS === undefined) return undefined;
+  const sentinels = env.REDIS_SENTINELS.map((item) => {
+    const colon = item.lastIndexOf(':');
+    return { host: item.slice(0, colon), port: Number(item.slice(colon + 1)) };
+  });
+  return { name: env.REDIS_SENTINEL_NAME, sentinels };
+}
+
+function toConfig(env: Environment) {
+  return {
+    ...databaseSettings(env),
     databasePoolSize: env.DATABASE_POOL_SIZE,
     databaseLockTimeoutMs: env.DATABASE_LOCK_TIMEOUT,
     longReads: { perInstance: env.LONG_READS_PER_POD, perTenant: env.LONG_READS_PER_TENANT },
@@ -78,6 +103,7 @@ function toConfig(env: Environment) {
     longReadFetchRows: env.LONG_READ_FETCH_ROWS,
     live: { perInstance: env.LIVE_STREAMS_PER_POD, perTenant: env.LIVE_STREAMS_PER_TENANT, heartbeatMs: env.LIVE_HEARTBEAT },
     redisUrl: env.REDIS_URL,
+    redisSentinel: redisSentinel(env),
     natsUrl: env.NATS_URL,
     natsNamespace: env.NATS_NAMESPACE,
     natsTls: tlsFiles(env.NATS_TLS_CA, env.NATS_TLS_CERT, env.NATS_TLS_KEY),

@@ -9,6 +9,7 @@ import {
   duration,
   ed25519PrivateKey,
   port,
+  postgresUrl,
   readableFile,
   retentionPeriod,
   urlWithScheme,
@@ -20,7 +21,18 @@ import {
  */
 export const environmentSchema = z
   .object({
-    DATABASE_URL: urlWithScheme(['postgres', 'postgresql']).default('postgres://postgres@127.0.0.1:5432/audit_trail'),
+    // One host, or several with target_session_attrs=read-write (config/postgresUrl.ts): the primary of a
+    // failover formation wherever it is (docs/operations.md "High availability").
+    DATABASE_URL: postgresUrl.default('postgres://postgres@127.0.0.1:5432/audit_trail'),
+    // "transaction" behind PgBouncer in transaction mode: no named prepared statements, no session settings
+    // at start; LISTEN, session advisory locks and migrations then use DATABASE_SESSION_URL (a direct or
+    // session-mode connection), which it requires.
+    DATABASE_POOLER: z.enum(['none', 'transaction'], { message: 'must be none or transaction' }).default('none'),
+    DATABASE_SESSION_URL: postgresUrl.optional(),
+    // A streaming replica for reads that can wait (list pages, exports without proofs, log streams), used
+    // while its lag is within READ_REPLICA_MAX_LAG; the primary otherwise (docs/operations.md "Replicas").
+    DATABASE_READ_URL: postgresUrl.optional(),
+    READ_REPLICA_MAX_LAG: duration('5s').pipe(z.number().min(0).max(600_000, 'must be at most 10m')).default(5_000),
     DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
     // How long a statement of the service may wait for a lock (a migration, a manual LOCK) before it fails
     // and its request answers 503 with Retry-After (docs/operations.md "How database trouble shows").
@@ -52,6 +64,12 @@ export const environmentSchema = z
     LIVE_STREAMS_PER_TENANT: z.coerce.number().int().min(1).max(1000).default(5),
     LIVE_HEARTBEAT: duration('15s').pipe(z.number().min(100, 'must be at least 100ms').max(60_000, 'must be at most 60s')).default(15_000),
     REDIS_URL: urlWithScheme(['redis', 'rediss']).default('redis://127.0.0.1:6379'),
+    // Redis Sentinel (docs/operations.md "High availability"): the sentinels' host:port list and the name
+    // they monitor the master under; REDIS_URL then gives only the password, database and TLS.
+    REDIS_SENTINELS: commaList
+      .refine((items) => items.length > 0 && items.every((item) => /^[^:\s]+:\d{1,5}$/.test(item)), 'must be host:port[,host:port...]')
+      .optional(),
+    REDIS_SENTINEL_NAME: z.string().min(1).default('mymaster'),
     NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
     // Prefix for every subject and stream name, so deployments can share one NATS account without colliding.
     // Unset, the delivery work queue is still prefixed, with the deployment id (see BusNames).
@@ -135,7 +153,9 @@ export const environmentSchema = z
     DELIVERY_MAX_SOCKETS: z.coerce.number().int().min(1).max(100_000).default(512),
     // The contract is a 2xx within 10 seconds (docs/webhooks.md). Shorter only in tests.
     DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
-    DELIVERY_RELAY_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(500),
+    // Only the safety net: new deliveries, retries falling due, released ones and new replays wake the relay
+    // (LISTEN, and a timer to the next due time), so an idle relay rests (issue 42).
+    DELIVERY_RELAY_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(30_000),
     RATE_LIMIT_READ_PER_MINUTE: z.coerce.number().int().min(1).default(1000),
     RATE_LIMIT_WRITE_PER_MINUTE: z.coerce.number().int().min(1).default(200),
     RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(1).default(30),
@@ -232,6 +252,13 @@ export const environmentSchema = z
     }
     if ((env.REDIS_TLS_CA ?? env.REDIS_TLS_CERT) !== undefined && !env.REDIS_URL.startsWith('rediss://')) {
       ctx.addIssue({ code: 'custom', path: ['REDIS_URL'], message: 'must be a rediss:// URL when REDIS_TLS_CA or REDIS_TLS_CERT is set' });
+    }
+    if (env.DATABASE_POOLER === 'transaction' && env.DATABASE_SESSION_URL === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['DATABASE_SESSION_URL'],
+        message: 'is required with DATABASE_POOLER=transaction: LISTEN and session advisory locks need a connection of their own',
+      });
     }
     if (env.LONG_READS_PER_TENANT > env.LONG_READS_PER_POD) {
       ctx.addIssue({ code: 'custom', path: ['LONG_READS_PER_TENANT'], message: 'must not be greater than LONG_READS_PER_POD' });

@@ -1,4 +1,5 @@
 import type { TlsFiles } from './config.ts';
+import { editPostgresUrl } from './postgresUrl.ts';
 
 // DATABASE_SSL_* variable → the libpq parameter of DATABASE_URL that means the same.
 const PARAMETERS = [
@@ -16,16 +17,17 @@ const PARAMETERS = [
  */
 export function withPostgresTls(databaseUrl: string, files: TlsFiles | undefined): string {
   if (files === undefined) return databaseUrl;
-  const url = new URL(databaseUrl);
-  if (url.searchParams.get('sslmode') === 'disable') {
-    throw new Error('says sslmode=disable, but DATABASE_SSL_CA or DATABASE_SSL_CERT asks for TLS');
-  }
-  for (const [member, parameter, variable] of PARAMETERS) {
-    const file = files[member];
-    if (file === undefined) continue;
-    if (url.searchParams.has(parameter)) throw new Error(`names ${parameter} and so does ${variable}; set one of them`);
-    url.searchParams.set(parameter, file);
-  }
-  if (!url.searchParams.has('sslmode')) url.searchParams.set('sslmode', 'verify-full');
-  return url.toString();
+  // Every host of a multi-host URL (a failover pair) keeps its place.
+  return editPostgresUrl(databaseUrl, (parameters) => {
+    if (parameters.get('sslmode') === 'disable') {
+      throw new Error('says sslmode=disable, but DATABASE_SSL_CA or DATABASE_SSL_CERT asks for TLS');
+    }
+    for (const [member, parameter, variable] of PARAMETERS) {
+      const file = files[member];
+      if (file === undefined) continue;
+      if (parameters.has(parameter)) throw new Error(`names ${parameter} and so does ${variable}; set one of them`);
+      parameters.set(parameter, file);
+    }
+    if (!parameters.has('sslmode')) parameters.set('sslmode', 'verify-full');
+  });
 }

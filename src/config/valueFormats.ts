@@ -1,6 +1,7 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { accessSync, constants } from 'node:fs';
 import { z } from 'zod';
+import { parsePostgresUrl } from './postgresUrl.ts';
 
 /** The formats an environment variable's value may take (environment.ts), each with the message a wrong one gets. */
 
@@ -56,6 +57,15 @@ export const urlWithScheme = (schemes: string[]) =>
     },
     `must be a URL with scheme ${schemes.join(' or ')}`,
   );
+
+// A postgres:// URL with one host or several (host:port,host:port), as libpq takes it.
+export const postgresUrl = z.string().superRefine((value, ctx) => {
+  try {
+    parsePostgresUrl(value);
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', message: (error as Error).message });
+  }
+});
 
 // A certificate, key or credentials file mounted into the pod: checked at start, so a wrong path is reported
 // once, naming the variable, rather than as a failed connection on every attempt.

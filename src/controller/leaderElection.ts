@@ -1,3 +1,4 @@
+import { spread } from '../platform/backoff.ts';
 import { systemClock, type Clock } from '../platform/clock.ts';
 
 /**
@@ -143,7 +144,7 @@ export class LeaderElector {
       this.stepDown();
     }
     const period = this.options.retryPeriodMs;
-    this.schedule(this.leading ? period : period * (1 + (JITTER - 1) * Math.random()));
+    this.schedule(this.leading ? period : spread(period, [1, JITTER]));
   }
 
   private reached(): void {

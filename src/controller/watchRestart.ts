@@ -1,4 +1,5 @@
 import type { KubernetesObject, ListWatch } from '@kubernetes/client-node';
+import { type Clock, systemClock } from '../platform/clock.ts';
 import type { Logger } from '../platform/logger.ts';
 import { Backoff, type BackoffPolicy } from './backoff.ts';
 
@@ -11,6 +12,7 @@ export interface RestartOptions {
   readonly active: () => boolean;
   /** Every failure, before the restart is scheduled. */
   readonly onError?: (error: unknown) => void;
+  readonly clock?: Clock;
 }
 
 /**
@@ -22,13 +24,14 @@ export interface RestartOptions {
  */
 export function restartOnError(informer: ListWatch<KubernetesObject>, options: RestartOptions): void {
   const backoff = new Backoff(options.policy);
+  const clock = options.clock ?? systemClock;
   informer.on('error', (error: unknown) => {
     if (!options.active()) return;
     options.onError?.(error);
-    const delay = backoff.next();
+    const delay = backoff.next(clock.now());
     options.log.warn({ err: error, watch: options.what, retry_in_ms: delay }, 'watch failed; restarting it');
-    setTimeout(() => {
+    clock.setTimer(() => {
       if (options.active()) informer.start().catch(() => undefined);
-    }, delay).unref();
+    }, delay);
   });
 }

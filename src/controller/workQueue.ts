@@ -1,3 +1,4 @@
+import { backoffDelay, type BackoffPolicy } from '../platform/backoff.ts';
 import { systemClock, type Clock } from '../platform/clock.ts';
 
 /**
@@ -9,15 +10,11 @@ import { systemClock, type Clock } from '../platform/clock.ts';
  *   forget() after a success.
  * Delays run on a Clock, so that its test moves time by hand.
  */
-export interface BackoffOptions {
-  readonly baseDelayMs: number;
-  readonly maxDelayMs: number;
-}
-
-const DEFAULT_BACKOFF: BackoffOptions = { baseDelayMs: 5, maxDelayMs: 300_000 };
+/** client-go's per-item rate limiter: 5 ms doubling to 5 minutes, without jitter. */
+const DEFAULT_BACKOFF: BackoffPolicy = { initialMs: 5, maxMs: 300_000, spread: [1, 1] };
 
 export class WorkQueue {
-  private readonly backoff: BackoffOptions;
+  private readonly backoff: BackoffPolicy;
   private readonly queue: string[] = [];
   private readonly queued = new Set<string>();
   private readonly processing = new Set<string>();
@@ -30,7 +27,7 @@ export class WorkQueue {
   private readonly waiters: Array<(key: string | undefined) => void> = [];
   private shuttingDown = false;
 
-  constructor(backoff: BackoffOptions = DEFAULT_BACKOFF, clock: Clock = systemClock) {
+  constructor(backoff: BackoffPolicy = DEFAULT_BACKOFF, clock: Clock = systemClock) {
     this.backoff = backoff;
     this.clock = clock;
   }
@@ -75,7 +72,7 @@ export class WorkQueue {
   addRateLimited(key: string): number {
     const failures = this.failures.get(key) ?? 0;
     this.failures.set(key, failures + 1);
-    const delay = Math.min(this.backoff.maxDelayMs, this.backoff.baseDelayMs * 2 ** failures);
+    const delay = backoffDelay(this.backoff, failures + 1);
     this.addAfter(key, delay);
     return delay;
   }

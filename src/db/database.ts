@@ -1,8 +1,19 @@
 import { createHash } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
+import { backoffDelay, type BackoffPolicy } from '../platform/backoff.ts';
 import type { Logger } from '../platform/logger.ts';
 import { ServiceUnavailableError, coerceError } from '../platform/errors.ts';
-import { isConnectionFailure, isDatabaseUnavailable, isTransactionConflict, isTransientServerCondition } from './sqlstate.ts';
+import type { ConnectionBudget } from './connectionBudget.ts';
+import { type DatabasePooler, postgresConnection } from './postgresClient.ts';
+import {
+  SQLSTATE,
+  isConnectionFailure,
+  isDatabaseUnavailable,
+  isTransactionConflict,
+  isTransientServerCondition,
+  sqlState,
+} from './sqlstate.ts';
 
 export type Row = Record<string, unknown>;
 
@@ -60,6 +71,10 @@ export interface DatabaseOptions {
    * a manual LOCK holds the table, and the requests queued behind it fail on the pool's connect timeout.
    */
   readonly lockTimeoutMs?: number;
+  /** The process's share of the server's connections, which this pool keeps within (connectionBudget.ts). */
+  readonly budget?: ConnectionBudget;
+  /** 'transaction' behind PgBouncer in transaction mode (db/postgresClient.ts); 'none' by default. */
+  readonly pooler?: DatabasePooler;
 }
 
 /**
@@ -68,7 +83,8 @@ export interface DatabaseOptions {
  * collided do not collide again in step.
  */
 const TRANSACTION_ATTEMPTS = 5;
-const CONFLICT_BACKOFF_MS = 10;
+/** Below 20 ms, 40 ms, 80 ms ... (full jitter). */
+const CONFLICT_BACKOFF: BackoffPolicy = { initialMs: 20, maxMs: 1_000, spread: [0, 1] };
 
 // timestamptz and timestamp arrive as Date by default; the store reads and writes them as text or Date
 // explicitly, and int8 counts fit in a double for anything this service counts.
@@ -84,8 +100,10 @@ export class Database implements Queryable {
 
   constructor(options: DatabaseOptions) {
     this.log = options.log;
+    const { Client, connectionString } = postgresConnection(options.url, options.pooler);
     this.pool = new pg.Pool({
-      connectionString: options.url,
+      Client,
+      connectionString,
       max: options.poolSize,
       application_name: options.applicationName,
       // Fail fast while Postgres is down instead of queueing requests behind a dead connection.
@@ -94,7 +112,10 @@ export class Database implements Queryable {
       statement_timeout: options.statementTimeoutMs ?? 30_000,
       ...(options.lockTimeoutMs === undefined ? {} : { lock_timeout: options.lockTimeoutMs }),
       keepAlive: true,
+      // pg-pool awaits the hook (its types say void): a rejection closes the connection and fails the checkout.
+      ...(options.budget ? { onConnect: (client: pg.ClientBase) => options.budget!.admit(client) } : {}),
     });
+    options.budget?.register(this.pool, options.poolSize);
     // An idle client losing its server (restart, failover) emits here; without a listener it would crash
     // the process. The pool discards the client and the next checkout reconnects.
     this.pool.on('error', (error) => this.log.warn({ err: error }, 'idle Postgres connection lost'));
@@ -126,7 +147,7 @@ export class Database implements Queryable {
       } catch (error) {
         if (!isTransactionConflict(error) || attempt >= TRANSACTION_ATTEMPTS) throw translateServerCondition(error);
         this.log.debug({ sqlstate: (error as pg.DatabaseError).code, attempt }, 'transaction conflict; running it again');
-        await delay(Math.random() * CONFLICT_BACKOFF_MS * 2 ** attempt);
+        await delay(backoffDelay(CONFLICT_BACKOFF, attempt));
       }
     }
   }
@@ -151,6 +172,9 @@ export class Database implements Queryable {
           throw new ServiceUnavailableError('The event store is temporarily unavailable; retry shortly.', { cause: error });
         }
       }
+      // A server that became a standby under us (a failover) keeps refusing writes: the connection goes, and
+      // the next one finds the new primary.
+      if (sqlState(error) === SQLSTATE.readOnlyTransaction) broken ??= error;
       throw error;
     } finally {
       // A connection that failed mid-transaction is destroyed rather than returned in an unknown state.
@@ -180,10 +204,6 @@ export class Database implements Queryable {
 function translateServerCondition(error: unknown): unknown {
   if (!isTransientServerCondition(error)) return error;
   return new ServiceUnavailableError('The event store is temporarily unavailable; retry shortly.', { cause: error });
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /**

@@ -1,9 +1,11 @@
+import type { ConnectionBudget } from './connectionBudget.ts';
 import { type Clock, systemClock } from '../platform/clock.ts';
 import type { Logger } from '../platform/logger.ts';
 import { LongReadDutyCycle, type LongReadDutyCycleLimits, type LongReadPace } from '../platform/longReadDutyCycle.ts';
 import { LongReadSlots, type LongReadLimits, type LongReadObserver, type LongReadSlot } from '../platform/longReadSlots.ts';
 import { LongReadYield, type LongReadTurns, type LongReadYieldLimits } from '../platform/longReadYield.ts';
 import { Database } from './database.ts';
+import type { DatabasePooler } from './postgresClient.ts';
 
 export interface LongReadsOptions {
   readonly url: string;
@@ -18,6 +20,9 @@ export interface LongReadsOptions {
   readonly clock?: Clock;
   readonly statementTimeoutMs?: number;
   readonly lockTimeoutMs?: number;
+  /** The process's share of the server's connections (connectionBudget.ts), shared with its other pools. */
+  readonly budget?: ConnectionBudget;
+  readonly pooler?: DatabasePooler;
 }
 
 /**
@@ -48,6 +53,8 @@ export class LongReads {
       log: options.log,
       statementTimeoutMs: options.statementTimeoutMs,
       lockTimeoutMs: options.lockTimeoutMs,
+      budget: options.budget,
+      pooler: options.pooler,
     });
   }
 

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Logger } from '../platform/logger.ts';
 import { isCertificateError, untrustedCertificateMessage } from '../platform/tlsFailure.ts';
+import { postgresClient } from './postgresClient.ts';
 
 /** migrations/ sits at the package root, beside both src/ and dist/. */
 export const migrationsDirectory = fileURLToPath(new URL('../../migrations/', import.meta.url));
@@ -40,7 +41,7 @@ export async function loadMigrations(directory = migrationsDirectory): Promise<M
  */
 export async function migrate(databaseUrl: string, log: Logger, directory = migrationsDirectory): Promise<MigrationResult> {
   const migrations = await loadMigrations(directory);
-  const client = new pg.Client({ connectionString: databaseUrl, application_name: 'audit-trail migrate' });
+  const client = postgresClient(databaseUrl, { application_name: 'audit-trail migrate' });
   await client.connect().catch((error: unknown) => {
     // The migrate Job is the first to reach Postgres on every install and upgrade: say what to fix.
     if (isCertificateError(error)) throw new Error(untrustedCertificateMessage('Postgres', 'DATABASE_SSL_CA', error), { cause: error });

@@ -1,5 +1,7 @@
 import pg from 'pg';
 import type { Logger } from '../platform/logger.ts';
+import { ensureOrdinarySlot } from './connectionBudget.ts';
+import { postgresClient } from './postgresClient.ts';
 
 export interface NotificationListenerOptions {
   /** LISTEN needs a connection of its own: a pooled one would lose its subscription when returned. */
@@ -45,7 +47,7 @@ export class NotificationListener {
   }
 
   private async listen(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.options.databaseUrl, application_name: this.options.name });
+    const client = postgresClient(this.options.databaseUrl, { application_name: this.options.name });
     client.on('notification', (message) => this.options.onNotification(message.payload));
     client.on('error', (error) => {
       this.options.log.warn({ err: error, channel: this.options.channel }, 'notification listener lost its connection');
@@ -53,6 +55,8 @@ export class NotificationListener {
     });
     client.on('end', () => this.drop(client));
     await client.connect();
+    // Not in a slot reserved for superusers, like the pools' connections (connectionBudget.ts).
+    await ensureOrdinarySlot(client);
     await client.query(`LISTEN ${pg.escapeIdentifier(this.options.channel)}`);
     this.client = client;
     this.options.onGap?.();

@@ -1,19 +1,18 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { ServiceUnavailableError } from '../platform/errors.ts';
+import { backoffDelay, type BackoffPolicy } from '../platform/backoff.ts';
 import type { Logger } from '../platform/logger.ts';
 import { isDatabaseUnavailable } from './sqlstate.ts';
 
-/** Capped exponential backoff between attempts; the cap keeps a long outage's retries a few seconds apart. */
-export interface StartBackoff {
-  readonly initialMs: number;
-  readonly maxMs: number;
-}
-
-const START_BACKOFF: StartBackoff = { initialMs: 250, maxMs: 5_000 };
+/**
+ * Between attempts: the cap keeps a long outage's retries a few seconds apart, and the spread keeps the pods
+ * of a deployment restarted together from knocking in step.
+ */
+const START_BACKOFF: BackoffPolicy = { initialMs: 250, maxMs: 5_000, spread: [0.8, 1.2] };
 
 export interface PostgresAtStartOptions {
   readonly log: Logger;
-  readonly backoff?: StartBackoff;
+  readonly backoff?: BackoffPolicy;
   /** Aborted when the process is asked to stop while it still waits: the wait ends with the signal's reason. */
   readonly signal?: AbortSignal;
 }
@@ -36,8 +35,7 @@ export async function untilPostgresAnswers<T>(step: string, run: () => Promise<T
       return result;
     } catch (error) {
       if (!postgresAway(error)) throw error;
-      // Jitter, so that the pods of a deployment restarted together do not knock in step.
-      const retryInMs = Math.round(Math.min(backoff.maxMs, backoff.initialMs * 2 ** (attempt - 1)) * (0.8 + Math.random() * 0.4));
+      const retryInMs = backoffDelay(backoff, attempt);
       options.log.warn(
         { step, attempt, retry_in_ms: retryInMs, err: (error as Error).cause ?? error },
         'Postgres unavailable at start; not ready, retrying',

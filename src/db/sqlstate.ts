@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { NoWritablePostgresError } from './postgresClient.ts';
 
 /**
  * Database errors are classified by SQLSTATE (and, for failures before the server answered, by the
@@ -15,6 +16,7 @@ export const SQLSTATE = {
   deadlockDetected: '40P01',
   lockNotAvailable: '55P03',
   undefinedTable: '42P01',
+  readOnlyTransaction: '25006',
 } as const;
 
 export function sqlState(error: unknown): string | undefined {
@@ -40,6 +42,7 @@ const socketErrorCodes = new Set([
  * apart by whether the connection still answers).
  */
 export function isConnectionFailure(error: unknown): boolean {
+  if (error instanceof NoWritablePostgresError) return true;
   if (!(error instanceof Error) || error instanceof pg.DatabaseError) return false;
   const code = (error as NodeJS.ErrnoException).code;
   if (code !== undefined) return socketErrorCodes.has(code);
@@ -56,7 +59,9 @@ export function isTransactionConflict(error: unknown): boolean {
  * A server condition that passes without anything changing on our side, so the caller should retry later
  * (HTTP 503 with Retry-After, a JetStream message redelivered): connection exceptions (08), operator
  * intervention (57: shutdown, statement timeout, cancellation), insufficient resources (53), a lock not
- * available (55P03), and transaction conflicts (40001, 40P01) that outlived their retries.
+ * available (55P03), transaction conflicts (40001, 40P01) that outlived their retries, and a write refused
+ * because the server became a standby (25006: a failover; its connection is dropped and the next finds the
+ * primary).
  */
 export function isTransientServerCondition(error: unknown): boolean {
   const state = sqlState(error);
@@ -66,6 +71,7 @@ export function isTransientServerCondition(error: unknown): boolean {
     state.startsWith('57') ||
     state.startsWith('53') ||
     state === SQLSTATE.lockNotAvailable ||
+    state === SQLSTATE.readOnlyTransaction ||
     isTransactionConflict(error)
   );
 }

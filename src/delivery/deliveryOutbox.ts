@@ -24,6 +24,12 @@ export interface DueDelivery {
 export interface DuePass {
   readonly due: DueDelivery[];
   readonly now: Date;
+  /**
+   * Milliseconds until the earliest waiting delivery that was not yet due falls due, on the database's
+   * clock; undefined when none waits. Deliveries due now but not taken (another relay holds them) do not
+   * count: that relay publishes them.
+   */
+  readonly nextDueInMs: number | undefined;
 }
 
 /**
@@ -39,7 +45,7 @@ export interface DuePass {
  * is safe (delivery/deliveryRelay.ts).
  */
 export async function takeDueDeliveries(db: Queryable, limit: number, floor?: Date): Promise<DuePass> {
-  const { rows } = await db.query<{ now: Date; id: string | null; attempt: number; publication: number }>(
+  const { rows } = await db.query<{ now: Date; next_due_in_ms: string | null; id: string | null; attempt: number; publication: number }>(
     prepared(
       `WITH taken AS (
        UPDATE deliveries SET published_at = now(), publications = publications + 1
@@ -51,14 +57,19 @@ export async function takeDueDeliveries(db: Queryable, limit: number, floor?: Da
                     FOR UPDATE SKIP LOCKED)
        RETURNING id, attempts + 1 AS attempt, publications AS publication
      )
-     -- One row with the clock (and no delivery) when nothing was due.
-     SELECT clock.now, taken.id::text AS id, taken.attempt, taken.publication
-     FROM (SELECT now() AS now) AS clock LEFT JOIN taken ON true`,
+     -- One row with the clock (and no delivery) when nothing was due; the next due time in the same
+     -- statement, so that an idle relay's pass is one transaction (an index-only look at deliveries_due).
+     SELECT clock.now, clock.next_due_in_ms, taken.id::text AS id, taken.attempt, taken.publication
+     FROM (SELECT now() AS now,
+                  (SELECT ceil(extract(epoch FROM min(due_at) - now()) * 1000)::int8
+                   FROM deliveries WHERE state = 'pending' AND published_at IS NULL AND due_at > now()) AS next_due_in_ms
+          ) AS clock LEFT JOIN taken ON true`,
       [limit, floor ?? null],
     ),
   );
   const due = rows.filter((row) => row.id !== null).map((row) => ({ id: row.id!, attempt: row.attempt, publication: row.publication }));
-  return { due, now: rows[0]!.now };
+  const next = rows[0]!.next_due_in_ms;
+  return { due, now: rows[0]!.now, nextDueInMs: next === null ? undefined : Number(next) };
 }
 
 /**
@@ -69,7 +80,9 @@ export async function takeDueDeliveries(db: Queryable, limit: number, floor?: Da
 export async function timeUntilNextDue(db: Queryable, floor?: Date): Promise<number | undefined> {
   const { rows } = await db.query<{ wait_ms: number | null }>(
     prepared(
-      `SELECT greatest(0, ceil(extract(epoch FROM min(due_at) - now()) * 1000))::int8 AS wait_ms
+      // CASE, not greatest() alone: greatest ignores a NULL, so with nothing waiting it answered 0 ("due
+      // now") instead of "nothing waits", and an idle relay looked again every 20 ms.
+      `SELECT CASE WHEN min(due_at) IS NOT NULL THEN greatest(0, ceil(extract(epoch FROM min(due_at) - now()) * 1000))::int8 END AS wait_ms
      FROM deliveries WHERE state = 'pending' AND published_at IS NULL AND due_at >= COALESCE($1::timestamptz, '-infinity')`,
       [floor ?? null],
     ),

@@ -1,6 +1,6 @@
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { BusConnection } from '../bus/natsConnection.ts';
-import type { BusNames } from '../bus/streams.ts';
+import type { BusNames } from '../bus/jetStreamDefinitions.ts';
 import type { Queryable } from '../db/database.ts';
 import { returnToRelays } from './deliveryOutbox.ts';
 import type { NewDeliveryPublisher } from '../events/eventWriter.ts';
@@ -8,7 +8,7 @@ import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { MAX_DELIVERIES_PER_MESSAGE, publishDeliveryMessages } from './deliveryMessage.ts';
-import { confirmPublished } from './publicationConfirmations.ts';
+import { DeferredConfirmations } from './publicationConfirmations.ts';
 
 export interface DeliveryPublisherOptions {
   readonly db: Queryable;
@@ -35,8 +35,9 @@ const PAUSE_AFTER_FAILURE_MS = 5_000;
  * The outbox stays the guarantee. Deliveries whose message JetStream did not accept are handed back to the
  * relays at once (returnToRelays); each publication JetStream accepted is confirmed in Postgres, so those
  * of a process that dies between its commit and its publish are made due again by the relays within about
- * 10 s, whatever holds the consumer's ack floor back (publicationConfirmations.ts). The confirmation is a
- * second write per batch of deliveries, the price of that bound. While NATS is disconnected, after a failure, or with too many messages unanswered, `accepting` is
+ * 10 s, whatever holds the consumer's ack floor back (publicationConfirmations.ts). The confirmation is
+ * written a few seconds later, for the deliveries still in flight then: most are handled by then and cost
+ * nothing more. While NATS is disconnected, after a failure, or with too many messages unanswered, `accepting` is
  * false and writes leave their deliveries to the relays as before. Retries, released parked deliveries and
  * replays are always the relays'.
  */
@@ -45,6 +46,7 @@ export class DeliveryPublisher implements NewDeliveryPublisher {
   private readonly js: JetStreamClient;
   private readonly target: { readonly subject: string; readonly deploymentId: string };
   private readonly inFlight = new Set<Promise<void>>();
+  private readonly confirmations: DeferredConfirmations;
   private messagesInFlight = 0;
   private pausedUntil = 0;
   private stopping = false;
@@ -52,6 +54,7 @@ export class DeliveryPublisher implements NewDeliveryPublisher {
   constructor(options: DeliveryPublisherOptions) {
     this.options = options;
     this.js = jetstream(options.bus.nc);
+    this.confirmations = new DeferredConfirmations({ db: options.db, log: options.log });
     this.target = { subject: options.names.deliverySubject(), deploymentId: options.names.deploymentId };
   }
 
@@ -85,17 +88,19 @@ export class DeliveryPublisher implements NewDeliveryPublisher {
     this.inFlight.add(task);
   }
 
-  /** Stops accepting and waits for the publishes under way (before the NATS connection closes). */
+  /** Stops accepting, waits for the publishes under way (before the NATS connection closes) and writes their confirmations. */
   async drain(): Promise<void> {
     this.stopping = true;
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    await this.confirmations.flush();
   }
 
   private async publishNow(ids: readonly string[]): Promise<void> {
     const due = ids.map((id) => ({ id, attempt: 1, publication: 1 }));
+    const publishStartedAt = Date.now();
     const { published, failed, error } = await publishDeliveryMessages(this.js, this.target, due);
     this.options.metrics.relayPublished.inc(due.length - failed.length);
-    await confirmPublished(this.options.db, published, this.options.log);
+    this.confirmations.add(published, publishStartedAt);
     if (failed.length === 0) return;
     this.pausedUntil = Date.now() + PAUSE_AFTER_FAILURE_MS;
     this.options.metrics.errors.inc({ kind: 'publish_on_write_failed' });

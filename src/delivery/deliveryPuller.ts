@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -82,7 +83,7 @@ export class DeliveryPuller {
       } catch (thrown) {
         if (this.stopping) break;
         this.options.log.warn({ err: coerceError(thrown) }, 'pulling delivery messages failed; pulling again');
-        await new Promise((resolve) => setTimeout(resolve, PULL_RETRY_MS));
+        await sleep(PULL_RETRY_MS);
       }
     }
   }

@@ -1,18 +1,18 @@
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import type { BusConnection } from '../bus/natsConnection.ts';
-import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/streams.ts';
+import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/jetStreamDefinitions.ts';
 import type { Database } from '../db/database.ts';
 import { NotificationListener } from '../db/notificationListener.ts';
 import { coerceError } from '../platform/errors.ts';
 import { PollLoop, type NextPass } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import { DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD, QUEUED_PAYLOAD } from './relayWakeUp.ts';
+import { DELIVERIES_PENDING_CHANNEL, OLD_DUE_TIMES_PAYLOAD, QUEUED_PAYLOAD, REPLAYS_PAYLOAD } from './relayWakeUp.ts';
 import { startIdleOrderedEndpoints } from './orderedDeliveries.ts';
-import { takeDueDeliveries, timeUntilNextDue, unmarkPublished, unparkOldestPerEndpoint } from './deliveryOutbox.ts';
+import { takeDueDeliveries, unmarkPublished, unparkOldestPerEndpoint } from './deliveryOutbox.ts';
 import { PUBLISH_TIMEOUT_MS, publishDeliveryMessages } from './deliveryMessage.ts';
 import { LostPublications } from './lostPublications.ts';
-import { confirmPublished, releaseUnconfirmedPublications } from './publicationConfirmations.ts';
+import { DeferredConfirmations, UNCONFIRMED_AFTER_MS, releaseUnconfirmedPublications } from './publicationConfirmations.ts';
 
 export interface DeliveryRelayOptions {
   readonly db: Database;
@@ -34,16 +34,19 @@ export interface DeliveryRelayOptions {
   readonly pollMs: number;
   readonly log: Logger;
   readonly metrics: ServiceMetrics;
+  /** A replay was created, or notifications may have been missed: look for replays to run now. */
+  readonly onReplays?: () => void;
 }
 
 const BATCH_SIZE = 500;
-/**
- * A publication unconfirmed this long after it was marked is lost: JetStream answers within the publish
- * timeout, and the confirmation follows at once; the margin covers a slow confirmation (a false alarm costs
- * a second message, which the worker's attempt check makes harmless). Looked for this often.
- */
-const UNCONFIRMED_AFTER_MS = PUBLISH_TIMEOUT_MS + 5_000;
+/** Publications unconfirmed for UNCONFIRMED_AFTER_MS (publicationConfirmations.ts) are looked for this often. */
 const UNCONFIRMED_SWEEP_MS = 2_000;
+/**
+ * With nothing in flight at the last sweep, only a publication made since can be lost, and one made just
+ * after it is found at UNCONFIRMED_AFTER_MS plus this: within the documented 20 s (docs/operations.md, "Lost
+ * publications"). Ingest publishes without telling the relays, so an idle relay cannot wait for a sign.
+ */
+const IDLE_UNCONFIRMED_SWEEP_MS = 6_000;
 const ERROR_BACKOFF_MS = 1_000;
 const MIN_IDLE_MS = 20;
 /**
@@ -65,6 +68,7 @@ export class DeliveryRelay {
   private subject = '';
   private readonly loop: PollLoop;
   private lostPublications: LostPublications | undefined;
+  private readonly confirmations: DeferredConfirmations;
   private nextParkedSweepAt = 0;
   /** Deliveries of ordered endpoints were queued (or may have been): start the next of each idle one. */
   private queuedWaiting = true;
@@ -75,9 +79,21 @@ export class DeliveryRelay {
   private nextUnconfirmedSweepAt = 0;
   /** Counts forgetFloor calls, so that a full pass does not set a floor something made unsafe meanwhile. */
   private floorsForgotten = 0;
+  /**
+   * A notification came since the last full pass: rows of a transaction older than the floor's margin may
+   * have come with it, which only a full pass sees. Without one, nothing new was written, and an idle relay
+   * need not look again before pollMs.
+   */
+  private wokenSinceFullPass = false;
+  /**
+   * When the outbox must be looked at next (Date.now() time): the next due time, or pollMs after the last
+   * look. A pass that only runs a sweep skips the look; a notification makes it at once.
+   */
+  private lookAt = 0;
 
   constructor(options: DeliveryRelayOptions) {
     this.options = options;
+    this.confirmations = new DeferredConfirmations({ db: options.db, log: options.log });
     this.loop = new PollLoop({
       pass: () => this.pass(),
       onError: (error) => {
@@ -92,15 +108,20 @@ export class DeliveryRelay {
       name: 'audit-trail delivery-relay',
       log: options.log,
       onNotification: (payload) => {
+        this.wokenSinceFullPass = true;
+        this.lookAt = 0;
         if (payload === OLD_DUE_TIMES_PAYLOAD) this.forgetFloor();
         if (payload === QUEUED_PAYLOAD) this.queuedWaiting = true;
+        if (payload === REPLAYS_PAYLOAD) return this.options.onReplays?.();
         this.loop.wake();
       },
       // Notifications may have been missed, released parked deliveries and queued ones among them.
       onGap: () => {
+        this.lookAt = 0;
         this.forgetFloor();
         this.queuedWaiting = true;
         this.loop.wake();
+        this.options.onReplays?.();
       },
     });
   }
@@ -127,6 +148,7 @@ export class DeliveryRelay {
 
   async stop(): Promise<void> {
     await this.loop.stop();
+    await this.confirmations.flush();
     await this.listener.stop();
   }
 
@@ -140,9 +162,11 @@ export class DeliveryRelay {
     if ((await this.lostPublications!.sweepIfDue()) + (await this.releaseUnconfirmedIfDue()) > 0) this.forgetFloor();
     await this.releaseParkedIfDue();
     await this.startQueuedIfDue();
-    const { published, failed } = await this.publishDue();
+    if (Date.now() < this.lookAt) return this.idleTime();
+    const { published, failed, nextDueInMs } = await this.publishDue();
     if (failed) return { backoffMs: ERROR_BACKOFF_MS };
     if (published >= BATCH_SIZE || this.loop.woken) return 0;
+    this.lookAt = Date.now() + Math.min(this.options.pollMs, nextDueInMs ?? Number.POSITIVE_INFINITY);
     return this.idleTime();
   }
 
@@ -153,7 +177,8 @@ export class DeliveryRelay {
   private async releaseUnconfirmedIfDue(): Promise<number> {
     if (Date.now() < this.nextUnconfirmedSweepAt) return 0;
     this.nextUnconfirmedSweepAt = Date.now() + UNCONFIRMED_SWEEP_MS;
-    const released = await releaseUnconfirmedPublications(this.options.db, UNCONFIRMED_AFTER_MS);
+    const { released, inFlight } = await releaseUnconfirmedPublications(this.options.db, UNCONFIRMED_AFTER_MS);
+    if (inFlight === 0 && released === 0) this.nextUnconfirmedSweepAt = Date.now() + IDLE_UNCONFIRMED_SWEEP_MS;
     if (released > 0) {
       this.options.metrics.relayRepublished.inc(released);
       this.options.log.warn(
@@ -166,18 +191,22 @@ export class DeliveryRelay {
 
   /**
    * Until the next retry falls due, at most pollMs: a retry one second out is published on time rather than
-   * at the next poll, so its ±20 % jitter is not swamped by the poll interval.
+   * at the next poll, so its ±20 % jitter is not swamped by the poll interval. With nothing waiting and
+   * nothing heard, until pollMs, or the next of the sweeps this pass runs: an idle relay rests (BENCHMARKS.md,
+   * "An idle deployment").
    */
-  private async idleTime(): Promise<number> {
-    // While quick passes run, a full one comes at least every FULL_PASS_INTERVAL_MS, however long the poll.
-    const pollMs =
-      this.floor === undefined
-        ? this.options.pollMs
-        : Math.min(this.options.pollMs, Math.max(MIN_IDLE_MS, this.nextFullPassAt - Date.now()));
-    const untilDue = await timeUntilNextDue(this.options.db, this.floor).catch(() => undefined);
-    if (untilDue === undefined) return pollMs;
-    // Due already but not taken by this pass: another relay holds it and publishes it; do not spin.
-    return Math.min(pollMs, Math.max(MIN_IDLE_MS, untilDue));
+  private idleTime(): number {
+    const now = Date.now();
+    // While quick passes run after a notification, a full one comes at least every FULL_PASS_INTERVAL_MS.
+    if (this.floor !== undefined && this.wokenSinceFullPass) this.lookAt = Math.min(this.lookAt, this.nextFullPassAt);
+    const next = Math.min(
+      this.lookAt,
+      this.nextUnconfirmedSweepAt,
+      this.nextParkedSweepAt,
+      this.nextQueuedSweepAt,
+      now + this.lostPublications!.untilNextSweepMs(),
+    );
+    return Math.max(MIN_IDLE_MS, next - now);
   }
 
   /**
@@ -223,32 +252,35 @@ export class DeliveryRelay {
   private passFloor(): Date | undefined {
     if (this.floor !== undefined && Date.now() < this.nextFullPassAt) return this.floor;
     this.floor = undefined;
+    this.wokenSinceFullPass = false;
     return undefined;
   }
 
   /** Deliveries may have been made due below the floor: the next pass is a full one. */
   private forgetFloor(): void {
+    this.lookAt = 0;
     this.floor = undefined;
     this.floorsForgotten += 1;
   }
 
   /** Takes due deliveries, publishes them in batches, puts back those JetStream did not accept. */
-  private async publishDue(): Promise<{ published: number; failed: boolean }> {
+  private async publishDue(): Promise<{ published: number; failed: boolean; nextDueInMs: number | undefined }> {
     const floor = this.passFloor();
     const forgottenBefore = this.floorsForgotten;
-    const { due, now } = await takeDueDeliveries(this.options.db, BATCH_SIZE, floor);
+    const { due, now, nextDueInMs } = await takeDueDeliveries(this.options.db, BATCH_SIZE, floor);
     // A release heard while the pass ran may have committed after the pass's snapshot: no floor from it.
     if (floor === undefined && due.length < BATCH_SIZE && this.floorsForgotten === forgottenBefore) {
       this.floor = new Date(now.getTime() - FLOOR_MARGIN_MS);
       this.nextFullPassAt = Date.now() + FULL_PASS_INTERVAL_MS;
     }
-    if (due.length === 0) return { published: 0, failed: false };
+    if (due.length === 0) return { published: 0, failed: false, nextDueInMs };
+    const publishStartedAt = Date.now();
     const { published, failed, error } = await publishDeliveryMessages(
       this.js!,
       { subject: this.subject, deploymentId: this.options.names.deploymentId },
       due,
     );
-    await confirmPublished(this.options.db, published, this.options.log);
+    this.confirmations.add(published, publishStartedAt);
     if (failed.length > 0) {
       this.options.log.warn({ err: coerceError(error), failed: failed.length }, 'could not publish deliveries; they stay due');
       this.options.metrics.errors.inc({ kind: 'relay_failed' });
@@ -259,6 +291,6 @@ export class DeliveryRelay {
       this.forgetFloor();
     }
     this.options.metrics.relayPublished.inc(due.length - failed.length);
-    return { published: due.length - failed.length, failed: failed.length > 0 };
+    return { published: due.length - failed.length, failed: failed.length > 0, nextDueInMs };
   }
 }

@@ -1,9 +1,10 @@
 import { jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
 import type { Redis } from 'ioredis';
 import type { BusConnection } from '../bus/natsConnection.ts';
-import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/streams.ts';
+import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/jetStreamDefinitions.ts';
 import type { Queryable } from '../db/database.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
+import { spread } from '../platform/backoff.ts';
 import { systemClock, type Clock } from '../platform/clock.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -252,7 +253,7 @@ export class DeliveryWorker {
   /** Puts a delivery back in Postgres, due again after about `aboutMs`; no attempt is counted. */
   private defer(held: Held, endpointId: string, aboutMs: number): void {
     this.options.metrics.webhookDeferred.inc();
-    const dueAt = new Date(this.clock.now() + aboutMs * (0.5 + Math.random()));
+    const dueAt = new Date(this.clock.now() + spread(aboutMs, [0.5, 1.5]));
     this.record(held, endpointId, { kind: 'deferred', deliveryId: held.deliveryId, attempt: held.attempt, dueAt });
   }
 

@@ -61,6 +61,11 @@ export class LostPublications {
     this.options = options;
   }
 
+  /** Milliseconds until the next look is due (0 or less: now). */
+  untilNextSweepMs(): number {
+    return this.nextSweepAt - Date.now();
+  }
+
   /**
    * Looks once the interval has passed since the last look, and returns how many deliveries it made due
    * again; throws when NATS or Postgres cannot be asked.

@@ -21,6 +21,15 @@ export const OLD_DUE_TIMES_PAYLOAD = 'unparked';
 export const QUEUED_PAYLOAD = 'queued';
 
 /**
+ * The payload of a notification for a replay created: a relay that hears it looks for replays to run at
+ * once, rather than at its next poll (delivery/replayRunner.ts).
+ */
+export const REPLAYS_PAYLOAD = 'replays';
+
+/** The notification of a created replay, for the statement that creates it (in its transaction). */
+export const NOTIFY_REPLAY_CREATED = `pg_notify('${DELIVERIES_PENDING_CHANNEL}', '${REPLAYS_PAYLOAD}')`;
+
+/**
  * Why the relays are woken: new due times (new deliveries, scheduled retries), old ones made due again, or
  * deliveries queued behind others of their ordered endpoint.
  */

@@ -9,14 +9,20 @@ import {
   runningReplayIds,
   tryClaimReplay,
 } from './replayStore.ts';
+import { systemClock, type Clock } from '../platform/clock.ts';
 import { coerceError } from '../platform/errors.ts';
 import { PollLoop } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
+import { nextReplayStep, pendingCap, type ReplayLimits } from './replayThrottle.ts';
 
 export interface ReplayRunnerOptions {
   readonly db: Database;
-  /** How often running replays are looked for: a new one starts within this. */
+  /**
+   * How often running replays are looked for while none is seen: a new one is announced (wake()), so this
+   * only bounds how late one whose notification was missed starts. While one runs elsewhere, every second,
+   * so that this process takes it over soon after that one stops.
+   */
   readonly pollMs: number;
   readonly log: Logger;
   readonly metrics: ServiceMetrics;
@@ -26,6 +32,7 @@ export interface ReplayRunnerOptions {
   readonly maxPendingPerEndpoint?: number;
   /** Replays run at once by this process, each on a connection of its own. */
   readonly concurrency?: number;
+  readonly clock?: Clock;
 }
 
 const DEFAULT_CHUNK_SIZE = 500;
@@ -37,17 +44,9 @@ const DEFAULT_CHUNK_SIZE = 500;
  * it queued sat ahead of the first live deliveries (bench/replay.ts; BENCHMARKS.md, "Issue 17's replay goals").
  */
 const DEFAULT_MAX_PENDING = 1_000;
-const MAX_PENDING_BESIDE_LIVE_TRAFFIC = 100;
-/**
- * Live traffic seen this recently still counts: paced live deliveries finish between arrivals, and a cap
- * raised in such a gap let a chunk of 500 in ahead of the next ones (a cap following each instant's
- * in-flight count raised live deliveries' p99 several times over in bench/replay.ts).
- */
-const LIVE_TRAFFIC_MEMORY_MS = 5_000;
-/** Chunks smaller than this wait for more room: each chunk is a transaction and a relay wake-up. */
-const MIN_CHUNK = 50;
 const DEFAULT_CONCURRENCY = 2;
-const THROTTLE_WAIT_MS = 20;
+/** How often replays are looked for while one is running somewhere (see pollMs). */
+const BUSY_POLL_MS = 1_000;
 const ERROR_BACKOFF_MS = 1_000;
 
 /**
@@ -55,25 +54,23 @@ const ERROR_BACKOFF_MS = 1_000;
  * a replay is outbox work. Any number of relays may run; each replay is run by the one process holding its
  * advisory lock (replayStore.tryClaimReplay), taken over at once by another when that process dies.
  *
- * Throttled so that live deliveries keep their latency: a replay tops its endpoint's pending deliveries up
- * to a cap, so at most that many replayed deliveries are ever queued ahead of a live one, and a replay to a
- * slow receiver waits for it instead of filling the queue; while other endpoints have deliveries in flight
- * the cap is low, which gives live traffic the priority.
+ * Throttled so that live deliveries keep their latency (replayThrottle.ts decides; this class counts and
+ * carries it out): a replay to a slow receiver waits for it instead of filling the queue.
  */
 export class ReplayRunner {
   private readonly options: ReplayRunnerOptions;
-  private readonly chunkSize: number;
-  private readonly maxPending: number;
+  private readonly limits: ReplayLimits;
   private readonly concurrency: number;
+  private readonly clock: Clock;
   private readonly running = new Map<string, Promise<void>>();
   private readonly loop: PollLoop;
   private liveTrafficSeenAt = 0;
 
   constructor(options: ReplayRunnerOptions) {
     this.options = options;
-    this.chunkSize = options.chunkSize ?? DEFAULT_CHUNK_SIZE;
-    this.maxPending = options.maxPendingPerEndpoint ?? DEFAULT_MAX_PENDING;
+    this.limits = { chunkSize: options.chunkSize ?? DEFAULT_CHUNK_SIZE, maxPending: options.maxPendingPerEndpoint ?? DEFAULT_MAX_PENDING };
     this.concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
+    this.clock = options.clock ?? systemClock;
     this.loop = new PollLoop({
       pass: () => this.lookForWork(),
       onError: (error) => {
@@ -88,6 +85,11 @@ export class ReplayRunner {
     this.loop.start();
   }
 
+  /** A replay was created (a notification said so): look for it now. */
+  wake(): void {
+    this.loop.wake();
+  }
+
   /** Stops after the chunk in progress commits; the replays stay running for the next process. */
   async stop(): Promise<void> {
     await this.loop.stop();
@@ -95,12 +97,13 @@ export class ReplayRunner {
   }
 
   private async lookForWork(): Promise<number> {
-    for (const id of await runningReplayIds(this.options.db)) {
+    const ids = await runningReplayIds(this.options.db);
+    for (const id of ids) {
       if (this.running.size >= this.concurrency) break;
       if (this.running.has(id)) continue;
       await this.tryRun(id);
     }
-    return this.options.pollMs;
+    return ids.length > 0 ? Math.min(BUSY_POLL_MS, this.options.pollMs) : this.options.pollMs;
   }
 
   /** Claims the replay on a connection of its own and runs it there, unless another process has it. */
@@ -126,17 +129,17 @@ export class ReplayRunner {
         const endpointId = await runningReplayEndpoint(session, replayId);
         if (endpointId === undefined) break;
         // Tops the endpoint's pending deliveries up to the cap, a chunk at a time; live traffic lowers the cap.
-        if ((await inFlightElsewhere(session, endpointId, 1)) > 0) this.liveTrafficSeenAt = Date.now();
-        const live = Date.now() - this.liveTrafficSeenAt < LIVE_TRAFFIC_MEMORY_MS;
-        const cap = live ? Math.min(this.maxPending, MAX_PENDING_BESIDE_LIVE_TRAFFIC) : this.maxPending;
-        const room = Math.min(this.chunkSize, cap - (await pendingDeliveries(session, endpointId, cap)));
-        if (room < Math.min(MIN_CHUNK, cap)) {
-          await this.loop.sleep(THROTTLE_WAIT_MS);
+        const now = (await inFlightElsewhere(session, endpointId, 1)) > 0;
+        const { cap, seenAtMs } = pendingCap(this.limits, { nowMs: this.clock.now(), seenAtMs: this.liveTrafficSeenAt, now });
+        this.liveTrafficSeenAt = seenAtMs;
+        const step = nextReplayStep(this.limits, cap, await pendingDeliveries(session, endpointId, cap));
+        if (step.kind === 'wait') {
+          await this.loop.sleep(step.ms);
           continue;
         }
         let status: string;
         try {
-          status = await this.inTransaction(session, () => replayChunk(session, replayId, room).then((result) => result.status));
+          status = await this.inTransaction(session, () => replayChunk(session, replayId, step.size).then((result) => result.status));
         } catch (thrown) {
           log.warn({ err: coerceError(thrown) }, 'replay chunk failed; trying again');
           this.options.metrics.errors.inc({ kind: 'replay_failed' });

@@ -1,5 +1,5 @@
 import { prepared, type Queryable } from '../db/database.ts';
-import { wakeRelaysIfAny } from './relayWakeUp.ts';
+import { NOTIFY_REPLAY_CREATED, wakeRelaysIfAny } from './relayWakeUp.ts';
 import { EVENT_DOCUMENT } from '../events/eventStore.ts';
 import { eventFilterMatches, payloadFilterMatches, shareEndpointForFanOut } from '../webhooks/endpointDeliveryStore.ts';
 
@@ -77,9 +77,13 @@ export async function findRunningReplay(db: Queryable, endpointId: string): Prom
 
 export async function insertReplay(db: Queryable, replay: NewReplay): Promise<Replay> {
   const { rows } = await db.query<ReplayRow>(
-    `INSERT INTO webhook_replays (id, endpoint_id, tenant_id, since, until, only_undelivered)
-     VALUES ($1, $2, $3, $4::timestamptz, $5::timestamptz, $6)
-     RETURNING ${COLUMNS}`,
+    // The relays hear of it when it commits, and start it then (relayWakeUp.ts).
+    `WITH inserted AS (
+       INSERT INTO webhook_replays (id, endpoint_id, tenant_id, since, until, only_undelivered)
+       VALUES ($1, $2, $3, $4::timestamptz, $5::timestamptz, $6)
+       RETURNING ${COLUMNS}
+     )
+     SELECT inserted.*, ${NOTIFY_REPLAY_CREATED} AS notified FROM inserted`,
     [
       replay.id,
       replay.endpointId,

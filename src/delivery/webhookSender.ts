@@ -1,6 +1,5 @@
-import { isIP } from 'node:net';
 import { Pool } from 'undici';
-import { blockedAddressReason, guardedLookup } from '../webhooks/targetGuard.ts';
+import { guardedLookup, isGuardFailure, literalTargetRefusal, TARGET_REFUSED } from '../webhooks/targetGuard.ts';
 import { AttemptHandler } from './attemptHandler.ts';
 
 export interface SendResult {
@@ -67,12 +66,12 @@ export class WebhookSender {
    */
   private readonly deadlines = new Map<AttemptHandler, number>();
   private readonly sweeper: NodeJS.Timeout;
-  private readonly deadlineTimer: NodeJS.Timeout;
+  /** Runs while requests are in flight only: an idle worker is not woken ten times a second for nothing. */
+  private deadlineTimer: NodeJS.Timeout | undefined;
 
   constructor(options: WebhookSenderOptions) {
     this.options = options;
     this.sweeper = setInterval(() => this.closeIdlePools(), IDLE_POOL_MS / 5).unref();
-    this.deadlineTimer = setInterval(() => this.abortOverdue(), DEADLINE_SWEEP_MS).unref();
   }
 
   /** Sends one delivery to `url` over the pool of endpoint `endpointId`, within `timeoutMs` (the endpoint's own, or the default). */
@@ -104,6 +103,7 @@ export class WebhookSender {
         resolve({ ok, statusCode: response.statusCode, error: null, responseExcerpt: response.excerpt, durationMs });
       });
       this.deadlines.set(handler, started + timeoutMs);
+      this.deadlineTimer ??= setInterval(() => this.abortOverdue(), DEADLINE_SWEEP_MS).unref();
       target.pool.dispatch({ path: target.path, method: 'POST', headers, body }, handler);
     });
   }
@@ -111,6 +111,7 @@ export class WebhookSender {
   async close(): Promise<void> {
     clearInterval(this.sweeper);
     clearInterval(this.deadlineTimer);
+    this.deadlineTimer = undefined;
     await Promise.all([...this.targets.values()].map(({ pool }) => pool.close()));
     this.targets.clear();
   }
@@ -149,6 +150,11 @@ export class WebhookSender {
   }
 
   private abortOverdue(): void {
+    if (this.deadlines.size === 0) {
+      clearInterval(this.deadlineTimer);
+      this.deadlineTimer = undefined;
+      return;
+    }
     // The monotonic clock: a wall-clock step (NTP on a VM) must not cut a request short.
     const now = performance.now();
     for (const [handler, deadline] of this.deadlines) {
@@ -169,11 +175,7 @@ export class WebhookSender {
 
   /** A URL naming an IP address never reaches the DNS lookup, so it is checked here. */
   private literalAddressBlocked(url: URL): string | undefined {
-    if (this.options.allowPrivateTargets) return undefined;
-    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
-    if (!isIP(host)) return undefined;
-    const reason = blockedAddressReason(host);
-    return reason ? `target refused: host ${reason}` : undefined;
+    return this.options.allowPrivateTargets ? undefined : literalTargetRefusal(url);
   }
 }
 
@@ -189,6 +191,6 @@ function describeFailure(error: unknown, timeoutMs: number): string {
     return `timeout: no complete response within ${timeoutMs} ms`;
   }
   const cause = failure.cause ?? failure;
-  if (cause.name === 'BlockedTargetError') return `target refused: ${cause.message}`;
+  if (isGuardFailure(cause)) return TARGET_REFUSED;
   return `${cause.code ?? failure.code ?? 'error'}: ${cause.message ?? failure.message ?? String(error)}`;
 }

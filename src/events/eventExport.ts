@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import type { Database } from '../db/database.ts';
 import { translateUnavailable } from '../db/database.ts';
 import type { EventFilters } from './eventFilters.ts';
 import { documentOfParts, type DocumentParts } from './eventDocument.ts';
@@ -40,13 +39,18 @@ export interface ExportSession {
  * Should more than the cap share one millisecond, that whole millisecond is returned, beyond the cap:
  * otherwise the walk could never get past it.
  */
+/** Where an export reads: the long-read pool, or a read replica in front of it (db/replicaReads.ts). */
+export interface ExportSource {
+  connect(): Promise<pg.PoolClient>;
+}
+
 export class EventExporter {
-  private readonly db: Database;
+  private readonly db: ExportSource;
   private readonly cap: number;
   private readonly fetchRows: number;
 
   /** `fetchRows`: rows per FETCH (FETCH_ROWS unless given), what one round trip carries. */
-  constructor(db: Database, cap = EXPORT_ROW_CAP, fetchRows = FETCH_ROWS) {
+  constructor(db: ExportSource, cap = EXPORT_ROW_CAP, fetchRows = FETCH_ROWS) {
     this.db = db;
     this.cap = cap;
     this.fetchRows = fetchRows;

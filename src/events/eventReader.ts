@@ -16,13 +16,19 @@ export interface ListRequest {
   readonly cursor: string | undefined;
 }
 
-/** The read side of the trail: list pages and single lookups, as serialised response bodies. */
+/**
+ * The read side of the trail: list pages and single lookups, as serialised response bodies. Pages, counts
+ * and the action list may read `pages` (a read replica within its lag bound: db/replicaReads.ts); a lookup
+ * always reads the primary, since a producer may look up the event it has just written.
+ */
 export class EventReader {
   private readonly db: Queryable;
+  private readonly pages: Queryable;
   private readonly cursors: CursorCodec;
 
-  constructor(db: Queryable, cursors: CursorCodec) {
+  constructor(db: Queryable, cursors: CursorCodec, pages: Queryable = db) {
     this.db = db;
+    this.pages = pages;
     this.cursors = cursors;
   }
 
@@ -33,7 +39,7 @@ export class EventReader {
     const cursorAt = (position: CursorPosition) => this.cursors.encode(position, tenantId, filters);
     if (filters.search !== undefined) {
       const { documents, searchedTo } = await searchEventDocuments(
-        this.db,
+        this.pages,
         tenantId,
         { ...filters, search: filters.search },
         after,
@@ -48,21 +54,21 @@ export class EventReader {
       };
       return `{"events":[${rows.join(',')}],"page":${JSON.stringify({ ...page, ...searched })}}`;
     }
-    const family = filters.actionPrefix === undefined ? undefined : await actionsOfFamily(this.db, tenantId, filters.actionPrefix);
-    const documents = family?.length === 0 ? [] : await listEventDocuments(this.db, tenantId, filters, after, rowsToRead(limit), family);
+    const family = filters.actionPrefix === undefined ? undefined : await actionsOfFamily(this.pages, tenantId, filters.actionPrefix);
+    const documents = family?.length === 0 ? [] : await listEventDocuments(this.pages, tenantId, filters, after, rowsToRead(limit), family);
     const { rows, page } = pageOf(documents, limit, (last) => cursorAt(positionOf(last)));
     return `{"events":[${rows.join(',')}],"page":${JSON.stringify(page)}}`;
   }
 
   /** How many events the filters match, up to COUNT_CAP (a search is not counted: its walk is bounded). */
   async count(tenantId: string, filters: EventFilters): Promise<EventCount> {
-    const family = filters.actionPrefix === undefined ? undefined : await actionsOfFamily(this.db, tenantId, filters.actionPrefix);
-    return family?.length === 0 ? { count: 0, capped: false } : countEvents(this.db, tenantId, filters, family);
+    const family = filters.actionPrefix === undefined ? undefined : await actionsOfFamily(this.pages, tenantId, filters.actionPrefix);
+    return family?.length === 0 ? { count: 0, capped: false } : countEvents(this.pages, tenantId, filters, family);
   }
 
   /** The distinct actions of the tenant's trail, for a person to pick from. */
   actions(tenantId: string): Promise<TenantActions> {
-    return listTenantActions(this.db, tenantId);
+    return listTenantActions(this.pages, tenantId);
   }
 
   /** The event as JSON text. Unknown, malformed and other tenants' ids are the same 404 (docs/api.md). */

@@ -7,6 +7,7 @@ import {
   UnauthorizedError,
   coerceError,
 } from '../platform/errors.ts';
+import { BoundedWarnings } from '../platform/boundedWarnings.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { RequestState } from './state.ts';
@@ -20,6 +21,8 @@ const UNAUTHORIZED_BODY = '{"error":"unauthorized"}';
  * but the request id, and is logged with its stack.
  */
 export function errorBoundary(metrics?: ServiceMetrics): Middleware<RequestState> {
+  // A dependency that refuses one request refuses the ones after it too: one line per kind every 10 s.
+  const unavailable = new BoundedWarnings();
   return async (ctx, next) => {
     try {
       await next();
@@ -47,7 +50,8 @@ export function errorBoundary(metrics?: ServiceMetrics): Middleware<RequestState
           ctx.set('Retry-After', String(error.retryAfterSeconds));
         }
         if (error.status >= 500) {
-          ctx.state.log.warn({ err: error.cause ?? error }, error.message);
+          const cause = (error.cause ?? error) as { code?: unknown };
+          unavailable.warn(ctx.state.log, `${error.code} ${String(cause.code ?? '')}`, { err: error.cause ?? error }, error.message);
           metrics?.errors.inc({ kind: 'dependency_unavailable' });
         }
         respond(ctx, error.status, { error: error.code, message: error.message, ...error.bodyExtras() });

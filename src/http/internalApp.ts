@@ -7,6 +7,7 @@ import type { ServiceMetrics } from '../platform/metrics.ts';
 import { errorBoundary } from './errorBoundary.ts';
 import { utf8QueryString } from './requestInput.ts';
 import { requestContext } from './requestContext.ts';
+import { answerWhileStarting } from './startingApp.ts';
 import type { RequestState } from './state.ts';
 
 export interface ReadinessCheck {
@@ -27,6 +28,8 @@ export interface InternalAppOptions {
   readonly features: readonly Router<RequestState>[];
   /** False while shutting down, so the load balancer stops sending traffic before the server closes. */
   readonly accepting: () => boolean;
+  /** The roles are still starting: every route but health, readiness and metrics answers 503. */
+  readonly starting?: boolean;
 }
 
 // /readyz answers within a second whatever a dependency does (an unreachable Postgres holds a connection
@@ -80,5 +83,6 @@ export function buildInternalApp(options: InternalAppOptions): Koa<RequestState>
 
   app.use(router.routes());
   for (const feature of options.features) app.use(feature.routes()).use(feature.allowedMethods());
+  if (options.starting) app.use(answerWhileStarting());
   return app;
 }

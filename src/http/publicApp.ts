@@ -12,6 +12,7 @@ import { countShortRequests, type ShortRequestCount } from './longRead.ts';
 import { utf8QueryString } from './requestInput.ts';
 import { buildOpenApiDocument, servedRoutes, undocumentedRoutes, type OpenApiContribution } from './openapi.ts';
 import { requestContext } from './requestContext.ts';
+import { trailResponseHeaders } from './trailResponseHeaders.ts';
 import { reportStreamError } from './errorBoundary.ts';
 import type { RequestState } from './state.ts';
 import type { Middleware } from 'koa';
@@ -51,6 +52,7 @@ export function buildPublicApp(options: PublicAppOptions): Koa<RequestState> {
   const app = new Koa<RequestState>();
   app.on('error', reportStreamError(options.log));
   app.use(requestContext(options.log, options.metrics, options.trustedProxies));
+  app.use(trailResponseHeaders());
   app.use(errorBoundary(options.metrics));
 
   const features = [...(options.openFeatures ?? []), ...options.features];

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import type { BusConnection } from '../bus/natsConnection.ts';
-import { ensureConsumer, ingestConsumerDefinition, type BusNames } from '../bus/streams.ts';
+import { ensureConsumer, ingestConsumerDefinition, type BusNames } from '../bus/jetStreamDefinitions.ts';
 import { isRefusedData, sqlState } from '../db/sqlstate.ts';
 import type { NewEvent } from '../events/eventStore.ts';
 import { ServiceUnavailableError, ValidationError, coerceError } from '../platform/errors.ts';

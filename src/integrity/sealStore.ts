@@ -173,7 +173,7 @@ export interface SignedCheckpoint {
 }
 
 /**
- * Live streams (events/liveFeed.ts) LISTEN here: an append's notification, its payload the tenant id,
+ * Live streams (live/liveFeed.ts) LISTEN here: an append's notification, its payload the tenant id,
  * arrives when the append commits, so a stream reads the new leaves at once rather than at its next poll.
  */
 export const LEAVES_APPENDED_CHANNEL = 'audit_leaves_appended';

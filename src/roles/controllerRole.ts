@@ -31,7 +31,7 @@ export const role: Role = {
         policy: { allowHttp: config.webhookAllowHttp, allowPrivateTargets: config.webhookAllowPrivateTargets },
       }),
       // Each reconcile holds its resource's lock in this database: two leaders for a moment never mint twice.
-      locks: new SessionLocks(db, CONTROLLED_RESOURCE_LOCKS),
+      locks: new SessionLocks(parts.sessionDb(), CONTROLLED_RESOURCE_LOCKS),
       deploymentId: await parts.deploymentId(),
       controllerClass: config.controllerClass,
       namespaces: config.controllerNamespaces,

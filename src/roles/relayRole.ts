@@ -8,9 +8,17 @@ export const role: Role = {
     const { config, db, metrics, releasers } = parts;
     const log = parts.log.child({ role: 'relay' });
     const bus = await parts.bus();
+    // Replays are outbox work: the relays run them, one process per replay (delivery/replayRunner.ts).
+    const replays = new ReplayRunner({
+      // Each replay is claimed by a session advisory lock held on its connection.
+      db: parts.sessionDb(),
+      pollMs: config.delivery.relayPollMs,
+      log: log.child({ component: 'replays' }),
+      metrics,
+    });
     const relay = new DeliveryRelay({
       db,
-      databaseUrl: config.databaseUrl,
+      databaseUrl: config.databaseSessionUrl,
       bus: bus.connection,
       names: bus.names,
       streamReplicas: config.natsStreamReplicas,
@@ -18,16 +26,10 @@ export const role: Role = {
       pollMs: config.delivery.relayPollMs,
       log,
       metrics,
+      onReplays: () => replays.wake(),
     });
     await relay.start();
     releasers.add('delivery relay', () => relay.stop());
-    // Replays are outbox work: the relays run them, one process per replay (delivery/replayRunner.ts).
-    const replays = new ReplayRunner({
-      db,
-      pollMs: Math.min(config.delivery.relayPollMs, 1_000),
-      log: log.child({ component: 'replays' }),
-      metrics,
-    });
     replays.start();
     releasers.add('replay runner', () => replays.stop());
     return {};

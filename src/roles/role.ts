@@ -5,7 +5,7 @@ import type { RequestState } from '../http/state.ts';
 import type { SharedParts } from './sharedParts.ts';
 
 /**
- * One role of the service (DESIGN.md §1): it reads its part of the configuration, takes what it shares with
+ * One role of the service (docs/operations.md "What runs"): it reads its part of the configuration, takes what it shares with
  * the process's other roles from SharedParts, registers how to release what it opens (parts.releasers, in
  * order of opening), and says what it serves. main.ts composes the roles a process runs; a new role is a
  * module exporting `role` and one line in main.ts's ROLE_MODULES.
@@ -23,6 +23,11 @@ export interface Role {
    * that is not there. A process running any other role waits for Postgres before starting its roles.
    */
   readonly startsWithoutPostgres?: boolean;
+  /**
+   * Serves the public API on PORT: the port listens while the process starts, answering 503 until the
+   * role has started (never a connection refused or a 404 that a client would take for an answer).
+   */
+  readonly servesPublicPort?: boolean;
   start(parts: SharedParts): Promise<RoleParts>;
 }
 

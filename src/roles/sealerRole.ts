@@ -3,7 +3,7 @@ import { requireSetting } from '../config/config.ts';
 import { oldestUnsealedAgeSeconds } from '../integrity/sealStore.ts';
 import { Sealer } from '../integrity/sealer.ts';
 import { TreeHeadSigner } from '../integrity/treeHeadSigner.ts';
-import { SignedHeadStream } from '../bus/signedHeadStream.ts';
+import { SignedHeadStream } from '../integrity/signedHeadStream.ts';
 import type { Role } from './role.ts';
 
 /**

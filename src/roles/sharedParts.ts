@@ -1,22 +1,29 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { connectBus, type BusConnection } from '../bus/natsConnection.ts';
-import { BusNames } from '../bus/streams.ts';
+import { BusNames } from '../bus/jetStreamDefinitions.ts';
 import { requireSetting, type Config } from '../config/config.ts';
+import { ConnectionBudget } from '../db/connectionBudget.ts';
 import { Database } from '../db/database.ts';
 import { readDeploymentId } from '../db/deploymentIdentity.ts';
 import { LongReads } from '../db/longReads.ts';
+import { type ReplicaObserver, ReplicaReads } from '../db/replicaReads.ts';
+import { replicaReadMetrics } from '../db/replicaReadMetrics.ts';
 import { longReadDutyCycleMetrics, longReadYieldMetrics } from '../platform/longReadYieldMetrics.ts';
-import { untilPostgresAnswers, type StartBackoff } from '../db/postgresAtStart.ts';
+import { untilPostgresAnswers } from '../db/postgresAtStart.ts';
+import type { BackoffPolicy } from '../platform/backoff.ts';
 import { ENDPOINT_DELIVERIES } from '../delivery/endpointDeliveries.ts';
 import { WEBHOOK_FAN_OUT } from '../delivery/fanOut.ts';
 import { DeliveryPublisher } from '../delivery/deliveryPublisher.ts';
 import { EventWriter } from '../events/eventWriter.ts';
 import type { ReadinessCheck } from '../http/internalApp.ts';
-import type { Releasers } from '../platform/lifecycle.ts';
+import type { Releasers } from '../platform/shutdown.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { SecretBox } from '../webhooks/secretBox.ts';
 import { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
+
+/** Replays run at most a few at a time per process, and the controller reconciles one resource at a time. */
+const SESSION_POOL_SIZE = 4;
 
 export interface SharedPartsOptions {
   readonly config: Config;
@@ -36,7 +43,7 @@ export interface SharedPartsOptions {
   /** Aborted when the process is asked to stop during start-up: a role waiting for Postgres gives up. */
   readonly startSignal?: AbortSignal;
   /** Between attempts of a start-up step while Postgres is away (db/postgresAtStart.ts). */
-  readonly startBackoff?: StartBackoff;
+  readonly startBackoff?: BackoffPolicy;
 }
 
 export interface Bus {
@@ -56,6 +63,8 @@ export class SharedParts {
   readonly metrics: ServiceMetrics;
   readonly releasers: Releasers;
   readonly db: Database;
+  /** The process's share of Postgres' connections, which its pools keep within together. */
+  private readonly connectionBudget = new ConnectionBudget();
   /** Readiness of the shared connections; the roles' own checks come from their RoleParts. */
   readonly readiness: ReadinessCheck[] = [];
   readonly rateLimiting: boolean;
@@ -72,6 +81,10 @@ export class SharedParts {
   private secretBoxOnce: SecretBox | undefined;
   private registryOnce: WebhookRegistry | undefined;
   private longReadsOnce: LongReads | undefined;
+  private sessionDbOnce: Database | undefined;
+  private replicaObserverOnce: ReplicaObserver | undefined;
+  private replicaReadsOnce: ReplicaReads | undefined;
+  private longReadReplicaOnce: ReplicaReads | undefined;
 
   constructor(options: SharedPartsOptions) {
     this.options = options;
@@ -89,6 +102,9 @@ export class SharedParts {
       applicationName: this.connectionName,
       log,
       lockTimeoutMs: config.databaseLockTimeoutMs,
+      pooler: config.databasePooler,
+      // Behind PgBouncer (transaction mode) the server's connections are PgBouncer's to keep in bounds.
+      budget: config.databasePooler === 'transaction' ? undefined : this.connectionBudget,
     });
     releasers.add('postgres pool', () => this.db.close());
     options.metrics.registerPool('main', this.db.pool);
@@ -195,6 +211,9 @@ export class SharedParts {
         yieldLimits: this.config.longReadYield,
         dutyCycle: this.config.longReadDutyCycle,
         lockTimeoutMs: this.config.databaseLockTimeoutMs,
+        pooler: this.config.databasePooler,
+        // Behind PgBouncer (transaction mode) the server's connections are PgBouncer's to keep in bounds.
+        budget: this.config.databasePooler === 'transaction' ? undefined : this.connectionBudget,
       });
       this.releasers.add('long-read pool', () => longReads.close());
       this.metrics.registerPool('long_reads', longReads.db.pool);
@@ -203,6 +222,60 @@ export class SharedParts {
       this.longReadsOnce = longReads;
     }
     return this.longReadsOnce;
+  }
+
+  /**
+   * For session advisory locks held across statements (replays, the controller's reconciles): the main pool,
+   * unless a pooler in transaction mode stands between, which would hand the lock's server connection to
+   * other clients between statements; then a small pool of its own on DATABASE_SESSION_URL.
+   */
+  sessionDb(): Database {
+    if (this.config.databasePooler === 'none') return this.db;
+    if (!this.sessionDbOnce) {
+      const sessionDb = new Database({
+        url: this.config.databaseSessionUrl,
+        poolSize: SESSION_POOL_SIZE,
+        applicationName: `${this.connectionName} sessions`,
+        log: this.log,
+        lockTimeoutMs: this.config.databaseLockTimeoutMs,
+      });
+      this.releasers.add('postgres session pool', () => sessionDb.close());
+      this.metrics.registerPool('sessions', sessionDb.pool);
+      this.sessionDbOnce = sessionDb;
+    }
+    return this.sessionDbOnce;
+  }
+
+  /**
+   * Short reads that can wait (list pages, counts, log streams' reads) on the read replica within its lag
+   * bound (db/replicaReads.ts); undefined without DATABASE_READ_URL.
+   */
+  replicaReads(): ReplicaReads | undefined {
+    if (this.config.databaseReadUrl === undefined) return undefined;
+    this.replicaReadsOnce ??= this.openReplicaReads(this.db, this.config.databasePoolSize, 'replica');
+    return this.replicaReadsOnce;
+  }
+
+  /** Exports without proofs on the read replica, in front of the long-read pool; undefined without one. */
+  longReadReplica(): ReplicaReads | undefined {
+    if (this.config.databaseReadUrl === undefined) return undefined;
+    const slots = this.config.longReads.perInstance;
+    this.longReadReplicaOnce ??= this.openReplicaReads(this.longReads().db, slots, 'replica long-reads');
+    return this.longReadReplicaOnce;
+  }
+
+  private openReplicaReads(primary: Database, poolSize: number, name: string): ReplicaReads {
+    const replica = new Database({
+      url: this.config.databaseReadUrl!,
+      poolSize,
+      applicationName: `${this.connectionName} ${name}`,
+      log: this.log,
+      pooler: this.config.databasePooler,
+    });
+    this.releasers.add(`postgres ${name} pool`, () => replica.close());
+    this.metrics.registerPool(name.replace(/[^a-z]+/g, '_'), replica.pool);
+    this.replicaObserverOnce ??= replicaReadMetrics(this.metrics.registry);
+    return new ReplicaReads({ primary, replica, maxLagMs: this.config.readReplicaMaxLagMs, observer: this.replicaObserverOnce });
   }
 
   /** The webhook endpoints (REST and Kubernetes both register through it). */

@@ -26,6 +26,8 @@ export const role: Role = {
     const { config } = parts;
     const runner = new StreamRunner({
       db: parts.db,
+      // Backfills and catching up read the trail on the read replica within its lag bound, when there is one.
+      reads: parts.replicaReads(),
       secrets: parts.secretBox('the streams role'),
       destinations: destinationOptions(config),
       pollMs: config.streams.pollMs,
@@ -35,7 +37,7 @@ export const role: Role = {
       notices: streamNotices(parts.db),
       log: parts.log.child({ role: 'streams' }),
       metrics: parts.metrics,
-      databaseUrl: config.databaseUrl,
+      databaseUrl: config.databaseSessionUrl,
     });
     runner.start();
     parts.releasers.add('log streams', () => runner.stop());

@@ -17,11 +17,11 @@ export const role: Role = {
     });
     releasers.add('webhook sender', () => sender.close());
     // Endpoints' rate limits are shared through Redis; without it each worker keeps its own (endpointRateLimit.ts).
-    const redis = connectRedis(config.redisUrl, parts.log.child({ component: 'redis' }), config.redisTls);
+    const redis = connectRedis(config.redisUrl, parts.log.child({ component: 'redis' }), config.redisTls, config.redisSentinel);
     releasers.add('redis connection', () => void redis.disconnect());
     const worker = new DeliveryWorker({
       db: parts.db,
-      databaseUrl: config.databaseUrl,
+      databaseUrl: config.databaseSessionUrl,
       bus: bus.connection,
       names: bus.names,
       streamReplicas: config.natsStreamReplicas,

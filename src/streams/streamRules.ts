@@ -79,6 +79,14 @@ const secret = (what: string) =>
     .min(1)
     .max(SECRET_MAX_LENGTH)
     .meta({ description: `${what} Write-only: never returned.` });
+/**
+ * A secret the destination receives in an HTTP header (HEC token, Datadog API key, S3 keys, which sign the
+ * Authorization header): header values are bytes of visible ASCII, and one outside it made every batch fail
+ * in the HTTP client, long after the stream was accepted. Refused at the door instead, without echoing it.
+ */
+const HEADER_SAFE = /^[\x21-\x7e]+$/;
+const HEADER_SAFE_PROBLEM = 'must be printable ASCII without spaces: it is sent in an HTTP header';
+const headerSecret = (what: string) => secret(what).regex(HEADER_SAFE, HEADER_SAFE_PROBLEM);
 const label = (what: string) => z.string().min(1).max(LABEL_MAX_LENGTH).optional().meta({ description: what });
 
 /** S3 bucket names: 3-63 lowercase letters, digits, dots and hyphens, starting and ending with a letter or digit. */
@@ -95,7 +103,7 @@ export function destinationSchema(policy: WebhookUrlPolicy) {
         policy,
         'The HTTP Event Collector base, e.g. https://splunk.example.com:8088; events go to /services/collector/event under it.',
       ),
-      token: secret('The HEC token, sent as Authorization: Splunk <token>.'),
+      token: headerSecret('The HEC token, sent as Authorization: Splunk <token>.'),
       index: label('The index events go to; absent: the token’s default index.'),
       source: label('HEC source; default audit-trail.'),
       sourcetype: label('HEC sourcetype; default audit-trail:native or audit-trail:ocsf.'),
@@ -106,7 +114,7 @@ export function destinationSchema(policy: WebhookUrlPolicy) {
         policy,
         'The logs intake of your Datadog site, e.g. https://http-intake.logs.datadoghq.eu; logs go to /api/v2/logs under it.',
       ),
-      api_key: secret('The Datadog API key, sent as DD-API-KEY.'),
+      api_key: headerSecret('The Datadog API key, sent as DD-API-KEY.'),
       service: label('The service attribute; default audit-trail.'),
       tags: z
         .array(
@@ -154,8 +162,8 @@ export function destinationSchema(policy: WebhookUrlPolicy) {
         .meta({ description: 'Objects are written under <prefix>/<tenant>/yyyy/mm/dd/.' }),
       region: z.string().max(64).regex(REGION_PATTERN, 'must be a region name such as eu-west-1'),
       endpoint: destinationUrl(policy, 'An S3-compatible endpoint (MinIO, Ceph, R2...); absent: AWS S3 of the region.').optional(),
-      access_key_id: z.string().min(1).max(256),
-      secret_access_key: secret('The secret access key.'),
+      access_key_id: z.string().min(1).max(256).regex(HEADER_SAFE, HEADER_SAFE_PROBLEM),
+      secret_access_key: headerSecret('The secret access key.'),
       force_path_style: z.boolean().optional().meta({ description: 'Address the bucket in the path (most S3-compatible stores need it).' }),
     }),
   ]);

@@ -16,6 +16,12 @@ import type { StreamStateNotices } from './streamStateNotices.ts';
 
 export interface StreamRunnerOptions {
   readonly db: Database;
+  /**
+   * Where the streams read the trail (tree sizes, leaves, heads) when a read replica is configured
+   * (db/replicaReads.ts): chosen once per pass, so that the leaves read are those below the sizes read.
+   * Positions and leases are always written to the primary.
+   */
+  readonly reads?: { choose(): Promise<Database> };
   readonly secrets: SecretBox;
   readonly destinations: DestinationOptions;
   /** How often leases are renewed and new or changed streams noticed; also an idle stream's polling period. */
@@ -60,7 +66,10 @@ export class StreamRunner {
       pass: async () => {
         await this.pass();
         this.failures = 0;
-        return this.options.pollMs;
+        // Holding nothing, there are no leases to renew: new and changed streams are announced (the
+        // listener), so only a stream another process stopped renewing is waited for, half a lease at most.
+        // An idle deployment rests (BENCHMARKS.md, "An idle deployment").
+        return this.workers.size > 0 ? this.options.pollMs : Math.max(this.options.pollMs, Math.floor(this.options.leaseMs / 2));
       },
       onError: (error) => {
         // Once per outage at warn: the pass is tried again every poll, ten times a second in tests.
@@ -131,6 +140,7 @@ export class StreamRunner {
           destination,
           {
             db,
+            reads: this.options.reads,
             preparer: this.preparer,
             owner: this.owner,
             pollMs: this.options.pollMs,

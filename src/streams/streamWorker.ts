@@ -7,12 +7,13 @@ import { firstLeafSince, latestTreeHead, treeSizes } from '../integrity/treeStor
 import { PollLoop, type NextPass } from '../platform/pollLoop.ts';
 import type { ChunkPreparer } from './chunkPreparer.ts';
 import { type Chunk, ChunksAhead } from './chunksAhead.ts';
-import type { Destination, SendOutcome } from './destinations/destination.ts';
+import type { Destination } from './destinations/destination.ts';
 import { itemEncoderOf } from './destinations/itemEncoders.ts';
 import { DEFAULT_OCSF_VERSION } from './ocsf.ts';
 import { treeHeadRecord } from './records.ts';
 import { lagPast, streamLag } from './streamLag.ts';
 import { advancePosition, recordFailure, startPosition } from './streamLeaseStore.ts';
+import { afterDelivered, afterError, afterFailure, afterPass, type FailedSend, type RetryState } from './streamRetries.ts';
 import { streamRecovered, streamTurnedFailing, type StreamReporting } from './streamStateNotices.ts';
 import type { DestinationInput } from './streamRules.ts';
 import { streamPositions, type LogStream } from './streamStore.ts';
@@ -33,13 +34,9 @@ const READ_AHEAD_CHUNKS = 2;
  */
 const READ_AHEAD_MAX_AGE_MS = 1_000;
 
-const FIRST_RETRY_MS = 1_000;
-const MAX_RETRY_MS = 60_000;
-/** A Retry-After longer than this is not waited out in one piece (the stream checks again after it). */
-const MAX_RETRY_AFTER_MS = 300_000;
-
 export interface StreamWorkerOptions extends StreamReporting {
   readonly db: Database;
+  readonly reads?: { choose(): Promise<Database> }; // a read replica, one server per pass (streamRunner.ts)
   /** Puts the chunks' batches together away from the event loop; shared by the process' streams. */
   readonly preparer: ChunkPreparer;
   /** This process's lease name: every position it writes is guarded by it. */
@@ -60,7 +57,7 @@ interface Trails {
 type PassOutcome =
   | { readonly kind: 'idle' | 'progress'; readonly trails: Trails }
   | { readonly kind: 'lost' }
-  | { readonly kind: 'failed'; readonly outcome: Exclude<SendOutcome, { kind: 'delivered' }> };
+  | { readonly kind: 'failed'; readonly outcome: FailedSend };
 
 /**
  * Delivers one stream while this process holds it: round after round, each tenant with sealed leaves past
@@ -70,9 +67,8 @@ type PassOutcome =
  * sent one at a time: a batch is acknowledged before the position moves past it, in the same statement that
  * checks the lease; the next batch is sent while that statement commits, and the one after only once it has.
  * A crash repeats at most the batch in flight and the one before it (if its position was not yet committed),
- * never skips one. A failure that heals (429, 5xx, a timeout) is retried with exponential backoff and jitter,
- * forever; a refusal (401, 403, 404) marks the stream failing and is tried again every failingRetryMs; a 413
- * halves the batches. Only this stream waits: each stream has a worker of its own.
+ * never skips one. What follows a failure (a backoff, smaller batches, failing) is decided by
+ * streamRetries.ts; this class carries it out. Only this stream waits: each stream has a worker of its own.
  */
 export class StreamWorker {
   readonly stream: LogStream;
@@ -80,10 +76,9 @@ export class StreamWorker {
   /** The destination as created, secrets included: what the preparer encodes the records for. */
   private readonly destinationInput: DestinationInput;
   private readonly options: StreamWorkerOptions;
-  private readonly limits: { maxItems: number; maxBytes: number };
   private readonly loop: PollLoop;
-  private retryMs = 0;
-  private failing: boolean;
+  /** Failures in a row, failing or not, and the batch limits (streamRetries.ts). */
+  private retry: RetryState;
   /** A tenant's next chunks, read during the last round of the pass before: the next pass starts with them. */
   private readAhead: ChunksAhead | undefined;
   /**
@@ -100,14 +95,19 @@ export class StreamWorker {
     this.destination = destination;
     this.destinationInput = destinationInput;
     this.options = options;
-    this.limits = { ...itemEncoderOf(destinationInput, stream.format).limits };
-    this.failing = stream.failingSince !== null;
+    this.retry = {
+      retries: 0,
+      failing: stream.failingSince !== null,
+      limits: { ...itemEncoderOf(destinationInput, stream.format).limits },
+    };
     this.loop = new PollLoop({
       pass: () => this.round(),
       onError: (error) => {
         // Postgres away, say: the same pass again after a backoff; positions are where they were.
         this.options.log.warn({ err: error, stream_id: this.stream.id }, 'stream pass failed; will retry');
-        return this.nextRetryMs();
+        const next = afterError(this.retry);
+        this.retry = next.state;
+        return next.waitMs;
       },
     });
   }
@@ -148,8 +148,9 @@ export class StreamWorker {
     if (this.loop.stopped && outcome.kind === 'failed') return 'stop';
     if (!this.loop.stopped) await this.publishLag(outcome.kind === 'failed' ? undefined : outcome.trails);
     if (outcome.kind === 'failed') return this.handleFailure(outcome.outcome);
-    this.retryMs = 0;
-    return outcome.kind === 'progress' ? 0 : this.options.pollMs;
+    const next = afterPass(this.retry, outcome.kind, this.options.pollMs);
+    this.retry = next.state;
+    return next.waitMs;
   }
 
   /**
@@ -175,42 +176,30 @@ export class StreamWorker {
     }
   }
 
-  /** Records a failed batch; returns how long to wait before the next try. */
-  private async handleFailure(outcome: Exclude<SendOutcome, { kind: 'delivered' }>): Promise<number> {
+  /** Carries out what follows a failed batch (streamRetries.ts); returns how long to wait before the next try. */
+  private async handleFailure(outcome: FailedSend): Promise<number> {
     const { metrics, db, owner, log } = this.options;
     const stream = this.stream.id;
     metrics?.streamBatchesFailed.inc({ stream, outcome: outcome.kind });
-    if (outcome.kind === 'too_large') {
-      if (this.limits.maxItems === 1) {
-        return this.handleFailure({ kind: 'refused', reason: `a single record is over the destination's size limit: ${outcome.reason}` });
-      }
-      // The destination allows less than it documents: the same records again, in smaller batches.
-      this.limits.maxItems = Math.max(1, Math.floor(this.limits.maxItems / 2));
-      this.limits.maxBytes = Math.max(1024, Math.floor(this.limits.maxBytes / 2));
+    const next = afterFailure(this.retry, outcome, this.options);
+    this.retry = next.state;
+    const { action } = next;
+    if (action.kind === 'shrink') {
       log.warn(
-        { stream_id: stream, max_items: this.limits.maxItems, reason: outcome.reason },
+        { stream_id: stream, max_items: next.state.limits.maxItems, reason: action.reason },
         'destination refused the batch size; halving it',
       );
-      return 0;
+      return action.waitMs;
     }
-    const refused = outcome.kind === 'refused';
-    await recordFailure(db, stream, owner, outcome.reason, refused);
-    if (refused) {
-      if (!this.failing) streamTurnedFailing(this.options, this.stream, outcome.reason);
-      this.failing = true;
+    await recordFailure(db, stream, owner, action.reason, action.kind === 'refused');
+    if (action.kind === 'refused') {
+      if (outcome.kind !== 'refused') metrics?.streamBatchesFailed.inc({ stream, outcome: 'refused' });
+      if (action.turnedFailing) streamTurnedFailing(this.options, this.stream, action.reason);
       metrics?.streamFailing.set({ stream }, 1);
-      return this.options.failingRetryMs;
+      return action.waitMs;
     }
-    const backoff = this.nextRetryMs();
-    const after = outcome.retryAfterMs === undefined ? 0 : Math.min(outcome.retryAfterMs, MAX_RETRY_AFTER_MS);
-    log.info({ stream_id: stream, reason: outcome.reason, retry_in_ms: Math.max(backoff, after) }, 'stream batch not accepted; retrying');
-    return Math.max(backoff, after);
-  }
-
-  /** 1 s, 2 s, 4 s ... up to a minute, each ±20 %. */
-  private nextRetryMs(): number {
-    this.retryMs = this.retryMs === 0 ? FIRST_RETRY_MS : Math.min(this.retryMs * 2, MAX_RETRY_MS);
-    return Math.round(this.retryMs * (0.8 + Math.random() * 0.4));
+    log.info({ stream_id: stream, reason: action.reason, retry_in_ms: action.waitMs }, 'stream batch not accepted; retrying');
+    return action.waitMs;
   }
 
   /**
@@ -242,7 +231,8 @@ export class StreamWorker {
     const { db, owner } = this.options;
     const carried = this.readAhead;
     this.readAhead = undefined;
-    const sizes = await treeSizes(db, this.stream.tenantIds ?? undefined);
+    const reads = (await this.options.reads?.choose()) ?? db;
+    const sizes = await treeSizes(reads, this.stream.tenantIds ?? undefined);
     const positions = new Map((await streamPositions(db, this.stream.id)).map((position) => [position.tenantId, position.nextLeaf]));
     let progress = false;
     for (const [tenantId, size] of sizes) {
@@ -252,7 +242,14 @@ export class StreamWorker {
       if (position === undefined) return { kind: 'lost' };
       // Read and put together while the one before is sent; those of the pass before only if read recently.
       const fresh = carried?.freshWithin(READ_AHEAD_MAX_AGE_MS) ? carried : undefined;
-      const ahead = new ChunksAhead(tenantId, position, size, CHUNK_LEAVES, (start, end) => this.readChunk(tenantId, start, end), fresh);
+      const ahead = new ChunksAhead(
+        tenantId,
+        position,
+        size,
+        CHUNK_LEAVES,
+        (start, end) => this.readChunk(reads, tenantId, start, end),
+        fresh,
+      );
       for (let round = 0; round < CHUNKS_PER_ROUND && !this.loop.stopped; round += 1) {
         const next = ahead.next();
         if (!next) break;
@@ -275,20 +272,19 @@ export class StreamWorker {
    * one statement beside the tenant's latest tree head. Leaves are appended with their ranges in one
    * transaction, so a tree that had reached `end` when its size was read has them all.
    */
-  private async readChunk(tenantId: string, position: number, end: number): Promise<Chunk> {
-    const { db, preparer } = this.options;
+  private async readChunk(db: Database, tenantId: string, position: number, end: number): Promise<Chunk> {
     const filter = { actionPrefixes: this.stream.filter.action_prefixes ?? [], phiInvolved: this.stream.filter.phi_involved };
     const [rows, head] = await Promise.all([
       copyLeafDocuments(db, tenantId, position, end - position + 1, filter),
       this.stream.treeHeads ? latestTreeHead(db, tenantId) : undefined,
     ]);
-    const batches = await preparer.prepare({
+    const batches = await this.options.preparer.prepare({
       rows,
       destination: this.destinationInput,
       format: this.stream.format,
       ocsfVersion: this.stream.ocsfVersion ?? DEFAULT_OCSF_VERSION,
       span: { streamId: this.stream.id, tenantId, firstLeaf: position, lastLeaf: end },
-      limits: { ...this.limits },
+      limits: { ...this.retry.limits },
       head: head && treeHeadRecord(head, position),
     });
     return { start: position, end, batches };
@@ -308,10 +304,9 @@ export class StreamWorker {
       // Awaited by the next settlePosition; a rejection must not go unhandled meanwhile.
       update.catch(() => undefined);
       this.positionInFlight = update;
-      if (this.failing) {
-        this.failing = false;
-        streamRecovered(this.options, this.stream);
-      }
+      const delivered = afterDelivered(this.retry);
+      this.retry = delivered.state;
+      if (delivered.recovered) streamRecovered(this.options, this.stream);
       metrics?.streamEventsDelivered.inc({ stream: this.stream.id }, batch.events);
     }
     if (chunk.batches.length === 0) {

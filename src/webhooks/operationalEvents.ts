@@ -71,35 +71,47 @@ export interface OperationalEvent {
   readonly id: string;
   readonly type: OperationalEventType;
   readonly occurredAt: Date;
+  /** occurred_at in epoch microseconds, the column's own precision: where a page after this notice starts. */
+  readonly occurredUs: string;
   readonly resourceType: string;
   readonly resourceId: string;
   readonly details: Record<string, unknown>;
 }
 
-/** The tenant's notices, newest first, `limit` of them, before `before` (the last one of the previous page) when given. */
+/**
+ * The tenant's notices, newest first, `limit` of them, before `before` (the last one of the previous page)
+ * when given. The position is compared in microseconds: notices of one batch of outcomes (failing and
+ * disabled at once) share a millisecond, and a position cut to a JavaScript Date's milliseconds skipped
+ * the older of them.
+ */
 export async function listOperationalEvents(
   db: Queryable,
   tenantId: string,
   limit: number,
-  before?: { readonly occurredAt: Date; readonly id: string },
+  before?: { readonly occurredUs: string; readonly id: string },
 ): Promise<OperationalEvent[]> {
   const { rows } = await db.query<{
     id: string;
     type: OperationalEventType;
     occurred_at: Date;
+    occurred_us: string;
     resource_type: string;
     resource_id: string;
     details: Record<string, unknown>;
   }>(
-    `SELECT id, type, occurred_at, resource_type, resource_id, details FROM webhook_operational_events
-     WHERE tenant_id = $1 AND ($3::timestamptz IS NULL OR (occurred_at, id) < ($3::timestamptz, $4::uuid))
-     ORDER BY occurred_at DESC, id DESC LIMIT $2`,
-    [tenantId, limit, before?.occurredAt.toISOString() ?? null, before?.id ?? null],
+    `SELECT id, type, occurred_at, (extract(epoch FROM occurred_at) * 1000000)::int8::text AS occurred_us,
+            resource_type, resource_id, details
+       FROM webhook_operational_events
+      WHERE tenant_id = $1
+        AND ($3::int8 IS NULL OR (occurred_at, id) < (timestamptz 'epoch' + $3::int8 * interval '1 microsecond', $4::uuid))
+      ORDER BY occurred_at DESC, id DESC LIMIT $2`,
+    [tenantId, limit, before?.occurredUs ?? null, before?.id ?? null],
   );
   return rows.map((row) => ({
     id: row.id,
     type: row.type,
     occurredAt: row.occurred_at,
+    occurredUs: row.occurred_us,
     resourceType: row.resource_type,
     resourceId: row.resource_id,
     details: row.details,

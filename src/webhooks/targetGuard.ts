@@ -14,13 +14,42 @@ class BlockedTargetError extends Error {
   readonly code = 'EBLOCKEDTARGET';
 }
 
+/** A guarded name that gave no answer: retried like any DNS failure, described like a refusal. */
+class UnresolvedTargetError extends Error {
+  override name = 'UnresolvedTargetError';
+  readonly code: string | undefined;
+  constructor(code: string | undefined) {
+    super(NOT_A_PUBLIC_ADDRESS);
+    this.code = code;
+  }
+}
+
+/**
+ * Whether a failed connection was the guard's doing: a refused address, or a name that did not resolve,
+ * which a tenant must not be able to tell apart (see NOT_A_PUBLIC_ADDRESS).
+ */
+export function isGuardFailure(cause: { name?: string } | undefined): boolean {
+  return cause?.name === 'BlockedTargetError' || cause?.name === 'UnresolvedTargetError';
+}
+
+/**
+ * The one thing a refusal says, wherever a tenant can read it (a 422, a test send, `last_error`, a stream's
+ * status): not the address the name resolved to, not which range it lies in, not whether the name resolved
+ * at all. Each of those would let a tenant map the inside's DNS one registration at a time.
+ */
+const NOT_A_PUBLIC_ADDRESS = 'host is not a public address';
+
+/** What a refused delivery or stream send records: the guard refused, and nothing about the address. */
+export const TARGET_REFUSED = `target refused: ${NOT_A_PUBLIC_ADDRESS}`;
+
 export interface TargetPolicy {
   /** WEBHOOK_ALLOW_PRIVATE_TARGETS: skip the guard (development, tests, in-cluster receivers). */
   readonly allowPrivateTargets: boolean;
 }
 
 /**
- * Why an address may not be a webhook target, or undefined when it is public unicast. An IPv6 address that
+ * Why an address may not be a webhook target, or undefined when it is public unicast. The reason is the
+ * guard's own working (its tests read it); a tenant sees only NOT_A_PUBLIC_ADDRESS. An IPv6 address that
  * carries an IPv4 address (see ipv4CarriedBy) is judged as the IPv4 address(es) it carries: the host or
  * gateway that ends up on the wire is that IPv4 address, so `::7f00:1` or `2002:a9fe:a9fe::` must not reach
  * what 127.0.0.1 or 169.254.169.254 could not.
@@ -87,9 +116,11 @@ type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | Lo
  */
 export function guardedLookup(hostname: string, options: { all?: boolean; family?: number | string }, callback: LookupCallback): void {
   dnsLookup(hostname, { all: true, family: normaliseFamily(options.family), verbatim: true }, (error, addresses) => {
-    if (error) return callback(error, []);
-    const blocked = addresses.map((entry) => blockedAddressReason(entry.address)).find((reason) => reason !== undefined);
-    if (blocked) return callback(new BlockedTargetError(`${hostname} ${blocked}`), []);
+    // A name that does not resolve reads like one that resolves inside: the difference would tell a tenant
+    // which internal names exist. Its code stays, so a transient failure (EAI_AGAIN) is still retried.
+    if (error) return callback(new UnresolvedTargetError(error.code), []);
+    const blocked = addresses.some((entry) => blockedAddressReason(entry.address) !== undefined);
+    if (blocked) return callback(new BlockedTargetError(NOT_A_PUBLIC_ADDRESS), []);
     if (options.all) return callback(null, addresses);
     const first = addresses[0]!;
     callback(null, first.address, first.family);
@@ -102,18 +133,29 @@ function normaliseFamily(family: number | string | undefined): 0 | 4 | 6 {
   return 0;
 }
 
-/** Registration-time check of a URL's host: undefined when acceptable, else the reason. */
+/**
+ * A URL naming an IP address never reaches the socket's DNS lookup, so senders check its literal here:
+ * TARGET_REFUSED when refused, else undefined (a name is left to guardedLookup).
+ */
+export function literalTargetRefusal(url: URL): string | undefined {
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  return isIP(host) && blockedAddressReason(host) !== undefined ? TARGET_REFUSED : undefined;
+}
+
+/**
+ * Registration-time check of a URL's host: undefined when acceptable, else NOT_A_PUBLIC_ADDRESS, the same
+ * for a private answer and for no answer at all.
+ */
 export async function targetProblem(url: URL, policy: TargetPolicy): Promise<string | undefined> {
   if (policy.allowPrivateTargets) return undefined;
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
-  if (isIP(host)) return blockedAddressReason(host) ? `host ${blockedAddressReason(host)}` : undefined;
+  if (isIP(host)) return blockedAddressReason(host) ? NOT_A_PUBLIC_ADDRESS : undefined;
   try {
     const addresses = await new Promise<LookupAddress[]>((resolve, reject) =>
       dnsLookup(host, { all: true, verbatim: true }, (error, found) => (error ? reject(error) : resolve(found))),
     );
-    const blocked = addresses.map((entry) => blockedAddressReason(entry.address)).find((reason) => reason !== undefined);
-    return blocked ? `host ${blocked}` : undefined;
+    return addresses.some((entry) => blockedAddressReason(entry.address) !== undefined) ? NOT_A_PUBLIC_ADDRESS : undefined;
   } catch {
-    return 'host does not resolve';
+    return NOT_A_PUBLIC_ADDRESS;
   }
 }

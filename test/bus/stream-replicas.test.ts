@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connectBus, type BusConnection } from '../../src/bus/natsConnection.ts';
-import { BusNames, deliveryConsumerDefinition, ensureConsumer, ingestConsumerDefinition } from '../../src/bus/streams.ts';
+import { BusNames, deliveryConsumerDefinition, ensureConsumer, ingestConsumerDefinition } from '../../src/bus/jetStreamDefinitions.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { startNatsCluster, type PrivateNatsCluster } from '../support/private-services.ts';
 import { testLogger } from '../support/service.ts';

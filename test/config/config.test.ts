@@ -27,7 +27,7 @@ describe('configuration', () => {
     expect(() => loadConfig({ INGEST_MAX_EVENT_AGE: 'a year' })).to.throw(/INGEST_MAX_EVENT_AGE: must be a duration/);
     expect(config.delivery.scheduleMs).to.deep.equal([60_000, 300_000, 1_800_000, 7_200_000]);
     expect(config.delivery).to.deep.include({ endpointConcurrency: 16, maxSockets: 512 });
-    expect(config.seal).to.deep.equal({ intervalMs: 10_000, heartbeatMs: 3_600_000, signingKey: undefined });
+    expect(config.seal).to.deep.equal({ intervalMs: 10_000, heartbeatMs: 3_600_000, signingKey: undefined, checkpointOrigin: undefined });
     expect(Object.isFrozen(config)).to.equal(true);
   });
 

@@ -77,7 +77,7 @@ describe('kstatus conditions', () => {
 
 describe('watch restart backoff', () => {
   it('doubles from the initial delay up to the cap, with jitter on top, and starts over after a quiet period', () => {
-    const policy = { initialMs: 800, maxMs: 30_000, resetAfterMs: 120_000, jitter: 1 };
+    const policy = { initialMs: 800, maxMs: 30_000, resetAfterMs: 120_000, spread: [1, 2] as const };
     const steady = new Backoff(policy, () => 0);
     const delays = [0, 1, 2, 3, 4, 5, 6].map((second) => steady.next(second * 1000));
     expect(delays).to.deep.equal([800, 1600, 3200, 6400, 12_800, 25_600, 30_000]);

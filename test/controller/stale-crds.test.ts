@@ -189,7 +189,7 @@ describe('a controller whose CRDs are older than it needs', function () {
       controllerClass: 'reader',
       leaseName: 'reader-controller',
       token: 'reader',
-      watchBackoff: { initialMs: 200, maxMs: 400, resetAfterMs: 60_000, jitter: 0 },
+      watchBackoff: { initialMs: 200, maxMs: 400, resetAfterMs: 60_000, spread: [1, 1] },
     });
     await harness.custom.createNamespacedCustomObject({
       ...address('apikeys'),

@@ -36,7 +36,7 @@ describe('WorkQueue', () => {
   });
 
   it('backs off exponentially per key, capped, and forget() resets the backoff', () => {
-    const queue = new WorkQueue({ baseDelayMs: 10, maxDelayMs: 50 });
+    const queue = new WorkQueue({ initialMs: 10, maxMs: 50, spread: [1, 1] });
     expect([queue.addRateLimited('a'), queue.addRateLimited('a'), queue.addRateLimited('a'), queue.addRateLimited('a')]).to.deep.equal([
       10, 20, 40, 50,
     ]);
@@ -48,7 +48,7 @@ describe('WorkQueue', () => {
 
   it('re-adds a rate-limited key after its delay, not before', async () => {
     const clock = new ManualClock();
-    const queue = new WorkQueue({ baseDelayMs: 30, maxDelayMs: 1000 }, clock);
+    const queue = new WorkQueue({ initialMs: 30, maxMs: 1000, spread: [1, 1] }, clock);
     queue.addRateLimited('a');
     const next = queue.get();
     await clock.advance(29);

@@ -266,7 +266,12 @@ describe('make run, as a newcomer uses it', function () {
       RATE_LIMIT_KEY_PREFIX: `audit-trail:${deployment}:rl`,
     });
     const streamPrefix = `${deployment.toUpperCase()}_`;
-    expect(await streamNames(streamPrefix)).to.deep.equal([`${streamPrefix}AUDIT_DELIVERIES`, `${streamPrefix}AUDIT_INGEST`]);
+    // Deliveries, producers' events, and the fork guard's ledger of signed heads (integrity/forkGuard.ts).
+    expect(await streamNames(streamPrefix)).to.deep.equal([
+      `${streamPrefix}AUDIT_DELIVERIES`,
+      `${streamPrefix}AUDIT_INGEST`,
+      `${streamPrefix}AUDIT_SIGNED_HEADS`,
+    ]);
     const firstKey = /API key \(tenant demo\): +(\S+)/.exec(run!.output)![1]!;
     expect(await run!.stop()).to.equal(0);
 

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import type { ChildProcess } from 'node:child_process';
 import { jetstreamManager, type ConsumerInfo } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { BusNames } from '../../src/bus/streams.ts';
+import { BusNames } from '../../src/bus/jetStreamDefinitions.ts';
 import { Database } from '../../src/db/database.ts';
 import type { NewEvent } from '../../src/events/eventStore.ts';
 import type { Role } from '../../src/main.ts';

@@ -6,7 +6,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { BusNames } from '../../src/bus/streams.ts';
+import { BusNames } from '../../src/bus/jetStreamDefinitions.ts';
 import { Database } from '../../src/db/database.ts';
 import { ENDPOINT_DELIVERIES } from '../../src/delivery/endpointDeliveries.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';

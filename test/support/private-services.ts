@@ -49,6 +49,11 @@ export interface Launch {
   readonly env?: Readonly<Record<string, string>>;
   /** The OS user to run as, when it must not be root (Postgres refuses to). */
   readonly user?: { uid: number; gid: number };
+  /**
+   * A supervisor whose children must die with it (pg_autoctl restarts Postgres): started as the leader of a
+   * process group of its own, and crashed by signalling that group, whose id is its PID.
+   */
+  readonly processGroup?: boolean;
 }
 
 const DIRECTORY_PREFIX = 'audit-trail-private-';
@@ -63,6 +68,7 @@ export abstract class PrivateServer {
   readonly kind: string;
   readonly port: number;
   private child: ChildProcess | undefined;
+  private processGroup = false;
   private exited: Promise<unknown> | undefined;
 
   protected constructor(kind: string, port: number) {
@@ -92,13 +98,15 @@ export abstract class PrivateServer {
   /** Starts the server on its port and data (again, after a stop) and waits until it serves clients. */
   async start(): Promise<void> {
     if (this.child) return;
-    const { command, args, user, env } = this.launch();
+    const { command, args, user, env, processGroup } = this.launch();
+    this.processGroup = processGroup === true;
     const log = openSync(join(this.directory, 'server.log'), 'a');
     const child = spawn(command, args, {
       cwd: this.directory,
       stdio: ['ignore', log, log],
       uid: user?.uid,
       gid: user?.gid,
+      detached: this.processGroup,
       ...(env ? { env: { ...process.env, ...env } } : {}),
     });
     closeSync(log);
@@ -130,14 +138,17 @@ export abstract class PrivateServer {
   async stop(mode: StopMode = 'clean'): Promise<void> {
     const child = this.child;
     if (!child) return;
-    child.kill(this.signals[mode]);
+    // A crash takes the whole group: a supervisor's children (Postgres under pg_autoctl) die with it.
+    if (mode === 'crash' && this.processGroup) signalGroup(child.pid!, this.signals.crash);
+    else child.kill(this.signals[mode]);
     // A bound, not a sleep: the exit is awaited, and a server still running after STOP_TIMEOUT_MS is killed.
     const timedOut = Symbol('timed out');
     let timer: NodeJS.Timeout | undefined;
     const outcome = await Promise.race([this.exited, new Promise((resolve) => (timer = setTimeout(resolve, STOP_TIMEOUT_MS, timedOut)))]);
     clearTimeout(timer);
     if (outcome === timedOut) {
-      child.kill('SIGKILL');
+      if (this.processGroup) signalGroup(child.pid!, 'SIGKILL');
+      else child.kill('SIGKILL');
       await this.exited;
     }
     this.child = undefined;
@@ -159,6 +170,7 @@ export abstract class PrivateServer {
   removeNow(): void {
     const pid = this.child?.pid;
     if (pid !== undefined) {
+      if (this.processGroup) signalGroup(pid, 'SIGKILL');
       killAndWait(pid, this.signals.crash);
       this.child = undefined;
     }
@@ -309,17 +321,24 @@ export class PrivatePostgres extends PrivateServer {
     const client = this.options.tls
       ? new pg.Client({ host: this.directory, port: this.port, user: 'postgres', database: 'postgres', connectionTimeoutMillis: 2000 })
       : new pg.Client({ connectionString: `${this.url}/postgres`, connectionTimeoutMillis: 2000 });
-    client.on('error', () => undefined);
-    try {
-      await client.connect();
-      await client.query('SELECT 1');
-      return true;
-    } catch {
-      // Refused while starting ("the database system is starting up") or not listening yet.
-      return false;
-    } finally {
-      await client.end().catch(() => undefined);
-    }
+    return postgresAnswers(client);
+  }
+}
+
+/**
+ * Whether a Postgres answers a query on `client` (which it then closes): false while it is refused
+ * ("the database system is starting up") or not listening yet.
+ */
+export async function postgresAnswers(client: pg.Client): Promise<boolean> {
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
   }
 }
 
@@ -541,6 +560,15 @@ function processGone(pid: number): boolean {
     return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
   } catch {
     return true;
+  }
+}
+
+/** Signals the process group led by `leader` (a server started with `processGroup`). */
+function signalGroup(leader: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-leader, signal);
+  } catch {
+    // The group is gone already.
   }
 }
 

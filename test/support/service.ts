@@ -3,7 +3,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ApiKeyService, type KeyGrants } from '../../src/auth/apiKeyService.ts';
-import { BusNames } from '../../src/bus/streams.ts';
+import { BusNames } from '../../src/bus/jetStreamDefinitions.ts';
 import { loadConfig, type Config } from '../../src/config/config.ts';
 import { Database } from '../../src/db/database.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';

@@ -7,7 +7,7 @@ import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
 import { connectRedis } from '../../src/auth/redisConnection.ts';
 import { BusConnectError, connectBus } from '../../src/bus/natsConnection.ts';
-import { BusNames, ensureConsumer, ingestConsumerDefinition } from '../../src/bus/streams.ts';
+import { BusNames, ensureConsumer, ingestConsumerDefinition } from '../../src/bus/jetStreamDefinitions.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { Database } from '../../src/db/database.ts';
 import { migrate } from '../../src/db/migrate.ts';

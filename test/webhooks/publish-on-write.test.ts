@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { connectBus } from '../../src/bus/natsConnection.ts';
-import { BusNames } from '../../src/bus/streams.ts';
+import { BusNames } from '../../src/bus/jetStreamDefinitions.ts';
 import { readDeploymentId } from '../../src/db/deploymentIdentity.ts';
 import { Database } from '../../src/db/database.ts';
 import { DeliveryPublisher } from '../../src/delivery/deliveryPublisher.ts';

@@ -112,10 +112,34 @@ describe('webhook SSRF guard: registration (private targets not allowed)', funct
       expect(response.json.error).to.equal('validation_failed');
       expect(response.json.details).to.have.length(1);
       expect(response.json.details[0].field).to.equal('url');
-      expect(response.json.details[0].message).to.match(/webhook targets must be public addresses$/);
+      expect(response.json.details[0].message).to.equal('host is not a public address; webhook targets must be public addresses');
       expect(await storedCount()).to.equal(before);
     });
   }
+
+  it('answers a name that does not resolve exactly as one that resolves inside, naming no address', async () => {
+    const inside = await register('http://localhost/hook');
+    const nowhere = await register('http://no-such-host.invalid/hook');
+    const literal = await register('http://[::ffff:a00:1]/hook');
+    expect(nowhere.status, nowhere.text).to.equal(422);
+    expect(nowhere.json.details).to.deep.equal(inside.json.details);
+    expect(literal.json.details).to.deep.equal(inside.json.details);
+    for (const response of [inside, nowhere, literal])
+      expect(response.text).not.to.match(/127\.0\.0\.1|::1|10\.0\.0\.1|loopback|private|resolve/);
+  });
+
+  it('a test send to a name that now resolves inside says only that the host is not a public address', async () => {
+    // As if the name had resolved to a public address at registration and to loopback now.
+    const id = `wh_${'b'.repeat(32)}`;
+    await db.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, 'acme', $2, $3)`, [
+      id,
+      'http://localhost:9/hook',
+      new SecretBox(TEST_ENCRYPTION_KEY).seal('f'.repeat(64)),
+    ]);
+    const response = await call(`${api.baseUrl}/audit/webhooks/${id}/test`, { key, method: 'POST' });
+    expect(response.status, response.text).to.equal(200);
+    expect(response.json).to.deep.include({ success: false, status_code: null, error: 'target refused: host is not a public address' });
+  });
 
   it('refuses port 0 (422 on url; nothing stored)', async () => {
     const before = await storedCount();
@@ -216,7 +240,6 @@ describe('webhook SSRF guard: delivery (private targets not allowed)', function 
       [ids],
     );
     expect(rows).to.have.length(literals.length * 3);
-    for (const row of rows)
-      expect(row.error, row.endpoint_id).to.match(/^target refused: host resolves to .* which carries 127\.0\.0\.1, a loopback address$/);
+    for (const row of rows) expect(row.error, row.endpoint_id).to.equal('target refused: host is not a public address');
   });
 });

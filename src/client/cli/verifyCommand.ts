@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { gunzipSync } from 'node:zlib';
@@ -18,8 +19,11 @@ export async function runVerify(
   err: NodeJS.WritableStream = process.stderr,
   program = PROGRAM,
 ): Promise<number> {
-  const { values } = parseArgs({
+  const { values, positionals } = parseArgs({
     args,
+    // `--stream-copy objects/*.ndjson.gz`: the shell expands the pattern into one value and the rest as
+    // positionals, which are more files of the copy (and a usage error anywhere else).
+    allowPositionals: true,
     options: {
       export: { type: 'string' },
       'stream-copy': { type: 'string', multiple: true, default: [] },
@@ -29,8 +33,9 @@ export async function runVerify(
       complete: { type: 'boolean', default: false },
     },
   });
-  const copies = values['stream-copy'];
-  if (Boolean(values.export) === copies.length > 0 || values['public-key'].length === 0) {
+  const copies = [...values['stream-copy'], ...positionals];
+  const strayFiles = values['stream-copy'].length === 0 && positionals.length > 0;
+  if (strayFiles || Boolean(values.export) === copies.length > 0 || values['public-key'].length === 0) {
     err.write(
       `${program} verify: --public-key and one of --export and --stream-copy are required\nusage: ${program} verify ${VERIFY_ARGUMENTS}\n`,
     );
@@ -90,10 +95,9 @@ async function verifyCopy(
   err: NodeJS.WritableStream,
   program: string,
 ): Promise<number> {
-  let input: Parameters<typeof verifyStreamCopy>[0];
+  let trust: Pick<Parameters<typeof verifyStreamCopy>[0], 'trustedKeys' | 'savedHeads'>;
   try {
-    input = {
-      texts: await Promise.all(paths.map(async (path) => gunzipped(await readFile(path)).toString('utf8'))),
+    trust = {
       trustedKeys: (await Promise.all(keyPaths.map(readTrustedKeys))).flat(),
       savedHeads: (await Promise.all(headPaths.map((path) => readJsonList<SignedTreeHead>(path, 'tree_heads')))).flat(),
     };
@@ -101,7 +105,14 @@ async function verifyCopy(
     err.write(`${program} verify: ${(error as Error).message}\n`);
     return 2;
   }
-  const report = verifyStreamCopy(input);
+  let report: ReturnType<typeof verifyStreamCopy>;
+  try {
+    report = verifyStreamCopy({ ...trust, texts: copyFileTexts(paths) });
+  } catch (error) {
+    if (!(error instanceof UnreadableCopyError)) throw error;
+    err.write(`${program} verify: ${error.message}\n`);
+    return 2;
+  }
   for (const failure of report.failures)
     err.write(`${program} verify: ${failure.tenantId ? `tenant ${failure.tenantId}: ` : ''}${failure.reason}\n`);
   const tenants = report.tenants.map((tenant) => {
@@ -121,6 +132,24 @@ async function verifyCopy(
   }
   out.write(`verified: ${summary}\n`);
   return 0;
+}
+
+class UnreadableCopyError extends Error {
+  override name = 'UnreadableCopyError';
+}
+
+/**
+ * The copy's files, one at a time as the verifier asks for them: a copy of thousands of objects is never in
+ * memory whole, and no more than one file is open at once.
+ */
+function* copyFileTexts(paths: readonly string[]): Generator<string> {
+  for (const path of paths) {
+    try {
+      yield gunzipped(readFileSync(path)).toString('utf8');
+    } catch (error) {
+      throw new UnreadableCopyError(`${path}: ${(error as Error).message}`, { cause: error });
+    }
+  }
 }
 
 /** The bytes, gunzipped when they are gzip (by their magic number, whatever the file is called). */

@@ -58,6 +58,11 @@ function refusePaging(body: unknown): void {
 export interface ExportRouteOptions {
   /** Reads on the long-read pool (LongReads.db). */
   readonly exporter: EventExporter;
+  /**
+   * Exports without proofs, when a read replica is configured (db/replicaReads.ts): they need no signed head
+   * read in their snapshot. With proofs, the head and the events must be of one state of the primary.
+   */
+  readonly replicaExporter?: EventExporter;
   readonly writer: EventWriter;
   /** Reads the proofs on the long-read pool too. */
   readonly integrity: IntegrityReader;
@@ -65,7 +70,7 @@ export interface ExportRouteOptions {
   readonly longReads: YieldingLongReads;
 }
 
-export function exportRoutes({ exporter, writer, integrity, longReads }: ExportRouteOptions): Router<RequestState> {
+export function exportRoutes({ exporter, replicaExporter, writer, integrity, longReads }: ExportRouteOptions): Router<RequestState> {
   const router = new Router<RequestState>();
 
   router.post('/audit/export', longReadRoute, requireScope('audit:export'), jsonBody('64kb'), async (ctx) => {
@@ -77,7 +82,8 @@ export function exportRoutes({ exporter, writer, integrity, longReads }: ExportR
     const body = parseBody(exportBodySchema, given === undefined || given === '' ? {} : given);
     const filters = toEventFilters(body);
     holdLongReadSlot(ctx, longReads, 'exports');
-    const session = await exporter.open(principalOf(ctx).tenantId, filters, { shareSnapshot: proofs === true });
+    const source = proofs === true ? exporter : (replicaExporter ?? exporter);
+    const session = await source.open(principalOf(ctx).tenantId, filters, { shareSnapshot: proofs === true });
     const proven = proofs
       ? await integrity
           .openExportProofs(principalOf(ctx).tenantId, session, { treeSize, untilMs: filters.untilMs })

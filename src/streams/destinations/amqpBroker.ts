@@ -1,7 +1,6 @@
 import { once } from 'node:events';
-import { isIP } from 'node:net';
 import { type ChannelModel, type ConfirmChannel, connect, type Message } from 'amqplib';
-import { blockedAddressReason, guardedLookup } from '../../webhooks/targetGuard.ts';
+import { guardedLookup, literalTargetRefusal } from '../../webhooks/targetGuard.ts';
 import type { StreamFormat } from '../streamRules.ts';
 import type { Destination, EncodedBatch, SendOutcome } from './destination.ts';
 import { outcomeOfNetworkFailure } from './httpPoster.ts';
@@ -57,7 +56,7 @@ export class AmqpBroker implements Destination {
 
   async send(batch: EncodedBatch, signal?: AbortSignal): Promise<SendOutcome> {
     const blocked = this.literalAddressBlocked();
-    if (blocked) return { kind: 'refused', reason: `target refused: host ${blocked}` };
+    if (blocked) return { kind: 'refused', reason: blocked };
     let channel: ConfirmChannel;
     try {
       channel = (await this.connected()).channel;
@@ -182,9 +181,7 @@ export class AmqpBroker implements Destination {
   }
 
   private literalAddressBlocked(): string | undefined {
-    if (this.options.allowPrivateTargets) return undefined;
-    const host = this.url.hostname.replace(/^\[(.*)\]$/, '$1');
-    return isIP(host) ? blockedAddressReason(host) : undefined;
+    return this.options.allowPrivateTargets ? undefined : literalTargetRefusal(this.url);
   }
 }
 

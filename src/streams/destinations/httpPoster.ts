@@ -1,6 +1,5 @@
-import { isIP } from 'node:net';
 import { Agent } from 'undici';
-import { blockedAddressReason, guardedLookup } from '../../webhooks/targetGuard.ts';
+import { guardedLookup, isGuardFailure, literalTargetRefusal, TARGET_REFUSED } from '../../webhooks/targetGuard.ts';
 import type { SendOutcome } from './destination.ts';
 
 /** At most this much of an answer is read: enough for an error's text, never a whole page. */
@@ -48,7 +47,7 @@ export class HttpPoster {
   /** Rejects with the network failure (refused, reset, timeout, blocked target); any status resolves. */
   async post(url: URL, headers: Record<string, string>, body: Buffer): Promise<HttpAnswer> {
     const blocked = this.literalAddressBlocked(url);
-    if (blocked) throw new BlockedDestinationError(`target refused: host ${blocked}`);
+    if (blocked) throw new BlockedDestinationError(blocked);
     const response = await this.agent.request({
       origin: url.origin,
       path: `${url.pathname}${url.search}`,
@@ -79,9 +78,7 @@ export class HttpPoster {
   }
 
   private literalAddressBlocked(url: URL): string | undefined {
-    if (this.options.allowPrivateTargets) return undefined;
-    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
-    return isIP(host) ? blockedAddressReason(host) : undefined;
+    return this.options.allowPrivateTargets ? undefined : literalTargetRefusal(url);
   }
 }
 
@@ -91,7 +88,9 @@ export class HttpPoster {
  */
 export function outcomeOfNetworkFailure(error: unknown): SendOutcome {
   const reason = describeNetworkFailure(error);
-  return reason.startsWith('target refused') ? { kind: 'refused', reason } : { kind: 'retry', reason };
+  const failure = error as { name?: string; cause?: { name?: string } };
+  const refused = failure.name === 'BlockedDestinationError' || (failure.cause ?? failure).name === 'BlockedTargetError';
+  return refused ? { kind: 'refused', reason } : { kind: 'retry', reason };
 }
 
 /** A network failure as a destination's last_error: its code and message, never a header or body sent. */
@@ -101,6 +100,6 @@ function describeNetworkFailure(error: unknown): string {
     return 'timeout: no answer in time';
   if (failure.name === 'BlockedDestinationError') return failure.message ?? 'target refused';
   const cause = failure.cause ?? failure;
-  if (cause.name === 'BlockedTargetError') return `target refused: ${cause.message}`;
+  if (isGuardFailure(cause)) return TARGET_REFUSED;
   return `${cause.code ?? failure.code ?? 'error'}: ${cause.message ?? failure.message ?? String(error)}`;
 }

@@ -1,8 +1,7 @@
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
-import { isIP } from 'node:net';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { blockedAddressReason, guardedLookup } from '../../webhooks/targetGuard.ts';
+import { guardedLookup, literalTargetRefusal } from '../../webhooks/targetGuard.ts';
 import type { Destination, EncodedBatch, SendOutcome } from './destination.ts';
 import { outcomeOfNetworkFailure } from './httpPoster.ts';
 
@@ -66,7 +65,7 @@ export class S3Objects implements Destination {
   constructor(settings: S3Settings, options: S3Options) {
     this.settings = settings;
     const endpoint = settings.endpoint ? new URL(settings.endpoint) : undefined;
-    this.blocked = endpoint && !options.allowPrivateTargets ? literalBlocked(endpoint) : undefined;
+    this.blocked = endpoint && !options.allowPrivateTargets ? literalTargetRefusal(endpoint) : undefined;
     const lookup = options.allowPrivateTargets ? {} : { lookup: guardedLookup };
     this.client = import('@aws-sdk/client-s3').then((sdk) => ({
       sdk,
@@ -108,7 +107,7 @@ export class S3Objects implements Destination {
   }
 
   async send(batch: EncodedBatch): Promise<SendOutcome> {
-    if (this.blocked) return { kind: 'refused', reason: `target refused: host ${this.blocked}` };
+    if (this.blocked) return { kind: 'refused', reason: this.blocked };
     const { client, sdk } = await this.client;
     try {
       const head = batch.treeHead;
@@ -153,9 +152,4 @@ export class S3Objects implements Destination {
   async close(): Promise<void> {
     (await this.client).client.destroy();
   }
-}
-
-function literalBlocked(url: URL): string | undefined {
-  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
-  return isIP(host) ? blockedAddressReason(host) : undefined;
 }

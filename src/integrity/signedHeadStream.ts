@@ -7,9 +7,9 @@ import {
   type JetStreamClient,
   type JetStreamManager,
 } from '@nats-io/jetstream';
-import { LedgerConflictError, type LedgerEntry, type LedgerHead, type SignedHeadLedger } from '../integrity/forkGuard.ts';
-import type { BusConnection } from './natsConnection.ts';
-import type { BusNames } from './streams.ts';
+import { LedgerConflictError, type LedgerEntry, type LedgerHead, type SignedHeadLedger } from './forkGuard.ts';
+import type { BusConnection } from '../bus/natsConnection.ts';
+import type { BusNames } from '../bus/jetStreamDefinitions.ts';
 
 /**
  * The fork guard's ledger on JetStream: one stream, one subject per tenant, one message per subject (the

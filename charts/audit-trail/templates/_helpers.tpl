@@ -242,6 +242,10 @@ nats: NATS_TLS
   value: {{ .root.Values.config.deliverySchedule | quote }}
 - name: SEAL_INTERVAL
   value: {{ .root.Values.config.sealInterval | quote }}
+{{- with .root.Values.config.checkpointOrigin }}
+- name: CHECKPOINT_ORIGIN
+  value: {{ . | quote }}
+{{- end }}
 {{- with .root.Values.config.retentionDefault }}
 - name: RETENTION_DEFAULT
   value: {{ . | quote }}

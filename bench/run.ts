@@ -22,6 +22,7 @@ const BENCHMARKS: Record<string, string> = {
   sealing: 'bench/sealing.ts',
   'seal-cost': 'bench/sealCost.ts',
   integrity: 'bench/integrity.ts',
+  tiles: 'bench/tiles.ts',
   portal: 'bench/portal.ts',
   search: 'bench/search.ts',
   'make-run': 'bench/makeRun.ts',

@@ -78,7 +78,13 @@ async function publish(args: string[], config: Config, log: Logger, out: NodeJS.
     process.stderr.write(`audit-trail integrity publish needs --tenant and one of --directory and --bucket\nusage: ${PUBLISH_USAGE}\n`);
     return 2;
   }
-  const db = new Database({ url: config.databaseUrl, poolSize: 2, applicationName: 'audit-trail integrity publish', log });
+  const db = new Database({
+    url: config.databaseUrl,
+    pooler: config.databasePooler,
+    poolSize: 2,
+    applicationName: 'audit-trail integrity publish',
+    log,
+  });
   const bucket = values.bucket ? bucketSink(config.retention.archiveStore, values.bucket, values.prefix ?? `${values.tenant}/`) : undefined;
   try {
     const sink = bucket ?? directorySink(values.directory!);

@@ -9,7 +9,12 @@ import { canonicalJson, hashLeaf } from '../client/integrity.ts';
  * general path, so the result is always RFC 8785's.
  */
 export function documentLeaf(document: string): Buffer {
-  return hashLeaf(canonicalFlatDocument(document) ?? canonicalJson(JSON.parse(document)));
+  return hashLeaf(canonicalDocument(document));
+}
+
+/** The RFC 8785 canonical JSON of a stored document: what its leaf hashes, and an entry bundle carries. */
+export function canonicalDocument(document: string): string {
+  return canonicalFlatDocument(document) ?? canonicalJson(JSON.parse(document));
 }
 
 const QUOTE = 0x22;

@@ -105,7 +105,11 @@ export class Sealer {
   /** Registers the signing key (retiring the previous one) and starts sealing. */
   async start(): Promise<void> {
     await this.registerKey();
-    await this.checkForks();
+    // The check at start is an early warning: every signature is checked anyway, so a ledger that cannot be
+    // read now (NATS restarting) delays signing, not the start.
+    await this.checkForks().catch((error: unknown) =>
+      this.options.log.warn({ err: error }, 'fork guard: the signed heads could not be checked at start; each signature checks them'),
+    );
     this.options.log.info({ key_id: this.options.signer.keyId, interval_ms: this.options.intervalMs }, 'sealer started');
     this.loop.start();
   }

@@ -1,10 +1,18 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
-import type { ArchiveStoreSettings } from '../lifecycle/archiveStore.ts';
 import type { StaticLogSink } from './staticLog.ts';
 
 /** Where `audit-trail integrity publish` writes a static copy: a directory, or the archive bucket (ARCHIVE_S3_*). */
+
+/** The deployment's S3-compatible store (ARCHIVE_S3_*), as the retention role's archives use it. */
+export interface BucketSettings {
+  readonly region: string;
+  readonly endpoint?: string;
+  readonly accessKeyId?: string;
+  readonly secretAccessKey?: string;
+  readonly forcePathStyle: boolean;
+}
 
 export function directorySink(root: string): StaticLogSink {
   return {
@@ -27,7 +35,7 @@ export function directorySink(root: string): StaticLogSink {
 // What tlog-tiles asks of a server: full tiles long-lived, partial ones and the checkpoint short-lived.
 const CACHE_CONTROL = { full: 'public, max-age=31536000, immutable', partial: 'public, max-age=60', checkpoint: 'public, max-age=5' };
 
-export function bucketSink(settings: ArchiveStoreSettings, bucket: string, prefix: string): StaticLogSink & { close(): void } {
+export function bucketSink(settings: BucketSettings, bucket: string, prefix: string): StaticLogSink & { close(): void } {
   let opened: Promise<{ client: S3Client; sdk: typeof import('@aws-sdk/client-s3') }> | undefined;
   const open = () => {
     const { region, endpoint, accessKeyId, secretAccessKey, forcePathStyle } = settings;

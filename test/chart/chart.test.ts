@@ -220,12 +220,14 @@ describe('Helm chart', function () {
     expect(environment(pod.containers[0]).DATABASE_URL).to.deep.equal({ secretKeyRef: { name: 'audit-trail-env', key: 'DATABASE_URL' } });
   });
 
-  it('gives SEAL_SIGNING_KEY from the Secret to the sealer pods only, and SEAL_INTERVAL to every pod', () => {
+  it('gives SEAL_SIGNING_KEY from the Secret to the sealer pods only, and SEAL_INTERVAL and CHECKPOINT_ORIGIN to every pod', () => {
     const secret = named(defaults, 'Secret', 'rel-audit-trail-env');
     expect(secret.stringData.SEAL_SIGNING_KEY).to.equal(TEST_SEAL_KEY);
     for (const deployment of byKind(everything, 'Deployment')) {
       const env = environment(deployment.spec.template.spec.containers[0]);
       expect(env.SEAL_INTERVAL, deployment.metadata.name).to.equal('5s');
+      // The checkpoint origin's first part, read by the sealer; the same everywhere, like SEAL_INTERVAL.
+      expect(env.CHECKPOINT_ORIGIN, deployment.metadata.name).to.equal('audit.example.com/trail');
       if (deployment.metadata.name === 'rel-audit-trail-sealer') {
         expect(env.SEAL_SIGNING_KEY).to.deep.equal({ secretKeyRef: { name: 'audit-trail-env', key: 'SEAL_SIGNING_KEY' } });
       } else {
@@ -479,7 +481,8 @@ describe('Helm chart', function () {
       // Redis: endpoints' rate limits are shared through it (docs/webhooks.md "Delivery settings").
       worker: ['dns', 'postgres', 'nats', 'redis', 'webhooks'],
       controller: ['dns', 'postgres', 'kubernetesApi'],
-      sealer: ['dns', 'postgres'],
+      // NATS: the fork guard's ledger of signed heads (docs/integrity.md "The fork guard").
+      sealer: ['dns', 'postgres', 'nats'],
       // SIEM destinations are public addresses, like webhook receivers.
       streams: ['dns', 'postgres', 'webhooks'],
       migrate: ['dns', 'postgres'],

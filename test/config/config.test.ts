@@ -75,6 +75,7 @@ describe('configuration', () => {
     expect(config.seal.intervalMs).to.equal(500);
     expect(config.seal.heartbeatMs).to.equal(600_000);
     expect(config.seal.signingKey?.asymmetricKeyType).to.equal('ed25519');
+    expect(loadConfig({ CHECKPOINT_ORIGIN: 'audit.example.com/trail/' }).seal.checkpointOrigin).to.equal('audit.example.com/trail');
     const ecKey = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
     expect(() => loadConfig({ SEAL_SIGNING_KEY: ecKey })).to.throw(/^SEAL_SIGNING_KEY: must be an Ed25519 private key, not ec$/);
   });
@@ -94,6 +95,7 @@ describe('configuration', () => {
     ['SEAL_INTERVAL', 'often', /SEAL_INTERVAL: must be a duration such as 10s/],
     ['SEAL_INTERVAL', '10ms', /SEAL_INTERVAL: must be at least 100ms/],
     ['SEAL_HEARTBEAT', '2h', /SEAL_HEARTBEAT: must be at most 1h/],
+    ['CHECKPOINT_ORIGIN', 'audit example+trail', /^CHECKPOINT_ORIGIN: must be a schema-less URL such as audit.example.com\/trail/],
     ['SEAL_SIGNING_KEY', 'secret-value', /^SEAL_SIGNING_KEY: must be an Ed25519 private key in PEM \(PKCS#8\)/],
     ['PUBLIC_BASE_URL', 'ftp://audit.example.com', /^PUBLIC_BASE_URL: must be a URL with scheme http or https/],
     ['PUBLIC_BASE_URL', 'https://audit.example.com/#x', /^PUBLIC_BASE_URL: must not have a query or fragment/],

@@ -242,6 +242,10 @@ nats: NATS_TLS
   value: {{ .root.Values.config.deliverySchedule | quote }}
 - name: SEAL_INTERVAL
   value: {{ .root.Values.config.sealInterval | quote }}
+{{- with .root.Values.config.checkpointOrigin }}
+- name: CHECKPOINT_ORIGIN
+  value: {{ . | quote }}
+{{- end }}
 {{- with .root.Values.config.retentionDefault }}
 - name: RETENTION_DEFAULT
   value: {{ . | quote }}
@@ -292,7 +296,7 @@ api: {cliRoles: api, public: true, uses: [postgres, redis], reaches: [webhooks]}
 ingest: {cliRoles: ingest, public: false, uses: [postgres, nats], reaches: []}
 worker: {cliRoles: "relay,worker", public: false, uses: [postgres, nats, redis], reaches: [webhooks]}
 controller: {cliRoles: controller, public: false, uses: [postgres], reaches: [kubernetesApi]}
-sealer: {cliRoles: sealer, public: false, uses: [postgres], reaches: []}
+sealer: {cliRoles: sealer, public: false, uses: [postgres, nats], reaches: []}
 streams: {cliRoles: streams, public: false, uses: [postgres], reaches: [webhooks]}
 retention: {cliRoles: retention, public: false, uses: [postgres], reaches: [archive]}
 {{- end }}

@@ -1,0 +1,202 @@
+/**
+ * Tiles benchmark (issue 45), on a tenant log of 1,000,000 sealed events:
+ *   - a monitor reading the log from the start: every hash tile, then every entry bundle, 8 requests in
+ *     flight over keep-alive, from the api process (API key, rate limiter, Postgres) and from a bare static
+ *     file server serving the same tiles from disk (bench/baseline/staticFileServer.ts, over the copy
+ *     `integrity publish` wrote). Goal: the API at ≥ 0.5× the static server's rate. The api process is
+ *     started afresh for each round, so its first pass finds no tile in memory (a monitor's first read);
+ *     a second pass, warm, is reported beside it.
+ *   - proof of inclusion from tiles by the Go checksum database client (test/support/go/tlogclient.go):
+ *     the tile requests it makes per level for random leaves. Goal: at most 2 per level.
+ * The dataset (database audit_bench_tiles) is generated in Postgres and sealed once; it is kept between runs.
+ *
+ *   node bench/tiles.ts
+ */
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { Database } from '../src/db/database.ts';
+import { createDatabaseIfMissing, migrate } from '../src/db/migrate.ts';
+import { EVENT_JSON } from '../src/events/eventDocument.ts';
+import { Sealer } from '../src/integrity/sealer.ts';
+import { publishStaticLog } from '../src/integrity/staticLog.ts';
+import { directorySink } from '../src/integrity/staticLogSinks.ts';
+import { tilesBetween, tlogTilePath } from '../src/integrity/tlogTiles.ts';
+import { TransparencyLog } from '../src/integrity/transparencyLog.ts';
+import { TreeHeadSigner } from '../src/integrity/treeHeadSigner.ts';
+import { createLogger } from '../src/platform/logger.ts';
+import { runGoTlogClient } from '../test/support/go-tlog-client.ts';
+import { startApiProcess } from './support/apiProcess.ts';
+import { mintBenchKeys } from './support/keys.ts';
+import { SERVER_URL } from './support/listDataset.ts';
+import { freePort, imageNodeFlags, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+
+const DATABASE_URL = `${SERVER_URL}/audit_bench_tiles`;
+const TENANT = 'tenant-tiles';
+const EVENTS = 1_000_000;
+const DATASET = 'tiles-v1';
+const IN_FLIGHT = 8;
+const ROUNDS = 3;
+const log = (line: string) => console.error(line);
+
+async function ensureDataset(): Promise<void> {
+  await createDatabaseIfMissing(DATABASE_URL);
+  await migrate(DATABASE_URL, createLogger('warn'));
+  const client = new pg.Client({ connectionString: DATABASE_URL });
+  await client.connect();
+  try {
+    await client.query('CREATE TABLE IF NOT EXISTS bench_datasets (name text PRIMARY KEY, loaded_at timestamptz NOT NULL DEFAULT now())');
+    if ((await client.query('SELECT 1 FROM bench_datasets WHERE name = $1', [DATASET])).rowCount) return;
+    if (Number((await client.query('SELECT count(*) FROM events')).rows[0].count) > 0) {
+      throw new Error('audit_bench_tiles holds a partial dataset: drop the database and run again');
+    }
+    for (let day = 0; day <= 62; day += 28)
+      await client.query('SELECT audit_ensure_event_partition(now() - make_interval(days => $1))', [day]);
+    for (let offset = 0; offset < EVENTS; offset += 250_000) {
+      await client.query(
+        `INSERT INTO events (tenant_id, occurred_at, event_id, action, user_id, user_role, resource_type, resource_id,
+                             fields_accessed, phi_involved, source_ip, user_agent, justification, success, details, document)
+         SELECT e.*, ${EVENT_JSON}
+         FROM (SELECT '${TENANT}' AS tenant_id, date_trunc('milliseconds', now()) - interval '40 days' + n * interval '2 milliseconds' AS occurred_at,
+                      gen_random_uuid() AS event_id, (ARRAY['phi.read','phi.query','auth.login'])[1 + n % 3] AS action, 'user-' || (n % 5000) AS user_id,
+                      'clinician' AS user_role, 'patient_record' AS resource_type, 'p-' || n AS resource_id, '["diagnosis"]' AS fields_accessed,
+                      true AS phi_involved, '10.1.2.3' AS source_ip, 'bench-agent/1.0' AS user_agent, '' AS justification, true AS success,
+                      '{"ward":"' || (n % 40) || '"}' AS details
+                 FROM generate_series($1::bigint, $2::bigint) AS n OFFSET 0) AS e`,
+        [offset, offset + 249_999],
+      );
+      log(`  loaded ${offset + 250_000} events`);
+    }
+    const db = new Database({ url: DATABASE_URL, poolSize: 2, applicationName: 'bench sealer', log: createLogger('warn') });
+    const sealer = new Sealer({
+      db,
+      signer: new TreeHeadSigner(generateKeyPairSync('ed25519').privateKey),
+      intervalMs: 10_000,
+      heartbeatMs: 3_600_000,
+      log: createLogger('warn'),
+    });
+    await sealer.registerKey();
+    let sealed = 0;
+    while (sealed < EVENTS) sealed += (await sealer.sealPass()).sealed;
+    await db.close();
+    await client.query('INSERT INTO bench_datasets (name) VALUES ($1)', [DATASET]);
+    log(`sealed ${sealed} events`);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Fetches every path with IN_FLIGHT requests at a time; returns requests per second and bytes. */
+async function readAll(base: string, paths: readonly string[], headers: Record<string, string>): Promise<{ rate: number; bytes: number }> {
+  let next = 0;
+  let bytes = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: IN_FLIGHT }, async () => {
+      while (next < paths.length) {
+        const path = paths[next++]!;
+        const response = await fetch(`${base}/${path}`, { headers });
+        if (response.status !== 200) throw new Error(`GET ${path}: ${response.status}`);
+        // Awaited first: `bytes += await …` would read `bytes` before the wait and lose the others' additions.
+        const body = await response.arrayBuffer();
+        bytes += body.byteLength;
+      }
+    }),
+  );
+  return { rate: paths.length / ((performance.now() - started) / 1000), bytes };
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+const fixed = (value: number) => value.toFixed(2);
+
+await ensureDataset();
+const key = (await mintBenchKeys(DATABASE_URL, [TENANT], ['audit:read'])).get(TENANT)!;
+const copy = mkdtempSync(join(tmpdir(), 'audit-bench-tiles-'));
+const db = new Database({ url: DATABASE_URL, poolSize: 2, applicationName: 'bench publish', log: createLogger('warn') });
+const published = await publishStaticLog(new TransparencyLog(db), TENANT, directorySink(copy), true);
+await db.close();
+log(`static copy: ${published.files} files at ${published.size} leaves in ${copy}`);
+const tiles = tilesBetween(0, published.size);
+const hashPaths = tiles.filter((tile) => tile.level !== 'entries').map((tile) => `tile/${tlogTilePath(tile)}`);
+const bundlePaths = tiles.filter((tile) => tile.level === 'entries').map((tile) => `tile/${tlogTilePath(tile)}`);
+
+const staticPort = await freePort();
+const staticServer = startNode([...imageNodeFlags(), 'bench/baseline/staticFileServer.ts'], { ROOT: copy, PORT: String(staticPort) });
+const staticBase = `http://127.0.0.1:${staticPort}`;
+await waitForHttp(`${staticBase}/checkpoint`);
+const auth = { authorization: `Bearer ${key}` };
+
+const results: Array<Record<string, number>> = [];
+try {
+  for (let round = 0; round <= ROUNDS; round += 1) {
+    const api = await startApiProcess(DATABASE_URL);
+    const apiBase = `${api.baseUrl}/api/v2/public/audit/integrity`;
+    try {
+      const staticHashes = await readAll(staticBase, hashPaths, {});
+      const apiHashes = await readAll(apiBase, hashPaths, auth);
+      const apiHashesWarm = await readAll(apiBase, hashPaths, auth);
+      const staticBundles = await readAll(staticBase, bundlePaths, {});
+      const apiBundles = await readAll(apiBase, bundlePaths, auth);
+      if (apiHashes.bytes !== staticHashes.bytes || apiBundles.bytes !== staticBundles.bytes)
+        throw new Error('the API and the copy served different bytes');
+      const figures = {
+        staticHashes: staticHashes.rate,
+        apiHashes: apiHashes.rate,
+        apiHashesWarm: apiHashesWarm.rate,
+        staticBundles: staticBundles.rate,
+        apiBundles: apiBundles.rate,
+      };
+      log(
+        `${round === 0 ? 'warm-up' : `round ${round}`}: ${JSON.stringify(Object.fromEntries(Object.entries(figures).map(([name, rate]) => [name, Math.round(rate)])))}`,
+      );
+      if (round > 0) results.push(figures);
+    } finally {
+      await stopProcess(api.child);
+    }
+  }
+
+  // Proof of inclusion by tiles: the Go client's tile requests per level for random leaves, through a counting proxy.
+  const counts = new Map<string, number>();
+  const proxy = createServer(async (request, response) => {
+    const path = request.url ?? '';
+    const level = /\/tile\/(\d+|entries)\//.exec(path)?.[1];
+    if (level !== undefined) counts.set(level, (counts.get(level) ?? 0) + 1);
+    const upstream = await fetch(`${staticBase}${path}`);
+    response.writeHead(upstream.status).end(Buffer.from(await upstream.arrayBuffer()));
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  const proxyBase = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  const api = await startApiProcess(DATABASE_URL);
+  const vkey = (await (await fetch(`${api.baseUrl}/api/v2/public/audit/integrity/verifier-key`, { headers: auth })).text()).trim();
+  await stopProcess(api.child);
+  const perLevel: Record<string, number> = {};
+  for (let sample = 0; sample < 20; sample += 1) {
+    counts.clear();
+    const leaf = Math.floor(Math.random() * published.size);
+    const proof = await runGoTlogClient({ prefix: proxyBase, apiKey: 'none', vkey, leaves: [leaf] });
+    if (proof.status !== 0) throw new Error(`the Go client failed on leaf ${leaf}: ${proof.stderr}`);
+    for (const [level, count] of counts) perLevel[level] = Math.max(perLevel[level] ?? 0, count);
+  }
+  await new Promise((resolve) => proxy.close(resolve));
+
+  const ratio = (api: string, bare: string) => results.map((figures) => figures[api]! / figures[bare]!);
+  const hashes = ratio('apiHashes', 'staticHashes');
+  const warm = ratio('apiHashesWarm', 'staticHashes');
+  const bundles = ratio('apiBundles', 'staticBundles');
+  console.log(
+    [
+      `tiles of a ${published.size}-leaf log, ${hashPaths.length} hash tiles and ${bundlePaths.length} entry bundles, ${IN_FLIGHT} requests in flight; ${ROUNDS} rounds after a warm-up`,
+      `hash tiles, first read (cold api process) vs the bare static server: ${fixed(median(hashes))} (${hashes.map(fixed).join(' ')}); ${Math.round(median(results.map((r) => r.apiHashes!)))} vs ${Math.round(median(results.map((r) => r.staticHashes!)))} tiles/s`,
+      `hash tiles, second read (warm): ${fixed(median(warm))} (${warm.map(fixed).join(' ')}); ${Math.round(median(results.map((r) => r.apiHashesWarm!)))} tiles/s`,
+      `entry bundles vs the bare static server: ${fixed(median(bundles))} (${bundles.map(fixed).join(' ')}); ${Math.round(median(results.map((r) => r.apiBundles!)))} vs ${Math.round(median(results.map((r) => r.staticBundles!)))} bundles/s`,
+      `proof of inclusion (Go tlog client, 20 random leaves): most tile requests per level ${JSON.stringify(perLevel)}`,
+    ].join('\n'),
+  );
+} finally {
+  await stopProcess(staticServer);
+  rmSync(copy, { recursive: true, force: true });
+}

@@ -1,7 +1,7 @@
-import { Gauge } from 'prom-client';
 import { requireSetting } from '../config/config.ts';
 import { oldestUnsealedAgeSeconds } from '../integrity/sealStore.ts';
 import { Sealer } from '../integrity/sealer.ts';
+import { registerSealerMetrics } from '../integrity/sealerMetrics.ts';
 import { TreeHeadSigner } from '../integrity/treeHeadSigner.ts';
 import { SignedHeadStream } from '../integrity/signedHeadStream.ts';
 import type { Role } from './role.ts';
@@ -26,16 +26,9 @@ export const role: Role = {
       log: parts.log.child({ role: 'sealer' }),
       metrics,
     });
-    metrics.registerSealBacklogAge(() => oldestUnsealedAgeSeconds(db));
-    // AuditTrailTreeForked pages on it: 1 per tenant whose sealing the fork guard stopped.
-    new Gauge({
-      name: 'audit_tree_forked',
-      help: '1 for a tenant whose database tree does not extend the head last signed for it: its sealing stopped (docs/integrity.md, The fork guard)',
-      labelNames: ['tenant_id'],
-      registers: [metrics.registry],
-      collect() {
-        for (const tenantId of sealer.forked.keys()) this.set({ tenant_id: tenantId }, 1);
-      },
+    registerSealerMetrics(metrics.registry, {
+      oldestUnsealedAgeSeconds: () => oldestUnsealedAgeSeconds(db),
+      forkedTenants: () => sealer.forked.keys(),
     });
     // Its key's registration is its first query: where it waits for Postgres at start, like every role.
     await parts.whenPostgresAnswers('register the signing key', () => sealer.start());

@@ -57,7 +57,8 @@ format: install
 services:
 	bash scripts/services.sh
 
-# What only the tests and benchmarks use besides the servers: Chromium, promtool and Go.
+# What only the tests and benchmarks use besides the servers: Chromium, promtool, Go, and the servers the
+# high-availability and broker tests start privately (pg_auto_failover, PgBouncer, Redis Sentinel, RabbitMQ).
 test-tools:
 	bash scripts/services.sh --test-tools
 

@@ -99,11 +99,23 @@ ensure_go() {
   ensure_package /usr/share/gocode/src/golang.org/x/mod/sumdb/tlog golang-golang-x-mod-dev --no-install-recommends
 }
 
+# The servers the high-availability and broker tests start privately on free ports, never as services: a
+# pg_auto_failover formation (test/support/private-ha.ts), PgBouncer (private-pgbouncer.ts), Redis Sentinel
+# (private-sentinel.ts) and RabbitMQ (private-rabbitmq.ts). Debian's packages start a service of their own
+# where an init system runs; these tests do not use it.
+ensure_private_servers() {
+  ensure_package /usr/bin/pg_autoctl postgresql-15-auto-failover --no-install-recommends
+  ensure_package /usr/sbin/pgbouncer pgbouncer --no-install-recommends
+  ensure_package /usr/bin/redis-sentinel redis-sentinel --no-install-recommends
+  ensure_package /usr/sbin/rabbitmq-server rabbitmq-server --no-install-recommends
+}
+
 if [ "${1:-}" = --test-tools ]; then
   ensure_browser
   ensure_promtool
   ensure_go
-  log "Chromium, promtool and Go are installed"
+  ensure_private_servers
+  log "Chromium, promtool, Go, pg_auto_failover, PgBouncer, Redis Sentinel and RabbitMQ are installed"
   exit 0
 fi
 start_postgres

@@ -1,18 +1,9 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import type { S3Client } from '@aws-sdk/client-s3';
+import { type ObjectStore, type ObjectStoreSettings, openObjectStore } from '../platform/objectStore.ts';
 import type { StaticLogSink } from './staticLog.ts';
 
 /** Where `audit-trail integrity publish` writes a static copy: a directory, or the archive bucket (ARCHIVE_S3_*). */
-
-/** The deployment's S3-compatible store (ARCHIVE_S3_*), as the retention role's archives use it. */
-export interface BucketSettings {
-  readonly region: string;
-  readonly endpoint?: string;
-  readonly accessKeyId?: string;
-  readonly secretAccessKey?: string;
-  readonly forcePathStyle: boolean;
-}
 
 export function directorySink(root: string): StaticLogSink {
   return {
@@ -35,21 +26,11 @@ export function directorySink(root: string): StaticLogSink {
 // What tlog-tiles asks of a server: full tiles long-lived, partial ones and the checkpoint short-lived.
 const CACHE_CONTROL = { full: 'public, max-age=31536000, immutable', partial: 'public, max-age=60', checkpoint: 'public, max-age=5' };
 
-export function bucketSink(settings: BucketSettings, bucket: string, prefix: string): StaticLogSink & { close(): void } {
-  let opened: Promise<{ client: S3Client; sdk: typeof import('@aws-sdk/client-s3') }> | undefined;
+export function bucketSink(settings: ObjectStoreSettings, bucket: string, prefix: string): StaticLogSink & { close(): void } {
+  let opened: ObjectStore | undefined;
+  // Publishing is run by hand or on a schedule: a few attempts ride out a store's brief hiccup.
   const open = () => {
-    const { region, endpoint, accessKeyId, secretAccessKey, forcePathStyle } = settings;
-    opened ??= import('@aws-sdk/client-s3').then((sdk) => ({
-      sdk,
-      client: new sdk.S3Client({
-        region,
-        endpoint,
-        forcePathStyle,
-        ...(accessKeyId && secretAccessKey ? { credentials: { accessKeyId, secretAccessKey } } : {}),
-        requestChecksumCalculation: 'WHEN_REQUIRED',
-        responseChecksumValidation: 'WHEN_REQUIRED',
-      }),
-    }));
+    opened ??= openObjectStore(settings, 3);
     return opened;
   };
   const key = (path: string) => `${prefix.replace(/\/+$/, '')}${prefix ? '/' : ''}${path}`;

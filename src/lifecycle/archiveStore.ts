@@ -1,14 +1,8 @@
 import { createHash } from 'node:crypto';
-import type { S3Client } from '@aws-sdk/client-s3';
+import { type ObjectStore, type ObjectStoreSettings, openObjectStore } from '../platform/objectStore.ts';
 
 /** The deployment's S3-compatible store for archives (ARCHIVE_S3_*); the bucket and prefix are the policy's. */
-export interface ArchiveStoreSettings {
-  readonly region: string;
-  readonly endpoint?: string;
-  readonly accessKeyId?: string;
-  readonly secretAccessKey?: string;
-  readonly forcePathStyle: boolean;
-}
+export type ArchiveStoreSettings = ObjectStoreSettings;
 
 /** Why an archive could not be relied on: nothing of its range is expired. */
 export class ArchiveError extends Error {}
@@ -21,27 +15,15 @@ export class ArchiveError extends Error {}
  */
 export class ArchiveStore {
   private readonly settings: ArchiveStoreSettings;
-  private client: Promise<{ client: S3Client; sdk: typeof import('@aws-sdk/client-s3') }> | undefined;
+  private client: ObjectStore | undefined;
 
   constructor(settings: ArchiveStoreSettings) {
     this.settings = settings;
   }
 
-  private open() {
-    const { region, endpoint, accessKeyId, secretAccessKey, forcePathStyle } = this.settings;
-    this.client ??= import('@aws-sdk/client-s3').then((sdk) => ({
-      sdk,
-      client: new sdk.S3Client({
-        region,
-        endpoint,
-        forcePathStyle,
-        ...(accessKeyId && secretAccessKey ? { credentials: { accessKeyId, secretAccessKey } } : {}),
-        requestChecksumCalculation: 'WHEN_REQUIRED',
-        responseChecksumValidation: 'WHEN_REQUIRED',
-        // A failed pass is retried by the next one; a few attempts ride out a store's brief hiccup.
-        maxAttempts: 3,
-      }),
-    }));
+  private open(): ObjectStore {
+    // A failed pass is retried by the next one; a few attempts ride out a store's brief hiccup.
+    this.client ??= openObjectStore(this.settings, 3);
     return this.client;
   }
 

@@ -3,6 +3,7 @@ import type { BusConnection } from '../bus/natsConnection.ts';
 import { deliveryConsumerDefinition, ensureConsumer, type BusNames } from '../bus/jetStreamDefinitions.ts';
 import type { Database } from '../db/database.ts';
 import { NotificationListener } from '../db/notificationListener.ts';
+import { systemClock, type Clock } from '../platform/clock.ts';
 import { coerceError } from '../platform/errors.ts';
 import { PollLoop, type NextPass } from '../platform/pollLoop.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -36,6 +37,8 @@ export interface DeliveryRelayOptions {
   readonly metrics: ServiceMetrics;
   /** A replay was created, or notifications may have been missed: look for replays to run now. */
   readonly onReplays?: () => void;
+  /** What the relay schedules its passes and sweeps by. */
+  readonly clock?: Clock;
 }
 
 const BATCH_SIZE = 500;
@@ -63,6 +66,7 @@ const FULL_PASS_INTERVAL_MS = 1_000;
  */
 export class DeliveryRelay {
   private readonly options: DeliveryRelayOptions;
+  private readonly clock: Clock;
   private readonly listener: NotificationListener;
   private js: JetStreamClient | undefined;
   private subject = '';
@@ -86,15 +90,17 @@ export class DeliveryRelay {
    */
   private wokenSinceFullPass = false;
   /**
-   * When the outbox must be looked at next (Date.now() time): the next due time, or pollMs after the last
+   * When the outbox must be looked at next (the clock's time): the next due time, or pollMs after the last
    * look. A pass that only runs a sweep skips the look; a notification makes it at once.
    */
   private lookAt = 0;
 
   constructor(options: DeliveryRelayOptions) {
     this.options = options;
+    this.clock = options.clock ?? systemClock;
     this.confirmations = new DeferredConfirmations({ db: options.db, log: options.log });
     this.loop = new PollLoop({
+      clock: this.clock,
       pass: () => this.pass(),
       onError: (error) => {
         this.options.log.warn({ err: error }, 'delivery relay pass failed; retrying');
@@ -140,6 +146,7 @@ export class DeliveryRelay {
       publishLagMs: PUBLISH_TIMEOUT_MS,
       log: this.options.log,
       metrics: this.options.metrics,
+      clock: this.clock,
     });
     this.subject = this.options.names.deliverySubject();
     await this.listener.start();
@@ -162,11 +169,11 @@ export class DeliveryRelay {
     if ((await this.lostPublications!.sweepIfDue()) + (await this.releaseUnconfirmedIfDue()) > 0) this.forgetFloor();
     await this.releaseParkedIfDue();
     await this.startQueuedIfDue();
-    if (Date.now() < this.lookAt) return this.idleTime();
+    if (this.clock.now() < this.lookAt) return this.idleTime();
     const { published, failed, nextDueInMs } = await this.publishDue();
     if (failed) return { backoffMs: ERROR_BACKOFF_MS };
     if (published >= BATCH_SIZE || this.loop.woken) return 0;
-    this.lookAt = Date.now() + Math.min(this.options.pollMs, nextDueInMs ?? Number.POSITIVE_INFINITY);
+    this.lookAt = this.clock.now() + Math.min(this.options.pollMs, nextDueInMs ?? Number.POSITIVE_INFINITY);
     return this.idleTime();
   }
 
@@ -175,10 +182,10 @@ export class DeliveryRelay {
    * publishing. Made due again UNCONFIRMED_AFTER_MS after they were marked, whatever else is going on.
    */
   private async releaseUnconfirmedIfDue(): Promise<number> {
-    if (Date.now() < this.nextUnconfirmedSweepAt) return 0;
-    this.nextUnconfirmedSweepAt = Date.now() + UNCONFIRMED_SWEEP_MS;
+    if (this.clock.now() < this.nextUnconfirmedSweepAt) return 0;
+    this.nextUnconfirmedSweepAt = this.clock.now() + UNCONFIRMED_SWEEP_MS;
     const { released, inFlight } = await releaseUnconfirmedPublications(this.options.db, UNCONFIRMED_AFTER_MS);
-    if (inFlight === 0 && released === 0) this.nextUnconfirmedSweepAt = Date.now() + IDLE_UNCONFIRMED_SWEEP_MS;
+    if (inFlight === 0 && released === 0) this.nextUnconfirmedSweepAt = this.clock.now() + IDLE_UNCONFIRMED_SWEEP_MS;
     if (released > 0) {
       this.options.metrics.relayRepublished.inc(released);
       this.options.log.warn(
@@ -196,7 +203,7 @@ export class DeliveryRelay {
    * "An idle deployment").
    */
   private idleTime(): number {
-    const now = Date.now();
+    const now = this.clock.now();
     // While quick passes run after a notification, a full one comes at least every FULL_PASS_INTERVAL_MS.
     if (this.floor !== undefined && this.wokenSinceFullPass) this.lookAt = Math.min(this.lookAt, this.nextFullPassAt);
     const next = Math.min(
@@ -216,8 +223,8 @@ export class DeliveryRelay {
    * and ack wait, whatever its backlog.
    */
   private async releaseParkedIfDue(): Promise<void> {
-    if (Date.now() < this.nextParkedSweepAt) return;
-    this.nextParkedSweepAt = Date.now() + Math.max(1_000, this.options.ackWaitMs);
+    if (this.clock.now() < this.nextParkedSweepAt) return;
+    this.nextParkedSweepAt = this.clock.now() + Math.max(1_000, this.options.ackWaitMs);
     const released = await unparkOldestPerEndpoint(this.options.db);
     if (released > 0) {
       this.options.metrics.webhookUnparked.inc({ by: 'sweep' }, released);
@@ -231,9 +238,9 @@ export class DeliveryRelay {
    * now, so this pass publishes them.
    */
   private async startQueuedIfDue(): Promise<void> {
-    if (!this.queuedWaiting && Date.now() < this.nextQueuedSweepAt) return;
+    if (!this.queuedWaiting && this.clock.now() < this.nextQueuedSweepAt) return;
     this.queuedWaiting = false;
-    this.nextQueuedSweepAt = Date.now() + Math.max(1_000, this.options.ackWaitMs);
+    this.nextQueuedSweepAt = this.clock.now() + Math.max(1_000, this.options.ackWaitMs);
     await startIdleOrderedEndpoints(this.options.db).catch((error: unknown) => {
       this.queuedWaiting = true;
       throw error;
@@ -250,7 +257,7 @@ export class DeliveryRelay {
    * pass full, and a full pass every FULL_PASS_INTERVAL_MS takes the last.
    */
   private passFloor(): Date | undefined {
-    if (this.floor !== undefined && Date.now() < this.nextFullPassAt) return this.floor;
+    if (this.floor !== undefined && this.clock.now() < this.nextFullPassAt) return this.floor;
     this.floor = undefined;
     this.wokenSinceFullPass = false;
     return undefined;
@@ -271,10 +278,10 @@ export class DeliveryRelay {
     // A release heard while the pass ran may have committed after the pass's snapshot: no floor from it.
     if (floor === undefined && due.length < BATCH_SIZE && this.floorsForgotten === forgottenBefore) {
       this.floor = new Date(now.getTime() - FLOOR_MARGIN_MS);
-      this.nextFullPassAt = Date.now() + FULL_PASS_INTERVAL_MS;
+      this.nextFullPassAt = this.clock.now() + FULL_PASS_INTERVAL_MS;
     }
     if (due.length === 0) return { published: 0, failed: false, nextDueInMs };
-    const publishStartedAt = Date.now();
+    const publishStartedAt = this.clock.now();
     const { published, failed, error } = await publishDeliveryMessages(
       this.js!,
       { subject: this.subject, deploymentId: this.options.names.deploymentId },

@@ -127,7 +127,8 @@ export class DeliveryWorker {
         }),
       onSlotFreed: () => this.puller?.maybeResume(),
       permits: (endpointId, ratePerS, wanted) => this.rateLimit.take(endpointId, ratePerS, wanted),
-      later: (ms, run) => void setTimeout(run, ms).unref(),
+      later: (ms, run) => void this.clock.setTimer(run, ms),
+      now: () => this.clock.now(),
     });
     options.metrics.registerWebhookRequestsInFlight(() => this.lanes.requestsInFlight, options.maxSockets);
     this.recorder = new OutcomeRecorder<Held>({

@@ -1,3 +1,5 @@
+import { systemClock } from '../platform/clock.ts';
+
 /**
  * Per-endpoint lanes of a worker: at most `concurrency` requests in flight to one endpoint, at most
  * `maxInFlight` over all of them (each request holds a socket: the worker's socket cap), a queue behind
@@ -67,8 +69,10 @@ export interface EndpointLanesOptions<T> {
   readonly onSlotFreed: () => void;
   /** Permits for a rate-limited endpoint: granted now, and when to ask again if short. Never rejects. */
   readonly permits?: (endpointId: string, ratePerS: number, wanted: number) => Promise<{ granted: number; retryInMs: number }>;
-  /** Schedules a retry of a permit request (a timer); the lanes never read the clock themselves. */
+  /** Schedules a retry of a permit request (a timer). */
   readonly later?: (ms: number, run: () => void) => void;
+  /** The time, in milliseconds, that tells a slow endpoint (no answer for a while) from a busy one. */
+  readonly now?: () => number;
 }
 
 export type Admission = 'sent' | 'queued' | 'overflow';
@@ -79,8 +83,11 @@ export class EndpointLanes<T> {
   private readonly sending = new Set<Promise<void>>();
   private inFlight = 0;
 
+  private readonly now: () => number;
+
   constructor(options: EndpointLanesOptions<T>) {
     this.options = options;
+    this.now = options.now ?? systemClock.now;
   }
 
   /**
@@ -185,7 +192,7 @@ export class EndpointLanes<T> {
     // A lane waiting for permits cannot send; its queue is kept short like a hung one's.
     if (lane.limits?.ratePerS !== undefined && lane.permits === 0 && lane.waiting.length > 0) return true;
     // "All its slots busy" is whatever stops it sending more now: its share, or the worker's cap.
-    return lane.inFlight > 0 && !this.mayDispatch(lane) && Date.now() - lane.lastAnsweredAt > SLOW_AFTER_MS;
+    return lane.inFlight > 0 && !this.mayDispatch(lane) && this.now() - lane.lastAnsweredAt > SLOW_AFTER_MS;
   }
 
   /** Fills free slots of the cap from the waiting lanes, the one with the fewest requests in flight first. */
@@ -217,7 +224,7 @@ export class EndpointLanes<T> {
       this.inFlight -= 1;
       if (answered) {
         lane.answered += 1;
-        lane.lastAnsweredAt = Date.now();
+        lane.lastAnsweredAt = this.now();
       }
       if (lane.inFlight === 0 && lane.waiting.length === 0 && !lane.asking) this.lanes.delete(endpointId);
       this.pump();
@@ -236,7 +243,7 @@ export class EndpointLanes<T> {
         permits: 0,
         asking: false,
         inFlight: 0,
-        lastAnsweredAt: Date.now(),
+        lastAnsweredAt: this.now(),
         answered: 0,
         waiting: [],
       };

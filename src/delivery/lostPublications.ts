@@ -1,6 +1,7 @@
 import type { ConsumerInfo, JetStreamManager, StreamInfo } from '@nats-io/jetstream';
 import type { Queryable } from '../db/database.ts';
 import { releaseLostPublications } from './deliveryOutbox.ts';
+import { systemClock, type Clock } from '../platform/clock.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 
@@ -18,6 +19,7 @@ export interface LostPublicationsOptions {
   readonly publishLagMs: number;
   readonly log: Logger;
   readonly metrics: ServiceMetrics;
+  readonly clock?: Clock;
 }
 
 /**
@@ -54,16 +56,18 @@ interface Sample {
  */
 export class LostPublications {
   private readonly options: LostPublicationsOptions;
+  private readonly clock: Clock;
   private samples: Sample[] = [];
   private nextSweepAt = 0;
 
   constructor(options: LostPublicationsOptions) {
     this.options = options;
+    this.clock = options.clock ?? systemClock;
   }
 
   /** Milliseconds until the next look is due (0 or less: now). */
   untilNextSweepMs(): number {
-    return this.nextSweepAt - Date.now();
+    return this.nextSweepAt - this.clock.now();
   }
 
   /**
@@ -71,8 +75,8 @@ export class LostPublications {
    * again; throws when NATS or Postgres cannot be asked.
    */
   async sweepIfDue(): Promise<number> {
-    if (Date.now() < this.nextSweepAt) return 0;
-    this.nextSweepAt = Date.now() + this.options.intervalMs;
+    if (this.clock.now() < this.nextSweepAt) return 0;
+    this.nextSweepAt = this.clock.now() + this.options.intervalMs;
     const { jsm, stream, consumer } = this.options;
     const [streamInfo, consumerInfo] = await Promise.all([jsm.streams.info(stream), jsm.consumers.info(stream, consumer)]);
     const { now, released } = await releaseLostPublications(this.options.db, this.consumedBefore(streamInfo, consumerInfo));
@@ -87,7 +91,7 @@ export class LostPublications {
       publishedBefore: new Date(now.getTime() - this.options.publishLagMs),
       lastSeq: after.state.last_seq,
       streamCreated: after.created,
-      takenAt: Date.now(),
+      takenAt: this.clock.now(),
     });
     if (this.samples.length > MAX_SAMPLES) this.samples.shift();
     return released;
@@ -107,7 +111,7 @@ export class LostPublications {
       // Sequences at or below the stream's current end; above it (a NATS that lost the stream's tail), gone.
       const end = Math.min(sample.lastSeq, stream.state.last_seq);
       const acknowledged = consumer.ack_floor.stream_seq >= end;
-      const stuck = Date.now() - sample.takenAt >= STUCK_AFTER_MS && consumer.delivered.stream_seq >= end;
+      const stuck = this.clock.now() - sample.takenAt >= STUCK_AFTER_MS && consumer.delivered.stream_seq >= end;
       if (acknowledged || stuck) used = index;
     });
     if (used < 0) return undefined;

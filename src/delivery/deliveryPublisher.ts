@@ -4,6 +4,7 @@ import type { BusNames } from '../bus/jetStreamDefinitions.ts';
 import type { Queryable } from '../db/database.ts';
 import { returnToRelays } from './deliveryOutbox.ts';
 import type { NewDeliveryPublisher } from '../events/eventWriter.ts';
+import { systemClock, type Clock } from '../platform/clock.ts';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
@@ -16,6 +17,8 @@ export interface DeliveryPublisherOptions {
   readonly names: BusNames;
   readonly log: Logger;
   readonly metrics: ServiceMetrics;
+  /** What pauses after a failure and the confirmations' delay are timed by. */
+  readonly clock?: Clock;
 }
 
 /**
@@ -47,21 +50,26 @@ export class DeliveryPublisher implements NewDeliveryPublisher {
   private readonly target: { readonly subject: string; readonly deploymentId: string };
   private readonly inFlight = new Set<Promise<void>>();
   private readonly confirmations: DeferredConfirmations;
+  private readonly clock: Clock;
   private messagesInFlight = 0;
   private pausedUntil = 0;
   private stopping = false;
 
   constructor(options: DeliveryPublisherOptions) {
     this.options = options;
+    this.clock = options.clock ?? systemClock;
     this.js = jetstream(options.bus.nc);
-    this.confirmations = new DeferredConfirmations({ db: options.db, log: options.log });
+    this.confirmations = new DeferredConfirmations({ db: options.db, log: options.log, clock: this.clock });
     this.target = { subject: options.names.deliverySubject(), deploymentId: options.names.deploymentId };
   }
 
   /** Whether a write now should mark its deliveries published and hand them here. */
   get accepting(): boolean {
     return (
-      !this.stopping && this.options.bus.connected() && this.messagesInFlight < MAX_MESSAGES_IN_FLIGHT && Date.now() >= this.pausedUntil
+      !this.stopping &&
+      this.options.bus.connected() &&
+      this.messagesInFlight < MAX_MESSAGES_IN_FLIGHT &&
+      this.clock.now() >= this.pausedUntil
     );
   }
 
@@ -97,12 +105,12 @@ export class DeliveryPublisher implements NewDeliveryPublisher {
 
   private async publishNow(ids: readonly string[]): Promise<void> {
     const due = ids.map((id) => ({ id, attempt: 1, publication: 1 }));
-    const publishStartedAt = Date.now();
+    const publishStartedAt = this.clock.now();
     const { published, failed, error } = await publishDeliveryMessages(this.js, this.target, due);
     this.options.metrics.relayPublished.inc(due.length - failed.length);
     this.confirmations.add(published, publishStartedAt);
     if (failed.length === 0) return;
-    this.pausedUntil = Date.now() + PAUSE_AFTER_FAILURE_MS;
+    this.pausedUntil = this.clock.now() + PAUSE_AFTER_FAILURE_MS;
     this.options.metrics.errors.inc({ kind: 'publish_on_write_failed' });
     try {
       const returned = await returnToRelays(

@@ -98,7 +98,7 @@ export class DeliveryRelay {
   constructor(options: DeliveryRelayOptions) {
     this.options = options;
     this.clock = options.clock ?? systemClock;
-    this.confirmations = new DeferredConfirmations({ db: options.db, log: options.log });
+    this.confirmations = new DeferredConfirmations({ db: options.db, log: options.log, clock: this.clock });
     this.loop = new PollLoop({
       clock: this.clock,
       pass: () => this.pass(),

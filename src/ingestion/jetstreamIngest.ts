@@ -175,7 +175,8 @@ export class JetStreamIngest {
 
   /** The event in a message, or undefined after terminating a message that can never be stored. */
   private decode(message: JsMsg): NewEvent | undefined {
-    const reject = (reason: string, details?: unknown) => this.reject({ subject: message.subject, reply: replyOf(message) }, reason, details);
+    const reject = (reason: string, details?: unknown) =>
+      this.reject({ subject: message.subject, reply: replyOf(message) }, reason, details);
     const tenantId = this.options.names.tenantOfIngestSubject(message.subject);
     if (!tenantId) return reject('subject is not audit.ingest.<tenant_id>');
     let body: unknown;

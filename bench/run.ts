@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 
 const BENCHMARKS: Record<string, string> = {
   ingest: 'bench/ingest.ts',
+  'ingest-node-cpu': 'bench/ingestNodeCpu.ts',
   list: 'bench/list.ts',
   'actor-filters': 'bench/actorFilters.ts',
   'stored-form': 'bench/storedForm.ts',

@@ -38,8 +38,8 @@ const RETRY_DELAY_MS = 5_000;
 /**
  * What a batch keeps of a message until its write settles: the event, and the subjects its acknowledgement
  * goes to and its log lines name. Not the message itself: up to max_messages of them wait here at once, and
- * holding each one's objects and bytes until its batch commits made them outlive the young generation, the
- * drain's largest cost after NATS' own (BENCHMARKS.md, issue 49).
+ * holding each one's objects and bytes until its batch commits made them outlive the young generation, which
+ * cost the drain a tenth of its Node CPU in garbage collection (BENCHMARKS.md, issue 49).
  */
 interface DecodedMessage {
   readonly event: NewEvent;
@@ -47,8 +47,8 @@ interface DecodedMessage {
   readonly reply: string;
 }
 
-// JetStream's acknowledgements (ADR-22), published to a message's reply subject as JsMsg.ack(), nak() and
-// term() do; published here from the reply subject alone, for the reason above.
+// JetStream's acknowledgements, the payloads JsMsg.ack(), nak(RETRY_DELAY_MS) and term() publish to a
+// message's reply subject; published here from the reply subject alone, for the reason above.
 const ACK = Uint8Array.of(43, 65, 67, 75); // +ACK
 const TERM = Uint8Array.of(43, 84, 69, 82, 77); // +TERM
 const NAK_RETRY = new TextEncoder().encode(`-NAK ${JSON.stringify({ delay: RETRY_DELAY_MS * 1_000_000 })}`);
@@ -214,7 +214,7 @@ function replyOf(message: JsMsg): string {
 }
 
 /**
- * The stream sequence in a JetStream reply subject, read as JsMsg.info reads it (ADR-15):
+ * The stream sequence in a JetStream reply subject, read as JsMsg.info reads it:
  * `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>…` from older servers, with `<domain>.<account hash>.`
  * after `ACK.` from newer ones.
  */

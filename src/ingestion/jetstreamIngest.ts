@@ -38,8 +38,8 @@ const RETRY_DELAY_MS = 5_000;
 /**
  * What a batch keeps of a message until its write settles: the event, and the subjects its acknowledgement
  * goes to and its log lines name. Not the message itself: up to max_messages of them wait here at once, and
- * holding each one's objects and bytes until its batch commits made them outlive the young generation, which
- * cost the drain a tenth of its Node CPU in garbage collection (BENCHMARKS.md, issue 49).
+ * holding each one's objects and bytes until its batch commits made them outlive the young generation: keeping
+ * less took 7–15 % off the drain's Node CPU per event (BENCHMARKS.md, issue 49).
  */
 interface DecodedMessage {
   readonly event: NewEvent;

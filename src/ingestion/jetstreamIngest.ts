@@ -63,7 +63,6 @@ export class JetStreamIngest {
   private readonly options: JetStreamIngestOptions;
   private messages: ConsumerMessages | undefined;
   private readonly batcher: MicroBatcher<DecodedMessage>;
-  private running: Promise<void> | undefined;
 
   constructor(options: JetStreamIngestOptions) {
     this.options = options;
@@ -85,35 +84,33 @@ export class JetStreamIngest {
     const consumer = await jetstream(this.options.bus.nc).consumers.get(definition.stream.name, definition.consumer.durable_name);
     const batchSize = this.options.batchSize ?? 1000;
     // Room for every concurrent write's batch plus the one filling up.
-    this.messages = await consumer.consume({ max_messages: batchSize * (CONCURRENT_WRITES + 1) });
-    this.running = this.consumeLoop(this.messages);
+    this.messages = await consumer.consume({
+      max_messages: batchSize * (CONCURRENT_WRITES + 1),
+      callback: (message) => this.take(message),
+    });
   }
 
   /** Stops pulling, writes what is buffered, and waits for the last write to settle. */
   async stop(): Promise<void> {
     await this.messages?.close().catch(() => undefined);
-    await this.running;
     await this.batcher.drain();
   }
 
   /**
    * Decodes each message as it arrives (one that can never be stored is terminated at once) and batches
-   * its event. While every write slot is busy and a full batch waits, the next message is not taken.
+   * its event. Called for each message as the client reads it, without an iterator's promise per message;
+   * what waits is bounded by the consumer's max_ack_pending.
    */
-  private async consumeLoop(messages: ConsumerMessages): Promise<void> {
-    for await (const message of messages) {
-      let event: NewEvent | undefined;
-      try {
-        event = this.decode(message);
-      } catch (error) {
-        // A bug in the decoding, not in the message: left unacknowledged, it comes back after the ack wait.
-        this.options.log.error({ err: error, subject: message.subject }, 'ingest message could not be decoded');
-        continue;
-      }
-      if (event === undefined) continue;
-      this.batcher.add({ event, subject: message.subject, reply: replyOf(message) });
-      await this.batcher.room();
+  private take(message: JsMsg): void {
+    let event: NewEvent | undefined;
+    try {
+      event = this.decode(message);
+    } catch (error) {
+      // A bug in the decoding, not in the message: left unacknowledged, it comes back after the ack wait.
+      this.options.log.error({ err: error, subject: message.subject }, 'ingest message could not be decoded');
+      return;
     }
+    if (event !== undefined) this.batcher.add({ event, subject: message.subject, reply: replyOf(message) });
   }
 
   /**

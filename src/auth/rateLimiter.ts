@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
+import { systemClock } from '../platform/clock.ts';
 
 /** The buckets of docs/api.md "Rate limits": `read` for GET, `write` for POST and DELETE; `auth` counts failed logins per address. */
 export type Bucket = 'read' | 'write' | 'auth';
@@ -112,7 +113,7 @@ export class KeyRateLimiter {
   }
 
   private fellBack(error: unknown): void {
-    const now = Date.now();
+    const now = systemClock.now();
     if (this.fallbackSince === undefined) {
       this.fallbackSince = now;
       this.metrics?.rateLimiterFallback.set(1);
@@ -128,7 +129,7 @@ export class KeyRateLimiter {
 
   private recovered(): void {
     if (this.fallbackSince === undefined) return;
-    this.log.info({ outage_ms: Date.now() - this.fallbackSince }, 'Redis reachable again: rate limits shared across instances');
+    this.log.info({ outage_ms: systemClock.now() - this.fallbackSince }, 'Redis reachable again: rate limits shared across instances');
     this.fallbackSince = undefined;
     this.metrics?.rateLimiterFallback.set(0);
   }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { setTimeout as delay } from 'node:timers/promises';
+import { sleep } from '../platform/sleep.ts';
 import pg from 'pg';
 import { backoffDelay, type BackoffPolicy } from '../platform/backoff.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -147,7 +147,7 @@ export class Database implements Queryable {
       } catch (error) {
         if (!isTransactionConflict(error) || attempt >= TRANSACTION_ATTEMPTS) throw translateServerCondition(error);
         this.log.debug({ sqlstate: (error as pg.DatabaseError).code, attempt }, 'transaction conflict; running it again');
-        await delay(backoffDelay(CONFLICT_BACKOFF, attempt));
+        await sleep(backoffDelay(CONFLICT_BACKOFF, attempt));
       }
     }
   }

@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { sleep } from '../platform/sleep.ts';
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';

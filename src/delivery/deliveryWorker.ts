@@ -136,6 +136,7 @@ export class DeliveryWorker {
       policy,
       log: options.log,
       metrics: options.metrics,
+      clock: this.clock,
       onWritten: (batch, committed) => {
         for (const held of batch) this.held.settle(held, committed ? undefined : FLUSH_FAILURE_REDELIVERY_MS);
         this.puller?.maybeResume();

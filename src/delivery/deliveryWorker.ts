@@ -165,6 +165,7 @@ export class DeliveryWorker {
       log: this.options.log,
       heldForFastEndpoints: () => this.heldForFastEndpoints(),
       receive: (message) => this.receive(message),
+      clock: this.clock,
     });
     this.puller.start();
   }

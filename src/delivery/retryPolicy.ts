@@ -1,4 +1,4 @@
-import { type RandomSource, systemRandom } from '../platform/backoff.ts';
+import { type RandomSource, spread, systemRandom } from '../platform/backoff.ts';
 
 /**
  * When the next attempt of a failed delivery happens (docs/webhooks.md "Success, retries and auto-disable"):
@@ -32,6 +32,6 @@ export class RetryPolicy {
   delayAfter(attempt: number, jitter: number, delaysMs: readonly number[] = this.delaysMs): number | undefined {
     const base = delaysMs[attempt - 1];
     if (base === undefined) return undefined;
-    return Math.round(base * (1 - JITTER + 2 * JITTER * jitter));
+    return Math.round(spread(base, [1 - JITTER, 1 + JITTER], () => jitter));
   }
 }

@@ -14,6 +14,7 @@ import { takeDueDeliveries, unmarkPublished, unparkOldestPerEndpoint } from './d
 import { PUBLISH_TIMEOUT_MS, publishDeliveryMessages } from './deliveryMessage.ts';
 import { LostPublications } from './lostPublications.ts';
 import { DeferredConfirmations, UNCONFIRMED_AFTER_MS, releaseUnconfirmedPublications } from './publicationConfirmations.ts';
+import { deliveryMetrics } from './deliveryMetrics.ts';
 
 export interface DeliveryRelayOptions {
   readonly db: Database;
@@ -187,7 +188,7 @@ export class DeliveryRelay {
     const { released, inFlight } = await releaseUnconfirmedPublications(this.options.db, UNCONFIRMED_AFTER_MS);
     if (inFlight === 0 && released === 0) this.nextUnconfirmedSweepAt = this.clock.now() + IDLE_UNCONFIRMED_SWEEP_MS;
     if (released > 0) {
-      this.options.metrics.relayRepublished.inc(released);
+      deliveryMetrics(this.options.metrics).republished.inc(released);
       this.options.log.warn(
         { released },
         'republishing deliveries whose publication was never confirmed (their publisher stopped before publishing)',
@@ -227,7 +228,7 @@ export class DeliveryRelay {
     this.nextParkedSweepAt = this.clock.now() + Math.max(1_000, this.options.ackWaitMs);
     const released = await unparkOldestPerEndpoint(this.options.db);
     if (released > 0) {
-      this.options.metrics.webhookUnparked.inc({ by: 'sweep' }, released);
+      deliveryMetrics(this.options.metrics).unparked.inc({ by: 'sweep' }, released);
       this.forgetFloor();
     }
   }
@@ -297,7 +298,7 @@ export class DeliveryRelay {
       );
       this.forgetFloor();
     }
-    this.options.metrics.relayPublished.inc(due.length - failed.length);
+    deliveryMetrics(this.options.metrics).published.inc(due.length - failed.length);
     return { published: due.length - failed.length, failed: failed.length > 0, nextDueInMs };
   }
 }

@@ -26,6 +26,7 @@ import type { RetryPolicy } from './retryPolicy.ts';
 import { RotatedSecrets } from './rotatedSecrets.ts';
 import { StrayMessages } from './strayMessages.ts';
 import type { WebhookSender } from './webhookSender.ts';
+import { deliveryMetrics, registerWebhookRequestsInFlight } from './deliveryMetrics.ts';
 
 export interface DeliveryWorkerOptions {
   readonly bus: BusConnection;
@@ -130,7 +131,7 @@ export class DeliveryWorker {
       later: (ms, run) => void this.clock.setTimer(run, ms),
       now: () => this.clock.now(),
     });
-    options.metrics.registerWebhookRequestsInFlight(() => this.lanes.requestsInFlight, options.maxSockets);
+    registerWebhookRequestsInFlight(options.metrics.registry, () => this.lanes.requestsInFlight, options.maxSockets);
     this.recorder = new OutcomeRecorder<Held>({
       writer: options.writer,
       policy,
@@ -241,7 +242,7 @@ export class DeliveryWorker {
    * through the relay, JetStream and this worker every few seconds.
    */
   private park(held: Held, endpointId: string): void {
-    this.options.metrics.webhookParked.inc();
+    deliveryMetrics(this.options.metrics).parked.inc();
     this.record(held, endpointId, { kind: 'parked', deliveryId: held.deliveryId, attempt: held.attempt });
     const parked = this.parkingLog.parked(endpointId);
     if (parked === undefined) return;
@@ -253,7 +254,7 @@ export class DeliveryWorker {
 
   /** Puts a delivery back in Postgres, due again after about `aboutMs`; no attempt is counted. */
   private defer(held: Held, endpointId: string, aboutMs: number): void {
-    this.options.metrics.webhookDeferred.inc();
+    deliveryMetrics(this.options.metrics).deferred.inc();
     const dueAt = new Date(this.clock.now() + spread(aboutMs, [0.5, 1.5]));
     this.record(held, endpointId, { kind: 'deferred', deliveryId: held.deliveryId, attempt: held.attempt, dueAt });
   }

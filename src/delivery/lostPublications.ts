@@ -4,6 +4,7 @@ import { releaseLostPublications } from './deliveryOutbox.ts';
 import { systemClock, type Clock } from '../platform/clock.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
+import { deliveryMetrics } from './deliveryMetrics.ts';
 
 export interface LostPublicationsOptions {
   readonly db: Queryable;
@@ -81,7 +82,7 @@ export class LostPublications {
     const [streamInfo, consumerInfo] = await Promise.all([jsm.streams.info(stream), jsm.consumers.info(stream, consumer)]);
     const { now, released } = await releaseLostPublications(this.options.db, this.consumedBefore(streamInfo, consumerInfo));
     if (released > 0) {
-      this.options.metrics.relayRepublished.inc(released);
+      deliveryMetrics(this.options.metrics).republished.inc(released);
       this.options.log.warn({ released }, 'republishing deliveries whose JetStream message was lost');
     }
     // The stream's end is read after the database's clock: a delivery marked before `now` minus the publish

@@ -6,6 +6,7 @@ import { ensureEventPartitions, type NewEvent, type StoredEventKey } from '../ev
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { BatchStatements, type DeliveryFanOut, type StoredBatch } from './storeBatch.ts';
 import { StoredFormSetting } from './storedFormSetting.ts';
+import { eventMetrics } from './eventMetrics.ts';
 
 export interface WriteResult {
   readonly event_id: string;
@@ -69,7 +70,7 @@ export class EventWriter {
       batch = await store();
     }
     publisher?.publish(batch.deliveryIds);
-    this.metrics?.eventsIngested.inc({ source }, batch.stored.length);
+    if (this.metrics) eventMetrics(this.metrics).ingested.inc({ source }, batch.stored.length);
     return writeResults(events, timestamps, batch.stored);
   }
 
@@ -86,7 +87,7 @@ export class EventWriter {
       const timestamps = events.map((event) => formatTimestamp(event.occurredAtMs));
       return { result, stored: (await this.statements.store(client, { events, timestamps, form }, 'relay')).stored };
     });
-    this.metrics?.eventsIngested.inc({ source }, stored.length);
+    if (this.metrics) eventMetrics(this.metrics).ingested.inc({ source }, stored.length);
     return result;
   }
 

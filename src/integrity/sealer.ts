@@ -26,6 +26,7 @@ import { loadTiles } from './treeStore.ts';
 import { readDeploymentId } from '../db/deploymentIdentity.ts';
 import type { SignedTreeHead } from '../client/integrity.ts';
 import type { TreeHeadSigner } from './treeHeadSigner.ts';
+import { sealingMetrics } from './sealerMetrics.ts';
 
 export interface SealerOptions {
   readonly db: Database;
@@ -158,7 +159,7 @@ export class Sealer {
         if (outcome.kind === 'busy') busy += 1;
         if (outcome.kind === 'appended' || outcome.kind === 'heartbeat') heads += 1;
         sealed += outcome.sealed;
-        this.options.metrics?.eventsSealed.inc(outcome.sealed);
+        if (this.options.metrics) sealingMetrics(this.options.metrics).eventsSealed.inc(outcome.sealed);
         if (!outcome.more) break;
       }
     }

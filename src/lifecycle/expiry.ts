@@ -20,6 +20,7 @@ import {
 } from './expiryStore.ts';
 import type { EffectiveRetention, RetentionPolicies } from './retentionPolicies.ts';
 import type { DutyCycle } from '../platform/dutyCycle.ts';
+import { expiryMetrics } from './expiryMetrics.ts';
 
 /** What one tenant's part of a pass found (plan) or did (run). */
 export interface TenantExpiry {
@@ -94,10 +95,10 @@ export class Expiry {
       if (droppedPartitions.length > 0)
         this.options.log.info({ partitions: droppedPartitions }, 'dropped month partitions nothing is kept in');
       const vacuumedPartitions = await this.vacuumWhatWasRemoved(tenants);
-      metrics?.expiryRuns.inc({ outcome: 'completed' });
+      if (metrics) expiryMetrics(metrics).runs.inc({ outcome: 'completed' });
       return { tenants, droppedPartitions, vacuumedPartitions };
     } catch (error) {
-      metrics?.expiryRuns.inc({ outcome: 'failed' });
+      if (metrics) expiryMetrics(metrics).runs.inc({ outcome: 'failed' });
       throw error;
     }
   }
@@ -181,14 +182,14 @@ export class Expiry {
         archive = await writeArchive(db, archiveStore, plan.tenantId, bound, target);
       } catch (error) {
         if (!(error instanceof ArchiveError)) throw error;
-        metrics?.expiryArchives.inc({ outcome: 'failed' });
+        if (metrics) expiryMetrics(metrics).archives.inc({ outcome: 'failed' });
         log.error(
           { tenant_id: plan.tenantId, bucket: target.bucket, reason: error.message },
           'archive before expiry failed: nothing more of the tenant expires this pass',
         );
         return { expired, archives, archiveFailure: error.message };
       }
-      metrics?.expiryArchives.inc({ outcome: 'written' });
+      if (metrics) expiryMetrics(metrics).archives.inc({ outcome: 'written' });
       archives.push(archive);
       const range = await this.expireUpTo(plan, bound, archive.key);
       expired = { count: expired.count + range.count, first: expired.first ?? range.first, last: range.last ?? expired.last };
@@ -217,7 +218,7 @@ export class Expiry {
       });
       resumeAfter = batch.lastKey ?? resumeAfter;
       total = { count: total.count + batch.count, first: total.first ?? batch.first, last: batch.last ?? total.last };
-      metrics?.eventsExpired.inc(batch.count);
+      if (metrics) expiryMetrics(metrics).eventsExpired.inc(batch.count);
       if (batch.count < batchSize) return total;
       if (started !== undefined) await this.options.dutyCycle!.pauseAfter(started);
     }

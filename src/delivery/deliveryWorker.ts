@@ -16,9 +16,9 @@ import { decodeDeliveryMessage, publisherOf } from './deliveryMessage.ts';
 import { DeliveryPuller } from './deliveryPuller.ts';
 import { loadDeliveryWork, type DeliveryWork } from './deliveryWork.ts';
 import { deliveryPolicy, type DeliveryOutcome } from './deliveryStateMachine.ts';
-import { EndpointLanes, type LaneLimits } from './endpointLanes.ts';
+import { EndpointLanes } from './endpointLanes.ts';
+import { laneLimitsOf, routeDelivery } from './deliveryRouting.ts';
 import { EndpointRateLimit } from './endpointRateLimit.ts';
-import type { AttemptTarget } from '../webhooks/endpointSecretsStore.ts';
 import { HeldMessages, type Held } from './heldMessages.ts';
 import { OutcomeRecorder } from './outcomeRecorder.ts';
 import { ParkingLog } from './parkingLog.ts';
@@ -210,28 +210,20 @@ export class DeliveryWorker {
     for (const held of batch) this.route(held, work.get(held.deliveryId), secretsGeneration);
   }
 
-  /** Decides what a loaded message needs: nothing (stale), cancellation, an attempt, or deferral. */
-  private route(held: Held, work: DeliveryWork | undefined, secretsGeneration: number): void {
-    // Not in our database: deleted with its endpoint if the message is ours, else perhaps another deployment's.
-    if (!work && !held.ticket.provablyOurs) {
-      this.held.markStray(held);
+  /** Carries out what a loaded message needs (deliveryRouting.ts). */
+  private route(held: Held, loaded: DeliveryWork | undefined, secretsGeneration: number): void {
+    const route = routeDelivery({ attempt: held.attempt, provablyOurs: held.ticket.provablyOurs }, loaded, this.stopping);
+    if (!('work' in route)) {
+      if (route.kind === 'stray') this.held.markStray(held);
       this.held.settle(held);
       return;
     }
-    // Deleted with its endpoint, already finished, or a message for an attempt already made.
-    if (work?.state !== 'pending' || !work.published || work.attempts !== held.attempt - 1) {
-      this.held.settle(held);
-      return;
-    }
-    if (!work.endpoint.active) {
+    const { work } = route;
+    if (route.kind === 'cancel')
       this.record(held, work.endpoint.id, { kind: 'cancelled', deliveryId: held.deliveryId, attempt: held.attempt });
-      return;
-    }
-    // Stopping: nothing of this worker's will finish to release a parked delivery, so it gets a due time.
-    if (this.stopping) this.defer(held, work.endpoint.id, STOPPING_DEFER_MS);
-    else if (this.lanes.admit(work.endpoint.id, { held, work, secretsGeneration }, laneLimitsOf(work.endpoint)) === 'overflow') {
+    else if (route.kind === 'defer') this.defer(held, work.endpoint.id, STOPPING_DEFER_MS);
+    else if (this.lanes.admit(work.endpoint.id, { held, work, secretsGeneration }, laneLimitsOf(work.endpoint)) === 'overflow')
       this.park(held, work.endpoint.id);
-    }
   }
 
   /**
@@ -294,10 +286,4 @@ export class DeliveryWorker {
   private record(held: Held, endpointId: string, outcome: DeliveryOutcome): void {
     this.recorder.add({ settles: held, endpointId, outcome });
   }
-}
-
-/** An endpoint's own limits on its lane: one request at a time when ordered, its rate limit; none for most. */
-function laneLimitsOf(endpoint: AttemptTarget): LaneLimits | undefined {
-  if (!endpoint.ordered && endpoint.rateLimitPerS === null) return undefined;
-  return { concurrency: endpoint.ordered ? 1 : Number.POSITIVE_INFINITY, ratePerS: endpoint.rateLimitPerS ?? undefined };
 }

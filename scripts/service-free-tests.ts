@@ -14,24 +14,28 @@ import { dirname, join, normalize, relative } from 'node:path';
 
 const ROOT = join(import.meta.dirname, '..');
 
-/** Modules whose loading (for their values) means a connection: the clients, and the service's openers. */
-const CONNECTING_MODULES = [
-  /^pg$/,
-  /^ioredis$/,
-  /^@nats-io\/(transport-node|nats-core)$/,
-  /src\/db\/(database|postgresClient|notificationListener|migrate)\.ts$/,
-  /src\/bus\/natsConnection\.ts$/,
-  /src\/auth\/redisConnection\.ts$/,
-  /src\/main\.ts$/,
+/**
+ * Modules whose loading (for their values) means a connection: the clients, and the service's openers; for
+ * the service's entry point, only its start (defaultRoles and the like load nothing of it).
+ */
+const CONNECTING_MODULES: ReadonlyArray<{ readonly module: RegExp; readonly names?: readonly string[] }> = [
+  { module: /^pg$/ },
+  { module: /^ioredis$/ },
+  { module: /^@nats-io\/(transport-node|nats-core)$/ },
+  { module: /src\/db\/(database|postgresClient|notificationListener|migrate)\.ts$/ },
+  { module: /src\/bus\/natsConnection\.ts$/ },
+  { module: /src\/auth\/redisConnection\.ts$/ },
+  { module: /src\/main\.ts$/, names: ['startService'] },
 ];
 /** The addresses of the machine's Postgres, Redis and NATS. */
 const SERVICE_ADDRESSES = /\b(127\.0\.0\.1|localhost):(5432|6379|4222)\b/;
 
-/** The modules a file loads for their values: `import type` and `export type` load nothing. */
-function valueImports(source: string): string[] {
-  return [...source.matchAll(/^\s*(import|export)(?!\s+type\s)[^'";]*?from\s+'([^']+)'|^\s*import\s+'([^']+)'/gm)].map(
-    (match) => (match[2] ?? match[3])!,
-  );
+/** The modules a file loads for their values, with the names it imports: `import type` and `export type` load nothing. */
+function valueImports(source: string): Array<{ readonly specifier: string; readonly names: string }> {
+  return [...source.matchAll(/^\s*(import|export)(?!\s+type\s)([^'";]*?)from\s+'([^']+)'|^\s*import\s+'([^']+)'/gm)].map((match) => ({
+    specifier: (match[3] ?? match[4])!,
+    names: match[2] ?? '',
+  }));
 }
 
 const verdicts = new Map<string, boolean>();
@@ -44,10 +48,11 @@ function needsServices(file: string, visiting = new Set<string>()): boolean {
   visiting.add(file);
   const source = readFileSync(file, 'utf8');
   let needs = SERVICE_ADDRESSES.test(source);
-  for (const specifier of valueImports(source)) {
+  for (const { specifier, names } of valueImports(source)) {
     if (needs) break;
     const target = specifier.startsWith('.') ? normalize(join(dirname(file), specifier)) : specifier;
-    if (CONNECTING_MODULES.some((pattern) => pattern.test(target))) needs = true;
+    const connecting = CONNECTING_MODULES.find(({ module }) => module.test(target));
+    if (connecting) needs = connecting.names?.some((name) => new RegExp(`\\b${name}\\b`).test(names)) ?? true;
     // Modules of test/ are followed; those of src/ are libraries, and only the openers above connect.
     else if (target.startsWith(join(ROOT, 'test')) && /\.[cm]?[jt]s$/.test(target)) needs = needsServices(target, visiting);
   }

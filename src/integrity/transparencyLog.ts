@@ -1,6 +1,4 @@
 import { createPublicKey } from 'node:crypto';
-import { canonicalJson } from '../client/canonicalJson.ts';
-import { canonicalDocument } from './documentLeaf.ts';
 import {
   COSIGNATURE_TYPE,
   LOG_SIGNATURE_TYPE,
@@ -17,15 +15,7 @@ import {
 } from '../client/signedNote.ts';
 import type { Database } from '../db/database.ts';
 import { NotFoundError, ValidationError } from '../platform/errors.ts';
-import {
-  composeHashTile,
-  bundleLeaves,
-  encodeEntryBundle,
-  storedTilesOf,
-  tileExists,
-  type TlogTilePath,
-  C2SP_TILE_WIDTH,
-} from './tlogTiles.ts';
+import { composeHashTile, bundleLeaves, storedTilesOf, tileExists, type TlogTilePath, C2SP_TILE_WIDTH } from './tlogTiles.ts';
 import {
   cosignaturesOf,
   currentSealKeyPem,
@@ -34,9 +24,10 @@ import {
   leafDocuments,
   recordCosignature,
   storedTileRun,
-  type LeafDocument,
 } from './transparencyLogStore.ts';
 import { HASH_BYTES } from './tiles.ts';
+import { entryBundleOf } from './entryBundles.ts';
+import { keepEntryBundle, keptEntryBundle } from './entryBundleStore.ts';
 
 /**
  * A tenant's log as a C2SP transparency log (docs/integrity.md "Checkpoints and tiles"): the latest
@@ -144,21 +135,28 @@ export class TransparencyLog {
   }
 
   /**
-   * An entry bundle: each leaf's entry is the RFC 8785 canonical JSON of its event as the API serves it,
-   * which hashes to the leaf. An entry that cannot (the event was redacted or expired since) says so as
-   * JSON instead: the redacted document with its `redaction` member, or `{"event_id", "timestamp",
-   * "expired": {...}, "leaf_hash"}`; its leaf in the hash tile is unchanged, and proves the place.
+   * An entry bundle (entryBundles.ts). A full one is kept in the database once built (entryBundleStore.ts),
+   * under the generation of the tenant's bundles read before its events, and served from there while no
+   * redaction or expiry has moved that generation on: a monitor reading the log from the start then costs
+   * one row per bundle instead of 256 events rendered again, on every api instance and after a restart.
    */
   async entryBundle(tenantId: string, tile: TlogTilePath): Promise<TileResponse> {
+    if (tile.width !== C2SP_TILE_WIDTH) return { body: await this.buildEntryBundle(tenantId, tile), full: false };
+    // Kept under the tenant's own id: a key of another tenant never reaches this row.
+    const kept = await keptEntryBundle(this.db, tenantId, tile.index);
+    if (kept.body) return { body: kept.body, full: true };
+    const body = await this.buildEntryBundle(tenantId, tile);
+    await keepEntryBundle(this.db, tenantId, tile.index, kept.generation, body);
+    return { body, full: true };
+  }
+
+  private async buildEntryBundle(tenantId: string, tile: TlogTilePath): Promise<Buffer> {
     await this.requireTile(tenantId, tile);
     const { first, count } = bundleLeaves(tile);
     const leaves = await leafDocuments(this.db, tenantId, first, count);
     if (leaves.length !== count) throw new NotFoundError('No such entry bundle.');
     const level0 = await this.hashTile(tenantId, { level: 0, index: tile.index, width: tile.width });
-    const entries = leaves.map((leaf, position) =>
-      bundleEntry(leaf, level0.body.subarray(position * HASH_BYTES, (position + 1) * HASH_BYTES)),
-    );
-    return { body: encodeEntryBundle(entries), full: tile.width === C2SP_TILE_WIDTH };
+    return entryBundleOf(leaves, level0.body);
   }
 
   /**
@@ -246,14 +244,4 @@ export class TransparencyLog {
       this.cachedBytes -= FULL_TILE_BYTES;
     }
   }
-}
-
-function bundleEntry(leaf: LeafDocument, leafHash: Buffer): Buffer {
-  if (leaf.document !== undefined) {
-    const canonical = Buffer.from(canonicalDocument(leaf.document));
-    // As sealed, or redacted since (then its `redaction` member carries the leaf hash).
-    if (canonical.length <= 0xffff) return canonical;
-  }
-  const gone = leaf.document !== undefined ? { too_large: true } : leaf.expired ? { expired: leaf.expired } : { missing: true };
-  return Buffer.from(canonicalJson({ event_id: leaf.eventId, timestamp: leaf.timestamp, ...gone, leaf_hash: leafHash.toString('hex') }));
 }

@@ -1,35 +1,40 @@
 -- Full entry bundles as the API built them (integrity/entryBundleStore.ts), kept so that a monitor reading a
 -- log from the start costs the database one row per bundle instead of 256 events joined to their leaves and
--- rendered again (BENCHMARKS.md, "Tiles"). Shared by every api instance and kept across restarts.
+-- rendered again (BENCHMARKS.md, "Tiles"). Shared by every api instance and kept across restarts. A bundle's
+-- entries are kept as text, joined by newlines (canonical JSON holds none), rather than as the bundle's bytes:
+-- bytea travels as hex, and decoding twice the bundle's size was most of what serving a kept one cost.
 --
--- A bundle changes when one of its events is redacted or expires (its entry then says so), so each is kept
--- with the generation of its tenant's bundles it was built at, and served only while that is still the
--- tenant's generation. A redaction or an expiry moves the generation on in its own transaction (the triggers
--- below), so no bundle built before it is served once it has committed. A bundle is tagged with the
--- generation read before its events are, never after: one built from events read after a change is tagged
--- older than it need be (rebuilt once), never newer than it is.
+-- A bundle changes when one of its events is redacted or expires (its entry then says so), and a kept one
+-- holds the event's content as it was: a redaction or an expiry therefore removes the tenant's kept bundles
+-- and moves the generation of its bundles on, in its own transaction (the triggers below). A bundle is kept
+-- with the generation read before its events were, only while that is still the generation (under a lock on
+-- the generation's row, so that a redaction committing meanwhile either waits for it and removes it, or is
+-- seen and keeps it out), and served only at that generation.
 CREATE TABLE merkle_entry_bundles (
   tenant_id    text   NOT NULL,
   bundle_index bigint NOT NULL CHECK (bundle_index >= 0),
   generation   bigint NOT NULL,
-  body         bytea  NOT NULL,
+  entries      text   NOT NULL,
   PRIMARY KEY (tenant_id, bundle_index)
 );
 
--- Per tenant, how many statements have redacted or expired its events; none yet reads as 0.
+-- Per tenant, how many statements have redacted or expired its events; no row reads as 0 (a bundle is kept
+-- only once its tenant has a row, so that there is a row to lock).
 CREATE TABLE merkle_bundle_generations (
   tenant_id  text   PRIMARY KEY,
   generation bigint NOT NULL
 );
 
--- Once per statement (an expiry batch removes thousands of events): one row per tenant it touched. Per tenant,
+-- Once per statement (an expiry batch removes thousands of events), for each tenant it touched. Per tenant,
 -- not per bundle, since finding the leaves of every expired event would cost the expiry more than rebuilding
--- the bundles a monitor reads next costs the API; redactions and expiries are rare next to reads.
+-- the bundles a monitor reads next costs the API; redactions and expiries are rare next to reads. The
+-- generation first: its row lock orders this against a bundle being kept.
 CREATE FUNCTION audit_next_bundle_generation() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO merkle_bundle_generations (tenant_id, generation)
   SELECT DISTINCT tenant_id, 1 FROM changed
   ON CONFLICT (tenant_id) DO UPDATE SET generation = merkle_bundle_generations.generation + 1;
+  DELETE FROM merkle_entry_bundles WHERE tenant_id IN (SELECT DISTINCT tenant_id FROM changed);
   RETURN NULL;
 END;
 $$;

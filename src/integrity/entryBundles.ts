@@ -1,7 +1,6 @@
 import { canonicalJson } from '../client/canonicalJson.ts';
 import { canonicalDocument } from './documentLeaf.ts';
 import { HASH_BYTES } from './tiles.ts';
-import { encodeEntryBundle } from './tlogTiles.ts';
 import type { LeafDocument } from './transparencyLogStore.ts';
 
 /**
@@ -11,10 +10,39 @@ import type { LeafDocument } from './transparencyLogStore.ts';
  * `{"event_id", "timestamp", "expired": {...}, "leaf_hash"}`; its leaf in the hash tile is unchanged, and
  * proves the place. `level0` is the bundle's hash tile, the leaves' hashes in order.
  */
-export function entryBundleOf(leaves: readonly LeafDocument[], level0: Buffer): Buffer {
-  return encodeEntryBundle(
-    leaves.map((leaf, position) => bundleEntry(leaf, level0.subarray(position * HASH_BYTES, (position + 1) * HASH_BYTES))),
-  );
+export function entriesOf(leaves: readonly LeafDocument[], level0: Buffer): Buffer[] {
+  return leaves.map((leaf, position) => bundleEntry(leaf, level0.subarray(position * HASH_BYTES, (position + 1) * HASH_BYTES)));
+}
+
+const NEWLINE = 0x0a;
+
+/**
+ * A bundle's entries as kept (entryBundleStore.ts): joined by newlines, which canonical JSON never holds (it
+ * escapes control characters); undefined, not to be kept, should an entry hold one all the same.
+ */
+export function keptEntriesText(entries: readonly Buffer[]): string | undefined {
+  if (entries.some((entry) => entry.includes(NEWLINE))) return undefined;
+  return entries.map((entry) => entry.toString('utf8')).join('\n');
+}
+
+/** The bundle of kept entries: each newline-separated entry as a big-endian uint16 length and its bytes. */
+export function bundleOfKeptEntries(text: string): Buffer {
+  const joined = Buffer.from(text, 'utf8');
+  let count = 1;
+  for (let at = joined.indexOf(NEWLINE); at >= 0; at = joined.indexOf(NEWLINE, at + 1)) count += 1;
+  // Each newline becomes a length, and the first entry gets one too.
+  const bundle = Buffer.allocUnsafe(joined.length + count + 1);
+  let from = 0;
+  let to = 0;
+  for (;;) {
+    const end = joined.indexOf(NEWLINE, from);
+    const stop = end < 0 ? joined.length : end;
+    bundle.writeUInt16BE(stop - from, to);
+    joined.copy(bundle, to + 2, from, stop);
+    to += 2 + stop - from;
+    if (end < 0) return bundle;
+    from = end + 1;
+  }
 }
 
 function bundleEntry(leaf: LeafDocument, leafHash: Buffer): Buffer {

@@ -15,7 +15,15 @@ import {
 } from '../client/signedNote.ts';
 import type { Database } from '../db/database.ts';
 import { NotFoundError, ValidationError } from '../platform/errors.ts';
-import { composeHashTile, bundleLeaves, storedTilesOf, tileExists, type TlogTilePath, C2SP_TILE_WIDTH } from './tlogTiles.ts';
+import {
+  composeHashTile,
+  encodeEntryBundle,
+  bundleLeaves,
+  storedTilesOf,
+  tileExists,
+  type TlogTilePath,
+  C2SP_TILE_WIDTH,
+} from './tlogTiles.ts';
 import {
   cosignaturesOf,
   currentSealKeyPem,
@@ -26,7 +34,7 @@ import {
   storedTileRun,
 } from './transparencyLogStore.ts';
 import { HASH_BYTES } from './tiles.ts';
-import { entryBundleOf } from './entryBundles.ts';
+import { bundleOfKeptEntries, entriesOf, keptEntriesText } from './entryBundles.ts';
 import { keepEntryBundle, keptEntryBundle } from './entryBundleStore.ts';
 
 /**
@@ -141,22 +149,23 @@ export class TransparencyLog {
    * one row per bundle instead of 256 events rendered again, on every api instance and after a restart.
    */
   async entryBundle(tenantId: string, tile: TlogTilePath): Promise<TileResponse> {
-    if (tile.width !== C2SP_TILE_WIDTH) return { body: await this.buildEntryBundle(tenantId, tile), full: false };
+    if (tile.width !== C2SP_TILE_WIDTH) return { body: encodeEntryBundle(await this.bundleEntries(tenantId, tile)), full: false };
     // Kept under the tenant's own id: a key of another tenant never reaches this row.
     const kept = await keptEntryBundle(this.db, tenantId, tile.index);
-    if (kept.body) return { body: kept.body, full: true };
-    const body = await this.buildEntryBundle(tenantId, tile);
-    await keepEntryBundle(this.db, tenantId, tile.index, kept.generation, body);
-    return { body, full: true };
+    if (kept.entries !== undefined) return { body: bundleOfKeptEntries(kept.entries), full: true };
+    const entries = await this.bundleEntries(tenantId, tile);
+    const text = keptEntriesText(entries);
+    if (text !== undefined) await keepEntryBundle(this.db, tenantId, tile.index, kept.generation, text);
+    return { body: encodeEntryBundle(entries), full: true };
   }
 
-  private async buildEntryBundle(tenantId: string, tile: TlogTilePath): Promise<Buffer> {
+  private async bundleEntries(tenantId: string, tile: TlogTilePath): Promise<Buffer[]> {
     await this.requireTile(tenantId, tile);
     const { first, count } = bundleLeaves(tile);
     const leaves = await leafDocuments(this.db, tenantId, first, count);
     if (leaves.length !== count) throw new NotFoundError('No such entry bundle.');
     const level0 = await this.hashTile(tenantId, { level: 0, index: tile.index, width: tile.width });
-    return entryBundleOf(leaves, level0.body);
+    return entriesOf(leaves, level0.body);
   }
 
   /**

@@ -4,6 +4,7 @@ import { Database } from '../../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { keepEntryBundle, keptEntryBundle } from '../../src/integrity/entryBundleStore.ts';
+import { keptEntriesText } from '../../src/integrity/entryBundles.ts';
 import { HASH_BYTES } from '../../src/integrity/tiles.ts';
 import { TransparencyLog } from '../../src/integrity/transparencyLog.ts';
 import { Expiry } from '../../src/lifecycle/expiry.ts';
@@ -54,9 +55,11 @@ describe('entry bundles kept in the database', function () {
     await db?.drop();
   });
 
-  const bundleOf = async (tenantId: string, log = new TransparencyLog(database)) => decodeBundle((await log.entryBundle(tenantId, FIRST_BUNDLE)).body);
+  const bundleOf = async (tenantId: string, log = new TransparencyLog(database)) =>
+    decodeBundle((await log.entryBundle(tenantId, FIRST_BUNDLE)).body);
   const keptRows = async (tenantId: string) =>
-    (await database.pool.query('SELECT bundle_index::int, generation::int FROM merkle_entry_bundles WHERE tenant_id = $1', [tenantId])).rows;
+    (await database.pool.query('SELECT bundle_index::int, generation::int FROM merkle_entry_bundles WHERE tenant_id = $1', [tenantId]))
+      .rows;
   const leafHashes = async (tenantId: string) => (await new TransparencyLog(database).hashTile(tenantId, FIRST_TILE)).body;
   const entryEventId = (entry: Buffer) => (JSON.parse(entry.toString()) as { event_id: string }).event_id;
 
@@ -65,11 +68,12 @@ describe('entry bundles kept in the database', function () {
     expect(built).to.have.length(256);
     expect(await keptRows('bundles-a')).to.deep.equal([{ bundle_index: 0, generation: 0 }]);
     // Another instance (a fresh TransparencyLog) serves the kept row itself: marked, it comes back marked.
-    await database.pool.query(`UPDATE merkle_entry_bundles SET body = body || '\\x0000'::bytea WHERE tenant_id = 'bundles-a'`);
+    await database.pool.query(`UPDATE merkle_entry_bundles SET entries = entries || E'\\n{}' WHERE tenant_id = 'bundles-a'`);
     const served = await bundleOf('bundles-a');
     expect(served).to.have.length(257);
     expect(served.slice(0, 256).map(String)).to.deep.equal(built.map(String));
-    await database.pool.query(`UPDATE merkle_entry_bundles SET body = substring(body for length(body) - 2) WHERE tenant_id = 'bundles-a'`);
+    expect(String(served[256])).to.equal('{}');
+    await database.pool.query(`UPDATE merkle_entry_bundles SET entries = left(entries, -3) WHERE tenant_id = 'bundles-a'`);
     // The other tenant's bundle is built from its own events, not served from the first's row.
     const other = await bundleOf('bundles-b');
     expect(other.map(entryEventId).sort()).to.not.deep.equal(built.map(entryEventId).sort());
@@ -82,6 +86,8 @@ describe('entry bundles kept in the database', function () {
     const before = await bundleOf('bundles-a', log);
     const target = entryEventId(before[7]!);
     await redactEvent(writer, { tenantId: 'bundles-a', eventId: target, fields: ['details.note'], reference: 'DSR-1' }, OPERATOR);
+    // The kept bundle held the event as it was: the redaction removed it with its own commit.
+    expect(await keptRows('bundles-a')).to.deep.equal([]);
     const after = await bundleOf('bundles-a', log);
     const redacted = JSON.parse(after[7]!.toString());
     expect(redacted.event_id).to.equal(target);
@@ -92,14 +98,19 @@ describe('entry bundles kept in the database', function () {
     expect(await keptRows('bundles-b')).to.deep.equal([{ bundle_index: 0, generation: 0 }]);
   });
 
-  it('never serves a bundle built from events read before a redaction, even when it is kept after it', async () => {
-    // A build that read the generation, then its events, before the redaction, and wrote its row after.
+  it('never keeps nor serves a bundle built from events read before a redaction that committed first', async () => {
+    // A build that read the generation, then its events, before the redaction, and comes to keep it after.
     const stale = await keptEntryBundle(database, 'bundles-a', 0);
-    const staleBody = (await new TransparencyLog(database).entryBundle('bundles-a', FIRST_BUNDLE)).body;
+    const staleEntries = keptEntriesText(decodeBundle((await new TransparencyLog(database).entryBundle('bundles-a', FIRST_BUNDLE)).body))!;
     const target = entryEventId((await bundleOf('bundles-a'))[9]!);
     await redactEvent(writer, { tenantId: 'bundles-a', eventId: target, fields: ['details.note'], reference: 'DSR-2' }, OPERATOR);
-    await database.pool.query('DELETE FROM merkle_entry_bundles');
-    await keepEntryBundle(database, 'bundles-a', 0, stale.generation, staleBody);
+    await keepEntryBundle(database, 'bundles-a', 0, stale.generation, staleEntries);
+    expect(await keptRows('bundles-a')).to.deep.equal([]);
+    // Served from a row of that generation all the same (written by hand): the generation keeps it out.
+    await database.pool.query(
+      'INSERT INTO merkle_entry_bundles (tenant_id, bundle_index, generation, entries) VALUES ($1, 0, $2, $3)',
+      ['bundles-a', stale.generation, staleEntries],
+    );
     const served = await bundleOf('bundles-a');
     expect(JSON.parse(served[9]!.toString()).redaction.history[0].reference).to.equal('DSR-2');
   });
@@ -111,6 +122,7 @@ describe('entry bundles kept in the database', function () {
     await policies.declare({ tenantId: 'bundles-a', period: parseRetentionPeriod('1d')!, locked: false, archive: null }, 'test', OPERATOR);
     const expiry = new Expiry({ db: database, writer, policies, batchSize: 100, actor: OPERATOR, log: testLogger() });
     await expiry.run('bundles-a');
+    expect(await keptRows('bundles-a')).to.deep.equal([]);
     const after = await bundleOf('bundles-a', log);
     const old = new Set(events.a.slice(0, 3).map((event) => event.eventId));
     const expired = after.map((entry) => JSON.parse(entry.toString())).filter((entry) => entry.expired !== undefined);

@@ -13,6 +13,11 @@ export interface KeptEntryBundle {
   readonly entries: string | undefined;
 }
 
+/** The tenant's bundle generation now. */
+export async function bundleGeneration(db: Queryable, tenantId: string): Promise<number> {
+  return (await keptEntryBundle(db, tenantId, -1)).generation;
+}
+
 /** The tenant's generation and, if kept at it, the bundle: one statement, so both are of one snapshot. */
 export async function keptEntryBundle(db: Queryable, tenantId: string, bundleIndex: number): Promise<KeptEntryBundle> {
   const { rows } = await db.query<{ generation: string; entries: string | null }>(

@@ -35,7 +35,7 @@ import {
 } from './transparencyLogStore.ts';
 import { HASH_BYTES } from './tiles.ts';
 import { bundleOfKeptEntries, entriesOf, keptEntriesText } from './entryBundles.ts';
-import { keepEntryBundle, keptEntryBundle } from './entryBundleStore.ts';
+import { bundleGeneration, keepEntryBundle, keptEntryBundle } from './entryBundleStore.ts';
 
 /**
  * A tenant's log as a C2SP transparency log (docs/integrity.md "Checkpoints and tiles"): the latest
@@ -140,6 +140,11 @@ export class TransparencyLog {
       if (!body) break;
       this.remember(`${tenantId}/${level}/${first + offset}`, Buffer.from(body));
     }
+  }
+
+  /** The generation of the tenant's entry bundles (migration 031): a redaction or an expiry moves it on. */
+  async bundleGeneration(tenantId: string): Promise<number> {
+    return bundleGeneration(this.db, tenantId);
   }
 
   /**

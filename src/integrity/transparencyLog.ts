@@ -94,7 +94,10 @@ export class TransparencyLog {
     const cacheKey = `${tenantId}/${tile.level}/${tile.index}`;
     if (full) {
       const cached = this.fullTiles.get(cacheKey);
-      if (cached) return { body: cached, full };
+      if (cached) {
+        this.readNextBlockEarly(tenantId, tile);
+        return { body: cached, full };
+      }
     }
     await this.requireTile(tenantId, tile);
     if (full) return { body: await this.readFullTiles(tenantId, tile), full };
@@ -107,21 +110,38 @@ export class TransparencyLog {
   /**
    * A full tile, read with the other full tiles of its block of READ_AHEAD_TILES in one query, and kept: a
    * monitor reads a log from the start tile after tile, several at once, and a query per block rather than
-   * per tile is what brings its first read near a static server's (BENCHMARKS.md, "Tiles"). Requests for tiles of a block being read
-   * wait for that read instead of starting their own.
+   * per tile is what brings its first read near a static server's (BENCHMARKS.md, "Tiles"). Requests for
+   * tiles of a block being read wait for that read instead of starting their own.
    */
   private async readFullTiles(tenantId: string, tile: TlogTilePath & { level: number }): Promise<Buffer> {
-    const block = Math.floor(tile.index / READ_AHEAD_TILES);
-    const blockKey = `${tenantId}/${tile.level}/b${block}`;
-    let reading = this.blocksReading.get(blockKey);
-    if (!reading) {
-      reading = this.readBlock(tenantId, tile.level, block).finally(() => this.blocksReading.delete(blockKey));
-      this.blocksReading.set(blockKey, reading);
-    }
-    await reading;
+    await this.startReadingBlock(tenantId, tile.level, Math.floor(tile.index / READ_AHEAD_TILES));
     const kept = this.fullTiles.get(`${tenantId}/${tile.level}/${tile.index}`);
     if (!kept) throw new NotFoundError('No such tile.');
     return kept;
+  }
+
+  /** The read of a block: the one under way, or a new one. */
+  private startReadingBlock(tenantId: string, level: number, block: number): Promise<void> {
+    const blockKey = `${tenantId}/${level}/b${block}`;
+    let reading = this.blocksReading.get(blockKey);
+    if (!reading) {
+      reading = this.readBlock(tenantId, level, block).finally(() => this.blocksReading.delete(blockKey));
+      this.blocksReading.set(blockKey, reading);
+    }
+    return reading;
+  }
+
+  /**
+   * Once a reader is half-way through a block, the next one is read before it is asked for, so that a
+   * monitor reading on does not wait for the database at each block's start. Only within the tree as last
+   * read, and only when that block is not kept yet; a failure here is the later request's to report.
+   */
+  private readNextBlockEarly(tenantId: string, tile: TlogTilePath & { level: number }): void {
+    if (tile.index % READ_AHEAD_TILES !== READ_AHEAD_TILES / 2) return;
+    const next = (Math.floor(tile.index / READ_AHEAD_TILES) + 1) * READ_AHEAD_TILES;
+    if (this.fullTiles.has(`${tenantId}/${tile.level}/${next}`)) return;
+    if (!tileExists({ level: tile.level, index: next, width: C2SP_TILE_WIDTH }, this.knownSizes.get(tenantId) ?? 0)) return;
+    this.startReadingBlock(tenantId, tile.level, next / READ_AHEAD_TILES).catch(() => undefined);
   }
 
   private async readBlock(tenantId: string, level: number, block: number): Promise<void> {

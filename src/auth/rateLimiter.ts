@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
+import { systemClock, type Clock } from '../platform/clock.ts';
 
 /** The buckets of docs/api.md "Rate limits": `read` for GET, `write` for POST and DELETE; `auth` counts failed logins per address. */
 export type Bucket = 'read' | 'write' | 'auth';
@@ -34,6 +35,7 @@ export class KeyRateLimiter {
   private readonly local: Record<Bucket, RateLimiterMemory>;
   private readonly log: Logger;
   private readonly metrics: ServiceMetrics | undefined;
+  private readonly clock: Clock;
   private fallbackSince: number | undefined;
   private lastFallbackLog = 0;
 
@@ -44,8 +46,11 @@ export class KeyRateLimiter {
     metrics?: ServiceMetrics;
     keyPrefix?: string;
     windowSeconds?: number;
+    /** Times the fallback: since when, and when it was last logged. */
+    clock?: Clock;
   }) {
     this.limits = options.limits;
+    this.clock = options.clock ?? systemClock;
     this.log = options.log;
     this.metrics = options.metrics;
     const prefix = options.keyPrefix ?? 'audit-trail:rl';
@@ -118,7 +123,7 @@ export class KeyRateLimiter {
   }
 
   private fellBack(error: unknown): void {
-    const now = Date.now();
+    const now = this.clock.now();
     if (this.fallbackSince === undefined) {
       this.fallbackSince = now;
       this.metrics?.rateLimiterFallback.set(1);
@@ -134,7 +139,7 @@ export class KeyRateLimiter {
 
   private recovered(): void {
     if (this.fallbackSince === undefined) return;
-    this.log.info({ outage_ms: Date.now() - this.fallbackSince }, 'Redis reachable again: rate limits shared across instances');
+    this.log.info({ outage_ms: this.clock.now() - this.fallbackSince }, 'Redis reachable again: rate limits shared across instances');
     this.fallbackSince = undefined;
     this.metrics?.rateLimiterFallback.set(0);
   }

@@ -17,6 +17,7 @@ import { afterDelivered, afterError, afterFailure, afterPass, type FailedSend, t
 import { streamRecovered, streamTurnedFailing, type StreamReporting } from './streamStateNotices.ts';
 import type { DestinationInput } from './streamRules.ts';
 import { streamPositions, type LogStream } from './streamStore.ts';
+import { systemClock } from '../platform/clock.ts';
 
 /** Leaves read at once from one tenant's trail: batches are cut from them. */
 const CHUNK_LEAVES = 5_000;
@@ -169,7 +170,7 @@ export class StreamWorker {
       metrics.streamLagEvents.set({ stream: this.stream.id }, events);
       metrics.streamLagSeconds.set(
         { stream: this.stream.id },
-        oldestWaitingAt === undefined ? 0 : Math.max(0, (Date.now() - oldestWaitingAt.getTime()) / 1000),
+        oldestWaitingAt === undefined ? 0 : Math.max(0, (systemClock.now() - oldestWaitingAt.getTime()) / 1000),
       );
     } catch (error) {
       log.warn({ err: error, stream_id: this.stream.id }, 'could not read the stream lag');

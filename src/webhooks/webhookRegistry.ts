@@ -31,6 +31,7 @@ import { findEndpointSecrets } from './endpointSecretsStore.ts';
 import { changedConfiguration, newEd25519Key, registeredConfiguration } from './endpointConfiguration.ts';
 import { endpointNotice, type OperationalNotice } from './operationalEvents.ts';
 import { describeEndpoint, webhookEvent } from './webhookEvents.ts';
+import { systemClock } from '../platform/clock.ts';
 
 export interface RegisteredEndpoint {
   readonly endpoint: WebhookEndpoint;
@@ -256,7 +257,7 @@ export class WebhookRegistry {
         this.secrets.open(sealed.current) !== keep
           ? sealed.previous.ciphertext
           : sealed.current;
-      const expiresAt = new Date(Date.now() + overlapS * 1000);
+      const expiresAt = new Date(systemClock.now() + overlapS * 1000);
       // The Ed25519 key rotates with the secret while the endpoint signs with it, with the same overlap.
       const ed25519 = sealed.ed25519 && {
         ...newEd25519Key(this.secrets),

@@ -81,17 +81,23 @@ export class KeyRateLimiter {
     this.fallbackGauge?.set(0);
   }
 
+  /** The budget of a bucket per window. */
+  limitOf(bucket: Bucket): number {
+    return this.limits[bucket];
+  }
+
   /** True while limits are enforced per instance because Redis is unreachable. */
   get degraded(): boolean {
     return this.fallbackSince !== undefined;
   }
 
-  async consume(bucket: Bucket, id: string): Promise<LimitDecision> {
+  /** Spends `points` of the key's budget (one per request; prepaidReads.ts buys several at once). */
+  async consume(bucket: Bucket, id: string, points = 1): Promise<LimitDecision> {
     const limit = this.limits[bucket];
     let outcome: RateLimiterRes | unknown;
     let allowed: boolean;
     try {
-      outcome = await this.shared[bucket].consume(id);
+      outcome = await this.shared[bucket].consume(id, points);
       allowed = true;
       this.recovered();
     } catch (rejection) {
@@ -102,7 +108,7 @@ export class KeyRateLimiter {
       } else {
         this.fellBack(rejection);
         try {
-          outcome = await this.local[bucket].consume(id);
+          outcome = await this.local[bucket].consume(id, points);
           allowed = true;
         } catch (localRejection) {
           outcome = localRejection;

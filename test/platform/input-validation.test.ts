@@ -35,7 +35,7 @@ describe('the input gate', () => {
     expect(problemsOf({ action: '\ud800' })).to.deep.equal([
       { field: 'action', message: 'must not contain an unpaired UTF-16 surrogate (it is not valid Unicode)' },
     ]);
-    expect(problemsOf({ action: 'x', details: { ['k\udc00']: 1 } })).to.deep.equal([
+    expect(problemsOf({ action: 'x', details: { 'k\udc00': 1 } })).to.deep.equal([
       { field: 'details', message: 'has a key containing an unpaired UTF-16 surrogate (it is not valid Unicode)' },
     ]);
   });

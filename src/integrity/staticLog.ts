@@ -14,7 +14,7 @@ import type { TransparencyLog } from './transparencyLog.ts';
  */
 
 /** The file of the copy naming the generation of its entry bundles (migration 031); no tlog-tiles path. */
-export const BUNDLE_GENERATION = 'bundle-generation';
+const BUNDLE_GENERATION = 'bundle-generation';
 
 export interface StaticLogSink {
   /** A file the copy holds now (the checkpoint, the bundles' generation), if any. */

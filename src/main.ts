@@ -9,6 +9,7 @@ import type { RequestState } from './http/state.ts';
 import { Releasers } from './platform/shutdown.ts';
 import type { Logger } from './platform/logger.ts';
 import { ServiceMetrics } from './platform/metrics.ts';
+import { declareMetricFamilies } from './roles/metricFamilies.ts';
 import { SERVICE_VERSION } from './platform/version.ts';
 import type { PublicHandler, Role as RoleModule, RoleParts } from './roles/role.ts';
 import { SharedParts } from './roles/sharedParts.ts';
@@ -82,6 +83,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // errors for clients. Only roles behind a Service wait.
   const drainDelayMs = modules.some((role) => role.behindService) ? config.shutdownDrainDelayMs : 0;
   const metrics = new ServiceMetrics();
+  declareMetricFamilies(metrics);
   let accepting = true;
   const ports = { closing: () => !accepting, accepting: () => accepting };
   let served: { publicPort: number | undefined; internalPort: number };

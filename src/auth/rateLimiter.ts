@@ -1,8 +1,10 @@
 import type { Redis } from 'ioredis';
+import type { Gauge } from 'prom-client';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { systemClock, type Clock } from '../platform/clock.ts';
+import { rateLimiterMetrics } from './rateLimiterMetrics.ts';
 
 /** The buckets of docs/api.md "Rate limits": `read` for GET, `write` for POST and DELETE; `auth` counts failed logins per address. */
 export type Bucket = 'read' | 'write' | 'auth';
@@ -34,8 +36,9 @@ export class KeyRateLimiter {
   private readonly shared: Record<Bucket, RateLimiterRedis>;
   private readonly local: Record<Bucket, RateLimiterMemory>;
   private readonly log: Logger;
-  private readonly metrics: ServiceMetrics | undefined;
   private readonly clock: Clock;
+  /** audit_rate_limiter_fallback_active: 1 while the limits are kept in this instance's memory. */
+  private readonly fallbackGauge: Gauge | undefined;
   private fallbackSince: number | undefined;
   private lastFallbackLog = 0;
 
@@ -52,7 +55,7 @@ export class KeyRateLimiter {
     this.limits = options.limits;
     this.clock = options.clock ?? systemClock;
     this.log = options.log;
-    this.metrics = options.metrics;
+    this.fallbackGauge = options.metrics && rateLimiterMetrics(options.metrics).fallback;
     const prefix = options.keyPrefix ?? 'audit-trail:rl';
     const duration = options.windowSeconds ?? 60;
     const buckets: Bucket[] = ['read', 'write', 'auth'];
@@ -75,7 +78,7 @@ export class KeyRateLimiter {
         new RateLimiterMemory({ keyPrefix: `${prefix}:${bucket}`, points: options.limits[bucket], duration }),
       ]),
     ) as Record<Bucket, RateLimiterMemory>;
-    this.metrics?.rateLimiterFallback.set(0);
+    this.fallbackGauge?.set(0);
   }
 
   /** The budget of a bucket per window. */
@@ -126,7 +129,7 @@ export class KeyRateLimiter {
     const now = this.clock.now();
     if (this.fallbackSince === undefined) {
       this.fallbackSince = now;
-      this.metrics?.rateLimiterFallback.set(1);
+      this.fallbackGauge?.set(1);
     }
     if (now - this.lastFallbackLog >= FALLBACK_LOG_INTERVAL_MS) {
       this.lastFallbackLog = now;
@@ -141,6 +144,6 @@ export class KeyRateLimiter {
     if (this.fallbackSince === undefined) return;
     this.log.info({ outage_ms: this.clock.now() - this.fallbackSince }, 'Redis reachable again: rate limits shared across instances');
     this.fallbackSince = undefined;
-    this.metrics?.rateLimiterFallback.set(0);
+    this.fallbackGauge?.set(0);
   }
 }

@@ -1,4 +1,4 @@
-import type { WebhookEndpoint } from '../webhooks/webhookStore.ts';
+import type { WebhookEndpoint } from '../webhooks/webhookEndpoint.ts';
 import type { Health } from './conditions.ts';
 import { pendingRequest, type SecretState } from './kubeResources.ts';
 import { ROTATE_ANNOTATION } from './resources.ts';

@@ -4,7 +4,7 @@ import { ValidationError } from '../platform/errors.ts';
 import { checkInput } from '../platform/inputValidation.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
-import type { WebhookEndpoint } from '../webhooks/webhookStore.ts';
+import type { WebhookEndpoint } from '../webhooks/webhookEndpoint.ts';
 import type { Health } from './conditions.ts';
 import { actsOnRequest, decideWebhookEndpoint, type Handled } from './webhookEndpointDecision.ts';
 import type { DeploymentGuard } from './deploymentGuard.ts';

@@ -23,7 +23,8 @@ import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '.
 import { parseInput } from '../platform/inputValidation.ts';
 import { checkTimeWindow, pageOf, type PageInfo, rowsToRead } from '../platform/paging.ts';
 import { webhookEvent } from '../webhooks/webhookEvents.ts';
-import { findEndpoint, lockTenantEndpoints, type WebhookEndpoint } from '../webhooks/webhookStore.ts';
+import type { WebhookEndpoint } from '../webhooks/webhookEndpoint.ts';
+import { findEndpoint, lockTenantEndpoints } from '../webhooks/webhookStore.ts';
 import { systemClock } from '../platform/clock.ts';
 
 /** Delivery ids on the API: `dlv_` and the row's number. */

@@ -5,6 +5,7 @@ import { consumedBefore, withSample, type Sample, type StreamPosition } from './
 import { systemClock, type Clock } from '../platform/clock.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
+import { deliveryMetrics } from './deliveryMetrics.ts';
 
 export interface LostPublicationsOptions {
   readonly db: Queryable;
@@ -71,7 +72,7 @@ export class LostPublications {
     this.samples = consumed.samples;
     const { now, released } = await releaseLostPublications(this.options.db, consumed.cutoff);
     if (released > 0) {
-      this.options.metrics.relayRepublished.inc(released);
+      deliveryMetrics(this.options.metrics).republished.inc(released);
       this.options.log.warn({ released }, 'republishing deliveries whose JetStream message was lost');
     }
     // The stream's end is read after the database's clock (lostPublicationSamples.ts withSample).

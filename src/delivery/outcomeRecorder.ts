@@ -19,6 +19,7 @@ import { endpointNotice } from '../webhooks/operationalEvents.ts';
 import { webhookEvent } from '../webhooks/webhookEvents.ts';
 import { lockEndpoints, saveEndpointCounts } from '../webhooks/endpointDeliveryStore.ts';
 import { disableEndpoint, findEndpoint } from '../webhooks/webhookStore.ts';
+import { deliveryMetrics } from './deliveryMetrics.ts';
 
 const FLUSH_BATCH = 500;
 const MAX_FLUSH_BATCH = 2_000;
@@ -170,7 +171,7 @@ export class OutcomeRecorder<S> {
     await recordOutcomes(client, decided.writes);
     // In this transaction: a finished request's release is never lost, nor made twice.
     const unparked = await unparkDeliveries(client, [...decided.releases.keys()], [...decided.releases.values()]);
-    if (unparked > 0) this.options.metrics.webhookUnparked.inc({ by: 'request' }, unparked);
+    if (unparked > 0) deliveryMetrics(this.options.metrics).unparked.inc({ by: 'request' }, unparked);
     await saveEndpointCounts(client, decided.endpoints);
     // After the deliveries' states: an ordered endpoint whose delivery just finished is idle now.
     await startNextQueued(client, decided.startNext);
@@ -185,7 +186,7 @@ export class OutcomeRecorder<S> {
     for (const endpointId of decided.disable) {
       const disabled = await disableEndpoint(client, endpointId, 'auto');
       await cancelPendingDeliveries(client, endpointId);
-      this.options.metrics.webhookAutoDisabled.inc();
+      deliveryMetrics(this.options.metrics).autoDisabled.inc();
       this.options.log.warn(
         { endpoint_id: endpointId, tenant_id: disabled.tenantId },
         'webhook endpoint disabled after consecutive failed deliveries',

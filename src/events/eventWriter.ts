@@ -7,6 +7,7 @@ import type { ServiceMetrics } from '../platform/metrics.ts';
 import { BatchStatements, type DeliveryFanOut, type StoredBatch } from './storeBatch.ts';
 import { StoredFormSetting } from './storedFormSetting.ts';
 import { systemClock } from '../platform/clock.ts';
+import { eventMetrics } from './eventMetrics.ts';
 
 export interface WriteResult {
   readonly event_id: string;
@@ -70,7 +71,7 @@ export class EventWriter {
       batch = await store();
     }
     publisher?.publish(batch.deliveryIds);
-    this.metrics?.eventsIngested.inc({ source }, batch.stored.length);
+    if (this.metrics) eventMetrics(this.metrics).ingested.inc({ source }, batch.stored.length);
     return writeResults(events, timestamps, batch.stored);
   }
 
@@ -87,7 +88,7 @@ export class EventWriter {
       const timestamps = events.map((event) => formatTimestamp(event.occurredAtMs));
       return { result, stored: (await this.statements.store(client, { events, timestamps, form }, 'relay')).stored };
     });
-    this.metrics?.eventsIngested.inc({ source }, stored.length);
+    if (this.metrics) eventMetrics(this.metrics).ingested.inc({ source }, stored.length);
     return result;
   }
 

@@ -31,6 +31,7 @@ import {
   type TenantExpiry,
 } from './expiryPass.ts';
 import type { DutyCycle } from '../platform/dutyCycle.ts';
+import { expiryMetrics } from './expiryMetrics.ts';
 
 export interface ExpiryOptions {
   readonly db: Database;
@@ -86,10 +87,10 @@ export class Expiry {
       if (droppedPartitions.length > 0)
         this.options.log.info({ partitions: droppedPartitions }, 'dropped month partitions nothing is kept in');
       const vacuumedPartitions = await this.vacuumWhatWasRemoved(tenants);
-      metrics?.expiryRuns.inc({ outcome: 'completed' });
+      if (metrics) expiryMetrics(metrics).runs.inc({ outcome: 'completed' });
       return { tenants, droppedPartitions, vacuumedPartitions };
     } catch (error) {
-      metrics?.expiryRuns.inc({ outcome: 'failed' });
+      if (metrics) expiryMetrics(metrics).runs.inc({ outcome: 'failed' });
       throw error;
     }
   }
@@ -169,14 +170,14 @@ export class Expiry {
         archive = await writeArchive(db, archiveStore, plan.tenantId, bound, target);
       } catch (error) {
         if (!(error instanceof ArchiveError)) throw error;
-        metrics?.expiryArchives.inc({ outcome: 'failed' });
+        if (metrics) expiryMetrics(metrics).archives.inc({ outcome: 'failed' });
         log.error(
           { tenant_id: plan.tenantId, bucket: target.bucket, reason: error.message },
           'archive before expiry failed: nothing more of the tenant expires this pass',
         );
         return { expired, archives, archiveFailure: error.message };
       }
-      metrics?.expiryArchives.inc({ outcome: 'written' });
+      if (metrics) expiryMetrics(metrics).archives.inc({ outcome: 'written' });
       archives.push(archive);
       const range = await this.expireUpTo(plan, bound, archive.key);
       expired = addRange(expired, range);
@@ -205,7 +206,7 @@ export class Expiry {
       });
       resumeAfter = batch.lastKey ?? resumeAfter;
       total = addRange(total, batch);
-      metrics?.eventsExpired.inc(batch.count);
+      if (metrics) expiryMetrics(metrics).eventsExpired.inc(batch.count);
       if (batch.count < batchSize) return total;
       if (started !== undefined) await this.options.dutyCycle!.pauseAfter(started);
     }

@@ -18,6 +18,7 @@ import { streamRecovered, streamTurnedFailing, type StreamReporting } from './st
 import type { DestinationInput } from './streamRules.ts';
 import { streamPositions, type LogStream } from './streamStore.ts';
 import { systemClock } from '../platform/clock.ts';
+import { streamMetrics } from './streamMetrics.ts';
 
 /** Leaves read at once from one tenant's trail: batches are cut from them. */
 const CHUNK_LEAVES = 5_000;
@@ -125,13 +126,16 @@ export class StreamWorker {
     // Every series of the stream goes with the worker: the process that holds the stream next (or the same one,
     // after a change) reports it afresh, and a deleted or paused stream has none (counters restart from 0,
     // which rate() and increase() take as a reset).
-    const { metrics } = this.options;
+    const metrics = this.series;
     const stream = this.stream.id;
-    for (const series of metrics
-      ? [metrics.streamFailing, metrics.streamLagEvents, metrics.streamLagSeconds, metrics.streamEventsDelivered]
-      : [])
+    for (const series of metrics ? [metrics.failing, metrics.lagEvents, metrics.lagSeconds, metrics.eventsDelivered] : [])
       series.remove({ stream });
-    for (const outcome of ['retry', 'too_large', 'refused']) metrics?.streamBatchesFailed.remove({ stream, outcome });
+    for (const outcome of ['retry', 'too_large', 'refused']) metrics?.batchesFailed.remove({ stream, outcome });
+  }
+
+  /** The stream's series, when the worker reports any. */
+  private get series() {
+    return this.options.metrics && streamMetrics(this.options.metrics);
   }
 
   get done(): boolean {
@@ -161,14 +165,15 @@ export class StreamWorker {
    * have moved the position before it). Nothing when Postgres does not answer: the pass's own retry comes first.
    */
   private async publishLag(trails: Trails | undefined): Promise<void> {
-    const { metrics, db, log } = this.options;
+    const { db, log } = this.options;
+    const metrics = this.series;
     if (!metrics) return;
     try {
       const { events, oldestWaitingAt } = trails
         ? await lagPast(db, this.stream, trails.sizes, trails.positions)
         : await streamLag(db, this.stream);
-      metrics.streamLagEvents.set({ stream: this.stream.id }, events);
-      metrics.streamLagSeconds.set(
+      metrics.lagEvents.set({ stream: this.stream.id }, events);
+      metrics.lagSeconds.set(
         { stream: this.stream.id },
         oldestWaitingAt === undefined ? 0 : Math.max(0, (systemClock.now() - oldestWaitingAt.getTime()) / 1000),
       );
@@ -179,9 +184,10 @@ export class StreamWorker {
 
   /** Carries out what follows a failed batch (streamRetries.ts); returns how long to wait before the next try. */
   private async handleFailure(outcome: FailedSend): Promise<number> {
-    const { metrics, db, owner, log } = this.options;
+    const { db, owner, log } = this.options;
+    const metrics = this.series;
     const stream = this.stream.id;
-    metrics?.streamBatchesFailed.inc({ stream, outcome: outcome.kind });
+    metrics?.batchesFailed.inc({ stream, outcome: outcome.kind });
     const next = afterFailure(this.retry, outcome, this.options);
     this.retry = next.state;
     const { action } = next;
@@ -194,9 +200,9 @@ export class StreamWorker {
     }
     await recordFailure(db, stream, owner, action.reason, action.kind === 'refused');
     if (action.kind === 'refused') {
-      if (outcome.kind !== 'refused') metrics?.streamBatchesFailed.inc({ stream, outcome: 'refused' });
+      if (outcome.kind !== 'refused') metrics?.batchesFailed.inc({ stream, outcome: 'refused' });
       if (action.turnedFailing) streamTurnedFailing(this.options, this.stream, action.reason);
-      metrics?.streamFailing.set({ stream }, 1);
+      metrics?.failing.set({ stream }, 1);
       return action.waitMs;
     }
     log.info({ stream_id: stream, reason: action.reason, retry_in_ms: action.waitMs }, 'stream batch not accepted; retrying');
@@ -293,7 +299,8 @@ export class StreamWorker {
 
   /** Sends a chunk's batches in order, the position moving past each one the destination accepts. */
   private async sendChunk(tenantId: string, chunk: Chunk): Promise<{ kind: 'moved' } | Extract<PassOutcome, { kind: 'lost' | 'failed' }>> {
-    const { db, owner, metrics } = this.options;
+    const { db, owner } = this.options;
+    const metrics = this.series;
     if (chunk.end < chunk.start) return { kind: 'moved' };
     for (const batch of chunk.batches) {
       const outcome = await this.destination.send(batch.encoded, this.stopping.signal);
@@ -308,7 +315,7 @@ export class StreamWorker {
       const delivered = afterDelivered(this.retry);
       this.retry = delivered.state;
       if (delivered.recovered) streamRecovered(this.options, this.stream);
-      metrics?.streamEventsDelivered.inc({ stream: this.stream.id }, batch.events);
+      metrics?.eventsDelivered.inc({ stream: this.stream.id }, batch.events);
     }
     if (chunk.batches.length === 0) {
       // Every event of the chunk filtered out: the position moves past it all the same, after the one before.

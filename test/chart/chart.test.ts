@@ -321,9 +321,9 @@ describe('Helm chart', function () {
   it("publishes listed tenants' transparency logs to the archive store on a schedule only when asked to, with nothing but the database and the store", async () => {
     expect(byKind(defaults, 'CronJob')).to.deep.equal([]);
     const cronJobs = byKind(everything, 'CronJob');
-    expect(cronJobs.map((job) => job.metadata.annotations['audittrail.dev/tenant'])).to.deep.equal(['acme', 'Big_Co']);
+    expect(cronJobs.map((job) => job.metadata.annotations!['audittrail.dev/tenant'])).to.deep.equal(['acme', 'Big_Co']);
     for (const job of cronJobs) {
-      const tenant = job.metadata.annotations['audittrail.dev/tenant'];
+      const tenant = job.metadata.annotations!['audittrail.dev/tenant'];
       expect(job.metadata.name).to.match(/^rel-audit-trail-publish-[0-9a-f]{10}$/);
       // Two runs of one tenant's copy never race; a stopped run is carried on by the next.
       expect(job.spec).to.include({ schedule: '*/5 * * * *', concurrencyPolicy: 'Forbid' });

@@ -3,7 +3,7 @@ import type { SecretState } from '../../src/controller/kubeResources.ts';
 import { actsOnRequest, decideWebhookEndpoint } from '../../src/controller/webhookEndpointDecision.ts';
 import type { WebhookEndpointSpec } from '../../src/controller/webhookEndpointResource.ts';
 import { secretData, type WebhookEndpointObject } from '../../src/controller/webhookEndpointState.ts';
-import type { WebhookEndpoint } from '../../src/webhooks/webhookStore.ts';
+import type { WebhookEndpoint } from '../../src/webhooks/webhookEndpoint.ts';
 
 const ROTATE = 'audittrail.dev/rotate';
 const RECREATE = 'audittrail.dev/recreate';

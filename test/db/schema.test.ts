@@ -3,7 +3,8 @@ import pg from 'pg';
 import { migrate } from '../../src/db/migrate.ts';
 import { createDatabaseIfMissing } from '../../src/db/migrate.ts';
 import { createTestDatabase, databaseUrl, testDatabaseName, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { testLogger } from '../support/service.ts';
 
 describe('schema and migrations', () => {

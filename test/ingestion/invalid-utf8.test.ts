@@ -11,7 +11,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { request } from 'undici';
 import { firstInvalidByte } from '../../src/platform/utf8Json.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { producerEvent } from '../support/events.ts';
+import { producerEvent } from '../support/newEvents.ts';
 import { TEST_INGEST_TOKEN, call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 

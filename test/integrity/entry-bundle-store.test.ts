@@ -12,7 +12,8 @@ import { redactEvent } from '../../src/lifecycle/redactions.ts';
 import { RetentionPolicies } from '../../src/lifecycle/retentionPolicies.ts';
 import { hashLeaf } from '../../src/client/merkleHash.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { testLogger } from '../support/service.ts';
 
@@ -78,7 +79,8 @@ describe('entry bundles kept in the database', function () {
     const other = await bundleOf('bundles-b');
     expect(other.map(entryEventId).sort()).to.not.deep.equal(built.map(entryEventId).sort());
     const hashes = await leafHashes('bundles-b');
-    other.forEach((entry, i) => expect(hashLeaf(entry).equals(hashes.subarray(i * HASH_BYTES, (i + 1) * HASH_BYTES))).to.equal(true));
+    for (const [i, entry] of other.entries())
+      expect(hashLeaf(entry).equals(hashes.subarray(i * HASH_BYTES, (i + 1) * HASH_BYTES))).to.equal(true);
   });
 
   it('serves a bundle kept before a redaction with the entry redacted once the redaction has committed', async () => {
@@ -107,10 +109,11 @@ describe('entry bundles kept in the database', function () {
     await keepEntryBundle(database, 'bundles-a', 0, stale.generation, staleEntries);
     expect(await keptRows('bundles-a')).to.deep.equal([]);
     // Served from a row of that generation all the same (written by hand): the generation keeps it out.
-    await database.pool.query(
-      'INSERT INTO merkle_entry_bundles (tenant_id, bundle_index, generation, entries) VALUES ($1, 0, $2, $3)',
-      ['bundles-a', stale.generation, staleEntries],
-    );
+    await database.pool.query('INSERT INTO merkle_entry_bundles (tenant_id, bundle_index, generation, entries) VALUES ($1, 0, $2, $3)', [
+      'bundles-a',
+      stale.generation,
+      staleEntries,
+    ]);
     const served = await bundleOf('bundles-a');
     expect(JSON.parse(served[9]!.toString()).redaction.history[0].reference).to.equal('DSR-2');
   });

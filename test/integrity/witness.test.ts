@@ -17,7 +17,8 @@ import {
 } from '../../src/client/signedNote.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { cli } from '../support/customerCli.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { runGoTlogClient } from '../support/go-tlog-client.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { call, mintKey, startTestService, type TestService } from '../support/service.ts';

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';

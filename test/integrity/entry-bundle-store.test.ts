@@ -4,7 +4,8 @@ import { Database } from '../../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { keepEntryBundle, keptEntryBundle } from '../../src/integrity/entryBundleStore.ts';
-import { keptEntriesText } from '../../src/integrity/entryBundles.ts';
+import { bundleOfKeptEntries, keptEntriesText } from '../../src/integrity/entryBundles.ts';
+import { encodeEntryBundle } from '../../src/integrity/tlogTiles.ts';
 import { HASH_BYTES } from '../../src/integrity/tiles.ts';
 import { TransparencyLog } from '../../src/integrity/transparencyLog.ts';
 import { Expiry } from '../../src/lifecycle/expiry.ts';
@@ -63,6 +64,16 @@ describe('entry bundles kept in the database', function () {
       .rows;
   const leafHashes = async (tenantId: string) => (await new TransparencyLog(database).hashTile(tenantId, FIRST_TILE)).body;
   const entryEventId = (entry: Buffer) => (JSON.parse(entry.toString()) as { event_id: string }).event_id;
+
+  it('serves kept entries as the very bundle they were kept from, ASCII or not', () => {
+    for (const entries of [
+      ['{"a":"1"}', '{"b":"22"}', '{}'],
+      ['{"note":"é \\"q\\""}', '{"x":"日本"}', '{"emoji":"😀"}', '{"a":"1"}'],
+    ].map((texts) => texts.map((text) => Buffer.from(text)))) {
+      expect(bundleOfKeptEntries(keptEntriesText(entries)!).equals(encodeEntryBundle(entries))).to.equal(true);
+    }
+    expect(keptEntriesText([Buffer.from('{"a":"1\n"}')])).to.equal(undefined);
+  });
 
   it('keeps a full bundle once built and serves it from the store, to any instance, per tenant', async () => {
     const built = await bundleOf('bundles-a');

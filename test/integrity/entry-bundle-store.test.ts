@@ -129,6 +129,28 @@ describe('entry bundles kept in the database', function () {
     expect(JSON.parse(served[9]!.toString()).redaction.history[0].reference).to.equal('DSR-2');
   });
 
+  it('waits for a redaction or expiry under way before keeping a bundle, then keeps nothing', async () => {
+    const { generation } = await keptEntryBundle(database, 'bundles-b', 0);
+    await database.pool.query('DELETE FROM merkle_entry_bundles WHERE tenant_id = $1', ['bundles-b']);
+    // What the trigger of a redaction or an expiry does first, in a transaction not yet committed.
+    const change = await database.pool.connect();
+    try {
+      await change.query('BEGIN');
+      await change.query('UPDATE merkle_bundle_generations SET generation = generation + 1 WHERE tenant_id = $1', ['bundles-b']);
+      let kept = false;
+      const keeping = keepEntryBundle(database, 'bundles-b', 0, generation, '{}').then(() => {
+        kept = true;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(kept).to.equal(false);
+      await change.query('COMMIT');
+      await keeping;
+    } finally {
+      change.release();
+    }
+    expect(await keptRows('bundles-b')).to.deep.equal([]);
+  });
+
   it('serves a bundle kept before an expiry with the expired entries saying so', async () => {
     const log = new TransparencyLog(database);
     const before = await bundleOf('bundles-a', log);

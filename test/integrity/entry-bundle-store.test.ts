@@ -4,7 +4,8 @@ import { Database } from '../../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { keepEntryBundle, keptEntryBundle } from '../../src/integrity/entryBundleStore.ts';
-import { keptEntriesText } from '../../src/integrity/entryBundles.ts';
+import { bundleOfKeptEntries, keptEntriesText } from '../../src/integrity/entryBundles.ts';
+import { encodeEntryBundle } from '../../src/integrity/tlogTiles.ts';
 import { HASH_BYTES } from '../../src/integrity/tiles.ts';
 import { TransparencyLog } from '../../src/integrity/transparencyLog.ts';
 import { Expiry } from '../../src/lifecycle/expiry.ts';
@@ -64,6 +65,16 @@ describe('entry bundles kept in the database', function () {
   const leafHashes = async (tenantId: string) => (await new TransparencyLog(database).hashTile(tenantId, FIRST_TILE)).body;
   const entryEventId = (entry: Buffer) => (JSON.parse(entry.toString()) as { event_id: string }).event_id;
 
+  it('serves kept entries as the very bundle they were kept from, ASCII or not', () => {
+    for (const entries of [
+      ['{"a":"1"}', '{"b":"22"}', '{}'],
+      ['{"note":"é \\"q\\""}', '{"x":"日本"}', '{"emoji":"😀"}', '{"a":"1"}'],
+    ].map((texts) => texts.map((text) => Buffer.from(text)))) {
+      expect(bundleOfKeptEntries(keptEntriesText(entries)!).equals(encodeEntryBundle(entries))).to.equal(true);
+    }
+    expect(keptEntriesText([Buffer.from('{"a":"1\n"}')])).to.equal(undefined);
+  });
+
   it('keeps a full bundle once built and serves it from the store, to any instance, per tenant', async () => {
     const built = await bundleOf('bundles-a');
     expect(built).to.have.length(256);
@@ -116,6 +127,28 @@ describe('entry bundles kept in the database', function () {
     ]);
     const served = await bundleOf('bundles-a');
     expect(JSON.parse(served[9]!.toString()).redaction.history[0].reference).to.equal('DSR-2');
+  });
+
+  it('waits for a redaction or expiry under way before keeping a bundle, then keeps nothing', async () => {
+    const { generation } = await keptEntryBundle(database, 'bundles-b', 0);
+    await database.pool.query('DELETE FROM merkle_entry_bundles WHERE tenant_id = $1', ['bundles-b']);
+    // What the trigger of a redaction or an expiry does first, in a transaction not yet committed.
+    const change = await database.pool.connect();
+    try {
+      await change.query('BEGIN');
+      await change.query('UPDATE merkle_bundle_generations SET generation = generation + 1 WHERE tenant_id = $1', ['bundles-b']);
+      let kept = false;
+      const keeping = keepEntryBundle(database, 'bundles-b', 0, generation, '{}').then(() => {
+        kept = true;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(kept).to.equal(false);
+      await change.query('COMMIT');
+      await keeping;
+    } finally {
+      change.release();
+    }
+    expect(await keptRows('bundles-b')).to.deep.equal([]);
   });
 
   it('serves a bundle kept before an expiry with the expired entries saying so', async () => {

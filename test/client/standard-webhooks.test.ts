@@ -55,9 +55,10 @@ describe('Standard Webhooks signatures (v1, HMAC)', () => {
       valid: false,
       reason: 'malformed_header',
     });
-    expect(verifyStandardWebhook(SECRET, { ...headers, 'webhook-timestamp': 'soon' }, BODY, { now: NOW }).reason).to.equal(
-      'malformed_header',
-    );
+    expect(verifyStandardWebhook(SECRET, { ...headers, 'webhook-timestamp': 'soon' }, BODY, { now: NOW })).to.deep.equal({
+      valid: false,
+      reason: 'malformed_header',
+    });
     const { privateKey } = generateKeyPairSync('ed25519');
     const asymmetricOnly = signatureHeaders([], 'e-1', BODY, NOW, [privateKey]);
     expect(asymmetricOnly['x-service-signature']).to.equal(undefined);

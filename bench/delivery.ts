@@ -28,7 +28,7 @@ import { DeliveryPublisher } from '../src/delivery/deliveryPublisher.ts';
 import { EventWriter } from '../src/events/eventWriter.ts';
 import { ServiceMetrics } from '../src/platform/metrics.ts';
 import { createLogger } from '../src/platform/logger.ts';
-import { newEvent } from '../test/support/events.ts';
+import { newEvent } from '../test/support/newEvents.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
 import { measurePathRounds } from './support/pathRounds.ts';

@@ -19,7 +19,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { migrate } from '../src/db/migrate.ts';
 import { createLogger } from '../src/platform/logger.ts';
-import { producerEvent } from '../test/support/events.ts';
+import { producerEvent } from '../test/support/newEvents.ts';
 import { PgAutoFailoverFormation } from '../test/support/private-ha.ts';
 import { TEST_INGEST_TOKEN, call, mintKey, startTestService } from '../test/support/service.ts';
 

@@ -22,7 +22,7 @@ import { ensureEventPartitions, type NewEvent } from '../src/events/eventStore.t
 import { BatchStatements } from '../src/events/storeBatch.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { compilePayloadFilter, type PayloadFilter } from '../src/webhooks/payloadFilter.ts';
-import { newEvent } from '../test/support/events.ts';
+import { newEvent } from '../test/support/newEvents.ts';
 import { freshDatabase, percentile } from './support/processes.ts';
 
 const SERVER = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';

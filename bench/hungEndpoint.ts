@@ -19,7 +19,7 @@ import { EventWriter } from '../src/events/eventWriter.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
-import { newEvent } from '../test/support/events.ts';
+import { newEvent } from '../test/support/newEvents.ts';
 import { PrivateNats, PrivatePostgres } from '../test/support/private-services.ts';
 import {
   BENCH_ENCRYPTION_KEY,

@@ -23,7 +23,7 @@ import { createLogger } from '../src/platform/logger.ts';
 import { WebhookDeliveries } from '../src/delivery/deliveryOperations.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
-import { newEvent } from '../test/support/events.ts';
+import { newEvent } from '../test/support/newEvents.ts';
 import { freshDatabase, percentile, spawnReporting, type ReportingChild } from './support/processes.ts';
 import { measurePathRounds } from './support/pathRounds.ts';
 import { startWarmDelivery } from './support/warmDelivery.ts';

@@ -50,7 +50,7 @@ import { cutBatches } from '../src/streams/batches.ts';
 import { recordsOfLeafRows, treeHeadRecord } from '../src/streams/records.ts';
 import { StreamRegistry } from '../src/streams/streamRegistry.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
-import { newEvent } from '../test/support/events.ts';
+import { newEvent } from '../test/support/newEvents.ts';
 import { SERVER_URL } from './support/listDataset.ts';
 import { producerEvent } from './support/producers.ts';
 import { bareAmqpPublisher, bareHecWithAcks } from './support/streamBaselines.ts';

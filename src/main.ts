@@ -1,4 +1,4 @@
-import { setTimeout as delay } from 'node:timers/promises';
+import { sleep } from './platform/sleep.ts';
 import type Router from '@koa/router';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Config } from './config/config.ts';
@@ -9,6 +9,7 @@ import type { RequestState } from './http/state.ts';
 import { Releasers } from './platform/shutdown.ts';
 import type { Logger } from './platform/logger.ts';
 import { ServiceMetrics } from './platform/metrics.ts';
+import { declareMetricFamilies } from './roles/metricFamilies.ts';
 import { SERVICE_VERSION } from './platform/version.ts';
 import type { PublicHandler, Role as RoleModule, RoleParts } from './roles/role.ts';
 import { SharedParts } from './roles/sharedParts.ts';
@@ -82,6 +83,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // errors for clients. Only roles behind a Service wait.
   const drainDelayMs = modules.some((role) => role.behindService) ? config.shutdownDrainDelayMs : 0;
   const metrics = new ServiceMetrics();
+  declareMetricFamilies(metrics);
   let accepting = true;
   const ports = { closing: () => !accepting, accepting: () => accepting };
   let served: { publicPort: number | undefined; internalPort: number };
@@ -137,7 +139,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       parts.beginStopping();
       if (drainDelayMs > 0) {
         log.info({ drain_delay_ms: drainDelayMs }, 'not ready; serving while endpoints drain');
-        await delay(drainDelayMs);
+        await sleep(drainDelayMs);
       }
       await releasers.releaseAll(log);
       log.info('audit-trail stopped');

@@ -1,4 +1,5 @@
-import { newEvent, seedEvents } from '../../test/support/events.ts';
+import { newEvent } from '../../test/support/newEvents.ts';
+import { seedEvents } from '../../test/support/events.ts';
 
 /**
  * One tenant of `count` events written through the write path, 10,000 at a time: one every 6 s back from

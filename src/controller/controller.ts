@@ -18,6 +18,7 @@ import { bindingOf, tenancyProblem, tenantsOf, type TenancyProblem } from './ten
 import { NAMESPACES, cachedNamespace, cachedObject, makeInformers, ownerKey, queueKey, type Informers } from './watchedSources.ts';
 import { restartOnError } from './watchRestart.ts';
 import { WorkQueue } from './workQueue.ts';
+import { controllerMetrics } from './controllerMetrics.ts';
 
 const COMPONENT = 'audit-trail-controller';
 /** A resource another process is reconciling right now is tried again after this long. */
@@ -93,7 +94,8 @@ export class KubernetesController {
       // Upgraded (or downgraded) CRDs: their resources are reconciled now, not at the next resync.
       onChange: (resource) => this.enqueueAll(this.kinds.filter((kind) => kind.resource === resource)),
     });
-    for (const kind of this.kinds) options.metrics?.controllerReconcileErrors.inc({ kind: kind.resource.plural }, 0);
+    if (options.metrics)
+      for (const kind of this.kinds) controllerMetrics(options.metrics).reconcileErrors.inc({ kind: kind.resource.plural }, 0);
     const { elector, readiness } = leadership({
       identity: options.identity ?? `${hostname()}-${process.pid}`,
       store: kubeLeaseStore(clients.coordination, options.leaseNamespace, options.leaseName),
@@ -238,7 +240,8 @@ export class KubernetesController {
         queue.forget(key);
       } catch (error) {
         const delay = queue.addRateLimited(key);
-        if ((error as { code?: number }).code !== 409) this.options.metrics?.controllerReconcileErrors.inc({ kind: plural });
+        if ((error as { code?: number }).code !== 409 && this.options.metrics)
+          controllerMetrics(this.options.metrics).reconcileErrors.inc({ kind: plural });
         this.options.log.warn({ err: error, object: key, retry_in_ms: delay }, 'reconcile failed; will retry');
         if (object && (error as { code?: number }).code !== 409) {
           // kstatus: Reconciling=True while retrying. A 409 is optimistic concurrency at work, retried at once.

@@ -4,6 +4,7 @@ import type { ServiceMetrics } from '../platform/metrics.ts';
 import { WATCH_BACKOFF, type BackoffPolicy } from './backoff.ts';
 import { GROUP, SCHEMA_VERSION_ANNOTATION, type ResourceKind } from './resources.ts';
 import { restartOnError } from './watchRestart.ts';
+import { controllerMetrics } from './controllerMetrics.ts';
 
 /**
  * The controller never reconciles a kind whose installed CRD is older than the schema it writes. Helm never
@@ -174,7 +175,7 @@ export class CrdGuard {
     const before = this.states.get(resource);
     this.states.set(resource, state);
     const name = crdNameOf(resource);
-    this.options.metrics?.controllerCrdOutdated.set({ crd: name }, state.state === 'current' ? 0 : 1);
+    if (this.options.metrics) controllerMetrics(this.options.metrics).crdOutdated.set({ crd: name }, state.state === 'current' ? 0 : 1);
     if (JSON.stringify(before) === JSON.stringify(state)) return;
     const problem = crdProblem(resource, state);
     if (problem) this.options.log.error({ crd: name, required_schema_version: resource.schemaVersion }, problem.message);

@@ -2,6 +2,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { statusOf } from './kubeClients.ts';
 import { LeaderElector, type LeaseStore } from './leaderElection.ts';
+import { controllerMetrics } from './controllerMetrics.ts';
 
 /**
  * Leadership that cannot fail silently: the controller's LeaderElector wired to what an operator watches. A
@@ -28,27 +29,28 @@ export interface Leadership {
 }
 
 export function leadership(options: LeadershipOptions): Leadership {
-  const { metrics, log, timing } = options;
+  const { log, timing } = options;
+  const metrics = options.metrics && controllerMetrics(options.metrics);
   const lease = { lease: options.leaseName };
   const where = `Lease ${options.leaseNamespace}/${options.leaseName}`;
   // Exported from the start, so that the alert sees a release without a leader (at 0), and increase() the
   // first failed try (it sees nothing of a series that first appears at 1).
-  metrics?.controllerLeader.set(lease, 0);
-  metrics?.controllerLeaseErrors.inc(lease, 0);
+  metrics?.leader.set(lease, 0);
+  metrics?.leaseErrors.inc(lease, 0);
   const elector = new LeaderElector({
     identity: options.identity,
     store: options.store,
     ...timing,
     onStartedLeading: () => {
-      metrics?.controllerLeader.set(lease, 1);
+      metrics?.leader.set(lease, 1);
       options.onStartedLeading();
     },
     onStoppedLeading: () => {
-      metrics?.controllerLeader.set(lease, 0);
+      metrics?.leader.set(lease, 0);
       options.onStoppedLeading();
     },
     onError: (error, inARow) => {
-      metrics?.controllerLeaseErrors.inc(lease);
+      metrics?.leaseErrors.inc(lease);
       // Once per outage: the tries go on every retry period, and the metric and readiness keep saying so.
       if (inARow === 1) log.warn({ err: error }, `cannot reach the ${where}: ${describeLeaseError(error)}; retrying`);
     },

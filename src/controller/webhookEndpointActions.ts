@@ -1,4 +1,4 @@
-import type { WebhookEndpoint } from '../webhooks/webhookStore.ts';
+import type { WebhookEndpoint } from '../webhooks/webhookEndpoint.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
 import type { Actor } from '../events/adminEvent.ts';
 import { DEFAULT_ROTATION_OVERLAP_S } from '../webhooks/webhookRules.ts';

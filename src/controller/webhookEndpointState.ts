@@ -1,7 +1,7 @@
 import { canonicalJson } from '../client/canonicalJson.ts';
 import { standardWebhooksSecretOf } from '../client/webhookSignature.ts';
 import { normaliseWebhookUrl } from '../webhooks/webhookRules.ts';
-import type { WebhookEndpoint } from '../webhooks/webhookStore.ts';
+import type { WebhookEndpoint } from '../webhooks/webhookEndpoint.ts';
 import type { Health } from './conditions.ts';
 import { pendingRequest, type AnyResource, type CustomResource, type SecretState } from './kubeResources.ts';
 import { ROTATE_ANNOTATION } from './resources.ts';

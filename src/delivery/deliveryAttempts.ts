@@ -9,6 +9,7 @@ import { attemptVerdict, scheduleOf, type AttemptVerdict, type DeliveryOutcome, 
 import type { RetryPolicy } from './retryPolicy.ts';
 import type { RotatedSecrets } from './rotatedSecrets.ts';
 import type { SendResult, WebhookSender } from './webhookSender.ts';
+import { deliveryMetrics } from './deliveryMetrics.ts';
 
 export interface DeliveryAttemptsOptions {
   readonly secrets: SecretBox;
@@ -84,10 +85,10 @@ export class DeliveryAttempts {
     } as const;
     // What the recorder's state machine will make of it, for the metrics and the log now.
     const verdict = attemptVerdict(outcome, this.options.policy, scheduleOf(endpoint));
-    this.options.metrics.webhookAttempts.inc({
+    deliveryMetrics(this.options.metrics).attempts.inc({
       result: verdict.result === 'succeeded' ? 'success' : verdict.result === 'failed' ? 'failed' : 'retry',
     });
-    this.options.metrics.webhookAttemptDuration.observe(result.durationMs / 1000);
+    deliveryMetrics(this.options.metrics).attemptDuration.observe(result.durationMs / 1000);
     this.logAttempt(held, work, result, verdict);
     return { kind: 'attempted', outcome, answered: result.statusCode !== null };
   }

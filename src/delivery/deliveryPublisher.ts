@@ -10,6 +10,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { MAX_DELIVERIES_PER_MESSAGE, publishDeliveryMessages } from './deliveryMessage.ts';
 import { DeferredConfirmations } from './publicationConfirmations.ts';
+import { deliveryMetrics } from './deliveryMetrics.ts';
 
 export interface DeliveryPublisherOptions {
   readonly db: Queryable;
@@ -107,7 +108,7 @@ export class DeliveryPublisher implements NewDeliveryPublisher {
     const due = ids.map((id) => ({ id, attempt: 1, publication: 1 }));
     const publishStartedAt = this.clock.now();
     const { published, failed, error } = await publishDeliveryMessages(this.js, this.target, due);
-    this.options.metrics.relayPublished.inc(due.length - failed.length);
+    deliveryMetrics(this.options.metrics).published.inc(due.length - failed.length);
     this.confirmations.add(published, publishStartedAt);
     if (failed.length === 0) return;
     this.pausedUntil = this.clock.now() + PAUSE_AFTER_FAILURE_MS;

@@ -16,9 +16,9 @@ import { decodeDeliveryMessage, publisherOf } from './deliveryMessage.ts';
 import { DeliveryPuller } from './deliveryPuller.ts';
 import { loadDeliveryWork, type DeliveryWork } from './deliveryWork.ts';
 import { deliveryPolicy, type DeliveryOutcome } from './deliveryStateMachine.ts';
-import { EndpointLanes, type LaneLimits } from './endpointLanes.ts';
+import { EndpointLanes } from './endpointLanes.ts';
+import { laneLimitsOf, routeDelivery } from './deliveryRouting.ts';
 import { EndpointRateLimit } from './endpointRateLimit.ts';
-import type { AttemptTarget } from '../webhooks/endpointSecretsStore.ts';
 import { HeldMessages, type Held } from './heldMessages.ts';
 import { OutcomeRecorder } from './outcomeRecorder.ts';
 import { ParkingLog } from './parkingLog.ts';
@@ -26,6 +26,7 @@ import type { RetryPolicy } from './retryPolicy.ts';
 import { RotatedSecrets } from './rotatedSecrets.ts';
 import { StrayMessages } from './strayMessages.ts';
 import type { WebhookSender } from './webhookSender.ts';
+import { deliveryMetrics, registerWebhookRequestsInFlight } from './deliveryMetrics.ts';
 
 export interface DeliveryWorkerOptions {
   readonly bus: BusConnection;
@@ -130,12 +131,13 @@ export class DeliveryWorker {
       later: (ms, run) => void this.clock.setTimer(run, ms),
       now: () => this.clock.now(),
     });
-    options.metrics.registerWebhookRequestsInFlight(() => this.lanes.requestsInFlight, options.maxSockets);
+    registerWebhookRequestsInFlight(options.metrics.registry, () => this.lanes.requestsInFlight, options.maxSockets);
     this.recorder = new OutcomeRecorder<Held>({
       writer: options.writer,
       policy,
       log: options.log,
       metrics: options.metrics,
+      clock: this.clock,
       onWritten: (batch, committed) => {
         for (const held of batch) this.held.settle(held, committed ? undefined : FLUSH_FAILURE_REDELIVERY_MS);
         this.puller?.maybeResume();
@@ -164,6 +166,7 @@ export class DeliveryWorker {
       log: this.options.log,
       heldForFastEndpoints: () => this.heldForFastEndpoints(),
       receive: (message) => this.receive(message),
+      clock: this.clock,
     });
     this.puller.start();
   }
@@ -209,28 +212,20 @@ export class DeliveryWorker {
     for (const held of batch) this.route(held, work.get(held.deliveryId), secretsGeneration);
   }
 
-  /** Decides what a loaded message needs: nothing (stale), cancellation, an attempt, or deferral. */
-  private route(held: Held, work: DeliveryWork | undefined, secretsGeneration: number): void {
-    // Not in our database: deleted with its endpoint if the message is ours, else perhaps another deployment's.
-    if (!work && !held.ticket.provablyOurs) {
-      this.held.markStray(held);
+  /** Carries out what a loaded message needs (deliveryRouting.ts). */
+  private route(held: Held, loaded: DeliveryWork | undefined, secretsGeneration: number): void {
+    const route = routeDelivery({ attempt: held.attempt, provablyOurs: held.ticket.provablyOurs }, loaded, this.stopping);
+    if (!('work' in route)) {
+      if (route.kind === 'stray') this.held.markStray(held);
       this.held.settle(held);
       return;
     }
-    // Deleted with its endpoint, already finished, or a message for an attempt already made.
-    if (work?.state !== 'pending' || !work.published || work.attempts !== held.attempt - 1) {
-      this.held.settle(held);
-      return;
-    }
-    if (!work.endpoint.active) {
+    const { work } = route;
+    if (route.kind === 'cancel')
       this.record(held, work.endpoint.id, { kind: 'cancelled', deliveryId: held.deliveryId, attempt: held.attempt });
-      return;
-    }
-    // Stopping: nothing of this worker's will finish to release a parked delivery, so it gets a due time.
-    if (this.stopping) this.defer(held, work.endpoint.id, STOPPING_DEFER_MS);
-    else if (this.lanes.admit(work.endpoint.id, { held, work, secretsGeneration }, laneLimitsOf(work.endpoint)) === 'overflow') {
+    else if (route.kind === 'defer') this.defer(held, work.endpoint.id, STOPPING_DEFER_MS);
+    else if (this.lanes.admit(work.endpoint.id, { held, work, secretsGeneration }, laneLimitsOf(work.endpoint)) === 'overflow')
       this.park(held, work.endpoint.id);
-    }
   }
 
   /**
@@ -241,7 +236,7 @@ export class DeliveryWorker {
    * through the relay, JetStream and this worker every few seconds.
    */
   private park(held: Held, endpointId: string): void {
-    this.options.metrics.webhookParked.inc();
+    deliveryMetrics(this.options.metrics).parked.inc();
     this.record(held, endpointId, { kind: 'parked', deliveryId: held.deliveryId, attempt: held.attempt });
     const parked = this.parkingLog.parked(endpointId);
     if (parked === undefined) return;
@@ -253,7 +248,7 @@ export class DeliveryWorker {
 
   /** Puts a delivery back in Postgres, due again after about `aboutMs`; no attempt is counted. */
   private defer(held: Held, endpointId: string, aboutMs: number): void {
-    this.options.metrics.webhookDeferred.inc();
+    deliveryMetrics(this.options.metrics).deferred.inc();
     const dueAt = new Date(this.clock.now() + spread(aboutMs, [0.5, 1.5]));
     this.record(held, endpointId, { kind: 'deferred', deliveryId: held.deliveryId, attempt: held.attempt, dueAt });
   }
@@ -293,10 +288,4 @@ export class DeliveryWorker {
   private record(held: Held, endpointId: string, outcome: DeliveryOutcome): void {
     this.recorder.add({ settles: held, endpointId, outcome });
   }
-}
-
-/** An endpoint's own limits on its lane: one request at a time when ordered, its rate limit; none for most. */
-function laneLimitsOf(endpoint: AttemptTarget): LaneLimits | undefined {
-  if (!endpoint.ordered && endpoint.rateLimitPerS === null) return undefined;
-  return { concurrency: endpoint.ordered ? 1 : Number.POSITIVE_INFINITY, ratePerS: endpoint.rateLimitPerS ?? undefined };
 }

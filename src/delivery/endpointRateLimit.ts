@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Clock } from '../platform/clock.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
+import { deliveryMetrics } from './deliveryMetrics.ts';
 
 /**
  * Per-endpoint rate limits (docs/webhooks.md "Delivery settings"): at most N deliveries a second to an
@@ -99,7 +100,7 @@ export class EndpointRateLimit {
       options.redis.defineCommand('auditTakePermits', { numberOfKeys: 1, lua: TAKE_PERMITS_LUA });
       this.redis = options.redis as RedisWithPermits;
     }
-    options.metrics.webhookRateLimitFallback.set(0);
+    deliveryMetrics(options.metrics).rateLimitFallback.set(0);
   }
 
   /** Up to `wanted` permits for requests to `endpointId`, limited to `ratePerS`. Never rejects. */
@@ -131,7 +132,7 @@ export class EndpointRateLimit {
     const now = this.options.clock.now();
     if (this.fallbackSince === undefined) {
       this.fallbackSince = now;
-      this.options.metrics.webhookRateLimitFallback.set(1);
+      deliveryMetrics(this.options.metrics).rateLimitFallback.set(1);
     }
     if (now - this.lastFallbackLog < FALLBACK_LOG_INTERVAL_MS) return;
     this.lastFallbackLog = now;
@@ -148,6 +149,6 @@ export class EndpointRateLimit {
       'Redis reachable again: webhook rate limits shared',
     );
     this.fallbackSince = undefined;
-    this.options.metrics.webhookRateLimitFallback.set(0);
+    deliveryMetrics(this.options.metrics).rateLimitFallback.set(0);
   }
 }

@@ -35,7 +35,7 @@ export interface StoredEventKey {
  * What every read sends: the stored document as it was written, whatever its version; a compact row's document
  * put together from its values and columns (COMPACT_DOCUMENT, migration 026); or for a row stored before there
  * were documents, its version-1 rendering from the columns. A sealed event's leaf is the hash of this
- * (integrity/sealStore.ts), so whatever a later version changes here must keep serving sealed events
+ * (integrity/sealQueueStore.ts), so whatever a later version changes here must keep serving sealed events
  * exactly as they were sealed (test/integrity/served-form.test.ts). The list, the lookup and the export read
  * DOCUMENT_PARTS instead and put the same bytes together in Node (documentOfParts).
  */

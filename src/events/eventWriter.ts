@@ -6,6 +6,8 @@ import { ensureEventPartitions, type NewEvent, type StoredEventKey } from '../ev
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { BatchStatements, type DeliveryFanOut, type StoredBatch } from './storeBatch.ts';
 import { StoredFormSetting } from './storedFormSetting.ts';
+import { systemClock } from '../platform/clock.ts';
+import { eventMetrics } from './eventMetrics.ts';
 
 export interface WriteResult {
   readonly event_id: string;
@@ -69,7 +71,7 @@ export class EventWriter {
       batch = await store();
     }
     publisher?.publish(batch.deliveryIds);
-    this.metrics?.eventsIngested.inc({ source }, batch.stored.length);
+    if (this.metrics) eventMetrics(this.metrics).ingested.inc({ source }, batch.stored.length);
     return writeResults(events, timestamps, batch.stored);
   }
 
@@ -79,14 +81,14 @@ export class EventWriter {
    * The events must be dated now.
    */
   async recordWith<T>(source: string, change: (client: pg.PoolClient) => Promise<{ result: T; events: NewEvent[] }>): Promise<T> {
-    await this.ensurePartitions([{ occurredAtMs: Date.now() }]);
+    await this.ensurePartitions([{ occurredAtMs: systemClock.now() }]);
     const form = await this.storedForm.current();
     const { result, stored } = await this.db.transaction(async (client) => {
       const { result, events } = await change(client);
       const timestamps = events.map((event) => formatTimestamp(event.occurredAtMs));
       return { result, stored: (await this.statements.store(client, { events, timestamps, form }, 'relay')).stored };
     });
-    this.metrics?.eventsIngested.inc({ source }, stored.length);
+    if (this.metrics) eventMetrics(this.metrics).ingested.inc({ source }, stored.length);
     return result;
   }
 

@@ -9,6 +9,7 @@ import { utf8QueryString } from './requestInput.ts';
 import { requestContext } from './requestContext.ts';
 import { answerWhileStarting } from './startingApp.ts';
 import type { RequestState } from './state.ts';
+import { httpMetrics } from './httpMetrics.ts';
 
 export interface ReadinessCheck {
   readonly name: string;
@@ -58,10 +59,10 @@ export function buildInternalApp(options: InternalAppOptions): Koa<RequestState>
             throw new Error(`${name} did not answer within ${CHECK_TIMEOUT_MS} ms`);
           });
           await Promise.race([check(), deadline]);
-          options.metrics.dependencyUp.set({ dependency: name }, 1);
+          httpMetrics(options.metrics).dependencyUp.set({ dependency: name }, 1);
           return [name, { ok: true, critical }] as const;
         } catch (error) {
-          options.metrics.dependencyUp.set({ dependency: name }, 0);
+          httpMetrics(options.metrics).dependencyUp.set({ dependency: name }, 0);
           return [name, { ok: false, critical, error: (error as Error).message }] as const;
         }
       }),

@@ -5,6 +5,7 @@ import type { Cidr } from '../platform/cidr.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { RequestState } from './state.ts';
+import { httpMetrics } from './httpMetrics.ts';
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -38,7 +39,7 @@ export function requestContext(log: Logger, metrics: ServiceMetrics, trustedProx
     } finally {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const routeLabel = routeTemplate(ctx.matched);
-      metrics.httpRequestDuration.observe({ route: routeLabel, method: ctx.method, status: String(ctx.status) }, seconds);
+      httpMetrics(metrics).requestDuration.observe({ route: routeLabel, method: ctx.method, status: String(ctx.status) }, seconds);
       // After authentication the scoped logger already carries tenant_id and key_lookup_id.
       ctx.state.log.info(
         { method: ctx.method, route: routeLabel, status: ctx.status, duration_ms: Math.round(seconds * 10_000) / 10 },

@@ -12,6 +12,7 @@ import { MicroBatcher } from '../platform/microBatcher.ts';
 import { parseUtf8Json } from '../platform/utf8Json.ts';
 import { parseEvent, type EventTimeWindow } from './eventInput.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
+import { systemClock } from '../platform/clock.ts';
 
 export interface JetStreamIngestOptions {
   readonly bus: BusConnection;
@@ -194,7 +195,7 @@ export class JetStreamIngest {
       input.timestamp = new Date(Math.floor(Number(message.info.timestampNanos) / 1_000_000)).toISOString();
     }
     try {
-      return parseEvent(input, this.options.window, Date.now());
+      return parseEvent(input, this.options.window, systemClock.now());
     } catch (error) {
       if (error instanceof ValidationError) return reject('invalid event', error.details);
       throw error;

@@ -2,23 +2,12 @@ import type pg from 'pg';
 import type { Database } from '../db/database.ts';
 import { coerceError } from '../platform/errors.ts';
 import { PollLoop } from '../platform/pollLoop.ts';
+import { systemClock, type Clock } from '../platform/clock.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
-import {
-  dropQueueRows,
-  lockTree,
-  queuedDocuments,
-  recordAppend,
-  recordHeartbeat,
-  registerSealKey,
-  takeQueueRows,
-  tenantsToSeal,
-  type LeafRange,
-  type QueueRow,
-  type QueuedEvent,
-  type TreeState,
-} from './sealStore.ts';
-import { documentLeaf } from './documentLeaf.ts';
+import { lockTree, recordAppend, recordHeartbeat, registerSealKey, tenantsToSeal, type LeafRange, type TreeState } from './sealStore.ts';
+import { dropQueueRows, queuedDocuments, takeQueueRows, type QueueRow } from './sealQueueStore.ts';
+import { queuedLeaves, rowsWithoutHashes } from './queuedLeaves.ts';
 import { HASH_BYTES, TileSet, appendLeaves, rightEdgeTiles } from './tiles.ts';
 import type { ForkVerdict, SignedHeadLedger } from './forkGuard.ts';
 import { ForkGuard } from './sealerForkGuard.ts';
@@ -26,6 +15,7 @@ import { loadTiles } from './treeStore.ts';
 import { readDeploymentId } from '../db/deploymentIdentity.ts';
 import type { SignedTreeHead } from '../client/integrity.ts';
 import type { TreeHeadSigner } from './treeHeadSigner.ts';
+import { sealingMetrics } from './sealerMetrics.ts';
 
 export interface SealerOptions {
   readonly db: Database;
@@ -46,6 +36,8 @@ export interface SealerOptions {
    * one (tests, benchmarks) nothing but the database is consulted.
    */
   readonly ledger?: SignedHeadLedger;
+  /** Times the passes' cadence. */
+  readonly clock?: Clock;
 }
 
 export class RetiredSigningKeyError extends Error {
@@ -73,6 +65,7 @@ export interface PassResult {
 export class Sealer {
   private readonly options: SealerOptions;
   private readonly loop: PollLoop;
+  private readonly clock: Clock;
   private passStartedAt = 0;
   private originPrefix: string | undefined;
   private readonly forkGuard: ForkGuard | undefined;
@@ -81,11 +74,13 @@ export class Sealer {
 
   constructor(options: SealerOptions) {
     this.options = options;
+    this.clock = options.clock ?? systemClock;
     this.forkGuard = options.ledger && new ForkGuard({ db: options.db, ledger: options.ledger, log: options.log });
     const cadenceMs = Math.max(50, Math.floor(options.intervalMs / 2));
     this.loop = new PollLoop({
+      clock: this.clock,
       pass: async () => {
-        this.passStartedAt = Date.now();
+        this.passStartedAt = this.clock.now();
         await this.sealPass();
         return this.pauseAfterPass(cadenceMs);
       },
@@ -131,7 +126,7 @@ export class Sealer {
 
   /** Passes start every `cadenceMs`, however long each took (at once when one took longer). */
   private pauseAfterPass(cadenceMs: number): number {
-    return Math.max(0, cadenceMs - (Date.now() - this.passStartedAt));
+    return Math.max(0, cadenceMs - (this.clock.now() - this.passStartedAt));
   }
 
   /** One pass over every tenant with work: what the loop runs, and what tests call to seal at once. */
@@ -158,7 +153,7 @@ export class Sealer {
         if (outcome.kind === 'busy') busy += 1;
         if (outcome.kind === 'appended' || outcome.kind === 'heartbeat') heads += 1;
         sealed += outcome.sealed;
-        this.options.metrics?.eventsSealed.inc(outcome.sealed);
+        if (this.options.metrics) sealingMetrics(this.options.metrics).eventsSealed.inc(outcome.sealed);
         if (!outcome.more) break;
       }
     }
@@ -211,42 +206,19 @@ export class Sealer {
     return { kind: 'appended', sealed, more };
   }
 
-  /**
-   * The leaves of the queue rows taken, in order, and the range each row's leaves take from `firstLeaf`
-   * on. A row's leaf hashes are its writer's (the write path computed them from the document it stored);
-   * the events of a row without them are read back and hashed here, leaving out events that are gone.
-   */
+  /** The leaves of the queue rows taken (queuedLeaves.ts), the events of rows without hashes read back. */
   private async rowLeaves(
     client: pg.PoolClient,
     tenantId: string,
     rows: readonly QueueRow[],
     firstLeaf: number,
   ): Promise<{ ranges: LeafRange[]; leaves: Buffer }> {
-    const unhashed = rows.filter((row) => row.leafHashes === undefined).map((row) => row.queueId);
-    const documents =
-      unhashed.length > 0 ? groupByQueueRow(await queuedDocuments(client, tenantId, unhashed)) : new Map<number, QueuedEvent[]>();
-    const ranges: LeafRange[] = [];
-    const chunks: Buffer[] = [];
-    const missing: string[] = [];
-    let count = 0;
-    for (const row of rows) {
-      let leaves = row.leafHashes;
-      let partial = false;
-      if (!leaves) {
-        const events = documents.get(row.queueId) ?? [];
-        const present = events.filter((event) => event.document !== undefined);
-        partial = present.length < events.length;
-        for (const event of events) if (event.document === undefined) missing.push(event.missingKey!.eventId);
-        leaves = Buffer.concat(present.map((event) => documentLeaf(event.document!)));
-      }
-      if (leaves.length === 0) continue;
-      ranges.push({ queueId: row.queueId, firstLeaf: firstLeaf + count, partial });
-      chunks.push(leaves);
-      count += leaves.length / HASH_BYTES;
-    }
+    const unhashed = rowsWithoutHashes(rows);
+    const documents = unhashed.length > 0 ? await queuedDocuments(client, tenantId, unhashed) : [];
+    const { ranges, leaves, missing } = queuedLeaves(rows, documents, firstLeaf);
     // Only possible in a store altered behind the service's back: there is no event to seal.
     if (missing.length > 0) this.options.log.error({ tenant_id: tenantId, event_ids: missing }, 'queued events are missing from the store');
-    return { ranges, leaves: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks) };
+    return { ranges, leaves };
   }
 
   /** The check at start (ForkGuard.checkAll): every tenant's tree against the ledger, before any signature. */
@@ -277,19 +249,6 @@ export class Sealer {
     this.originPrefix ??= this.options.checkpointOrigin ?? `audit-trail/${await readDeploymentId(client)}`;
     return this.originPrefix;
   }
-}
-
-function groupByQueueRow(events: readonly QueuedEvent[]): Map<number, QueuedEvent[]> {
-  const rows = new Map<number, QueuedEvent[]>();
-  for (const event of events) {
-    let row = rows.get(event.queueId);
-    if (!row) {
-      row = [];
-      rows.set(event.queueId, row);
-    }
-    row.push(event);
-  }
-  return rows;
 }
 
 interface TenantOutcome {

@@ -1,4 +1,14 @@
-import { Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import { featureMetrics } from '../platform/metrics.ts';
+
+/** The events this sealer appended, counted at each sealing pass. */
+export const sealingMetrics = featureMetrics((registry: Registry) => ({
+  eventsSealed: new Counter({
+    name: 'audit_events_sealed_total',
+    help: "Events appended to their tenant's Merkle tree by this sealer",
+    registers: [registry],
+  }),
+}));
 
 /**
  * The sealer's gauges, measured at each scrape rather than at each sealing pass, so that a stuck sealer shows

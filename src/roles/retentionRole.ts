@@ -3,6 +3,7 @@ import { Expiry } from '../lifecycle/expiry.ts';
 import { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
 import type { Role } from './role.ts';
 import { DutyCycle } from '../platform/dutyCycle.ts';
+import { expiryMetrics } from '../lifecycle/expiryMetrics.ts';
 
 /**
  * The retention role: an expiry pass every RETENTION_INTERVAL (docs/retention.md "Expiry"). A role of its
@@ -18,8 +19,8 @@ export const role: Role = {
     const writer = await parts.writer();
     const archiveStore = new ArchiveStore(config.retention.archiveStore);
     // AuditTrailRetentionFailing takes increase() of these, which sees nothing of a series that first appears at 1.
-    metrics.expiryRuns.inc({ outcome: 'failed' }, 0);
-    metrics.expiryArchives.inc({ outcome: 'failed' }, 0);
+    expiryMetrics(metrics).runs.inc({ outcome: 'failed' }, 0);
+    expiryMetrics(metrics).archives.inc({ outcome: 'failed' }, 0);
     const expiry = new Expiry({
       db,
       writer,

@@ -1,5 +1,5 @@
 import { requireSetting } from '../config/config.ts';
-import { oldestUnsealedAgeSeconds } from '../integrity/sealStore.ts';
+import { oldestUnsealedAgeSeconds } from '../integrity/sealQueueStore.ts';
 import { Sealer } from '../integrity/sealer.ts';
 import { registerSealerMetrics } from '../integrity/sealerMetrics.ts';
 import { TreeHeadSigner } from '../integrity/treeHeadSigner.ts';

@@ -21,6 +21,8 @@ import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { SecretBox } from '../webhooks/secretBox.ts';
 import { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
+import { registerPoolMetrics } from '../db/poolMetrics.ts';
+import { longReadSlotMetrics } from '../platform/longReadSlotMetrics.ts';
 
 /** Replays run at most a few at a time per process, and the controller reconciles one resource at a time. */
 const SESSION_POOL_SIZE = 4;
@@ -107,7 +109,7 @@ export class SharedParts {
       budget: config.databasePooler === 'transaction' ? undefined : this.connectionBudget,
     });
     releasers.add('postgres pool', () => this.db.close());
-    options.metrics.registerPool('main', this.db.pool);
+    registerPoolMetrics(options.metrics, 'main', this.db.pool);
     this.readiness.push({ name: 'postgres', check: () => this.db.ping() });
   }
 
@@ -207,7 +209,7 @@ export class SharedParts {
         limits: this.config.longReads,
         applicationName: `${this.connectionName} long-reads`,
         log: this.log,
-        observer: this.metrics.longReadObserver(),
+        observer: longReadSlotMetrics(this.metrics),
         yieldLimits: this.config.longReadYield,
         dutyCycle: this.config.longReadDutyCycle,
         lockTimeoutMs: this.config.databaseLockTimeoutMs,
@@ -216,7 +218,7 @@ export class SharedParts {
         budget: this.config.databasePooler === 'transaction' ? undefined : this.connectionBudget,
       });
       this.releasers.add('long-read pool', () => longReads.close());
-      this.metrics.registerPool('long_reads', longReads.db.pool);
+      registerPoolMetrics(this.metrics, 'long_reads', longReads.db.pool);
       longReads.shortRequests.observe(longReadYieldMetrics(this.metrics.registry, longReads.shortRequests));
       longReads.dutyCycle.observe(longReadDutyCycleMetrics(this.metrics.registry));
       this.longReadsOnce = longReads;
@@ -240,7 +242,7 @@ export class SharedParts {
         lockTimeoutMs: this.config.databaseLockTimeoutMs,
       });
       this.releasers.add('postgres session pool', () => sessionDb.close());
-      this.metrics.registerPool('sessions', sessionDb.pool);
+      registerPoolMetrics(this.metrics, 'sessions', sessionDb.pool);
       this.sessionDbOnce = sessionDb;
     }
     return this.sessionDbOnce;
@@ -273,7 +275,7 @@ export class SharedParts {
       pooler: this.config.databasePooler,
     });
     this.releasers.add(`postgres ${name} pool`, () => replica.close());
-    this.metrics.registerPool(name.replace(/[^a-z]+/g, '_'), replica.pool);
+    registerPoolMetrics(this.metrics, name.replace(/[^a-z]+/g, '_'), replica.pool);
     this.replicaObserverOnce ??= replicaReadMetrics(this.metrics.registry);
     return new ReplicaReads({ primary, replica, maxLagMs: this.config.readReplicaMaxLagMs, observer: this.replicaObserverOnce });
   }

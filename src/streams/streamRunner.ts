@@ -13,6 +13,7 @@ import { claimStreams, releaseStreams } from './streamLeaseStore.ts';
 import { STREAMS_CHANGED_CHANNEL } from './streamStore.ts';
 import { StreamWorker } from './streamWorker.ts';
 import type { StreamStateNotices } from './streamStateNotices.ts';
+import { streamMetrics } from './streamMetrics.ts';
 
 export interface StreamRunnerOptions {
   readonly db: Database;
@@ -62,6 +63,8 @@ export class StreamRunner {
   constructor(options: StreamRunnerOptions) {
     this.options = options;
     this.owner = options.identity ?? `${hostname()}-${process.pid}`;
+    // The streams' families exported from the start, before any stream reports (main.ts declares them too).
+    if (options.metrics) streamMetrics(options.metrics);
     this.loop = new PollLoop({
       pass: async () => {
         await this.pass();

@@ -1,6 +1,7 @@
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { LogStream } from './streamStore.ts';
+import { streamMetrics } from './streamMetrics.ts';
 
 /**
  * Who hears of a stream turning failing (its destination refused a batch in a way retrying does not heal)
@@ -27,7 +28,7 @@ export function streamTurnedFailing({ log, notices }: StreamReporting, stream: L
 
 /** The stream delivers again: its gauge cleared, logged and reported. */
 export function streamRecovered({ log, metrics, notices }: StreamReporting, stream: LogStream): void {
-  metrics?.streamFailing.set({ stream: stream.id }, 0);
+  if (metrics) streamMetrics(metrics).failing.set({ stream: stream.id }, 0);
   log.info({ stream_id: stream.id }, 'stream delivering again');
   report(log, stream, notices?.recovered(stream));
 }

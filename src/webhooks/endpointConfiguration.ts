@@ -4,7 +4,8 @@ import { applyHeaderChanges, CUSTOM_HEADERS_MAX, openHeaders, sealHeaders, type 
 import { asPayloadFilter, compilePayloadFilter } from './payloadFilter.ts';
 import { generateEd25519Seed, type SecretBox } from './secretBox.ts';
 import { normaliseEventFilter, normaliseWebhookUrl, type WebhookChanges, type WebhookRegistration } from './webhookRules.ts';
-import type { EndpointConfiguration, WebhookEndpoint } from './webhookStore.ts';
+import type { WebhookEndpoint } from './webhookEndpoint.ts';
+import type { EndpointConfiguration } from './webhookStore.ts';
 
 /**
  * What a registration or a change (both validated by webhookRules.ts) makes of an endpoint's stored

@@ -3,8 +3,8 @@ import type { SealedSecrets } from './secretBox.ts';
 
 /*
  * The sealed signing secrets of webhook_endpoints, as every reader gets them: the rule of which ones are
- * valid now lives here and nowhere else. webhookStore.ts writes them (registration, rotation) and reads
- * their expiry for the endpoint it returns.
+ * valid now lives here and nowhere else. webhookStore.ts writes them (registration, rotation), and an
+ * endpoint read (webhookEndpoint.ts) carries their expiry.
  */
 
 /**

@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/database.ts';
-import type { WebhookEndpoint } from './webhookStore.ts';
+import type { WebhookEndpoint } from './webhookEndpoint.ts';
 
 /**
  * Operational events (docs/webhooks.md "Operational events"): the service's notices to a tenant about its own

@@ -1,6 +1,6 @@
 import { adminEvent, type Actor } from '../events/adminEvent.ts';
 import type { NewEvent } from '../events/eventStore.ts';
-import type { WebhookEndpoint } from './webhookStore.ts';
+import type { WebhookEndpoint } from './webhookEndpoint.ts';
 
 /*
  * The admin.webhook.* events every change of an endpoint writes into the trail (the registry's and the

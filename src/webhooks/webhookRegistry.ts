@@ -4,6 +4,7 @@ import type { Queryable } from '../db/database.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from '../platform/errors.ts';
 import { parseInput } from '../platform/inputValidation.ts';
+import { systemClock } from '../platform/clock.ts';
 import { type SealedSecrets, type SecretBox, generateWebhookId, generateWebhookSecret } from './secretBox.ts';
 import { targetProblem, type TargetPolicy } from './targetGuard.ts';
 import {
@@ -25,10 +26,11 @@ import {
   listEndpoints,
   rotateEndpointSecret,
   updateEndpoint,
-  type WebhookEndpoint,
 } from './webhookStore.ts';
+import type { WebhookEndpoint } from './webhookEndpoint.ts';
 import { findEndpointSecrets } from './endpointSecretsStore.ts';
-import { changedConfiguration, newEd25519Key, registeredConfiguration } from './endpointConfiguration.ts';
+import { changedConfiguration, registeredConfiguration } from './endpointConfiguration.ts';
+import { rotatedKeys } from './secretRotation.ts';
 import { endpointNotice, type OperationalNotice } from './operationalEvents.ts';
 import { describeEndpoint, webhookEvent } from './webhookEvents.ts';
 
@@ -224,15 +226,9 @@ export class WebhookRegistry {
   }
 
   /**
-   * A new signing secret for the endpoint (docs/webhooks.md "Rotating the signing secret"). The secret it
-   * replaces keeps signing beside it for `overlap_s` seconds; one that was still overlapping from an earlier
-   * rotation is retired at once, so at most two are ever valid. `input` is the request body (422 when
-   * invalid); an inactive endpoint, which never signs again, is 409 `endpoint_inactive`.
-   *
-   * `keep` is for the controller: the secret its Secret holds, i.e. the one receivers have. When it is one
-   * of the endpoint's valid secrets it becomes the previous one, whichever it is: a rotation repeated after
-   * a crash that came before the Secret was written then keeps the receivers' secret valid, not the new
-   * secret that no one ever saw.
+   * A new signing secret for the endpoint (docs/webhooks.md "Rotating the signing secret"; the rules and
+   * `keep`, for the controller, in secretRotation.ts). `input` is the request body (422 when invalid); an
+   * inactive endpoint, which never signs again, is 409 `endpoint_inactive`.
    */
   async rotateSecret(
     tenantId: string,
@@ -249,34 +245,16 @@ export class WebhookRegistry {
       if (!endpoint.active)
         throw new ConflictError('endpoint_inactive', 'The endpoint is inactive and never signs again; register a new one.');
       const sealed = (await findEndpointSecrets(client, id))!;
-      const previous =
-        keep !== undefined &&
-        sealed.previous &&
-        this.secrets.open(sealed.previous.ciphertext) === keep &&
-        this.secrets.open(sealed.current) !== keep
-          ? sealed.previous.ciphertext
-          : sealed.current;
-      const expiresAt = new Date(Date.now() + overlapS * 1000);
-      // The Ed25519 key rotates with the secret while the endpoint signs with it, with the same overlap.
-      const ed25519 = sealed.ed25519 && {
-        ...newEd25519Key(this.secrets),
-        previousKeyCiphertext: sealed.ed25519.current,
-        previousPublicKey: endpoint.publicKey!,
-      };
-      const rotated = await rotateEndpointSecret(client, id, {
-        secret: this.secrets.seal(secret),
-        previous,
-        previousExpiresAt: expiresAt,
-        ed25519,
-      });
-      const retiredEarly = sealed.previous !== null && previous !== sealed.previous.ciphertext;
+      const rotation = { secret, overlapS, nowMs: systemClock.now(), keep };
+      const { keys, olderSecretRetired } = rotatedKeys(sealed, endpoint, rotation, this.secrets);
+      const rotated = await rotateEndpointSecret(client, id, keys);
       const event = webhookEvent('admin.webhook.rotate_secret', rotated, actor, {
         overlap_s: overlapS,
-        previous_secret_expires_at: expiresAt.toISOString(),
+        previous_secret_expires_at: keys.previousExpiresAt.toISOString(),
         // An older secret still in its overlap stopped signing with this rotation.
-        older_secret_retired: retiredEarly,
+        older_secret_retired: olderSecretRetired,
       });
-      return { result: { endpoint: rotated, secret, previousSecretExpiresAt: expiresAt }, events: [event] };
+      return { result: { endpoint: rotated, secret, previousSecretExpiresAt: keys.previousExpiresAt }, events: [event] };
     });
   }
 

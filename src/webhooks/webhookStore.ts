@@ -1,103 +1,6 @@
 import type { Queryable } from '../db/database.ts';
-import { PREVIOUS_SECRET_EXPIRY } from './endpointSecretsStore.ts';
-import type { PayloadFilter } from './payloadFilter.ts';
-import type { EndpointKind, SignatureScheme } from './webhookRules.ts';
-
-/**
- * An endpoint's settings beyond url, filter and description (docs/webhooks.md "Delivery settings"): null is
- * the service's default. Header values are never here, only their names.
- */
-interface EndpointSettings {
-  readonly payloadFilter: PayloadFilter | null;
-  readonly headerNames: readonly string[];
-  readonly timeoutS: number | null;
-  readonly retryScheduleS: readonly number[] | null;
-  readonly rateLimitPerS: number | null;
-  readonly ordered: boolean;
-  readonly signatureSchemes: readonly SignatureScheme[];
-}
-
-/** webhook_endpoints as the domain sees it; the sealed secrets stay in the store and delivery modules. */
-export interface WebhookEndpoint extends EndpointSettings {
-  readonly id: string;
-  readonly tenantId: string;
-  readonly url: string;
-  readonly eventFilter: readonly string[];
-  readonly description: string;
-  readonly active: boolean;
-  readonly disabledReason: 'manual' | 'auto' | null;
-  readonly consecutiveFailures: number;
-  readonly lastDeliveryAt: Date | null;
-  readonly managedBy: string | null;
-  readonly createdAt: Date;
-  readonly disabledAt: Date | null;
-  /** Until when the secret replaced by the last rotation still signs; null when none does (or it has expired). */
-  readonly previousSecretExpiresAt: Date | null;
-  readonly kind: EndpointKind;
-  /** The Ed25519 public key (32 bytes) when the endpoint has one, and the replaced one while it still signs. */
-  readonly publicKey: Buffer | null;
-  readonly previousPublicKey: Buffer | null;
-}
-
-interface EndpointRow {
-  id: string;
-  tenant_id: string;
-  url: string;
-  event_filter: string[];
-  description: string;
-  active: boolean;
-  disabled_reason: 'manual' | 'auto' | null;
-  consecutive_failures: number;
-  last_delivery_at: Date | null;
-  managed_by: string | null;
-  created_at: Date;
-  disabled_at: Date | null;
-  previous_secret_expires_at: Date | null;
-  kind: EndpointKind;
-  payload_filter: PayloadFilter | null;
-  header_names: string[];
-  timeout_s: number | null;
-  retry_schedule_s: number[] | null;
-  rate_limit_per_s: number | null;
-  ordered: boolean;
-  signature_schemes: SignatureScheme[];
-  ed25519_public_key: Buffer | null;
-  previous_ed25519_public_key: Buffer | null;
-  [column: string]: unknown;
-}
-
-const COLUMNS = `id, tenant_id, url, event_filter, description, active, disabled_reason, consecutive_failures,
-                 last_delivery_at, managed_by, created_at, disabled_at, ${PREVIOUS_SECRET_EXPIRY}, kind, payload_filter,
-                 header_names, timeout_s, retry_schedule_s, rate_limit_per_s, ordered, signature_schemes, ed25519_public_key,
-                 CASE WHEN previous_secret_expires_at > now() THEN previous_ed25519_public_key END AS previous_ed25519_public_key`;
-
-function toEndpoint(row: EndpointRow): WebhookEndpoint {
-  return {
-    id: row.id,
-    tenantId: row.tenant_id,
-    url: row.url,
-    eventFilter: row.event_filter,
-    description: row.description,
-    active: row.active,
-    disabledReason: row.disabled_reason,
-    consecutiveFailures: row.consecutive_failures,
-    lastDeliveryAt: row.last_delivery_at,
-    managedBy: row.managed_by,
-    createdAt: row.created_at,
-    disabledAt: row.disabled_at,
-    previousSecretExpiresAt: row.previous_secret_expires_at,
-    kind: row.kind,
-    payloadFilter: row.payload_filter,
-    headerNames: row.header_names,
-    timeoutS: row.timeout_s,
-    retryScheduleS: row.retry_schedule_s,
-    rateLimitPerS: row.rate_limit_per_s,
-    ordered: row.ordered,
-    signatureSchemes: row.signature_schemes,
-    publicKey: row.ed25519_public_key,
-    previousPublicKey: row.previous_ed25519_public_key,
-  };
-}
+import { ENDPOINT_COLUMNS, toEndpoint, type EndpointRow, type EndpointSettings, type WebhookEndpoint } from './webhookEndpoint.ts';
+import type { EndpointKind } from './webhookRules.ts';
 
 /** Everything a registration or a change writes of an endpoint's configuration, sealed parts sealed. */
 export interface EndpointConfiguration extends EndpointSettings {
@@ -171,23 +74,24 @@ export async function insertEndpointWithinLimit(
   const { rows } = await db.query<EndpointRow>(
     `INSERT INTO webhook_endpoints (id, tenant_id, kind, secret_ciphertext, managed_by, ${configuration.names})
      VALUES ($1, $2, $3, $4, $5, ${configuration.parameters.join(', ')})
-     RETURNING ${COLUMNS}`,
+     RETURNING ${ENDPOINT_COLUMNS}`,
     [endpoint.id, endpoint.tenantId, endpoint.kind, endpoint.secretCiphertext, endpoint.managedBy, ...configurationValues(endpoint)],
   );
   return toEndpoint(rows[0]!);
 }
 
 export async function listEndpoints(db: Queryable, tenantId: string): Promise<WebhookEndpoint[]> {
-  const { rows } = await db.query<EndpointRow>(`SELECT ${COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`, [
-    tenantId,
-  ]);
+  const { rows } = await db.query<EndpointRow>(
+    `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id`,
+    [tenantId],
+  );
   return rows.map(toEndpoint);
 }
 
 /** Any tenant's endpoint: callers decide what another tenant's id means (403 or 404). */
 export async function findEndpoint(db: Queryable, id: string, options: { lock?: boolean } = {}): Promise<WebhookEndpoint | undefined> {
   const { rows } = await db.query<EndpointRow>(
-    `SELECT ${COLUMNS} FROM webhook_endpoints WHERE id = $1${options.lock ? ' FOR UPDATE' : ''}`,
+    `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1${options.lock ? ' FOR UPDATE' : ''}`,
     [id],
   );
   return rows[0] ? toEndpoint(rows[0]) : undefined;
@@ -196,7 +100,7 @@ export async function findEndpoint(db: Queryable, id: string, options: { lock?: 
 /** The newest endpoint a Kubernetes WebhookEndpoint resource owns. */
 export async function findManagedEndpoint(db: Queryable, managedBy: string): Promise<WebhookEndpoint | undefined> {
   const { rows } = await db.query<EndpointRow>(
-    `SELECT ${COLUMNS} FROM webhook_endpoints WHERE managed_by = $1 ORDER BY created_at DESC, id LIMIT 1`,
+    `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE managed_by = $1 ORDER BY created_at DESC, id LIMIT 1`,
     [managedBy],
   );
   return rows[0] ? toEndpoint(rows[0]) : undefined;
@@ -207,7 +111,7 @@ export async function disableEndpoint(db: Queryable, id: string, reason: 'manual
   const { rows } = await db.query<EndpointRow>(
     `UPDATE webhook_endpoints SET active = false, disabled_reason = $2, disabled_at = now()
      WHERE id = $1 AND active
-     RETURNING ${COLUMNS}`,
+     RETURNING ${ENDPOINT_COLUMNS}`,
     [id, reason],
   );
   return rows[0] ? toEndpoint(rows[0]) : (await findEndpoint(db, id))!;
@@ -221,7 +125,7 @@ export async function enableEndpoint(db: Queryable, id: string): Promise<Webhook
   const { rows } = await db.query<EndpointRow>(
     `UPDATE webhook_endpoints SET active = true, disabled_reason = NULL, disabled_at = NULL, consecutive_failures = 0
      WHERE id = $1 AND NOT active
-     RETURNING ${COLUMNS}`,
+     RETURNING ${ENDPOINT_COLUMNS}`,
     [id],
   );
   return rows[0] ? toEndpoint(rows[0]) : (await findEndpoint(db, id))!;
@@ -267,7 +171,7 @@ export async function rotateEndpointSecret(db: Queryable, id: string, keys: Rota
            ed25519_key_ciphertext = COALESCE($6, ed25519_key_ciphertext), ed25519_public_key = COALESCE($7, ed25519_public_key),
            previous_ed25519_key_ciphertext = $8, previous_ed25519_public_key = $9
        WHERE id = $1
-       RETURNING ${COLUMNS}
+       RETURNING ${ENDPOINT_COLUMNS}
      )
      SELECT rotated.*, pg_notify($5, $1) FROM rotated`,
     [
@@ -304,7 +208,7 @@ export async function updateEndpoint(db: Queryable, id: string, configuration: E
     `WITH updated AS (
        UPDATE webhook_endpoints SET ${assignments}
        WHERE id = $1
-       RETURNING ${COLUMNS}
+       RETURNING ${ENDPOINT_COLUMNS}
      )
      SELECT updated.*, pg_notify($2, $1) FROM updated`,
     [id, ENDPOINT_SECRETS_CHANNEL, ...configurationValues(configuration)],

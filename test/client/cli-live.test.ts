@@ -3,7 +3,8 @@ import { verifyStandardWebhook, verifyWebhookSignature } from '../../src/client/
 import type { NewEvent } from '../../src/events/eventStore.ts';
 import { cli, type RunningCli, startCli } from '../support/customerCli.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { call, mintKey, startTestService, type TestService } from '../support/service.ts';

@@ -10,7 +10,8 @@ import {
   verifyWebhookSignature,
 } from '../../src/client/index.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { mintKey, startTestService, type TestService } from '../support/service.ts';
 
 const T0 = Date.parse('2026-08-01T00:00:00.000Z');

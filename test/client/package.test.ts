@@ -7,7 +7,8 @@ import { promisify } from 'node:util';
 import { AUDIT_EVENT_FIELDS } from '../../src/client/auditEvent.ts';
 import { signDelivery } from '../../src/client/webhookSigning.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { offlineNpmEnvironment } from '../support/offlineNpm.ts';
 import { mintKey, startTestService, type TestService } from '../support/service.ts';
 

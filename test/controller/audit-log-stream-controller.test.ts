@@ -11,7 +11,8 @@ import {
   startControllerHarness,
   type ControllerHarness,
 } from '../support/controller-harness.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { TEST_ENCRYPTION_KEY, testLogger } from '../support/service.ts';
 import { SplunkHecReceiver, type HecEvent } from '../support/siem-receivers.ts';

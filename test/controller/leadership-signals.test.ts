@@ -11,6 +11,7 @@ import {
 } from '../support/controller-harness.ts';
 import { captureLog } from '../support/log-capture.ts';
 import { waitFor } from '../support/wait.ts';
+import { controllerMetrics } from '../../src/controller/controllerMetrics.ts';
 
 const NAMESPACE = 'team-lead';
 const LEASE = 'audit-trail-controller';
@@ -68,9 +69,9 @@ describe('leadership that cannot fail silently', function () {
     );
     const controller = harness.startController('refused-1', { token: 'lease-refused', metrics, log });
     // Many tries (one per retry period), well past a lease duration.
-    await waitFor(async () => ((await sample(metrics.controllerLeaseErrors)) ?? 0) >= 8, 'eight refused tries at the Lease');
+    await waitFor(async () => ((await sample(controllerMetrics(metrics).leaseErrors)) ?? 0) >= 8, 'eight refused tries at the Lease');
     expect(controller.isLeader).to.equal(false);
-    expect(await sample(metrics.controllerLeader)).to.equal(0);
+    expect(await sample(controllerMetrics(metrics).leader)).to.equal(0);
     await waitFor(async () => (await leadershipReadiness(controller)) !== 'ready', 'readiness to fail');
     expect(await leadershipReadiness(controller)).to.match(
       new RegExp(`^the Lease audit-system/${LEASE} has not been reached (yet|for \\d+ s): the Kubernetes API answered 403 Forbidden: `),
@@ -82,11 +83,11 @@ describe('leadership that cannot fail silently', function () {
 
     harness.kube.refuse();
     await waitFor(() => controller.isLeader, 'the replica to lead once the API server lets it');
-    expect(await sample(metrics.controllerLeader)).to.equal(1);
+    expect(await sample(controllerMetrics(metrics).leader)).to.equal(1);
     await waitFor(async () => (await leadershipReadiness(controller)) === 'ready', 'readiness to pass');
     expect(lines().some((line) => line.msg === `the Lease audit-system/${LEASE} is reachable again`)).to.equal(true);
     await controller.stop();
-    expect(await sample(metrics.controllerLeader)).to.equal(0);
+    expect(await sample(controllerMetrics(metrics).leader)).to.equal(0);
     // A lease duration of the test's timing, not the default 15 s: readiness fails sooner than that here.
     expect(LEASE_TIMING.leaseDurationMs).to.be.lessThan(15_000);
   });
@@ -110,7 +111,7 @@ describe('leadership that cannot fail silently', function () {
       },
     });
     const failures = async () =>
-      (await metrics.controllerReconcileErrors.get()).values.find((value) => value.labels.kind === 'apikeys')?.value ?? 0;
+      (await controllerMetrics(metrics).reconcileErrors.get()).values.find((value) => value.labels.kind === 'apikeys')?.value ?? 0;
     await waitFor(async () => (await failures()) >= 3, 'three failed reconciles of the ApiKey');
     const refusals = lines().filter((line) => line.level === 'error');
     expect(refusals.map((line) => [line.object, line.code])).to.deep.equal([

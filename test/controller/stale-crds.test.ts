@@ -17,6 +17,7 @@ import {
 import { kubernetesBinaries } from '../support/k8s-binaries.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { waitFor } from '../support/wait.ts';
+import { controllerMetrics } from '../../src/controller/controllerMetrics.ts';
 
 const run = promisify(execFile);
 const NAMESPACE = 'team-s';
@@ -65,7 +66,9 @@ describe('a controller whose CRDs are older than it needs', function () {
   const managedEndpoints = async (name: string) =>
     (await harness.db.pool.query(`SELECT id FROM webhook_endpoints WHERE managed_by LIKE $1`, [`kubernetes:${NAMESPACE}/${name}/%`])).rows;
   const outdatedGauge = async () =>
-    Object.fromEntries((await metrics.controllerCrdOutdated.get()).values.map((sample) => [sample.labels.crd as string, sample.value]));
+    Object.fromEntries(
+      (await controllerMetrics(metrics).crdOutdated.get()).values.map((sample) => [sample.labels.crd as string, sample.value]),
+    );
   /** The controller's writes other than to its Lease and refused ones: `PATCH /apis/.../apikeys/siem/status`. */
   const writes = (since: number) =>
     harness.kube.requestLog

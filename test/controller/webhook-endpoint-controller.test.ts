@@ -6,7 +6,8 @@ import { ENABLE_ANNOTATION } from '../../src/controller/webhookEndpointResource.
 import { RECREATE_ANNOTATION } from '../../src/controller/webhookEndpointState.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { GROUP, VERSION, mergePatch, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { startReceiver, type ReceivedDelivery, type TestReceiver } from '../support/receiver.ts';
 import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { untilInstant, waitFor } from '../support/wait.ts';

@@ -3,7 +3,8 @@ import pg from 'pg';
 import { migrate } from '../../src/db/migrate.ts';
 import { createDatabaseIfMissing } from '../../src/db/migrate.ts';
 import { createTestDatabase, databaseUrl, testDatabaseName, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { testLogger } from '../support/service.ts';
 
 describe('schema and migrations', () => {
@@ -32,6 +33,23 @@ describe('schema and migrations', () => {
       const { rows } = await client.query('SELECT version FROM audit_schema_migrations ORDER BY version');
       await client.end();
       expect(rows.map((row) => row.version)).to.deep.equal([...new Set(rows.map((row) => row.version))]);
+    });
+
+    it('creates the database through a multi-host URL, on the host that accepts writes', async () => {
+      const other = testDatabaseName('migrate_hosts');
+      // Port 1 refuses connections: the first host is down, as a failed primary is; the second is the server.
+      const server = new URL(databaseUrl(other));
+      const hosts = `postgres://${server.username}@127.0.0.1:1,${server.hostname}:${server.port || 5432}/${other}?target_session_attrs=read-write`;
+      try {
+        expect(await createDatabaseIfMissing(hosts)).to.equal(true);
+        expect(await createDatabaseIfMissing(hosts)).to.equal(false);
+        expect((await migrate(hosts, testLogger())).applied).to.include('001_events.sql');
+      } finally {
+        const admin = new pg.Client({ connectionString: databaseUrl('postgres') });
+        await admin.connect();
+        await admin.query(`DROP DATABASE IF EXISTS ${other} WITH (FORCE)`);
+        await admin.end();
+      }
     });
   });
 

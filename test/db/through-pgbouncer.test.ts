@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import pg from 'pg';
 import { ConfigError } from '../../src/config/config.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { producerEvent } from '../support/events.ts';
+import { producerEvent } from '../support/newEvents.ts';
 import { PrivatePgBouncer } from '../support/private-pgbouncer.ts';
 import { PrivatePostgres } from '../support/private-services.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';

@@ -8,7 +8,7 @@ import { checkIntegrity } from '../../src/integrity/integrityCheck.ts';
 import { redactEvent } from '../../src/lifecycle/redactions.ts';
 import type { Clock } from '../../src/platform/clock.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
 import { sealKeyPair, startTestSealer } from '../support/integrity.ts';
 import { testLogger } from '../support/service.ts';
 

@@ -15,7 +15,7 @@ import { compactDocumentLength, compactTimestampMs, writeCompactDocument } from 
 import { EVENT_DOCUMENT, exportQuery } from '../../src/events/eventStore.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
 import { TEST_PEPPER, testLogger } from '../support/service.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 

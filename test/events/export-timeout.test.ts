@@ -2,7 +2,8 @@ import { expect } from 'chai';
 import { Database } from '../../src/db/database.ts';
 import { EventExporter } from '../../src/events/eventExport.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { testLogger } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 

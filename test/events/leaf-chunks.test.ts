@@ -15,7 +15,7 @@ import {
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { redactEvent } from '../../src/lifecycle/redactions.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
 import { sealKeyPair, startTestSealer } from '../support/integrity.ts';
 import { testLogger } from '../support/service.ts';
 

@@ -5,7 +5,7 @@ import { EventReader } from '../../src/events/eventReader.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
 import { TEST_PEPPER, testLogger } from '../support/service.ts';
 
 /**

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { searchEventDocuments } from '../../src/events/eventSearch.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
 
 const T0 = Date.parse('2026-10-01T00:00:00.000Z');

@@ -1,7 +1,8 @@
 import { request } from 'node:http';
 import { expect } from 'chai';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { mintKey, startTestService, type TestService } from '../support/service.ts';
 
 describe('exports keep to a duty cycle while short requests are about', function () {

@@ -11,7 +11,8 @@ import { AUDIT_EVENT_FIELDS, type AuditEvent } from '../../src/client/auditEvent
 import { auditEventSchema, eventListSchema } from '../../src/http/apiSchemas.ts';
 import { servedRoutes, undocumentedRoutes } from '../../src/http/openapi.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
 
 describe('GET /api/v2/public/openapi.json', () => {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { randomUUID } from 'node:crypto';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { producerEvent } from '../support/events.ts';
+import { producerEvent } from '../support/newEvents.ts';
 import { TEST_INGEST_TOKEN, call, startTestService, type TestService } from '../support/service.ts';
 
 describe('POST /internal/v1/events (batch ingestion)', () => {

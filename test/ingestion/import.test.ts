@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { producerEvent } from '../support/events.ts';
+import { producerEvent } from '../support/newEvents.ts';
 
 const run = promisify(execFile);
 

@@ -6,7 +6,7 @@ import { renderEventDocument } from '../../src/events/eventDocument.ts';
 import { documentLeaf } from '../../src/integrity/documentLeaf.ts';
 import { TileSet, appendLeaves } from '../../src/integrity/tiles.ts';
 import { TreeHeadSigner } from '../../src/integrity/treeHeadSigner.ts';
-import { newEvent } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
 
 /**
  * The offline verifier on exports built here, apart from the service: a tree of rendered events, a head

@@ -6,7 +6,7 @@ import { formatTimestamp } from '../../src/events/eventFields.ts';
 import { renderEventDocument } from '../../src/events/eventDocument.ts';
 import { documentLeaf } from '../../src/integrity/documentLeaf.ts';
 import { TileSet, appendLeaves, rightEdgeTiles, tilesForConsistency, tilesForInclusion, type Tile } from '../../src/integrity/tiles.ts';
-import { newEvent } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
 import { auditPath, consistencyProof, merkleTreeHash } from '../support/rfc9162.ts';
 
 // sigstore's Rekor client verifies RFC 6962 inclusion proofs; a maintained implementation that is not ours.

@@ -11,7 +11,8 @@ import {
 } from '../../src/client/integrity.ts';
 import { EVENT_DOCUMENT } from '../../src/events/eventStore.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { auditPath, consistencyProof, merkleTreeHash } from '../support/rfc9162.ts';

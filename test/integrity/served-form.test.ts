@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { eventLeafHash } from '../../src/client/integrity.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer } from '../support/integrity.ts';
 import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
 

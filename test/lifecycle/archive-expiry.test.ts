@@ -20,10 +20,12 @@ import { Expiry } from '../../src/lifecycle/expiry.ts';
 import { RetentionPolicies } from '../../src/lifecycle/retentionPolicies.ts';
 import { ServiceMetrics } from '../../src/platform/metrics.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { freePort } from '../support/ports.ts';
 import { TEST_PEPPER, testLogger } from '../support/service.ts';
+import { expiryMetrics } from '../../src/lifecycle/expiryMetrics.ts';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -112,7 +114,7 @@ describe('archive before expiry', function () {
       .sort();
   const ids = (events: Array<{ eventId: string }>) => events.map((event) => event.eventId).sort();
   const failures = async (metrics: ServiceMetrics) =>
-    (await metrics.expiryArchives.get()).values.find((value) => value.labels.outcome === 'failed')?.value ?? 0;
+    (await expiryMetrics(metrics).archives.get()).values.find((value) => value.labels.outcome === 'failed')?.value ?? 0;
 
   async function objects(): Promise<Array<{ key: string; bytes: Buffer }>> {
     const s3 = new S3Client({ region: 'us-east-1', endpoint, forcePathStyle: true, credentials: S3_KEYS });

@@ -11,7 +11,8 @@ import { IntegrityReader } from '../../src/integrity/integrityReader.ts';
 import { Expiry } from '../../src/lifecycle/expiry.ts';
 import { RetentionPolicies } from '../../src/lifecycle/retentionPolicies.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { call, mintKey, startTestService, testLogger, type TestService } from '../support/service.ts';
 

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import pg from 'pg';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 
 const DAY = 86_400_000;
 

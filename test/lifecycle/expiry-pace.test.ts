@@ -9,7 +9,8 @@ import { RetentionPolicies } from '../../src/lifecycle/retentionPolicies.ts';
 import type { Clock } from '../../src/platform/clock.ts';
 import { DutyCycle } from '../../src/platform/dutyCycle.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { testLogger } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { GROUP, VERSION, startControllerHarness, type ControllerHarness } from '../support/controller-harness.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 

@@ -7,7 +7,8 @@ import { EventWriter } from '../../src/events/eventWriter.ts';
 import { Expiry } from '../../src/lifecycle/expiry.ts';
 import { RetentionPolicies } from '../../src/lifecycle/retentionPolicies.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { testLogger } from '../support/service.ts';
 
 const DAY = 86_400_000;

@@ -9,9 +9,11 @@ import { RetentionPolicies } from '../../src/lifecycle/retentionPolicies.ts';
 import { parseRetentionPeriod } from '../../src/config/valueFormats.ts';
 import { ServiceMetrics } from '../../src/platform/metrics.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { call, mintKey, startTestService, testLogger, type TestService } from '../support/service.ts';
+import { expiryMetrics } from '../../src/lifecycle/expiryMetrics.ts';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -153,7 +155,7 @@ describe('expiry', function () {
       held: 2,
       first: new Date(acme.old[0]!.occurredAtMs).toISOString(),
     });
-    expect((await metrics.eventsExpired.get()).values[0]!.value).to.equal(3);
+    expect((await expiryMetrics(metrics).eventsExpired.get()).values[0]!.value).to.equal(3);
     // initech's held event keeps its month's partition.
     expect(result.droppedPartitions).to.deep.equal([]);
     expect(await partitionExists()).to.equal(true);

@@ -17,7 +17,8 @@ import { REDACTION_MARKER } from '../../src/lifecycle/redaction.ts';
 import { redactEvent } from '../../src/lifecycle/redactions.ts';
 import type { NewEvent } from '../../src/events/eventStore.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { call, mintKey, startTestService, TEST_INGEST_TOKEN, testLogger, type TestService } from '../support/service.ts';
 

@@ -3,7 +3,8 @@
 import { expect } from 'chai';
 import type { Page } from 'playwright-core';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { launchBrowser, type TestBrowser } from '../support/browser.ts';
 import { mintPortalLink, openPortal, startPortalService } from '../support/portal.ts';
 import { call, mintKey, type TestService } from '../support/service.ts';

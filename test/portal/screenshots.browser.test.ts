@@ -2,10 +2,11 @@
 // page.evaluate callbacks run in the browser.
 import { expect } from 'chai';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import type { Page } from 'playwright-core';
+import type { Locator, Page } from 'playwright-core';
 import type { NewEvent } from '../../src/events/eventStore.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { launchBrowser, type TestBrowser } from '../support/browser.ts';
 import { mintPortalLink, openPortal, startPortalService } from '../support/portal.ts';
 import { call, mintKey, type TestService } from '../support/service.ts';
@@ -53,8 +54,22 @@ describe('customer portal: the pictures in docs/portal.md', function () {
     });
   });
 
-  /** Writes the picture only when it differs from the one in the tree. */
-  async function picture(name: string): Promise<void> {
+  /**
+   * Takes the picture docs/portal.md shows as `name`, having checked that what its caption names is in it:
+   * each of `shows` visible and wholly inside the viewport, not scrolled off or hidden. Writes the file only
+   * when it differs from the one in the tree.
+   */
+  async function picture(name: string, shows: readonly Locator[]): Promise<void> {
+    expect(readFileSync('docs/portal.md', 'utf8'), `docs/portal.md shows ${name}`).to.include(`portal/${name}`);
+    const viewport = page.viewportSize()!;
+    for (const shown of shows) {
+      const box = await shown.boundingBox();
+      expect(box, `${shown} is on the page`).to.not.equal(null);
+      expect(box!.x >= 0 && box!.y >= 0, `${shown} starts inside the picture`).to.equal(true);
+      expect(box!.x + box!.width <= viewport.width && box!.y + box!.height <= viewport.height, `${shown} ends inside the picture`).to.equal(
+        true,
+      );
+    }
     await page.evaluate(() => {
       // Times the clock moves: the session's expiry, the attempts of the last day the health reports, and
       // when the operational events happened; and the endpoint ids the service draws at random.
@@ -67,8 +82,11 @@ describe('customer portal: the pictures in docs/portal.md', function () {
     });
     const path = `${PICTURES}/${name}`;
     const taken = await page.screenshot({ fullPage: false, animations: 'disabled', caret: 'hide' });
+    // A PNG of the viewport (its IHDR chunk's width and height), at the page's scale.
+    const scale = await page.evaluate(() => devicePixelRatio);
+    expect(taken.subarray(1, 4).toString('latin1')).to.equal('PNG');
+    expect([taken.readUInt32BE(16), taken.readUInt32BE(20)]).to.deep.equal([viewport.width * scale, viewport.height * scale]);
     if (!existsSync(path) || !readFileSync(path).equals(taken)) writeFileSync(path, taken);
-    expect(readFileSync(path).equals(taken)).to.equal(true);
   }
 
   /** An endpoint's recent deliveries and their attempts, as the workers would have recorded them: the last ones refused with 401. */
@@ -144,7 +162,7 @@ describe('customer portal: the pictures in docs/portal.md', function () {
       .waitFor();
     expect(await page.locator('ul.chips li.chip span').allTextContents()).to.deep.equal(['PHI only']);
     expect(await rows().first().locator('time').textContent()).to.equal('Mar 2, 2026, 11:56:00 UTC');
-    await picture('trail.png');
+    await picture('trail.png', [page.locator('ul.chips'), page.getByTestId('result-count'), rows().first()]);
   });
 
   it('takes the webhooks page, an endpoint failing with 401s while no delivery has run out of attempts', async () => {
@@ -153,14 +171,14 @@ describe('customer portal: the pictures in docs/portal.md', function () {
     const health = page.locator('[data-testid="health"]').first();
     await health.getByText('Failing: 4 failed attempts in a row').waitFor();
     expect(await health.textContent()).to.include('43% of 7 attempts succeeded (24 h); 2 deliveries retrying');
-    await picture('webhooks.png');
+    await picture('webhooks.png', [health.getByText('Failing: 4 failed attempts in a row')]);
   });
 
   it('takes the log streams page', async () => {
     await page.getByRole('button', { name: 'Log streams' }).click();
     await page.locator('table.streams tbody tr').getByText('https://splunk.northwind.example:8088').waitFor();
     expect(await page.locator('table.streams tbody tr td').nth(1).textContent()).to.equal('Active');
-    await picture('streams.png');
+    await picture('streams.png', [page.locator('table.streams tbody tr').first()]);
   });
 
   it('takes the trail on a phone, in dark mode: cards, the filters folded away', async () => {
@@ -185,6 +203,6 @@ describe('customer portal: the pictures in docs/portal.md', function () {
         .evaluate((row) => getComputedStyle(row).display),
     ).to.equal('block');
     expect(await page.evaluate(() => document.documentElement.scrollWidth <= innerWidth)).to.equal(true);
-    await picture('trail-phone-dark.png');
+    await picture('trail-phone-dark.png', [page.locator('ul.chips'), page.getByTestId('result-count'), rows().first()]);
   });
 });

@@ -3,7 +3,8 @@ import { Writable } from 'node:stream';
 import pg from 'pg';
 import { createLogger } from '../../src/platform/logger.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { call, mintKey, revokeKey, startTestService, type TestService } from '../support/service.ts';
 
 /**

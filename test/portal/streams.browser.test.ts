@@ -4,7 +4,7 @@ import { gunzipSync } from 'node:zlib';
 import type { Page } from 'playwright-core';
 import { verifyWebhookSignature } from '../../src/client/webhookSignature.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { producerEvent } from '../support/events.ts';
+import { producerEvent } from '../support/newEvents.ts';
 import { launchBrowser, type TestBrowser } from '../support/browser.ts';
 import { ingest, mintPortalLink, openPortal, startPortalService } from '../support/portal.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';

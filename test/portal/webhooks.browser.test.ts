@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { createHmac } from 'node:crypto';
 import type { Locator, Page } from 'playwright-core';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { producerEvent } from '../support/events.ts';
+import { producerEvent } from '../support/newEvents.ts';
 import { accessibilityViolations, launchBrowser, type TestBrowser } from '../support/browser.ts';
 import { ingest, mintPortalLink, openPortal, startPortalService } from '../support/portal.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import pg from 'pg';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, producerEvent, seedEvents } from '../support/events.ts';
+import { newEvent, producerEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { TEST_INGEST_TOKEN, call, mintKey, startTestService, type TestService } from '../support/service.ts';
 
 /**

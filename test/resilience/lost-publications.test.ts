@@ -6,7 +6,7 @@ import { EventWriter, type NewDeliveryPublisher } from '../../src/events/eventWr
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
 import { PrivateNats, PrivatePostgres } from '../support/private-services.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { RoleProcesses } from '../support/roleProcesses.ts';

@@ -6,7 +6,7 @@ import type { SignedTreeHead } from '../../src/client/integrityShapes.ts';
 import { Database } from '../../src/db/database.ts';
 import { migrate } from '../../src/db/migrate.ts';
 import { createLogger } from '../../src/platform/logger.ts';
-import { producerEvent } from '../support/events.ts';
+import { producerEvent } from '../support/newEvents.ts';
 import { sealKeyPair } from '../support/integrity.ts';
 import { type AutoctlKeeper, PgAutoFailoverFormation } from '../support/private-ha.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';

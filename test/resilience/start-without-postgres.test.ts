@@ -16,7 +16,7 @@ import { StreamRegistry } from '../../src/streams/streamRegistry.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, producerEvent } from '../support/events.ts';
+import { newEvent, producerEvent } from '../support/newEvents.ts';
 import { sealKeyPair } from '../support/integrity.ts';
 import { startKubeApiServer, type KubeApiServer } from '../support/kube-apiserver/server.ts';
 import { freePort } from '../support/ports.ts';

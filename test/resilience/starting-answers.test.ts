@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import { expect } from 'chai';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { producerEvent } from '../support/events.ts';
+import { producerEvent } from '../support/newEvents.ts';
 import { freePort } from '../support/ports.ts';
 import { PrivatePostgres } from '../support/private-services.ts';
 import { TEST_ENCRYPTION_KEY, TEST_INGEST_TOKEN, TEST_PEPPER, mintKey } from '../support/service.ts';

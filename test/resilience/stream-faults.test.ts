@@ -5,7 +5,7 @@ import { Database } from '../../src/db/database.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
 import { sealKeyPair } from '../support/integrity.ts';
 import { PrivatePostgres } from '../support/private-services.ts';
 import { RoleProcesses } from '../support/roleProcesses.ts';

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import type { ChildProcess } from 'node:child_process';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { PrivateNats } from '../support/private-services.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { RoleProcesses } from '../support/roleProcesses.ts';

@@ -14,7 +14,8 @@ import type { DestinationInput, StreamFormat } from '../../src/streams/streamRul
 import { StreamRunner } from '../../src/streams/streamRunner.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { OcsfValidator } from '../support/ocsfValidator.ts';
 import { freePort } from '../support/ports.ts';

@@ -9,7 +9,7 @@ import { EventWriter } from '../../src/events/eventWriter.ts';
 import { type ChunkJob, prepareChunk } from '../../src/streams/chunkPreparation.ts';
 import { ChunkPreparer } from '../../src/streams/chunkPreparer.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
 import { testLogger } from '../support/service.ts';
 
 /**

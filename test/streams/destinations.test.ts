@@ -17,7 +17,7 @@ import { openDestination } from '../../src/streams/destinations/openDestination.
 import type { S3Objects } from '../../src/streams/destinations/s3Objects.ts';
 import { eventRecord, testRecord, treeHeadRecord, type StreamRecord } from '../../src/streams/records.ts';
 import type { DestinationInput, StreamFormat } from '../../src/streams/streamRules.ts';
-import { newEvent } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
 import { freePort } from '../support/ports.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { DatadogReceiver, SplunkHecReceiver } from '../support/siem-receivers.ts';

@@ -4,7 +4,7 @@ import { formatTimestamp } from '../../src/events/eventFields.ts';
 import { DEFAULT_OCSF_VERSION, OCSF_VERSIONS, ocsfTestRecord, toOcsf, type ServedEvent } from '../../src/streams/ocsf.ts';
 import { OCSF_CLASSES } from '../../src/streams/ocsfClasses.ts';
 import { eventRecord, testRecord } from '../../src/streams/records.ts';
-import { newEvent } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
 import { OcsfValidator } from '../support/ocsfValidator.ts';
 
 /** A served document and its parsed event, as the API serves them. */

@@ -8,7 +8,8 @@ import {
 } from '../../src/http/routes/webhookDeliveries.ts';
 import { responseExcerpt } from '../../src/webhooks/responseExcerpt.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type { TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import type { Reply } from '../support/receiver.ts';
 import { call, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { verifyStandardWebhook, verifyWebhookSignature } from '../../src/client/index.ts';
 import type { TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { sealKeyPair } from '../support/integrity.ts';
 import type { ReceivedDelivery, Reply, TestReceiver } from '../support/receiver.ts';
 import { call, type TestService } from '../support/service.ts';

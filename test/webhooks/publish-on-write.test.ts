@@ -9,7 +9,7 @@ import { EventWriter } from '../../src/events/eventWriter.ts';
 import { BatchStatements } from '../../src/events/storeBatch.ts';
 import { ServiceMetrics } from '../../src/platform/metrics.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, producerEvent } from '../support/events.ts';
+import { newEvent, producerEvent } from '../support/newEvents.ts';
 import { PrivateNats } from '../support/private-services.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { TEST_INGEST_TOKEN, call, mintKey, startTestService, testConfig, testLogger, type TestService } from '../support/service.ts';

@@ -4,7 +4,8 @@ import { verifyStandardWebhook, verifyWebhookSignature } from '../../src/client/
 import { SigningKeys } from '../../src/delivery/deliveryRequest.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { newEvent, seedEvents } from '../support/events.ts';
+import { newEvent } from '../support/newEvents.ts';
+import { seedEvents } from '../support/events.ts';
 import { startReceiver, type ReceivedDelivery, type TestReceiver } from '../support/receiver.ts';
 import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { untilInstant, waitFor } from '../support/wait.ts';

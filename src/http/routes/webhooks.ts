@@ -5,7 +5,7 @@ import { publicKeyText } from '../../client/webhookEd25519.ts';
 import { standardWebhooksSecretOf } from '../../client/webhookSignature.ts';
 import type { WebhookRegistry } from '../../webhooks/webhookRegistry.ts';
 import { WEBHOOK_ID_PATTERN } from '../../webhooks/webhookRules.ts';
-import type { WebhookEndpoint } from '../../webhooks/webhookStore.ts';
+import type { WebhookEndpoint } from '../../webhooks/webhookEndpoint.ts';
 import { describeEndpoint } from '../../webhooks/webhookEvents.ts';
 import { requireScope } from '../authenticate.ts';
 import { jsonBody, optionalJsonBody, parseQuery } from '../requestInput.ts';

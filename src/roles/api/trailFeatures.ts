@@ -14,6 +14,7 @@ import { LiveFeed } from '../../live/liveFeed.ts';
 import { LongReadSlots } from '../../platform/longReadSlots.ts';
 import type { SharedParts } from '../sharedParts.ts';
 import type { ApiFeature, Feature } from './apiFeature.ts';
+import { liveStreamMetrics } from '../../live/liveStreamMetrics.ts';
 
 /** Reading, exporting and proving the trail, and its retention policy. */
 export const trailFeatures: ApiFeature = async (parts, pepper) => {
@@ -67,7 +68,7 @@ async function liveFeature(parts: SharedParts): Promise<Feature> {
   const feed = new LiveFeed({ databaseUrl: config.databaseSessionUrl, log: parts.log.child({ component: 'live-feed' }) });
   await feed.start();
   parts.releasers.add('live feed', () => feed.stop());
-  const slots = new LongReadSlots(config.live, parts.metrics.liveStreamObserver(), 'concurrent_live_streams');
+  const slots = new LongReadSlots(config.live, liveStreamMetrics(parts.metrics), 'concurrent_live_streams');
   return {
     router: liveRoutes({
       db: parts.db,

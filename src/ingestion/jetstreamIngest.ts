@@ -38,7 +38,7 @@ const RETRY_DELAY_MS = 5_000;
 
 /**
  * What a batch keeps of a message until its write settles: the event, and the subjects its acknowledgement
- * goes to and its log lines name. Not the message itself: up to max_messages of them wait here at once, and
+ * goes to and its log lines name. Not the message itself: thousands of them wait here at once, and
  * holding each one's objects and bytes until its batch commits made them outlive the young generation: keeping
  * less took 7–15 % off the drain's Node CPU per event (BENCHMARKS.md, issue 49).
  */

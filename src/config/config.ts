@@ -79,6 +79,7 @@ function databaseSettings(env: Environment) {
     databaseSessionUrl: env.DATABASE_SESSION_URL === undefined ? databaseUrl : withTls('DATABASE_SESSION_URL', env.DATABASE_SESSION_URL),
     databaseReadUrl: env.DATABASE_READ_URL === undefined ? undefined : withTls('DATABASE_READ_URL', env.DATABASE_READ_URL),
     readReplicaMaxLagMs: env.READ_REPLICA_MAX_LAG,
+    readReplicaReads: env.READ_REPLICA_READS,
   };
 }
 

@@ -33,6 +33,10 @@ export const environmentSchema = z
     // while its lag is within READ_REPLICA_MAX_LAG; the primary otherwise (docs/operations.md "Replicas").
     DATABASE_READ_URL: postgresUrl.optional(),
     READ_REPLICA_MAX_LAG: duration('5s').pipe(z.number().min(0).max(600_000, 'must be at most 10m')).default(5_000),
+    // Which of those reads go there: "long" (exports without proofs, log streams' backfills and catching up)
+    // or "all" (list pages, the count and the action list too). Pages stay on the primary by default: there
+    // they never queue behind exports on a replica, and they see every acknowledged write.
+    READ_REPLICA_READS: z.enum(['long', 'all'], { message: 'must be long or all' }).default('long'),
     DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
     // How long a statement of the service may wait for a lock (a migration, a manual LOCK) before it fails
     // and its request answers 503 with Retry-After (docs/operations.md "How database trouble shows").

@@ -249,8 +249,8 @@ export class SharedParts {
   }
 
   /**
-   * Short reads that can wait (list pages, counts, log streams' reads) on the read replica within its lag
-   * bound (db/replicaReads.ts); undefined without DATABASE_READ_URL.
+   * Reads that can wait on the read replica within its lag bound (db/replicaReads.ts), on the primary's main
+   * pool: log streams' reads, and list pages with READ_REPLICA_READS=all; undefined without DATABASE_READ_URL.
    */
   replicaReads(): ReplicaReads | undefined {
     if (this.config.databaseReadUrl === undefined) return undefined;

@@ -12,6 +12,7 @@ import { TransparencyLog } from '../../integrity/transparencyLog.ts';
 import { RetentionPolicies } from '../../lifecycle/retentionPolicies.ts';
 import { LiveFeed } from '../../live/liveFeed.ts';
 import { LongReadSlots } from '../../platform/longReadSlots.ts';
+import type { Queryable } from '../../db/database.ts';
 import type { SharedParts } from '../sharedParts.ts';
 import type { ApiFeature, Feature } from './apiFeature.ts';
 import { liveStreamMetrics } from '../../live/liveStreamMetrics.ts';
@@ -23,7 +24,7 @@ export const trailFeatures: ApiFeature = async (parts, pepper) => {
     // Before the events routes: /audit/events/:event_id would take "live" for an event id.
     await liveFeature(parts),
     // Pages may come from a read replica; lookups read the primary (events/eventReader.ts).
-    { router: eventRoutes(new EventReader(db, new CursorCodec(pepper), parts.replicaReads() ?? db)), openapi: eventsOpenApi },
+    { router: eventRoutes(new EventReader(db, new CursorCodec(pepper), pageReads(parts))), openapi: eventsOpenApi },
     { router: integrityRoutes(new IntegrityReader(db, pepper), parts.config.seal.intervalMs), openapi: integrityOpenApi },
     { router: transparencyLogRoutes(new TransparencyLog(db)), openapi: transparencyLogOpenApi },
     {
@@ -52,7 +53,17 @@ async function exportFeature(parts: SharedParts, pepper: string): Promise<Featur
   };
 }
 
-/** Exports without proofs on the read replica, when DATABASE_READ_URL names one. */
+/**
+ * Where list pages, the count and the action list read: the replica only with READ_REPLICA_READS=all. By
+ * default they stay on the primary, where they never queue behind exports on a replica that shares its
+ * cores with them or is smaller than the primary (BENCHMARKS.md, "Export fairness with a read replica").
+ */
+function pageReads(parts: SharedParts): Queryable {
+  const replica = parts.config.readReplicaReads === 'all' ? parts.replicaReads() : undefined;
+  return replica ?? parts.db;
+}
+
+/** Exports without proofs on the read replica, when DATABASE_READ_URL names one (whatever READ_REPLICA_READS). */
 function replicaExporter(parts: SharedParts): EventExporter | undefined {
   const reads = parts.longReadReplica();
   return reads && new EventExporter(reads, EXPORT_ROW_CAP, parts.config.longReadFetchRows);

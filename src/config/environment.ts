@@ -29,8 +29,9 @@ export const environmentSchema = z
     // session-mode connection), which it requires.
     DATABASE_POOLER: z.enum(['none', 'transaction'], { message: 'must be none or transaction' }).default('none'),
     DATABASE_SESSION_URL: postgresUrl.optional(),
-    // A streaming replica for reads that can wait (list pages, exports without proofs, log streams), used
-    // while its lag is within READ_REPLICA_MAX_LAG; the primary otherwise (docs/operations.md "Replicas").
+    // A streaming replica for reads that can wait (exports without proofs, log streams; list pages with
+    // READ_REPLICA_READS=all), used while its lag is within READ_REPLICA_MAX_LAG; the primary otherwise
+    // (docs/operations.md "Replicas").
     DATABASE_READ_URL: postgresUrl.optional(),
     READ_REPLICA_MAX_LAG: duration('5s').pipe(z.number().min(0).max(600_000, 'must be at most 10m')).default(5_000),
     // Which of those reads go there: "long" (exports without proofs, log streams' backfills and catching up)

@@ -20,7 +20,10 @@ describe('configuration', () => {
       keyPepper: undefined,
       operatorActor: 'operator-cli',
       shutdownDrainDelayMs: 5_000,
+      // With DATABASE_READ_URL only exports and log streams read the replica unless told "all".
+      readReplicaReads: 'long',
     });
+    expect(loadConfig({ READ_REPLICA_READS: 'all' }).readReplicaReads).to.equal('all');
     expect(config.ingestWindow).to.deep.equal({ maxAgeMs: 400 * 86_400_000, maxFutureSkewMs: 5 * 60_000 });
     expect(loadConfig({ AUDIT_ACTOR: 'alice@ops' }).operatorActor).to.equal('alice@ops');
     expect(loadConfig({ INGEST_MAX_EVENT_AGE: '30d' }).ingestWindow.maxAgeMs).to.equal(30 * 86_400_000);
@@ -87,6 +90,7 @@ describe('configuration', () => {
     ['KEY_PEPPER', 'short', /KEY_PEPPER: must be at least 32 characters/],
     ['SECRET_ENCRYPTION_KEY', 'abc', /SECRET_ENCRYPTION_KEY: must be 64 hex characters/],
     ['KEY_ENVIRONMENT', 'prod', /KEY_ENVIRONMENT: must be live or test/],
+    ['READ_REPLICA_READS', 'pages', /^READ_REPLICA_READS: must be long or all$/],
     ['LOG_LEVEL', 'loud', /LOG_LEVEL: must be one of/],
     ['TRUSTED_PROXIES', '10.0.0.0/40', /TRUSTED_PROXIES: "10.0.0.0\/40" is not an IP address or CIDR range/],
     ['WEBHOOK_ALLOW_HTTP', 'maybe', /WEBHOOK_ALLOW_HTTP: must be true or false/],

@@ -32,10 +32,12 @@ describe('reads on a streaming replica (DATABASE_READ_URL)', function () {
   let primary: PrivatePostgres;
   let replica: PrivateReplica;
   let db: TestDatabase;
-  /** A lag bound no test reaches: reads stay on the replica however far it is held back. */
+  /** A lag bound no test reaches: reads stay on the replica however far it is held back. READ_REPLICA_READS=all. */
   let patient: TestService;
-  /** A bound of one second. */
+  /** A bound of one second, READ_REPLICA_READS=all. */
   let strict: TestService;
+  /** The default READ_REPLICA_READS (long): only exports without proofs read the replica, pages the primary. */
+  let exportsOnly: TestService;
   let key: string;
   const tenantId = 'replica-reads';
 
@@ -47,12 +49,17 @@ describe('reads on a streaming replica (DATABASE_READ_URL)', function () {
     patient = await startTestService({
       databaseUrl: db.url,
       roles: ['api', 'ingest'],
-      env: { DATABASE_READ_URL: readUrl, READ_REPLICA_MAX_LAG: '10m' },
+      env: { DATABASE_READ_URL: readUrl, READ_REPLICA_MAX_LAG: '10m', READ_REPLICA_READS: 'all' },
     });
     strict = await startTestService({
       databaseUrl: db.url,
       roles: ['api'],
-      env: { DATABASE_READ_URL: readUrl, READ_REPLICA_MAX_LAG: '1s' },
+      env: { DATABASE_READ_URL: readUrl, READ_REPLICA_MAX_LAG: '1s', READ_REPLICA_READS: 'all' },
+    });
+    exportsOnly = await startTestService({
+      databaseUrl: db.url,
+      roles: ['api'],
+      env: { DATABASE_READ_URL: readUrl, READ_REPLICA_MAX_LAG: '10m' },
     });
     key = (await mintKey(db.url, { tenantId, scopes: ['audit:read', 'audit:export'] })).key;
   });
@@ -60,6 +67,7 @@ describe('reads on a streaming replica (DATABASE_READ_URL)', function () {
   after(async () => {
     await patient?.stop();
     await strict?.stop();
+    await exportsOnly?.stop();
     await db?.pool.end();
     await replica?.remove();
     await primary?.remove();
@@ -79,6 +87,15 @@ describe('reads on a streaming replica (DATABASE_READ_URL)', function () {
       (event) => event.event_id,
     );
   const onReplica = async (eventId: string) => (await listed(patient)).includes(eventId);
+  const exportedIds = async (service: TestService) => {
+    const exported = await call(`${service.baseUrl}/audit/export?format=json`, { key, body: {} });
+    expect(exported.status).to.equal(200);
+    return (exported.json.events as { event_id: string }[]).map((event) => event.event_id);
+  };
+  const counted = async (service: TestService) => (await call(`${service.baseUrl}/audit/events/count`, { key })).json.count as number;
+  /** The connections a pool of the service holds (db/poolMetrics.ts): 0 for a pool never opened. */
+  const poolConnections = (service: TestService, pool: string) =>
+    service.metric(`audit_db_pool_connections{pool="${pool}",state="total"}`);
 
   it('serves list pages and exports without proofs from the replica, and a lookup right after a write from the primary', async () => {
     const before = await ingest();
@@ -92,9 +109,7 @@ describe('reads on a streaming replica (DATABASE_READ_URL)', function () {
       const page = await listed(patient);
       expect(page).to.include(before);
       expect(page).to.not.include(after);
-      const exported = await call(`${patient.baseUrl}/audit/export?format=json`, { key, body: {} });
-      expect(exported.status).to.equal(200);
-      const ids = (exported.json.events as { event_id: string }[]).map((event) => event.event_id);
+      const ids = await exportedIds(patient);
       expect(ids).to.include(before);
       expect(ids).to.not.include(after);
     } finally {
@@ -107,6 +122,32 @@ describe('reads on a streaming replica (DATABASE_READ_URL)', function () {
       20_000,
       100,
     );
+  });
+
+  it('by default (READ_REPLICA_READS=long) serves exports without proofs from the replica, and list pages and counts from the primary', async () => {
+    const before = await ingest();
+    await waitFor(() => onReplica(before), 'the replica to replay the first event', 20_000, 100);
+    await replica.pauseReplay(db.name);
+    try {
+      const after = await ingest();
+      const stored = (await db.pool.query('SELECT 1 FROM events WHERE tenant_id = $1', [tenantId])).rowCount;
+      // Pages and the count: the primary's, which has the event the replica has not replayed.
+      expect(await listed(exportsOnly)).to.include.members([before, after]);
+      expect(await counted(exportsOnly)).to.equal(stored);
+      // With READ_REPLICA_READS=all the same requests read the replica, one event short.
+      expect(await listed(patient)).to.not.include(after);
+      expect(await counted(patient)).to.equal(stored! - 1);
+      // The export: the replica's.
+      const ids = await exportedIds(exportsOnly);
+      expect(ids).to.include(before);
+      expect(ids).to.not.include(after);
+    } finally {
+      await replica.resumeReplay(db.name);
+    }
+    // The pages' replica pool was never opened; the exports' was.
+    expect(await poolConnections(exportsOnly, 'replica')).to.equal(0);
+    expect(await poolConnections(exportsOnly, 'replica_long_reads')).to.be.greaterThan(0);
+    expect(await poolConnections(patient, 'replica')).to.be.greaterThan(0);
   });
 
   it('reads the primary once the replica lags beyond READ_REPLICA_MAX_LAG, counting each such read', async () => {

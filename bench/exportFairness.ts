@@ -228,7 +228,10 @@ const p99Of = (variant: Variant) => results.find((result) => result.variant === 
 /** One figure of every round of each variant, in the order run (a variant named twice in BENCH_ORDER has two). */
 const byVariant = (figure: (result: (typeof results)[number]) => number | undefined) => {
   const rounds: Record<string, (number | undefined)[]> = {};
-  for (const result of results) (rounds[result.variant] ??= []).push(figure(result));
+  for (const result of results) {
+    rounds[result.variant] ??= [];
+    rounds[result.variant]!.push(figure(result));
+  }
   return rounds;
 };
 console.log(

@@ -94,8 +94,7 @@ describe('reads on a streaming replica (DATABASE_READ_URL)', function () {
   };
   const counted = async (service: TestService) => (await call(`${service.baseUrl}/audit/events/count`, { key })).json.count as number;
   /** The connections a pool of the service holds (db/poolMetrics.ts): 0 for a pool never opened. */
-  const poolConnections = (service: TestService, pool: string) =>
-    service.metric(`audit_db_pool_connections{pool="${pool}",state="total"}`);
+  const poolConnections = (service: TestService, pool: string) => service.metric(`audit_db_pool_connections{pool="${pool}",state="total"}`);
 
   it('serves list pages and exports without proofs from the replica, and a lookup right after a write from the primary', async () => {
     const before = await ingest();

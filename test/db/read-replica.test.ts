@@ -96,7 +96,7 @@ describe('reads on a streaming replica (DATABASE_READ_URL)', function () {
   /** The connections a pool of the service holds (db/poolMetrics.ts): 0 for a pool never opened. */
   const poolConnections = (service: TestService, pool: string) => service.metric(`audit_db_pool_connections{pool="${pool}",state="total"}`);
 
-  it('serves list pages and exports without proofs from the replica, and a lookup right after a write from the primary', async () => {
+  it('with READ_REPLICA_READS=all serves list pages and exports without proofs from the replica, and a lookup right after a write from the primary', async () => {
     const before = await ingest();
     await waitFor(() => onReplica(before), 'the replica to replay the first event', 20_000, 100);
     await replica.pauseReplay(db.name);

@@ -55,8 +55,8 @@ async function exportFeature(parts: SharedParts, pepper: string): Promise<Featur
 
 /**
  * Where list pages, the count and the action list read: the replica only with READ_REPLICA_READS=all. By
- * default they stay on the primary, where they never queue behind exports on a replica that shares its
- * cores with them or is smaller than the primary (BENCHMARKS.md, "Export fairness with a read replica").
+ * default they stay on the primary, where they see every acknowledged write and never queue behind exports
+ * on a replica the exports keep busy (docs/operations.md "Replicas").
  */
 function pageReads(parts: SharedParts): Queryable {
   const replica = parts.config.readReplicaReads === 'all' ? parts.replicaReads() : undefined;

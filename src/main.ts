@@ -1,4 +1,4 @@
-import { setTimeout as delay } from 'node:timers/promises';
+import { sleep } from './platform/sleep.ts';
 import type Router from '@koa/router';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Config } from './config/config.ts';
@@ -139,7 +139,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       parts.beginStopping();
       if (drainDelayMs > 0) {
         log.info({ drain_delay_ms: drainDelayMs }, 'not ready; serving while endpoints drain');
-        await delay(drainDelayMs);
+        await sleep(drainDelayMs);
       }
       await releasers.releaseAll(log);
       log.info('audit-trail stopped');

@@ -3,6 +3,7 @@ import type { Gauge } from 'prom-client';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
+import { systemClock, type Clock } from '../platform/clock.ts';
 import { rateLimiterMetrics } from './rateLimiterMetrics.ts';
 
 /** The buckets of docs/api.md "Rate limits": `read` for GET, `write` for POST and DELETE; `auth` counts failed logins per address. */
@@ -35,6 +36,7 @@ export class KeyRateLimiter {
   private readonly shared: Record<Bucket, RateLimiterRedis>;
   private readonly local: Record<Bucket, RateLimiterMemory>;
   private readonly log: Logger;
+  private readonly clock: Clock;
   /** audit_rate_limiter_fallback_active: 1 while the limits are kept in this instance's memory. */
   private readonly fallbackGauge: Gauge | undefined;
   private fallbackSince: number | undefined;
@@ -47,8 +49,11 @@ export class KeyRateLimiter {
     metrics?: ServiceMetrics;
     keyPrefix?: string;
     windowSeconds?: number;
+    /** Times the fallback: since when, and when it was last logged. */
+    clock?: Clock;
   }) {
     this.limits = options.limits;
+    this.clock = options.clock ?? systemClock;
     this.log = options.log;
     this.fallbackGauge = options.metrics && rateLimiterMetrics(options.metrics).fallback;
     const prefix = options.keyPrefix ?? 'audit-trail:rl';
@@ -76,17 +81,23 @@ export class KeyRateLimiter {
     this.fallbackGauge?.set(0);
   }
 
+  /** The budget of a bucket per window. */
+  limitOf(bucket: Bucket): number {
+    return this.limits[bucket];
+  }
+
   /** True while limits are enforced per instance because Redis is unreachable. */
   get degraded(): boolean {
     return this.fallbackSince !== undefined;
   }
 
-  async consume(bucket: Bucket, id: string): Promise<LimitDecision> {
+  /** Spends `points` of the key's budget (one per request; prepaidReads.ts buys several at once). */
+  async consume(bucket: Bucket, id: string, points = 1): Promise<LimitDecision> {
     const limit = this.limits[bucket];
     let outcome: RateLimiterRes | unknown;
     let allowed: boolean;
     try {
-      outcome = await this.shared[bucket].consume(id);
+      outcome = await this.shared[bucket].consume(id, points);
       allowed = true;
       this.recovered();
     } catch (rejection) {
@@ -97,7 +108,7 @@ export class KeyRateLimiter {
       } else {
         this.fellBack(rejection);
         try {
-          outcome = await this.local[bucket].consume(id);
+          outcome = await this.local[bucket].consume(id, points);
           allowed = true;
         } catch (localRejection) {
           outcome = localRejection;
@@ -115,7 +126,7 @@ export class KeyRateLimiter {
   }
 
   private fellBack(error: unknown): void {
-    const now = Date.now();
+    const now = this.clock.now();
     if (this.fallbackSince === undefined) {
       this.fallbackSince = now;
       this.fallbackGauge?.set(1);
@@ -131,7 +142,7 @@ export class KeyRateLimiter {
 
   private recovered(): void {
     if (this.fallbackSince === undefined) return;
-    this.log.info({ outage_ms: Date.now() - this.fallbackSince }, 'Redis reachable again: rate limits shared across instances');
+    this.log.info({ outage_ms: this.clock.now() - this.fallbackSince }, 'Redis reachable again: rate limits shared across instances');
     this.fallbackSince = undefined;
     this.fallbackGauge?.set(0);
   }

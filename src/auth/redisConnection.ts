@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import type { TlsFiles } from '../config/config.ts';
 import type { Logger } from '../platform/logger.ts';
 import { isCertificateError, untrustedCertificateMessage } from '../platform/tlsFailure.ts';
+import { systemClock } from '../platform/clock.ts';
 
 const ERROR_LOG_INTERVAL_MS = 30_000;
 
@@ -50,7 +51,7 @@ export function connectRedis(url: string, log: Logger, tls?: TlsFiles, sentinel?
   });
   let lastLogged = 0;
   redis.on('error', (error: Error) => {
-    const now = Date.now();
+    const now = systemClock.now();
     if (now - lastLogged < ERROR_LOG_INTERVAL_MS) return;
     lastLogged = now;
     if (isCertificateError(error)) {

@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { sleep } from '../platform/sleep.ts';
 import {
   AckPolicy,
   DeliverPolicy,
@@ -11,6 +11,7 @@ import {
   type StreamInfo,
 } from '@nats-io/jetstream';
 import { ConfigError } from '../config/config.ts';
+import { systemClock } from '../platform/clock.ts';
 
 const NANOS_PER_MS = 1_000_000;
 const nanos = (ms: number) => ms * NANOS_PER_MS;
@@ -186,12 +187,12 @@ const REPLICA_CHANGE_TIMEOUT_MS = 60_000;
  * then its consumer is being moved too, and requests about it time out.
  */
 async function settledReplicas(jsm: JetStreamManager, name: string, replicas: number): Promise<void> {
-  const deadline = Date.now() + REPLICA_CHANGE_TIMEOUT_MS;
+  const deadline = systemClock.now() + REPLICA_CHANGE_TIMEOUT_MS;
   for (;;) {
     const { cluster } = await jsm.streams.info(name).catch(() => ({ cluster: undefined }));
     const peers = cluster?.replicas ?? [];
     if (cluster?.leader !== undefined && peers.length === replicas - 1 && peers.every((peer) => peer.current)) return;
-    if (Date.now() > deadline)
+    if (systemClock.now() > deadline)
       throw new Error(`JetStream stream ${name} did not reach ${replicas} replicas within ${REPLICA_CHANGE_TIMEOUT_MS / 1000} s`);
     await sleep(250);
   }

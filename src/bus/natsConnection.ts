@@ -1,9 +1,10 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { sleep } from '../platform/sleep.ts';
 import { readFileSync } from 'node:fs';
 import { connect, credsAuthenticator, errors, type NatsConnection, type NodeConnectionOptions } from '@nats-io/transport-node';
 import type { TlsFiles } from '../config/config.ts';
 import { isCertificateError, untrustedCertificateMessage } from '../platform/tlsFailure.ts';
 import type { Logger } from '../platform/logger.ts';
+import { systemClock } from '../platform/clock.ts';
 
 export interface BusConnection {
   readonly nc: NatsConnection;
@@ -100,8 +101,8 @@ async function firstConnection(options: NodeConnectionOptions, security: BusSecu
         security.tls !== undefined && security.tls.certFile === undefined && error instanceof errors.TimeoutError
           ? 'if the server requires client certificates, set NATS_TLS_CERT and NATS_TLS_KEY'
           : undefined;
-      if (Date.now() - lastLogged >= FIRST_CONNECT_LOG_INTERVAL_MS) {
-        lastLogged = Date.now();
+      if (systemClock.now() - lastLogged >= FIRST_CONNECT_LOG_INTERVAL_MS) {
+        lastLogged = systemClock.now();
         log.warn({ err: error, hint }, 'cannot connect to NATS; retrying');
       }
       await sleep(RECONNECT_WAIT_MS);

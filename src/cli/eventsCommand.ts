@@ -4,6 +4,7 @@ import { Database } from '../db/database.ts';
 import { type CompactionBatch, compactEvents } from '../events/eventCompaction.ts';
 import type { Logger } from '../platform/logger.ts';
 import { UsageError } from './usage.ts';
+import { systemClock } from '../platform/clock.ts';
 
 const DEFAULT_BATCH_SIZE = 2_000;
 const MAX_BATCH_SIZE = 50_000;
@@ -32,7 +33,7 @@ export async function runEvents(args: string[], config: Config, log: Logger): Pr
   });
   const lastLine = new Map<string, number>();
   const progress = (batch: CompactionBatch) => {
-    const now = Date.now();
+    const now = systemClock.now();
     if (!batch.finished && now - (lastLine.get(batch.partition) ?? 0) < PROGRESS_EVERY_MS) return;
     lastLine.set(batch.partition, now);
     const done = batch.compacted + batch.kept;

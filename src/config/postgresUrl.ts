@@ -51,12 +51,28 @@ export function parsePostgresUrl(text: string): PostgresUrl {
 
 /** The URL with `edit` applied to its query (TLS parameters, say), keeping every host. */
 export function editPostgresUrl(text: string, edit: (parameters: URLSearchParams) => void): string {
+  const { url, hostList } = templateUrl(text);
+  edit(url.searchParams);
+  return url.toString().replace(PLACEHOLDER, hostList);
+}
+
+/** The database a URL names (its path), decoded; '' when it names none. */
+export function postgresDatabaseName(text: string): string {
+  return decodeURIComponent(templateUrl(text).url.pathname.replace(/^\//, ''));
+}
+
+/** The same URL, every host and parameter kept, naming `database` instead (`postgres` to create another). */
+export function postgresUrlWithDatabase(text: string, database: string): string {
+  const { url, hostList } = templateUrl(text);
+  url.pathname = `/${encodeURIComponent(database)}`;
+  return url.toString().replace(PLACEHOLDER, hostList);
+}
+
+function templateUrl(text: string): { url: URL; hostList: string } {
   const match = SHAPE.exec(text);
   if (!match) throw new Error('must be a URL with scheme postgres or postgresql');
   const [, scheme, credentials, hostList, rest] = match as unknown as [string, string, string, string, string];
-  const url = new URL(`${scheme}${credentials}${PLACEHOLDER}${rest}`);
-  edit(url.searchParams);
-  return url.toString().replace(PLACEHOLDER, hostList);
+  return { url: new URL(`${scheme}${credentials}${PLACEHOLDER}${rest}`), hostList };
 }
 
 function parseHost(text: string): PostgresHost {

@@ -1,10 +1,19 @@
 import type { ApiKeyService } from '../auth/apiKeyService.ts';
 import type { ApiKeyRecord } from '../auth/apiKeyStore.ts';
 import type { Actor } from '../events/adminEvent.ts';
-import { parseCidr } from '../platform/cidr.ts';
 import { checkInput } from '../platform/inputValidation.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { Health } from './conditions.ts';
+import {
+  SECRET_KEY_FIELD,
+  SECRET_LOOKUP_FIELD,
+  activeHealth,
+  decideApiKey,
+  delivers,
+  grantsOf,
+  revokedHealth,
+  settleApiKey,
+} from './apiKeyDecision.ts';
 import type { DeploymentGuard } from './deploymentGuard.ts';
 import { reportHealth } from './healthReport.ts';
 import type { EventRecorder } from './kubeEvents.ts';
@@ -15,15 +24,11 @@ import {
   secretConflictMessage,
   type CustomResource,
   type KubeResources,
-  type SecretState,
 } from './kubeResources.ts';
 import { API_KEY, ROTATE_ANNOTATION, apiKeySpecSchema, type ApiKeySpec } from './resources.ts';
 
 /** Holds deletion of an ApiKey until its key is revoked. */
 export const API_KEY_FINALIZER = 'audittrail.dev/revoke-key';
-/** Keys of the Secret the controller writes for an ApiKey. */
-const SECRET_KEY_FIELD = 'apiKey';
-const SECRET_LOOKUP_FIELD = 'lookupId';
 
 type Status = { lookupId?: string; state?: 'Active' | 'Revoked'; rotateRequest?: string };
 export type ApiKeyObject = CustomResource<ApiKeySpec, Status>;
@@ -76,79 +81,69 @@ export class ApiKeyReconciler {
     }
     const spec = parsed.data;
 
-    if (spec.revoked) {
-      // Revoked on purpose: a settled state, whatever became of the Secret.
-      if (record && !record.revokedAt) {
-        record = await keys.revoke(record.lookupId, actor);
-        await this.options.events.record(involvedObject(object), 'Normal', 'KeyRevoked', `Key ${record.lookupId} revoked (spec.revoked).`);
-      }
-      const message = record ? `Key ${record.lookupId} is revoked (spec.revoked).` : 'The key was revoked before it was minted.';
-      return this.report(object, record, { state: 'Ready', reason: 'Revoked', message });
-    }
-
-    let rotateRequest = object.status?.rotateRequest;
-    const rotation = pendingRequest(object, ROTATE_ANNOTATION, rotateRequest);
+    const rotation = pendingRequest(object, ROTATE_ANNOTATION, object.status?.rotateRequest);
     // Ownership first: while the Secret's name is taken, nothing is minted, revoked or rewritten. The
     // informer's copy will do when it shows the key delivered and nothing is asked (a resync).
     const current = record;
-    const secret = await resources.secretState(
-      object,
-      spec.secretName,
-      (state) => rotation === undefined && current !== undefined && delivers(state, current),
-    );
-    if (secret.state === 'foreign') {
-      return this.report(object, record, {
-        state: 'Stalled',
-        reason: 'SecretConflict',
-        message: secretConflictMessage(object, spec.secretName),
-      });
-    }
-    if (!record) {
-      record = await this.mint(object, spec, managedBy, actor);
-      // An annotation present before the first key asks for nothing more.
-      return this.report(object, record, active(record), object.metadata.annotations?.[ROTATE_ANNOTATION]);
-    }
-
-    const delivered = delivers(secret, record);
-    if (rotation !== undefined) {
-      if (!(await resources.isCurrent(API_KEY.plural, object))) return;
-      record = await this.rotate(object, spec, record, managedBy, actor);
-      rotateRequest = rotation;
-    } else if (!delivered && !record.revokedAt) {
-      if (object.status?.lookupId !== record.lookupId) {
-        // Minted, but neither the Secret nor status ever showed it (a crash in between): that key is known
-        // to no one, so it is revoked and a new one minted.
-        if (!(await resources.isCurrent(API_KEY.plural, object))) return;
-        record = await this.rotate(object, spec, record, managedBy, actor);
-      } else {
-        // The key was delivered and someone deleted or changed its Secret: the key keeps working for
-        // whoever holds it; a new one only when asked for.
-        const what =
-          secret.state === 'missing'
-            ? `Secret ${spec.secretName} was deleted`
-            : `Secret ${spec.secretName} no longer holds key ${record.lookupId}`;
+    const secret = spec.revoked
+      ? undefined
+      : await resources.secretState(
+          object,
+          spec.secretName,
+          (state) => rotation === undefined && current !== undefined && delivers(state, current),
+        );
+    const step = decideApiKey({ spec, record, rotation, secret, statusLookupId: object.status?.lookupId });
+    const rotateRequest = object.status?.rotateRequest;
+    switch (step.kind) {
+      case 'revoked':
+        if (record && step.revokeFirst) {
+          record = await keys.revoke(record.lookupId, actor);
+          await this.options.events.record(
+            involvedObject(object),
+            'Normal',
+            'KeyRevoked',
+            `Key ${record.lookupId} revoked (spec.revoked).`,
+          );
+        }
+        return this.report(object, record, revokedHealth(record));
+      case 'secret-conflict':
         return this.report(object, record, {
           state: 'Stalled',
-          reason: 'SecretMissing',
-          message: `${what}; the key still works. To mint a new key into a new Secret, set annotation ${ROTATE_ANNOTATION} to a new value.`,
+          reason: 'SecretConflict',
+          message: secretConflictMessage(object, spec.secretName),
         });
-      }
+      case 'mint':
+        record = await this.mint(object, spec, managedBy, actor);
+        // An annotation present before the first key asks for nothing more.
+        return this.report(object, record, activeHealth(record), object.metadata.annotations?.[ROTATE_ANNOTATION]);
+      case 'secret-missing':
+        return this.report(object, record, step.health);
+      case 'rotate':
+        if (!(await resources.isCurrent(API_KEY.plural, object))) return;
+        return this.settle(
+          object,
+          spec,
+          await this.rotate(object, spec, step.record, managedBy, actor),
+          actor,
+          step.request ?? rotateRequest,
+        );
+      case 'settle':
+        return this.settle(object, spec, step.record, actor, rotateRequest);
     }
+  }
 
-    if (record.revokedAt) {
-      return this.report(
-        object,
-        record,
-        {
-          state: 'Stalled',
-          reason: 'RevokedOutsideKubernetes',
-          message: `Key ${record.lookupId} was revoked outside Kubernetes (audit-trail keys revoke). Set spec.revoked: true to accept that, or annotation ${ROTATE_ANNOTATION} to a new value for a new key.`,
-        },
-        rotateRequest,
-      );
-    }
-    if (grantsChanged(record, spec)) {
-      record = await keys.updateGrants(record.lookupId, grantsOf(spec), actor);
+  /** A key where it should be: a revocation made elsewhere reported, its grants brought in line, or active. */
+  private async settle(
+    object: ApiKeyObject,
+    spec: ApiKeySpec,
+    record: ApiKeyRecord,
+    actor: Actor,
+    rotateRequest: string | undefined,
+  ): Promise<void> {
+    const settled = settleApiKey(record, spec);
+    if (settled.kind === 'revoked-outside') return this.report(object, record, settled.health, rotateRequest);
+    if (settled.kind === 'update-grants') {
+      record = await this.options.keys.updateGrants(record.lookupId, grantsOf(spec), actor);
       await this.options.events.record(
         involvedObject(object),
         'Normal',
@@ -156,7 +151,7 @@ export class ApiKeyReconciler {
         `Scopes, allow-list or description of key ${record.lookupId} updated.`,
       );
     }
-    return this.report(object, record, active(record), rotateRequest);
+    return this.report(object, record, activeHealth(record), rotateRequest);
   }
 
   /** A new key in the Secret, then the old one revoked: whoever reads the Secret gets a working key. */
@@ -212,34 +207,4 @@ export class ApiKeyReconciler {
     };
     return reportHealth(this.options.resources, this.options.events, API_KEY.plural, object, fields, health);
   }
-}
-
-/** Whether the Secret is this resource's own and holds the key of `record`. */
-function delivers(secret: SecretState, record: ApiKeyRecord): boolean {
-  return secret.state === 'owned' && secret.values[SECRET_LOOKUP_FIELD] === record.lookupId;
-}
-
-function active(record: ApiKeyRecord): Health {
-  return { state: 'Ready', reason: 'Active', message: `Key ${record.lookupId} is active.` };
-}
-
-function grantsOf(spec: ApiKeySpec) {
-  return { tenantId: spec.tenantId, scopes: spec.scopes, allowedCidrs: spec.allowedCidrs ?? [], description: spec.description ?? '' };
-}
-
-/** Compared as stored: CIDRs normalised (a bare address is a /32 or /128), order irrelevant. */
-function grantsChanged(record: ApiKeyRecord, spec: ApiKeySpec): boolean {
-  const sorted = (values: readonly string[]) => JSON.stringify([...values].sort());
-  const normalised = (cidr: string) => {
-    try {
-      return parseCidr(cidr).text;
-    } catch {
-      return cidr; // refused by updateGrants with a clear error
-    }
-  };
-  return (
-    sorted(record.scopes) !== sorted(spec.scopes) ||
-    sorted(record.allowedCidrs) !== sorted((spec.allowedCidrs ?? []).map(normalised)) ||
-    record.description !== (spec.description ?? '')
-  );
 }

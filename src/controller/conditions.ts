@@ -1,4 +1,5 @@
 import { kubeTimeText } from './kubeTime.ts';
+import { systemClock } from '../platform/clock.ts';
 
 /** metav1.Condition, as status.conditions holds them. */
 export interface Condition {
@@ -34,7 +35,7 @@ export interface Health {
 export function setCondition(
   conditions: readonly Condition[] | undefined,
   next: Omit<Condition, 'lastTransitionTime'>,
-  now = new Date(),
+  now = new Date(systemClock.now()),
 ): Condition[] {
   const list = conditions ?? [];
   const existing = list.find((condition) => condition.type === next.type);
@@ -54,7 +55,7 @@ export function healthConditions(
   conditions: readonly Condition[] | undefined,
   health: Health,
   observedGeneration: number | undefined,
-  now = new Date(),
+  now = new Date(systemClock.now()),
 ): Condition[] {
   const { reason, message } = health;
   const generation = observedGeneration === undefined ? {} : { observedGeneration };

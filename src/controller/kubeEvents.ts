@@ -1,6 +1,7 @@
 import { PatchStrategy, setHeaderOptions, type CoreV1Api } from '@kubernetes/client-node';
 import type { Logger } from '../platform/logger.ts';
 import { kubeTime } from './kubeTime.ts';
+import { systemClock } from '../platform/clock.ts';
 
 export interface InvolvedObject {
   readonly apiVersion: string;
@@ -53,7 +54,7 @@ export class EventRecorder {
     this.component = options.component;
     this.burst = options.burst ?? 25;
     this.refillMs = options.refillMs ?? 300_000;
-    this.now = options.now ?? Date.now;
+    this.now = options.now ?? (() => systemClock.now());
   }
 
   async record(object: InvolvedObject, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {

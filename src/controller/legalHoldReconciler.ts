@@ -6,6 +6,7 @@ import { reportHealth } from './healthReport.ts';
 import type { EventRecorder } from './kubeEvents.ts';
 import { involvedObject, managedByOf, type CustomResource, type KubeResources } from './kubeResources.ts';
 import { LEGAL_HOLD, legalHoldSpecSchema, type LegalHoldSpec } from './lifecycleKinds.ts';
+import { declaredHold, holding } from './legalHoldStatus.ts';
 
 /** Holds deletion of a LegalHold until its release is recorded (the row's released_at and the trail's event). */
 export const LEGAL_HOLD_FINALIZER = 'audittrail.dev/release-hold';
@@ -58,29 +59,10 @@ export class LegalHoldReconciler {
         { state: 'Stalled', reason: 'InvalidSpec', message },
       );
     }
-    const spec = parsed.data;
-    const { hold, placed } = await holds.place(
-      {
-        tenantId: spec.tenantId,
-        since: spec.since ? new Date(spec.since) : null,
-        until: spec.until ? new Date(spec.until) : null,
-        actionPrefixes: spec.actionPrefixes ?? [],
-        reason: spec.reason,
-        reference: spec.reference,
-      },
-      managedBy,
-      actor,
-    );
+    const { hold, placed } = await holds.place(declaredHold(parsed.data), managedBy, actor);
     if (placed)
       await events.record(involvedObject(object), 'Normal', 'HoldPlaced', `Legal hold ${hold.id} placed on tenant ${hold.tenantId}.`);
-    const message = `Legal hold ${hold.id} keeps the matching events of tenant ${hold.tenantId}, whatever the retention policy.`;
-    return reportHealth(
-      resources,
-      events,
-      LEGAL_HOLD.plural,
-      object,
-      { holdId: hold.id, placedAt: hold.placedAt.toISOString() },
-      { state: 'Ready', reason: 'Holding', message },
-    );
+    const { status, health } = holding(hold);
+    return reportHealth(resources, events, LEGAL_HOLD.plural, object, status, health);
   }
 }

@@ -4,6 +4,7 @@ import type { RetentionPolicies } from '../lifecycle/retentionPolicies.ts';
 import type { RetentionPolicyRecord } from '../lifecycle/retentionStore.ts';
 import { checkInput } from '../platform/inputValidation.ts';
 import type { Health } from './conditions.ts';
+import { appliedMessage, policyHealth, policyStatus } from './retentionPolicyStatus.ts';
 import type { DeploymentGuard } from './deploymentGuard.ts';
 import { reportHealth } from './healthReport.ts';
 import type { EventRecorder } from './kubeEvents.ts';
@@ -80,17 +81,10 @@ export class RetentionPolicyReconciler {
       return this.report(object, outcome.enforced, { state: 'Stalled', reason: outcome.reason, message: outcome.message });
     }
     const policy = outcome.policy;
-    if (outcome.kind === 'applied') {
-      const was = outcome.previous ? ` (was ${outcome.previous.period.text}${outcome.previous.locked ? ', locked' : ''})` : '';
-      await this.options.events.record(involvedObject(object), 'Normal', 'PolicyApplied', `${describe(policy)}${was}.`);
-    }
+    const applied = appliedMessage(outcome);
+    if (applied) await this.options.events.record(involvedObject(object), 'Normal', 'PolicyApplied', applied);
     const archiveFailure = policy.archive ? await policies.archiveFailure(policy.tenantId) : undefined;
-    if (archiveFailure) {
-      // The policy is in force; what is not happening is its expiry, which waits for the archive.
-      const message = `${describe(policy)}. Archiving before expiry failed at ${archiveFailure.failedAt.toISOString()}: ${archiveFailure.reason}. Nothing of that range expired; the next pass tries again.`;
-      return this.report(object, policy, { state: 'Stalled', reason: 'ArchiveFailing', message });
-    }
-    return this.report(object, policy, { state: 'Ready', reason: policy.locked ? 'Locked' : 'Applied', message: readyMessage(policy) });
+    return this.report(object, policy, policyHealth(policy, archiveFailure));
   }
 
   private report(
@@ -99,20 +93,13 @@ export class RetentionPolicyReconciler {
     health: Health,
     previous?: Status,
   ): Promise<void> {
-    const fields = enforced
-      ? { enforced: enforced.period.text, locked: enforced.locked }
-      : { enforced: previous?.enforced, locked: previous?.locked };
-    return reportHealth(this.options.resources, this.options.events, RETENTION_POLICY.plural, object, fields, health);
+    return reportHealth(
+      this.options.resources,
+      this.options.events,
+      RETENTION_POLICY.plural,
+      object,
+      policyStatus(enforced, previous),
+      health,
+    );
   }
-}
-
-function describe(policy: RetentionPolicyRecord): string {
-  return `Tenant ${policy.tenantId} keeps its events ${policy.period.text}${policy.locked ? ' (locked)' : ''}`;
-}
-
-function readyMessage(policy: RetentionPolicyRecord): string {
-  const archive = policy.archive
-    ? ` Expiring events are archived to s3://${String(policy.archive.bucket)} first, and expire only once the archive is read back intact.`
-    : '';
-  return `${describe(policy)}.${archive}`;
 }

@@ -6,31 +6,20 @@ import type { Logger } from '../platform/logger.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
 import type { WebhookEndpoint } from '../webhooks/webhookEndpoint.ts';
 import type { Health } from './conditions.ts';
+import { actsOnRequest, decideWebhookEndpoint, type Handled } from './webhookEndpointDecision.ts';
 import type { DeploymentGuard } from './deploymentGuard.ts';
 import { reportHealth } from './healthReport.ts';
-import {
-  RECREATE_ANNOTATION,
-  differsFromSpec,
-  healthOf,
-  invalidSpec,
-  secretMissing,
-  heldSecretOf,
-  holdsSecretOf,
-  settledSecret,
-  type WebhookEndpointObject,
-} from './webhookEndpointState.ts';
+import { healthOf, heldSecretOf, invalidSpec, settledSecret, type WebhookEndpointObject } from './webhookEndpointState.ts';
 import type { EventRecorder } from './kubeEvents.ts';
 import {
   SecretConflictError,
   involvedObject,
   managedByOf,
-  pendingRequest,
   secretConflictMessage,
   type KubeResources,
   type SecretState,
 } from './kubeResources.ts';
-import { ROTATE_ANNOTATION } from './resources.ts';
-import { ENABLE_ANNOTATION, WEBHOOK_ENDPOINT, webhookEndpointSpecSchema, type WebhookEndpointSpec } from './webhookEndpointResource.ts';
+import { WEBHOOK_ENDPOINT, webhookEndpointSpecSchema, type WebhookEndpointSpec } from './webhookEndpointResource.ts';
 import { publicKeyText } from '../client/webhookEd25519.ts';
 
 /** Holds deletion of a WebhookEndpoint until its endpoint (and delivery history) is deleted. */
@@ -42,13 +31,6 @@ export interface WebhookEndpointReconcilerOptions {
   readonly events: EventRecorder;
   readonly guard: DeploymentGuard;
   readonly log: Logger;
-}
-
-/** The annotation values handled, as status keeps them. */
-interface Handled {
-  readonly recreateRequest: string | undefined;
-  readonly rotateRequest: string | undefined;
-  readonly enableRequest: string | undefined;
 }
 
 /** The endpoint after a reconcile, what status reports as handled, and its health when not the endpoint's own. */
@@ -150,8 +132,9 @@ export class WebhookEndpointReconciler {
   }
 
   /**
-   * Brings the endpoint to what the spec and annotations ask for: registered, rotated, replaced or updated
-   * in place. Undefined when the object changed meanwhile (the next reconcile sees the newer one).
+   * Brings the endpoint to what the spec and annotations ask for (webhookEndpointDecision.ts): registered,
+   * enabled, rotated, replaced or updated in place. Undefined when the object changed meanwhile (the next
+   * reconcile sees the newer one).
    */
   private async converge(
     object: WebhookEndpointObject,
@@ -160,64 +143,28 @@ export class WebhookEndpointReconciler {
     secret: SecretState,
     owner: Owner,
   ): Promise<Converged | undefined> {
-    const { resources } = this.options;
-    const isCurrent = () => resources.isCurrent(WEBHOOK_ENDPOINT.plural, object);
-    const annotations = object.metadata.annotations ?? {};
-    const status = object.status;
-    const handled: Handled = {
-      recreateRequest: status?.recreateRequest,
-      rotateRequest: status?.rotateRequest,
-      enableRequest: status?.enableRequest,
-    };
-    const rotation = pendingRequest(object, ROTATE_ANNOTATION, handled.rotateRequest);
-    const recreation =
-      endpoint?.disabledReason === 'auto' ? pendingRequest(object, RECREATE_ANNOTATION, handled.recreateRequest) : undefined;
-    if (!endpoint) {
-      // Annotations present before the first endpoint ask for nothing more.
-      const registered = await this.actions.register(object, spec, owner);
-      return {
-        endpoint: registered,
-        handled: {
-          recreateRequest: annotations[RECREATE_ANNOTATION],
-          rotateRequest: annotations[ROTATE_ANNOTATION],
-          enableRequest: annotations[ENABLE_ANNOTATION],
-        },
-      };
+    const step = decideWebhookEndpoint(object, spec, endpoint, secret);
+    if (actsOnRequest(step) && !(await this.options.resources.isCurrent(WEBHOOK_ENDPOINT.plural, object))) return undefined;
+    const { handled } = step;
+    switch (step.kind) {
+      case 'register':
+        return { endpoint: await this.actions.register(object, spec, owner), handled };
+      case 'enable':
+        return { endpoint: await this.actions.enable(object, step.endpoint, owner), handled };
+      case 'rotate-in-place': {
+        const rotated = await this.actions.rotateInPlace(object, spec, step.endpoint, owner, heldSecretOf(secret, step.endpoint));
+        return { endpoint: rotated, handled };
+      }
+      case 'replace':
+        return { endpoint: await this.actions.replace(object, spec, step.endpoint, owner), handled };
+      case 'secret-missing':
+        // Deliveries go on, signed with the secret the receiver has; a new one only when asked for.
+        return { endpoint: step.endpoint, handled, health: step.health };
+      case 'update-in-place':
+        return { endpoint: await this.actions.updateInPlace(object, spec, step.endpoint, owner), handled };
+      case 'settled':
+        return { endpoint: step.endpoint, handled };
     }
-    // Enabled again: spec.disabled turned off (a resource's endpoint is disabled by hand only through its spec:
-    // REST refuses), or, after an auto-disable, the enable annotation set to a new value.
-    const enabling = pendingRequest(object, ENABLE_ANNOTATION, handled.enableRequest);
-    if (!endpoint.active && recreation === undefined && (endpoint.disabledReason === 'manual' || enabling !== undefined)) {
-      if (!(await isCurrent())) return undefined;
-      const enabled = await this.actions.enable(object, endpoint, owner);
-      return { endpoint: enabled, handled: { ...handled, enableRequest: annotations[ENABLE_ANNOTATION] } };
-    }
-    if (rotation !== undefined && recreation === undefined && endpoint.active) {
-      if (!(await isCurrent())) return undefined;
-      const rotated = await this.actions.rotateInPlace(object, spec, endpoint, owner, heldSecretOf(secret, endpoint));
-      return { endpoint: rotated, handled: { ...handled, rotateRequest: rotation } };
-    }
-    if (rotation !== undefined || recreation !== undefined) {
-      if (!(await isCurrent())) return undefined;
-      const replacement = await this.actions.replace(object, spec, endpoint, owner);
-      return {
-        endpoint: replacement,
-        handled: { ...handled, recreateRequest: recreation ?? handled.recreateRequest, rotateRequest: rotation ?? handled.rotateRequest },
-      };
-    }
-    if (endpoint.active && !holdsSecretOf(secret, endpoint)) {
-      // The secret was delivered and someone deleted or changed its Secret: deliveries go on, signed with
-      // the secret the receiver has; a new one only when asked for.
-      if (object.status?.id === endpoint.id) return { endpoint, handled, health: secretMissing(spec, endpoint, secret) };
-      // Registered, but neither the Secret nor status ever showed it (a crash in between): that secret is
-      // known to no one, so the endpoint is replaced.
-      if (!(await isCurrent())) return undefined;
-      return { endpoint: await this.actions.replace(object, spec, endpoint, owner), handled };
-    }
-    if (endpoint.active && differsFromSpec(endpoint, spec)) {
-      return { endpoint: await this.actions.updateInPlace(object, spec, endpoint, owner), handled };
-    }
-    return { endpoint, handled };
   }
 
   private report(object: WebhookEndpointObject, endpoint: WebhookEndpoint | undefined, health: Health, handled?: Handled): Promise<void> {

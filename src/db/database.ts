@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
-import { setTimeout as delay } from 'node:timers/promises';
+import { sleep } from '../platform/sleep.ts';
 import pg from 'pg';
 import { backoffDelay, type BackoffPolicy } from '../platform/backoff.ts';
+import { BoundedWarnings } from '../platform/boundedWarnings.ts';
 import type { Logger } from '../platform/logger.ts';
 import { ServiceUnavailableError, coerceError } from '../platform/errors.ts';
 import type { ConnectionBudget } from './connectionBudget.ts';
@@ -117,12 +118,14 @@ export class Database implements Queryable {
     });
     options.budget?.register(this.pool, options.poolSize);
     // An idle client losing its server (restart, failover) emits here; without a listener it would crash
-    // the process. The pool discards the client and the next checkout reconnects.
-    this.pool.on('error', (error) => this.log.warn({ err: error }, 'idle Postgres connection lost'));
+    // the process. The pool discards the client and the next checkout reconnects. A failover drops every
+    // connection of the pool at once: one line per kind and 10 s says so, with how many it left out.
+    const lost = new BoundedWarnings();
+    this.pool.on('error', (error) => lost.warn(this.log, `idle ${errorCode(error)}`, { err: error }, 'idle Postgres connection lost'));
     // A checked-out connection that dies can emit 'error' on its client as well as failing the query; with
     // no listener that event would crash the process.
     this.pool.on('connect', (client) => {
-      client.on('error', (error) => this.log.warn({ err: error }, 'Postgres connection lost'));
+      client.on('error', (error) => lost.warn(this.log, `busy ${errorCode(error)}`, { err: error }, 'Postgres connection lost'));
     });
   }
 
@@ -147,7 +150,7 @@ export class Database implements Queryable {
       } catch (error) {
         if (!isTransactionConflict(error) || attempt >= TRANSACTION_ATTEMPTS) throw translateServerCondition(error);
         this.log.debug({ sqlstate: (error as pg.DatabaseError).code, attempt }, 'transaction conflict; running it again');
-        await delay(backoffDelay(CONFLICT_BACKOFF, attempt));
+        await sleep(backoffDelay(CONFLICT_BACKOFF, attempt));
       }
     }
   }
@@ -217,4 +220,10 @@ export function translateUnavailable(thrown: unknown): Error {
     return new ServiceUnavailableError('The event store is temporarily unavailable; retry shortly.', { cause: error });
   }
   return error;
+}
+
+/** What kind of loss an error is (ECONNRESET, 57P01 admin_shutdown, …), for telling repeats apart. */
+function errorCode(error: Error): string {
+  const { code } = error as Error & { code?: unknown };
+  return typeof code === 'string' ? code : error.name;
 }

@@ -1,6 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { postgresDatabaseName, postgresUrlWithDatabase } from '../config/postgresUrl.ts';
 import type { Logger } from '../platform/logger.ts';
 import { isCertificateError, untrustedCertificateMessage } from '../platform/tlsFailure.ts';
 import { postgresClient } from './postgresClient.ts';
@@ -80,12 +81,13 @@ export async function migrate(databaseUrl: string, log: Logger, directory = migr
   }
 }
 
-/** Creates the database named in the URL when it does not exist (local development and tests). */
+/**
+ * Creates the database named in the URL when it does not exist (local development and tests), through the
+ * `postgres` database of the same server: with several hosts, of the one that accepts writes.
+ */
 export async function createDatabaseIfMissing(databaseUrl: string, template?: string): Promise<boolean> {
-  const url = new URL(databaseUrl);
-  const name = decodeURIComponent(url.pathname.replace(/^\//, ''));
-  url.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: url.toString() });
+  const name = postgresDatabaseName(databaseUrl);
+  const client = postgresClient(postgresUrlWithDatabase(databaseUrl, 'postgres'), { application_name: 'audit-trail migrate' });
   await client.connect();
   try {
     const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);

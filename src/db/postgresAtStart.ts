@@ -1,4 +1,4 @@
-import { setTimeout as delay } from 'node:timers/promises';
+import { sleep } from '../platform/sleep.ts';
 import { ServiceUnavailableError } from '../platform/errors.ts';
 import { backoffDelay, type BackoffPolicy } from '../platform/backoff.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -40,7 +40,7 @@ export async function untilPostgresAnswers<T>(step: string, run: () => Promise<T
         { step, attempt, retry_in_ms: retryInMs, err: (error as Error).cause ?? error },
         'Postgres unavailable at start; not ready, retrying',
       );
-      await delay(retryInMs, undefined, { signal: options.signal });
+      await sleep(retryInMs, { signal: options.signal });
     }
   }
 }

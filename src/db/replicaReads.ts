@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { ServiceUnavailableError } from '../platform/errors.ts';
 import type { Database, Queryable, Row } from './database.ts';
+import { systemClock } from '../platform/clock.ts';
 
 /**
  * Reads that can wait (list pages, exports without proofs, log streams' reads of the trail) on a streaming
@@ -52,7 +53,7 @@ export class ReplicaReads implements Queryable {
 
   constructor(options: ReplicaReadsOptions) {
     this.options = options;
-    this.now = options.now ?? Date.now;
+    this.now = options.now ?? (() => systemClock.now());
   }
 
   /** One statement, on the replica when it is fresh enough, else on the primary. */

@@ -25,6 +25,7 @@ import { checkTimeWindow, pageOf, type PageInfo, rowsToRead } from '../platform/
 import { webhookEvent } from '../webhooks/webhookEvents.ts';
 import type { WebhookEndpoint } from '../webhooks/webhookEndpoint.ts';
 import { findEndpoint, lockTenantEndpoints } from '../webhooks/webhookStore.ts';
+import { systemClock } from '../platform/clock.ts';
 
 /** Delivery ids on the API: `dlv_` and the row's number. */
 export const DELIVERY_ID_PATTERN = /^dlv_([1-9][0-9]{0,17})$/;
@@ -150,7 +151,7 @@ export class WebhookDeliveries {
     const untilMs = parseTimestampCeilMs(request.until)!;
     checkTimeWindow(sinceMs, untilMs);
     if (untilMs - sinceMs > MAX_REPLAY_RANGE_MS) throw ValidationError.single('until', 'must be at most 90 days after since');
-    if (untilMs > Date.now() + UNTIL_FUTURE_TOLERANCE_MS) throw ValidationError.single('until', 'must not be in the future');
+    if (untilMs > systemClock.now() + UNTIL_FUTURE_TOLERANCE_MS) throw ValidationError.single('until', 'must not be in the future');
     return this.writer.recordWith('internal', async (client) => {
       const endpoint = await this.lockOwnedEndpoint(client, tenantId, endpointId);
       if (!endpoint.active) throw endpointInactive();

@@ -1,4 +1,5 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { sleep } from '../platform/sleep.ts';
+import type { Clock } from '../platform/clock.ts';
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import { coerceError } from '../platform/errors.ts';
 import type { Logger } from '../platform/logger.ts';
@@ -25,6 +26,8 @@ export interface DeliveryPullerOptions {
   readonly heldForFastEndpoints: () => number;
   /** Takes a message in at once (into a ticket kept alive). */
   readonly receive: (message: JsMsg) => void;
+  /** Times the pause before pulling again after a failed pull. */
+  readonly clock?: Clock;
 }
 
 /**
@@ -83,7 +86,7 @@ export class DeliveryPuller {
       } catch (thrown) {
         if (this.stopping) break;
         this.options.log.warn({ err: coerceError(thrown) }, 'pulling delivery messages failed; pulling again');
-        await sleep(PULL_RETRY_MS);
+        await sleep(PULL_RETRY_MS, { clock: this.options.clock });
       }
     }
   }

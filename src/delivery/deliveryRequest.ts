@@ -5,6 +5,7 @@ import { buildEnvelope, type DeliveredEvent } from '../client/webhookEnvelope.ts
 import { openHeaders, type CustomHeaders } from '../webhooks/customHeaders.ts';
 import { secretsSigningAt, type SealedSecrets, type SecretBox } from '../webhooks/secretBox.ts';
 import { signatureHeaders } from '../client/webhookSigning.ts';
+import { systemClock } from '../platform/clock.ts';
 
 /** What a delivery attempt POSTs: the envelope's bytes and the headers that go with them. */
 export interface DeliveryRequest {
@@ -24,7 +25,12 @@ export interface EndpointSigning {
  * event, so that every attempt carries the same bytes, signed at the moment of sending with every key valid
  * then.
  */
-export function deliveryRequest(event: DeliveredEvent, attempt: number, signing: EndpointSigning, nowMs = Date.now()): DeliveryRequest {
+export function deliveryRequest(
+  event: DeliveredEvent,
+  attempt: number,
+  signing: EndpointSigning,
+  nowMs = systemClock.now(),
+): DeliveryRequest {
   return signedRequest(buildEnvelope(event), event.eventId, attempt, signing, nowMs);
 }
 
@@ -37,7 +43,7 @@ export function signedRequest(
   eventId: string,
   attempt: number,
   signing: EndpointSigning,
-  nowMs = Date.now(),
+  nowMs = systemClock.now(),
 ): DeliveryRequest {
   const headers: Record<string, string> = {};
   for (const [name, value] of signing.headers) headers[name] = value;

@@ -137,6 +137,7 @@ export class DeliveryWorker {
       policy,
       log: options.log,
       metrics: options.metrics,
+      clock: this.clock,
       onWritten: (batch, committed) => {
         for (const held of batch) this.held.settle(held, committed ? undefined : FLUSH_FAILURE_REDELIVERY_MS);
         this.puller?.maybeResume();
@@ -165,6 +166,7 @@ export class DeliveryWorker {
       log: this.options.log,
       heldForFastEndpoints: () => this.heldForFastEndpoints(),
       receive: (message) => this.receive(message),
+      clock: this.clock,
     });
     this.puller.start();
   }

@@ -10,6 +10,9 @@ import type { EventWriter } from '../events/eventWriter.ts';
 import { isTransientServerCondition } from '../db/sqlstate.ts';
 import { ServiceUnavailableError, coerceError } from '../platform/errors.ts';
 import { MicroBatcher } from '../platform/microBatcher.ts';
+import { backoffDelay, type BackoffPolicy } from '../platform/backoff.ts';
+import { systemClock, type Clock } from '../platform/clock.ts';
+import { sleep } from '../platform/sleep.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { endpointNotice } from '../webhooks/operationalEvents.ts';
@@ -25,9 +28,9 @@ const MAX_FLUSH_BATCH = 2_000;
 const FLUSH_LINGER_MS = 20;
 
 // Writing again a batch Postgres could not take: quickly at first (a connection refused for a moment),
-// then every few seconds while it stays away.
-const RECORD_RETRY_FIRST_MS = 100;
-const RECORD_RETRY_MAX_MS = 2_000;
+// then every few seconds while it stays away. One worker's writes are serialised, so there is nothing to
+// spread apart.
+const RECORD_RETRY: BackoffPolicy = { initialMs: 100, maxMs: 2_000, spread: [1, 1] };
 const STOP_RETRY_MS = 5_000;
 
 const SYSTEM_ACTOR: Actor = { userId: 'audit-trail', userRole: 'system' };
@@ -47,6 +50,7 @@ export interface OutcomeRecorderOptions<S> {
   readonly policy: DeliveryPolicy;
   /** Called with a batch's outcomes once it committed (`committed`), or failed to (they must come back). */
   readonly onWritten: (settles: S[], committed: boolean) => void;
+  readonly clock?: Clock;
 }
 
 /**
@@ -61,12 +65,14 @@ export interface OutcomeRecorderOptions<S> {
 export class OutcomeRecorder<S> {
   private readonly options: OutcomeRecorderOptions<S>;
   private readonly batcher: MicroBatcher<PendingOutcome<S>>;
+  private readonly clock: Clock;
   /** Until when a batch Postgres cannot take is written again rather than handed back (Infinity while running). */
   private retryUntil = Number.POSITIVE_INFINITY;
   private wake: (() => void) | undefined;
 
   constructor(options: OutcomeRecorderOptions<S>) {
     this.options = options;
+    this.clock = options.clock ?? systemClock;
     // Writes are serialised; under load the batches grow instead of queueing up as many small transactions.
     this.batcher = new MicroBatcher({
       size: FLUSH_BATCH,
@@ -85,7 +91,7 @@ export class OutcomeRecorder<S> {
   /** Writes every outcome still waiting (when stopping). */
   async flushAll(): Promise<void> {
     // A stopping worker waits this long for Postgres, then lets its messages be redelivered.
-    this.retryUntil = Math.min(this.retryUntil, Date.now() + STOP_RETRY_MS);
+    this.retryUntil = Math.min(this.retryUntil, this.clock.now() + STOP_RETRY_MS);
     this.wake?.();
     await this.batcher.drain();
   }
@@ -133,20 +139,17 @@ export class OutcomeRecorder<S> {
     // code may look like a lost connection, and retrying a batch that fails for good would hold its
     // messages (and the consumer's ack floor) forever.
     const passing = error instanceof ServiceUnavailableError || isTransientServerCondition(error);
-    if (!passing || Date.now() >= this.retryUntil) return false;
-    const retryInMs = Math.min(RECORD_RETRY_MAX_MS, RECORD_RETRY_FIRST_MS * 2 ** (attempt - 1));
+    if (!passing || this.clock.now() >= this.retryUntil) return false;
+    const retryInMs = backoffDelay(RECORD_RETRY, attempt);
     if (attempt === 1 || attempt % 10 === 0)
       this.options.log.warn(
         { err: error, outcomes, attempt, retry_in_ms: retryInMs },
         'could not record delivery outcomes (Postgres unavailable); holding them, and their messages, until it can',
       );
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, retryInMs);
-      this.wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
+    // A stopping worker wakes the wait (flushAll): the write is tried once more at once.
+    const woken = new AbortController();
+    this.wake = () => woken.abort();
+    await sleep(retryInMs, { clock: this.clock, signal: woken.signal }).catch(() => undefined);
     this.wake = undefined;
     return true;
   }

@@ -1,3 +1,5 @@
+import { type RandomSource, spread, systemRandom } from '../platform/backoff.ts';
+
 /**
  * When the next attempt of a failed delivery happens (docs/webhooks.md "Success, retries and auto-disable"):
  * attempt 1 at once, then the configured delays (1 m, 5 m, 30 m, 2 h), or the endpoint's own schedule, each
@@ -7,9 +9,9 @@ const JITTER = 0.2;
 
 export class RetryPolicy {
   private readonly delaysMs: readonly number[];
-  private readonly random: () => number;
+  private readonly random: RandomSource;
 
-  constructor(delaysMs: readonly number[], random: () => number = Math.random) {
+  constructor(delaysMs: readonly number[], random: RandomSource = systemRandom) {
     this.delaysMs = delaysMs;
     this.random = random;
   }
@@ -30,6 +32,6 @@ export class RetryPolicy {
   delayAfter(attempt: number, jitter: number, delaysMs: readonly number[] = this.delaysMs): number | undefined {
     const base = delaysMs[attempt - 1];
     if (base === undefined) return undefined;
-    return Math.round(base * (1 - JITTER + 2 * JITTER * jitter));
+    return Math.round(spread(base, [1 - JITTER, 1 + JITTER], () => jitter));
   }
 }

@@ -5,6 +5,7 @@ import { buildEnvelope } from '../client/webhookEnvelope.ts';
 import type { SecretBox } from '../webhooks/secretBox.ts';
 import type { WebhookRegistry } from '../webhooks/webhookRegistry.ts';
 import type { WebhookSender } from './webhookSender.ts';
+import { systemClock } from '../platform/clock.ts';
 
 /** What POST /audit/webhooks/{id}/test answers (docs/webhooks.md "Test sends"). */
 export interface TestSendResult {
@@ -39,7 +40,7 @@ export class TestDeliveries {
 
   async send(tenantId: string, endpointId: string, actor: Actor): Promise<TestSendResult> {
     const { endpoint, secrets } = await this.options.registry.deliveryTarget(tenantId, endpointId);
-    const now = Date.now();
+    const now = systemClock.now();
     const eventId = uuidv7(now);
     const body = buildEnvelope({
       eventId,

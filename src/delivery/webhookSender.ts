@@ -1,6 +1,7 @@
 import { Pool } from 'undici';
 import { guardedLookup, isGuardFailure, literalTargetRefusal, TARGET_REFUSED } from '../webhooks/targetGuard.ts';
 import { AttemptHandler } from './attemptHandler.ts';
+import { systemClock, type Clock } from '../platform/clock.ts';
 
 export interface SendResult {
   /** A 2xx within the time limit. */
@@ -22,6 +23,8 @@ export interface WebhookSenderOptions {
   readonly connectionsPerEndpoint: number;
   /** WEBHOOK_ALLOW_PRIVATE_TARGETS: when false, every connection goes through the SSRF guard. */
   readonly allowPrivateTargets: boolean;
+  /** Tells which pools have been idle long enough to close. */
+  readonly clock?: Clock;
 }
 
 /** A pool unused for this long is closed; the endpoint gets a new one when it is next delivered to. */
@@ -59,6 +62,7 @@ class TimeoutError extends Error {
  */
 export class WebhookSender {
   private readonly options: WebhookSenderOptions;
+  private readonly clock: Clock;
   private readonly targets = new Map<string, Target>();
   /**
    * Requests in flight and when each must be aborted. One timer sweeps them all: a timer per request
@@ -71,6 +75,7 @@ export class WebhookSender {
 
   constructor(options: WebhookSenderOptions) {
     this.options = options;
+    this.clock = options.clock ?? systemClock;
     this.sweeper = setInterval(() => this.closeIdlePools(), IDLE_POOL_MS / 5).unref();
   }
 
@@ -119,7 +124,7 @@ export class WebhookSender {
   private targetFor(endpointId: string, url: string, timeoutMs: number): Target {
     const existing = this.targets.get(endpointId);
     if (existing && existing.url === url && existing.timeoutMs === timeoutMs) {
-      existing.lastUsedAt = Date.now();
+      existing.lastUsedAt = this.clock.now();
       return existing;
     }
     const parsed = new URL(url);
@@ -143,7 +148,7 @@ export class WebhookSender {
       pool,
       path: `${parsed.pathname}${parsed.search}`,
       blocked: this.literalAddressBlocked(parsed),
-      lastUsedAt: Date.now(),
+      lastUsedAt: this.clock.now(),
     };
     this.targets.set(endpointId, target);
     return target;
@@ -165,7 +170,7 @@ export class WebhookSender {
   }
 
   private closeIdlePools(): void {
-    const cutoff = Date.now() - IDLE_POOL_MS;
+    const cutoff = this.clock.now() - IDLE_POOL_MS;
     for (const [endpointId, target] of this.targets) {
       if (target.lastUsedAt >= cutoff) continue;
       this.targets.delete(endpointId);

@@ -1,5 +1,6 @@
 import type { NewEvent } from './eventStore.ts';
 import { uuidv7 } from './uuidv7.ts';
+import { systemClock } from '../platform/clock.ts';
 
 /** Who performed an admin action, as recorded in the tenant's trail. */
 export interface Actor {
@@ -25,7 +26,7 @@ export function adminEvent(change: {
   /** false for an action that was refused or did not complete. */
   success?: boolean;
 }): NewEvent {
-  const now = Date.now();
+  const now = systemClock.now();
   return {
     tenantId: change.tenantId,
     occurredAtMs: now,

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { Database, Queryable } from '../db/database.ts';
 import { type Clock, systemClock } from '../platform/clock.ts';
+import { sleep } from '../platform/sleep.ts';
 import { EVENT_VALUES } from './eventDocument.ts';
 import { STORED_FORM_REFRESH_MS, switchToCompactForm } from './storedFormSetting.ts';
 
@@ -52,7 +53,7 @@ export async function compactEvents(db: Database, options: CompactionOptions): P
   if (await switchToCompactForm(db)) {
     const waitMs = STORED_FORM_REFRESH_MS + SWITCH_MARGIN_MS;
     options.onSwitch?.(waitMs);
-    await new Promise<void>((resolve) => clock.setTimer(resolve, waitMs));
+    await sleep(waitMs, { clock });
   }
   let compacted = 0;
   let kept = 0;

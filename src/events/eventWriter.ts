@@ -6,6 +6,7 @@ import { ensureEventPartitions, type NewEvent, type StoredEventKey } from '../ev
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { BatchStatements, type DeliveryFanOut, type StoredBatch } from './storeBatch.ts';
 import { StoredFormSetting } from './storedFormSetting.ts';
+import { systemClock } from '../platform/clock.ts';
 import { eventMetrics } from './eventMetrics.ts';
 
 export interface WriteResult {
@@ -80,7 +81,7 @@ export class EventWriter {
    * The events must be dated now.
    */
   async recordWith<T>(source: string, change: (client: pg.PoolClient) => Promise<{ result: T; events: NewEvent[] }>): Promise<T> {
-    await this.ensurePartitions([{ occurredAtMs: Date.now() }]);
+    await this.ensurePartitions([{ occurredAtMs: systemClock.now() }]);
     const form = await this.storedForm.current();
     const { result, stored } = await this.db.transaction(async (client) => {
       const { result, events } = await change(client);

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { systemClock } from '../platform/clock.ts';
 
 /**
  * UUIDv7 (RFC 9562 §5.7): 48 bits of Unix milliseconds, then a 42-bit counter (the 12 bits of rand_a and
@@ -14,7 +15,7 @@ const COUNTER_START_LIMIT = 2 ** (COUNTER_BITS - 1);
 let lastMs = -1;
 let counter = 0;
 
-export function uuidv7(epochMs: number = Date.now()): string {
+export function uuidv7(epochMs: number = systemClock.now()): string {
   if (epochMs === lastMs && counter < 2 ** COUNTER_BITS - 1) {
     counter += 1;
   } else {

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Server as NetServer, type AddressInfo, type Socket } from 'node:net';
-import { setTimeout as delay } from 'node:timers/promises';
+import { sleep } from '../platform/sleep.ts';
 import { answerConnect, answerParserError } from './parserErrors.ts';
 
 type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void;
@@ -128,7 +128,7 @@ export class HttpPort {
     const started = performance.now();
     this.held = [];
     const holdUntil = started + Math.min(HOLD_MS, graceMs / 2);
-    while (performance.now() < holdUntil && this.stirring()) await delay(QUIET_MS / 3);
+    while (performance.now() < holdUntil && this.stirring()) await sleep(QUIET_MS / 3);
     const freshIdleMs = Math.min(IDLE_CLOSE_MS, graceMs);
     const keptAliveIdleMs = Math.min(freshIdleMs, drainDelayMs);
     const closed = new Promise<void>((resolve) => {

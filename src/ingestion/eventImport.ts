@@ -4,6 +4,7 @@ import { ValidationError } from '../platform/errors.ts';
 import { parseUtf8Json } from '../platform/utf8Json.ts';
 import { MAX_BATCH_SIZE, parseEvent, type EventTimeWindow } from './eventInput.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
+import { systemClock } from '../platform/clock.ts';
 
 /**
  * The operator's path for history that producers may not write (`audit-trail import`): an NDJSON file of
@@ -32,7 +33,7 @@ const MAX_REPORTED_PROBLEMS = 50;
 export async function checkImportFile(path: string, window: EventTimeWindow): Promise<{ total: number; problems: ImportProblem[] }> {
   const problems: ImportProblem[] = [];
   let total = 0;
-  const now = Date.now();
+  const now = systemClock.now();
   for await (const { line, text } of lines(path)) {
     total += 1;
     try {
@@ -55,7 +56,7 @@ export async function importEvents(
   onProgress: (progress: ImportProgress) => void,
   total: number,
 ): Promise<ImportProgress> {
-  const now = Date.now();
+  const now = systemClock.now();
   let batch: NewEvent[] = [];
   let progress: ImportProgress = { total, written: 0, stored: 0, duplicates: 0 };
   const flush = async () => {

@@ -13,6 +13,7 @@ import type { NewEvent } from '../events/eventStore.ts';
 import { uuidv7 } from '../events/uuidv7.ts';
 import { ValidationError } from '../platform/errors.ts';
 import { checkInput } from '../platform/inputValidation.ts';
+import { systemClock } from '../platform/clock.ts';
 
 const DETAILS_MAX_BYTES = 16 * 1024;
 const FIELDS_ACCESSED_MAX = 500;
@@ -189,7 +190,7 @@ export function parseEventBatch(items: readonly unknown[], window: EventTimeWind
   if (items.length > MAX_BATCH_SIZE) {
     throw ValidationError.single(fieldPrefix, `must hold at most ${MAX_BATCH_SIZE} events`);
   }
-  const now = Date.now();
+  const now = systemClock.now();
   const problems: ValidationError[] = [];
   const events: NewEvent[] = [];
   items.forEach((item, index) => {
@@ -225,7 +226,7 @@ function describeDuration(ms: number): string {
  * Fills what the producer left out: a UUIDv7 and the current time, "" and "{}" for the optional text and
  * JSON fields (docs/api.md "Events").
  */
-function toNewEvent(input: EventInput, now: number = Date.now()): NewEvent {
+function toNewEvent(input: EventInput, now: number = systemClock.now()): NewEvent {
   const occurredAtMs = input.timestamp ?? now;
   return {
     tenantId: input.tenant_id,

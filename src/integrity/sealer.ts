@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Database } from '../db/database.ts';
 import { coerceError } from '../platform/errors.ts';
 import { PollLoop } from '../platform/pollLoop.ts';
+import { systemClock, type Clock } from '../platform/clock.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import { lockTree, recordAppend, recordHeartbeat, registerSealKey, tenantsToSeal, type LeafRange, type TreeState } from './sealStore.ts';
@@ -35,6 +36,8 @@ export interface SealerOptions {
    * one (tests, benchmarks) nothing but the database is consulted.
    */
   readonly ledger?: SignedHeadLedger;
+  /** Times the passes' cadence. */
+  readonly clock?: Clock;
 }
 
 export class RetiredSigningKeyError extends Error {
@@ -62,6 +65,7 @@ export interface PassResult {
 export class Sealer {
   private readonly options: SealerOptions;
   private readonly loop: PollLoop;
+  private readonly clock: Clock;
   private passStartedAt = 0;
   private originPrefix: string | undefined;
   private readonly forkGuard: ForkGuard | undefined;
@@ -70,11 +74,13 @@ export class Sealer {
 
   constructor(options: SealerOptions) {
     this.options = options;
+    this.clock = options.clock ?? systemClock;
     this.forkGuard = options.ledger && new ForkGuard({ db: options.db, ledger: options.ledger, log: options.log });
     const cadenceMs = Math.max(50, Math.floor(options.intervalMs / 2));
     this.loop = new PollLoop({
+      clock: this.clock,
       pass: async () => {
-        this.passStartedAt = Date.now();
+        this.passStartedAt = this.clock.now();
         await this.sealPass();
         return this.pauseAfterPass(cadenceMs);
       },
@@ -120,7 +126,7 @@ export class Sealer {
 
   /** Passes start every `cadenceMs`, however long each took (at once when one took longer). */
   private pauseAfterPass(cadenceMs: number): number {
-    return Math.max(0, cadenceMs - (Date.now() - this.passStartedAt));
+    return Math.max(0, cadenceMs - (this.clock.now() - this.passStartedAt));
   }
 
   /** One pass over every tenant with work: what the loop runs, and what tests call to seal at once. */

@@ -7,8 +7,8 @@ import type { StaticLogSink } from './staticLog.ts';
 
 export function directorySink(root: string): StaticLogSink {
   return {
-    async readCheckpoint() {
-      return readFile(join(root, 'checkpoint'), 'utf8').catch((error: NodeJS.ErrnoException) => {
+    async read(path) {
+      return readFile(join(root, path), 'utf8').catch((error: NodeJS.ErrnoException) => {
         if (error.code === 'ENOENT') return undefined;
         throw error;
       });
@@ -35,10 +35,10 @@ export function bucketSink(settings: ObjectStoreSettings, bucket: string, prefix
   };
   const key = (path: string) => `${prefix.replace(/\/+$/, '')}${prefix ? '/' : ''}${path}`;
   return {
-    async readCheckpoint() {
+    async read(path) {
       const { client, sdk } = await open();
       try {
-        const read = await client.send(new sdk.GetObjectCommand({ Bucket: bucket, Key: key('checkpoint') }));
+        const read = await client.send(new sdk.GetObjectCommand({ Bucket: bucket, Key: key(path) }));
         return (await read.Body?.transformToString('utf8')) ?? undefined;
       } catch (error) {
         if ((error as { name?: string }).name === 'NoSuchKey') return undefined;

@@ -1,6 +1,4 @@
 import { createPublicKey } from 'node:crypto';
-import { canonicalJson } from '../client/canonicalJson.ts';
-import { canonicalDocument } from './documentLeaf.ts';
 import {
   COSIGNATURE_TYPE,
   LOG_SIGNATURE_TYPE,
@@ -19,8 +17,8 @@ import type { Database } from '../db/database.ts';
 import { NotFoundError, ValidationError } from '../platform/errors.ts';
 import {
   composeHashTile,
-  bundleLeaves,
   encodeEntryBundle,
+  bundleLeaves,
   storedTilesOf,
   tileExists,
   type TlogTilePath,
@@ -34,9 +32,10 @@ import {
   leafDocuments,
   recordCosignature,
   storedTileRun,
-  type LeafDocument,
 } from './transparencyLogStore.ts';
 import { HASH_BYTES } from './tiles.ts';
+import { bundleOfKeptEntries, entriesOf, keptEntriesText } from './entryBundles.ts';
+import { bundleGeneration, keepEntryBundle, keptEntryBundle } from './entryBundleStore.ts';
 
 /**
  * A tenant's log as a C2SP transparency log (docs/integrity.md "Checkpoints and tiles"): the latest
@@ -49,6 +48,8 @@ const FULL_TILE_CACHE_BYTES = 64 * 1024 * 1024;
 const FULL_TILE_BYTES = C2SP_TILE_WIDTH * HASH_BYTES;
 /** Full tiles read together on a miss, a block of them: 16 tiles are 256 stored rows, 128 KiB (64 measured no better). */
 const READ_AHEAD_TILES = 16;
+/** A line of a consistency proof in a tlog-witness request: one hash, standard base64 with padding. */
+const PROOF_LINE = /^[A-Za-z0-9+/]{43}=$/;
 /** Cosignatures a note may carry per post; signed-note asks verifiers to take at least 16 signatures. */
 const MAX_COSIGNATURES = 16;
 
@@ -95,7 +96,10 @@ export class TransparencyLog {
     const cacheKey = `${tenantId}/${tile.level}/${tile.index}`;
     if (full) {
       const cached = this.fullTiles.get(cacheKey);
-      if (cached) return { body: cached, full };
+      if (cached) {
+        this.readNextBlockEarly(tenantId, tile);
+        return { body: cached, full };
+      }
     }
     await this.requireTile(tenantId, tile);
     if (full) return { body: await this.readFullTiles(tenantId, tile), full };
@@ -108,21 +112,38 @@ export class TransparencyLog {
   /**
    * A full tile, read with the other full tiles of its block of READ_AHEAD_TILES in one query, and kept: a
    * monitor reads a log from the start tile after tile, several at once, and a query per block rather than
-   * per tile is what brings its first read near a static server's (BENCHMARKS.md, "Tiles"). Requests for tiles of a block being read
-   * wait for that read instead of starting their own.
+   * per tile is what brings its first read near a static server's (BENCHMARKS.md, "Tiles"). Requests for
+   * tiles of a block being read wait for that read instead of starting their own.
    */
   private async readFullTiles(tenantId: string, tile: TlogTilePath & { level: number }): Promise<Buffer> {
-    const block = Math.floor(tile.index / READ_AHEAD_TILES);
-    const blockKey = `${tenantId}/${tile.level}/b${block}`;
-    let reading = this.blocksReading.get(blockKey);
-    if (!reading) {
-      reading = this.readBlock(tenantId, tile.level, block).finally(() => this.blocksReading.delete(blockKey));
-      this.blocksReading.set(blockKey, reading);
-    }
-    await reading;
+    await this.startReadingBlock(tenantId, tile.level, Math.floor(tile.index / READ_AHEAD_TILES));
     const kept = this.fullTiles.get(`${tenantId}/${tile.level}/${tile.index}`);
     if (!kept) throw new NotFoundError('No such tile.');
     return kept;
+  }
+
+  /** The read of a block: the one under way, or a new one. */
+  private startReadingBlock(tenantId: string, level: number, block: number): Promise<void> {
+    const blockKey = `${tenantId}/${level}/b${block}`;
+    let reading = this.blocksReading.get(blockKey);
+    if (!reading) {
+      reading = this.readBlock(tenantId, level, block).finally(() => this.blocksReading.delete(blockKey));
+      this.blocksReading.set(blockKey, reading);
+    }
+    return reading;
+  }
+
+  /**
+   * Once a reader is half-way through a block, the next one is read before it is asked for, so that a
+   * monitor reading on does not wait for the database at each block's start. Only within the tree as last
+   * read, and only when that block is not kept yet; a failure here is the later request's to report.
+   */
+  private readNextBlockEarly(tenantId: string, tile: TlogTilePath & { level: number }): void {
+    if (tile.index % READ_AHEAD_TILES !== READ_AHEAD_TILES / 2) return;
+    const next = (Math.floor(tile.index / READ_AHEAD_TILES) + 1) * READ_AHEAD_TILES;
+    if (this.fullTiles.has(`${tenantId}/${tile.level}/${next}`)) return;
+    if (!tileExists({ level: tile.level, index: next, width: C2SP_TILE_WIDTH }, this.knownSizes.get(tenantId) ?? 0)) return;
+    this.startReadingBlock(tenantId, tile.level, next / READ_AHEAD_TILES).catch(() => undefined);
   }
 
   private async readBlock(tenantId: string, level: number, block: number): Promise<void> {
@@ -143,22 +164,35 @@ export class TransparencyLog {
     }
   }
 
+  /** The generation of the tenant's entry bundles (migration 031): a redaction or an expiry moves it on. */
+  async bundleGeneration(tenantId: string): Promise<number> {
+    return bundleGeneration(this.db, tenantId);
+  }
+
   /**
-   * An entry bundle: each leaf's entry is the RFC 8785 canonical JSON of its event as the API serves it,
-   * which hashes to the leaf. An entry that cannot (the event was redacted or expired since) says so as
-   * JSON instead: the redacted document with its `redaction` member, or `{"event_id", "timestamp",
-   * "expired": {...}, "leaf_hash"}`; its leaf in the hash tile is unchanged, and proves the place.
+   * An entry bundle (entryBundles.ts). A full one is kept in the database once built (entryBundleStore.ts),
+   * under the generation of the tenant's bundles read before its events, and served from there while no
+   * redaction or expiry has moved that generation on: a monitor reading the log from the start then costs
+   * one row per bundle instead of 256 events rendered again, on every api instance and after a restart.
    */
   async entryBundle(tenantId: string, tile: TlogTilePath): Promise<TileResponse> {
+    if (tile.width !== C2SP_TILE_WIDTH) return { body: encodeEntryBundle(await this.bundleEntries(tenantId, tile)), full: false };
+    // Kept under the tenant's own id: a key of another tenant never reaches this row.
+    const kept = await keptEntryBundle(this.db, tenantId, tile.index);
+    if (kept.entries !== undefined) return { body: bundleOfKeptEntries(kept.entries), full: true };
+    const entries = await this.bundleEntries(tenantId, tile);
+    const text = keptEntriesText(entries);
+    if (text !== undefined) await keepEntryBundle(this.db, tenantId, tile.index, kept.generation, text);
+    return { body: encodeEntryBundle(entries), full: true };
+  }
+
+  private async bundleEntries(tenantId: string, tile: TlogTilePath): Promise<Buffer[]> {
     await this.requireTile(tenantId, tile);
     const { first, count } = bundleLeaves(tile);
     const leaves = await leafDocuments(this.db, tenantId, first, count);
     if (leaves.length !== count) throw new NotFoundError('No such entry bundle.');
     const level0 = await this.hashTile(tenantId, { level: 0, index: tile.index, width: tile.width });
-    const entries = leaves.map((leaf, position) =>
-      bundleEntry(leaf, level0.body.subarray(position * HASH_BYTES, (position + 1) * HASH_BYTES)),
-    );
-    return { body: encodeEntryBundle(entries), full: tile.width === C2SP_TILE_WIDTH };
+    return entriesOf(leaves, level0.body);
   }
 
   /**
@@ -182,6 +216,10 @@ export class TransparencyLog {
     const preamble = body.slice(0, split).split('\n');
     const old = /^old (0|[1-9][0-9]{0,15})$/.exec(preamble[0] ?? '');
     if (!old || preamble.length > 64) throw invalid('the first line is "old <size>", then at most 63 proof lines');
+    // The proof is for a witness checking consistency; the log knows its own tree and needs none, but a body
+    // that is not of the shape is refused rather than kept quiet about.
+    const badProofLine = preamble.slice(1).findIndex((line) => !PROOF_LINE.test(line));
+    if (badProofLine >= 0) throw invalid(`proof line ${badProofLine + 1} is not a base64 SHA-256 hash`);
     let checkpoint: ReturnType<typeof parseCheckpoint>;
     let note: ReturnType<typeof parseSignedNote>;
     try {
@@ -246,14 +284,4 @@ export class TransparencyLog {
       this.cachedBytes -= FULL_TILE_BYTES;
     }
   }
-}
-
-function bundleEntry(leaf: LeafDocument, leafHash: Buffer): Buffer {
-  if (leaf.document !== undefined) {
-    const canonical = Buffer.from(canonicalDocument(leaf.document));
-    // As sealed, or redacted since (then its `redaction` member carries the leaf hash).
-    if (canonical.length <= 0xffff) return canonical;
-  }
-  const gone = leaf.document !== undefined ? { too_large: true } : leaf.expired ? { expired: leaf.expired } : { missing: true };
-  return Buffer.from(canonicalJson({ event_id: leaf.eventId, timestamp: leaf.timestamp, ...gone, leaf_hash: leafHash.toString('hex') }));
 }

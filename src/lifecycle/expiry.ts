@@ -6,6 +6,8 @@ import type { ServiceMetrics } from '../platform/metrics.ts';
 import { recordArchiveOutcome } from './archiveOutcomeStore.ts';
 import { ArchiveError, type ArchiveStore } from './archiveStore.ts';
 import { writeArchive, type ArchiveTarget, type WrittenArchive } from './expiryArchive.ts';
+
+export type { TenantExpiry } from './expiryPass.ts';
 import {
   archiveChunkBound,
   dropExpiredPartitions,
@@ -16,30 +18,20 @@ import {
   vacuumPartitions,
   type EventKey,
   type ExpiredRange,
-  type MonthPlan,
 } from './expiryStore.ts';
-import type { EffectiveRetention, RetentionPolicies } from './retentionPolicies.ts';
+import type { RetentionPolicies } from './retentionPolicies.ts';
+import {
+  NOTHING_EXPIRED,
+  addRange,
+  archiveOutcomeOf,
+  expiresAnything,
+  expiryDetails,
+  removedPerMonth,
+  tenantPlan,
+  type TenantExpiry,
+} from './expiryPass.ts';
 import type { DutyCycle } from '../platform/dutyCycle.ts';
 import { expiryMetrics } from './expiryMetrics.ts';
-
-/** What one tenant's part of a pass found (plan) or did (run). */
-export interface TenantExpiry {
-  readonly tenantId: string;
-  readonly retain: string | null;
-  readonly source: EffectiveRetention['source'];
-  readonly keptSince: Date | null;
-  /** Why nothing of the tenant expires, when nothing does by rule (kept forever). */
-  readonly skipped?: 'kept_forever';
-  /** The policy's spec.archive: each range is archived, read back and checked before it expires. */
-  readonly archive?: ArchiveTarget;
-  readonly months: readonly MonthPlan[];
-  /** run only: what was removed. */
-  readonly expired?: ExpiredRange;
-  /** run only: the archive objects written (and read back) for what was removed. */
-  readonly archives?: readonly WrittenArchive[];
-  /** run only: why the rest of the range was not archived, so not expired. */
-  readonly archiveFailure?: string;
-}
 
 export interface ExpiryOptions {
   readonly db: Database;
@@ -108,19 +100,10 @@ export class Expiry {
    * are vacuumed, so that the next pass, and any scan of the tenant's range, does not step over the dead rows.
    */
   private async vacuumWhatWasRemoved(tenants: readonly TenantExpiry[]): Promise<string[]> {
-    const removed = new Map<number, { month: Date; count: number }>();
-    for (const tenant of tenants) {
-      if ((tenant.expired?.count ?? 0) === 0) continue;
-      for (const month of tenant.months) {
-        if (month.expiring === 0) continue;
-        const entry = removed.get(month.month.getTime()) ?? { month: month.month, count: 0 };
-        entry.count += month.expiring;
-        removed.set(month.month.getTime(), entry);
-      }
-    }
-    if (removed.size === 0) return [];
+    const removed = removedPerMonth(tenants);
+    if (removed.length === 0) return [];
     const { db, log } = this.options;
-    const partitions = await partitionsDueForVacuum(db, [...removed.values()]);
+    const partitions = await partitionsDueForVacuum(db, removed);
     if (partitions.length === 0) return [];
     const started = performance.now();
     const connection = await db.connect();
@@ -139,24 +122,29 @@ export class Expiry {
 
   private async planOne(tenantId: string): Promise<TenantExpiry> {
     const retention = await this.options.policies.effective(tenantId);
-    const base = { tenantId, retain: retention.period?.text ?? null, source: retention.source, keptSince: retention.keptSince ?? null };
-    if (!retention.keptSince) return { ...base, skipped: 'kept_forever', months: [] };
-    const months = await planTenant(this.options.db, tenantId, retention.keptSince, this.options.dutyCycle);
-    return retention.archive ? { ...base, archive: retention.archive as unknown as ArchiveTarget, months } : { ...base, months };
+    if (!retention.keptSince) return tenantPlan(tenantId, retention, []);
+    return tenantPlan(tenantId, retention, await planTenant(this.options.db, tenantId, retention.keptSince, this.options.dutyCycle));
   }
 
   private async expireOne(plan: TenantExpiry): Promise<TenantExpiry> {
-    const expiring = plan.months.reduce((sum, month) => sum + month.expiring, 0);
-    if (plan.skipped || expiring === 0 || !plan.keptSince || !plan.retain || plan.source === 'none') return plan;
+    if (!expiresAnything(plan)) return plan;
     const { actor, log } = this.options;
     const done = plan.archive
       ? await this.archiveThenExpire(plan, plan.keptSince, plan.archive)
       : { expired: await this.expireUpTo(plan, plan.keptSince) };
-    const result: TenantExpiry = { ...plan, expired: { count: 0, first: null, last: null }, ...done };
+    const result: TenantExpiry = { ...plan, expired: NOTHING_EXPIRED, ...done };
     // What the RetentionPolicy shows (Ready=False, ArchiveFailing) until a later pass archives again.
-    if (result.archiveFailure) await recordArchiveOutcome(this.options.db, plan.tenantId, result.archiveFailure);
-    else if ((result.archives?.length ?? 0) > 0) await recordArchiveOutcome(this.options.db, plan.tenantId, null);
-    await this.options.writer.write([expiryEvent(result, actor)], 'internal');
+    const outcome = archiveOutcomeOf(result);
+    if (outcome !== undefined) await recordArchiveOutcome(this.options.db, plan.tenantId, outcome);
+    const event = adminEvent({
+      tenantId: plan.tenantId,
+      action: 'audit.retention.expire',
+      actor,
+      resourceType: 'retention_policy',
+      resourceId: plan.tenantId,
+      details: expiryDetails(result),
+    });
+    await this.options.writer.write([event], 'internal');
     log.info(
       { tenant_id: plan.tenantId, expired: result.expired?.count ?? 0, retain: plan.retain },
       'expired events past their retention period',
@@ -172,7 +160,7 @@ export class Expiry {
   ): Promise<Pick<TenantExpiry, 'expired' | 'archives' | 'archiveFailure'>> {
     const { db, archiveStore, log, metrics } = this.options;
     const archives: WrittenArchive[] = [];
-    let expired: ExpiredRange = { count: 0, first: null, last: null };
+    let expired = NOTHING_EXPIRED;
     for (;;) {
       const bound = await archiveChunkBound(db, plan.tenantId, keptSince, this.options.archiveObjectEvents ?? ARCHIVE_OBJECT_EVENTS);
       if (!bound) return { expired, archives };
@@ -192,7 +180,7 @@ export class Expiry {
       if (metrics) expiryMetrics(metrics).archives.inc({ outcome: 'written' });
       archives.push(archive);
       const range = await this.expireUpTo(plan, bound, archive.key);
-      expired = { count: expired.count + range.count, first: expired.first ?? range.first, last: range.last ?? expired.last };
+      expired = addRange(expired, range);
       if (bound.getTime() >= keptSince.getTime()) return { expired, archives };
     }
   }
@@ -200,7 +188,7 @@ export class Expiry {
   /** Bounded batches until nothing before `keptSince` is left to remove. */
   private async expireUpTo(plan: TenantExpiry, keptSince: Date, archiveKey?: string): Promise<ExpiredRange> {
     const { db, batchSize, actor, metrics } = this.options;
-    let total: ExpiredRange = { count: 0, first: null, last: null };
+    let total = NOTHING_EXPIRED;
     // Each batch chooses after the previous one's last event: rows removed earlier in the pass are not read
     // again, even while a long transaction elsewhere keeps their index entries from being marked dead.
     let resumeAfter: EventKey | undefined;
@@ -217,37 +205,10 @@ export class Expiry {
         resumeAfter,
       });
       resumeAfter = batch.lastKey ?? resumeAfter;
-      total = { count: total.count + batch.count, first: total.first ?? batch.first, last: batch.last ?? total.last };
+      total = addRange(total, batch);
       if (metrics) expiryMetrics(metrics).eventsExpired.inc(batch.count);
       if (batch.count < batchSize) return total;
       if (started !== undefined) await this.options.dutyCycle!.pauseAfter(started);
     }
   }
-}
-
-/** The run's record in the tenant's trail: which period, from where, the range removed and how many. */
-function expiryEvent(plan: TenantExpiry, actor: Actor) {
-  const expired = plan.expired!;
-  return adminEvent({
-    tenantId: plan.tenantId,
-    action: 'audit.retention.expire',
-    actor,
-    resourceType: 'retention_policy',
-    resourceId: plan.tenantId,
-    details: {
-      retain: plan.retain,
-      source: plan.source,
-      kept_since: plan.keptSince?.toISOString() ?? null,
-      count: expired.count,
-      first: expired.first?.toISOString() ?? null,
-      last: expired.last?.toISOString() ?? null,
-      held: plan.months.reduce((sum, month) => sum + month.held, 0),
-      ...(plan.archive
-        ? {
-            archives: (plan.archives ?? []).map((archive) => ({ bucket: archive.bucket, key: archive.key, count: archive.count })),
-            archive_failure: plan.archiveFailure ?? null,
-          }
-        : {}),
-    },
-  });
 }

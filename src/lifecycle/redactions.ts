@@ -4,6 +4,7 @@ import type { EventWriter } from '../events/eventWriter.ts';
 import { ConflictError, NotFoundError, ValidationError } from '../platform/errors.ts';
 import { parseRedactableFields, parseReference, redactDocument, type RedactionMember } from './redaction.ts';
 import { insertRedaction, lockEventForRedaction } from './redactionStore.ts';
+import { systemClock } from '../platform/clock.ts';
 
 export interface RedactionInput {
   readonly tenantId: string;
@@ -39,7 +40,7 @@ export async function redactEvent(writer: EventWriter, input: RedactionInput, ac
       throw new ConflictError('unsupported_document', `event ${eventId} is stored in a form this version cannot redact`);
     if (target.leafHash === undefined)
       throw new ConflictError('not_yet_sealed', `event ${eventId} is not sealed yet; redact it once it is (within SEAL_INTERVAL)`);
-    const redactedAt = formatTimestamp(Date.now());
+    const redactedAt = formatTimestamp(systemClock.now());
     const document = redactDocument(target.document, { fields, reference, redactedAt, leafHash: target.leafHash });
     await insertRedaction(client, {
       tenantId: input.tenantId,

@@ -1,10 +1,9 @@
-import { canonicalJson } from '../client/canonicalJson.ts';
 import { currentArchiveFailure } from './archiveOutcomeStore.ts';
 import type { RetentionPeriod } from '../config/valueFormats.ts';
 import type { Queryable } from '../db/database.ts';
 import { adminEvent, type Actor } from '../events/adminEvent.ts';
 import type { EventWriter } from '../events/eventWriter.ts';
-import { isAtLeast } from './retentionRules.ts';
+import { decideDeclaration, decideRelease, type DeclaredPolicy, type RefusalReason } from './retentionRules.ts';
 import {
   deleteRetentionPolicy,
   findManagedRetentionPolicy,
@@ -13,17 +12,6 @@ import {
   upsertRetentionPolicy,
   type RetentionPolicyRecord,
 } from './retentionStore.ts';
-
-/** What a resource declares for its tenant. */
-export interface DeclaredPolicy {
-  readonly tenantId: string;
-  readonly period: RetentionPeriod;
-  readonly locked: boolean;
-  readonly archive: Readonly<Record<string, unknown>> | null;
-}
-
-/** Why a declaration was not applied; the stored policy (if any) stays in force. */
-type RefusalReason = 'LockedPolicyShortened' | 'LockedPolicyUnlocked' | 'LockedPolicyRemoved' | 'TenantHasPolicy' | 'TenantChanged';
 
 export type DeclareOutcome =
   | { readonly kind: 'applied'; readonly policy: RetentionPolicyRecord; readonly previous: RetentionPolicyRecord | undefined }
@@ -103,9 +91,9 @@ export class RetentionPolicies {
     return this.options.writer.recordWith<DeclareOutcome>('internal', async (client) => {
       const mine = await findManagedRetentionPolicy(client, managedBy, true);
       const current = mine ?? (await findRetentionPolicy(client, declared.tenantId, true));
-      const refusal = refusalOf(declared, managedBy, current);
-      if (refusal) return { result: { kind: 'refused', ...refusal, enforced: current }, events: [] };
-      if (current && samePolicy(current, declared)) return { result: { kind: 'unchanged', policy: current }, events: [] };
+      const decision = decideDeclaration(declared, managedBy, current);
+      if (decision.kind === 'refused') return { result: { ...decision, enforced: current }, events: [] };
+      if (decision.kind === 'unchanged') return { result: decision, events: [] };
       const policy = await upsertRetentionPolicy(client, { ...declared, managedBy });
       return {
         result: { kind: 'applied', policy, previous: current },
@@ -118,55 +106,12 @@ export class RetentionPolicies {
   release(managedBy: string, actor: Actor): Promise<ReleaseOutcome> {
     return this.options.writer.recordWith<ReleaseOutcome>('internal', async (client) => {
       const current = await findManagedRetentionPolicy(client, managedBy, true);
-      if (!current) return { result: { kind: 'absent' }, events: [] };
-      if (current.locked) {
-        const message = `The retention policy of tenant ${current.tenantId} is locked at ${current.period.text}: it cannot be removed, and goes on applying.`;
-        return { result: { kind: 'refused', reason: 'LockedPolicyRemoved', message, enforced: current }, events: [] };
-      }
+      const decision = decideRelease(current);
+      if (decision.kind !== 'remove') return { result: decision, events: [] };
       await deleteRetentionPolicy(client, managedBy);
-      return { result: { kind: 'removed' }, events: [policyEvent('admin.retention.remove', current, actor, current)] };
+      return { result: { kind: 'removed' }, events: [policyEvent('admin.retention.remove', decision.policy, actor, decision.policy)] };
     });
   }
-}
-
-function refusalOf(
-  declared: DeclaredPolicy,
-  managedBy: string,
-  current: RetentionPolicyRecord | undefined,
-): { reason: RefusalReason; message: string } | undefined {
-  if (!current) return undefined;
-  if (current.managedBy !== managedBy) {
-    return {
-      reason: 'TenantHasPolicy',
-      message: `Tenant ${declared.tenantId} already has a retention policy, declared by another resource (${current.managedBy}); a tenant has one policy.`,
-    };
-  }
-  if (current.tenantId !== declared.tenantId) {
-    return { reason: 'TenantChanged', message: `This policy applies to tenant ${current.tenantId}; its tenant cannot change.` };
-  }
-  if (!current.locked) return undefined;
-  if (!declared.locked) {
-    return {
-      reason: 'LockedPolicyUnlocked',
-      message: `The policy is locked at ${current.period.text}: it cannot be unlocked. ${current.period.text} goes on applying.`,
-    };
-  }
-  if (!isAtLeast(declared.period, current.period)) {
-    return {
-      reason: 'LockedPolicyShortened',
-      message: `The policy is locked at ${current.period.text}: ${declared.period.text} would shorten it, which a locked policy never allows. ${current.period.text} goes on applying.`,
-    };
-  }
-  return undefined;
-}
-
-function samePolicy(current: RetentionPolicyRecord, declared: DeclaredPolicy): boolean {
-  return (
-    current.period.text === declared.period.text &&
-    current.locked === declared.locked &&
-    // jsonb returns keys in its own order: compared canonically, or every resync would see a change.
-    canonicalJson(current.archive) === canonicalJson(declared.archive)
-  );
 }
 
 function policyEvent(action: string, policy: RetentionPolicyRecord, actor: Actor, previous: RetentionPolicyRecord | undefined) {

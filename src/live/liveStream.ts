@@ -2,6 +2,7 @@ import type { Queryable } from '../db/database.ts';
 import type { EventFilters } from '../events/eventFilters.ts';
 import type { LiveFeed } from './liveFeed.ts';
 import { liveDocuments, sealedSize, type LiveDocument } from './liveStore.ts';
+import { systemClock } from '../platform/clock.ts';
 
 /** Leaves read per query: a stream that fell behind catches up in bounded steps. */
 const CHUNK_LEAVES = 1_000;
@@ -35,7 +36,7 @@ export interface LiveStreamOptions {
  */
 export async function* liveStreamText(options: LiveStreamOptions): AsyncGenerator<string> {
   const { db, feed, tenantId, filters, signal, heartbeatMs } = options;
-  const now = options.now ?? Date.now;
+  const now = options.now ?? (() => systemClock.now());
   // Sent at once, so the client knows the stream is open (and from which moment it follows the trail).
   yield `retry: ${LIVE_RETRY_MS}\n: live\n\n`;
   let next = options.fromLeaf;

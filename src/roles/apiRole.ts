@@ -1,10 +1,12 @@
 import { PortalSessions } from '../auth/portalSessions.ts';
+import { PrepaidReads } from '../auth/prepaidReads.ts';
 import { requireSetting } from '../config/config.ts';
 import { apiReferencePages } from '../http/apiReferencePages.ts';
 import { portalPages } from '../http/portalPages.ts';
 import { buildPublicApp } from '../http/publicApp.ts';
 import { rateLimit } from '../http/rateLimit.ts';
 import { redactionRoutes } from '../http/routes/redactions.ts';
+import { TILE_PATHS } from '../http/routes/transparencyLog.ts';
 import { portalBrowserOpenApi, portalBrowserRoutes, portalSessionRoutes, portalSessionsOpenApi } from '../http/routes/portalSessions.ts';
 import { SERVICE_VERSION } from '../platform/version.ts';
 import type { ApiFeature, Feature } from './api/apiFeature.ts';
@@ -40,7 +42,7 @@ export const role: Role = {
       trustedProxies: config.trustedProxies,
       verifier,
       failureLimiter: limiter,
-      afterAuthentication: parts.rateLimiting ? [rateLimit(limiter)] : [],
+      afterAuthentication: parts.rateLimiting ? [rateLimit(limiter, { reads: new PrepaidReads(limiter), paths: TILE_PATHS })] : [],
       version: SERVICE_VERSION,
       portalSessions,
       openFeatures: [{ router: portalBrowserRoutes(portal), openapi: portalBrowserOpenApi }],

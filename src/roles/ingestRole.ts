@@ -3,6 +3,7 @@ import { ensureEventPartitions } from '../events/eventStore.ts';
 import { ingestRoutes } from '../http/routes/ingest.ts';
 import { JetStreamIngest } from '../ingestion/jetstreamIngest.ts';
 import type { Role } from './role.ts';
+import { systemClock } from '../platform/clock.ts';
 
 // Future months whose partitions the ingest role keeps ready, re-checked every few hours.
 const PARTITION_MONTHS_AHEAD = 3;
@@ -44,6 +45,6 @@ export const role: Role = {
 };
 
 function monthsAhead(count: number): number[] {
-  const now = new Date();
+  const now = new Date(systemClock.now());
   return Array.from({ length: count + 1 }, (_, index) => Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + index, 1));
 }

@@ -2,6 +2,7 @@ import { gzipSync } from 'node:zlib';
 import { type BatchLimits, type EncodedBatch, type Item, itemBytes, writeItem } from './destinations/destination.ts';
 import type { ItemEncoder } from './destinations/itemEncoders.ts';
 import type { NoticeRecord, StreamRecord } from './records.ts';
+import { systemClock } from '../platform/clock.ts';
 
 /** A batch ready to send, and how many events (not counting a tree head) it carries. */
 export interface Batch {
@@ -38,7 +39,7 @@ export function cutBatches(
   const beside = head && encoder.headsBeside ? { treeHead: head.json } : {};
   const body = new BodyWriter(encoder, limits.maxBytes);
   const batches: Batch[] = [];
-  const createdAtMs = Date.now();
+  const createdAtMs = systemClock.now();
   let firstLeaf = span.firstLeaf;
   let lastLeaf = firstLeaf - 1;
   let events = 0;

@@ -1,4 +1,5 @@
 import type { Batch } from './batches.ts';
+import { systemClock } from '../platform/clock.ts';
 
 /** A chunk of a tenant's leaves, [start, end], as the batches that carry the events the filter lets through. */
 export interface Chunk {
@@ -53,7 +54,7 @@ export class ChunksAhead {
   }
 
   /** Whether chunks are queued, and the first of them was read within `maxAgeMs`. */
-  freshWithin(maxAgeMs: number, nowMs = Date.now()): boolean {
+  freshWithin(maxAgeMs: number, nowMs = systemClock.now()): boolean {
     const first = this.queue[0];
     return first !== undefined && nowMs - first.readAtMs <= maxAgeMs;
   }
@@ -66,7 +67,7 @@ export class ChunksAhead {
       const chunk = this.read(start, end);
       // Awaited when its turn comes; one never sent (a failed batch before it) must not be an unhandled rejection.
       chunk.catch(() => undefined);
-      this.queue.push({ start, chunk, readAtMs: Date.now() });
+      this.queue.push({ start, chunk, readAtMs: systemClock.now() });
       this.nextRead = end + 1;
     }
   }

@@ -5,6 +5,7 @@ import { documentOfLeafRow, LEAF_ROW_PARTS } from '../events/leafChunks.ts';
 import type { JsonWriter } from './destinations/destination.ts';
 import { DEFAULT_OCSF_VERSION, type OcsfVersion, ocsfTestRecord, toOcsf, type ServedEvent } from './ocsf.ts';
 import type { StreamFormat } from './streamRules.ts';
+import { systemClock } from '../platform/clock.ts';
 
 /**
  * What a stream sends, before a destination wraps it in its protocol: one record per event, and a tree-head
@@ -186,7 +187,7 @@ export function testRecord(
   streamId: string,
   tenantId: string,
   format: { readonly format: StreamFormat; readonly ocsfVersion: OcsfVersion | null },
-  nowMs = Date.now(),
+  nowMs = systemClock.now(),
 ): NoticeRecord {
   const json =
     format.format === 'ocsf'

@@ -8,6 +8,7 @@ import {
   webhookUrlProblem,
   type WebhookUrlPolicy,
 } from '../webhooks/webhookRules.ts';
+import { systemClock } from '../platform/clock.ts';
 
 /**
  * What a log stream may be (docs/streams.md): the destination of each type, the format, the filter and the
@@ -196,7 +197,7 @@ export const startAtSchema = z
     if (value === 'now') return;
     const ms = parseTimestampCeilMs(value);
     if (ms === undefined) ctx.addIssue({ code: 'custom', message: 'must be "now" or an RFC 3339 instant' });
-    else if (ms > Date.now()) ctx.addIssue({ code: 'custom', message: 'must not be in the future: use "now"' });
+    else if (ms > systemClock.now()) ctx.addIssue({ code: 'custom', message: 'must not be in the future: use "now"' });
   })
   .meta({ description: '"now" (the default), or a past instant: the stream first delivers the trail from there (a backfill).' });
 

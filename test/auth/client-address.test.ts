@@ -1,34 +1,44 @@
 import { expect } from 'chai';
 import { clientAddress } from '../../src/auth/clientAddress.ts';
-import { parseCidrList } from '../../src/platform/cidr.ts';
+import { parseCidr } from '../../src/platform/cidr.ts';
 
-const proxies = parseCidrList(['10.0.0.0/8']);
+const PROXIES = [parseCidr('10.0.0.0/8'), parseCidr('fd00::/8')];
 
-/** The address auth-failure limits and allow-lists go by (TRUSTED_PROXIES, docs/configuration.md). */
-describe('a request’s client address', () => {
-  it('is the socket’s peer when no proxy is trusted, whatever X-Forwarded-For says', () => {
-    expect(clientAddress('203.0.113.7', '198.51.100.1', [])).to.equal('203.0.113.7');
+describe('the client address behind trusted proxies', () => {
+  it('is the socket peer when no proxy is trusted, whatever X-Forwarded-For says', () => {
+    expect(clientAddress('10.1.2.3', '198.51.100.9', [])).to.equal('10.1.2.3');
   });
 
-  it('ignores X-Forwarded-For from a peer that is not a trusted proxy, so a client cannot choose its address', () => {
-    expect(clientAddress('203.0.113.7', '198.51.100.1', proxies)).to.equal('203.0.113.7');
+  it('is the socket peer when the peer is not a trusted proxy: a client cannot choose its address', () => {
+    expect(clientAddress('203.0.113.5', '198.51.100.9', PROXIES)).to.equal('203.0.113.5');
   });
 
-  it('believes a trusted proxy, reading hops right to left up to the first that is not itself trusted', () => {
-    expect(clientAddress('10.0.0.2', '198.51.100.1', proxies)).to.equal('198.51.100.1');
-    expect(clientAddress('10.0.0.2', '198.51.100.1, 10.0.0.9', proxies)).to.equal('198.51.100.1');
-    // A client that sends its own header gets its forged hop ignored: the first untrusted hop from the right wins.
-    expect(clientAddress('10.0.0.2', '6.6.6.6, 198.51.100.1, 10.0.0.9', proxies)).to.equal('198.51.100.1');
+  it('is the hop the trusted proxy saw, read right to left', () => {
+    expect(clientAddress('10.0.0.2', '198.51.100.9', PROXIES)).to.equal('198.51.100.9');
+    // A client that writes the header itself only adds hops to the left of what the proxy appended.
+    expect(clientAddress('10.0.0.2', '192.0.2.66, 198.51.100.9', PROXIES)).to.equal('198.51.100.9');
   });
 
-  it('stops at a hop that is not an address, keeping the last one it could read', () => {
-    expect(clientAddress('10.0.0.2', 'garbage, 10.0.0.9', proxies)).to.equal('10.0.0.9');
-    expect(clientAddress('10.0.0.2', ' , ', proxies)).to.equal('10.0.0.2');
+  it('passes over proxies of its own to the first hop that is not trusted', () => {
+    expect(clientAddress('10.0.0.2', '198.51.100.9, 10.9.9.9,10.8.8.8', PROXIES)).to.equal('198.51.100.9');
   });
 
-  it('writes IPv4-mapped peers as IPv4, and passes through a socket address it cannot read', () => {
-    expect(clientAddress('::ffff:203.0.113.7', undefined, proxies)).to.equal('203.0.113.7');
-    expect(clientAddress('unix-socket', undefined, proxies)).to.equal('unix-socket');
-    expect(clientAddress(undefined, '198.51.100.1', proxies)).to.equal('');
+  it('stops at a hop that is not an address, keeping the last good one', () => {
+    expect(clientAddress('10.0.0.2', '198.51.100.9, unknown, 10.8.8.8', PROXIES)).to.equal('10.8.8.8');
+    expect(clientAddress('10.0.0.2', 'garbage', PROXIES)).to.equal('10.0.0.2');
+  });
+
+  it('is the peer when the header is empty, and unmapped from its IPv4-in-IPv6 form', () => {
+    expect(clientAddress('10.0.0.2', ' , ', PROXIES)).to.equal('10.0.0.2');
+    expect(clientAddress('::ffff:203.0.113.5', undefined, PROXIES)).to.equal('203.0.113.5');
+  });
+
+  it('handles IPv6 proxies and clients', () => {
+    expect(clientAddress('fd00::1', '2001:db8::7', PROXIES)).to.equal('2001:db8::7');
+  });
+
+  it('is the socket text as given when it is not an address, and empty without one', () => {
+    expect(clientAddress('/run/audit.sock', '198.51.100.9', PROXIES)).to.equal('/run/audit.sock');
+    expect(clientAddress(undefined, '198.51.100.9', PROXIES)).to.equal('');
   });
 });

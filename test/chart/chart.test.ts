@@ -318,6 +318,37 @@ describe('Helm chart', function () {
     expect(await refusal(...GIVEN_SECRETS, '--set', 'config.retentionDefault=6m')).to.contain('retentionDefault');
   });
 
+  it("publishes listed tenants' transparency logs to the archive store on a schedule only when asked to, with nothing but the database and the store", async () => {
+    expect(byKind(defaults, 'CronJob')).to.deep.equal([]);
+    const cronJobs = byKind(everything, 'CronJob');
+    expect(cronJobs.map((job) => job.metadata.annotations!['audittrail.dev/tenant'])).to.deep.equal(['acme', 'Big_Co']);
+    for (const job of cronJobs) {
+      const tenant = job.metadata.annotations!['audittrail.dev/tenant'];
+      expect(job.metadata.name).to.match(/^rel-audit-trail-publish-[0-9a-f]{10}$/);
+      // Two runs of one tenant's copy never race; a stopped run is carried on by the next.
+      expect(job.spec).to.include({ schedule: '*/5 * * * *', concurrencyPolicy: 'Forbid' });
+      expect(job.spec.jobTemplate.spec.activeDeadlineSeconds).to.equal(600);
+      const pod = job.spec.jobTemplate.spec.template.spec;
+      expect(pod.nodeSelector).to.deep.equal({ pool: 'system' });
+      expect(pod.automountServiceAccountToken).to.equal(false);
+      const [container] = pod.containers;
+      expect(container.args).to.deep.equal(['integrity', 'publish', '--tenant', tenant, '--bucket', 'audit-transparency']);
+      const env = environment(container);
+      expect(env).to.include({ ARCHIVE_S3_REGION: 'us-east-1' });
+      expect(env).to.have.property('DATABASE_URL');
+      // Least privilege: the copy reads the database and writes the bucket; no pepper, key or token reaches it.
+      for (const secret of ['KEY_PEPPER', 'SECRET_ENCRYPTION_KEY', 'INGEST_TOKENS', 'SEAL_SIGNING_KEY', 'REDIS_URL', 'NATS_URL'])
+        expect(env, secret).not.to.have.property(secret);
+    }
+    expect(
+      await refusal(...GIVEN_SECRETS, '--set', 'integrityPublish.enabled=true', '--set', 'integrityPublish.tenants={acme}'),
+    ).to.contain('integrityPublish.bucket');
+    expect(
+      await refusal(...GIVEN_SECRETS, '--set', 'integrityPublish.enabled=true', '--set', 'integrityPublish.bucket=audit-copies'),
+    ).to.contain('integrityPublish.tenants');
+    expect(await refusal(...GIVEN_SECRETS, '--set', 'integrityPublish.tenants={no spaces}')).to.contain('integrityPublish/tenants');
+  });
+
   it('needs no signing key when the sealer is disabled, and renders no sealer then', async () => {
     const manifests = await render(...GIVEN_SECRETS.slice(0, -2), '--set', 'sealer.enabled=false');
     expect(byKind(manifests, 'Deployment').map((deployment) => deployment.metadata.name)).not.to.include('rel-audit-trail-sealer');
@@ -468,7 +499,7 @@ describe('Helm chart', function () {
   it('limits where each role connects with networkPolicy.egress: DNS and what that role uses, nothing else', async () => {
     const egress = byKind(everything, 'NetworkPolicy').filter((policy) => policy.spec.policyTypes.includes('Egress'));
     const byRole = Object.fromEntries(egress.map((policy) => [policy.spec.podSelector.matchLabels['app.kubernetes.io/component'], policy]));
-    expect(Object.keys(byRole).sort()).to.deep.equal(['api', 'controller', 'ingest', 'migrate', 'sealer', 'streams', 'worker']);
+    expect(Object.keys(byRole).sort()).to.deep.equal(['api', 'controller', 'ingest', 'migrate', 'publish', 'sealer', 'streams', 'worker']);
     const values = load(readFileSync(ALL_OPTIONS, 'utf8')) as any;
     const chartValues = load(readFileSync(`${CHART}/values.yaml`, 'utf8')) as any;
     const rule = (target: string) => {
@@ -486,12 +517,14 @@ describe('Helm chart', function () {
       // SIEM destinations are public addresses, like webhook receivers.
       streams: ['dns', 'postgres', 'webhooks'],
       migrate: ['dns', 'postgres'],
+      // integrityPublish's CronJobs: the database, then the bucket the static copies go to.
+      publish: ['dns', 'postgres', 'archive'],
     };
     for (const [role, targets] of Object.entries(expected)) {
       expect(byRole[role]!.spec.egress, role).to.deep.equal(targets.map(rule));
-      // Each selects exactly its role's pods, which carry these labels.
-      const pods = podSpecs(everything).filter(({ owner }) => owner.endsWith(`-${role}`));
-      expect(pods, role).to.have.length(1);
+      // Each selects exactly its role's pods, which carry these labels (a publishing CronJob per tenant).
+      const pods = podSpecs(everything).filter(({ owner }) => new RegExp(`-${role}(-[0-9a-f]{10})?$`).test(owner));
+      expect(pods, role).to.have.length(role === 'publish' ? 2 : 1);
     }
     // Receivers are anywhere, on any port; private ranges stay out.
     expect(rule('webhooks').to[0].ipBlock.except).to.include('10.0.0.0/8');

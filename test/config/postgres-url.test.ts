@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { ConfigError, loadConfig } from '../../src/config/config.ts';
 import { withPostgresTls } from '../../src/config/postgresTls.ts';
-import { parsePostgresUrl } from '../../src/config/postgresUrl.ts';
+import { parsePostgresUrl, postgresDatabaseName, postgresUrlWithDatabase } from '../../src/config/postgresUrl.ts';
 
 describe('Postgres URLs with several hosts (libpq form)', () => {
   it('takes every host, its port or 5432, and whether only a writable server will do', () => {
@@ -24,6 +24,15 @@ describe('Postgres URLs with several hosts (libpq form)', () => {
       .with.property('variable', 'DATABASE_URL');
     expect(() => loadConfig({ DATABASE_URL: 'postgres://u@a:99999,b/db' })).to.throw(ConfigError, /^DATABASE_URL: has a port out of range/);
     expect(() => loadConfig({ DATABASE_URL: 'mysql://u@a/db' })).to.throw(ConfigError, /^DATABASE_URL: must be a URL with scheme postgres/);
+  });
+
+  it('names another database on the same hosts (migrate --create-database goes through postgres)', () => {
+    const url = 'postgres://audit:s3cret@db-a:5433,[::1]:6000/audit%20trail?target_session_attrs=read-write&sslmode=require';
+    expect(postgresDatabaseName(url)).to.equal('audit trail');
+    const maintenance = postgresUrlWithDatabase(url, 'postgres');
+    expect(maintenance).to.equal('postgres://audit:s3cret@db-a:5433,[::1]:6000/postgres?target_session_attrs=read-write&sslmode=require');
+    expect(parsePostgresUrl(maintenance).hosts).to.deep.equal(parsePostgresUrl(url).hosts);
+    expect(postgresDatabaseName('postgres://u@h')).to.equal('');
   });
 
   it('keeps every host when the TLS files become parameters of the URL', () => {

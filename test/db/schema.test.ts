@@ -34,6 +34,23 @@ describe('schema and migrations', () => {
       await client.end();
       expect(rows.map((row) => row.version)).to.deep.equal([...new Set(rows.map((row) => row.version))]);
     });
+
+    it('creates the database through a multi-host URL, on the host that accepts writes', async () => {
+      const other = testDatabaseName('migrate_hosts');
+      // Port 1 refuses connections: the first host is down, as a failed primary is; the second is the server.
+      const server = new URL(databaseUrl(other));
+      const hosts = `postgres://${server.username}@127.0.0.1:1,${server.hostname}:${server.port || 5432}/${other}?target_session_attrs=read-write`;
+      try {
+        expect(await createDatabaseIfMissing(hosts)).to.equal(true);
+        expect(await createDatabaseIfMissing(hosts)).to.equal(false);
+        expect((await migrate(hosts, testLogger())).applied).to.include('001_events.sql');
+      } finally {
+        const admin = new pg.Client({ connectionString: databaseUrl('postgres') });
+        await admin.connect();
+        await admin.query(`DROP DATABASE IF EXISTS ${other} WITH (FORCE)`);
+        await admin.end();
+      }
+    });
   });
 
   describe('events table', () => {

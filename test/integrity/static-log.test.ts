@@ -7,13 +7,17 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, normalize } from 'node:path';
 import S3rver from 's3rver';
+import { Database } from '../../src/db/database.ts';
+import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
+import { EventWriter } from '../../src/events/eventWriter.ts';
+import { redactEvent } from '../../src/lifecycle/redactions.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/newEvents.ts';
 import { seedEvents } from '../support/events.ts';
 import { runGoTlogClient } from '../support/go-tlog-client.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { freePort } from '../support/ports.ts';
-import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
+import { call, mintKey, startTestService, testLogger, type TestService } from '../support/service.ts';
 
 const T0 = Date.parse('2026-11-30T10:00:00.000Z');
 const TENANT = 'static-a';
@@ -23,7 +27,7 @@ const S3_KEYS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
 /**
  * `audit-trail integrity publish`: a static copy of a tenant's log, served by a plain file server with no API
  * key, is a log the Go checksum database client verifies (checkpoint, inclusion, consistency across two
- * publications); and the same files land in an S3-compatible bucket (s3rver) with tlog-tiles' cache headers.
+ * publications), whose entry bundles are written again after a redaction; and the same files land in an S3-compatible bucket (s3rver) with tlog-tiles' cache headers.
  */
 describe('a static copy of a tenant log (integrity publish)', function () {
   this.timeout(180_000);
@@ -41,7 +45,9 @@ describe('a static copy of a tenant log (integrity publish)', function () {
     db = await createTestDatabase();
     await seedEvents(
       db.url,
-      Array.from({ length: 300 }, (_, i) => newEvent({ tenantId: TENANT, occurredAtMs: T0 + i })),
+      Array.from({ length: 300 }, (_, i) =>
+        newEvent({ tenantId: TENANT, occurredAtMs: T0 + i, details: JSON.stringify({ note: `n${i}` }) }),
+      ),
     );
     api = await startTestService({ databaseUrl: db.url, roles: ['api'] });
     key = (await mintKey(db.url, { tenantId: TENANT, scopes: ['audit:read'] })).key;
@@ -108,7 +114,7 @@ describe('a static copy of a tenant log (integrity publish)', function () {
     const first = await publish('--directory', join(dir, 'copy'));
     expect(first.stderr).to.equal('');
     expect(first.status).to.equal(0);
-    expect(first.stdout).to.equal(`published tenant ${TENANT}'s log at 301 leaves to ${join(dir, 'copy')} (6 files; it held 0)\n`);
+    expect(first.stdout).to.equal(`published tenant ${TENANT}'s log at 301 leaves to ${join(dir, 'copy')} (7 files; it held 0)\n`);
     // The same bytes as the API serves.
     const served = Buffer.from(
       await (await fetch(`${api.baseUrl}/audit/integrity/tile/0/000`, { headers: { authorization: `Bearer ${key}` } })).arrayBuffer(),
@@ -126,8 +132,8 @@ describe('a static copy of a tenant log (integrity publish)', function () {
     await sealer.sealNow();
     const second = await publish('--directory', join(dir, 'copy'));
     expect(second.status).to.equal(0);
-    // Tile 0/001 and its bundle completed, 0/002 partial, level 1 partial, and the checkpoint.
-    expect(second.stdout).to.match(/at 551 leaves .*\(6 files; it held 301\)/);
+    // Tile 0/001 and its bundle completed, 0/002 partial, level 1 partial, the bundles' generation and the checkpoint.
+    expect(second.stdout).to.match(/at 551 leaves .*\(7 files; it held 301\)/);
     const consistent = await runGoTlogClient({
       prefix: filesUrl,
       apiKey: 'none',
@@ -137,6 +143,31 @@ describe('a static copy of a tenant log (integrity publish)', function () {
     });
     expect(consistent.stderr).to.equal('');
     expect(consistent.status).to.equal(0);
+  });
+
+  it('writes the entry bundles it held again after a redaction changed one, and only then', async () => {
+    const bundle = () => decodeBundle(readFileSync(join(dir, 'copy', 'tile/entries/000')));
+    const unchanged = await publish('--directory', join(dir, 'copy'));
+    // The partial tiles of the same size, the generation and the checkpoint: no full bundle.
+    expect(unchanged.stdout).to.match(/at 551 leaves .*\(5 files; it held 551\)/);
+    const eventId = JSON.parse(bundle()[5]!.toString()).event_id as string;
+    const database = new Database({ url: db.url, poolSize: 1, applicationName: 'static log test', log: testLogger() });
+    try {
+      await redactEvent(
+        new EventWriter(database, WEBHOOK_FAN_OUT),
+        { tenantId: TENANT, eventId, fields: ['details.note'], reference: 'DSR-7' },
+        { userId: 'dpo', userRole: 'operator' },
+      );
+    } finally {
+      await database.close();
+    }
+    const after = await publish('--directory', join(dir, 'copy'));
+    expect(after.status).to.equal(0);
+    // Both full bundles it held, then as before.
+    expect(after.stdout).to.match(/at 551 leaves .*\(7 files; it held 551\)/);
+    const redacted = JSON.parse(bundle()[5]!.toString());
+    expect(redacted.event_id).to.equal(eventId);
+    expect(redacted.redaction.history[0].reference).to.equal('DSR-7');
   });
 
   it('writes the same files to the archive bucket, full tiles immutable and the checkpoint short-lived', async () => {
@@ -157,3 +188,13 @@ describe('a static copy of a tenant log (integrity publish)', function () {
     expect((await publish('--directory', 'x', '--bucket', BUCKET)).status).to.equal(2);
   });
 });
+
+function decodeBundle(bundle: Buffer): Buffer[] {
+  const entries: Buffer[] = [];
+  for (let at = 0; at < bundle.length; ) {
+    const length = bundle.readUInt16BE(at);
+    entries.push(bundle.subarray(at + 2, at + 2 + length));
+    at += 2 + length;
+  }
+  return entries;
+}

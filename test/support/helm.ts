@@ -49,6 +49,8 @@ export function podSpecs(manifests: Manifest[]): Array<{ owner: string; spec: an
   return manifests.flatMap((manifest) => {
     if (manifest.kind === 'Deployment' || manifest.kind === 'Job')
       return [{ owner: `${manifest.kind}/${manifest.metadata.name}`, spec: manifest.spec.template.spec }];
+    if (manifest.kind === 'CronJob')
+      return [{ owner: `CronJob/${manifest.metadata.name}`, spec: manifest.spec.jobTemplate.spec.template.spec }];
     if (manifest.kind === 'Pod') return [{ owner: `Pod/${manifest.metadata.name}`, spec: manifest.spec }];
     return [];
   });

@@ -288,6 +288,30 @@ nats: NATS_TLS
 {{- end }}
 
 {{/*
+  The archive store (retention.archive): where the retention role archives before expiry and where
+  integrityPublish copies tenants' logs. Keys from the Secret when it holds them (the chart never generates
+  them); otherwise the AWS SDK's own chain (IRSA, instance role).
+*/}}
+{{- define "audit-trail.archiveEnv" -}}
+- name: ARCHIVE_S3_REGION
+  value: {{ .Values.retention.archive.region | quote }}
+{{- with .Values.retention.archive.endpoint }}
+- name: ARCHIVE_S3_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+- name: ARCHIVE_S3_FORCE_PATH_STYLE
+  value: {{ .Values.retention.archive.forcePathStyle | quote }}
+{{- range $key := list "ARCHIVE_S3_ACCESS_KEY_ID" "ARCHIVE_S3_SECRET_ACCESS_KEY" }}
+- name: {{ $key }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "audit-trail.secretName" $ }}
+      key: {{ $key }}
+      optional: true
+{{- end }}
+{{- end -}}
+
+{{/*
   What each role's Deployment runs: CLI roles, whether it serves the public port, the dependencies it connects
   to, and what else it reaches (networkPolicy.egress).
 */}}

@@ -9,6 +9,7 @@ import { authenticatedResponse, json, ref, standardErrorResponses, type OpenApiC
 import { jsonBody, optionalJsonBody, parseBody, parseQuery } from '../requestInput.ts';
 import { actorOf, principalOf, type AppContext, type RequestState } from '../state.ts';
 import { noQuerySchema } from './events.ts';
+import { systemClock } from '../../platform/clock.ts';
 
 /** Where the browser's cookie is sent: the resume route alone (auth/portalSessions.ts). */
 const PORTAL_RESUME_PATH = '/api/v2/public/portal/sessions/resume';
@@ -110,7 +111,7 @@ export function portalBrowserRoutes(options: PortalSessionRoutesOptions): Router
     parseQuery(noQuerySchema, ctx.query);
     const { link_token: linkToken } = parseBody(exchangeSchema, ctx.request.body);
     const opened = await countingFailures(ctx, failureLimiter, () => sessions.exchange(linkToken));
-    setBrowserCookie(ctx, publicBaseUrl, opened.browserSecret!, opened.session.expiresAt.getTime() - Date.now());
+    setBrowserCookie(ctx, publicBaseUrl, opened.browserSecret!, opened.session.expiresAt.getTime() - systemClock.now());
     respondOpened(ctx, opened);
   });
 

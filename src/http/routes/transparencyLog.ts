@@ -6,6 +6,7 @@ import type { TransparencyLog } from '../../integrity/transparencyLog.ts';
 import { requireScope } from '../authenticate.ts';
 import { authenticatedResponse, json, ref, standardErrorResponses, type OpenApiContribution } from '../openapi.ts';
 import { parseQuery, textBody } from '../requestInput.ts';
+import { PUBLIC_PREFIX } from '../publicApp.ts';
 import { principalOf, type RequestState } from '../state.ts';
 import { noQuerySchema } from './events.ts';
 
@@ -14,6 +15,12 @@ import { noQuerySchema } from './events.ts';
  * tlog-tiles, and cosignatures posted by the tenant's witnesses. The paths hold no tenant (the key says
  * which log), so every response is `private`: a shared cache must never hand one tenant's tiles to another.
  */
+
+/**
+ * Tile reads, paid for in blocks of the key's read budget (auth/prepaidReads.ts): a monitor makes thousands,
+ * each small and cheap, and their answers never change.
+ */
+export const TILE_PATHS = new RegExp(`^${PUBLIC_PREFIX}/audit/integrity/tile/`);
 
 const FULL_TILE_CACHE = 'private, max-age=31536000, immutable';
 // A partial tile is replaced by a wider one as the tree grows; a checkpoint by the next one.

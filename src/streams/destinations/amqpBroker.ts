@@ -4,6 +4,7 @@ import { guardedLookup, literalTargetRefusal } from '../../webhooks/targetGuard.
 import type { StreamFormat } from '../streamRules.ts';
 import type { Destination, EncodedBatch, SendOutcome } from './destination.ts';
 import { outcomeOfNetworkFailure } from './httpPoster.ts';
+import { systemClock } from '../../platform/clock.ts';
 
 export interface AmqpSettings {
   readonly url: string;
@@ -102,7 +103,7 @@ export class AmqpBroker implements Destination {
       contentType: 'application/json',
       appId: 'audit-trail',
       type: this.options.format === 'ocsf' ? 'ocsf.event' : 'audit.event',
-      timestamp: Math.floor(Date.now() / 1000),
+      timestamp: Math.floor(systemClock.now() / 1000),
     };
     const headers = { 'x-audit-stream-id': batch.streamId, 'x-audit-tenant-id': batch.tenantId };
     // The broker's reason for closing the channel (a missing exchange: 404) comes as an error just before the

@@ -1,3 +1,5 @@
+import { systemClock } from '../../platform/clock.ts';
+
 /**
  * A stream's destination: how a batch is sent. How records become the items of its protocol, and how many
  * items and bytes one request may hold, is its ItemEncoder's (itemEncoders.ts), which needs only the
@@ -96,7 +98,7 @@ export function outcomeOfStatus(status: number, reason: string, retryAfterMs?: n
 }
 
 /** Seconds of a Retry-After header (delta-seconds or an HTTP date) as milliseconds; undefined when absent or unreadable. */
-export function retryAfterMs(header: string | undefined, nowMs = Date.now()): number | undefined {
+export function retryAfterMs(header: string | undefined, nowMs = systemClock.now()): number | undefined {
   if (header === undefined || header === '') return undefined;
   if (/^\d+$/.test(header)) return Number(header) * 1000;
   const at = Date.parse(header);

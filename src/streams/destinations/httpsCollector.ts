@@ -5,6 +5,7 @@ import { signDelivery } from '../../client/webhookSigning.ts';
 import { outcomeOfStatus, retryAfterMs, type Destination, type EncodedBatch, type SendOutcome } from './destination.ts';
 import { type HttpAnswer, type HttpPoster, outcomeOfNetworkFailure } from './httpPoster.ts';
 import { header } from './splunkHec.ts';
+import { systemClock } from '../../platform/clock.ts';
 
 const gunzipped = promisify(gunzip);
 
@@ -39,7 +40,7 @@ export class HttpsCollector implements Destination {
   async send(batch: EncodedBatch): Promise<SendOutcome> {
     const { body } = batch;
     const batchId = `${batch.streamId}.${batch.tenantId}.${batch.firstLeaf}-${batch.lastLeaf}`;
-    const nowMs = Date.now();
+    const nowMs = systemClock.now();
     const timestamp = Math.floor(nowMs / 1000);
     // Unpacked off the event loop: a batch is up to 5 MB of text.
     const content = await gunzipped(body);

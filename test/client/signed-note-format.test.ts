@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { generateKeyPairSync } from 'node:crypto';
+import { createHash, generateKeyPairSync } from 'node:crypto';
 import {
   COSIGNATURE_TYPE,
   checkpointText,
@@ -72,6 +72,18 @@ describe('signed notes and checkpoints, their format', () => {
     expect(() => parseVerifierKey(`${name}+${id}+${otherType}`)).to.throw(NoteFormatError, /only Ed25519 keys/);
     expect(() => parseVerifierKey(`other+${id}+${material}`)).to.throw(NoteFormatError, /key id does not match/);
     expect(parseVerifierKey(` ${good}\n`).text).to.equal(good);
+  });
+
+  it('writes a verifier key as docs/integrity.md says: <origin>+<key id>+<base64(type ‖ public key)>', () => {
+    const { publicKey } = generateKeyPairSync('ed25519');
+    const raw = publicKey.export({ type: 'spki', format: 'der' }).subarray(-32);
+    const keyId = createHash('sha256')
+      .update(Buffer.concat([Buffer.from('audit.example/acme'), Buffer.from([0x0a, 0x01]), raw]))
+      .digest()
+      .subarray(0, 4);
+    expect(verifierKeyText('audit.example/acme', 0x01, publicKey)).to.equal(
+      `audit.example/acme+${keyId.toString('hex')}+${Buffer.concat([Buffer.from([0x01]), raw]).toString('base64')}`,
+    );
   });
 
   it('gives a cosignature’s time, and refuses it for another text', () => {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
+import type { Msg } from '@nats-io/transport-node';
 import type { BusConnection } from '../bus/natsConnection.ts';
 import { ensureConsumer, ingestConsumerDefinition, type BusNames } from '../bus/jetStreamDefinitions.ts';
 import { isRefusedData, sqlState } from '../db/sqlstate.ts';
@@ -35,10 +36,23 @@ const CONCURRENT_WRITES = 3;
 // A store outage makes every message of the batch come back after this long.
 const RETRY_DELAY_MS = 5_000;
 
+/**
+ * What a batch keeps of a message until its write settles: the event, and the subjects its acknowledgement
+ * goes to and its log lines name. Not the message itself: up to max_messages of them wait here at once, and
+ * holding each one's objects and bytes until its batch commits made them outlive the young generation, the
+ * drain's largest cost after NATS' own (BENCHMARKS.md, issue 49).
+ */
 interface DecodedMessage {
-  readonly message: JsMsg;
   readonly event: NewEvent;
+  readonly subject: string;
+  readonly reply: string;
 }
+
+// JetStream's acknowledgements (ADR-22), published to a message's reply subject as JsMsg.ack(), nak() and
+// term() do; published here from the reply subject alone, for the reason above.
+const ACK = Uint8Array.of(43, 65, 67, 75); // +ACK
+const TERM = Uint8Array.of(43, 84, 69, 82, 77); // +TERM
+const NAK_RETRY = new TextEncoder().encode(`-NAK ${JSON.stringify({ delay: RETRY_DELAY_MS * 1_000_000 })}`);
 
 /**
  * Consumes `audit.ingest.<tenant_id>`: one event per message, micro-batched into single-statement writes.
@@ -49,7 +63,7 @@ interface DecodedMessage {
 export class JetStreamIngest {
   private readonly options: JetStreamIngestOptions;
   private messages: ConsumerMessages | undefined;
-  private readonly batcher: MicroBatcher<JsMsg>;
+  private readonly batcher: MicroBatcher<DecodedMessage>;
   private running: Promise<void> | undefined;
 
   constructor(options: JetStreamIngestOptions) {
@@ -60,7 +74,7 @@ export class JetStreamIngest {
       size: options.batchSize ?? 1000,
       lingerMs: options.lingerMs ?? 10,
       concurrency: CONCURRENT_WRITES,
-      write: (batch) => this.writeBatch(batch),
+      write: (batch) => this.store(batch),
       // store() settles every message itself; this is for a bug in the settling.
       onError: (error, batch) => this.options.log.error({ err: error, messages: batch.length }, 'ingest batch failed unexpectedly'),
     });
@@ -83,21 +97,24 @@ export class JetStreamIngest {
     await this.batcher.drain();
   }
 
-  /** While every write slot is busy and a full batch waits, the next message is not taken. */
+  /**
+   * Decodes each message as it arrives (one that can never be stored is terminated at once) and batches
+   * its event. While every write slot is busy and a full batch waits, the next message is not taken.
+   */
   private async consumeLoop(messages: ConsumerMessages): Promise<void> {
     for await (const message of messages) {
-      this.batcher.add(message);
+      let event: NewEvent | undefined;
+      try {
+        event = this.decode(message);
+      } catch (error) {
+        // A bug in the decoding, not in the message: left unacknowledged, it comes back after the ack wait.
+        this.options.log.error({ err: error, subject: message.subject }, 'ingest message could not be decoded');
+        continue;
+      }
+      if (event === undefined) continue;
+      this.batcher.add({ event, subject: message.subject, reply: replyOf(message) });
       await this.batcher.room();
     }
-  }
-
-  private async writeBatch(batch: JsMsg[]): Promise<void> {
-    const valid: DecodedMessage[] = [];
-    for (const message of batch) {
-      const event = this.decode(message);
-      if (event) valid.push({ message, event });
-    }
-    await this.store(valid);
   }
 
   /**
@@ -115,11 +132,11 @@ export class JetStreamIngest {
         items.map((item) => item.event),
         'jetstream',
       );
-      for (const { message } of items) message.ack();
+      for (const { reply } of items) this.settle(reply, ACK);
     } catch (thrown) {
       const error = coerceError(thrown);
       if (isRefusedData(error)) {
-        if (items.length === 1) return this.reject(items[0]!.message, 'refused by the event store', { sqlstate: sqlState(error) });
+        if (items.length === 1) return this.reject(items[0]!, 'refused by the event store', { sqlstate: sqlState(error) });
         const half = Math.ceil(items.length / 2);
         await this.store(items.slice(0, half));
         await this.store(items.slice(half));
@@ -134,7 +151,7 @@ export class JetStreamIngest {
         this.options.log.error({ err: error, messages: items.length }, 'ingest batch failed; messages will be redelivered');
       }
       this.options.metrics.errors.inc({ kind: 'ingest_write_failed' });
-      for (const { message } of items) message.nak(RETRY_DELAY_MS);
+      for (const { reply } of items) this.settle(reply, NAK_RETRY);
     }
   }
 
@@ -142,20 +159,25 @@ export class JetStreamIngest {
    * Terminates a message that can never be stored, counted and logged by where it is and why, never by
    * its content (it may hold PHI; so may a Postgres error message, which is why only the SQLSTATE is kept).
    */
-  private reject(message: JsMsg, reason: string, details?: unknown): undefined {
+  private reject(message: { readonly subject: string; readonly reply: string }, reason: string, details?: unknown): undefined {
     this.options.log.warn(
-      { subject: message.subject, stream_seq: message.info.streamSequence, reason, details },
+      { subject: message.subject, stream_seq: streamSequenceOf(message.reply), reason, details },
       'ingest message rejected',
     );
     this.options.metrics.errors.inc({ kind: 'ingest_rejected' });
-    // Plain term(): the NATS server here ignores term(reason).
-    message.term();
+    // Plain +TERM: the NATS server here ignores a reason.
+    this.settle(message.reply, TERM);
     return undefined;
+  }
+
+  private settle(reply: string, acknowledgement: Uint8Array): void {
+    this.options.bus.nc.publish(reply, acknowledgement);
   }
 
   /** The event in a message, or undefined after terminating a message that can never be stored. */
   private decode(message: JsMsg): NewEvent | undefined {
-    const reject = (reason: string, details?: unknown) => this.reject(message, reason, details);
+    const reject = (reason: string, details?: unknown) =>
+      this.reject({ subject: message.subject, reply: replyOf(message) }, reason, details);
     const tenantId = this.options.names.tenantOfIngestSubject(message.subject);
     if (!tenantId) return reject('subject is not audit.ingest.<tenant_id>');
     let body: unknown;
@@ -182,6 +204,25 @@ export class JetStreamIngest {
       throw error;
     }
   }
+}
+
+/**
+ * A message's reply subject, where its acknowledgement goes. JsMsg does not declare it; its implementation
+ * keeps the core message, which does (test/ingestion/jetstream-ingest.test.ts fails should that change).
+ */
+function replyOf(message: JsMsg): string {
+  return (message as JsMsg & { readonly msg: Msg }).msg.reply!;
+}
+
+/**
+ * The stream sequence in a JetStream reply subject, read as JsMsg.info reads it (ADR-15):
+ * `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>…` from older servers, with `<domain>.<account hash>.`
+ * after `ACK.` from newer ones.
+ */
+function streamSequenceOf(reply: string): number | undefined {
+  const tokens = reply.split('.');
+  const sequence = Number(tokens[tokens.length === 9 ? 5 : 7]);
+  return Number.isSafeInteger(sequence) ? sequence : undefined;
 }
 
 /** A stable UUID (version 8, RFC 9562 custom) for a stream message, so its redeliveries share one id. */

@@ -48,6 +48,8 @@ const FULL_TILE_CACHE_BYTES = 64 * 1024 * 1024;
 const FULL_TILE_BYTES = C2SP_TILE_WIDTH * HASH_BYTES;
 /** Full tiles read together on a miss, a block of them: 16 tiles are 256 stored rows, 128 KiB (64 measured no better). */
 const READ_AHEAD_TILES = 16;
+/** A line of a consistency proof in a tlog-witness request: one hash, standard base64 with padding. */
+const PROOF_LINE = /^[A-Za-z0-9+/]{43}=$/;
 /** Cosignatures a note may carry per post; signed-note asks verifiers to take at least 16 signatures. */
 const MAX_COSIGNATURES = 16;
 
@@ -214,6 +216,10 @@ export class TransparencyLog {
     const preamble = body.slice(0, split).split('\n');
     const old = /^old (0|[1-9][0-9]{0,15})$/.exec(preamble[0] ?? '');
     if (!old || preamble.length > 64) throw invalid('the first line is "old <size>", then at most 63 proof lines');
+    // The proof is for a witness checking consistency; the log knows its own tree and needs none, but a body
+    // that is not of the shape is refused rather than kept quiet about.
+    const badProofLine = preamble.slice(1).findIndex((line) => !PROOF_LINE.test(line));
+    if (badProofLine >= 0) throw invalid(`proof line ${badProofLine + 1} is not a base64 SHA-256 hash`);
     let checkpoint: ReturnType<typeof parseCheckpoint>;
     let note: ReturnType<typeof parseSignedNote>;
     try {

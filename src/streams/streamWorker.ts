@@ -1,23 +1,20 @@
-// One file past 300 lines on purpose: a stream's pass (read ahead, send, settle the position in flight) is one
-// sequence whose ordering guarantees (at most one batch past the durable position) are easier to check in one
-// place than across modules; its parts that stand alone (batches, chunks ahead, the lease store) are apart.
+// A stream's pass (read ahead, send, settle the position in flight) is one sequence whose ordering guarantees (at
+// most one batch past the durable position) are easier to check in one place than across modules; its parts that
+// stand alone (batches, chunks ahead, reading a chunk, the lease store, the lag gauges) are apart.
 import type { Database } from '../db/database.ts';
-import { copyLeafDocuments } from '../events/leafChunks.ts';
-import { firstLeafSince, latestTreeHead, treeSizes } from '../integrity/treeStore.ts';
+import { firstLeafSince, treeSizes } from '../integrity/treeStore.ts';
 import { PollLoop, type NextPass } from '../platform/pollLoop.ts';
 import type { ChunkPreparer } from './chunkPreparer.ts';
 import { type Chunk, ChunksAhead } from './chunksAhead.ts';
 import type { Destination } from './destinations/destination.ts';
 import { itemEncoderOf } from './destinations/itemEncoders.ts';
-import { DEFAULT_OCSF_VERSION } from './ocsf.ts';
-import { treeHeadRecord } from './records.ts';
-import { lagPast, streamLag } from './streamLag.ts';
+import { type ChunkSource, readStreamChunk } from './streamChunkReader.ts';
+import { publishStreamLag, removeStreamSeries, type Trails } from './streamLagGauges.ts';
 import { advancePosition, recordFailure, startPosition } from './streamLeaseStore.ts';
 import { afterDelivered, afterError, afterFailure, afterPass, type FailedSend, type RetryState } from './streamRetries.ts';
 import { streamRecovered, streamTurnedFailing, type StreamReporting } from './streamStateNotices.ts';
 import type { DestinationInput } from './streamRules.ts';
 import { streamPositions, type LogStream } from './streamStore.ts';
-import { systemClock } from '../platform/clock.ts';
 import { streamMetrics } from './streamMetrics.ts';
 
 /** Leaves read at once from one tenant's trail: batches are cut from them. */
@@ -49,12 +46,6 @@ export interface StreamWorkerOptions extends StreamReporting {
   readonly failingRetryMs: number;
 }
 
-/** Each tenant's tree size as a pass read it, and the stream's next leaf in it when the pass ended. */
-interface Trails {
-  readonly sizes: ReadonlyMap<string, number>;
-  readonly positions: ReadonlyMap<string, number>;
-}
-
 /** What one pass over a stream's tenants came to. */
 type PassOutcome =
   | { readonly kind: 'idle' | 'progress'; readonly trails: Trails }
@@ -75,8 +66,8 @@ type PassOutcome =
 export class StreamWorker {
   readonly stream: LogStream;
   private readonly destination: Destination;
-  /** The destination as created, secrets included: what the preparer encodes the records for. */
-  private readonly destinationInput: DestinationInput;
+  /** What the chunks are read and put together for: the stream, the destination as created, the preparer. */
+  private readonly chunkSource: ChunkSource;
   private readonly options: StreamWorkerOptions;
   private readonly loop: PollLoop;
   /** Failures in a row, failing or not, and the batch limits (streamRetries.ts). */
@@ -95,7 +86,7 @@ export class StreamWorker {
   constructor(stream: LogStream, destination: Destination, destinationInput: DestinationInput, options: StreamWorkerOptions) {
     this.stream = stream;
     this.destination = destination;
-    this.destinationInput = destinationInput;
+    this.chunkSource = { stream, destinationInput, preparer: options.preparer };
     this.options = options;
     this.retry = {
       retries: 0,
@@ -123,14 +114,8 @@ export class StreamWorker {
     this.stopping.abort();
     await this.loop.stop();
     await this.destination.close().catch(() => undefined);
-    // Every series of the stream goes with the worker: the process that holds the stream next (or the same one,
-    // after a change) reports it afresh, and a deleted or paused stream has none (counters restart from 0,
-    // which rate() and increase() take as a reset).
-    const metrics = this.series;
-    const stream = this.stream.id;
-    for (const series of metrics ? [metrics.failing, metrics.lagEvents, metrics.lagSeconds, metrics.eventsDelivered] : [])
-      series.remove({ stream });
-    for (const outcome of ['retry', 'too_large', 'refused']) metrics?.batchesFailed.remove({ stream, outcome });
+    // Every series of the stream goes with the worker.
+    if (this.options.metrics) removeStreamSeries(this.options.metrics, this.stream.id);
   }
 
   /** The stream's series, when the worker reports any. */
@@ -151,35 +136,14 @@ export class StreamWorker {
     }
     // A send given up because the stream is stopping is no failure of the destination's.
     if (this.loop.stopped && outcome.kind === 'failed') return 'stop';
-    if (!this.loop.stopped) await this.publishLag(outcome.kind === 'failed' ? undefined : outcome.trails);
+    const { db, log, metrics } = this.options;
+    // After a failure too, so that the lag of a destination that is down grows (streamLagGauges.ts).
+    if (metrics && !this.loop.stopped)
+      await publishStreamLag(db, log, metrics, this.stream, outcome.kind === 'failed' ? undefined : outcome.trails);
     if (outcome.kind === 'failed') return this.handleFailure(outcome.outcome);
     const next = afterPass(this.retry, outcome.kind, this.options.pollMs);
     this.retry = next.state;
     return next.waitMs;
-  }
-
-  /**
-   * The lag gauges after every pass that did not lose the stream: a failed one too, so that while a destination
-   * is down the lag grows where alerts see it (between tries, it is as old as the last try). A pass that went
-   * through gives its own sizes and positions; after a failure they are read again (a batch of the chunk may
-   * have moved the position before it). Nothing when Postgres does not answer: the pass's own retry comes first.
-   */
-  private async publishLag(trails: Trails | undefined): Promise<void> {
-    const { db, log } = this.options;
-    const metrics = this.series;
-    if (!metrics) return;
-    try {
-      const { events, oldestWaitingAt } = trails
-        ? await lagPast(db, this.stream, trails.sizes, trails.positions)
-        : await streamLag(db, this.stream);
-      metrics.lagEvents.set({ stream: this.stream.id }, events);
-      metrics.lagSeconds.set(
-        { stream: this.stream.id },
-        oldestWaitingAt === undefined ? 0 : Math.max(0, (systemClock.now() - oldestWaitingAt.getTime()) / 1000),
-      );
-    } catch (error) {
-      log.warn({ err: error, stream_id: this.stream.id }, 'could not read the stream lag');
-    }
   }
 
   /** Carries out what follows a failed batch (streamRetries.ts); returns how long to wait before the next try. */
@@ -254,7 +218,7 @@ export class StreamWorker {
         position,
         size,
         CHUNK_LEAVES,
-        (start, end) => this.readChunk(reads, tenantId, start, end),
+        (start, end) => readStreamChunk(reads, this.chunkSource, this.retry.limits, tenantId, start, end),
         fresh,
       );
       for (let round = 0; round < CHUNKS_PER_ROUND && !this.loop.stopped; round += 1) {
@@ -272,29 +236,6 @@ export class StreamWorker {
       positions.set(tenantId, position);
     }
     return { kind: progress && !this.loop.stopped ? 'progress' : 'idle', trails: { sizes, positions } };
-  }
-
-  /**
-   * A chunk of a tenant's leaves [position, end]: the records of the events the filter lets through, read in
-   * one statement beside the tenant's latest tree head. Leaves are appended with their ranges in one
-   * transaction, so a tree that had reached `end` when its size was read has them all.
-   */
-  private async readChunk(db: Database, tenantId: string, position: number, end: number): Promise<Chunk> {
-    const filter = { actionPrefixes: this.stream.filter.action_prefixes ?? [], phiInvolved: this.stream.filter.phi_involved };
-    const [rows, head] = await Promise.all([
-      copyLeafDocuments(db, tenantId, position, end - position + 1, filter),
-      this.stream.treeHeads ? latestTreeHead(db, tenantId) : undefined,
-    ]);
-    const batches = await this.options.preparer.prepare({
-      rows,
-      destination: this.destinationInput,
-      format: this.stream.format,
-      ocsfVersion: this.stream.ocsfVersion ?? DEFAULT_OCSF_VERSION,
-      span: { streamId: this.stream.id, tenantId, firstLeaf: position, lastLeaf: end },
-      limits: { ...this.retry.limits },
-      head: head && treeHeadRecord(head, position),
-    });
-    return { start: position, end, batches };
   }
 
   /** Sends a chunk's batches in order, the position moving past each one the destination accepts. */

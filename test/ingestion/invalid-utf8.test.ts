@@ -9,7 +9,6 @@ import { gzipSync } from 'node:zlib';
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { request } from 'undici';
-import { firstInvalidByte } from '../../src/platform/utf8Json.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { producerEvent } from '../support/newEvents.ts';
 import { TEST_INGEST_TOKEN, call, mintKey, startTestService, type TestService } from '../support/service.ts';
@@ -23,36 +22,6 @@ function withBytes(json: string, marker: string, bytes: number[]): Buffer {
   if (at < 0) throw new Error(`no ${marker} in ${json}`);
   return Buffer.concat([Buffer.from(json.slice(0, at)), Buffer.from(bytes), Buffer.from(json.slice(at + marker.length))]);
 }
-
-describe('firstInvalidByte (RFC 3629 well-formed UTF-8)', () => {
-  const cases: Array<[string, number[], number]> = [
-    ['ASCII', [0x61, 0x62], 2],
-    ['a 2-, 3- and 4-byte character', [0xc3, 0xa9, 0xe2, 0x82, 0xac, 0xf0, 0x9f, 0x98, 0x80], 9],
-    ['U+FFFD sent as such', [0xef, 0xbf, 0xbd], 3],
-    ['0xFF', [0x61, 0xff], 1],
-    ['a lone continuation byte', [0x80], 0],
-    ['an overlong "/" (C0 AF)', [0xc0, 0xaf], 0],
-    ['an overlong 3-byte form (E0 80 AF)', [0xe0, 0x80, 0xaf], 0],
-    ['a UTF-16 surrogate (ED A0 80)', [0x61, 0xed, 0xa0, 0x80], 1],
-    ['above U+10FFFF (F4 90 80 80)', [0xf4, 0x90, 0x80, 0x80], 0],
-    ['a truncated sequence at the end', [0x61, 0xe2, 0x82], 1],
-  ];
-  for (const [what, bytes, expected] of cases) {
-    it(`finds ${expected === bytes.length ? 'nothing wrong' : `the first bad byte at ${expected}`} in ${what}`, () => {
-      expect(firstInvalidByte(Uint8Array.from(bytes))).to.equal(expected);
-      // Agrees with the platform's own validator.
-      expect(expected === bytes.length).to.equal(isValid(bytes));
-    });
-  }
-  function isValid(bytes: number[]): boolean {
-    try {
-      new TextDecoder('utf-8', { fatal: true }).decode(Uint8Array.from(bytes));
-      return true;
-    } catch {
-      return false;
-    }
-  }
-});
 
 describe('invalid UTF-8 in ingested events is refused, naming the field, and nothing is stored', function () {
   this.timeout(60_000);

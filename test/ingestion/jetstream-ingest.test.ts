@@ -4,6 +4,7 @@ import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManage
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { producerEvent } from '../support/newEvents.ts';
+import { createLogger } from '../../src/platform/logger.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -14,6 +15,8 @@ describe('JetStream ingestion (audit.ingest.<tenant_id>)', () => {
   let js: JetStreamClient;
   let jsm: JetStreamManager;
   let streamName: string;
+  // The service's warnings, one JSON object a line: a rejection names the message by its stream sequence.
+  const logLines: Array<Record<string, unknown>> = [];
 
   const subject = (tenant: string) => `${service.busNamespace}.audit.ingest.${tenant}`;
   const publish = (tenant: string, body: unknown) => js.publish(subject(tenant), typeof body === 'string' ? body : JSON.stringify(body));
@@ -22,7 +25,8 @@ describe('JetStream ingestion (audit.ingest.<tenant_id>)', () => {
 
   before(async () => {
     db = await createTestDatabase();
-    service = await startTestService({ databaseUrl: db.url, roles: ['ingest'] });
+    const log = createLogger('warn', { write: (line: string) => logLines.push(JSON.parse(line)) });
+    service = await startTestService({ databaseUrl: db.url, roles: ['ingest'], log });
     nc = await connect({ servers: '127.0.0.1:4222' });
     js = jetstream(nc);
     jsm = await jetstreamManager(nc);
@@ -77,7 +81,7 @@ describe('JetStream ingestion (audit.ingest.<tenant_id>)', () => {
   });
 
   it('terminates messages that can never be stored, without holding up valid ones', async () => {
-    await publish('js-poison', 'not json');
+    const notJson = await publish('js-poison', 'not json');
     await publish('js-poison', producerEvent({ tenant_id: 'js-poison', action: 'BAD ACTION' }));
     await publish('js-poison', producerEvent({ tenant_id: 'someone-else' }));
     await publish('js-poison', [producerEvent({ tenant_id: 'js-poison' })]);
@@ -91,6 +95,8 @@ describe('JetStream ingestion (audit.ingest.<tenant_id>)', () => {
     expect(await rowsOf('someone-else')).to.have.length(0);
     const metrics = await (await fetch(`${service.internalUrl}/metrics`)).text();
     expect(metrics).to.match(/audit_errors_total\{kind="ingest_rejected"\} [4-9]/);
+    const rejections = logLines.filter((line) => line.msg === 'ingest message rejected' && line.subject === subject('js-poison'));
+    expect(rejections.find((line) => line.reason === 'body is not JSON')?.stream_seq).to.equal(notJson.seq);
   });
 });
 

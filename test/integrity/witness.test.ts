@@ -192,6 +192,13 @@ describe('customers as witnesses of their log', function () {
     const otherKey = (await mintKey(db.url, { tenantId: 'witness-b', scopes: ['audit:read'] })).key;
     await sealer.sealNow();
     expect((await post(good, witnessKey, otherKey)).status).to.equal(404);
+    // Proof lines are hashes: one of that shape passes (the log needs no proof of its own tree), anything else
+    // is refused, naming the line.
+    const signedNote = formatSignedNote(parsed.text, [logLine, cosignature]);
+    expect((await post(`old 1\n${Buffer.alloc(32, 7).toString('base64')}\n\n${signedNote}`)).status).to.equal(201);
+    const badProof = await post(`old 1\n${Buffer.alloc(32, 7).toString('base64')}\nnot a hash\n\n${signedNote}`);
+    expect(badProof.status).to.equal(422);
+    expect(JSON.stringify(badProof.json)).to.contain('proof line 2 is not a base64 SHA-256 hash');
     // Not an add-checkpoint body, or not text.
     expect((await post('hello')).status).to.equal(422);
     const json = await call(`${prefix()}/cosignatures?witness_key=${encodeURIComponent(witnessKey)}`, { key, body: { a: 1 } });

@@ -203,6 +203,6 @@ describe('customer portal: the pictures in docs/portal.md', function () {
         .evaluate((row) => getComputedStyle(row).display),
     ).to.equal('block');
     expect(await page.evaluate(() => document.documentElement.scrollWidth <= innerWidth)).to.equal(true);
-    await picture('trail-phone-dark.png', [page.locator('details.fold > summary'), page.getByTestId('result-count')]);
+    await picture('trail-phone-dark.png', [page.locator('ul.chips'), page.getByTestId('result-count'), rows().first()]);
   });
 });

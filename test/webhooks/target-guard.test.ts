@@ -5,62 +5,8 @@ import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
-import { blockedAddressReason } from '../../src/webhooks/targetGuard.ts';
+import { CARRYING_PUBLIC_IPV4, CARRYING_REFUSED_IPV4 } from '../support/ssrfAddresses.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
-
-/**
- * IPv6 forms that carry an IPv4 address, each with the IPv4 address it carries. The client address of a
- * Teredo address is stored inverted: 80ff:fffe is 127.0.0.1, a247:28f1 is 93.184.215.14.
- */
-const CARRYING_REFUSED_IPV4: Array<[string, string]> = [
-  ['::7f00:1', 'IPv4-compatible 127.0.0.1'],
-  ['::a9fe:a9fe', 'IPv4-compatible 169.254.169.254'],
-  ['::a00:5', 'IPv4-compatible 10.0.0.5'],
-  ['::ffff:a9fe:a9fe', 'IPv4-mapped 169.254.169.254'],
-  ['::ffff:0:7f00:1', 'SIIT-translated 127.0.0.1'],
-  ['64:ff9b::7f00:1', 'NAT64 127.0.0.1'],
-  ['64:ff9b::a9fe:a9fe', 'NAT64 169.254.169.254'],
-  ['2002:7f00:1::', '6to4 of 127.0.0.1'],
-  ['2002:a9fe:a9fe::1', '6to4 of 169.254.169.254'],
-  ['2002:c0a8:101:1::1', '6to4 of 192.168.1.1'],
-  ['2001:0:4136:e378:8000:63bf:80ff:fffe', 'Teredo client 127.0.0.1'],
-  ['2001:0:a9fe:a9fe:8000:63bf:a247:28f1', 'Teredo server 169.254.169.254'],
-];
-
-const CARRYING_PUBLIC_IPV4: Array<[string, string]> = [
-  ['::ffff:5db8:d70e', 'IPv4-mapped 93.184.215.14'],
-  ['64:ff9b::5db8:d70e', 'NAT64 93.184.215.14 (what DNS64 answers in an IPv6-only cluster)'],
-  ['2002:5db8:d70e::1', '6to4 of 93.184.215.14'],
-  ['2001:0:4136:e378:8000:63bf:a247:28f1', 'Teredo with public server and client'],
-];
-
-describe('webhook SSRF guard: addresses', () => {
-  for (const [address, what] of CARRYING_REFUSED_IPV4) {
-    it(`refuses ${address} (${what})`, () => {
-      expect(blockedAddressReason(address)).to.be.a('string');
-    });
-  }
-
-  it('refuses the local-use NAT64 prefix, whose IPv4 position only the site knows', () => {
-    expect(blockedAddressReason('64:ff9b:1::a9fe:a9fe')).to.match(/local-use NAT64/);
-    expect(blockedAddressReason('64:ff9b:1:5db8:d70e::')).to.match(/local-use NAT64/);
-  });
-
-  it('names the IPv4 address it judged', () => {
-    expect(blockedAddressReason('::7f00:1')).to.equal('resolves to ::7f00:1, which carries 127.0.0.1, a loopback address');
-  });
-
-  it('still calls ::1 and :: what they are', () => {
-    expect(blockedAddressReason('::1')).to.match(/loopback address \(::1\)/);
-    expect(blockedAddressReason('::')).to.match(/unspecified address/);
-  });
-
-  for (const [address, what] of CARRYING_PUBLIC_IPV4) {
-    it(`accepts ${address} (${what})`, () => {
-      expect(blockedAddressReason(address)).to.equal(undefined);
-    });
-  }
-});
 
 describe('webhook SSRF guard: registration (private targets not allowed)', function () {
   this.timeout(30_000);

@@ -8,6 +8,8 @@
  *     a second pass, warm, is reported beside it. Entry bundles are kept in Postgres once built (migration
  *     031; `integrity publish` builds them all first), so the rounds read kept bundles; a last pass reads them
  *     after the kept ones were removed (as after a redaction or an expiry), as the first monitor ever does.
+ *     Beside the rates, the CPU each side spent per request (the static server; the api process and its
+ *     Postgres backends), which a shared machine's load distorts far less.
  *   - proof of inclusion from tiles by the Go checksum database client (test/support/go/tlogclient.go):
  *     the tile requests it makes per level for random leaves. Goal: at most 2 per level.
  * The dataset (database audit_bench_tiles) is generated in Postgres and sealed once; it is kept between runs.
@@ -15,7 +17,7 @@
  *   node bench/tiles.ts
  */
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -92,10 +94,30 @@ async function ensureDataset(): Promise<void> {
   }
 }
 
-/** Fetches every path with IN_FLIGHT requests at a time; returns requests per second and bytes. */
-async function readAll(base: string, paths: readonly string[], headers: Record<string, string>): Promise<{ rate: number; bytes: number }> {
+/** CPU seconds (user and system) a process has used so far, from /proc (Linux, 100 ticks a second); 0 once gone. */
+function cpuSeconds(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Fetches every path with IN_FLIGHT requests at a time; returns requests per second, bytes, and the CPU the
+ * serving processes (`serving()`, asked before and after: the api's Postgres backends may open meanwhile) spent
+ * per request, in µs. CPU says more than rates on a shared machine, where every process competes for the cores.
+ */
+async function readAll(
+  base: string,
+  paths: readonly string[],
+  headers: Record<string, string>,
+  serving: () => Promise<number[]>,
+): Promise<{ rate: number; bytes: number; cpu: number }> {
   let next = 0;
   let bytes = 0;
+  const cpuBefore = new Map((await serving()).map((pid) => [pid, cpuSeconds(pid)]));
   const started = performance.now();
   await Promise.all(
     Array.from({ length: IN_FLIGHT }, async () => {
@@ -109,7 +131,9 @@ async function readAll(base: string, paths: readonly string[], headers: Record<s
       }
     }),
   );
-  return { rate: paths.length / ((performance.now() - started) / 1000), bytes };
+  const rate = paths.length / ((performance.now() - started) / 1000);
+  const cpu = (await serving()).reduce((sum, pid) => sum + cpuSeconds(pid) - (cpuBefore.get(pid) ?? 0), 0);
+  return { rate, bytes, cpu: (cpu / paths.length) * 1e6 };
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
@@ -131,18 +155,29 @@ const staticServer = startNode([...imageNodeFlags(), 'bench/baseline/staticFileS
 const staticBase = `http://127.0.0.1:${staticPort}`;
 await waitForHttp(`${staticBase}/checkpoint`);
 const auth = { authorization: `Bearer ${key}` };
+// The api's own Postgres backends (the bench's connections are named `bench …`), for the CPU they spend serving.
+const monitor = new pg.Client({ connectionString: DATABASE_URL, application_name: 'bench monitor' });
+await monitor.connect();
+const backends = async () =>
+  (
+    await monitor.query<{ pid: number }>(
+      "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name NOT LIKE 'bench%'",
+    )
+  ).rows.map((row) => row.pid);
+const staticServing = async () => [staticServer.pid!];
 
 const results: Array<Record<string, number>> = [];
 try {
   for (let round = 0; round <= ROUNDS; round += 1) {
     const api = await startApiProcess(DATABASE_URL);
     const apiBase = `${api.baseUrl}/api/v2/public/audit/integrity`;
+    const apiServing = async () => [api.child.pid!, ...(await backends())];
     try {
-      const staticHashes = await readAll(staticBase, hashPaths, {});
-      const apiHashes = await readAll(apiBase, hashPaths, auth);
-      const apiHashesWarm = await readAll(apiBase, hashPaths, auth);
-      const staticBundles = await readAll(staticBase, bundlePaths, {});
-      const apiBundles = await readAll(apiBase, bundlePaths, auth);
+      const staticHashes = await readAll(staticBase, hashPaths, {}, staticServing);
+      const apiHashes = await readAll(apiBase, hashPaths, auth, apiServing);
+      const apiHashesWarm = await readAll(apiBase, hashPaths, auth, apiServing);
+      const staticBundles = await readAll(staticBase, bundlePaths, {}, staticServing);
+      const apiBundles = await readAll(apiBase, bundlePaths, auth, apiServing);
       if (apiHashes.bytes !== staticHashes.bytes || apiBundles.bytes !== staticBundles.bytes)
         throw new Error('the API and the copy served different bytes');
       const figures = {
@@ -151,6 +186,10 @@ try {
         apiHashesWarm: apiHashesWarm.rate,
         staticBundles: staticBundles.rate,
         apiBundles: apiBundles.rate,
+        cpuStaticHashes: staticHashes.cpu,
+        cpuApiHashes: apiHashes.cpu,
+        cpuStaticBundles: staticBundles.cpu,
+        cpuApiBundles: apiBundles.cpu,
       };
       log(
         `${round === 0 ? 'warm-up' : `round ${round}`}: ${JSON.stringify(Object.fromEntries(Object.entries(figures).map(([name, rate]) => [name, Math.round(rate)])))}`,
@@ -163,15 +202,18 @@ try {
 
   // Entry bundles none of which is kept (as after a redaction or an expiry of the tenant): built, then kept.
   const unkept = await startApiProcess(DATABASE_URL);
-  let rebuilt: { rate: number; bytes: number };
-  let staticAgain: { rate: number; bytes: number };
+  let rebuilt: { rate: number; bytes: number; cpu: number };
+  let staticAgain: { rate: number; bytes: number; cpu: number };
   try {
     const admin = new pg.Client({ connectionString: DATABASE_URL });
     await admin.connect();
     await admin.query('DELETE FROM merkle_entry_bundles WHERE tenant_id = $1', [TENANT]);
     await admin.end();
-    staticAgain = await readAll(staticBase, bundlePaths, {});
-    rebuilt = await readAll(`${unkept.baseUrl}/api/v2/public/audit/integrity`, bundlePaths, auth);
+    staticAgain = await readAll(staticBase, bundlePaths, {}, staticServing);
+    rebuilt = await readAll(`${unkept.baseUrl}/api/v2/public/audit/integrity`, bundlePaths, auth, async () => [
+      unkept.child.pid!,
+      ...(await backends()),
+    ]);
     if (rebuilt.bytes !== staticAgain.bytes) throw new Error('the API and the copy served different bytes');
     log(
       `bundles none of which is kept: ${JSON.stringify({ staticBundles: Math.round(staticAgain.rate), apiBundles: Math.round(rebuilt.rate) })}`,
@@ -215,10 +257,12 @@ try {
       `hash tiles, second read (warm): ${fixed(median(warm))} (${warm.map(fixed).join(' ')}); ${Math.round(median(results.map((r) => r.apiHashesWarm!)))} tiles/s`,
       `entry bundles (kept) vs the bare static server: ${fixed(median(bundles))} (${bundles.map(fixed).join(' ')}); ${Math.round(median(results.map((r) => r.apiBundles!)))} vs ${Math.round(median(results.map((r) => r.staticBundles!)))} bundles/s`,
       `entry bundles none of which is kept (built, then kept; once): ${fixed(rebuilt.rate / staticAgain.rate)}; ${Math.round(rebuilt.rate)} vs ${Math.round(staticAgain.rate)} bundles/s`,
+      `CPU per request (static server; api process + its Postgres backends), median: hash tiles, first read ${Math.round(median(results.map((r) => r.cpuStaticHashes!)))} vs ${Math.round(median(results.map((r) => r.cpuApiHashes!)))} µs (static ÷ api ${fixed(median(ratio('cpuStaticHashes', 'cpuApiHashes')))}); kept bundles ${Math.round(median(results.map((r) => r.cpuStaticBundles!)))} vs ${Math.round(median(results.map((r) => r.cpuApiBundles!)))} µs (${fixed(median(ratio('cpuStaticBundles', 'cpuApiBundles')))}); bundles none kept ${Math.round(staticAgain.cpu)} vs ${Math.round(rebuilt.cpu)} µs`,
       `proof of inclusion (Go tlog client, 20 random leaves): most tile requests per level ${JSON.stringify(perLevel)}`,
     ].join('\n'),
   );
 } finally {
+  await monitor.end();
   await stopProcess(staticServer);
   rmSync(copy, { recursive: true, force: true });
 }

@@ -10,7 +10,7 @@
 //
 // Usage: node scripts/service-free-tests.ts [--list]   (--list names each file, service-free ones first)
 import { globSync, readFileSync } from 'node:fs';
-import { dirname, join, normalize, relative } from 'node:path';
+import { dirname, join, normalize } from 'node:path';
 
 const ROOT = join(import.meta.dirname, '..');
 
@@ -64,8 +64,7 @@ const files = globSync('test/**/*.test.ts', { cwd: ROOT }).sort();
 const free = files.filter((file) => !needsServices(join(ROOT, file)));
 if (process.argv.includes('--list')) {
   for (const file of free) process.stdout.write(`service-free  ${file}\n`);
-  for (const file of files.filter((file) => !free.includes(file)))
-    process.stdout.write(`services      ${relative('.', join(ROOT, file))}\n`);
+  for (const file of files.filter((file) => !free.includes(file))) process.stdout.write(`services      ${file}\n`);
 }
 const share = Math.round((1000 * free.length) / files.length) / 10;
 process.stdout.write(`${free.length} of ${files.length} test files run without services (${share} %)\n`);

@@ -101,7 +101,11 @@ export interface RetentionPeriod {
 }
 
 export const RETENTION_PERIOD_PATTERN = /^([1-9][0-9]{0,4})(d|mo|y)$/;
-/** 100 years: past it, "forever" (no policy) says what is meant. */
+/**
+ * 100 years: past it, "forever" (no policy) says what is meant. Each unit is bounded in its own terms: counting
+ * a month as 31 days against the day bound refused 99y and 100y, which the message allows.
+ */
+const RETENTION_MAX_MONTHS = 1_200;
 const RETENTION_MAX_DAYS = 36_600;
 
 /** "30d", "18mo", "6y" → a period; undefined when malformed, zero or beyond 100 years. */
@@ -111,7 +115,7 @@ export function parseRetentionPeriod(text: string): RetentionPeriod | undefined 
   const count = Number(match[1]);
   const unit = match[2]!;
   const period = { text, months: unit === 'y' ? count * 12 : unit === 'mo' ? count : 0, days: unit === 'd' ? count : 0 };
-  return period.months * 31 + period.days > RETENTION_MAX_DAYS + 31 ? undefined : period;
+  return period.months > RETENTION_MAX_MONTHS || period.days > RETENTION_MAX_DAYS ? undefined : period;
 }
 
 const RETENTION_PERIOD_MESSAGE = 'must be a period such as 30d, 18mo or 6y (days, months, years; at most 100 years)';

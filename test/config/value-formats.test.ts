@@ -47,8 +47,12 @@ describe('retention periods', () => {
   });
 
   it('refuses a bare m (minutes everywhere else), zero, leading zeros, and more than 100 years', () => {
-    for (const wrong of ['6m', '0d', '06y', '101y', '1300mo', '36700d', '1w', ''])
+    for (const wrong of ['6m', '0d', '06y', '101y', '1201mo', '36601d', '1w', ''])
       expect(parseRetentionPeriod(wrong), wrong).to.equal(undefined);
+    // 100 years is allowed in each unit, as the message says.
+    expect(parseRetentionPeriod('100y')?.months).to.equal(1_200);
+    expect(parseRetentionPeriod('99y')?.months).to.equal(1_188);
+    expect(parseRetentionPeriod('1200mo')?.months).to.equal(1_200);
     expect(parseRetentionPeriod('36600d')?.days).to.equal(36_600);
   });
 

@@ -17,6 +17,7 @@ import { seedEvents } from '../support/events.ts';
 import { newEvent } from '../support/newEvents.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { testLogger } from '../support/service.ts';
+import { decodeBundle } from '../support/entryBundles.ts';
 
 const DAY = 86_400_000;
 const OPERATOR = { userId: 'test-operator', userRole: 'operator' };
@@ -167,13 +168,3 @@ describe('entry bundles kept in the database', function () {
     expect(before.filter((entry) => old.has(entryEventId(entry)))).to.have.length(3);
   });
 });
-
-function decodeBundle(bundle: Buffer): Buffer[] {
-  const entries: Buffer[] = [];
-  for (let at = 0; at < bundle.length; ) {
-    const length = bundle.readUInt16BE(at);
-    entries.push(bundle.subarray(at + 2, at + 2 + length));
-    at += 2 + length;
-  }
-  return entries;
-}

@@ -18,6 +18,7 @@ import { runGoTlogClient } from '../support/go-tlog-client.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { freePort } from '../support/ports.ts';
 import { call, mintKey, startTestService, testLogger, type TestService } from '../support/service.ts';
+import { decodeBundle } from '../support/entryBundles.ts';
 
 const T0 = Date.parse('2026-11-30T10:00:00.000Z');
 const TENANT = 'static-a';
@@ -188,13 +189,3 @@ describe('a static copy of a tenant log (integrity publish)', function () {
     expect((await publish('--directory', 'x', '--bucket', BUCKET)).status).to.equal(2);
   });
 });
-
-function decodeBundle(bundle: Buffer): Buffer[] {
-  const entries: Buffer[] = [];
-  for (let at = 0; at < bundle.length; ) {
-    const length = bundle.readUInt16BE(at);
-    entries.push(bundle.subarray(at + 2, at + 2 + length));
-    at += 2 + length;
-  }
-  return entries;
-}

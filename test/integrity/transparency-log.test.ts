@@ -18,6 +18,7 @@ import { seedEvents } from '../support/events.ts';
 import { runGoTlogClient } from '../support/go-tlog-client.ts';
 import { sealKeyPair, startTestSealer, type TestSealer } from '../support/integrity.ts';
 import { call, mintKey, startTestService, testLogger, type TestService } from '../support/service.ts';
+import { decodeBundle } from '../support/entryBundles.ts';
 
 const T0 = Date.parse('2026-11-28T10:00:00.000Z');
 const TENANT = 'tlog-a';
@@ -216,16 +217,6 @@ describe('the trail as a C2SP transparency log, verified by the Go checksum data
     }
   });
 });
-
-function decodeBundle(bundle: Buffer): Buffer[] {
-  const entries: Buffer[] = [];
-  for (let at = 0; at < bundle.length; ) {
-    const length = bundle.readUInt16BE(at);
-    entries.push(bundle.subarray(at + 2, at + 2 + length));
-    at += 2 + length;
-  }
-  return entries;
-}
 
 /** A real HTTP proxy on loopback in front of the API that may rewrite response bodies. */
 async function tamperingProxy(

@@ -2,7 +2,6 @@ import { expect } from 'chai';
 import { formatTimestamp } from '../../src/events/eventFields.ts';
 import { renderEventDocument } from '../../src/events/eventDocument.ts';
 import { documentLeaf } from '../../src/integrity/documentLeaf.ts';
-import { redactedLeafVerdict } from '../../src/integrity/redactedLeaf.ts';
 import { REDACTION_MARKER, parseRedactableFields, parseReference, redactDocument } from '../../src/lifecycle/redaction.ts';
 import { ValidationError } from '../../src/platform/errors.ts';
 import { newEvent } from '../support/newEvents.ts';
@@ -13,11 +12,6 @@ const event = newEvent({
 });
 const served = renderEventDocument(event, formatTimestamp(event.occurredAtMs));
 const leafHash = documentLeaf(served).toString('hex');
-/** What the integrity check found wrong with a document served as redacted; undefined when nothing. */
-const problemOf = (...args: Parameters<typeof redactedLeafVerdict>) => {
-  const verdict = redactedLeafVerdict(...args);
-  return verdict.redacted ? verdict.problem : 'not redacted';
-};
 const request = (fields: string[], reference = 'GDPR-1') => ({ fields, reference, redactedAt: '2026-12-05T06:00:00.000Z', leafHash });
 
 /** The problems of a refused redaction, as their messages. */
@@ -73,15 +67,5 @@ describe('redacting an event’s free text', () => {
       'details.patient_name is already redacted',
     ]);
     expect(refusal(() => redactDocument(served, request(['details.visit.bed'])))).to.deep.equal(['the event has no details.visit.bed']);
-  });
-
-  it('lets the integrity check accept a recorded redaction of the leaf, and nothing else that claims one', () => {
-    const redacted = redactDocument(served, request(['justification']));
-    expect(redactedLeafVerdict(served, leafHash, false)).to.deep.equal({ redacted: false });
-    expect(problemOf(redacted, leafHash, true)).to.equal(undefined);
-    expect(problemOf(redacted, 'e'.repeat(64), true)).to.equal('it is served as redacted with a leaf hash that is not its leaf');
-    expect(problemOf(redacted, leafHash, false)).to.equal('it is served as redacted, but no redaction record produced this form');
-    const unmarked = redacted.replace(`"justification":"${REDACTION_MARKER}"`, '"justification":"chart review"');
-    expect(problemOf(unmarked, leafHash, true)).to.include('does not hold the marker');
   });
 });

@@ -137,7 +137,9 @@ describe('connection pools within their share of max_connections', function () {
     }
     const before = lines.length;
     const filledAt: Date = (await admin.query('SELECT clock_timestamp() AS at')).rows[0].at;
+    const hammerStarted = performance.now();
     const statuses = await hammer(400, 20);
+    const hammerMs = performance.now() - hammerStarted;
     expect(statuses.get(503), JSON.stringify(Object.fromEntries(statuses))).to.equal(400);
     // Every connection the service opened once the ordinary slots were full would have sat in a reserved
     // one: none stays (one the guard turns away lives a round trip).
@@ -149,7 +151,10 @@ describe('connection pools within their share of max_connections', function () {
     );
     expect(reserved.rows, 'service connections in reserved slots').to.deep.equal([]);
     const warnings = lines.slice(before).filter((line) => line.includes('"level":"warn"') || line.includes('"level":40'));
-    expect(warnings.length, warnings.slice(0, 3).join('\n')).to.be.at.most(3);
+    // One line per kind of refusal (the slot guard's 53300, a connect timeout on a loaded machine) and 10 s,
+    // whatever the number of requests: 400 refusals, a handful of lines.
+    const bound = 2 * (1 + Math.ceil(hammerMs / 10_000));
+    expect(warnings.length, warnings.slice(0, 3).join('\n')).to.be.at.most(bound);
     // Room again: the service serves at once.
     for (const hog of hogs.splice(0)) await hog.end();
     expect((await hammer(10, 2)).get(200)).to.equal(10);

@@ -4,6 +4,7 @@ import { actsOnRequest, decideWebhookEndpoint } from '../../src/controller/webho
 import type { WebhookEndpointSpec } from '../../src/controller/webhookEndpointResource.ts';
 import { secretData, type WebhookEndpointObject } from '../../src/controller/webhookEndpointState.ts';
 import type { WebhookEndpoint } from '../../src/webhooks/webhookEndpoint.ts';
+import { webhookEndpoint } from '../support/webhookEndpoints.ts';
 
 const ROTATE = 'audittrail.dev/rotate';
 const RECREATE = 'audittrail.dev/recreate';
@@ -12,32 +13,12 @@ const ENABLE = 'audittrail.dev/enable';
 const SPEC: WebhookEndpointSpec = { tenantId: 'acme', url: 'https://hooks.example/in', secretName: 'acme-hook' };
 
 function endpoint(overrides: Partial<WebhookEndpoint> = {}): WebhookEndpoint {
-  return {
+  return webhookEndpoint({
     id: 'e1',
-    tenantId: 'acme',
     url: 'https://hooks.example/in',
-    eventFilter: [],
-    description: '',
-    active: true,
-    disabledReason: null,
-    consecutiveFailures: 0,
-    lastDeliveryAt: null,
     managedBy: 'kubernetes:ns/acme-hook/uid',
-    createdAt: new Date(0),
-    disabledAt: null,
-    previousSecretExpiresAt: null,
-    kind: 'webhook',
-    publicKey: null,
-    previousPublicKey: null,
-    payloadFilter: null,
-    headerNames: [],
-    timeoutS: null,
-    retryScheduleS: null,
-    rateLimitPerS: null,
-    ordered: false,
-    signatureSchemes: ['hmac'],
     ...overrides,
-  } as WebhookEndpoint;
+  });
 }
 
 function resource(annotations: Record<string, string> = {}, status: WebhookEndpointObject['status'] = { id: 'e1' }): WebhookEndpointObject {

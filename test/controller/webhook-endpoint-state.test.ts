@@ -12,34 +12,11 @@ import {
   settledSecret,
 } from '../../src/controller/webhookEndpointState.ts';
 import type { WebhookEndpoint } from '../../src/webhooks/webhookEndpoint.ts';
+import { webhookEndpoint } from '../support/webhookEndpoints.ts';
 
 const ID = `wh_${'a'.repeat(32)}`;
-const endpoint = (changes: Partial<WebhookEndpoint> = {}): WebhookEndpoint => ({
-  id: ID,
-  tenantId: 'acme',
-  url: 'https://hooks.example.com/audit',
-  eventFilter: ['phi.'],
-  description: '',
-  active: true,
-  disabledReason: null,
-  consecutiveFailures: 0,
-  lastDeliveryAt: null,
-  managedBy: 'kubernetes:acme/siem/uid-1',
-  createdAt: new Date(0),
-  disabledAt: null,
-  previousSecretExpiresAt: null,
-  kind: 'events',
-  publicKey: null,
-  previousPublicKey: null,
-  payloadFilter: null,
-  headerNames: [],
-  timeoutS: null,
-  retryScheduleS: null,
-  rateLimitPerS: null,
-  ordered: false,
-  signatureSchemes: ['hmac'],
-  ...changes,
-});
+const endpoint = (changes: Partial<WebhookEndpoint> = {}): WebhookEndpoint =>
+  webhookEndpoint({ id: ID, eventFilter: ['phi.'], managedBy: 'kubernetes:acme/siem/uid-1', ...changes });
 const spec = (changes: Partial<WebhookEndpointSpec> = {}) =>
   ({ url: 'https://hooks.example.com/audit', eventFilter: ['phi.'], secretName: 'siem-hook', ...changes }) as WebhookEndpointSpec;
 const resource = (

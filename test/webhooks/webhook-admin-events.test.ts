@@ -3,32 +3,21 @@ import { endpointNotice, streamNotice } from '../../src/webhooks/operationalEven
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import type { WebhookEndpoint } from '../../src/webhooks/webhookEndpoint.ts';
 import { webhookEvent } from '../../src/webhooks/webhookEvents.ts';
+import { webhookEndpoint } from '../support/webhookEndpoints.ts';
 
-const endpoint: WebhookEndpoint = {
+const endpoint = webhookEndpoint({
   id: `wh_${'c'.repeat(32)}`,
-  tenantId: 'acme',
-  url: 'https://hooks.example.com/audit',
   eventFilter: ['phi.'],
   description: 'SIEM',
   active: false,
   disabledReason: 'auto',
   consecutiveFailures: 10,
-  lastDeliveryAt: null,
-  managedBy: null,
-  createdAt: new Date(0),
   disabledAt: new Date(0),
-  previousSecretExpiresAt: null,
-  kind: 'events',
-  publicKey: null,
-  previousPublicKey: null,
-  payloadFilter: null,
   headerNames: ['X-Team'],
   timeoutS: 5,
   retryScheduleS: [10, 60],
-  rateLimitPerS: null,
   ordered: true,
-  signatureSchemes: ['hmac'],
-};
+});
 const actor = { userId: 'ops@acme', userRole: 'admin', sourceIp: '10.1.2.3', userAgent: 'curl/8' };
 
 describe('what the trail and the operational endpoints are told of a webhook endpoint', () => {

@@ -10,7 +10,7 @@
 //
 // Usage: node scripts/run-suite.ts [--jobs N]   (TEST_JOBS works too; default 3)
 import { spawn } from 'node:child_process';
-import { globSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, globSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -19,9 +19,11 @@ const RUN_ALONE = [
   'test/docs/make-run.test.ts',
   'test/chart/dockerfile.test.ts',
   'test/client/package.test.ts',
-  // They assert latencies: a healthy endpoint's p99 beside a hung one; 401 times of known and unknown keys.
+  // They assert latencies: a healthy endpoint's p99 beside a hung one; 401 times of known and unknown keys; a
+  // retry's start against its due time.
   'test/resilience/hung-endpoint.test.ts',
   'test/auth/timing.test.ts',
+  'test/webhooks/retry-on-time.test.ts',
 ];
 
 /**
@@ -44,10 +46,17 @@ function jobsFromArguments(): number {
   return jobs;
 }
 
-/** Runs mocha with the project's configuration; the summary reporter writes its counts to a file instead of printing them. */
-function runMocha(args: string[], summaryFile: string): Promise<Counts> {
+/**
+ * Runs mocha with the project's configuration, each file in a worker process of its own: the summary reporter
+ * writes its counts to a file instead of printing them, and test/support/file-timings.cjs each file's wall time.
+ */
+function runMocha(jobs: number, files: string[], summaryFile: string): Promise<Counts> {
+  const args = ['--parallel', '--jobs', String(jobs), '--require', 'test/support/file-timings.cjs', ...files];
   return new Promise((resolve, reject) => {
-    const child = spawn('mocha', args, { stdio: 'inherit', env: { ...process.env, TEST_SUMMARY_FILE: summaryFile } });
+    const child = spawn('mocha', args, {
+      stdio: 'inherit',
+      env: { ...process.env, TEST_SUMMARY_FILE: summaryFile, TEST_TIMINGS_FILE: timingsFile },
+    });
     child.once('error', reject);
     child.once('exit', () => {
       try {
@@ -60,15 +69,33 @@ function runMocha(args: string[], summaryFile: string): Promise<Counts> {
   });
 }
 
+/** The slowest files of the run, so that whoever makes the suite faster knows where its time goes. */
+function slowestFiles(count: number): string {
+  const timings = existsSync(timingsFile)
+    ? readFileSync(timingsFile, 'utf8')
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => JSON.parse(line) as { file: string; seconds: number })
+    : [];
+  const total = timings.reduce((sum, timing) => sum + timing.seconds, 0);
+  const slowest = timings.sort((a, b) => b.seconds - a.seconds).slice(0, count);
+  return [
+    `\nTest files: ${timings.length}, ${Math.round(total)} s in all; the slowest:`,
+    ...slowest.map((timing) => `  ${timing.seconds.toFixed(1).padStart(6)} s  ${timing.file}`),
+  ].join('\n');
+}
+
 const scratch = mkdtempSync(join(tmpdir(), 'audit-trail-suite-'));
+const timingsFile = join(scratch, 'timings.ndjson');
 try {
   const jobs = jobsFromArguments();
-  const serial = await runMocha(RUN_ALONE, join(scratch, 'serial.json'));
+  const serial = await runMocha(1, RUN_ALONE, join(scratch, 'serial.json'));
   const files = [...new Set(LONGEST_FIRST.flatMap((pattern) => globSync(pattern).sort()))].filter((file) => !RUN_ALONE.includes(file));
-  const parallel = await runMocha(['--parallel', '--jobs', String(jobs), ...files], join(scratch, 'parallel.json'));
+  const parallel = await runMocha(jobs, files, join(scratch, 'parallel.json'));
   const passes = serial.passes + parallel.passes;
   const failures = serial.failures + parallel.failures;
   const pending = serial.pending + parallel.pending;
+  process.stdout.write(`${slowestFiles(12)}\n`);
   process.stdout.write(`\n${passes} passed, ${failures} failed${pending > 0 ? `, ${pending} skipped` : ''}\n`);
   process.exitCode = failures > 0 ? 1 : 0;
 } finally {

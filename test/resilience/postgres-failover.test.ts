@@ -85,17 +85,28 @@ describe('Postgres failover in a pg_auto_failover formation', function () {
 
   it('rides out a planned switchover', async () => {
     const [primary, standby] = formation.nodes as [AutoctlKeeper, AutoctlKeeper];
-    await acrossFailover(primary, standby, () => formation.switchover());
+    await explainedByFormation(() => acrossFailover(primary, standby, () => formation.switchover()));
   });
 
   it('rides out the death of the primary (SIGKILL of its keeper and Postgres)', async () => {
     // After the switchover, node2 is the primary and node1 its synchronous standby.
     await formation.waitForStates({ node1: 'secondary', node2: 'primary' });
     const [standby, primary] = formation.nodes as [AutoctlKeeper, AutoctlKeeper];
-    await acrossFailover(primary, standby, () => formation.crash(primary));
+    await explainedByFormation(() => acrossFailover(primary, standby, () => formation.crash(primary)));
     // The dead node rejoins as the new primary's standby, for the formation's sake (nothing of the test needs it).
     await formation.restart(primary);
   });
+
+  /** A failure says what the formation did meanwhile: the monitor's record goes with the formation. */
+  async function explainedByFormation(check: () => Promise<void>): Promise<void> {
+    try {
+      await check();
+    } catch (error) {
+      const history = await formation.history().catch((reason: unknown) => `(the monitor could not be read: ${reason})`);
+      if (error instanceof Error) error.message += `\nWhat the pg_auto_failover monitor recorded:\n${history}`;
+      throw error;
+    }
+  }
 
   async function acrossFailover(primary: AutoctlKeeper, standby: AutoctlKeeper, failover: () => Promise<void>): Promise<void> {
     expect((await formation.writableNode())?.port).to.equal(primary.port);

@@ -36,10 +36,12 @@ packages/client/dist/.built: node_modules/.installed $(CLIENT_SOURCES)
 build: dist/.built packages/client/dist/.built
 
 # The customer CLI and client as a release artifact, dist/release/audit-trail-client-<version>.tgz: what a
-# customer installs outside a clone (docs/cli.md "Installing"). npm pack runs the package's own build.
-client-package: install
+# customer installs outside a clone (docs/cli.md "Installing"). It packs the build above (the package's own
+# build script) rather than let npm pack's prepack build it again: that would empty packages/client/dist while
+# the suite's CLI tests run from it. The service's package leaves dist/release out (package.json "files").
+client-package: packages/client/dist/.built
 	mkdir -p dist/release
-	cd packages/client && npm pack --pack-destination ../../dist/release
+	cd packages/client && npm pack --ignore-scripts --pack-destination ../../dist/release
 
 # Types (tsc), then format and lint rules (Biome, biome.jsonc), then unused files, exports and dependencies
 # (knip, knip.jsonc): the same check CI runs through `make test`.

@@ -3,28 +3,23 @@
 // Most of the suite's wall time is waiting (for a fault to last, a retry to come due, a process to start): one
 // mocha process used about a third of a core across 15 minutes. So most files run in parallel mocha workers,
 // each file in one worker with its own database, JetStream namespace and rate-limit prefix, as two clones'
-// suites already run side by side. Two kinds of file run first, alone, one after another:
-// - those that rebuild this clone's own outputs (dist/, packages/client/dist) while they run: a CLI test beside
-//   them would start a half-written file;
-// - those whose assertions are latencies: beside other files they would measure the neighbours.
+// suites already run side by side. The files whose assertions are latencies run first, alone, one after another.
+// No file writes the clone's build outputs (dist/, packages/client/dist): those that pack or run the build use
+// the one make test made (test/support/builtOutputs.ts), since a rebuild beside a CLI test would hand it a
+// half-written file.
 //
-// Usage: node scripts/run-suite.ts [--jobs N]   (TEST_JOBS works too; default 3)
+// Usage: node scripts/run-suite.ts [--jobs N]   (TEST_JOBS works too; default 3). TEST_TIMINGS_FILE=path keeps
+// each file's time there, a line of JSON each.
 import { spawn } from 'node:child_process';
 import { existsSync, globSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-const RUN_ALONE = [
-  // They write into the clone's build outputs as they run (make run builds; npm pack runs prepack; tsc).
-  'test/docs/make-run.test.ts',
-  'test/chart/dockerfile.test.ts',
-  'test/client/package.test.ts',
-  // They assert latencies: a healthy endpoint's p99 beside a hung one; 401 times of known and unknown keys; a
-  // retry's start against its due time.
-  'test/resilience/hung-endpoint.test.ts',
-  'test/auth/timing.test.ts',
-  'test/webhooks/retry-on-time.test.ts',
-];
+/**
+ * Their assertions are latencies: a healthy endpoint's p99 beside a hung one; 401 times of known and unknown
+ * keys; a retry's start against its due time. Beside other files they would measure the neighbours.
+ */
+const RUN_ALONE = ['test/resilience/hung-endpoint.test.ts', 'test/auth/timing.test.ts', 'test/webhooks/retry-on-time.test.ts'];
 
 /**
  * The long files go first, so that no worker starts a two-minute file when the rest are nearly done. Each file
@@ -47,11 +42,13 @@ function jobsFromArguments(): number {
 }
 
 /**
- * Runs mocha with the project's configuration, each file in a worker process of its own: the summary reporter
- * writes its counts to a file instead of printing them, and test/support/file-timings.cjs each file's wall time.
+ * Runs mocha with the project's configuration: the summary reporter writes its counts to a file instead of
+ * printing them, and test/support/file-timings.cjs each file's wall time. Its root hooks run once per file only
+ * in parallel mode (a worker per file) or for a mocha of one file, so the files that run alone get one each.
  */
 function runMocha(jobs: number, files: string[], summaryFile: string): Promise<Counts> {
-  const args = ['--parallel', '--jobs', String(jobs), '--require', 'test/support/file-timings.cjs', ...files];
+  const parallel = jobs > 1 ? ['--parallel', '--jobs', String(jobs)] : [];
+  const args = [...parallel, '--require', 'test/support/file-timings.cjs', ...files];
   return new Promise((resolve, reject) => {
     const child = spawn('mocha', args, {
       stdio: 'inherit',
@@ -86,15 +83,17 @@ function slowestFiles(count: number): string {
 }
 
 const scratch = mkdtempSync(join(tmpdir(), 'audit-trail-suite-'));
-const timingsFile = join(scratch, 'timings.ndjson');
+// Where each file's time goes: the caller's TEST_TIMINGS_FILE, kept for a closer look, or one of the run's own.
+const timingsFile = process.env.TEST_TIMINGS_FILE ?? join(scratch, 'timings.ndjson');
 try {
   const jobs = jobsFromArguments();
-  const serial = await runMocha(1, RUN_ALONE, join(scratch, 'serial.json'));
+  const runs: Counts[] = [];
+  for (const file of RUN_ALONE) runs.push(await runMocha(1, [file], join(scratch, `alone-${runs.length}.json`)));
   const files = [...new Set(LONGEST_FIRST.flatMap((pattern) => globSync(pattern).sort()))].filter((file) => !RUN_ALONE.includes(file));
-  const parallel = await runMocha(jobs, files, join(scratch, 'parallel.json'));
-  const passes = serial.passes + parallel.passes;
-  const failures = serial.failures + parallel.failures;
-  const pending = serial.pending + parallel.pending;
+  runs.push(await runMocha(jobs, files, join(scratch, 'parallel.json')));
+  const passes = runs.reduce((sum, run) => sum + run.passes, 0);
+  const failures = runs.reduce((sum, run) => sum + run.failures, 0);
+  const pending = runs.reduce((sum, run) => sum + run.pending, 0);
   process.stdout.write(`${slowestFiles(12)}\n`);
   process.stdout.write(`\n${passes} passed, ${failures} failed${pending > 0 ? `, ${pending} skipped` : ''}\n`);
   process.exitCode = failures > 0 ? 1 : 0;

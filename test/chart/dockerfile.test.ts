@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { expectBuilt } from '../support/builtOutputs.ts';
 import { databaseUrl, testDatabaseName } from '../support/database.ts';
 import { explainOfflineFailure, offlineNpmEnvironment } from '../support/offlineNpm.ts';
 
@@ -60,7 +61,8 @@ describe('container image', function () {
   it('runs its entrypoint from a clean production install of the packed package', async () => {
     const node = process.execPath; // Node 24: `--omit=dev` drops the node devDependency that provides it.
     const npmEnv = offlineNpmEnvironment();
-    await run('node_modules/.bin/tsc', ['-p', 'tsconfig.build.json']);
+    // The image packs what its build stage built; here that is the clone's build, which make test made.
+    expectBuilt();
     const workdir = mkdtempSync(join(tmpdir(), 'audit-trail-pack-'));
     const database = testDatabaseName('image');
     const admin = new pg.Client({ connectionString: databaseUrl('postgres') });

@@ -6,6 +6,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { AUDIT_EVENT_FIELDS } from '../../src/client/auditEvent.ts';
 import { signDelivery } from '../../src/client/webhookSigning.ts';
+import { expectBuilt } from '../support/builtOutputs.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/newEvents.ts';
 import { seedEvents } from '../support/events.ts';
@@ -32,8 +33,13 @@ describe('the @audit-trail/client package, packed and installed in a project of 
   before(async () => {
     scratch = await mkdtemp(join(tmpdir(), 'audit-trail-client-'));
     const env = scratchEnvironment(scratch);
-    // npm pack runs the package's prepack, which builds dist from src/client.
-    const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', scratch], { cwd: PACKAGE_DIRECTORY, env });
+    // What make build built from src/client (the same build script as the package's prepack, which is not run
+    // here: it would empty packages/client/dist under the CLI tests running beside this file).
+    expectBuilt();
+    const { stdout } = await run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', scratch], {
+      cwd: PACKAGE_DIRECTORY,
+      env,
+    });
     const [packed] = JSON.parse(stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
     packedFiles = packed!.files.map((file) => file.path);
     const project = join(scratch, 'project');

@@ -11,6 +11,7 @@ import { connect } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { launchBrowser } from '../support/browser.ts';
+import { expectBuilt } from '../support/builtOutputs.ts';
 import { databaseUrl } from '../support/database.ts';
 import { localised, serviceCommands } from '../support/docCommands.ts';
 import { runInFreshShell, spawnInFreshShell } from '../support/freshShell.ts';
@@ -113,7 +114,7 @@ describe('make run, as a newcomer uses it', function () {
   let run: LocalRun | undefined;
 
   before(async () => {
-    if (!existsSync('dist/cli.js')) throw new Error('dist/cli.js is missing: build first (make test does)');
+    expectBuilt();
     stateDir = await realpath(await mkdtemp(join(tmpdir(), 'audit-trail-make-run-')));
     // Ports of its own and a state directory of its own, which makes it a deployment of its own.
     variables = { RUN_LOCAL_DIR: stateDir, PORT: String(await freePort()), INTERNAL_PORT: String(await freePort()) };

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { expectBuilt } from '../support/builtOutputs.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { runInFreshShell } from '../support/freshShell.ts';
 import { TEST_PEPPER } from '../support/service.ts';
@@ -22,7 +23,7 @@ describe('the commands README.md prints, run in a fresh shell', function () {
   let db: TestDatabase;
 
   before(async () => {
-    if (!existsSync('dist/cli.js')) throw new Error('dist/cli.js is missing: build first (make test does)');
+    expectBuilt();
     db = await createTestDatabase();
   });
 

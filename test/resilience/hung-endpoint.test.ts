@@ -1,38 +1,12 @@
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
-import { Database } from '../../src/db/database.ts';
-import { EventWriter } from '../../src/events/eventWriter.ts';
-import { SecretBox } from '../../src/webhooks/secretBox.ts';
-import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
-import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import type { TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/newEvents.ts';
 import { seedEvents } from '../support/events.ts';
-import { PrivateNats, PrivatePostgres } from '../support/private-services.ts';
-import { startReceiver, type Reply, type TestReceiver } from '../support/receiver.ts';
-import { RoleProcesses } from '../support/roleProcesses.ts';
-import { TEST_ENCRYPTION_KEY, call, startTestService, testLogger, type TestService } from '../support/service.ts';
+import { HUNG_CONCURRENCY as CONCURRENCY, HungEndpointBed, HUNG_TIMEOUT_MS as TIMEOUT_MS } from '../support/hungEndpointBed.ts';
+import type { TestReceiver } from '../support/receiver.ts';
+import type { TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
-import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
-import { ENDPOINT_DELIVERIES } from '../../src/delivery/endpointDeliveries.ts';
-
-const CONCURRENCY = 4;
-/**
- * Well above the lanes' one second without a finished request that marks an endpoint slow (endpointLanes.ts),
- * as the default 10 s is. A limit under a second is the case of its own test below: requests then end by
- * timing out more often than once a second, and only that none is answered marks the endpoint slow.
- */
-const TIMEOUT_MS = 2_500;
-const DELIVERY_ENV = {
-  WEBHOOK_ALLOW_HTTP: 'true',
-  WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
-  DELIVERY_RELAY_POLL_MS: '100',
-  DELIVERY_ENDPOINT_CONCURRENCY: String(CONCURRENCY),
-  DELIVERY_TIMEOUT_MS: String(TIMEOUT_MS),
-  // A timed-out attempt is retried only after the test: every attempt seen here is a first attempt.
-  DELIVERY_SCHEDULE: '1h,1h,1h,1h',
-};
 
 /**
  * A receiver that accepts requests and never answers (issue 16, item 2), on Postgres and NATS servers of this
@@ -41,71 +15,18 @@ const DELIVERY_ENV = {
  */
 describe('a hung webhook endpoint', function () {
   this.timeout(120_000);
-  let postgres: PrivatePostgres;
-  let nats: PrivateNats;
-  const databases: TestDatabase[] = [];
-  const pools: Database[] = [];
-  const receivers: TestReceiver[] = [];
-  const services: TestService[] = [];
-  const roles = new RoleProcesses();
-  /** Processes started by serveInChild: each its own NATS namespace. */
-  let servedInChildren = 0;
+  let bed: HungEndpointBed;
 
   before(async () => {
-    [postgres, nats] = await Promise.all([PrivatePostgres.start(), PrivateNats.start()]);
+    bed = await HungEndpointBed.start();
   });
 
-  afterEach(async () => {
-    roles.killAll();
-    await Promise.all(services.splice(0).map((service) => service.stop()));
-    await Promise.all(receivers.splice(0).map((receiver) => receiver.close()));
-    await Promise.all(pools.splice(0).map((pool) => pool.close()));
-  });
+  afterEach(() => bed?.reset());
 
-  after(async () => {
-    await Promise.all(databases.map((db) => db.pool.end().catch(() => undefined)));
-    await nats?.remove();
-    await postgres?.remove();
-  });
+  after(() => bed?.remove());
 
-  /** A database of the private Postgres with one endpoint per tenant and reply, each on a receiver of its own. */
-  async function deployment(endpoints: Array<{ tenantId: string; reply: Reply }>) {
-    const db = await createTestDatabase(postgres.url);
-    databases.push(db);
-    const pool = new Database({ url: db.url, poolSize: 2, applicationName: 'hung endpoint test', log: testLogger() });
-    pools.push(pool);
-    const registry = new WebhookRegistry({
-      db: pool,
-      writer: new EventWriter(pool, WEBHOOK_FAN_OUT),
-      deliveries: ENDPOINT_DELIVERIES,
-      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
-      policy: { allowHttp: true, allowPrivateTargets: true },
-    });
-    const registered: Array<{ id: string; receiver: TestReceiver }> = [];
-    for (const { tenantId, reply } of endpoints) {
-      const receiver = await startReceiver(reply);
-      receivers.push(receiver);
-      const { endpoint } = await registry.register(
-        tenantId,
-        { url: receiver.url, event_filter: ['phi.'] },
-        { userId: 'test', userRole: 'operator' },
-      );
-      registered.push({ id: endpoint.id, receiver });
-    }
-    return { db, endpoints: registered };
-  }
-
-  /** A relay and a worker; with `busNamespace`, one more of each sharing another service's outbox and queue. */
-  async function startService(db: TestDatabase, env: Record<string, string> = {}, busNamespace?: string): Promise<TestService> {
-    const service = await startTestService({
-      databaseUrl: db.url,
-      roles: ['relay', 'worker'],
-      busNamespace,
-      env: { ...DELIVERY_ENV, NATS_URL: nats.url, ...env },
-    });
-    services.push(service);
-    return service;
-  }
+  const deployment = (...args: Parameters<HungEndpointBed['deployment']>) => bed.deployment(...args);
+  const startService = (...args: Parameters<HungEndpointBed['startService']>) => bed.startService(...args);
 
   /** Sums one series over the services. */
   async function metric(running: TestService[], series: string): Promise<number> {
@@ -186,45 +107,6 @@ describe('a hung webhook endpoint', function () {
       [endpointId],
     );
     return Object.fromEntries(rows.map((row) => [row.state, row.n]));
-  }
-
-  /** `serve --roles relay,worker` in a child process; returns a reader of one series of its /metrics. */
-  async function serveInChild(db: TestDatabase, env: Record<string, string>): Promise<(series: string) => Promise<number>> {
-    servedInChildren += 1;
-    const child = await roles.start(['relay', 'worker'], {
-      ...DELIVERY_ENV,
-      SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-      DATABASE_URL: db.url,
-      NATS_URL: nats.url,
-      NATS_NAMESPACE: `hung${servedInChildren}`,
-      ...env,
-    });
-    const url = roles.internalUrl(child);
-    return async (series) => {
-      const { text } = await call(`${url}/metrics`);
-      const line = text.split('\n').find((candidate) => candidate.startsWith(`${series} `));
-      return line === undefined ? 0 : Number(line.slice(series.length + 1));
-    };
-  }
-
-  /**
-   * An idle Node process measuring its own event-loop delay until stopped: the machine's share of the delay
-   * a busy process sees (issue 28's 100 ms bound is for the service's own stalls).
-   */
-  function idleEventLoopDelay(): { stop(): Promise<number> } {
-    const script = `const h = require('node:perf_hooks').monitorEventLoopDelay({ resolution: 10 }); h.enable();
-      process.stdin.on('data', () => { h.disable(); process.stdout.write(String(h.percentile(99) / 1e6)); process.exit(0); });`;
-    const child = spawn(process.execPath, ['-e', script], { stdio: ['pipe', 'pipe', 'inherit'] });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-    return {
-      async stop() {
-        const exited = once(child, 'exit');
-        child.stdin.write('stop');
-        await exited;
-        return Number(output);
-      },
-    };
   }
 
   it('parks its backlog: publications bounded by its concurrency, attempts at the pace of its slots, others on time, all sent once it answers', async () => {
@@ -376,57 +258,5 @@ describe('a hung webhook endpoint', function () {
     await waitFor(async () => (await states(db, endpoint.id)).succeeded === 50, 'the parked deliveries to be sent', 15_000);
     expect(endpoint.receiver.received).to.have.length(50);
     expect(await service.metric('audit_webhook_deliveries_unparked_total{by="sweep"}')).to.be.at.least(1);
-  });
-
-  it("holds at most DELIVERY_MAX_SOCKETS with 100 hung endpoints of one tenant; the event loop stays under 100 ms p99 and another tenant's endpoint gets its deliveries promptly", async () => {
-    const HUNG = 100;
-    const MAX_SOCKETS = 200;
-    // Each event of the hostile tenant goes to its 100 endpoints: 3,000 deliveries, 16 slots per endpoint
-    // asked for (1,600 sockets without the cap, as in the issue's 93 endpoints holding 1,517).
-    const { db, endpoints } = await deployment([
-      ...Array.from({ length: HUNG }, () => ({ tenantId: 'hostile', reply: 'hang' as const })),
-      { tenantId: 'healthy', reply: 204 },
-    ]);
-    const hung = endpoints.slice(0, HUNG);
-    const healthy = endpoints[HUNG]!;
-    // The relay and the worker in a process of their own: its event loop is the worker's, not this one's with
-    // its 101 receivers. Its metrics' event-loop percentiles start afresh at each scrape (prom-client).
-    const metrics = await serveInChild(db, { DELIVERY_ENDPOINT_CONCURRENCY: '16', DELIVERY_MAX_SOCKETS: String(MAX_SOCKETS) });
-    await seedEvents(
-      db.url,
-      Array.from({ length: 30 }, () => newEvent({ tenantId: 'hostile' })),
-    );
-    const sockets = () => hung.reduce((sum, endpoint) => sum + endpoint.receiver.openConnections(), 0);
-    await waitFor(() => sockets() >= MAX_SOCKETS / 2, 'the hung endpoints to hold sockets', 30_000);
-
-    const idle = idleEventLoopDelay();
-    await metrics('nodejs_eventloop_lag_p99_seconds'); // the window starts here
-    let mostSockets = 0;
-    const latencies: number[] = [];
-    const seen = healthy.receiver.received.length;
-    // Two request time limits of the hung endpoints: their requests end, their slots are taken again.
-    const until = Date.now() + 2 * TIMEOUT_MS + 1_000;
-    const pool = new Database({ url: db.url, poolSize: 1, applicationName: 'hung endpoint test', log: testLogger() });
-    pools.push(pool);
-    const writer = new EventWriter(pool, WEBHOOK_FAN_OUT);
-    for (let round = 1; Date.now() < until; round += 1) {
-      const written = Date.now();
-      await writer.write([newEvent({ tenantId: 'healthy' })], 'test');
-      await waitFor(() => healthy.receiver.received.length === seen + round, 'the healthy delivery', 10_000, 5);
-      latencies.push(healthy.receiver.received[seen + round - 1]!.receivedAt - written);
-      mostSockets = Math.max(mostSockets, sockets());
-    }
-    const p99Ms = (await metrics('nodejs_eventloop_lag_p99_seconds')) * 1000;
-    const idleP99Ms = await idle.stop();
-    const figures = JSON.stringify({ p99Ms, idleP99Ms, mostSockets, latencies });
-    expect(mostSockets, figures).to.be.at.most(MAX_SOCKETS);
-    // The service's own stalls, not the machine's: what an idle process on the same cores saw over the same
-    // window (its scheduling delay under other processes' load) is not the worker's doing. Measured: 16-18 ms
-    // p99 with the cap (idle 12-14 ms); without it, 1,600 sockets and 92 ms (idle 17 ms).
-    expect(p99Ms - idleP99Ms, figures).to.be.below(100);
-    // Prompt: as in the tests above, each within a second of being written.
-    expect(Math.max(...latencies), figures).to.be.below(1_000);
-    expect(await metrics('audit_webhook_deliveries_parked_total'), figures).to.be.above(0);
-    expect(await metrics('audit_webhook_requests_in_flight'), figures).to.be.within(1, MAX_SOCKETS);
   });
 });

@@ -17,9 +17,15 @@ import { join } from 'node:path';
 
 /**
  * Their assertions are latencies: a healthy endpoint's p99 beside a hung one; 401 times of known and unknown
- * keys; a retry's start against its due time. Beside other files they would measure the neighbours.
+ * keys; a retry's start against its due time; answers within a second or two while a table is locked. Beside
+ * other files they would measure the neighbours.
  */
-const RUN_ALONE = ['test/resilience/hung-endpoint-sockets.test.ts', 'test/auth/timing.test.ts', 'test/webhooks/retry-on-time.test.ts'];
+const RUN_ALONE = [
+  'test/resilience/hung-endpoint-sockets.test.ts',
+  'test/auth/timing.test.ts',
+  'test/webhooks/retry-on-time.test.ts',
+  'test/resilience/lock-wait.test.ts',
+];
 
 /**
  * The long files go first, so that no worker starts a two-minute file when the rest are nearly done. Each file

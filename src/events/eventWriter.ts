@@ -4,6 +4,7 @@ import { SQLSTATE, sqlState } from '../db/sqlstate.ts';
 import { formatTimestamp, monthStartMs } from '../events/eventFields.ts';
 import { ensureEventPartitions, type NewEvent, type StoredEventKey } from '../events/eventStore.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
+import { awaitDurableRepeats } from './durableRepeats.ts';
 import { BatchStatements, type DeliveryFanOut, type StoredBatch } from './storeBatch.ts';
 import { StoredFormSetting } from './storedFormSetting.ts';
 import { systemClock } from '../platform/clock.ts';
@@ -70,6 +71,7 @@ export class EventWriter {
       await this.ensurePartitions(events);
       batch = await store();
     }
+    if (batch.stored.length < events.length) await awaitDurableRepeats(this.db);
     publisher?.publish(batch.deliveryIds);
     if (this.metrics) eventMetrics(this.metrics).ingested.inc({ source }, batch.stored.length);
     return writeResults(events, timestamps, batch.stored);

@@ -19,6 +19,7 @@ const GLOBAL_TABLES = new Set([
   'event_compaction_progress', // per partition, across tenants
   'seal_keys', // the sealer's signing keys, one set for all tenants
   'log_streams', // a stream may follow several tenants or all (owner_tenant_id, tenant_ids)
+  'durability_mark', // one row, locked by writes that stored nothing new (src/events/durableRepeats.ts)
 ]);
 
 /**

@@ -3,8 +3,8 @@
 // Most of the suite's wall time is waiting (for a fault to last, a retry to come due, a process to start): one
 // mocha process used about a third of a core across 15 minutes. So most files run in parallel mocha workers,
 // each file in one worker with its own database, JetStream namespace and rate-limit prefix, as two clones'
-// suites already run side by side. The files whose assertions are latencies run first, alone, one after another.
-// No file writes the clone's build outputs (dist/, packages/client/dist): those that pack or run the build use
+// suites already run side by side. The tests whose assertions are latencies (LATENCY_TAG in their titles) run
+// first, each file's alone, one after another. No file writes the clone's build outputs (dist/, packages/client/dist): those that pack or run the build use
 // the one make test made (test/support/builtOutputs.ts), since a rebuild beside a CLI test would hand it a
 // half-written file.
 //
@@ -16,22 +16,27 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /**
- * Their assertions are latencies: a healthy endpoint's p99 beside a hung one; 401 times of known and unknown
- * keys; a retry's start against its due time; answers within a second or two while a table is locked. Beside
- * other files they would measure the neighbours.
+ * Marks a test whose assertion is a latency (a p99, an answer within a second or two, a retry on its due
+ * time): beside other files it would measure the neighbours. Such tests run first, each file's alone, with
+ * their file's hooks; the rest of the file runs in the parallel phase.
  */
-const RUN_ALONE = [
-  'test/resilience/hung-endpoint-sockets.test.ts',
-  'test/auth/timing.test.ts',
-  'test/webhooks/retry-on-time.test.ts',
-  'test/resilience/lock-wait.test.ts',
-];
+const LATENCY_TAG = '@latency';
 
 /**
- * The long files go first, so that no worker starts a two-minute file when the rest are nearly done. Each file
- * is named once, where it first matches (mocha's parallel mode runs a file named twice twice).
+ * The long files go first, so that no worker starts a two-minute file when the rest are nearly done (the fault
+ * scenarios, make run, the browser, the broker's crash, the CLI and the chart each take 30 s to 3 minutes).
+ * Each file is named once, where it first matches (mocha's parallel mode runs a file named twice twice).
  */
-const LONGEST_FIRST = ['test/resilience/**/*.test.ts', 'test/docs/**/*.test.ts', 'test/controller/**/*.test.ts', 'test/**/*.test.ts'];
+const LONGEST_FIRST = [
+  'test/resilience/**/*.test.ts',
+  'test/docs/**/*.test.ts',
+  'test/portal/*.browser.test.ts',
+  'test/streams/amqp-destination.test.ts',
+  'test/client/*.test.ts',
+  'test/chart/**/*.test.ts',
+  'test/controller/**/*.test.ts',
+  'test/**/*.test.ts',
+];
 
 interface Counts {
   passes: number;
@@ -50,11 +55,11 @@ function jobsFromArguments(): number {
 /**
  * Runs mocha with the project's configuration: the summary reporter writes its counts to a file instead of
  * printing them, and test/support/file-timings.cjs each file's wall time. Its root hooks run once per file only
- * in parallel mode (a worker per file) or for a mocha of one file, so the files that run alone get one each.
+ * in parallel mode (a worker per file) or for a mocha of one file, so the latency tests' files get one each.
  */
-function runMocha(jobs: number, files: string[], summaryFile: string): Promise<Counts> {
+function runMocha(jobs: number, files: string[], grep: string[], summaryFile: string): Promise<Counts> {
   const parallel = jobs > 1 ? ['--parallel', '--jobs', String(jobs)] : [];
-  const args = [...parallel, '--require', 'test/support/file-timings.cjs', ...files];
+  const args = [...parallel, ...grep, '--require', 'test/support/file-timings.cjs', ...files];
   return new Promise((resolve, reject) => {
     const child = spawn('mocha', args, {
       stdio: 'inherit',
@@ -93,10 +98,11 @@ const scratch = mkdtempSync(join(tmpdir(), 'audit-trail-suite-'));
 const timingsFile = process.env.TEST_TIMINGS_FILE ?? join(scratch, 'timings.ndjson');
 try {
   const jobs = jobsFromArguments();
+  const files = [...new Set(LONGEST_FIRST.flatMap((pattern) => globSync(pattern).sort()))];
   const runs: Counts[] = [];
-  for (const file of RUN_ALONE) runs.push(await runMocha(1, [file], join(scratch, `alone-${runs.length}.json`)));
-  const files = [...new Set(LONGEST_FIRST.flatMap((pattern) => globSync(pattern).sort()))].filter((file) => !RUN_ALONE.includes(file));
-  runs.push(await runMocha(jobs, files, join(scratch, 'parallel.json')));
+  for (const file of files.filter((name) => readFileSync(name, 'utf8').includes(LATENCY_TAG)))
+    runs.push(await runMocha(1, [file], ['--grep', LATENCY_TAG], join(scratch, `alone-${runs.length}.json`)));
+  runs.push(await runMocha(jobs, files, ['--grep', LATENCY_TAG, '--invert'], join(scratch, 'parallel.json')));
   const passes = runs.reduce((sum, run) => sum + run.passes, 0);
   const failures = runs.reduce((sum, run) => sum + run.failures, 0);
   const pending = runs.reduce((sum, run) => sum + run.pending, 0);

@@ -45,7 +45,7 @@ describe('a table lock held for 40 s', function () {
     ),
   ];
 
-  it('answers every request within 3 s with 503 and Retry-After, stores nothing, and serves again once it is released', async () => {
+  it('answers every request within 3 s with 503 and Retry-After, stores nothing, and serves again once it is released @latency', async () => {
     const stored = async () => Number((await db.pool.query(`SELECT count(*) FROM events WHERE tenant_id = 'locked'`)).rows[0].count);
     const before = await stored();
     const locker = new pg.Client({ connectionString: db.url, application_name: 'test locker' });

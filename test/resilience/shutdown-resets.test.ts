@@ -6,7 +6,8 @@ import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/newEvents.ts';
 import { seedEvents } from '../support/events.ts';
 import { freePort } from '../support/ports.ts';
-import { TEST_ENCRYPTION_KEY, TEST_PEPPER, call, mintKey } from '../support/service.ts';
+import { untilReady } from '../support/roleProcesses.ts';
+import { TEST_ENCRYPTION_KEY, TEST_PEPPER, mintKey } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
 const CLIENTS = 32;
@@ -62,10 +63,7 @@ describe('SIGTERM under keep-alive load: zero resets', function () {
     const exited = once(child, 'exit');
     let running = true;
     void exited.then(() => (running = false));
-    await waitFor(
-      async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200,
-      'service ready',
-    );
+    await untilReady(internalPort);
     const agent = new Agent({ keepAlive: true, maxSockets: CLIENTS });
     const get = () =>
       new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {

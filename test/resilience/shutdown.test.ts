@@ -7,6 +7,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/newEvents.ts';
 import { seedEvents } from '../support/events.ts';
 import { freePort } from '../support/ports.ts';
+import { untilReady } from '../support/roleProcesses.ts';
 import { TEST_ENCRYPTION_KEY, TEST_PEPPER, call, mintKey } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 
@@ -49,10 +50,7 @@ describe('graceful shutdown on SIGTERM', function () {
     const env = serveEnv(port, internalPort, { SHUTDOWN_DRAIN_DELAY_MS: String(drainDelayMs) });
     child = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', 'api'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
     const exited = once(child, 'exit');
-    await waitFor(
-      async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200,
-      'service ready',
-    );
+    await untilReady(internalPort);
     return { port, internalPort, exited, child };
   };
 
@@ -169,10 +167,7 @@ describe('graceful shutdown on SIGTERM', function () {
       serving.push(served);
       let output = '';
       served.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      await waitFor(
-        async () => (await call(`http://127.0.0.1:${internalPort}/readyz`).catch(() => ({ status: 0 }))).status === 200,
-        'service ready',
-      );
+      await untilReady(internalPort);
       return { child: served, port, output: () => output };
     }
 

@@ -5,6 +5,23 @@ import { call } from './service.ts';
 import { waitFor } from './wait.ts';
 
 /**
+ * Waits until a service process started on `internalPort` answers `readiness` with 200. A process of the
+ * service loads its TypeScript at start, which on two cores busy with the rest of the suite can take well over
+ * ten seconds: the wait is for readiness, not a bound anyone promised.
+ */
+export async function untilReady(
+  internalPort: number,
+  what = 'service ready',
+  readiness: '/healthz' | '/readyz' = '/readyz',
+): Promise<void> {
+  await waitFor(
+    async () => (await call(`http://127.0.0.1:${internalPort}${readiness}`).catch(() => ({ status: 0 }))).status === 200,
+    what,
+    30_000,
+  );
+}
+
+/**
  * Roles of the service in processes of their own (`src/cli.ts serve --roles …`, as a pod runs them), for the
  * tests that kill one by its PID in the middle of its work. Each test file keeps one and calls killAll() in its
  * `after` hook, so that a failed test leaves no process behind.
@@ -30,11 +47,7 @@ export class RoleProcesses {
     this.children.add(child);
     this.internalUrls.set(child, `http://127.0.0.1:${internalPort}`);
     child.once('exit', () => this.children.delete(child));
-    await waitFor(
-      async () => (await call(`http://127.0.0.1:${internalPort}${readiness}`).catch(() => ({ status: 0 }))).status === 200,
-      `${roles.join(', ')} up`,
-      30_000,
-    );
+    await untilReady(internalPort, `${roles.join(', ')} up`, readiness);
     return child;
   }
 

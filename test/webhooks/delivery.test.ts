@@ -410,7 +410,7 @@ describe('webhook delivery', function () {
     await waitFor(() => healthy.received.length >= 2, 'a later delivery to the healthy endpoint');
   });
 
-  it('keeps delivering to a healthy endpoint within 1 s while a hung one has 2,000 deliveries pending', async function () {
+  it('keeps delivering to a healthy endpoint within 1 s while a hung one has 2,000 deliveries pending @latency', async function () {
     this.timeout(60_000);
     const hungTenant = await freshTenant();
     const hung = await receiver('hang');
@@ -581,7 +581,7 @@ describe('webhook retry timing', function () {
     await db?.drop();
   });
 
-  it('keeps a one-second retry within its ±20 % jitter rather than rounding it up to the relay poll', async () => {
+  it('keeps a one-second retry within its ±20 % jitter rather than rounding it up to the relay poll @latency', async () => {
     const id = `wh_${'b'.repeat(32)}`;
     await db.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, 'timing', $2, $3)`, [
       id,

@@ -41,7 +41,7 @@ describe('a retry starts on time, though the relay polls only every 30 s', funct
     await db?.drop();
   });
 
-  it('starts a retry within 50 ms of its due time, though the relay polls only every 30 s', async () => {
+  it('starts a retry within 50 ms of its due time, though the relay polls only every 30 s @latency', async () => {
     const id = `wh_${'c'.repeat(32)}`;
     await db.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, 'idle', $2, $3)`, [
       id,

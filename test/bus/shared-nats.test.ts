@@ -3,14 +3,14 @@ import { RetentionPolicy, StorageType, jetstream, jetstreamManager, type JetStre
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import { readDeploymentId } from '../../src/db/deploymentIdentity.ts';
 import type { Role } from '../../src/main.ts';
-import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent, producerEvent } from '../support/newEvents.ts';
 import { seedEvents } from '../support/events.ts';
 import { PrivateNats } from '../support/private-services.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
-import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';
+import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
+import { insertEndpointRow } from '../support/webhookEndpoints.ts';
 
 /**
  * Deployments that share one NATS, with the names they get by default (no NATS_NAMESPACE). The default
@@ -210,11 +210,7 @@ describe('deployments sharing a NATS', function () {
       const receiver = await startReceiver(204);
       receivers.push(receiver);
       const endpointId = `wh_${'b'.repeat(32)}`;
-      await first.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, 'upgrade', $2, $3)`, [
-        endpointId,
-        receiver.url,
-        new SecretBox(TEST_ENCRYPTION_KEY).seal('f'.repeat(64)),
-      ]);
+      await insertEndpointRow(first.pool, { id: endpointId, tenantId: 'upgrade', url: receiver.url });
       const event = newEvent({ tenantId: 'upgrade' });
       await seedEvents(first.url, [event]);
       // As the relay of the earlier version left it: marked published, its message on the stream without a name.

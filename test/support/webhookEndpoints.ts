@@ -1,4 +1,6 @@
 import type { WebhookEndpoint } from '../../src/webhooks/webhookEndpoint.ts';
+import { SecretBox } from '../../src/webhooks/secretBox.ts';
+import { TEST_ENCRYPTION_KEY } from './service.ts';
 
 /**
  * A registered endpoint as the store returns it, with the defaults a new one has (active, HMAC signing, no
@@ -31,4 +33,22 @@ export function webhookEndpoint(changes: Partial<WebhookEndpoint> = {}): Webhook
     signatureSchemes: ['hmac'],
     ...changes,
   };
+}
+
+/**
+ * An endpoint row written straight into the store, past registration and its checks: for a URL registration
+ * would refuse (a private address, a name resolving to one) or a test that wants no registration event. Its
+ * secret is sealed with `encryptionKey`, the suite's key unless the test wants one the service cannot open.
+ */
+export async function insertEndpointRow(
+  db: { query(text: string, values: unknown[]): Promise<unknown> },
+  row: { id: string; tenantId: string; url: string; encryptionKey?: string },
+): Promise<void> {
+  const secret = new SecretBox(row.encryptionKey ?? TEST_ENCRYPTION_KEY).seal('f'.repeat(64));
+  await db.query('INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, $2, $3, $4)', [
+    row.id,
+    row.tenantId,
+    row.url,
+    secret,
+  ]);
 }

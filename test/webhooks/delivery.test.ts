@@ -5,15 +5,15 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { verifyWebhookSignature } from '../../src/client/index.ts';
 import { DELIVERIES_PENDING_CHANNEL } from '../../src/delivery/relayWakeUp.ts';
-import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { deleteEndpoint } from '../../src/webhooks/webhookStore.ts';
 import { deleteEndpointDeliveries } from '../../src/delivery/endpointDeliveries.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/newEvents.ts';
 import { seedEvents } from '../support/events.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
-import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';
+import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
+import { insertEndpointRow } from '../support/webhookEndpoints.ts';
 
 // Retries a few hundred milliseconds apart instead of minutes apart; everything else as in production.
 const FAST_RETRIES = { DELIVERY_SCHEDULE: '200ms,200ms,200ms,200ms', DELIVERY_RELAY_POLL_MS: '50' };
@@ -380,12 +380,7 @@ describe('webhook delivery', function () {
     const unreadable = await receiver();
     const id = `wh_${randomBytes(16).toString('hex')}`;
     // Sealed under another SECRET_ENCRYPTION_KEY, as after a key rotation that missed this row.
-    await db.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, $2, $3, $4)`, [
-      id,
-      tenantId,
-      unreadable.url,
-      new SecretBox('cd'.repeat(32)).seal('f'.repeat(64)),
-    ]);
+    await insertEndpointRow(db.pool, { id, tenantId, url: unreadable.url, encryptionKey: 'cd'.repeat(32) });
     const other = await freshTenant();
     const healthy = await receiver();
     await register(other.key, healthy.url, ['phi.']);
@@ -465,11 +460,7 @@ describe('webhook delivery with the SSRF guard on', function () {
   it('refuses to connect to a private address at delivery time, even for a row that got past registration', async () => {
     // As if the name had resolved to a public address at registration and to loopback now.
     const id = `wh_${'a'.repeat(32)}`;
-    await db.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, 'ssrf', $2, $3)`, [
-      id,
-      target.url.replace('127.0.0.1', 'localhost'),
-      new SecretBox(TEST_ENCRYPTION_KEY).seal('f'.repeat(64)),
-    ]);
+    await insertEndpointRow(db.pool, { id, tenantId: 'ssrf', url: target.url.replace('127.0.0.1', 'localhost') });
     await seedEvents(db.url, [newEvent({ tenantId: 'ssrf' })]);
     await waitFor(async () => {
       const { rows } = await db.pool.query(`SELECT state FROM deliveries WHERE endpoint_id = $1`, [id]);
@@ -516,12 +507,7 @@ describe('webhook delivery time limit', function () {
   }
 
   async function firstAttempt(tenantId: string, url: string) {
-    await db.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, $2, $3, $4)`, [
-      `wh_${randomBytes(16).toString('hex')}`,
-      tenantId,
-      url,
-      new SecretBox(TEST_ENCRYPTION_KEY).seal('f'.repeat(64)),
-    ]);
+    await insertEndpointRow(db.pool, { id: `wh_${randomBytes(16).toString('hex')}`, tenantId, url });
     await seedEvents(db.url, [newEvent({ tenantId })]);
     let attempt: { duration_ms: number; status_code: number | null; error: string | null } | undefined;
     await waitFor(async () => {
@@ -583,11 +569,7 @@ describe('webhook retry timing', function () {
 
   it('keeps a one-second retry within its ±20 % jitter rather than rounding it up to the relay poll @latency', async () => {
     const id = `wh_${'b'.repeat(32)}`;
-    await db.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, 'timing', $2, $3)`, [
-      id,
-      target.url,
-      new SecretBox(TEST_ENCRYPTION_KEY).seal('e'.repeat(64)),
-    ]);
+    await insertEndpointRow(db.pool, { id, tenantId: 'timing', url: target.url });
     const events = Array.from({ length: 12 }, () => newEvent({ tenantId: 'timing' }));
     await seedEvents(db.url, events);
     await waitFor(() => target.received.length === 24, 'two attempts of each of the 12 deliveries', 20_000);

@@ -1,12 +1,12 @@
 import { expect } from 'chai';
-import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { seedEvents } from '../support/events.ts';
 import { sealKeyPair } from '../support/integrity.ts';
 import { newEvent } from '../support/newEvents.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
-import { TEST_ENCRYPTION_KEY, startTestService, type TestService } from '../support/service.ts';
+import { startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
+import { insertEndpointRow } from '../support/webhookEndpoints.ts';
 
 /**
  * Issue 42, item 2: a relay that polls only every 30 s still starts each retry on time, because it sleeps until
@@ -43,11 +43,7 @@ describe('a retry starts on time, though the relay polls only every 30 s', funct
 
   it('starts a retry within 50 ms of its due time, though the relay polls only every 30 s @latency', async () => {
     const id = `wh_${'c'.repeat(32)}`;
-    await db.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, 'idle', $2, $3)`, [
-      id,
-      target.url,
-      new SecretBox(TEST_ENCRYPTION_KEY).seal('e'.repeat(64)),
-    ]);
+    await insertEndpointRow(db.pool, { id, tenantId: 'idle', url: target.url });
     const events = Array.from({ length: 3 }, () => newEvent({ tenantId: 'idle' }));
     await seedEvents(db.url, events);
     // Attempt 1 fails at once (the write woke the relay); its outcome sets the retry's due time.

@@ -9,6 +9,7 @@ import { seedEvents } from '../support/events.ts';
 import { startReceiver, type ReceivedDelivery, type TestReceiver } from '../support/receiver.ts';
 import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { untilInstant, waitFor } from '../support/wait.ts';
+import { insertEndpointRow } from '../support/webhookEndpoints.ts';
 
 const box = new SecretBox(TEST_ENCRYPTION_KEY);
 
@@ -539,12 +540,7 @@ describe('webhook test sends through the SSRF guard (private targets not allowed
       [`wh_${'3'.repeat(32)}`, `http://localhost:${port}/hook`],
     ];
     for (const [id, url] of rows) {
-      await db.pool.query('INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, $2, $3, $4)', [
-        id,
-        'ssrf',
-        url,
-        box.seal('f'.repeat(64)),
-      ]);
+      await insertEndpointRow(db.pool, { id, tenantId: 'ssrf', url });
       const response = await call(`${service.baseUrl}/audit/webhooks/${id}/test`, { key, method: 'POST' });
       expect(response.status, response.text).to.equal(200);
       expect(response.json).to.include({ success: false, status_code: null });

@@ -3,10 +3,10 @@ import { newEvent } from '../support/newEvents.ts';
 import { seedEvents } from '../support/events.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
-import { TEST_ENCRYPTION_KEY, call, mintKey, startTestService, type TestService } from '../support/service.ts';
+import { call, mintKey, startTestService, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 import { CARRYING_PUBLIC_IPV4, CARRYING_REFUSED_IPV4 } from '../support/ssrfAddresses.ts';
-import { SecretBox } from '../../src/webhooks/secretBox.ts';
+import { insertEndpointRow } from '../support/webhookEndpoints.ts';
 
 describe('webhook SSRF guard: registration (private targets not allowed)', function () {
   this.timeout(30_000);
@@ -78,11 +78,7 @@ describe('webhook SSRF guard: registration (private targets not allowed)', funct
   it('a test send to a name that now resolves inside says only that the host is not a public address', async () => {
     // As if the name had resolved to a public address at registration and to loopback now.
     const id = `wh_${'b'.repeat(32)}`;
-    await db.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, 'acme', $2, $3)`, [
-      id,
-      'http://localhost:9/hook',
-      new SecretBox(TEST_ENCRYPTION_KEY).seal('f'.repeat(64)),
-    ]);
+    await insertEndpointRow(db.pool, { id, tenantId: 'acme', url: 'http://localhost:9/hook' });
     const response = await call(`${api.baseUrl}/audit/webhooks/${id}/test`, { key, method: 'POST' });
     expect(response.status, response.text).to.equal(200);
     expect(response.json).to.deep.include({ success: false, status_code: null, error: 'target refused: host is not a public address' });
@@ -157,15 +153,9 @@ describe('webhook SSRF guard: delivery (private targets not allowed)', function 
       '2002:7f00:1::1',
       '2001:0:4136:e378:8000:63bf:80ff:fffe',
     ];
-    const sealed = new SecretBox(TEST_ENCRYPTION_KEY).seal('f'.repeat(64));
     const ids = literals.map((_, index) => `wh_${String(index).padStart(32, '0')}`);
     for (const [index, literal] of literals.entries()) {
-      await db.pool.query(`INSERT INTO webhook_endpoints (id, tenant_id, url, secret_ciphertext) VALUES ($1, $2, $3, $4)`, [
-        ids[index],
-        `ssrf-${index}`,
-        `http://[${literal}]:${port}/hook`,
-        sealed,
-      ]);
+      await insertEndpointRow(db.pool, { id: ids[index]!, tenantId: `ssrf-${index}`, url: `http://[${literal}]:${port}/hook` });
     }
     await seedEvents(
       db.url,

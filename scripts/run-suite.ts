@@ -4,9 +4,9 @@
 // mocha process used about a third of a core across 15 minutes. So most files run in parallel mocha workers,
 // each file in one worker with its own database, JetStream namespace and rate-limit prefix, as two clones'
 // suites already run side by side. The tests whose assertions are latencies (LATENCY_TAG in their titles) run
-// first, each file's alone, one after another. No file writes the clone's build outputs (dist/, packages/client/dist): those that pack or run the build use
-// the one make test made (test/support/builtOutputs.ts), since a rebuild beside a CLI test would hand it a
-// half-written file.
+// first, each file's alone, one after another. No file writes the clone's build outputs (dist/,
+// packages/client/dist): those that pack or run the build use the one make test made
+// (test/support/builtOutputs.ts), since a rebuild beside a CLI test would hand it a half-written file.
 //
 // Usage: node scripts/run-suite.ts [--jobs N]   (TEST_JOBS works too; default 3). TEST_TIMINGS_FILE=path keeps
 // each file's time there, a line of JSON each.

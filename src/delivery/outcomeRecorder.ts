@@ -1,8 +1,8 @@
 import type pg from 'pg';
 import type { Actor } from '../events/adminEvent.ts';
 import type { NewEvent } from '../events/eventStore.ts';
-import { readBatchFacts, recordOutcomes, unparkDeliveries, type BatchFacts, type OutcomeWrite } from './outcomeStore.ts';
-import { applyOutcome, type DeliveryOutcome, type DeliveryPolicy, type EndpointFacts } from './deliveryStateMachine.ts';
+import { readDeliveryFacts, recordOutcomes, unparkDeliveries, type OutcomeWrite } from './outcomeStore.ts';
+import { applyOutcome, type DeliveryFacts, type DeliveryOutcome, type DeliveryPolicy, type EndpointFacts } from './deliveryStateMachine.ts';
 import { cancelPendingDeliveries } from './endpointDeliveries.ts';
 import { recordOperationalEvent } from './operationalFanOut.ts';
 import { startNextQueued } from './orderedDeliveries.ts';
@@ -166,8 +166,8 @@ export class OutcomeRecorder<S> {
       batch.map((pending) => pending.endpointId),
     );
     const sorted = [...batch].sort((a, b) => compareIds(a.outcome.deliveryId, b.outcome.deliveryId));
-    const facts = await readBatchFacts(client, [...new Set(sorted.map(({ outcome }) => outcome.deliveryId))], [...endpoints.keys()]);
-    const decided = decide(sorted, facts, endpoints, this.options.policy);
+    const deliveries = await readDeliveryFacts(client, [...new Set(sorted.map(({ outcome }) => outcome.deliveryId))]);
+    const decided = decide(sorted, deliveries, endpoints, this.options.policy);
     await recordOutcomes(client, decided.writes);
     // In this transaction: a finished request's release is never lost, nor made twice.
     const unparked = await unparkDeliveries(client, [...decided.releases.keys()], [...decided.releases.values()]);
@@ -205,7 +205,7 @@ export class OutcomeRecorder<S> {
 /** What a batch comes to: the state machine applied to each outcome in turn, each seeing the ones before. */
 interface Decided {
   readonly writes: OutcomeWrite[];
-  /** Parked deliveries to release, per endpoint; only endpoints that have some, or that the batch parks for. */
+  /** Parked deliveries to release, per endpoint. */
   readonly releases: Map<string, number>;
   /** The counts of the endpoints the batch changed. */
   readonly endpoints: Map<string, EndpointFacts>;
@@ -219,12 +219,10 @@ interface Decided {
 
 function decide(
   sorted: ReadonlyArray<PendingOutcome<unknown>>,
-  facts: BatchFacts,
+  deliveries: Map<string, DeliveryFacts>,
   locked: ReadonlyMap<string, EndpointFacts>,
   policy: DeliveryPolicy,
 ): Decided {
-  const { deliveries } = facts;
-  const withParked = new Set(facts.withParked);
   const endpoints = new Map(locked);
   const decided: Decided = { writes: [], releases: new Map(), endpoints: new Map(), disable: [], failing: [], startNext: [] };
   const disable = new Map<string, boolean>();
@@ -233,9 +231,7 @@ function decide(
   for (const { endpointId, outcome } of sorted) {
     const delivery = deliveries.get(outcome.deliveryId);
     const transition = applyOutcome(delivery, endpoints.get(endpointId), outcome, policy);
-    // A delivery deleted with its endpoint keeps no attempt records: absent here, it stays absent until the
-    // batch commits, since a deletion takes the endpoint's lock, which the batch holds.
-    const record = delivery && transition.recordAttempt && outcome.kind === 'attempted' ? outcome.record : undefined;
+    const record = transition.recordAttempt && outcome.kind === 'attempted' ? outcome.record : undefined;
     if (record || transition.delivery) {
       decided.writes.push({ deliveryId: outcome.deliveryId, attempt: outcome.attempt, record, change: transition.delivery });
     }
@@ -244,8 +240,6 @@ function decide(
       const { state, attempts } = transition.delivery;
       deliveries.set(outcome.deliveryId, { state, attempts, failureCounted: delivery.failureCounted });
     }
-    // Parked by this batch: its releases are written after its rows, so they may release this one.
-    if (transition.delivery?.state === 'parked') withParked.add(endpointId);
     if (transition.releasesParked > 0) {
       decided.releases.set(endpointId, (decided.releases.get(endpointId) ?? 0) + transition.releasesParked);
     }
@@ -257,7 +251,6 @@ function decide(
     if (transition.failing) failing.add(endpointId);
     if (transition.startsNext) startNext.add(endpointId);
   }
-  for (const endpointId of [...decided.releases.keys()]) if (!withParked.has(endpointId)) decided.releases.delete(endpointId);
   for (const [endpointId, yes] of [...disable.entries()].sort(([a], [b]) => compareText(a, b))) {
     if (yes) decided.disable.push(endpointId);
   }

@@ -11,8 +11,8 @@ import { wakeRelaysIfAny } from './relayWakeUp.ts';
 /**
  * Releases parked deliveries as requests to their endpoints finish: up to `counts[i]` of endpoint
  * `endpointIds[i]`'s, oldest due first, become pending again and wake the relays. Run in the transaction
- * that records those requests' outcomes, so a release is never lost nor made twice for one request; only for
- * endpoints that have parked deliveries (readBatchFacts) or that the batch parks for. SKIP LOCKED: a row locked by
+ * that records those requests' outcomes, so a release is never lost nor made twice for one request. Cheap
+ * when nothing is parked (an empty partial index), so it runs for every batch. SKIP LOCKED: a row locked by
  * another worker's outcome is being settled by it, and waiting here could deadlock with that worker's lock
  * order. Returns how many were released.
  */
@@ -40,46 +40,13 @@ export async function unparkDeliveries(db: Queryable, endpointIds: readonly stri
   return rows[0]?.released ?? 0;
 }
 
-/** What the recorder reads of a batch under its endpoints' locks (readBatchFacts). */
-export interface BatchFacts {
-  /** The deliveries the batch names, as the state machine needs them; deleted ones are absent. */
-  readonly deliveries: Map<string, DeliveryFacts>;
-  /** Those of the batch's endpoints that have parked deliveries. */
-  readonly withParked: ReadonlySet<string>;
-}
-
-/**
- * The deliveries an outcome batch names, and which of its endpoints have parked deliveries, in one statement.
- * Only the recorder parks deliveries, under the endpoint's lock, so once the batch holds its endpoints' locks
- * an endpoint without parked deliveries gets none but from the batch itself: its releases need no statement
- * (unparkDeliveries was planned and run for every batch, the endpoints almost never having any).
- */
-export async function readBatchFacts(db: Queryable, ids: readonly string[], endpointIds: readonly string[]): Promise<BatchFacts> {
-  if (ids.length === 0) return { deliveries: new Map(), withParked: new Set() };
-  const { rows } = await db.query<{
-    id: string | null;
-    state: DeliveryState;
-    attempts: number;
-    failure_counted: boolean;
-    parked_endpoint_id: string | null;
-  }>(
-    prepared(
-      `SELECT id::text AS id, state, attempts, failure_counted, NULL::text AS parked_endpoint_id
-       FROM deliveries WHERE id = ANY($1::int8[])
-       UNION ALL
-       SELECT NULL, NULL, NULL, NULL, endpoint.id
-       FROM unnest($2::text[]) AS endpoint(id)
-       WHERE EXISTS (SELECT 1 FROM deliveries WHERE state = 'parked' AND endpoint_id = endpoint.id)`,
-      [ids, endpointIds],
-    ),
+/** The deliveries an outcome batch names, as the state machine needs them; deleted ones are absent. */
+export async function readDeliveryFacts(db: Queryable, ids: readonly string[]): Promise<Map<string, DeliveryFacts>> {
+  if (ids.length === 0) return new Map();
+  const { rows } = await db.query<{ id: string; state: DeliveryState; attempts: number; failure_counted: boolean }>(
+    prepared('SELECT id::text AS id, state, attempts, failure_counted FROM deliveries WHERE id = ANY($1::int8[])', [ids]),
   );
-  const deliveries = new Map<string, DeliveryFacts>();
-  const withParked = new Set<string>();
-  for (const row of rows) {
-    if (row.id === null) withParked.add(row.parked_endpoint_id!);
-    else deliveries.set(row.id, { state: row.state, attempts: row.attempts, failureCounted: row.failure_counted });
-  }
-  return { deliveries, withParked };
+  return new Map(rows.map((row) => [row.id, { state: row.state, attempts: row.attempts, failureCounted: row.failure_counted }]));
 }
 
 /** What the state machine decided for one outcome: an attempt record to keep, a new row, or both. */
@@ -92,11 +59,10 @@ export interface OutcomeWrite {
 
 /**
  * Writes a batch's decisions in one statement: the attempt records (a redelivered message repeats an
- * attempt whose record may already exist: the first record stands; records only of deliveries the recorder
- * found under their endpoints' locks, so none of a delivery deleted with its endpoint) and the deliveries'
- * new rows. The recorder read the rows under their endpoints' locks; the update's condition is the state
- * machine's own (the delivery still waits for that attempt), repeated so that a row changed by a path that
- * does not take the endpoint's lock is never overwritten. Times travel as epoch milliseconds.
+ * attempt whose record may already exist: the first record stands) and the deliveries' new rows. The
+ * recorder read the rows under their endpoints' locks; the update's condition is the state machine's own
+ * (the delivery still waits for that attempt), repeated so that a row changed by a path that does not
+ * take the endpoint's lock is never overwritten. Times travel as epoch milliseconds.
  */
 export async function recordOutcomes(db: Queryable, writes: readonly OutcomeWrite[]): Promise<void> {
   if (writes.length === 0) return;
@@ -110,7 +76,8 @@ export async function recordOutcomes(db: Queryable, writes: readonly OutcomeWrit
        INSERT INTO delivery_attempts (delivery_id, attempt, attempted_at, duration_ms, status_code, error, response_excerpt)
        SELECT id, attempt, to_timestamp(attempted_ms / 1000), duration_ms, status_code, error, response_excerpt
        FROM outcome
-       WHERE attempted_ms IS NOT NULL
+       -- A delivery deleted with its endpoint keeps no attempt records (the endpoint's lock orders this).
+       WHERE attempted_ms IS NOT NULL AND EXISTS (SELECT 1 FROM deliveries d WHERE d.id = outcome.id)
        ON CONFLICT (delivery_id, attempt) DO NOTHING
      ), updated AS (
        UPDATE deliveries AS d

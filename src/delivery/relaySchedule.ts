@@ -122,11 +122,11 @@ export function sweepStarted(schedule: RelaySchedule, sweep: RelaySweep, now: nu
 /** The unconfirmed sweep is done: with nothing in flight and nothing released, the next waits longer. */
 export function unconfirmedSwept(
   schedule: RelaySchedule,
-  found: { readonly released: number; readonly anyInFlight: boolean },
+  found: { readonly released: number; readonly inFlight: number },
   now: number,
 ): RelaySchedule {
   if (found.released > 0) return forgetFloor(schedule);
-  if (found.anyInFlight) return schedule;
+  if (found.inFlight > 0) return schedule;
   return { ...schedule, nextSweepAt: { ...schedule.nextSweepAt, unconfirmed: now + IDLE_UNCONFIRMED_SWEEP_MS } };
 }
 

@@ -105,12 +105,12 @@ describe('the outbox relay’s schedule (relaySchedule.ts)', () => {
 
     it('runs the unconfirmed sweep every 2 s while publications are in flight, every 6 s while none is', () => {
       const started = sweepStarted(idle, 'unconfirmed', T, SETTINGS);
-      expect(unconfirmedSwept(started, { released: 0, anyInFlight: true }, T).nextSweepAt.unconfirmed).to.equal(T + 2_000);
-      expect(unconfirmedSwept(started, { released: 0, anyInFlight: false }, T).nextSweepAt.unconfirmed).to.equal(T + 6_000);
+      expect(unconfirmedSwept(started, { released: 0, inFlight: 4 }, T).nextSweepAt.unconfirmed).to.equal(T + 2_000);
+      expect(unconfirmedSwept(started, { released: 0, inFlight: 0 }, T).nextSweepAt.unconfirmed).to.equal(T + 6_000);
     });
 
     it('makes the next pass a full look after the unconfirmed sweep released some', () => {
-      const swept = unconfirmedSwept(sweepStarted(withFloor, 'unconfirmed', T, SETTINGS), { released: 1, anyInFlight: false }, T);
+      const swept = unconfirmedSwept(sweepStarted(withFloor, 'unconfirmed', T, SETTINGS), { released: 1, inFlight: 0 }, T);
       expect(swept.floor).to.equal(undefined);
       expect(swept.nextSweepAt.unconfirmed).to.equal(T + 2_000);
     });

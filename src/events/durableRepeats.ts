@@ -14,5 +14,7 @@ import type { Queryable } from '../db/database.ts';
  * the first copy's commit. Without synchronous standbys it costs a local WAL flush, and only on repeats.
  */
 export async function awaitDurableRepeats(db: Queryable): Promise<void> {
-  await db.query('SELECT id FROM durability_mark FOR KEY SHARE');
+  const { rowCount } = await db.query('SELECT id FROM durability_mark FOR KEY SHARE');
+  // Without its row the lock writes nothing, and the repeat would be acknowledged without the wait: loudly, not that.
+  if (rowCount !== 1) throw new Error('durability_mark has lost its row (migration 032 inserts it): repeats cannot be made durable');
 }

@@ -550,11 +550,12 @@ describe('webhook retry timing', function () {
 
   before(async () => {
     db = await createTestDatabase();
-    // A one-second schedule and a slow relay poll: the retry must not wait for the poll.
+    // A one-second schedule and the default relay poll (30 s): a retry must not wait for the poll, since the
+    // relay sleeps until the next due time.
     service = await startTestService({
       databaseUrl: db.url,
       roles: ['relay', 'worker'],
-      env: { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', DELIVERY_SCHEDULE: '1s', DELIVERY_RELAY_POLL_MS: '2000' },
+      env: { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true', DELIVERY_SCHEDULE: '1s' },
     });
     // Attempt 1 fails and attempt 2 succeeds: no delivery fails, so the endpoint is never auto-disabled.
     target = await startReceiver();
@@ -579,11 +580,43 @@ describe('webhook retry timing', function () {
       arrivals.set(eventId, [...(arrivals.get(eventId) ?? []), delivery.receivedAt]);
     }
     // From the first attempt's arrival: the delay (800-1,200 ms) plus the time to record the outcome and
-    // to hand the retry to the worker, tens of milliseconds; a poll's rounding would add up to 2,000 ms.
+    // to hand the retry to the worker, tens of milliseconds; waiting for the poll would add up to 30 s.
     const gaps = [...arrivals.values()].map(([first, second]) => second! - first!);
     expect(
       gaps.filter((gap) => gap < 790 || gap > 1_450),
       `gaps ${gaps.join(', ')} ms`,
     ).to.deep.equal([]);
+  });
+
+  it('starts a retry within 50 ms of its due time, though the relay polls only every 30 s @latency', async () => {
+    const id = `wh_${'c'.repeat(32)}`;
+    await insertEndpointRow(db.pool, { id, tenantId: 'idle', url: target.url });
+    const events = Array.from({ length: 3 }, () => newEvent({ tenantId: 'idle' }));
+    await seedEvents(db.url, events);
+    // Attempt 1 fails at once (the write woke the relay); its outcome sets the retry's due time.
+    const dueAt = new Map<string, number>();
+    await waitFor(
+      async () => {
+        const { rows } = await db.pool.query(
+          `SELECT event_id::text, due_at FROM deliveries WHERE endpoint_id = $1 AND attempts = 1 AND state = 'pending'`,
+          [id],
+        );
+        for (const row of rows) dueAt.set(row.event_id, row.due_at.getTime());
+        return dueAt.size === events.length;
+      },
+      'three deliveries waiting for their retry',
+      10_000,
+      5,
+    );
+    // The receiver is the jitter test's too: only this test's events count.
+    const ours = () => target.received.filter((delivery) => dueAt.has(String(delivery.headers['x-service-event-id'])));
+    await waitFor(() => ours().length === 2 * events.length, 'both attempts of each', 10_000);
+    const lateness = ours()
+      .filter((delivery) => delivery.headers['x-service-delivery-attempt'] === '2')
+      .map((delivery) => delivery.receivedAt - dueAt.get(String(delivery.headers['x-service-event-id']))!);
+    expect(
+      lateness.every((ms) => ms >= 0 && ms <= 50),
+      `received ${lateness.join(', ')} ms after due`,
+    ).to.equal(true);
   });
 });

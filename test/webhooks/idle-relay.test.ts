@@ -8,8 +8,8 @@ import { startTestService, type TestService } from '../support/service.ts';
 /**
  * Issue 42, item 2: an idle deployment rests (the relay ran its two outbox statements about 48 times a
  * second with nothing to do, whatever DELIVERY_RELAY_POLL_MS said): LISTEN wake-ups and a timer to the next
- * due time, not polling. That deliveries still start on time is retry-on-time.test.ts's, which runs alone
- * (scripts/run-suite.ts). The figures are bench/idle.ts's.
+ * due time, not polling. That deliveries still start on time is delivery.test.ts's ("webhook retry timing"),
+ * whose latency tests run alone (scripts/run-suite.ts). The figures are bench/idle.ts's.
  */
 describe('an idle relay rests', function () {
   this.timeout(90_000);

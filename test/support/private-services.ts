@@ -139,7 +139,7 @@ export abstract class PrivateServer {
     const child = this.child;
     if (!child) return;
     // A crash takes the whole group: a supervisor's children (Postgres under pg_autoctl) die with it.
-    if (mode === 'crash' && this.processGroup) signalGroup(child.pid!, this.signals.crash);
+    if (mode === 'crash' && this.processGroup) killGroup(child.pid!, this.directory);
     else child.kill(this.signals[mode]);
     // A bound, not a sleep: the exit is awaited, and a server still running after STOP_TIMEOUT_MS is killed.
     const timedOut = Symbol('timed out');
@@ -147,7 +147,7 @@ export abstract class PrivateServer {
     const outcome = await Promise.race([this.exited, new Promise((resolve) => (timer = setTimeout(resolve, STOP_TIMEOUT_MS, timedOut)))]);
     clearTimeout(timer);
     if (outcome === timedOut) {
-      if (this.processGroup) signalGroup(child.pid!, 'SIGKILL');
+      if (this.processGroup) killGroup(child.pid!, this.directory);
       else child.kill('SIGKILL');
       await this.exited;
     }
@@ -170,7 +170,7 @@ export abstract class PrivateServer {
   removeNow(): void {
     const pid = this.child?.pid;
     if (pid !== undefined) {
-      if (this.processGroup) signalGroup(pid, 'SIGKILL');
+      if (this.processGroup) killGroup(pid, this.directory);
       killAndWait(pid, this.signals.crash);
       this.child = undefined;
     }
@@ -563,13 +563,34 @@ function processGone(pid: number): boolean {
   }
 }
 
-/** Signals the process group led by `leader` (a server started with `processGroup`). */
-function signalGroup(leader: number, signal: NodeJS.Signals): void {
+/**
+ * Kills the process group led by `leader` (a server started with `processGroup`) and every process still
+ * working in the server's directory. Postgres makes each of its children a session leader of its own, so the
+ * group's signal reaches the supervisor and the postmaster only: backends end with their postmaster, but
+ * pg_auto_failover's health-check worker does not, and it kept the monitor's logger alive after the run.
+ */
+function killGroup(leader: number, directory: string): void {
   try {
-    process.kill(-leader, signal);
+    process.kill(-leader, 'SIGKILL');
   } catch {
     // The group is gone already.
   }
+  for (const pid of processesWorkingIn([directory])) killAndWait(pid, 'SIGKILL');
+}
+
+/** Processes whose working directory is one of `directories` or below it (a server's directory is its own). */
+function processesWorkingIn(directories: readonly string[]): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    let cwd: string;
+    try {
+      cwd = readlinkSync(`/proc/${entry}/cwd`);
+    } catch {
+      continue;
+    }
+    if (directories.some((directory) => cwd === directory || cwd.startsWith(`${directory}/`))) pids.push(Number(entry));
+  }
+  return pids;
 }
 
 function killAndWait(pid: number, signal: NodeJS.Signals): void {
@@ -622,14 +643,6 @@ function sweepAbandonedDirectories(): void {
     })
     .map((name) => join(tmpdir(), name));
   if (abandoned.length === 0) return;
-  for (const entry of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
-    let cwd: string;
-    try {
-      cwd = readlinkSync(`/proc/${entry}/cwd`);
-    } catch {
-      continue;
-    }
-    if (abandoned.some((directory) => cwd === directory || cwd.startsWith(`${directory}/`))) killAndWait(Number(entry), 'SIGKILL');
-  }
+  for (const pid of processesWorkingIn(abandoned)) killAndWait(pid, 'SIGKILL');
   for (const directory of abandoned) rmSync(directory, { recursive: true, force: true });
 }

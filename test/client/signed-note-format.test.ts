@@ -67,7 +67,8 @@ describe('signed notes and checkpoints, their format', () => {
     const bytes = Buffer.from(material, 'base64');
     expect(() => parseVerifierKey('no-pluses')).to.throw(NoteFormatError, /<name>\+<key id>\+<key>/);
     expect(() => parseVerifierKey(`a b+${id}+${material}`)).to.throw(NoteFormatError, /empty or holds a space/);
-    expect(() => parseVerifierKey(`${name}+${id.toUpperCase()}+${material}`)).to.throw(NoteFormatError, /8 lowercase hex/);
+    // Upper case letters for certain: a random key id of digits only (2 % of them) reads the same in upper case.
+    expect(() => parseVerifierKey(`${name}+${id.slice(0, 6)}AB+${material}`)).to.throw(NoteFormatError, /8 lowercase hex/);
     const otherType = Buffer.concat([Buffer.from([0x02]), bytes.subarray(1)]).toString('base64');
     expect(() => parseVerifierKey(`${name}+${id}+${otherType}`)).to.throw(NoteFormatError, /only Ed25519 keys/);
     expect(() => parseVerifierKey(`other+${id}+${material}`)).to.throw(NoteFormatError, /key id does not match/);

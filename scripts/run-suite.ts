@@ -4,8 +4,7 @@
 // mocha process used about a third of a core across 15 minutes. So most files run in parallel mocha workers,
 // each file in one worker with its own database, JetStream namespace and rate-limit prefix, as two clones'
 // suites already run side by side. The tests whose assertions are latencies (LATENCY_TAG in their titles) run
-// first, each file's alone, one after another; then the rest, with a few long files that mostly wait on the clock
-// in a lane of their own beside the workers (WAITING_LANE). No file writes the clone's build outputs (dist/,
+// first, each file's alone, one after another. No file writes the clone's build outputs (dist/,
 // packages/client/dist): those that pack or run the build use the one make test made
 // (test/support/builtOutputs.ts), since a rebuild beside a CLI test would hand it a half-written file.
 //
@@ -36,20 +35,8 @@ const LONGEST_FIRST = [
   'test/client/*.test.ts',
   'test/chart/**/*.test.ts',
   'test/controller/**/*.test.ts',
-  'test/**/*.test.ts',
-];
-
-/**
- * Long files that mostly wait on the clock (a two-minute outage, an idle deployment watched for 23 s, a
- * watch's backoff), with little CPU of their own: they run one after another in a lane of their own beside
- * the workers, instead of holding a worker for three and a half minutes. The workers keep the machine's cores
- * busy (vmstat: mostly 1 % idle in the parallel phase): a fourth worker made the run no shorter and failed
- * three tests, where these three files add little load.
- */
-const WAITING_LANE = [
-  'test/resilience/stream-faults.test.ts',
-  'test/controller/quiet-controller.test.ts',
   'test/webhooks/idle-relay.test.ts',
+  'test/**/*.test.ts',
 ];
 
 interface Counts {
@@ -69,11 +56,10 @@ function jobsFromArguments(): number {
 /**
  * Runs mocha with the project's configuration: the summary reporter writes its counts to a file instead of
  * printing them, and test/support/file-timings.cjs each file's wall time. Its root hooks run once per file only
- * in parallel mode (a worker per file) or for a mocha of one file: several files run in parallel mode, if with
- * one worker.
+ * in parallel mode (a worker per file) or for a mocha of one file, so the latency tests' files get one each.
  */
 function runMocha(jobs: number, files: string[], grep: string[], summaryFile: string): Promise<Counts> {
-  const parallel = files.length > 1 ? ['--parallel', '--jobs', String(jobs)] : [];
+  const parallel = jobs > 1 ? ['--parallel', '--jobs', String(jobs)] : [];
   const args = [...parallel, ...grep, '--require', 'test/support/file-timings.cjs', ...files];
   return new Promise((resolve, reject) => {
     const child = spawn('mocha', args, {
@@ -125,19 +111,7 @@ try {
   const runs: Counts[] = [];
   for (const file of files.filter((name) => readFileSync(name, 'utf8').includes(LATENCY_TAG)))
     runs.push(await runMocha(1, [file], ['--grep', LATENCY_TAG], join(scratch, `alone-${runs.length}.json`)));
-  const notLatency = ['--grep', LATENCY_TAG, '--invert'];
-  const lane = files.filter((file) => WAITING_LANE.includes(file));
-  runs.push(
-    ...(await Promise.all([
-      runMocha(
-        jobs,
-        files.filter((file) => !lane.includes(file)),
-        notLatency,
-        join(scratch, 'parallel.json'),
-      ),
-      runMocha(1, lane, notLatency, join(scratch, 'waiting-lane.json')),
-    ])),
-  );
+  runs.push(await runMocha(jobs, files, ['--grep', LATENCY_TAG, '--invert'], join(scratch, 'parallel.json')));
   const passes = runs.reduce((sum, run) => sum + run.passes, 0);
   const failures = runs.reduce((sum, run) => sum + run.failures, 0);
   const pending = runs.reduce((sum, run) => sum + run.pending, 0);

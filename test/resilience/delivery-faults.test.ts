@@ -8,8 +8,6 @@ import { Database } from '../../src/db/database.ts';
 import type { NewEvent } from '../../src/events/eventStore.ts';
 import type { Role } from '../../src/main.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
-import { SecretBox } from '../../src/webhooks/secretBox.ts';
-import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/newEvents.ts';
 import { seedEvents } from '../support/events.ts';
@@ -19,7 +17,7 @@ import { RoleProcesses } from '../support/roleProcesses.ts';
 import { TEST_ENCRYPTION_KEY, startTestService, testLogger, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
-import { ENDPOINT_DELIVERIES } from '../../src/delivery/endpointDeliveries.ts';
+import { testWebhookRegistry } from '../support/webhookRegistry.ts';
 
 const DELIVERY_ENV = {
   WEBHOOK_ALLOW_HTTP: 'true',
@@ -66,13 +64,7 @@ describe('webhook delivery through faults', function () {
     const pool = new Database({ url: db.url, poolSize: 2, applicationName: 'faults test', log: testLogger() });
     pools.push(pool);
     const writer = new EventWriter(pool, WEBHOOK_FAN_OUT);
-    const registry = new WebhookRegistry({
-      db: pool,
-      writer,
-      deliveries: ENDPOINT_DELIVERIES,
-      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
-      policy: { allowHttp: true, allowPrivateTargets: true },
-    });
+    const registry = testWebhookRegistry(pool, writer);
     const endpoints: Array<{ id: string; receiver: TestReceiver }> = [];
     for (const reply of replies) {
       const receiver = await startReceiver(reply);

@@ -1,10 +1,7 @@
 import { expect } from 'chai';
 import { Database } from '../../src/db/database.ts';
-import { ENDPOINT_DELIVERIES } from '../../src/delivery/endpointDeliveries.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 import { EventWriter, type NewDeliveryPublisher } from '../../src/events/eventWriter.ts';
-import { SecretBox } from '../../src/webhooks/secretBox.ts';
-import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/newEvents.ts';
 import { PrivateNats, PrivatePostgres } from '../support/private-services.ts';
@@ -12,6 +9,7 @@ import { startReceiver, type TestReceiver } from '../support/receiver.ts';
 import { RoleProcesses } from '../support/roleProcesses.ts';
 import { TEST_ENCRYPTION_KEY, startTestService, testLogger, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
+import { testWebhookRegistry } from '../support/webhookRegistry.ts';
 
 /** The bound docs/operations.md states: a lost publication is delivered this long after the later of its loss and the end of a Postgres or NATS outage. */
 const BOUND_MS = 20_000;
@@ -54,13 +52,7 @@ describe('publications lost by a killed ingest, beside other faults', function (
     db = await createTestDatabase(postgres.url);
     pool = new Database({ url: db.url, poolSize: 2, applicationName: 'lost publications test', log: testLogger() });
     [lost, hung] = await Promise.all([startReceiver(204), startReceiver('hang')]);
-    const registry = new WebhookRegistry({
-      db: pool,
-      writer: new EventWriter(pool, WEBHOOK_FAN_OUT),
-      deliveries: ENDPOINT_DELIVERIES,
-      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
-      policy: { allowHttp: true, allowPrivateTargets: true },
-    });
+    const registry = testWebhookRegistry(pool);
     const operator = { userId: 'test', userRole: 'operator' };
     await registry.register('lost', { url: lost.url, event_filter: ['phi.'] }, operator);
     await registry.register('hung', { url: hung.url, event_filter: ['phi.'] }, operator);

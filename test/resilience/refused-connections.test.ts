@@ -2,17 +2,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import pg from 'pg';
 import { Database } from '../../src/db/database.ts';
-import { ENDPOINT_DELIVERIES } from '../../src/delivery/endpointDeliveries.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
-import { SecretBox } from '../../src/webhooks/secretBox.ts';
-import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/newEvents.ts';
 import { PrivateNats, PrivatePostgres } from '../support/private-services.ts';
 import { startReceiver, type TestReceiver } from '../support/receiver.ts';
-import { TEST_ENCRYPTION_KEY, startTestService, testLogger, type TestService } from '../support/service.ts';
+import { startTestService, testLogger, type TestService } from '../support/service.ts';
 import { waitFor } from '../support/wait.ts';
+import { testWebhookRegistry } from '../support/webhookRegistry.ts';
 
 const MAX_CONNECTIONS = 12;
 
@@ -46,13 +44,11 @@ describe('webhook deliveries while Postgres refuses connections', function () {
     await admin.connect();
     pool = new Database({ url: db.url, poolSize: 1, applicationName: 'test writer', log: testLogger() });
     receiver = await startReceiver({ status: 204, delayMs: 100 });
-    await new WebhookRegistry({
-      db: pool,
-      writer: new EventWriter(pool, WEBHOOK_FAN_OUT),
-      deliveries: ENDPOINT_DELIVERIES,
-      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
-      policy: { allowHttp: true, allowPrivateTargets: true },
-    }).register('refused', { url: receiver.url, event_filter: ['phi.'] }, { userId: 'test', userRole: 'operator' });
+    await testWebhookRegistry(pool).register(
+      'refused',
+      { url: receiver.url, event_filter: ['phi.'] },
+      { userId: 'test', userRole: 'operator' },
+    );
   });
 
   after(async () => {

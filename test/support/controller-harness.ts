@@ -12,13 +12,13 @@ import type { Logger } from '../../src/platform/logger.ts';
 import type { ServiceMetrics } from '../../src/platform/metrics.ts';
 import { ManagedStreams } from '../../src/streams/managedStreams.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
-import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
+import type { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 import { startKubeApiServer, type KubeApiServer } from './kube-apiserver/server.ts';
 import { TEST_ENCRYPTION_KEY, TEST_PEPPER, startTestService, testLogger, type TestService } from './service.ts';
 import { waitFor } from './wait.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
-import { ENDPOINT_DELIVERIES } from '../../src/delivery/endpointDeliveries.ts';
+import { testWebhookRegistry } from './webhookRegistry.ts';
 
 export const GROUP = 'audittrail.dev';
 export const VERSION = 'v1alpha1';
@@ -103,13 +103,7 @@ export async function startControllerHarness(
       deploymentId: await readDeploymentId(controllerDb),
       locks: new SessionLocks(controllerDb, CONTROLLED_RESOURCE_LOCKS),
       keys: new ApiKeyService({ db: controllerDb, writer, pepper: TEST_PEPPER, environment: 'live' }),
-      registry: new WebhookRegistry({
-        db: controllerDb,
-        writer,
-        deliveries: ENDPOINT_DELIVERIES,
-        secrets: new SecretBox(TEST_ENCRYPTION_KEY),
-        policy: { allowHttp: true, allowPrivateTargets: true },
-      }),
+      registry: testWebhookRegistry(controllerDb, writer),
       retention: new RetentionPolicies({ db: controllerDb, writer, defaultPeriod: undefined }),
       holds: new LegalHolds({ db: controllerDb, writer }),
       streams: new ManagedStreams({

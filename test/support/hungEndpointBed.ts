@@ -1,14 +1,10 @@
 import { Database } from '../../src/db/database.ts';
-import { ENDPOINT_DELIVERIES } from '../../src/delivery/endpointDeliveries.ts';
-import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
-import { EventWriter } from '../../src/events/eventWriter.ts';
-import { SecretBox } from '../../src/webhooks/secretBox.ts';
-import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 import { PrivateNats, PrivatePostgres } from './private-services.ts';
 import { startReceiver, type Reply, type TestReceiver } from './receiver.ts';
 import { RoleProcesses } from './roleProcesses.ts';
 import { TEST_ENCRYPTION_KEY, call, startTestService, testLogger, type TestService } from './service.ts';
+import { testWebhookRegistry } from './webhookRegistry.ts';
 
 export const HUNG_CONCURRENCY = 4;
 /**
@@ -63,13 +59,7 @@ export class HungEndpointBed {
     const db = await createTestDatabase(this.postgres.url);
     this.databases.push(db);
     const pool = this.pool(db);
-    const registry = new WebhookRegistry({
-      db: pool,
-      writer: new EventWriter(pool, WEBHOOK_FAN_OUT),
-      deliveries: ENDPOINT_DELIVERIES,
-      secrets: new SecretBox(TEST_ENCRYPTION_KEY),
-      policy: { allowHttp: true, allowPrivateTargets: true },
-    });
+    const registry = testWebhookRegistry(pool);
     const registered: Array<{ id: string; receiver: TestReceiver }> = [];
     for (const { tenantId, reply } of endpoints) {
       const receiver = await startReceiver(reply);

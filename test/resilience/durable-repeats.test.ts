@@ -62,8 +62,8 @@ describe('a repeat of a batch whose first copy waits for its synchronous standby
   /**
    * A batch whose first copy's commit waits for the standby. pg_reload_conf only signals: each server process
    * takes the new setting at its own pace, the checkpointer (which tells commits whether to wait) included, so
-   * a batch sent at once may commit without waiting (a busy machine showed it). Such a batch is stored and
-   * answered; another is sent until one waits.
+   * a batch sent at once may commit without waiting (the likely cause of a timeout in a suite run on a busy
+   * machine; not reproduced on its own). Such a batch is stored and answered; another is sent until one waits.
    */
   async function firstCopyWaiting() {
     for (let attempt = 1; ; attempt++) {

@@ -18,13 +18,16 @@ const SERVICE_ACTOR = { userId: 'audit-trail', userRole: 'system' };
 
 /**
  * Records `notice` and its deliveries in the caller's transaction; the relays are woken when it has any.
- * Operational endpoints are KEY SHARE-locked as fan-out locks the others.
+ * Operational endpoints are KEY SHARE-locked as fan-out locks the others. The notice's time is the clock's,
+ * not the transaction's start (the column's default, now()): a batch of outcomes that takes an endpoint past
+ * both thresholds records `endpoint.failing` and then `endpoint.disabled` in one transaction, and with one time
+ * the list (newest first, ties by random id) put them in either order.
  */
 export async function recordOperationalEvent(db: Queryable, notice: OperationalNotice): Promise<void> {
   await db.query(
     `WITH notice AS (
-       INSERT INTO webhook_operational_events (id, tenant_id, type, resource_type, resource_id, success, details)
-       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)
+       INSERT INTO webhook_operational_events (id, tenant_id, occurred_at, type, resource_type, resource_id, success, details)
+       VALUES ($1, $2, clock_timestamp(), $3, $4, $5, $6, $7::jsonb)
        RETURNING id, tenant_id, occurred_at, type, resource_id,
                  jsonb_build_object('type', type, 'actor', jsonb_build_object('user_id', $8::text, 'user_role', $9::text),
                                     'resource', jsonb_build_object('type', resource_type, 'id', resource_id),

@@ -1,5 +1,7 @@
 import { expect } from 'chai';
+import { randomUUID } from 'node:crypto';
 import { verifyStandardWebhook, verifyWebhookSignature } from '../../src/client/index.ts';
+import { recordOperationalEvent } from '../../src/delivery/operationalFanOut.ts';
 import type { TestDatabase } from '../support/database.ts';
 import { newEvent } from '../support/newEvents.ts';
 import { seedEvents } from '../support/events.ts';
@@ -115,6 +117,23 @@ describe('operational events', function () {
     expect(rest.json.page.has_more).to.equal(false);
     // Each notice's body id is its id in the list.
     expect(listed.json.events[0].id).to.equal(noticeOf(operational, 'endpoint.enabled').json().id);
+  });
+
+  it('lists two notices of one transaction newest first, as the outcome recorder writes failing and then disabled', async () => {
+    const { tenantId, key } = await freshTenant();
+    const resource = { type: 'webhook_endpoint', id: randomUUID() } as const;
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      for (const type of ['endpoint.failing', 'endpoint.disabled'] as const)
+        await recordOperationalEvent(client, { tenantId, type, resource, success: false, details: {} });
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    const listed = await call(`${hooks()}/operational-events?limit=10`, { key });
+    expect(listed.status, listed.text).to.equal(200);
+    expect(listed.json.events.map((event: { type: string }) => event.type)).to.deep.equal(['endpoint.disabled', 'endpoint.failing']);
   });
 
   it('pages through notices of one millisecond without skipping any (positions kept in microseconds)', async () => {

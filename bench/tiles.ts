@@ -5,7 +5,9 @@
  *     file server serving the same tiles from disk (bench/baseline/staticFileServer.ts, over the copy
  *     `integrity publish` wrote). Goal: the API at ≥ 0.5× the static server's rate. The api process is
  *     started afresh for each round, so its first pass finds no tile in memory (a monitor's first read);
- *     a second pass, warm, is reported beside it. Entry bundles are kept in Postgres once built (migration
+ *     before it, the api serves as many partial tiles, which it never keeps, so that V8 has compiled its
+ *     request path as in a pod that has been serving (the static server is warm too). A second pass, warm,
+ *     is reported beside it, and the first read by a process just started, its code not compiled yet. Entry bundles are kept in Postgres once built (migration
  *     031; `integrity publish` builds them all first), so the rounds read kept bundles; a last pass reads them
  *     after the kept ones were removed (as after a redaction or an expiry), as the first monitor ever does.
  *     Beside the rates, the CPU each side spent per request (the static server; the api process and its
@@ -166,14 +168,41 @@ const backends = async () =>
   ).rows.map((row) => row.pid);
 const staticServing = async () => [staticServer.pid!];
 
+/**
+ * Partial tiles of level 0 (width 255), as many as there are hash tiles: a partial tile is never kept in
+ * memory, so reading these runs the code of a first read (the key, the limiter, the query, the tile's
+ * composition) in the api without putting a single full tile in its cache. The static server is warm when
+ * measured (it served the warm-up round, and every round before); this puts the api's code in the same
+ * state, so that a first read measures the tiles not being in memory, as in a pod that has served for a
+ * while, rather than V8 compiling the request path while it measures (firstReadByFreshProcess keeps that).
+ */
+const codeWarmingPaths = hashPaths.map((_, position) =>
+  `tile/${tlogTilePath({ level: 0, index: (position * 7) % Math.floor(published.size / 256), width: 255 })}`,
+);
+
+/** The first read by an api process just started, whose code V8 compiles as it serves (the figure before 2026-12-05). */
+async function firstReadByFreshProcess(): Promise<{ rate: number; bytes: number; cpu: number }> {
+  const fresh = await startApiProcess(DATABASE_URL);
+  try {
+    return await readAll(`${fresh.baseUrl}/api/v2/public/audit/integrity`, hashPaths, auth, async () => [
+      fresh.child.pid!,
+      ...(await backends()),
+    ]);
+  } finally {
+    await stopProcess(fresh.child);
+  }
+}
+
 const results: Array<Record<string, number>> = [];
 try {
   for (let round = 0; round <= ROUNDS; round += 1) {
+    const staticHashes = await readAll(staticBase, hashPaths, {}, staticServing);
+    const apiHashesFreshProcess = await firstReadByFreshProcess();
     const api = await startApiProcess(DATABASE_URL);
     const apiBase = `${api.baseUrl}/api/v2/public/audit/integrity`;
     const apiServing = async () => [api.child.pid!, ...(await backends())];
     try {
-      const staticHashes = await readAll(staticBase, hashPaths, {}, staticServing);
+      await readAll(apiBase, codeWarmingPaths, auth, apiServing);
       const apiHashes = await readAll(apiBase, hashPaths, auth, apiServing);
       const apiHashesWarm = await readAll(apiBase, hashPaths, auth, apiServing);
       const staticBundles = await readAll(staticBase, bundlePaths, {}, staticServing);
@@ -183,11 +212,13 @@ try {
       const figures = {
         staticHashes: staticHashes.rate,
         apiHashes: apiHashes.rate,
+        apiHashesFreshProcess: apiHashesFreshProcess.rate,
         apiHashesWarm: apiHashesWarm.rate,
         staticBundles: staticBundles.rate,
         apiBundles: apiBundles.rate,
         cpuStaticHashes: staticHashes.cpu,
         cpuApiHashes: apiHashes.cpu,
+        cpuApiHashesFreshProcess: apiHashesFreshProcess.cpu,
         cpuStaticBundles: staticBundles.cpu,
         cpuApiBundles: apiBundles.cpu,
       };
@@ -248,12 +279,14 @@ try {
 
   const ratio = (api: string, bare: string) => results.map((figures) => figures[api]! / figures[bare]!);
   const hashes = ratio('apiHashes', 'staticHashes');
+  const freshProcess = ratio('apiHashesFreshProcess', 'staticHashes');
   const warm = ratio('apiHashesWarm', 'staticHashes');
   const bundles = ratio('apiBundles', 'staticBundles');
   console.log(
     [
       `tiles of a ${published.size}-leaf log, ${hashPaths.length} hash tiles and ${bundlePaths.length} entry bundles, ${IN_FLIGHT} requests in flight; ${ROUNDS} rounds after a warm-up`,
-      `hash tiles, first read (cold api process) vs the bare static server: ${fixed(median(hashes))} (${hashes.map(fixed).join(' ')}); ${Math.round(median(results.map((r) => r.apiHashes!)))} vs ${Math.round(median(results.map((r) => r.staticHashes!)))} tiles/s`,
+      `hash tiles, first read (none in memory, the api's code warm) vs the bare static server: ${fixed(median(hashes))} (${hashes.map(fixed).join(' ')}); ${Math.round(median(results.map((r) => r.apiHashes!)))} vs ${Math.round(median(results.map((r) => r.staticHashes!)))} tiles/s`,
+      `hash tiles, first read by an api process just started: ${fixed(median(freshProcess))} (${freshProcess.map(fixed).join(' ')}); ${Math.round(median(results.map((r) => r.apiHashesFreshProcess!)))} tiles/s, ${Math.round(median(results.map((r) => r.cpuApiHashesFreshProcess!)))} µs CPU per tile`,
       `hash tiles, second read (warm): ${fixed(median(warm))} (${warm.map(fixed).join(' ')}); ${Math.round(median(results.map((r) => r.apiHashesWarm!)))} tiles/s`,
       `entry bundles (kept) vs the bare static server: ${fixed(median(bundles))} (${bundles.map(fixed).join(' ')}); ${Math.round(median(results.map((r) => r.apiBundles!)))} vs ${Math.round(median(results.map((r) => r.staticBundles!)))} bundles/s`,
       `entry bundles none of which is kept (built, then kept; once): ${fixed(rebuilt.rate / staticAgain.rate)}; ${Math.round(rebuilt.rate)} vs ${Math.round(staticAgain.rate)} bundles/s`,

@@ -26,23 +26,23 @@ export function keptEntriesText(entries: readonly Buffer[]): string | undefined 
 }
 
 /**
- * The bundle of kept entries: each newline-separated entry as a big-endian uint16 length and its bytes. (Text
- * all ASCII written straight into the bundle entry by entry measured slower than encoding it once and copying.)
+ * The bundle of kept entries: each newline-separated entry as a big-endian uint16 length and its bytes.
+ * Entries are found in the string and each is encoded straight into the bundle: encoding the text once and
+ * copying each entry out of it cost twice as much CPU (86 against 54 µs for a 105 kB bundle), most of it in
+ * the calls into Node's C++ per entry (a search and a copy) that V8's own string search does not make.
  */
 export function bundleOfKeptEntries(text: string): Buffer {
-  const joined = Buffer.from(text, 'utf8');
   let count = 1;
-  for (let at = joined.indexOf(NEWLINE); at >= 0; at = joined.indexOf(NEWLINE, at + 1)) count += 1;
+  for (let at = text.indexOf('\n'); at >= 0; at = text.indexOf('\n', at + 1)) count += 1;
   // Each newline becomes a length, and the first entry gets one too.
-  const bundle = Buffer.allocUnsafe(joined.length + count + 1);
+  const bundle = Buffer.allocUnsafe(Buffer.byteLength(text, 'utf8') + count + 1);
   let from = 0;
   let to = 0;
   for (;;) {
-    const end = joined.indexOf(NEWLINE, from);
-    const stop = end < 0 ? joined.length : end;
-    bundle.writeUInt16BE(stop - from, to);
-    joined.copy(bundle, to + 2, from, stop);
-    to += 2 + stop - from;
+    const end = text.indexOf('\n', from);
+    const written = bundle.write(text.slice(from, end < 0 ? text.length : end), to + 2, 'utf8');
+    bundle.writeUInt16BE(written, to);
+    to += 2 + written;
     if (end < 0) return bundle;
     from = end + 1;
   }

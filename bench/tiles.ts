@@ -176,8 +176,8 @@ const staticServing = async () => [staticServer.pid!];
  * state, so that a first read measures the tiles not being in memory, as in a pod that has served for a
  * while, rather than V8 compiling the request path while it measures (firstReadByFreshProcess keeps that).
  */
-const codeWarmingPaths = hashPaths.map((_, position) =>
-  `tile/${tlogTilePath({ level: 0, index: (position * 7) % Math.floor(published.size / 256), width: 255 })}`,
+const codeWarmingPaths = hashPaths.map(
+  (_, position) => `tile/${tlogTilePath({ level: 0, index: (position * 7) % Math.floor(published.size / 256), width: 255 })}`,
 );
 
 /** The first read by an api process just started, whose code V8 compiles as it serves (the figure before 2026-12-05). */

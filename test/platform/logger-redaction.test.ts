@@ -40,6 +40,42 @@ describe('the service’s log lines', () => {
     });
   });
 
+  it('carry an error as its type, message, stack and plain fields, never an object hung on it nor the data it quotes', () => {
+    const { log, lines } = capturingLogger();
+    // As pg's pool hands over the error of an idle connection that broke, and as Postgres refuses a row.
+    const lost = Object.assign(new Error('terminating connection due to administrator command'), {
+      code: '57P01',
+      severity: 'FATAL',
+      client: { secretKey: 1234567, connection: { parsedStatements: { q_1: 'SELECT patient FROM events' } } },
+    });
+    const refused = Object.assign(new Error('null value in column "action" violates not-null constraint'), {
+      code: '23502',
+      table: 'events',
+      column: 'action',
+      detail: 'Failing row contains (acme, 2026-12-05, jane.doe@example.org, HIV test).',
+      where: 'COPY events, line 1',
+      internalQuery: 'SELECT 1',
+    });
+    log.warn({ err: lost }, 'idle Postgres connection lost');
+    log.error({ err: new Error('could not store the batch', { cause: refused }) }, 'ingest batch failed');
+    log.error({ err: new AggregateError([refused], 'both failed') }, 'all failed');
+
+    const text = JSON.stringify(lines);
+    for (const leaked of ['secretKey', '1234567', 'parsedStatements', 'SELECT patient', 'jane.doe', 'HIV', 'COPY events', 'SELECT 1'])
+      expect(text, leaked).to.not.include(leaked);
+    expect(lines[0]!.err).to.deep.include({ type: 'Error', code: '57P01', severity: 'FATAL' });
+    expect(lines[0]!.err).to.have.property('stack').that.includes('terminating connection');
+    // The cause's message and stack ride with the error's own, as pino writes them.
+    expect((lines[1]!.err as { message: string }).message).to.include('violates not-null constraint');
+    expect((lines[2]!.err as { aggregateErrors: unknown[] }).aggregateErrors[0]).to.deep.include({ code: '23502', table: 'events', column: 'action' });
+  });
+
+  it('leave a value logged as err that is no error as it is', () => {
+    const { log, lines } = capturingLogger();
+    log.warn({ err: 'a plain text' }, 'odd');
+    expect(lines[0]!.err).to.equal('a plain text');
+  });
+
   it('leave out lines below the level asked for', () => {
     const { log, lines } = capturingLogger('warn');
     log.info('not written');

@@ -67,7 +67,11 @@ describe('the service’s log lines', () => {
     expect(lines[0]!.err).to.have.property('stack').that.includes('terminating connection');
     // The cause's message and stack ride with the error's own, as pino writes them.
     expect((lines[1]!.err as { message: string }).message).to.include('violates not-null constraint');
-    expect((lines[2]!.err as { aggregateErrors: unknown[] }).aggregateErrors[0]).to.deep.include({ code: '23502', table: 'events', column: 'action' });
+    expect((lines[2]!.err as { aggregateErrors: unknown[] }).aggregateErrors[0]).to.deep.include({
+      code: '23502',
+      table: 'events',
+      column: 'action',
+    });
   });
 
   it('leave a value logged as err that is no error as it is', () => {

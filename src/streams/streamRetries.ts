@@ -9,6 +9,7 @@ import type { SendOutcome } from './destinations/destination.ts';
  * - progress: the next pass at once; idle: after the poll interval. Either ends a run of failures.
  * - a transient failure (`retry`): the same batch after 1 s, 2 s, 4 s ... up to a minute (±20 %), or
  *   after the destination's Retry-After when that is longer (up to five minutes in one piece);
+ * - a pass that threw (Postgres away): the same pass after 250 ms doubling to 5 s (±20 %);
  * - `too_large` (413): the same records again at once, in batches of half the items and bytes; a single
  *   record over the limit can never pass, so it is a refusal;
  * - `refused`: the stream is failing (its owner is told once, when it turns), and is tried again every
@@ -17,6 +18,12 @@ import type { SendOutcome } from './destinations/destination.ts';
 
 /** A batch not accepted is sent again after 1 s, 2 s, 4 s ... up to a minute, each ±20 %. */
 const RETRY_BACKOFF: BackoffPolicy = { initialMs: 1_000, maxMs: 60_000, spread: [0.8, 1.2] };
+/**
+ * A pass that threw (Postgres away: a restart, a failover) is tried again after 250 ms doubling to 5 s,
+ * ±20 %, as a role waits for Postgres at its start: a destination's minute would have the stream wait up to
+ * a minute after the new primary took writes, where every other role carries on within seconds.
+ */
+const PASS_ERROR_BACKOFF: BackoffPolicy = { initialMs: 250, maxMs: 5_000, spread: [0.8, 1.2] };
 /** A Retry-After longer than this is not waited out in one piece (the stream checks again after it). */
 const MAX_RETRY_AFTER_MS = 300_000;
 /** Batches are never halved below this many bytes. */
@@ -87,13 +94,13 @@ export function afterPass(
   return { state: { ...state, retries: 0 }, waitMs: kind === 'progress' ? 0 : pollMs };
 }
 
-/** A pass that threw (Postgres away, say): the same pass again after the transient backoff. */
+/** A pass that threw (Postgres away, say): the same pass again after PASS_ERROR_BACKOFF. */
 export function afterError(
   state: RetryState,
   random: RandomSource = systemRandom,
 ): { readonly state: RetryState; readonly waitMs: number } {
   const retries = state.retries + 1;
-  return { state: { ...state, retries }, waitMs: backoffDelay(RETRY_BACKOFF, retries, random) };
+  return { state: { ...state, retries }, waitMs: backoffDelay(PASS_ERROR_BACKOFF, retries, random) };
 }
 
 /** The destination took a batch: a failing stream has recovered (its owner is told when `recovered`). */

@@ -108,6 +108,24 @@ describe('Postgres failover in a pg_auto_failover formation', function () {
     }
   }
 
+  /** A failure of the stream's wait says where the stream stood: its row (lease, failing, last error) and position. */
+  async function explainedByStream(check: () => Promise<void>): Promise<void> {
+    try {
+      await check();
+    } catch (error) {
+      const where = await onPrimary((client) =>
+        client.query(
+          `SELECT s.lease_owner, s.lease_until, s.failing_since, s.last_error, s.last_delivered_at, p.next_leaf, p.updated_at, now() AS now
+             FROM log_streams s LEFT JOIN log_stream_positions p ON p.stream_id = s.id WHERE s.id = $1`,
+          [streamId],
+        ),
+      ).catch((reason: unknown) => ({ rows: [`(not readable: ${reason})`] }));
+      if (error instanceof Error)
+        error.message += `\nThe stream: ${JSON.stringify(where.rows)}; events the receiver took: ${hec.events.length}`;
+      throw error;
+    }
+  }
+
   async function acrossFailover(primary: AutoctlKeeper, standby: AutoctlKeeper, failover: () => Promise<void>): Promise<void> {
     expect((await formation.writableNode())?.port).to.equal(primary.port);
     const producers = new Producers(service.internalUrl, tenantId, 4);
@@ -176,11 +194,13 @@ describe('Postgres failover in a pg_auto_failover formation', function () {
 
     // The log stream's position reaches the head, every leaf below it sent (at least once), none skipped.
     const size = exportHead.tree_size as number;
-    await waitFor(
-      () => withDatabase(async (db) => (await testStreamRegistry(db).state(tenantId, streamId)).positions.get(tenantId) === size),
-      'the stream at the head',
-      60_000,
-      250,
+    await explainedByStream(() =>
+      waitFor(
+        () => withDatabase(async (db) => (await testStreamRegistry(db).state(tenantId, streamId)).positions.get(tenantId) === size),
+        `the stream at the head (${size})`,
+        60_000,
+        250,
+      ),
     );
     const sent = new Set(
       hec.events.filter((event) => event.sourcetype !== 'audit-trail:tree_head').map((event) => event.event.leaf_index as number),

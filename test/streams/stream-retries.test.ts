@@ -70,10 +70,19 @@ describe('a log stream’s retries', () => {
     expect(afterDelivered(delivered.state).recovered).to.equal(false);
   });
 
-  it('backs off a pass that threw like a transient failure', () => {
-    const first = afterError(fresh, () => 0.5);
-    const second = afterError(first.state, () => 0.5);
-    expect([first.waitMs, second.waitMs]).to.deep.equal([1000, 2000]);
-    expect(second.state.retries).to.equal(2);
+  it('tries a pass that threw (Postgres away) again within 5 s, as a role waits for Postgres at its start', () => {
+    let state = fresh;
+    const waits: number[] = [];
+    for (let pass = 0; pass < 7; pass += 1) {
+      const next = afterError(state, () => 0.5);
+      waits.push(next.waitMs);
+      state = next.state;
+    }
+    expect(waits).to.deep.equal([250, 500, 1000, 2000, 4000, 5000, 5000]);
+    expect(state.retries).to.equal(7);
+    // ±20 %: never more than 6 s.
+    expect(afterError(state, () => 0.999_999).waitMs).to.equal(6000);
+    // A pass that then goes through ends the run.
+    expect(afterPass(state, 'progress', 200)).to.deep.equal({ state: { ...state, retries: 0 }, waitMs: 0 });
   });
 });

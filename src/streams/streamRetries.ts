@@ -35,7 +35,7 @@ interface BatchLimits {
 }
 
 export interface RetryState {
-  /** Transient failures in a row: the next retry's place in RETRY_BACKOFF. */
+  /** Transient failures and failed passes in a row: the next retry's place in RETRY_BACKOFF or PASS_ERROR_BACKOFF. */
   readonly retries: number;
   /** The destination refused a batch and has taken none since. */
   readonly failing: boolean;

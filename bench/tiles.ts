@@ -7,7 +7,8 @@
  *     started afresh for each round, so its first pass finds no tile in memory (a monitor's first read);
  *     before it, the api serves as many partial tiles, which it never keeps, so that V8 has compiled its
  *     request path as in a pod that has been serving (the static server is warm too). A second pass, warm,
- *     is reported beside it, and the first read by a process just started, its code not compiled yet. Entry bundles are kept in Postgres once built (migration
+ *     is reported beside it, and the first read by a process just started, its code not compiled yet.
+ *     Entry bundles are kept in Postgres once built (migration
  *     031; `integrity publish` builds them all first), so the rounds read kept bundles; a last pass reads them
  *     after the kept ones were removed (as after a redaction or an expiry), as the first monitor ever does.
  *     Beside the rates, the CPU each side spent per request (the static server; the api process and its

@@ -119,21 +119,29 @@ describe('operational events', function () {
     expect(listed.json.events[0].id).to.equal(noticeOf(operational, 'endpoint.enabled').json().id);
   });
 
-  it('lists two notices of one transaction newest first, as the outcome recorder writes failing and then disabled', async () => {
+  it('lists notices of one transaction newest first, as the outcome recorder writes failing and then disabled', async () => {
     const { tenantId, key } = await freshTenant();
-    const resource = { type: 'webhook_endpoint', id: randomUUID() } as const;
+    // Six, each of its own endpoint: with one time for all, the list's order (ties by random id) would match
+    // by chance once in 720; with two, every other run.
+    const endpoints = Array.from({ length: 6 }, () => randomUUID());
     const client = await db.pool.connect();
     try {
       await client.query('BEGIN');
-      for (const type of ['endpoint.failing', 'endpoint.disabled'] as const)
-        await recordOperationalEvent(client, { tenantId, type, resource, success: false, details: {} });
+      for (const [index, id] of endpoints.entries())
+        await recordOperationalEvent(client, {
+          tenantId,
+          type: index % 2 === 0 ? 'endpoint.failing' : 'endpoint.disabled',
+          resource: { type: 'webhook_endpoint', id },
+          success: false,
+          details: {},
+        });
       await client.query('COMMIT');
     } finally {
       client.release();
     }
     const listed = await call(`${hooks()}/operational-events?limit=10`, { key });
     expect(listed.status, listed.text).to.equal(200);
-    expect(listed.json.events.map((event: { type: string }) => event.type)).to.deep.equal(['endpoint.disabled', 'endpoint.failing']);
+    expect(listed.json.events.map((event: { resource: { id: string } }) => event.resource.id)).to.deep.equal(endpoints.toReversed());
   });
 
   it('pages through notices of one millisecond without skipping any (positions kept in microseconds)', async () => {

@@ -146,36 +146,35 @@ for _ in $(seq 1 300); do
   sleep 0.1
 done
 
-seeded_now=false
 if [ ! -f "$state_dir/demo-seeded" ]; then
-  node scripts/seed-demo.ts "http://127.0.0.1:$INTERNAL_PORT" "$ingest_token" demo 300 && touch "$state_dir/demo-seeded" && seeded_now=true
+  node scripts/seed-demo.ts "http://127.0.0.1:$INTERNAL_PORT" "$ingest_token" demo 300 && touch "$state_dir/demo-seeded"
 fi
 
 base="http://127.0.0.1:$PORT/api/v2/public"
 internal="http://127.0.0.1:$INTERNAL_PORT"
-# The integrity commands below need the demo events sealed, not only a first signed head (the demo key's
-# admin.key.create gets one before the demo events are even written). The demo events were stored in one
-# statement, which the sealer appends in one step: once the newest phi.read has its proof, every one has.
-# Events seeded by an earlier run were sealed then (the sealer seals within SEAL_INTERVAL of a write).
-# The service's JSON is read with sed: an event id and a link hold no quote, and Node would take half a second.
-newest_phi_read() {
-  curl -fsS -H "Authorization: Bearer $demo_key" "$base/audit/events?action=phi.read&limit=1" 2>/dev/null |
-    sed -n 's/^{"events":\[{"event_id":"\([0-9a-f-]*\)".*/\1/p'
-}
-if [ "$seeded_now" = true ]; then
-  for _ in $(seq 1 120); do
-    event_id=$(newest_phi_read)
-    [ -n "$event_id" ] && curl -fsS -o /dev/null -H "Authorization: Bearer $demo_key" "$base/audit/events/$event_id/proof" 2>/dev/null && break
-    sleep 0.5
-  done
-fi
 # A customer portal link for the demo tenant, as a platform's backend mints one: it opens once, for an hour.
+# Minting it records admin.portal_session.create, so it comes before the wait for the seal below.
 portal_request='{"ttl_s":3600,"capabilities":["audit:read","audit:export","webhooks:write","streams:write"]}'
 portal_link() {
   curl -fsS -X POST -H "Authorization: Bearer $demo_key" -H 'Content-Type: application/json' "$base/portal/sessions" -d "$portal_request" |
     sed -n 's/.*"url":"\([^"]*\)".*/\1/p' | grep .
 }
 portal_url=$(portal_link || echo "(could not mint one: see the log above)")
+# The integrity commands below need every event so far sealed, not only a first signed head (the demo key's
+# admin.key.create gets one before the demo events are even written), or the export they verify holds an
+# event without its proof. The sealer appends in the order events were stored, and the newest event (the
+# portal link's, just above) was stored last: once it has its proof, every one has. Waited for on every
+# start, since a restart mints a link too; it takes a SEAL_INTERVAL at most.
+# The service's JSON is read with sed: an event id and a link hold no quote, and Node would take half a second.
+newest_event() {
+  curl -fsS -H "Authorization: Bearer $demo_key" "$base/audit/events?limit=1" 2>/dev/null |
+    sed -n 's/^{"events":\[{"event_id":"\([0-9a-f-]*\)".*/\1/p'
+}
+for _ in $(seq 1 120); do
+  event_id=$(newest_event)
+  [ -n "$event_id" ] && curl -fsS -o /dev/null -H "Authorization: Bearer $demo_key" "$base/audit/events/$event_id/proof" 2>/dev/null && break
+  sleep 0.5
+done
 receiver_port=9000
 while port_in_use "$receiver_port"; do receiver_port=$((receiver_port + 1)); done
 # Reads one JSON document on stdin and prints a member of it (the machine's own node is enough).

@@ -39,10 +39,18 @@ const LONGEST_FIRST = [
   'test/**/*.test.ts',
 ];
 
+interface Failure {
+  title: string;
+  file?: string;
+  /** The first lines of its message (test/support/summary-reporter.cjs). */
+  message: string[];
+}
+
 interface Counts {
   passes: number;
   failures: number;
   pending: number;
+  failed: Failure[];
 }
 
 function jobsFromArguments(): number {
@@ -72,7 +80,12 @@ function runMocha(jobs: number, files: string[], grep: string[], summaryFile: st
         resolve(JSON.parse(readFileSync(summaryFile, 'utf8')) as Counts);
       } catch {
         // mocha ended before its reporter did (a crash while loading a file): count that as a failure, never as a pass.
-        resolve({ passes: 0, failures: 1, pending: 0 });
+        resolve({
+          passes: 0,
+          failures: 1,
+          pending: 0,
+          failed: [{ title: `mocha ended before its reporter (${files.join(', ')})`, message: [] }],
+        });
       }
     });
   });
@@ -92,6 +105,21 @@ function slowestFiles(count: number): string {
     `\nTest files: ${timings.length}, ${Math.round(total)} s in all; the slowest:`,
     ...slowest.map((timing) => `  ${timing.seconds.toFixed(1).padStart(6)} s  ${timing.file}`),
   ].join('\n');
+}
+
+/**
+ * Each failure again, compactly, just above the closing line: CI's record of a run keeps only the end of its
+ * output, far below mocha's own account of the failures.
+ */
+function failureList(failed: Failure[]): string {
+  if (failed.length === 0) return '';
+  const entries = failed.map((failure) =>
+    [
+      `  ${failure.title}${failure.file ? ` (${failure.file.replace(`${process.cwd()}/`, '')})` : ''}`,
+      ...failure.message.map((line) => `      ${line}`),
+    ].join('\n'),
+  );
+  return `\nFailed:\n${entries.join('\n')}\n`;
 }
 
 /**
@@ -116,6 +144,7 @@ try {
   const failures = runs.reduce((sum, run) => sum + run.failures, 0);
   const pending = runs.reduce((sum, run) => sum + run.pending, 0);
   process.stdout.write(`${slowestFiles(12)}\n`);
+  process.stdout.write(failureList(runs.flatMap((run) => run.failed)));
   process.stdout.write(`\n${passes} passed, ${failures} failed${pending > 0 ? `, ${pending} skipped` : ''}\n`);
   process.exitCode = failures > 0 ? 1 : 0;
 } finally {

@@ -49,7 +49,56 @@ const DATA_BEARING_ERROR_FIELDS = new Set(['detail', 'where', 'internalQuery']);
  */
 function loggedError(error: unknown): unknown {
   const serialized = pino.stdSerializers.err(error as Error);
-  return serialized === error ? error : plainErrorFields(serialized as unknown as Record<string, unknown>);
+  if (serialized === error) return error;
+  return withoutQuotedValues(plainErrorFields(serialized as unknown as Record<string, unknown>), quotingMessages(error));
+}
+
+/**
+ * Postgres' data exceptions (SQLSTATE class 22) say which value they refused in their message: `invalid input
+ * syntax for type uuid: "…"`, `value "…" is out of range for type integer`, `invalid byte sequence for
+ * encoding "UTF8": 0x…`. The value is the trail's, so PHI. Such a message is logged up to where it starts
+ * quoting; its code (kept) says the rest. Other classes name constraints, columns and types, not values
+ * (class 23 quotes the row only in `detail`, dropped above).
+ */
+const QUOTING_SQLSTATE = /^22[0-9A-Z]{3}$/;
+const VALUE_WITHHELD = '[the value withheld]';
+
+/** Each message of the error, its causes and its aggregated errors that quotes a value, with what replaces it. */
+function quotingMessages(error: unknown, found = new Map<string, string>(), depth = 0): Map<string, string> {
+  if (typeof error !== 'object' || error === null || depth > 8) return found;
+  const { code, severity, message, cause, errors } = error as Record<string, unknown>;
+  if (typeof message === 'string' && typeof severity === 'string' && typeof code === 'string' && QUOTING_SQLSTATE.test(code)) {
+    const withheld = messageUpToItsValue(message);
+    if (withheld !== message) found.set(message, withheld);
+  }
+  quotingMessages(cause, found, depth + 1);
+  if (Array.isArray(errors)) for (const inner of errors) quotingMessages(inner, found, depth + 1);
+  return found;
+}
+
+/** The message up to its first quote or its first ": " (before which Postgres names what it refused). */
+function messageUpToItsValue(message: string): string {
+  const starts = [message.indexOf('"'), message.indexOf(': ')].filter((index) => index >= 0);
+  if (starts.length === 0) return message;
+  return `${message.slice(0, Math.min(...starts)).trimEnd()} ${VALUE_WITHHELD}`;
+}
+
+/** pino repeats a cause's message in its error's message and stack: each occurrence is replaced, nested errors too. */
+function withoutQuotedValues(fields: Record<string, unknown>, replacements: Map<string, string>): Record<string, unknown> {
+  if (replacements.size === 0) return fields;
+  const replaced = (text: string) => {
+    let result = text;
+    for (const [quoting, withheld] of replacements) result = result.replaceAll(quoting, withheld);
+    return result;
+  };
+  const kept: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(fields)) {
+    if (typeof value === 'string') kept[name] = replaced(value);
+    else if (Array.isArray(value)) kept[name] = value.map((inner) => withoutQuotedValues(inner as Record<string, unknown>, replacements));
+    else if (typeof value === 'object' && value !== null) kept[name] = withoutQuotedValues(value as Record<string, unknown>, replacements);
+    else kept[name] = value;
+  }
+  return kept;
 }
 
 function plainErrorFields(serialized: Record<string, unknown>): Record<string, unknown> {

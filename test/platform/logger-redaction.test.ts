@@ -1,5 +1,7 @@
 import { expect } from 'chai';
+import pg from 'pg';
 import { createLogger } from '../../src/platform/logger.ts';
+import { databaseUrl } from '../support/database.ts';
 
 /** A logger writing its lines into an array, parsed. */
 function capturingLogger(level = 'info') {
@@ -72,6 +74,55 @@ describe('the service’s log lines', () => {
       table: 'events',
       column: 'action',
     });
+  });
+
+  it('carry a Postgres data exception up to where its message quotes the refused value, alone or as a cause', async () => {
+    // Postgres' own errors, from a real server: each quotes a value of the trail in its message.
+    const client = new pg.Client({ connectionString: databaseUrl('postgres') });
+    await client.connect();
+    const refusedBy = (sql: string, values: unknown[]) =>
+      client.query(sql, values).then(
+        () => expect.fail(sql),
+        (error: unknown) => error,
+      );
+    let refusals: unknown[];
+    try {
+      refusals = [
+        await refusedBy('SELECT $1::uuid', ['jane.doe@example.org']),
+        await refusedBy('SELECT $1::int', ['31415926535 HIV']),
+        await refusedBy('SELECT $1::timestamptz', ['Jane Doe: HIV positive']),
+        await refusedBy(`SELECT convert_from($1::bytea, 'UTF8')`, [Buffer.from([0x4a, 0xff, 0x44])]),
+      ];
+    } finally {
+      await client.end();
+    }
+    const { log, lines } = capturingLogger();
+    for (const refusal of refusals) log.error({ err: refusal }, 'refused');
+    log.error({ err: new Error('could not store the batch', { cause: refusals[0] }) }, 'wrapped');
+    log.error({ err: new AggregateError(refusals, 'all refused') }, 'aggregated');
+
+    const text = JSON.stringify(lines);
+    for (const leaked of ['jane', '31415926535', 'HIV', '0xff']) expect(text, leaked).to.not.include(leaked);
+    expect(lines.map((line) => (line.err as { message: string }).message)).to.deep.equal([
+      'invalid input syntax for type uuid [the value withheld]',
+      'value [the value withheld]',
+      'invalid input syntax for type timestamp with time zone [the value withheld]',
+      'invalid byte sequence for encoding [the value withheld]',
+      'could not store the batch: invalid input syntax for type uuid [the value withheld]',
+      'all refused',
+    ]);
+    // The code says what the message no longer does; the stack still says where.
+    expect(lines.slice(0, 4).map((line) => (line.err as { code: string }).code)).to.deep.equal(['22P02', '22003', '22007', '22021']);
+    expect((lines[0]!.err as { stack: string }).stack).to.match(
+      /^error: invalid input syntax for type uuid \[the value withheld\]\n\s+at /,
+    );
+  });
+
+  it('leave a Postgres error of another class, which names no value, as it is', () => {
+    const { log, lines } = capturingLogger();
+    const conflict = Object.assign(new Error('could not serialize access due to concurrent update'), { code: '40001', severity: 'ERROR' });
+    log.error({ err: conflict }, 'conflict');
+    expect((lines[0]!.err as { message: string }).message).to.equal('could not serialize access due to concurrent update');
   });
 
   it('leave a value logged as err that is no error as it is', () => {

@@ -276,8 +276,8 @@ describe('Postgres failover in a pg_auto_failover formation', function () {
    */
   const deliveredIds = new Map<TestReceiver, { counted: number; ids: Set<string> }>();
   function idsDeliveredTo(receiver: TestReceiver): Set<string> {
-    let tally = deliveredIds.get(receiver);
-    if (tally === undefined) deliveredIds.set(receiver, (tally = { counted: 0, ids: new Set() }));
+    const tally = deliveredIds.get(receiver) ?? { counted: 0, ids: new Set<string>() };
+    deliveredIds.set(receiver, tally);
     for (; tally.counted < receiver.received.length; tally.counted += 1)
       tally.ids.add(receiver.received[tally.counted]!.json().id as string);
     return tally.ids;

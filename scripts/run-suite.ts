@@ -91,19 +91,46 @@ function runMocha(jobs: number, files: string[], grep: string[], summaryFile: st
   });
 }
 
+interface FileTiming {
+  file: string;
+  seconds: number;
+  /** The longest the file's process kept its event loop from turning (test/support/file-timings.cjs). */
+  longestLoopDelayMs?: number;
+}
+
+function fileTimings(): FileTiming[] {
+  if (!existsSync(timingsFile)) return [];
+  return readFileSync(timingsFile, 'utf8')
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as FileTiming);
+}
+
 /** The slowest files of the run, so that whoever makes the suite faster knows where its time goes. */
-function slowestFiles(count: number): string {
-  const timings = existsSync(timingsFile)
-    ? readFileSync(timingsFile, 'utf8')
-        .split('\n')
-        .filter((line) => line !== '')
-        .map((line) => JSON.parse(line) as { file: string; seconds: number })
-    : [];
+function slowestFiles(timings: FileTiming[], count: number): string {
   const total = timings.reduce((sum, timing) => sum + timing.seconds, 0);
-  const slowest = timings.sort((a, b) => b.seconds - a.seconds).slice(0, count);
+  const slowest = [...timings].sort((a, b) => b.seconds - a.seconds).slice(0, count);
   return [
     `\nTest files: ${timings.length}, ${Math.round(total)} s in all; the slowest:`,
     ...slowest.map((timing) => `  ${timing.seconds.toFixed(1).padStart(6)} s  ${timing.file}`),
+  ].join('\n');
+}
+
+/**
+ * A file whose process kept its event loop from turning this long starved whatever it runs in-process (most
+ * files run the service so): its waits then measure the test's own computing. Named so that it is mended
+ * before it fails a run; GC pauses and process starts on a busy machine stay well under it.
+ */
+const LOOP_DELAY_WORTH_NAMING_MS = 2_000;
+
+function blockedFiles(timings: FileTiming[]): string {
+  const blocked = timings
+    .filter((timing) => (timing.longestLoopDelayMs ?? 0) >= LOOP_DELAY_WORTH_NAMING_MS)
+    .sort((a, b) => b.longestLoopDelayMs! - a.longestLoopDelayMs!);
+  if (blocked.length === 0) return '';
+  return [
+    `\nEvent loop held for ${LOOP_DELAY_WORTH_NAMING_MS / 1000} s or more at a time (the test's own work starves what it runs in-process):`,
+    ...blocked.map((timing) => `  ${(timing.longestLoopDelayMs! / 1000).toFixed(1).padStart(6)} s  ${timing.file}`),
   ].join('\n');
 }
 
@@ -143,7 +170,10 @@ try {
   const passes = runs.reduce((sum, run) => sum + run.passes, 0);
   const failures = runs.reduce((sum, run) => sum + run.failures, 0);
   const pending = runs.reduce((sum, run) => sum + run.pending, 0);
-  process.stdout.write(`${slowestFiles(12)}\n`);
+  const timings = fileTimings();
+  process.stdout.write(`${slowestFiles(timings, 12)}\n`);
+  const blocked = blockedFiles(timings);
+  if (blocked !== '') process.stdout.write(`${blocked}\n`);
   process.stdout.write(failureList(runs.flatMap((run) => run.failed)));
   process.stdout.write(`\n${passes} passed, ${failures} failed${pending > 0 ? `, ${pending} skipped` : ''}\n`);
   process.exitCode = failures > 0 ? 1 : 0;

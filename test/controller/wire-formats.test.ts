@@ -94,23 +94,23 @@ describe('what the controller sends the Kubernetes API, read as the API server r
     expect(refused.map((entry) => `${entry.method} ${entry.path} ${entry.status}`)).to.deep.equal([]);
   });
 
-  it("sends every MicroTime with exactly six fractional digits: Go parses each with metav1's layout", () => {
+  it("sends every MicroTime with exactly six fractional digits: Go parses each with metav1's layout", async () => {
     const micro = sent.filter((timestamp) => timestamp.type === 'MicroTime');
     expect(micro.map((timestamp) => timestamp.where.split(' ').at(-1))).to.include.members(['spec.acquireTime', 'spec.renewTime']);
-    const parsed = parseWithGo(micro);
+    const parsed = await parseWithGo(micro);
     const refused = parsed.flatMap((result, index) => (result.error ? [`${micro[index]!.where}: ${result.error}`] : []));
     expect(refused).to.deep.equal([]);
     for (const timestamp of micro) expect(timestamp.value, timestamp.where).to.match(/\.\d{6}Z$/);
   });
 
-  it('sends every Time as RFC 3339 in whole seconds, exactly as metav1 writes it back', () => {
+  it('sends every Time as RFC 3339 in whole seconds, exactly as metav1 writes it back', async () => {
     const times = sent.filter((timestamp) => timestamp.type === 'Time');
     expect(times.map((timestamp) => timestamp.where.split(' ').at(-1))).to.include.members([
       'firstTimestamp',
       'lastTimestamp',
       'status.conditions.0.lastTransitionTime',
     ]);
-    const parsed = parseWithGo(times);
+    const parsed = await parseWithGo(times);
     const differing = parsed.flatMap((result, index) =>
       result.error || result.canonical !== result.value
         ? [`${times[index]!.where}: ${result.value} (${result.error || result.canonical})`]
@@ -120,7 +120,7 @@ describe('what the controller sends the Kubernetes API, read as the API server r
   });
 
   it("is checked by a parser that refuses what a cluster refuses: Go and the stand-in reject client-node's three-digit Date", async () => {
-    const [plainDate] = parseWithGo([{ type: 'MicroTime', value: '2026-12-04T21:54:18.209Z' }]);
+    const [plainDate] = await parseWithGo([{ type: 'MicroTime', value: '2026-12-04T21:54:18.209Z' }]);
     expect(plainDate!.error).to.match(/cannot parse/);
     const response = await fetch(`${harness.kube.url}/apis/coordination.k8s.io/v1/namespaces/audit-system/leases`, {
       method: 'POST',

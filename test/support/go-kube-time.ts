@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { goProgram } from './goPrograms.ts';
 
 /**
@@ -20,7 +20,14 @@ const SOURCE = 'test/support/go/kubetime.go';
 const kubeTimeChecker = () => goProgram(SOURCE);
 
 /** Each value parsed by Go as the API server parses a field of that type. */
-export function parseWithGo(values: ReadonlyArray<{ type: 'MicroTime' | 'Time'; value: string }>): GoParse[] {
-  const output = execFileSync(kubeTimeChecker(), { input: JSON.stringify(values), encoding: 'utf8' });
-  return JSON.parse(output) as GoParse[];
+export async function parseWithGo(values: ReadonlyArray<{ type: 'MicroTime' | 'Time'; value: string }>): Promise<GoParse[]> {
+  const checker = execFile(await kubeTimeChecker(), { encoding: 'utf8' });
+  const output = new Promise<string>((resolve, reject) => {
+    let text = '';
+    checker.stdout!.on('data', (chunk: string) => (text += chunk));
+    checker.once('error', reject);
+    checker.once('close', (code) => (code === 0 ? resolve(text) : reject(new Error(`kubetime exited with ${code}`))));
+  });
+  checker.stdin!.end(JSON.stringify(values));
+  return JSON.parse(await output) as GoParse[];
 }

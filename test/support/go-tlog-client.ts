@@ -13,7 +13,7 @@ import { goProgram } from './goPrograms.ts';
 const SOURCE = 'test/support/go/tlogclient.go';
 const GOPATH = '/usr/share/gocode';
 
-function tlogClient(): string {
+function tlogClient(): Promise<string> {
   if (!existsSync(join(GOPATH, 'src/golang.org/x/mod/sumdb/tlog'))) {
     throw new Error('golang.org/x/mod is missing: make test-tools installs it (Debian package golang-golang-x-mod-dev)');
   }
@@ -28,7 +28,7 @@ export interface GoTlogResult {
 }
 
 /** Runs the Go client against a log prefix (…/api/v2/public/audit/integrity); arguments as tlogclient.go takes them. */
-export function runGoTlogClient(options: {
+export async function runGoTlogClient(options: {
   prefix: string;
   apiKey: string;
   vkey: string;
@@ -38,7 +38,7 @@ export function runGoTlogClient(options: {
   const args = ['-url', options.prefix, '-key', options.apiKey, '-vkey', options.vkey];
   if (options.leaves) args.push('-leaves', options.leaves.join(','));
   if (options.oldCheckpointFile) args.push('-old', options.oldCheckpointFile);
-  const binary = tlogClient();
+  const binary = await tlogClient();
   return new Promise((resolve) => {
     execFile(binary, args, { encoding: 'utf8', timeout: 60_000 }, (error, stdout, stderr) => {
       resolve({ status: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr });

@@ -28,6 +28,7 @@ import { DeliveryPublisher } from '../src/delivery/deliveryPublisher.ts';
 import { EventWriter } from '../src/events/eventWriter.ts';
 import { ServiceMetrics } from '../src/platform/metrics.ts';
 import { createLogger } from '../src/platform/logger.ts';
+import { removeNamespaceStreams } from '../test/support/natsNamespaces.ts';
 import { newEvent } from '../test/support/newEvents.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
@@ -58,6 +59,9 @@ const PATH_ROUNDS = Number(process.env.BENCH_PATH_ROUNDS ?? 3);
 const CONCURRENCY = 16;
 const log = createLogger('warn');
 const children: ChildProcess[] = [];
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+// The run's own JetStream names, removed from the machine's NATS when it ends.
+const namespace = `bench${randomBytes(3).toString('hex')}`;
 
 function node(args: string[], env: Record<string, string> = {}): ReportingChild {
   const reporting = spawnReporting(args, env);
@@ -108,7 +112,6 @@ async function main(): Promise<void> {
   };
   const bareFirst = await bareSender();
 
-  const namespace = `bench${randomBytes(3).toString('hex')}`;
   const serviceEnv = {
     DATABASE_URL,
     NATS_NAMESPACE: namespace,
@@ -222,7 +225,7 @@ async function main(): Promise<void> {
   // are written as an ingest pod writes them, publishing their deliveries after each commit
   // (delivery/deliveryPublisher.ts); BENCH_PUBLISH_ON_WRITE=0 leaves them to the relay, as the path's fill
   // does and as ingest did before.
-  const bus = await connectBus(process.env.NATS_URL ?? 'nats://127.0.0.1:4222', 'bench driver', log);
+  const bus = await connectBus(NATS_URL, 'bench driver', log);
   const publisher =
     process.env.BENCH_PUBLISH_ON_WRITE === '0'
       ? undefined
@@ -358,4 +361,5 @@ try {
   await main();
 } finally {
   for (const child of children) child.kill('SIGTERM');
+  await removeNamespaceStreams(NATS_URL, namespace);
 }

@@ -17,10 +17,9 @@ import { once } from 'node:events';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
 import { createLogger } from '../src/platform/logger.ts';
+import { removeNamespaceStreams } from '../test/support/natsNamespaces.ts';
 import { SERVER_URL } from './support/listDataset.ts';
 import {
   BENCH_ENCRYPTION_KEY,
@@ -123,17 +122,7 @@ async function measure(name: string, directory: string): Promise<IdleFigures> {
     await once(child, 'exit');
     await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).catch(() => undefined);
     await admin.end();
-    await deleteStreams(namespace);
-  }
-}
-
-async function deleteStreams(namespace: string): Promise<void> {
-  const nc = await connect({ servers: NATS_URL });
-  try {
-    const jsm = await jetstreamManager(nc);
-    for await (const stream of jsm.streams.list()) if (stream.config.name.includes(namespace)) await jsm.streams.delete(stream.config.name);
-  } finally {
-    await nc.close();
+    await removeNamespaceStreams(NATS_URL, namespace);
   }
 }
 

@@ -23,6 +23,7 @@ import { createLogger } from '../src/platform/logger.ts';
 import { WebhookDeliveries } from '../src/delivery/deliveryOperations.ts';
 import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
+import { removeNamespaceStreams } from '../test/support/natsNamespaces.ts';
 import { newEvent } from '../test/support/newEvents.ts';
 import { freshDatabase, percentile, spawnReporting, type ReportingChild } from './support/processes.ts';
 import { measurePathRounds } from './support/pathRounds.ts';
@@ -49,6 +50,9 @@ const CONCURRENCY = 16;
 const DAY_MS = 86_400_000;
 const log = createLogger('warn');
 const children: ChildProcess[] = [];
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+// The run's own JetStream names, removed from the machine's NATS when it ends.
+const namespace = `bench${randomBytes(3).toString('hex')}`;
 
 function node(args: string[], env: Record<string, string> = {}): ReportingChild {
   const reporting = spawnReporting(args, env);
@@ -133,7 +137,7 @@ async function main(): Promise<void> {
   // The delivery path with excerpts: the outbox filled first, then drained by the relay and a warm worker.
   const serviceEnv = {
     DATABASE_URL,
-    NATS_NAMESPACE: `bench${randomBytes(3).toString('hex')}`,
+    NATS_NAMESPACE: namespace,
     SECRET_ENCRYPTION_KEY: ENCRYPTION_KEY,
     WEBHOOK_ALLOW_HTTP: 'true',
     WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
@@ -259,4 +263,5 @@ try {
   await main();
 } finally {
   for (const child of children) child.kill('SIGTERM');
+  await removeNamespaceStreams(NATS_URL, namespace);
 }

@@ -62,7 +62,7 @@ async function deleteStreams(natsUrl: string, namespace: string): Promise<void> 
   const nc = await connect({ servers: natsUrl, reconnect: false });
   try {
     const jsm = await jetstreamManager(nc);
-    for (const stream of [names.ingestStream(), names.deliveryStream(), names.signedHeadStream()]) {
+    for (const stream of names.streams()) {
       const deleted = await jsm.streams.delete(stream).catch(() => false);
       if (deleted) say(`deleted the JetStream stream ${stream}`);
     }

@@ -73,6 +73,11 @@ export class BusNames {
     return `${this.delivery.streamPrefix}AUDIT_SIGNED_HEADS`;
   }
 
+  /** Every stream the service may create under these names: what removing a deployment removes. */
+  streams(): string[] {
+    return [this.ingestStream(), this.deliveryStream(), this.signedHeadStream()];
+  }
+
   /** The tenant of an ingest subject, or undefined for any other subject. */
   tenantOfIngestSubject(subject: string): string | undefined {
     const prefix = `${this.ingest.subjectPrefix}audit.ingest.`;

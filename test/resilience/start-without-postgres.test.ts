@@ -2,11 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { Writable } from 'node:stream';
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { BusNames } from '../../src/bus/jetStreamDefinitions.ts';
 import { Database } from '../../src/db/database.ts';
 import { ENDPOINT_DELIVERIES } from '../../src/delivery/endpointDeliveries.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
@@ -16,6 +13,7 @@ import { StreamRegistry } from '../../src/streams/streamRegistry.ts';
 import { SecretBox } from '../../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../../src/webhooks/webhookRegistry.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { removeNamespaceStreams } from '../support/natsNamespaces.ts';
 import { newEvent, producerEvent } from '../support/newEvents.ts';
 import { sealKeyPair } from '../support/integrity.ts';
 import { startKubeApiServer, type KubeApiServer } from '../support/kube-apiserver/server.ts';
@@ -90,7 +88,7 @@ describe('roles started while Postgres is away', function () {
   after(async () => {
     for (const child of children.keys()) child.kill('SIGKILL');
     await (await controllerService?.catch(() => undefined))?.stop();
-    await deleteStreams();
+    await removeNamespaceStreams(NATS_URL, namespace);
     await Promise.all([receiver?.close(), hec?.stop(), kube?.stop()]);
     await pool?.close();
     await db?.pool.end().catch(() => undefined);
@@ -167,18 +165,6 @@ describe('roles started while Postgres is away', function () {
 
   const probe = async (started: Started, path: string) =>
     call(`http://127.0.0.1:${started.internalPort}${path}`).catch(() => ({ status: 0, json: undefined as any }));
-
-  async function deleteStreams(): Promise<void> {
-    const names = new BusNames({ namespace, deploymentId: '' });
-    const nc = await connect({ servers: NATS_URL, reconnect: false }).catch(() => undefined);
-    if (!nc) return;
-    try {
-      const jsm = await jetstreamManager(nc);
-      for (const stream of [names.ingestStream(), names.deliveryStream()]) await jsm.streams.delete(stream).catch(() => undefined);
-    } finally {
-      await nc.close();
-    }
-  }
 
   it('keeps each role up and not ready, retrying with a log line per attempt, then starts it and it works', async () => {
     await postgres.stop();

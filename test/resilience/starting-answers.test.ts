@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import { expect } from 'chai';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { removeNamespaceStreams } from '../support/natsNamespaces.ts';
 import { producerEvent } from '../support/newEvents.ts';
 import { freePort } from '../support/ports.ts';
 import { PrivatePostgres } from '../support/private-services.ts';
@@ -32,6 +33,8 @@ describe('a starting process answers 503, never 404', function () {
   let db: TestDatabase;
   let key: string;
   const children: ChildProcess[] = [];
+  /** Each started process's own, removed from the machine's NATS afterwards. */
+  const namespaces: string[] = [];
 
   before(async () => {
     postgres = await PrivatePostgres.start();
@@ -42,17 +45,20 @@ describe('a starting process answers 503, never 404', function () {
 
   after(async () => {
     for (const child of children) child.kill('SIGKILL');
+    for (const namespace of namespaces) await removeNamespaceStreams(NATS_URL, namespace);
     await postgres?.remove();
   });
 
   async function serve(): Promise<{ child: ChildProcess; publicPort: number; internalPort: number; started: () => boolean }> {
     const [publicPort, internalPort] = [await freePort(), await freePort()];
+    const namespace = `t${internalPort}`;
+    namespaces.push(namespace);
     const child = spawn(process.execPath, ['src/cli.ts', 'serve', '--roles', 'ingest,api'], {
       env: {
         ...process.env,
         DATABASE_URL: db.url,
         NATS_URL,
-        NATS_NAMESPACE: `t${internalPort}`,
+        NATS_NAMESPACE: namespace,
         KEY_PEPPER: TEST_PEPPER,
         INGEST_TOKENS: TEST_INGEST_TOKEN,
         SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,

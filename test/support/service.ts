@@ -1,15 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ApiKeyService, type KeyGrants } from '../../src/auth/apiKeyService.ts';
-import { BusNames } from '../../src/bus/jetStreamDefinitions.ts';
 import { loadConfig, type Config } from '../../src/config/config.ts';
 import { Database } from '../../src/db/database.ts';
 import { EventWriter } from '../../src/events/eventWriter.ts';
 import { startService, type Role, type RunningService } from '../../src/main.ts';
 import { createLogger, type Logger } from '../../src/platform/logger.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
+import { removeNamespaceStreams } from './natsNamespaces.ts';
 
 export const TEST_PEPPER = 'test-pepper-0123456789abcdef0123456789abcdef';
 export const TEST_INGEST_TOKEN = 'test-ingest-token-0123456789abcdef';
@@ -90,26 +88,9 @@ export async function startTestService(options: {
     },
     async stop() {
       await service.stop();
-      if (ownNamespace !== undefined && options.roles.some((role) => STREAM_ROLES.has(role)))
-        await deleteStreams(config.natsUrl, ownNamespace);
+      if (ownNamespace !== undefined) await removeNamespaceStreams(config.natsUrl, ownNamespace);
     },
   };
-}
-
-/** Roles that create the namespace's streams. */
-const STREAM_ROLES = new Set<Role>(['ingest', 'relay', 'worker']);
-
-async function deleteStreams(natsUrl: string, namespace: string): Promise<void> {
-  // With a namespace, the deployment id plays no part in the names.
-  const names = new BusNames({ namespace, deploymentId: '' });
-  const nc = await connect({ servers: natsUrl, reconnect: false }).catch(() => undefined);
-  if (!nc) return; // its NATS is gone (a private one, removed): so are the streams
-  try {
-    const jsm = await jetstreamManager(nc);
-    for (const stream of [names.ingestStream(), names.deliveryStream()]) await jsm.streams.delete(stream).catch(() => undefined);
-  } finally {
-    await nc.close();
-  }
 }
 
 /** Runs fn with the operator's key service on its own short-lived pool. */

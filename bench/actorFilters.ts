@@ -27,6 +27,7 @@ import {
   stopProcess,
   waitForHttp,
 } from './support/processes.ts';
+import { removeNamespaceStreams } from '../test/support/natsNamespaces.ts';
 
 const EVENTS = Number(process.env.BENCH_ACTOR_EVENTS ?? 10_000_000);
 // A smaller dataset (a quick check of the script) gets a database of its own.
@@ -114,12 +115,15 @@ if (process.env.BENCH_ACTOR_LOAD_ONLY === '1') {
 const tenants = Array.from({ length: SAMPLE_TENANTS }, (_, index) => `tenant-${String((index * 37) % TENANTS).padStart(3, '0')}`);
 const keys = await mintBenchKeys(DATABASE_URL, tenants, ['audit:read']);
 const [port, internalPort] = [await freePort(), await freePort()];
+// The run's own JetStream names, removed from the machine's NATS when it ends.
+const NAMESPACE = `bench${randomBytes(3).toString('hex')}`;
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const service = startNode(builtCli('serve', '--roles', 'api,ingest,relay,worker,sealer'), {
   DATABASE_URL,
   KEY_PEPPER: BENCH_PEPPER,
   SECRET_ENCRYPTION_KEY: BENCH_ENCRYPTION_KEY,
   INGEST_TOKENS: BENCH_INGEST_TOKEN,
-  NATS_NAMESPACE: `bench${randomBytes(3).toString('hex')}`,
+  NATS_NAMESPACE: NAMESPACE,
   SEAL_SIGNING_KEY: generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
   HOST: '127.0.0.1',
   PORT: String(port),
@@ -173,6 +177,7 @@ for (const kind of Object.keys(KINDS) as Kind[]) {
   results[kind] = { p50_ms: at(0.5), p99_ms: at(0.99), max_ms: at(1), mean_returned: Math.round(returned / REQUESTS) };
 }
 await stopProcess(service);
+await removeNamespaceStreams(NATS_URL, NAMESPACE);
 
 console.log(
   JSON.stringify(

@@ -33,6 +33,7 @@ import {
   waitForHttp,
 } from './support/processes.ts';
 import { producerEvent } from './support/producers.ts';
+import { removeNamespaceStreams } from '../test/support/natsNamespaces.ts';
 
 const NAME = 'audit_bench_compaction';
 const DATABASE_URL = `${SERVER_URL}/${NAME}`;
@@ -74,12 +75,15 @@ const digestBefore = await servedDigest();
 const bytesBefore = await eventsBytes();
 
 const [port, internalPort] = [await freePort(), await freePort()];
+// The run's own JetStream names, removed from the machine's NATS when it ends.
+const NAMESPACE = `bench${randomBytes(3).toString('hex')}`;
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const environment = {
   DATABASE_URL,
   KEY_PEPPER: BENCH_PEPPER,
   SECRET_ENCRYPTION_KEY: BENCH_ENCRYPTION_KEY,
   INGEST_TOKENS: BENCH_INGEST_TOKEN,
-  NATS_NAMESPACE: `bench${randomBytes(3).toString('hex')}`,
+  NATS_NAMESPACE: NAMESPACE,
   HOST: '127.0.0.1',
   PORT: String(port),
   INTERNAL_PORT: String(internalPort),
@@ -161,6 +165,7 @@ const [code] = await exited;
 const compactSeconds = (performance.now() - compactStarted) / 1000;
 const after = await phase(sleep(PHASE_S));
 await stopProcess(service);
+await removeNamespaceStreams(NATS_URL, NAMESPACE);
 
 const digestAfter = await servedDigest();
 const bytesAfter = await eventsBytes();

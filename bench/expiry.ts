@@ -47,6 +47,7 @@ import {
   stopProcess,
   waitForHttp,
 } from './support/processes.ts';
+import { removeNamespaceStreams } from '../test/support/natsNamespaces.ts';
 
 const DATABASE_NAME = 'audit_bench_expiry';
 const DATABASE_URL = `${SERVER_URL}/${DATABASE_NAME}`;
@@ -136,10 +137,13 @@ const declarePolicy = (period: string) =>
   policies.declare({ tenantId: EXPIRED_TENANT, period: parseRetentionPeriod(period)!, locked: false, archive: null }, 'bench', operator);
 
 const internalPort = await freePort();
+// The run's own JetStream names, removed from the machine's NATS when it ends.
+const NAMESPACE = `bench${randomBytes(3).toString('hex')}`;
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const ingest = startNode(builtCli('serve', '--roles', 'ingest'), {
   DATABASE_URL,
   INGEST_TOKENS: BENCH_INGEST_TOKEN,
-  NATS_NAMESPACE: `bench${randomBytes(3).toString('hex')}`,
+  NATS_NAMESPACE: NAMESPACE,
   KEY_PEPPER: BENCH_PEPPER,
   HOST: '127.0.0.1',
   PORT: String(await freePort()),
@@ -177,6 +181,7 @@ for (const [step, period] of STEPS.entries()) {
 }
 phases.push({ name: `baseline ${STEPS.length + 1}`, samples: await pacedIngest(target, rate, seconds(PHASE_S)) });
 await stopProcess(ingest);
+await removeNamespaceStreams(NATS_URL, NAMESPACE);
 const left = Number(
   (await db.query(`SELECT count(*) AS n FROM events WHERE tenant_id = $1 AND action NOT LIKE '%.retention.%'`, [EXPIRED_TENANT])).rows[0]!
     .n,

@@ -35,6 +35,7 @@ import {
   stopProcess,
   waitForHttp,
 } from './support/processes.ts';
+import { removeNamespaceStreams } from '../test/support/natsNamespaces.ts';
 
 const DATABASE_URL = `${SERVER_URL}/audit_bench_ingest`;
 const EVENTS = Number(process.env.BENCH_INGEST_EVENTS ?? 100_000);
@@ -121,7 +122,10 @@ async function serveEnvironment(natsNamespace: string, port: number): Promise<Re
     NODE_OPTIONS: process.env.BENCH_INGEST_NODE_OPTIONS ?? '',
   };
 }
+// The run's own JetStream names (the HTTP phase's, and the drain's with `js` appended), removed from the
+// machine's NATS when each phase ends.
 const namespace = `bench${randomBytes(3).toString('hex')}`;
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 
 /** HTTP: 4 producers posting batches of 500 to a default serve until EVENTS are stored. */
 async function httpPhase() {
@@ -163,6 +167,7 @@ async function httpPhase() {
   };
   if ((await count('http')) !== EVENTS) throw new Error('HTTP ingest stored a different number of rows');
   await stopProcess(ingest);
+  await removeNamespaceStreams(NATS_URL, namespace);
   return {
     cpu,
     seconds: seconds(httpSeconds),
@@ -179,7 +184,7 @@ async function httpPhase() {
  */
 async function jetstreamPhase() {
   const jsNamespace = `${namespace}js`;
-  const nc = await connect({ servers: process.env.NATS_URL ?? '127.0.0.1:4222' });
+  const nc = await connect({ servers: NATS_URL });
   const names = new BusNames({ namespace: jsNamespace, deploymentId: await readDeploymentId(db) });
   await ensureConsumer(await jetstreamManager(nc), ingestConsumerDefinition(names));
   const js = jetstream(nc);
@@ -205,7 +210,7 @@ async function jetstreamPhase() {
     backends: cpuMeter(ourBackends),
     nats: cpuMeter(() => pidsOfName('nats-server')),
   };
-  const watcher = await connect({ servers: process.env.NATS_URL ?? '127.0.0.1:4222' });
+  const watcher = await connect({ servers: NATS_URL });
   const watcherJsm = await jetstreamManager(watcher);
   const ingestDefinition = ingestConsumerDefinition(names);
   for (;;) {
@@ -222,6 +227,7 @@ async function jetstreamPhase() {
   };
   await watcher.close();
   await stopProcess(consumer);
+  await removeNamespaceStreams(NATS_URL, jsNamespace);
   if ((await count('jetstream')) !== EVENTS) throw new Error('JetStream ingest stored a different number of rows');
   return {
     cpu,

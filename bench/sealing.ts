@@ -33,6 +33,7 @@ import { createLogger } from '../src/platform/logger.ts';
 import { SERVER_URL } from './support/listDataset.ts';
 import { producerEvent } from './support/producers.ts';
 import { BENCH_INGEST_TOKEN, builtCli, cpuByPid, freePort, startNode, stopProcess, waitForHttp } from './support/processes.ts';
+import { removeNamespaceStreams } from '../test/support/natsNamespaces.ts';
 import { median } from '../test/support/statistics.ts';
 
 const DATABASE_URL = `${SERVER_URL}/audit_bench_sealing`;
@@ -161,10 +162,13 @@ function watchBacklog() {
 
 // HTTP: one ingest process for every phase, warmed up first.
 const internalPort = await freePort();
+// The run's own JetStream names, removed from the machine's NATS when it ends.
+const NAMESPACE = `bench${randomBytes(3).toString('hex')}`;
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const ingest = startNode(builtCli('serve', '--roles', 'ingest'), {
   DATABASE_URL,
   INGEST_TOKENS: BENCH_INGEST_TOKEN,
-  NATS_NAMESPACE: `bench${randomBytes(3).toString('hex')}`,
+  NATS_NAMESPACE: NAMESPACE,
   HOST: '127.0.0.1',
   INTERNAL_PORT: String(internalPort),
   LOG_LEVEL: 'warn',
@@ -200,7 +204,7 @@ async function jetstreamPhase(
   onEnd: () => Promise<void>,
 ): Promise<number> {
   const namespace = `bench${randomBytes(3).toString('hex')}`;
-  const nc = await connect({ servers: process.env.NATS_URL ?? '127.0.0.1:4222' });
+  const nc = await connect({ servers: NATS_URL });
   const names = new BusNames({ namespace, deploymentId: await readDeploymentId(db) });
   const jsm = await jetstreamManager(nc);
   const definition = ingestConsumerDefinition(names);
@@ -235,8 +239,8 @@ async function jetstreamPhase(
   const rate = EVENTS / ((performance.now() - started) / 1000);
   await onEnd();
   await stopProcess(consumer);
-  await jsm.streams.delete(definition.stream.name);
   await nc.close();
+  await removeNamespaceStreams(NATS_URL, namespace);
   return rate;
 }
 
@@ -286,6 +290,7 @@ for (let round = 0; round < ROUNDS; round += 1) {
   }
 }
 await stopProcess(ingest);
+await removeNamespaceStreams(NATS_URL, NAMESPACE);
 await db.query('ALTER TABLE events ENABLE TRIGGER events_enqueue_for_sealing');
 await db.end();
 

@@ -68,6 +68,7 @@ import {
   stopProcess,
   waitForHttp,
 } from './support/processes.ts';
+import { removeNamespaceStreams } from '../test/support/natsNamespaces.ts';
 
 const NAME = 'audit_bench_streams';
 const DATABASE_URL = `${SERVER_URL}/${NAME}`;
@@ -393,11 +394,15 @@ if (!PHASES.has('live')) {
 }
 
 // --- Phases 2 and 3: ingest and the sealer in processes of their own, beside the streams role.
+// Their JetStream names (the ingest role's streams, the sealer's signed heads), removed from the machine's NATS
+// when the run ends.
+const NAMESPACE = `benchstreams${process.pid}`;
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const ingestPort = await freePort();
 const ingest = startNode(builtCli('serve', '--roles', 'ingest'), {
   DATABASE_URL,
   INGEST_TOKENS: BENCH_INGEST_TOKEN,
-  NATS_NAMESPACE: `benchstreams${process.pid}`,
+  NATS_NAMESPACE: NAMESPACE,
   HOST: '127.0.0.1',
   INTERNAL_PORT: String(ingestPort),
   LOG_LEVEL: 'warn',
@@ -405,6 +410,7 @@ const ingest = startNode(builtCli('serve', '--roles', 'ingest'), {
 const sealerPort = await freePort();
 const sealerProcess = startNode(builtCli('serve', '--roles', 'sealer'), {
   DATABASE_URL,
+  NATS_NAMESPACE: NAMESPACE,
   SEAL_SIGNING_KEY: signingPem,
   SEAL_INTERVAL: `${SEAL_INTERVAL_MS}ms`,
   HOST: '127.0.0.1',
@@ -487,6 +493,7 @@ console.log(
 );
 
 await Promise.all([stopProcess(streams), stopProcess(ingest), stopProcess(sealerProcess)]);
+await removeNamespaceStreams(NATS_URL, NAMESPACE);
 await db.close();
 receiver.close();
 process.exit(0);

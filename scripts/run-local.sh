@@ -162,17 +162,14 @@ portal_link() {
 portal_url=$(portal_link || echo "(could not mint one: see the log above)")
 # The integrity commands below need every event so far sealed, not only a first signed head (the demo key's
 # admin.key.create gets one before the demo events are even written), or the export they verify holds an
-# event without its proof. The sealer appends in the order events were stored, and the newest event (the
-# portal link's, just above) was stored last: once it has its proof, every one has. Waited for on every
-# start, since a restart mints a link too; it takes a SEAL_INTERVAL at most.
-# The service's JSON is read with sed: an event id and a link hold no quote, and Node would take half a second.
-newest_event() {
-  curl -fsS -H "Authorization: Bearer $demo_key" "$base/audit/events?limit=1" 2>/dev/null |
-    sed -n 's/^{"events":\[{"event_id":"\([0-9a-f-]*\)".*/\1/p'
-}
+# event without its proof: waited for, on every start (a restart mints a link too), until the demo tenant's
+# signed tree holds as many leaves as the tenant has events. It takes a SEAL_INTERVAL or two.
+# The service's JSON is read with sed: Node would take half a second each time.
+demo_read() { curl -fsS -H "Authorization: Bearer $demo_key" "$base$1" 2>/dev/null | sed -n "s/.*\"$2\": *\([0-9]*\).*/\1/p"; }
 for _ in $(seq 1 120); do
-  event_id=$(newest_event)
-  [ -n "$event_id" ] && curl -fsS -o /dev/null -H "Authorization: Bearer $demo_key" "$base/audit/events/$event_id/proof" 2>/dev/null && break
+  counted=$(demo_read /audit/events/count count)
+  sealed=$(demo_read /audit/integrity/tree-head tree_size)
+  [ -n "$counted" ] && [ -n "$sealed" ] && [ "$sealed" -ge "$counted" ] && break
   sleep 0.5
 done
 receiver_port=9000

@@ -122,6 +122,8 @@ describe('make run, as a newcomer uses it', function () {
 
   after(async () => {
     await run?.stop();
+    // Nothing to clean when the before hook failed ahead of making the state directory (dist/ not built).
+    if (stateDir === undefined) return;
     if (existsSync(join(stateDir, 'dev.env'))) await runAsPasted(`node_modules/.bin/node scripts/clean-local.ts ${stateDir}`);
     await rm(stateDir, { recursive: true, force: true });
   });

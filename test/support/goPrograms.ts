@@ -30,6 +30,8 @@ export function goProgram(source: string, env: Record<string, string> = {}): Pro
   if (known === undefined) {
     known = build(source, env);
     built.set(source, known);
+    // A failed build is tried again by the next caller, as when each call built.
+    known.catch(() => built.delete(source));
   }
   return known;
 }

@@ -129,7 +129,7 @@ function blockedFiles(timings: FileTiming[]): string {
     .sort((a, b) => b.longestLoopDelayMs! - a.longestLoopDelayMs!);
   if (blocked.length === 0) return '';
   return [
-    `\nEvent loop held for ${LOOP_DELAY_WORTH_NAMING_MS / 1000} s or more at a time (the test's own work starves what it runs in-process):`,
+    `\nEvent loop held for ${LOOP_DELAY_WORTH_NAMING_MS / 1000} s or more at a time (a file that runs the service in-process starves it so):`,
     ...blocked.map((timing) => `  ${(timing.longestLoopDelayMs! / 1000).toFixed(1).padStart(6)} s  ${timing.file}`),
   ].join('\n');
 }

@@ -219,9 +219,22 @@ export class PgAutoFailoverFormation {
     return undefined;
   }
 
-  /** A planned switchover (`pg_autoctl perform switchover`): the standby is promoted, the primary demoted. */
+  /**
+   * A planned switchover (`pg_autoctl perform switchover`): the standby is promoted, the primary demoted. The
+   * monitor's function can lose a deadlock to the keepers' own calls (`node_active`, every second each): a
+   * suite run's switchover failed with 40P01, and the formation stayed as it was. Its transaction rolled back,
+   * so it is asked again, as an operator would.
+   */
   async switchover(): Promise<void> {
-    await this.onMonitor((client) => client.query(`SELECT pgautofailover.perform_failover('default', 0)`));
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await this.onMonitor((client) => client.query(`SELECT pgautofailover.perform_failover('default', 0)`));
+        return;
+      } catch (error) {
+        if ((error as { code?: string }).code !== '40P01' || attempt === 5) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
+      }
+    }
   }
 
   /** The machine of a node dies: SIGKILL to its keeper and its Postgres. */

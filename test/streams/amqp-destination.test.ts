@@ -191,6 +191,17 @@ describe('log streams: the AMQP 0-9-1 destination (RabbitMQ)', function () {
       return { model, channel: await model.createChannel() };
     }
 
+    /** Whether the broker takes a connection now (for a failure's message). */
+    async function brokerAnswers(): Promise<string> {
+      try {
+        const { model } = await brokerChannel();
+        await model.close();
+        return 'yes';
+      } catch (error) {
+        return `no (${(error as Error).message})`;
+      }
+    }
+
     async function write(tenantId: string, count: number, fromMs: number): Promise<void> {
       await seedEvents(
         db.url,
@@ -235,12 +246,31 @@ describe('log streams: the AMQP 0-9-1 destination (RabbitMQ)', function () {
       await write('north', 500, t0 + 60_000);
       await broker.start();
       await write('south', 500, t0 + 60_000);
-      for (const [index, tenant] of ['north', 'south'].entries())
-        await waitFor(
-          async () => (await registry.state(tenant, created[index]!.stream.id)).lagEvents === 0,
-          `${tenant} caught up`,
-          150_000,
-        );
+      for (const [index, tenant] of ['north', 'south'].entries()) {
+        const id = created[index]!.stream.id;
+        try {
+          await waitFor(async () => (await registry.state(tenant, id)).lagEvents === 0, `${tenant} caught up`, 150_000);
+        } catch (error) {
+          // A suite run timed out here once (north, 150 s; the file took 162 s against ~17 s): what the stream
+          // and the broker stood at then is what tells a lost reconnection from a slow one.
+          const stream = await pool
+            .query(
+              `SELECT lease_owner, lease_until, failing_since, last_error, last_delivered_at, now() AS now FROM log_streams WHERE id = $1`,
+              [id],
+            )
+            .then(
+              (result) => result.rows,
+              (reason: unknown) => `(not readable: ${reason})`,
+            );
+          const lag = await registry.state(tenant, id).then(
+            (state) => state.lagEvents,
+            (reason: unknown) => `(not readable: ${reason})`,
+          );
+          if (error instanceof Error)
+            error.message += `\nThe stream: ${JSON.stringify(stream)}; lag ${lag}; broker answering: ${await brokerAnswers()}`;
+          throw error;
+        }
+      }
 
       const reader = await brokerChannel();
       const messages = await drain(reader.channel, 'siem');

@@ -34,6 +34,7 @@ import { SecretBox } from '../src/webhooks/secretBox.ts';
 import { WebhookRegistry } from '../src/webhooks/webhookRegistry.ts';
 import { measurePathRounds } from './support/pathRounds.ts';
 import { startWarmDelivery } from './support/warmDelivery.ts';
+import { statementPhase, type StatementTime } from './support/statementTimes.ts';
 import {
   builtCli,
   cpuMeter,
@@ -202,14 +203,20 @@ async function main(): Promise<void> {
     receiver: cpuMeter(() => [receiver.child.pid!]),
   });
   const cpuSeconds = { worker: 0, relay: 0, postgres: 0, nats: 0, receiver: 0 };
+  // BENCH_STATEMENTS=1 on a server with pg_stat_statements: each round's Postgres time by statement.
+  const statements = statementPhase(DATABASE_URL);
+  const roundStatements: StatementTime[][] = [];
   const rounds = await measurePathRounds(
     separate ? PATH_ROUNDS : 1,
     bareFirst,
     async (round) => {
       if (round > 0) await refill(PEAK_EVENTS);
+      await statements.start();
       const meters = deliveryMeters();
       const drained = await waitForCount(PEAK_EVENTS);
       for (const [part, meter] of Object.entries(meters)) cpuSeconds[part as keyof typeof cpuSeconds] += meter.elapsed();
+      const times = await statements.stop();
+      if (times) roundStatements.push(times);
       return (PEAK_EVENTS - 1) / ((drained.lastAt - drained.firstAt) / 1000);
     },
     bareSender,
@@ -310,6 +317,7 @@ async function main(): Promise<void> {
     delivery_path_rounds: rounds.rounds,
     // While the path drained, summed over the rounds.
     delivery_path_cpu_us_per_delivery: pathCpuUs,
+    ...(roundStatements.length > 0 ? { delivery_path_statements_by_round: roundStatements } : {}),
     ...cpuYardstick(bareCpuSeconds, bareRate, { total: pathCpuUsTotal, worker: (cpuSeconds.worker * 1e6) / pathDeliveries }, pathRate),
     end_to_end_publisher: publisher ? 'the writer (as ingest)' : 'the relay',
     end_to_end_with_ingest_per_s: Math.round(peakRate),

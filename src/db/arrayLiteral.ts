@@ -9,23 +9,44 @@
 const NEEDS_ESCAPE = /["\\]/;
 const ESCAPED = /["\\]/g;
 
-/** `{"a","b\"c"}`: every element quoted, so empty strings, spaces, commas, braces and NULL stay text. */
-export function textArrayLiteral(values: readonly string[]): string {
+/** `{"a","b\"c",NULL}`: every element quoted, so empty strings, spaces, commas, braces and the text NULL stay text. */
+export function textArrayLiteral(values: ReadonlyArray<string | null>): string {
   let literal = '{';
   for (let index = 0; index < values.length; index += 1) {
     const value = values[index]!;
     if (index > 0) literal += ',';
-    literal += NEEDS_ESCAPE.test(value) ? `"${value.replace(ESCAPED, '\\$&')}"` : `"${value}"`;
+    if (value === null) literal += 'NULL';
+    else literal += NEEDS_ESCAPE.test(value) ? `"${value.replace(ESCAPED, '\\$&')}"` : `"${value}"`;
   }
   return `${literal}}`;
 }
 
-/** `{t,f}` */
-export function booleanArrayLiteral(values: readonly boolean[]): string {
+/** `{t,f,NULL}` */
+export function booleanArrayLiteral(values: ReadonlyArray<boolean | null>): string {
   let literal = '{';
   for (let index = 0; index < values.length; index += 1) {
     if (index > 0) literal += ',';
-    literal += values[index] ? 't' : 'f';
+    const value = values[index];
+    literal += value === null ? 'NULL' : value ? 't' : 'f';
+  }
+  return `${literal}}`;
+}
+
+// A decimal integer as a bigint id travels in text (node-postgres reads int8 as a string).
+const INTEGER_TEXT = /^-?[0-9]+$/;
+
+/**
+ * `{1,2.5,NULL}` for `$n::int[]`, `::bigint[]` or `::float8[]`: finite numbers, and integers given as decimal text
+ * (bigint ids). Anything else throws: an element is written bare, so it must be a number to Postgres.
+ */
+export function numberArrayLiteral(values: ReadonlyArray<number | string | null>): string {
+  let literal = '{';
+  for (let index = 0; index < values.length; index += 1) {
+    if (index > 0) literal += ',';
+    const value = values[index]!;
+    if (value === null) literal += 'NULL';
+    else if (typeof value === 'number' ? Number.isFinite(value) : INTEGER_TEXT.test(value)) literal += String(value);
+    else throw new Error(`not a number for an array literal: ${JSON.stringify(value)}`);
   }
   return `${literal}}`;
 }

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { booleanArrayLiteral, lineSeparatedList, textArrayLiteral } from '../../src/db/arrayLiteral.ts';
+import { booleanArrayLiteral, lineSeparatedList, numberArrayLiteral, textArrayLiteral } from '../../src/db/arrayLiteral.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 
 describe('array literals for batch parameters', () => {
@@ -13,7 +13,7 @@ describe('array literals for batch parameters', () => {
     await database.drop();
   });
 
-  const roundTrip = async (literal: string, type: 'text' | 'boolean') =>
+  const roundTrip = async (literal: string, type: 'text' | 'boolean' | 'int' | 'bigint' | 'float8') =>
     (await database.pool.query(`SELECT $1::${type}[] AS elements`, [literal])).rows[0].elements as unknown[];
 
   it('carries text that Postgres array syntax gives a meaning to through unchanged', async () => {
@@ -50,6 +50,29 @@ describe('array literals for batch parameters', () => {
   it('writes empty arrays and booleans', async () => {
     expect(await roundTrip(textArrayLiteral([]), 'text')).to.deep.equal([]);
     expect(await roundTrip(booleanArrayLiteral([true, false, false, true]), 'boolean')).to.deep.equal([true, false, false, true]);
+  });
+
+  it('keeps NULL apart from the text NULL, in every kind of array', async () => {
+    expect(await roundTrip(textArrayLiteral([null, 'NULL', '', null]), 'text')).to.deep.equal([null, 'NULL', '', null]);
+    expect(await roundTrip(booleanArrayLiteral([true, null, false]), 'boolean')).to.deep.equal([true, null, false]);
+    expect(await roundTrip(numberArrayLiteral([null, 7, null]), 'int')).to.deep.equal([null, 7, null]);
+  });
+
+  it('writes numbers, and bigint ids given as text, as Postgres reads them back', async () => {
+    expect(await roundTrip(numberArrayLiteral(['9223372036854775807', '-12', 0, 42]), 'bigint')).to.deep.equal([
+      '9223372036854775807',
+      '-12',
+      '0',
+      '42',
+    ]);
+    const instants = [1_764_950_400_123, 0.5, -1.25, 1e21];
+    expect(await roundTrip(numberArrayLiteral(instants), 'float8')).to.deep.equal(instants);
+  });
+
+  it('refuses an element that is not a number rather than write it bare', () => {
+    for (const bad of ['1,2', '1}', 'NULL', '', ' 1', '1.5', Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => numberArrayLiteral([bad]), String(bad)).to.throw(/not a number/);
+    }
   });
 
   it('carries JSON text through a line-separated list unchanged', async () => {

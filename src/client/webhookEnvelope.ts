@@ -22,7 +22,7 @@ export interface DeliveredEvent {
   readonly details: string;
 }
 
-const ENVELOPE_SCHEMA_VERSION = '1';
+export const ENVELOPE_SCHEMA_VERSION = '1';
 
 /**
  * The delivery body (docs/webhooks.md "The delivery request"). Built only from the stored event with a fixed key
@@ -42,6 +42,11 @@ export function buildEnvelope(event: DeliveredEvent): string {
     details: parseDetails(event.details),
     schema_version: ENVELOPE_SCHEMA_VERSION,
   });
+}
+
+/** The envelope's `details` member as JSON text: the stored object text as the envelope carries it. */
+export function envelopeDetails(text: string): string {
+  return JSON.stringify(parseDetails(text));
 }
 
 function parseDetails(text: string): Record<string, unknown> {

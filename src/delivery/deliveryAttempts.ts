@@ -4,7 +4,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { SealedSecrets, SecretBox } from '../webhooks/secretBox.ts';
 import type { DeliveryWork } from './deliveryWork.ts';
-import { SigningKeys, deliveryRequest } from './deliveryRequest.ts';
+import { SigningKeys, signedRequest } from './deliveryRequest.ts';
 import { attemptVerdict, scheduleOf, type AttemptVerdict, type DeliveryOutcome, type DeliveryPolicy } from './deliveryStateMachine.ts';
 import type { RetryPolicy } from './retryPolicy.ts';
 import type { RotatedSecrets } from './rotatedSecrets.ts';
@@ -65,7 +65,7 @@ export class DeliveryAttempts {
     if (!sealed) return { kind: 'gone' };
     const now = this.options.clock.now();
     const { endpoint } = work;
-    const request = deliveryRequest(work.event, held.attempt, this.signingKeys.at(endpoint.id, sealed, now), now);
+    const request = signedRequest(work.body, work.eventId, held.attempt, this.signingKeys.at(endpoint.id, sealed, now), now);
     const attemptedAt = new Date(this.options.clock.now());
     const timeoutMs = endpoint.timeoutS === null ? undefined : endpoint.timeoutS * 1000;
     const result = await this.options.sender.send(endpoint.id, endpoint.url, request.body, request.headers, timeoutMs);
@@ -107,9 +107,9 @@ export class DeliveryAttempts {
     const { log } = this.options;
     if (result.ok && !log.isLevelEnabled('debug')) return;
     const logged = {
-      tenant_id: work.event.tenantId,
+      tenant_id: work.tenantId,
       endpoint_id: work.endpoint.id,
-      event_id: work.event.eventId,
+      event_id: work.eventId,
       delivery_id: held.deliveryId,
       attempt: held.attempt,
       status_code: result.statusCode,

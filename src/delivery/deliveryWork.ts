@@ -1,41 +1,30 @@
 import type pg from 'pg';
 import { numberArrayLiteral } from '../db/arrayLiteral.ts';
 import { prepared, type Queryable } from '../db/database.ts';
-import type { DeliveredEvent } from '../client/webhookEnvelope.ts';
-import { DOCUMENT_PARTS, documentOfParts, type DocumentParts } from '../events/eventDocument.ts';
+import { buildEnvelope } from '../client/webhookEnvelope.ts';
+import { DOCUMENT_PARTS, type DocumentParts } from '../events/eventDocument.ts';
+import { deliveryBodyOfParts } from './deliveryBody.ts';
 import { findAttemptTargets, type AttemptTarget } from '../webhooks/endpointSecretsStore.ts';
 import { loadOperationalWork } from './operationalFanOut.ts';
 
 /** What a delivery worker reads to make its attempts: the deliveries, their events and their endpoints. */
 
-/** Everything a worker needs for one attempt. `event` fields come from the stored event. */
+/** Everything a worker needs for one attempt. */
 export interface DeliveryWork {
   readonly deliveryId: string;
   readonly state: string;
   readonly attempts: number;
   readonly published: boolean;
   readonly endpoint: AttemptTarget;
-  readonly event: DeliveredEvent;
+  /** The event's id and tenant, for the request's headers and the log. */
+  readonly eventId: string;
+  readonly tenantId: string;
+  /** The delivery body (the envelope), the same bytes for every attempt. */
+  readonly body: string;
 }
 
 /** A row of the work query: the delivery's columns, then the event's DOCUMENT_PARTS (array mode). */
 type WorkRow = [deliveryId: string, state: string, attempts: number, published: boolean, endpointId: string, ...DocumentParts];
-
-/** The members of a served document that a delivery's envelope carries. */
-interface ServedEvent {
-  event_id: string;
-  timestamp: string;
-  action: string;
-  tenant_id: string;
-  user_id: string;
-  user_role: string;
-  resource_type: string;
-  resource_id: string;
-  phi_involved: boolean;
-  success: boolean;
-  /** JSON text. */
-  details: string;
-}
 
 /**
  * Loads a batch of deliveries with their endpoint and event; ids of deleted deliveries are absent. The
@@ -44,8 +33,8 @@ interface ServedEvent {
  * query of every batch stays a join with the trail.
  */
 export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): Promise<Map<string, DeliveryWork>> {
-  // The event's parts, put together in Node (documentOfParts), as the list reads them: Postgres' format()
-  // of a compact row cost it more than the join did.
+  // The event's parts, the body put together in Node (deliveryBody.ts), as the list reads them: Postgres'
+  // format() of a compact row cost it more than the join did.
   const query: pg.QueryArrayConfig = {
     ...prepared(
       `SELECT d.id::text, d.state, d.attempts, d.published_at IS NOT NULL, d.endpoint_id, ${DOCUMENT_PARTS}
@@ -64,33 +53,24 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
   const work = new Map<string, DeliveryWork>();
   for (const notice of notices) {
     const endpoint = endpoints.get(notice.endpointId);
-    if (endpoint) work.set(notice.deliveryId, { ...notice, endpoint });
+    if (!endpoint) continue;
+    const { event, ...delivery } = notice;
+    work.set(notice.deliveryId, { ...delivery, endpoint, eventId: event.eventId, tenantId: event.tenantId, body: buildEnvelope(event) });
   }
   for (const row of rows) {
     const [deliveryId, state, attempts, published, endpointId, ...parts] = row;
     // An endpoint deleted between the two reads took its deliveries with it.
     const endpoint = endpoints.get(endpointId);
     if (!endpoint) continue;
-    const event = JSON.parse(documentOfParts(parts)) as ServedEvent;
     work.set(deliveryId, {
       deliveryId,
       state,
       attempts,
       published,
       endpoint,
-      event: {
-        eventId: event.event_id,
-        timestamp: event.timestamp,
-        action: event.action,
-        tenantId: event.tenant_id,
-        userId: event.user_id,
-        userRole: event.user_role,
-        resourceType: event.resource_type,
-        resourceId: event.resource_id,
-        phiInvolved: event.phi_involved,
-        success: event.success,
-        details: event.details,
-      },
+      eventId: parts[2],
+      tenantId: parts[5],
+      body: deliveryBodyOfParts(parts),
     });
   }
   return work;

@@ -259,6 +259,26 @@ export const COMPACT_TEMPLATE = (() => {
   return { literals, slots, values: valueSlot - COLUMN_SLOTS.size, timestampValue };
 })();
 
+/**
+ * A compact row's value texts (document_values split at U+001F), each the JSON text of its field; undefined
+ * for a row that serves a stored or column-rendered document instead. Throws, as documentOfParts does, for
+ * values that do not fit the shape.
+ */
+export function compactValueTexts(parts: Readonly<DocumentParts>): string[] | undefined {
+  const [document, values, eventId] = parts;
+  if (document !== null || values === null) return undefined;
+  const texts = values.split(VALUE_SEPARATOR);
+  if (texts.length !== COMPACT_TEMPLATE.values)
+    throw new Error(`event ${eventId} stores ${texts.length} values, not ${COMPACT_TEMPLATE.values}`);
+  return texts;
+}
+
+/** Where a field's JSON text sits among compactValueTexts'; undefined for the four written from columns. */
+export function compactValuePosition(name: AuditEventFieldName): number | undefined {
+  const position = VALUE_INDEXES.indexOf(DOCUMENT_FIELDS.findIndex((field) => field.name === name));
+  return position < 0 ? undefined : position;
+}
+
 /** What separates a compact row's values, as a byte. */
 export const VALUE_SEPARATOR_BYTE = VALUE_SEPARATOR.charCodeAt(0);
 
@@ -267,12 +287,10 @@ export const VALUE_SEPARATOR_BYTE = VALUE_SEPARATOR.charCodeAt(0);
  * (audit_event_document's format() of the same texts; test/events/documents.test.ts compares them).
  */
 export function documentOfParts(parts: Readonly<DocumentParts>): string {
-  const [document, values, eventId, action, phiInvolved, tenantId] = parts;
+  const [document, , eventId, action, phiInvolved, tenantId] = parts;
   if (document !== null) return document;
-  if (values === null) throw new Error(`event ${eventId} has neither a document nor values`);
-  const texts = values.split(VALUE_SEPARATOR);
-  if (texts.length !== COMPACT_TEMPLATE.values)
-    throw new Error(`event ${eventId} stores ${texts.length} values, not ${COMPACT_TEMPLATE.values}`);
+  const texts = compactValueTexts(parts);
+  if (texts === undefined) throw new Error(`event ${eventId} has neither a document nor values`);
   const columns = [eventId, action, phiInvolved ? 'true' : 'false', tenantId];
   const { literals, slots } = COMPACT_TEMPLATE;
   let text = '';

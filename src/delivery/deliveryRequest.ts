@@ -1,7 +1,6 @@
 import { createSecretKey, type KeyObject } from 'node:crypto';
 import { SERVICE_VERSION } from '../platform/version.ts';
 import { ed25519SigningKey } from '../client/webhookEd25519.ts';
-import { buildEnvelope, type DeliveredEvent } from '../client/webhookEnvelope.ts';
 import { openHeaders, type CustomHeaders } from '../webhooks/customHeaders.ts';
 import { secretsSigningAt, type SealedSecrets, type SecretBox } from '../webhooks/secretBox.ts';
 import { signatureHeaders } from '../client/webhookSigning.ts';
@@ -18,20 +17,6 @@ export interface EndpointSigning {
   readonly hmac: readonly KeyObject[];
   readonly ed25519: readonly KeyObject[];
   readonly headers: CustomHeaders;
-}
-
-/**
- * The request of one attempt (docs/webhooks.md "The delivery request"): the envelope built from the stored
- * event, so that every attempt carries the same bytes, signed at the moment of sending with every key valid
- * then.
- */
-export function deliveryRequest(
-  event: DeliveredEvent,
-  attempt: number,
-  signing: EndpointSigning,
-  nowMs = systemClock.now(),
-): DeliveryRequest {
-  return signedRequest(buildEnvelope(event), event.eventId, attempt, signing, nowMs);
 }
 
 /**

@@ -45,7 +45,9 @@ export async function unparkDeliveries(db: Queryable, endpointIds: readonly stri
 export async function readDeliveryFacts(db: Queryable, ids: readonly string[]): Promise<Map<string, DeliveryFacts>> {
   if (ids.length === 0) return new Map();
   const { rows } = await db.query<{ id: string; state: DeliveryState; attempts: number; failure_counted: boolean }>(
-    prepared('SELECT id::text AS id, state, attempts, failure_counted FROM deliveries WHERE id = ANY($1::int8[])', [numberArrayLiteral(ids)]),
+    prepared('SELECT id::text AS id, state, attempts, failure_counted FROM deliveries WHERE id = ANY($1::int8[])', [
+      numberArrayLiteral(ids),
+    ]),
   );
   return new Map(rows.map((row) => [row.id, { state: row.state, attempts: row.attempts, failureCounted: row.failure_counted }]));
 }

@@ -5,6 +5,7 @@ import type { ServiceMetrics } from '../platform/metrics.ts';
 import type { SealedSecrets, SecretBox } from '../webhooks/secretBox.ts';
 import type { DeliveryWork } from './deliveryWork.ts';
 import { SigningKeys, signedRequest } from './deliveryRequest.ts';
+import { deliveryBody } from './deliveryBody.ts';
 import { attemptVerdict, scheduleOf, type AttemptVerdict, type DeliveryOutcome, type DeliveryPolicy } from './deliveryStateMachine.ts';
 import type { RetryPolicy } from './retryPolicy.ts';
 import type { RotatedSecrets } from './rotatedSecrets.ts';
@@ -65,7 +66,13 @@ export class DeliveryAttempts {
     if (!sealed) return { kind: 'gone' };
     const now = this.options.clock.now();
     const { endpoint } = work;
-    const request = signedRequest(work.body, work.eventId, held.attempt, this.signingKeys.at(endpoint.id, sealed, now), now);
+    const request = signedRequest(
+      deliveryBody(work.content),
+      work.eventId,
+      held.attempt,
+      this.signingKeys.at(endpoint.id, sealed, now),
+      now,
+    );
     const attemptedAt = new Date(this.options.clock.now());
     const timeoutMs = endpoint.timeoutS === null ? undefined : endpoint.timeoutS * 1000;
     const result = await this.options.sender.send(endpoint.id, endpoint.url, request.body, request.headers, timeoutMs);

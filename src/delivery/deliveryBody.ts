@@ -2,6 +2,14 @@ import { buildEnvelope, ENVELOPE_SCHEMA_VERSION, envelopeDetails, type Delivered
 import type { AuditEventFieldName } from '../client/auditEvent.ts';
 import { compactValuePosition, compactValueTexts, documentOfParts, type DocumentParts } from '../events/eventDocument.ts';
 
+/** What a delivery's body is made of: a stored event's DOCUMENT_PARTS, or an operational notice's fields. */
+export type DeliveryContent = { readonly parts: Readonly<DocumentParts> } | { readonly event: DeliveredEvent };
+
+/** The body of an attempt: the same bytes at every attempt of a delivery. */
+export function deliveryBody(content: DeliveryContent): string {
+  return 'parts' in content ? deliveryBodyOfParts(content.parts) : buildEnvelope(content.event);
+}
+
 /**
  * A delivery's body from the stored event as the worker reads it (DOCUMENT_PARTS): the bytes buildEnvelope
  * makes of the served document, every attempt alike. A compact row's values are already the JSON texts of

@@ -1,9 +1,8 @@
 import type pg from 'pg';
 import { numberArrayLiteral } from '../db/arrayLiteral.ts';
 import { prepared, type Queryable } from '../db/database.ts';
-import { buildEnvelope } from '../client/webhookEnvelope.ts';
 import { DOCUMENT_PARTS, type DocumentParts } from '../events/eventDocument.ts';
-import { deliveryBodyOfParts } from './deliveryBody.ts';
+import type { DeliveryContent } from './deliveryBody.ts';
 import { findAttemptTargets, type AttemptTarget } from '../webhooks/endpointSecretsStore.ts';
 import { loadOperationalWork } from './operationalFanOut.ts';
 
@@ -19,8 +18,13 @@ export interface DeliveryWork {
   /** The event's id and tenant, for the request's headers and the log. */
   readonly eventId: string;
   readonly tenantId: string;
-  /** The delivery body (the envelope), the same bytes for every attempt. */
-  readonly body: string;
+  /**
+   * What the body is made of (deliveryBody.ts): the event's parts as read, or a notice's fields. The body is
+   * made at each attempt, so that a queued delivery holds only the flat texts Postgres sent: a body made at
+   * load time was a tree of concatenated strings until its first signing, tens of objects per delivery
+   * that lived through the young generation's collections while the delivery waited its turn.
+   */
+  readonly content: DeliveryContent;
 }
 
 /** A row of the work query: the delivery's columns, then the event's DOCUMENT_PARTS (array mode). */
@@ -33,8 +37,8 @@ type WorkRow = [deliveryId: string, state: string, attempts: number, published: 
  * query of every batch stays a join with the trail.
  */
 export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): Promise<Map<string, DeliveryWork>> {
-  // The event's parts, the body put together in Node (deliveryBody.ts), as the list reads them: Postgres'
-  // format() of a compact row cost it more than the join did.
+  // The event's parts, the body put together in Node (deliveryBody.ts) as the list puts documents
+  // together: Postgres' format() of a compact row cost it more than the join did.
   const query: pg.QueryArrayConfig = {
     ...prepared(
       `SELECT d.id::text, d.state, d.attempts, d.published_at IS NOT NULL, d.endpoint_id, ${DOCUMENT_PARTS}
@@ -55,7 +59,7 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
     const endpoint = endpoints.get(notice.endpointId);
     if (!endpoint) continue;
     const { event, ...delivery } = notice;
-    work.set(notice.deliveryId, { ...delivery, endpoint, eventId: event.eventId, tenantId: event.tenantId, body: buildEnvelope(event) });
+    work.set(notice.deliveryId, { ...delivery, endpoint, eventId: event.eventId, tenantId: event.tenantId, content: { event } });
   }
   for (const row of rows) {
     const [deliveryId, state, attempts, published, endpointId, ...parts] = row;
@@ -70,7 +74,7 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
       endpoint,
       eventId: parts[2],
       tenantId: parts[5],
-      body: deliveryBodyOfParts(parts),
+      content: { parts },
     });
   }
   return work;

@@ -222,7 +222,7 @@ export class DeliveryWorker {
     }
     const { work } = route;
     if (route.kind === 'cancel')
-      this.record(held, work.endpoint.id, { kind: 'cancelled', deliveryId: held.deliveryId, attempt: held.attempt });
+      this.record(held, work.endpoint.id, { kind: 'cancelled', deliveryId: held.deliveryId, attempt: held.attempt }, work.endpoint.ordered);
     else if (route.kind === 'defer') this.defer(held, work.endpoint.id, STOPPING_DEFER_MS);
     else if (this.lanes.admit(work.endpoint.id, { held, work, secretsGeneration }, laneLimitsOf(work.endpoint)) === 'overflow')
       this.park(held, work.endpoint.id);
@@ -280,12 +280,13 @@ export class DeliveryWorker {
         this.held.settle(held);
         return false;
       case 'attempted':
-        this.record(held, work.endpoint.id, result.outcome);
+        this.record(held, work.endpoint.id, result.outcome, work.endpoint.ordered);
         return result.answered;
     }
   }
 
-  private record(held: Held, endpointId: string, outcome: DeliveryOutcome): void {
-    this.recorder.add({ settles: held, endpointId, outcome });
+  /** `awaited`: an ordered endpoint's next delivery waits for this outcome to be recorded. */
+  private record(held: Held, endpointId: string, outcome: DeliveryOutcome, awaited = false): void {
+    this.recorder.add({ settles: held, endpointId, outcome, awaited });
   }
 }

@@ -49,9 +49,10 @@ export class MicroBatcher<T> {
     return this.buffer.length;
   }
 
-  add(item: T): void {
+  /** `now`: something waits for this item's write, so it goes without the linger (after a write in progress). */
+  add(item: T, now = false): void {
     this.buffer.push(item);
-    if (this.buffer.length >= this.options.size) this.startWrite();
+    if (now || this.buffer.length >= this.options.size) this.startWrite();
     else this.armLinger();
   }
 

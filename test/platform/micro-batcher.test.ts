@@ -48,6 +48,18 @@ describe('MicroBatcher', () => {
     expect(writes.batches).to.deep.equal([[1, 2, 3]]);
   });
 
+  it('writes an item someone waits for at once with what waits, or right after the write in progress', async () => {
+    const writes = new Writes();
+    const { instance } = batcher(writes, new ManualClock());
+    instance.add(1);
+    instance.add(2, true);
+    expect(writes.batches, 'no write in progress: at once, without the linger').to.deep.equal([[1, 2]]);
+    instance.add(3, true);
+    expect(writes.batches, 'a write in progress: nothing more yet').to.have.length(1);
+    await writes.finish();
+    expect(writes.batches, 'right after it').to.deep.equal([[1, 2], [3]]);
+  });
+
   it('writes a partial batch when the linger after its first item has passed, not before', async () => {
     const clock = new ManualClock();
     const writes = new Writes();

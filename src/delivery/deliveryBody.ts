@@ -15,8 +15,8 @@ export function deliveryBody(content: DeliveryContent): string {
  * makes of the served document, every attempt alike. A compact row's values are already the JSON texts of
  * its fields, written by JSON.stringify or by Postgres byte for byte alike (eventDocument.ts), so the
  * envelope is put together from them around the three texts that need no escaping (the action, the id and
- * the tenant, written from columns), and only `details` is parsed (it becomes an object). Parsing the whole
- * document and writing the envelope again was about a twentieth of the worker's CPU per delivery. Any other
+ * the tenant, written from columns), and only `details` is parsed (it becomes an object): parsing the whole
+ * document and writing the envelope again cost the worker a few µs per delivery (BENCHMARKS.md). Any other
  * row (a redacted event's stored document, a later version's, one with columns only) goes through the parse.
  * test/webhooks/delivery-body.test.ts compares both ways on every kind of row.
  */

@@ -58,8 +58,17 @@ export async function loadDeliveryWork(db: Queryable, ids: readonly string[]): P
   for (const notice of notices) {
     const endpoint = endpoints.get(notice.endpointId);
     if (!endpoint) continue;
-    const { event, ...delivery } = notice;
-    work.set(notice.deliveryId, { ...delivery, endpoint, eventId: event.eventId, tenantId: event.tenantId, content: { event } });
+    const { deliveryId, state, attempts, published, event } = notice;
+    work.set(deliveryId, {
+      deliveryId,
+      state,
+      attempts,
+      published,
+      endpoint,
+      eventId: event.eventId,
+      tenantId: event.tenantId,
+      content: { event },
+    });
   }
   for (const row of rows) {
     const [deliveryId, state, attempts, published, endpointId, ...parts] = row;

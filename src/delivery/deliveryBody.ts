@@ -1,5 +1,11 @@
-import { buildEnvelope, ENVELOPE_SCHEMA_VERSION, envelopeDetails, type DeliveredEvent } from '../client/webhookEnvelope.ts';
-import type { AuditEventFieldName } from '../client/auditEvent.ts';
+import {
+  buildEnvelope,
+  deliveredEventOf,
+  ENVELOPE_SCHEMA_VERSION,
+  envelopeDetails,
+  type DeliveredEvent,
+} from '../client/webhookEnvelope.ts';
+import type { AuditEvent, AuditEventFieldName } from '../client/auditEvent.ts';
 import { compactValuePosition, compactValueTexts, documentOfParts, type DocumentParts } from '../events/eventDocument.ts';
 
 /** What a delivery's body is made of: a stored event's DOCUMENT_PARTS, or an operational notice's fields. */
@@ -22,7 +28,7 @@ export function deliveryBody(content: DeliveryContent): string {
  */
 export function deliveryBodyOfParts(parts: Readonly<DocumentParts>): string {
   const texts = compactValueTexts(parts);
-  if (texts === undefined) return buildEnvelope(deliveredEventOfDocument(documentOfParts(parts)));
+  if (texts === undefined) return buildEnvelope(deliveredEventOf(JSON.parse(documentOfParts(parts)) as AuditEvent));
   const [, , eventId, action, phiInvolved, tenantId] = parts;
   return (
     `{"type":"${action}","id":"${eventId}","timestamp":${texts[AT.timestamp]!},"tenant_id":"${tenantId}",` +
@@ -45,38 +51,4 @@ function positionOf(name: AuditEventFieldName): number {
   const position = compactValuePosition(name);
   if (position === undefined) throw new Error(`${name} is not among a compact row's values`);
   return position;
-}
-
-/** The members of a served document that a delivery's envelope carries. */
-interface ServedEvent {
-  event_id: string;
-  timestamp: string;
-  action: string;
-  tenant_id: string;
-  user_id: string;
-  user_role: string;
-  resource_type: string;
-  resource_id: string;
-  phi_involved: boolean;
-  success: boolean;
-  /** JSON text. */
-  details: string;
-}
-
-/** The envelope's source fields of a served document. */
-function deliveredEventOfDocument(document: string): DeliveredEvent {
-  const event = JSON.parse(document) as ServedEvent;
-  return {
-    eventId: event.event_id,
-    timestamp: event.timestamp,
-    action: event.action,
-    tenantId: event.tenant_id,
-    userId: event.user_id,
-    userRole: event.user_role,
-    resourceType: event.resource_type,
-    resourceId: event.resource_id,
-    phiInvolved: event.phi_involved,
-    success: event.success,
-    details: event.details,
-  };
 }

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { buildEnvelope } from '../../src/client/webhookEnvelope.ts';
+import type { AuditEvent } from '../../src/client/auditEvent.ts';
+import { buildEnvelope, deliveredEventOf } from '../../src/client/webhookEnvelope.ts';
 import { Database } from '../../src/db/database.ts';
 import { deliveryBodyOfParts } from '../../src/delivery/deliveryBody.ts';
 import { WEBHOOK_FAN_OUT } from '../../src/delivery/fanOut.ts';
@@ -53,31 +54,7 @@ describe('delivery bodies from stored events', () => {
 
   /** The envelope of a served document, the way deliveries were always built: parsed, then buildEnvelope. */
   function envelopeOfServed(served: string): string {
-    const event = JSON.parse(served) as {
-      [name in
-        | 'event_id'
-        | 'timestamp'
-        | 'action'
-        | 'tenant_id'
-        | 'user_id'
-        | 'user_role'
-        | 'resource_type'
-        | 'resource_id'
-        | 'details']: string;
-    } & { phi_involved: boolean; success: boolean };
-    return buildEnvelope({
-      eventId: event.event_id,
-      timestamp: event.timestamp,
-      action: event.action,
-      tenantId: event.tenant_id,
-      userId: event.user_id,
-      userRole: event.user_role,
-      resourceType: event.resource_type,
-      resourceId: event.resource_id,
-      phiInvolved: event.phi_involved,
-      success: event.success,
-      details: event.details,
-    });
+    return buildEnvelope(deliveredEventOf(JSON.parse(served) as AuditEvent));
   }
 
   it('builds the body of every event the write path stores as its envelope has always been', async () => {

@@ -196,11 +196,14 @@ describe('Postgres failover in a pg_auto_failover formation', function () {
     expect(report.savedHeads).to.equal(1);
     expect(report.proven).to.be.at.least(ids.length);
 
-    // The log stream's position reaches the head, every leaf below it sent (at least once), none skipped.
+    // The log stream's position reaches the head, every leaf below it sent (at least once), none skipped. It
+    // may pass it: the export above is audited (`audit.export`, in this tenant), and that event can be sealed
+    // and streamed before the wait looks (a CI run saw the position at 4,135 for a head of 4,134).
     const size = exportHead.tree_size as number;
     await explainedByStream(() =>
       waitFor(
-        () => withDatabase(async (db) => (await testStreamRegistry(db).state(tenantId, streamId)).positions.get(tenantId) === size),
+        async () =>
+          withDatabase(async (db) => ((await testStreamRegistry(db).state(tenantId, streamId)).positions.get(tenantId) ?? 0) >= size),
         `the stream at the head (${size})`,
         60_000,
         250,

@@ -259,11 +259,7 @@ export const COMPACT_TEMPLATE = (() => {
   return { literals, slots, values: valueSlot - COLUMN_SLOTS.size, timestampValue };
 })();
 
-/**
- * A compact row's value texts (document_values split at U+001F), each the JSON text of its field; undefined
- * for a row that serves a stored or column-rendered document instead. Throws, as documentOfParts does, for
- * values that do not fit the shape.
- */
+/** A compact row's value texts, each its field's JSON; undefined for a row serving a document. Throws if misshapen. */
 export function compactValueTexts(parts: Readonly<DocumentParts>): string[] | undefined {
   const [document, values, eventId] = parts;
   if (document !== null || values === null) return undefined;

@@ -40,12 +40,15 @@ export function deliveryBodyOfParts(parts: Readonly<DocumentParts>): string {
 }
 
 /** Where each field the envelope takes from a compact row's values sits among them. */
-const AT = Object.fromEntries(
-  (['timestamp', 'user_id', 'user_role', 'resource_type', 'resource_id', 'success', 'details'] as const).map((name) => [
-    name,
-    positionOf(name),
-  ]),
-) as Record<'timestamp' | 'user_id' | 'user_role' | 'resource_type' | 'resource_id' | 'success' | 'details', number>;
+const AT = {
+  timestamp: positionOf('timestamp'),
+  user_id: positionOf('user_id'),
+  user_role: positionOf('user_role'),
+  resource_type: positionOf('resource_type'),
+  resource_id: positionOf('resource_id'),
+  success: positionOf('success'),
+  details: positionOf('details'),
+};
 
 function positionOf(name: AuditEventFieldName): number {
   const position = compactValuePosition(name);

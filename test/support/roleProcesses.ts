@@ -47,7 +47,13 @@ export class RoleProcesses {
     this.children.add(child);
     this.internalUrls.set(child, `http://127.0.0.1:${internalPort}`);
     child.once('exit', () => this.children.delete(child));
-    await untilReady(internalPort, `${roles.join(', ')} up`, readiness);
+    // A process that ends while starting fails the test at once, with its exit status, rather than after the
+    // readiness wait with a timeout that hides why.
+    const ended = once(child, 'exit').then(([code, signal]) => {
+      throw new Error(`${roles.join(', ')} exited (${signal ?? `code ${code}`}) before it was ready`);
+    });
+    ended.catch(() => undefined);
+    await Promise.race([untilReady(internalPort, `${roles.join(', ')} up`, readiness), ended]);
     return child;
   }
 

@@ -288,26 +288,25 @@ const ratio = (eventsPerSecond: number) => Number((eventsPerSecond / copyRate).t
  * during it.
  */
 const ROUNDS = Number(process.env.BENCH_INGEST_ROUNDS ?? 2);
-const order = ['http', 'jetstream'].filter((phase) => PHASES.has(phase));
-const runs: Record<string, Array<Awaited<ReturnType<typeof httpPhase>> | Awaited<ReturnType<typeof jetstreamPhase>>>> = {
-  http: [],
-  jetstream: [],
-};
+type Phase = 'http' | 'jetstream';
+type PhaseRun = Awaited<ReturnType<typeof httpPhase>> | Awaited<ReturnType<typeof jetstreamPhase>>;
+const order = (['http', 'jetstream'] as const).filter((phase) => PHASES.has(phase));
+const runs: Record<Phase, PhaseRun[]> = { http: [], jetstream: [] };
 for (let round = 0; round < ROUNDS; round += 1) {
   for (const phase of round % 2 === 0 ? order : [...order].reverse()) {
-    runs[phase]!.push(phase === 'http' ? await httpPhase() : await jetstreamPhase());
+    runs[phase].push(phase === 'http' ? await httpPhase() : await jetstreamPhase());
   }
 }
 /** A phase's runs and their mean rate, or undefined when it did not run. */
-function summary(phase: string, extra: Record<string, unknown>) {
-  const measured = runs[phase]!;
+function summary(phase: Phase, extra: Record<string, unknown>) {
+  const measured = runs[phase];
   if (measured.length === 0) return undefined;
   const rate = measured.reduce((sum, run) => sum + run.events_per_s, 0) / measured.length;
   return { events_per_s: Math.round(rate), ratio_vs_copy: ratio(rate), ...extra, runs: measured };
 }
 const http = summary('http', { producers: PRODUCERS, batch: BATCH });
 const jetstreamResult = summary('jetstream', {});
-const lastDatabase = (runs.http!.at(-1) ?? runs.jetstream!.at(-1))!.database;
+const lastDatabase = (runs.http.at(-1) ?? runs.jetstream.at(-1))!.database;
 
 // Bytes on disk per event (heap, TOAST, indexes, and the small free-space and visibility maps vacuum gives
 // both): the service's events table, every partition, in the last phase's database, against the reference

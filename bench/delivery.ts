@@ -15,7 +15,9 @@
  * measured. Perf profiles
  * of the path's worker: TurboFan compiling took 16 % of its CPU after 10,000 and 6 % after 20,000. The path
  * is measured in BENCH_PATH_ROUNDS rounds (3), each between two runs of the bare sender, and its ratio is the
- * median of the rounds' (bench/support/pathRounds.ts).
+ * median of the rounds' (bench/support/pathRounds.ts). The path's rounds drain the outbox through the relay;
+ * as many rounds `published_on_write` drain deliveries ingest published as it wrote their events, the way
+ * the default roles deliver.
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -58,6 +60,9 @@ const WARMUP_EVENTS = Number(process.env.BENCH_DELIVERY_WARMUP ?? 20_000);
 const PACED_SECONDS = Number(process.env.BENCH_DELIVERY_SECONDS ?? 10);
 const PATH_ROUNDS = Number(process.env.BENCH_PATH_ROUNDS ?? 3);
 const CONCURRENCY = 16;
+// The application names of the relay's and the worker's Postgres sessions (pool, and LISTEN or lock sessions).
+const RELAY_SESSIONS = ['audit-trail relay', 'audit-trail delivery-relay'];
+const WORKER_SESSIONS = ['audit-trail worker', 'audit-trail delivery-worker'];
 const log = createLogger('warn');
 const children: ChildProcess[] = [];
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -253,8 +258,8 @@ async function main(): Promise<void> {
     // The Postgres total split by whose sessions did the work: the write path (this driver's pool), the
     // relay's (its pool and its LISTEN session) and the worker's.
     postgres_of_writer: cpuMeter(() => backendsOf(SERVER, 'audit_bench_delivery', ['bench driver'])),
-    postgres_of_relay: cpuMeter(() => backendsOf(SERVER, 'audit_bench_delivery', ['audit-trail relay', 'audit-trail delivery-relay'])),
-    postgres_of_worker: cpuMeter(() => backendsOf(SERVER, 'audit_bench_delivery', ['audit-trail worker', 'audit-trail delivery-worker'])),
+    postgres_of_relay: cpuMeter(() => backendsOf(SERVER, 'audit_bench_delivery', RELAY_SESSIONS)),
+    postgres_of_worker: cpuMeter(() => backendsOf(SERVER, 'audit_bench_delivery', WORKER_SESSIONS)),
   };
   const peakStarted = Date.now();
   await fill(PEAK_EVENTS, ingestWriter);
@@ -265,6 +270,41 @@ async function main(): Promise<void> {
   );
   const peakRate = PEAK_EVENTS / ((peak.lastAt - peakStarted) / 1000);
   const ingestRate = PEAK_EVENTS / ((writtenAt - peakStarted) / 1000);
+
+  // The path as the default roles run it: ingest publishes each delivery as it writes the event, so no relay
+  // claims it (the path's rounds above drain the outbox through the relay, the way of retries and of what
+  // ingest could not publish). The worker is stopped (SIGSTOP) while the events are written and their
+  // deliveries published, then let go to drain JetStream. Postgres counts the worker's and the relay's
+  // sessions: the write path's work, its confirmations included, is ingest's.
+  const onWriteCpuSeconds = { worker: 0, relay: 0, postgres: 0, nats: 0, receiver: 0 };
+  const onWrite =
+    separate && publisher
+      ? await measurePathRounds(
+          PATH_ROUNDS,
+          rounds.bareRuns.at(-1)!,
+          async () => {
+            const pid = worker.child.pid!;
+            process.kill(pid, 'SIGSTOP');
+            try {
+              await reset();
+              await fill(PEAK_EVENTS, ingestWriter);
+            } catch (error) {
+              process.kill(pid, 'SIGCONT');
+              throw error;
+            }
+            const meters = {
+              ...deliveryMeters(),
+              postgres: cpuMeter(() => backendsOf(SERVER, 'audit_bench_delivery', [...RELAY_SESSIONS, ...WORKER_SESSIONS])),
+            };
+            process.kill(pid, 'SIGCONT');
+            const drained = await waitForCount(PEAK_EVENTS);
+            for (const [part, meter] of Object.entries(meters))
+              onWriteCpuSeconds[part as keyof typeof onWriteCpuSeconds] += meter.elapsed();
+            return (PEAK_EVENTS - 1) / ((drained.lastAt - drained.firstAt) / 1000);
+          },
+          bareSender,
+        )
+      : undefined;
 
   // Paced at half the peak, spread over all ten (healthy) endpoints.
   // Each also reports the cores its processes kept busy: at half the peak, the failures' retries and parkings
@@ -302,7 +342,7 @@ async function main(): Promise<void> {
   // The service's processes stop first, so the second baseline has the machine as the first one had it.
   for (const child of children.splice(1)) child.kill('SIGTERM');
   await new Promise((resolve) => setTimeout(resolve, 1_000));
-  const bareRuns = [...rounds.bareRuns, await bareSender()];
+  const bareRuns = [...rounds.bareRuns, ...(onWrite?.bareRuns.slice(1) ?? []), await bareSender()];
   const bareRate = bareRuns.reduce((sum, rate) => sum + rate, 0) / bareRuns.length;
   const pathRate = rounds.rounds.reduce((sum, round) => sum + round.path_per_s, 0) / rounds.rounds.length;
   const report = {
@@ -319,6 +359,18 @@ async function main(): Promise<void> {
     delivery_path_cpu_us_per_delivery: pathCpuUs,
     ...(roundStatements.length > 0 ? { delivery_path_statements_by_round: roundStatements } : {}),
     ...cpuYardstick(bareCpuSeconds, bareRate, { total: pathCpuUsTotal, worker: (cpuSeconds.worker * 1e6) / pathDeliveries }, pathRate),
+    ...(onWrite
+      ? {
+          published_on_write_ratio_vs_bare: onWrite.medianRatio,
+          published_on_write_rounds: onWrite.rounds,
+          published_on_write_cpu_us_per_delivery: Object.fromEntries(
+            Object.entries(onWriteCpuSeconds).map(([part, seconds]) => [
+              part,
+              Math.round((seconds * 1e6) / (PEAK_EVENTS * onWrite.rounds.length)),
+            ]),
+          ),
+        }
+      : {}),
     end_to_end_publisher: publisher ? 'the writer (as ingest)' : 'the relay',
     end_to_end_with_ingest_per_s: Math.round(peakRate),
     end_to_end_ratio_vs_bare: Number((peakRate / bareRate).toFixed(2)),

@@ -81,14 +81,27 @@ export async function advancePosition(
   return rows[0]?.moved === true;
 }
 
-/** Records a failed batch: its reason, and for a refusal that does not heal, the failing state. */
-export async function recordFailure(db: Queryable, streamId: string, owner: string, reason: string, failing: boolean): Promise<void> {
+/**
+ * Records a failed batch: its reason, and for a refusal that does not heal, the failing state. Only while the
+ * stream is at the revision the batch was sent under. A change of the stream (new credentials, a resume)
+ * clears its failing state and raises its revision, but the worker of the revision before keeps retrying
+ * until the runner stops it; its refusals, recorded, made the stream read as failing again, with the old
+ * error, until the new worker's first batch went through, and a controller that reconciled meanwhile showed
+ * the resource Stalled until its next resync.
+ */
+export async function recordFailure(
+  db: Queryable,
+  stream: { readonly id: string; readonly revision: number },
+  owner: string,
+  reason: string,
+  failing: boolean,
+): Promise<void> {
   await db.query(
     prepared(
       `UPDATE log_streams SET last_error = $3, last_error_at = now(),
               failing_since = CASE WHEN $4 THEN COALESCE(failing_since, now()) ELSE failing_since END
-        WHERE id = $1 AND lease_owner = $2`,
-      [streamId, owner, reason.slice(0, 1000), failing],
+        WHERE id = $1 AND lease_owner = $2 AND revision = $5`,
+      [stream.id, owner, reason.slice(0, 1000), failing, stream.revision],
     ),
   );
 }

@@ -162,7 +162,7 @@ export class StreamWorker {
       );
       return action.waitMs;
     }
-    await recordFailure(db, stream, owner, action.reason, action.kind === 'refused');
+    await recordFailure(db, this.stream, owner, action.reason, action.kind === 'refused');
     if (action.kind === 'refused') {
       if (outcome.kind !== 'refused') metrics?.batchesFailed.inc({ stream, outcome: 'refused' });
       if (action.turnedFailing) streamTurnedFailing(this.options, this.stream, action.reason);
